@@ -1,0 +1,491 @@
+//! Cipher choice per nonce size, key derivation, and the keyed engines.
+//!
+//! A block cipher whose block equals the nonce size is a permutation, so encrypting unique
+//! nonces yields unique nonces. Keys are derived exactly as NoNoncense does:
+//! PBKDF2-HMAC-SHA256(base key, salt, 1000 iterations, key length).
+
+use core::fmt;
+use core::str::FromStr;
+
+#[allow(unused_imports)]
+use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
+#[allow(unused_imports)]
+use cipher::consts::{U8, U12, U16};
+use zeroize::Zeroizing;
+
+use crate::error::ConfigError;
+
+/// Minimum base key length in bytes.
+pub const MIN_BASE_KEY_LEN: usize = 32;
+const PBKDF2_ROUNDS: u32 = 1000;
+
+macro_rules! cipher_enum {
+    ($(#[$m:meta])* $name:ident, $bits:literal, default $default:ident, $( $variant:ident => ($str:literal, $feature:literal, $salt:literal, $key_len:literal) ),+ $(,)?) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $(
+                #[doc = concat!("`", $str, "` (cargo feature `", $feature, "`; derived with salt `", $salt, "`, ", stringify!($key_len), "-byte key)")]
+                #[cfg_attr(any(), allow(unused))]
+                $variant,
+            )+
+        }
+
+        impl $name {
+            /// Every cipher of this size, whether compiled in or not.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The name used in configuration and on the command line.
+            pub const fn name(self) -> &'static str {
+                match self { $(Self::$variant => $str),+ }
+            }
+
+            /// The PBKDF2 salt NoNoncense uses for this cipher and size.
+            pub const fn salt(self) -> &'static str {
+                match self { $(Self::$variant => $salt),+ }
+            }
+
+            /// The key length in bytes.
+            pub const fn key_len(self) -> usize {
+                match self { $(Self::$variant => $key_len),+ }
+            }
+
+            /// The cargo feature that compiles this cipher in.
+            pub const fn feature(self) -> &'static str {
+                match self { $(Self::$variant => $feature),+ }
+            }
+
+            /// Whether this build includes the cipher.
+            pub const fn is_available(self) -> bool {
+                match self { $(Self::$variant => cfg!(feature = $feature)),+ }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::$default
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownCipher;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($str => Ok(Self::$variant),)+
+                    _ => Err(UnknownCipher { bits: $bits }),
+                }
+            }
+        }
+    };
+}
+
+cipher_enum!(
+    /// Ciphers for 64-bit encrypted nonces (64-bit blocks).
+    Cipher64, 64, default Blowfish,
+    Blowfish => ("blowfish", "blowfish", "blowfish_64", 16),
+    Des3 => ("des3", "des3", "des3_64", 24),
+    Speck => ("speck", "speck", "speck64_128", 16),
+);
+
+cipher_enum!(
+    /// Ciphers for 96-bit encrypted nonces. Blowfish and 3DES have 64-bit blocks: their 96-bit
+    /// nonce is an encrypted 64-bit nonce followed by 32 zero bits, as in NoNoncense.
+    /// Speck96/144 encrypts all 96 bits.
+    Cipher96, 96, default Blowfish,
+    Blowfish => ("blowfish", "blowfish", "blowfish_96", 16),
+    Des3 => ("des3", "des3", "des3_96", 24),
+    Speck => ("speck", "speck", "speck96_144", 18),
+);
+
+cipher_enum!(
+    /// Ciphers for 128-bit encrypted nonces.
+    Cipher128, 128, default Aes,
+    Aes => ("aes", "aes", "aes", 32),
+    Speck => ("speck", "speck", "speck128_256", 32),
+);
+
+impl Cipher96 {
+    /// Whether this cipher's block is 64 bits, making the 96-bit nonce an encrypted 64-bit nonce
+    /// with a 32-bit zero tail.
+    pub const fn has_64bit_block(self) -> bool {
+        matches!(self, Self::Blowfish | Self::Des3)
+    }
+}
+
+/// A cipher name that is not known for the size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownCipher {
+    /// Nonce size in bits.
+    pub bits: u16,
+}
+
+impl fmt::Display for UnknownCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = match self.bits {
+            64 | 96 => "blowfish, des3 or speck",
+            _ => "aes or speck",
+        };
+        write!(f, "unknown {}-bit cipher: use {names}", self.bits)
+    }
+}
+
+impl core::error::Error for UnknownCipher {}
+
+/// Derives a per-cipher key from a base key as NoNoncense does.
+///
+/// `out` must be the cipher's key length. Fails if the base key is shorter than 32 bytes.
+pub fn derive_key(base_key: &[u8], salt: &str, out: &mut [u8]) -> Result<(), ConfigError> {
+    if base_key.len() < MIN_BASE_KEY_LEN {
+        return Err(ConfigError::BaseKeyTooShort { len: base_key.len() });
+    }
+    pbkdf2::pbkdf2_hmac::<sha2::Sha256>(base_key, salt.as_bytes(), PBKDF2_ROUNDS, out);
+    Ok(())
+}
+
+/// Picks the explicit key, or derives one from the base key; `None` if neither is given.
+fn key_material(
+    bits: u16,
+    cipher: &'static str,
+    salt: &str,
+    len: usize,
+    explicit: Option<&[u8]>,
+    base: Option<&[u8]>,
+) -> Result<Option<Zeroizing<[u8; 32]>>, ConfigError> {
+    let mut buf = Zeroizing::new([0u8; 32]);
+    match (explicit, base) {
+        (Some(k), _) => {
+            if k.len() != len {
+                return Err(ConfigError::KeyLength { bits, cipher, expected: len, actual: k.len() });
+            }
+            buf[..len].copy_from_slice(k);
+        }
+        (None, Some(b)) => derive_key(b, salt, &mut buf[..len])?,
+        (None, None) => return Ok(None),
+    }
+    Ok(Some(buf))
+}
+
+fn unavailable(cipher: &'static str, feature: &'static str) -> ConfigError {
+    ConfigError::CipherUnavailable { cipher, feature }
+}
+
+
+/// A keyed 64-bit-block engine. Variants hold key schedules inline (no heap): Blowfish's is
+/// 4 KiB, and a factory holds at most one engine per size.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine64 {
+    /// Keeps the enum inhabited-in-type when every cipher is compiled out.
+    #[allow(dead_code)]
+    Unavailable(core::convert::Infallible),
+    #[cfg(feature = "blowfish")]
+    Blowfish(blowfish::Blowfish),
+    #[cfg(feature = "des3")]
+    Des3(des::TdesEde3),
+    #[cfg(feature = "speck")]
+    Speck(speck_cipher::Speck64_128),
+}
+
+impl Engine64 {
+    #[allow(unused_variables)]
+    fn new(cipher: &'static str, key: &[u8]) -> Result<Self, ConfigError> {
+        match cipher {
+            #[cfg(feature = "blowfish")]
+            "blowfish" => Ok(Self::Blowfish(blowfish::Blowfish::new_from_slice(key).expect("16-byte key"))),
+            #[cfg(feature = "des3")]
+            "des3" => Ok(Self::Des3(des::TdesEde3::new_from_slice(key).expect("24-byte key"))),
+            #[cfg(feature = "speck")]
+            "speck" => Ok(Self::Speck(speck_cipher::Speck64_128::new_from_slice(key).expect("16-byte key"))),
+            other => Err(unavailable(other, other)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn encrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
+        #[allow(unused_mut, unused_variables)]
+        let mut b: Array<u8, U8> = Array::from(bytes);
+        match self {
+            Self::Unavailable(never) => match *never {},
+            #[cfg(feature = "blowfish")]
+            Self::Blowfish(c) => {
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "des3")]
+            Self::Des3(c) => {
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn decrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
+        #[allow(unused_mut, unused_variables)]
+        let mut b: Array<u8, U8> = Array::from(bytes);
+        match self {
+            Self::Unavailable(never) => match *never {},
+            #[cfg(feature = "blowfish")]
+            Self::Blowfish(c) => {
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "des3")]
+            Self::Des3(c) => {
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+}
+
+/// A keyed engine for 96-bit nonces: a 64-bit-block cipher (zero tail) or Speck96/144.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine96 {
+    Block64(Engine64),
+    #[cfg(feature = "speck")]
+    Speck(speck_cipher::Speck96_144),
+}
+
+impl Engine96 {
+    pub(crate) fn has_64bit_block(&self) -> bool {
+        matches!(self, Self::Block64(_))
+    }
+
+    /// Encrypts a 96-bit block (Speck96) or the first 8 bytes of it, keeping a zero tail.
+    #[inline]
+    pub(crate) fn encrypt(&self, bytes: [u8; 12]) -> [u8; 12] {
+        match self {
+            Self::Block64(e) => {
+                let head = e.encrypt(bytes[..8].try_into().expect("8 bytes"));
+                let mut out = [0u8; 12];
+                out[..8].copy_from_slice(&head);
+                out
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                let mut b: Array<u8, U12> = Array::from(bytes);
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn decrypt(&self, bytes: [u8; 12]) -> [u8; 12] {
+        match self {
+            Self::Block64(e) => {
+                let head = e.decrypt(bytes[..8].try_into().expect("8 bytes"));
+                let mut out = [0u8; 12];
+                out[..8].copy_from_slice(&head);
+                out
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                let mut b: Array<u8, U12> = Array::from(bytes);
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+}
+
+/// A keyed 128-bit-block engine.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Engine128 {
+    /// Keeps the enum inhabited-in-type when every cipher is compiled out.
+    #[allow(dead_code)]
+    Unavailable(core::convert::Infallible),
+    #[cfg(feature = "aes")]
+    Aes(aes::Aes256),
+    #[cfg(feature = "speck")]
+    Speck(speck_cipher::Speck128_256),
+}
+
+impl Engine128 {
+    #[inline]
+    pub(crate) fn encrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
+        #[allow(unused_mut, unused_variables)]
+        let mut b: Array<u8, U16> = Array::from(bytes);
+        match self {
+            Self::Unavailable(never) => match *never {},
+            #[cfg(feature = "aes")]
+            Self::Aes(c) => {
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                c.encrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn decrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
+        #[allow(unused_mut, unused_variables)]
+        let mut b: Array<u8, U16> = Array::from(bytes);
+        match self {
+            Self::Unavailable(never) => match *never {},
+            #[cfg(feature = "aes")]
+            Self::Aes(c) => {
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(c) => {
+                c.decrypt_block(&mut b);
+                b.into()
+            }
+        }
+    }
+
+    /// Encrypts `out.len()` consecutive nonces starting at `first` (the low 64 bits count up,
+    /// wrapping within them, as the 128-bit count does).
+    #[allow(unused_variables)]
+    pub(crate) fn encrypt_run(&self, first: [u8; 16], out: &mut [[u8; 16]]) {
+        match self {
+            Self::Unavailable(never) => match *never {},
+            #[cfg(feature = "aes")]
+            Self::Aes(c) => {
+                // A run of consecutive counter nonces, encrypted, is the CTR keystream whose IV
+                // is the first nonce; `ctr` pipelines it across AES-NI lanes.
+                use cipher::{InnerIvInit, StreamCipher};
+                let core = ctr::CtrCore::<&aes::Aes256, ctr::flavors::Ctr64BE>::inner_iv_init(c, &Array::from(first));
+                let mut ctr = ctr::Ctr64BE::from_core(core);
+                for chunk in out.chunks_mut(64) {
+                    for b in chunk.iter_mut() {
+                        *b = [0u8; 16];
+                    }
+                    ctr.apply_keystream(chunk.as_flattened_mut());
+                }
+            }
+            #[cfg(feature = "speck")]
+            Self::Speck(_) => {
+                let hi = u64::from_be_bytes(first[..8].try_into().expect("8 bytes"));
+                let lo = u64::from_be_bytes(first[8..].try_into().expect("8 bytes"));
+                for (i, slot) in (0u64..).zip(out.iter_mut()) {
+                    let mut b = [0u8; 16];
+                    b[..8].copy_from_slice(&hi.to_be_bytes());
+                    b[8..].copy_from_slice(&lo.wrapping_add(i).to_be_bytes());
+                    *slot = self.encrypt(b);
+                }
+            }
+        }
+    }
+}
+
+/// Per-size cipher choice and explicit keys for a factory.
+#[derive(Clone, Copy, Default)]
+pub struct Keys<'k> {
+    pub(crate) base: Option<&'k [u8]>,
+    pub(crate) key64: Option<&'k [u8]>,
+    pub(crate) key96: Option<&'k [u8]>,
+    pub(crate) key128: Option<&'k [u8]>,
+    pub(crate) cipher64: Cipher64,
+    pub(crate) cipher96: Cipher96,
+    pub(crate) cipher128: Cipher128,
+}
+
+impl fmt::Debug for Keys<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keys")
+            .field("base", &self.base.map(|_| "<redacted>"))
+            .field("key64", &self.key64.map(|_| "<redacted>"))
+            .field("key96", &self.key96.map(|_| "<redacted>"))
+            .field("key128", &self.key128.map(|_| "<redacted>"))
+            .field("cipher64", &self.cipher64)
+            .field("cipher96", &self.cipher96)
+            .field("cipher128", &self.cipher128)
+            .finish()
+    }
+}
+
+/// The keyed engines of one factory. Key schedules are zeroized on drop by the cipher crates.
+pub(crate) struct Engines {
+    pub(crate) e64: Option<Engine64>,
+    pub(crate) e96: Option<Engine96>,
+    pub(crate) e128: Option<Engine128>,
+}
+
+impl Engines {
+    pub(crate) fn new(keys: &Keys<'_>) -> Result<Self, ConfigError> {
+        if let Some(b) = keys.base
+            && b.len() < MIN_BASE_KEY_LEN
+        {
+            return Err(ConfigError::BaseKeyTooShort { len: b.len() });
+        }
+        let c64 = keys.cipher64;
+        let e64 = match key_material(64, c64.name(), c64.salt(), c64.key_len(), keys.key64, keys.base)? {
+            Some(k) => {
+                check_available(c64.is_available(), c64.name(), c64.feature())?;
+                Some(Engine64::new(c64.name(), &k[..c64.key_len()])?)
+            }
+            None => None,
+        };
+        let c96 = keys.cipher96;
+        let e96 = match key_material(96, c96.name(), c96.salt(), c96.key_len(), keys.key96, keys.base)? {
+            Some(k) => {
+                check_available(c96.is_available(), c96.name(), c96.feature())?;
+                Some(Self::engine96(c96, &k[..c96.key_len()])?)
+            }
+            None => None,
+        };
+        let c128 = keys.cipher128;
+        let e128 = match key_material(128, c128.name(), c128.salt(), c128.key_len(), keys.key128, keys.base)? {
+            Some(k) => {
+                check_available(c128.is_available(), c128.name(), c128.feature())?;
+                Some(Self::engine128(c128, &k[..c128.key_len()])?)
+            }
+            None => None,
+        };
+        Ok(Self { e64, e96, e128 })
+    }
+
+    fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, ConfigError> {
+        match c {
+            Cipher96::Blowfish | Cipher96::Des3 => Ok(Engine96::Block64(Engine64::new(c.name(), key)?)),
+            #[cfg(feature = "speck")]
+            Cipher96::Speck => Ok(Engine96::Speck(
+                speck_cipher::Speck96_144::new_from_slice(key).expect("18-byte key"),
+            )),
+            #[allow(unreachable_patterns)]
+            other => Err(unavailable(other.name(), other.feature())),
+        }
+    }
+
+    #[allow(unused_variables)]
+    fn engine128(c: Cipher128, key: &[u8]) -> Result<Engine128, ConfigError> {
+        match c {
+            #[cfg(feature = "aes")]
+            Cipher128::Aes => Ok(Engine128::Aes(aes::Aes256::new_from_slice(key).expect("32-byte key"))),
+            #[cfg(feature = "speck")]
+            Cipher128::Speck => Ok(Engine128::Speck(
+                speck_cipher::Speck128_256::new_from_slice(key).expect("32-byte key"),
+            )),
+            #[allow(unreachable_patterns)]
+            other => Err(unavailable(other.name(), other.feature())),
+        }
+    }
+}
+
+fn check_available(available: bool, cipher: &'static str, feature: &'static str) -> Result<(), ConfigError> {
+    if available { Ok(()) } else { Err(unavailable(cipher, feature)) }
+}

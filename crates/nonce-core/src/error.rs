@@ -1,0 +1,139 @@
+use core::fmt;
+
+/// Why a nonce could not be produced. Nothing is lost by an error: no value that was or will be
+/// handed out is affected, and the call can be retried once the cause is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The factory is disabled: never enabled, or switched off because its machine-ID lease was
+    /// lost or is being changed. Wait for the lease manager to enable it again.
+    Disabled,
+    /// The nonce would carry a timestamp at or past the lease deadline, so another node may
+    /// already own this machine ID. The lease must be renewed before generation resumes.
+    LeaseExpired,
+    /// The generator is ahead of the clock (64-bit counter burst exhausted, or the 8192-per-ms
+    /// cap of 64-bit sortable nonces) and the clock cannot wait. Retry at `until_ms` (clock ms).
+    WouldBlock {
+        /// The clock reading at which a retry can succeed.
+        until_ms: u64,
+    },
+    /// Encryption was asked for, but the factory has no key for this size. Configure a base key
+    /// (at least 32 bytes) or an explicit key for this size.
+    NoKey {
+        /// Nonce size in bits.
+        bits: u16,
+    },
+    /// The 42-bit timestamp would overflow (about 139 years after the epoch). Use a later epoch.
+    TimestampOverflow,
+    /// A 96-bit nonce for a 64-bit-block cipher (Blowfish, 3DES) must end in 32 zero bits, as
+    /// the encrypted 96-bit nonces of those ciphers do; anything else cannot be encrypted
+    /// without losing uniqueness.
+    NonZeroTail,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Disabled => f.write_str(
+                "nonce factory is disabled: no machine-ID lease is held; wait until the lease manager enables it",
+            ),
+            Self::LeaseExpired => f.write_str(
+                "machine-ID lease deadline reached: renew the lease before generating more nonces",
+            ),
+            Self::WouldBlock { until_ms } => write!(
+                f,
+                "nonce rate limit reached and the clock cannot wait: retry at clock time {until_ms} ms"
+            ),
+            Self::NoKey { bits } => write!(
+                f,
+                "no key for {bits}-bit nonces: configure a base key of at least 32 bytes or an explicit {bits}-bit key"
+            ),
+            Self::TimestampOverflow => f.write_str(
+                "nonce timestamp would overflow its 42 bits: configure a later epoch",
+            ),
+            Self::NonZeroTail => f.write_str(
+                "96-bit nonce does not end in 32 zero bits, so blowfish/des3 cannot encrypt it: use the speck 96-bit cipher for full 96-bit nonces",
+            ),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Why a factory could not be configured or enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Machine IDs are 9 bits: 0..=511.
+    MachineIdOutOfRange {
+        /// The rejected ID.
+        id: u16,
+    },
+    /// Base keys must be at least 32 bytes.
+    BaseKeyTooShort {
+        /// The length given.
+        len: usize,
+    },
+    /// An explicit key has the wrong length for its cipher.
+    KeyLength {
+        /// Nonce size in bits.
+        bits: u16,
+        /// The cipher the key is for.
+        cipher: &'static str,
+        /// Required length in bytes.
+        expected: usize,
+        /// Length given.
+        actual: usize,
+    },
+    /// The cipher was compiled out (its cargo feature is off).
+    CipherUnavailable {
+        /// The cipher's name.
+        cipher: &'static str,
+        /// The cargo feature that enables it.
+        feature: &'static str,
+    },
+    /// The clock reads earlier than the epoch; timestamps cannot be negative.
+    EpochInFuture {
+        /// The configured epoch (Unix ms).
+        epoch_ms: u64,
+        /// The clock reading (Unix ms).
+        now_ms: u64,
+    },
+    /// The clock is past the last timestamp the 42-bit field can hold for this epoch.
+    TimestampOverflow {
+        /// The configured epoch (Unix ms).
+        epoch_ms: u64,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::MachineIdOutOfRange { id } => {
+                write!(f, "machine id {id} is out of range: use 0..=511")
+            }
+            Self::BaseKeyTooShort { len } => write!(
+                f,
+                "base key is {len} bytes: use at least 32 random bytes"
+            ),
+            Self::KeyLength { bits, cipher, expected, actual } => write!(
+                f,
+                "{bits}-bit {cipher} key is {actual} bytes: it must be exactly {expected}"
+            ),
+            Self::CipherUnavailable { cipher, feature } => write!(
+                f,
+                "cipher {cipher} is not compiled in: enable the `{feature}` feature of nonce-core"
+            ),
+            Self::EpochInFuture { epoch_ms, now_ms } => write!(
+                f,
+                "epoch {epoch_ms} ms is after the current time {now_ms} ms: use an epoch in the past"
+            ),
+            Self::TimestampOverflow { epoch_ms } => write!(
+                f,
+                "the 42-bit timestamp has overflowed for epoch {epoch_ms} ms: use a later epoch"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}

@@ -1,0 +1,675 @@
+//! The nonce factory: counters, lifecycle and the lease deadline.
+//!
+//! # How a call stays consistent with `disable` and `enable`
+//!
+//! `state` is a sequence word: `generation << 2 | WRITING | ENABLED`. Every change of machine
+//! ID, counters or deadline bumps the generation. A generating call reads `state`, takes a
+//! counter value, and reads `state` again; if the two reads differ the value may belong to
+//! another generation, so it is dropped (never reused) and the call starts over. A dropped
+//! value is a gap in the sequence, never a duplicate, and a nonce never mixes the machine ID of
+//! one generation with the counter of another.
+
+use core::fmt;
+
+use crate::cipher::{Engines, Keys};
+use crate::clock::Clock;
+use crate::error::{ConfigError, Error};
+use crate::layout::{
+    self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK, DEFAULT_EPOCH_MS, MAX_MACHINE_ID,
+    MAX_TIMESTAMP, SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
+};
+use crate::nonce::{Nonce64, Nonce96, Nonce128};
+use crate::sync::{AtomicU64, Padded, SeqCst};
+
+const ENABLED: u64 = 1;
+const WRITING: u64 = 2;
+const GENERATION: u64 = 4;
+
+/// A deadline that never passes: for factories whose machine ID is not leased.
+pub const NO_DEADLINE: u64 = u64::MAX;
+
+/// Which base nonce an encrypted nonce is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Base {
+    /// A counter nonce: fastest; its timestamp is the counter's, not the creation time.
+    #[default]
+    Counter,
+    /// A sortable nonce: its timestamp is the creation time.
+    Sortable,
+}
+
+/// How to build a [`Factory`]: epoch, keys and ciphers. The machine ID comes later, with
+/// [`Factory::enable`], because it is what a lease grants.
+#[derive(Debug, Clone, Copy)]
+pub struct FactoryConfig<'k> {
+    epoch_ms: u64,
+    keys: Keys<'k>,
+}
+
+impl Default for FactoryConfig<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'k> FactoryConfig<'k> {
+    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers.
+    pub const fn new() -> Self {
+        Self {
+            epoch_ms: DEFAULT_EPOCH_MS,
+            keys: Keys {
+                base: None,
+                key64: None,
+                key96: None,
+                key128: None,
+                cipher64: crate::Cipher64::Blowfish,
+                cipher96: crate::Cipher96::Blowfish,
+                cipher128: crate::Cipher128::Aes,
+            },
+        }
+    }
+
+    /// Sets the epoch, in Unix milliseconds, that timestamps count from.
+    pub const fn epoch_ms(mut self, epoch_ms: u64) -> Self {
+        self.epoch_ms = epoch_ms;
+        self
+    }
+
+    /// Sets the base key (at least 32 bytes) from which per-size keys are derived.
+    pub const fn base_key(mut self, key: &'k [u8]) -> Self {
+        self.keys.base = Some(key);
+        self
+    }
+
+    /// Sets an explicit 64-bit key, overriding the derived one (16 bytes for blowfish and
+    /// speck, 24 for des3).
+    pub const fn key64(mut self, key: &'k [u8]) -> Self {
+        self.keys.key64 = Some(key);
+        self
+    }
+
+    /// Sets an explicit 96-bit key (16 bytes for blowfish, 24 for des3, 18 for speck).
+    pub const fn key96(mut self, key: &'k [u8]) -> Self {
+        self.keys.key96 = Some(key);
+        self
+    }
+
+    /// Sets an explicit 128-bit key (32 bytes).
+    pub const fn key128(mut self, key: &'k [u8]) -> Self {
+        self.keys.key128 = Some(key);
+        self
+    }
+
+    /// Chooses the 64-bit cipher.
+    pub const fn cipher64(mut self, cipher: crate::Cipher64) -> Self {
+        self.keys.cipher64 = cipher;
+        self
+    }
+
+    /// Chooses the 96-bit cipher.
+    pub const fn cipher96(mut self, cipher: crate::Cipher96) -> Self {
+        self.keys.cipher96 = cipher;
+        self
+    }
+
+    /// Chooses the 128-bit cipher.
+    pub const fn cipher128(mut self, cipher: crate::Cipher128) -> Self {
+        self.keys.cipher128 = cipher;
+        self
+    }
+}
+
+/// What a generating call saw in one generation.
+#[derive(Clone, Copy)]
+pub(crate) struct Snapshot {
+    pub(crate) state: u64,
+    pub(crate) machine_id: u16,
+    pub(crate) init_ts: u64,
+    pub(crate) deadline_ts: u64,
+}
+
+/// Generates unique 64/96/128-bit nonces for one machine ID at a time.
+///
+/// A factory starts disabled; [`enable`](Factory::enable) gives it a machine ID and a lease
+/// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`), or take a
+/// per-thread [`Handle`](crate::Handle) for generation that scales with cores.
+///
+/// ```
+/// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+///
+/// let clock = ManualClock::new(1_800_000_000_000);
+/// let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
+/// factory.enable(7, NO_DEADLINE).unwrap();
+/// let a = factory.counter64().unwrap();
+/// let b = factory.counter64().unwrap();
+/// assert_ne!(a, b);
+/// assert_eq!(a.decode(factory.epoch_ms()).machine_id, 7);
+/// ```
+pub struct Factory<C: Clock> {
+    clock: C,
+    epoch_ms: u64,
+    engines: Engines,
+    state: AtomicU64,
+    machine_id: AtomicU64,
+    init_ts: AtomicU64,
+    deadline_ts: AtomicU64,
+    /// Highest clock reading (in timestamp units) the 64-bit counter throttle has seen.
+    observed_ts: AtomicU64,
+    c64: Padded<AtomicU64>,
+    c96: Padded<AtomicU64>,
+    sortable: Padded<AtomicU64>,
+}
+
+impl<C: Clock> fmt::Debug for Factory<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Factory")
+            .field("epoch_ms", &self.epoch_ms)
+            .field("enabled", &self.is_enabled())
+            .field("machine_id", &self.machine_id())
+            .field("deadline_ms", &self.deadline_ms())
+            .field("keys", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock> Factory<C> {
+    /// Builds a disabled factory. Keys are derived here (PBKDF2, about a millisecond per key).
+    pub fn new(clock: C, config: FactoryConfig<'_>) -> Result<Self, ConfigError> {
+        let engines = Engines::new(&config.keys)?;
+        let factory = Self {
+            clock,
+            epoch_ms: config.epoch_ms,
+            engines,
+            state: AtomicU64::new(0),
+            machine_id: AtomicU64::new(0),
+            init_ts: AtomicU64::new(0),
+            deadline_ts: AtomicU64::new(0),
+            observed_ts: AtomicU64::new(0),
+            c64: Padded(AtomicU64::new(0)),
+            c96: Padded(AtomicU64::new(u64::MAX)),
+            sortable: Padded(AtomicU64::new(0)),
+        };
+        factory.now_ts_checked()?;
+        Ok(factory)
+    }
+
+    /// The epoch in Unix milliseconds.
+    pub fn epoch_ms(&self) -> u64 {
+        self.epoch_ms
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Whether generation is currently allowed.
+    pub fn is_enabled(&self) -> bool {
+        self.state.load(SeqCst) & ENABLED != 0
+    }
+
+    /// The machine ID, while enabled.
+    pub fn machine_id(&self) -> Option<u16> {
+        self.snapshot().ok().map(|s| s.machine_id)
+    }
+
+    /// The lease deadline in clock milliseconds ([`NO_DEADLINE`] if none), while enabled.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.snapshot().ok().map(|s| self.ts_to_ms(s.deadline_ts))
+    }
+
+    /// Milliseconds left before the 42-bit timestamp overflows for this epoch. NoNoncense warns
+    /// when this drops below a year ([`OVERFLOW_WARNING_MS`](crate::OVERFLOW_WARNING_MS)).
+    pub fn ms_until_overflow(&self) -> u64 {
+        MAX_TIMESTAMP.saturating_sub(self.clock.now_ms().saturating_sub(self.epoch_ms))
+    }
+
+    /// Gives the factory a machine ID and a lease deadline (clock ms; [`NO_DEADLINE`] for
+    /// none) and enables generation.
+    ///
+    /// Every enable starts a new generation of counters at a timestamp no earlier than now and
+    /// later than any timestamp this factory has issued, whatever the machine ID. (NoNoncense
+    /// resumes the old counters when the ID is the same, which lets a 64-bit counter burst
+    /// through past milliseconds in which another node may have held the ID.) A concurrent
+    /// [`disable`](Factory::disable) wins: the factory then stays disabled.
+    pub fn enable(&self, machine_id: u16, deadline_ms: u64) -> Result<(), ConfigError> {
+        if machine_id > MAX_MACHINE_ID {
+            return Err(ConfigError::MachineIdOutOfRange { id: machine_id });
+        }
+        let now_ts = self.now_ts_checked()?;
+        let (ws, _) = self.write_begin();
+        let mut init = now_ts;
+        let c96 = self.c96.load(SeqCst);
+        let pristine = c96 == u64::MAX && self.c64.load(SeqCst) == 0 && self.sortable.load(SeqCst) == 0;
+        if !pristine {
+            // Not the first generation: start past everything issued so far.
+            let last64 = self.c64.load(SeqCst) >> COUNT64_BITS;
+            let last_sortable = self.sortable.load(SeqCst) >> SORTABLE_COUNT_BITS;
+            let last96 = if c96 == u64::MAX {
+                0
+            } else {
+                self.init_ts.load(SeqCst) + (c96 >> COUNT96_BITS)
+            };
+            init = init.max(last64.max(last_sortable).max(last96).saturating_add(1));
+        }
+        if init > MAX_TIMESTAMP {
+            self.write_end(ws, false);
+            return Err(ConfigError::TimestampOverflow { epoch_ms: self.epoch_ms });
+        }
+        self.machine_id.store(u64::from(machine_id), SeqCst);
+        self.init_ts.store(init, SeqCst);
+        self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
+        self.observed_ts.store(now_ts, SeqCst);
+        self.c64.store((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
+        self.c96.store(u64::MAX, SeqCst);
+        self.sortable.store(init << SORTABLE_COUNT_BITS, SeqCst);
+        self.write_end(ws, true);
+        Ok(())
+    }
+
+    /// Moves the lease deadline (clock ms), for a renewal. It may also move it earlier. Calls
+    /// in flight start over, so none emits a nonce past the new deadline.
+    pub fn set_deadline(&self, deadline_ms: u64) {
+        let (ws, was_enabled) = self.write_begin();
+        self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
+        self.write_end(ws, was_enabled);
+    }
+
+    /// Stops generation. Every call that begins after this returns fails with
+    /// [`Error::Disabled`]; counters are kept so a later [`enable`](Factory::enable) can start
+    /// past them.
+    pub fn disable(&self) {
+        let mut s = self.state.load(SeqCst);
+        loop {
+            let next = (s & !ENABLED).wrapping_add(GENERATION);
+            match self.state.compare_exchange(s, next, SeqCst, SeqCst) {
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Takes the writer role: bumps the generation, clears `ENABLED`, sets `WRITING`. Returns
+    /// the state written and whether the factory was enabled before.
+    fn write_begin(&self) -> (u64, bool) {
+        let mut s = self.state.load(SeqCst);
+        loop {
+            if s & WRITING != 0 {
+                // Another writer holds the role for a few stores; wait for it.
+                core::hint::spin_loop();
+                s = self.state.load(SeqCst);
+                continue;
+            }
+            let next = (s & !ENABLED).wrapping_add(GENERATION) | WRITING;
+            match self.state.compare_exchange(s, next, SeqCst, SeqCst) {
+                Ok(_) => return (next, s & ENABLED != 0),
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    fn write_end(&self, written: u64, enable: bool) {
+        let done = ((written & !WRITING).wrapping_add(GENERATION)) | u64::from(enable);
+        if self.state.compare_exchange(written, done, SeqCst, SeqCst).is_ok() {
+            return;
+        }
+        // A disable ran meanwhile: leave the factory disabled, drop the writer role.
+        let mut s = self.state.load(SeqCst);
+        loop {
+            let next = (s & !(WRITING | ENABLED)).wrapping_add(GENERATION);
+            match self.state.compare_exchange(s, next, SeqCst, SeqCst) {
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, Error> {
+        let state = self.state.load(SeqCst);
+        if state & ENABLED == 0 {
+            return Err(Error::Disabled);
+        }
+        // The mask keeps the narrowing exact.
+        #[allow(clippy::cast_possible_truncation)]
+        let machine_id = (self.machine_id.load(SeqCst) & u64::from(MAX_MACHINE_ID)) as u16;
+        Ok(Snapshot {
+            state,
+            machine_id,
+            init_ts: self.init_ts.load(SeqCst),
+            deadline_ts: self.deadline_ts.load(SeqCst),
+        })
+    }
+
+    #[inline]
+    pub(crate) fn unchanged(&self, snap: &Snapshot) -> bool {
+        self.state.load(SeqCst) == snap.state
+    }
+
+    #[inline]
+    pub(crate) fn state_word(&self) -> u64 {
+        self.state.load(SeqCst)
+    }
+
+    fn ms_to_ts(&self, ms: u64) -> u64 {
+        if ms == NO_DEADLINE { u64::MAX } else { ms.saturating_sub(self.epoch_ms) }
+    }
+
+    fn ts_to_ms(&self, ts: u64) -> u64 {
+        if ts == u64::MAX { NO_DEADLINE } else { ts + self.epoch_ms }
+    }
+
+    fn now_ts_checked(&self) -> Result<u64, ConfigError> {
+        let now = self.clock.now_ms();
+        let ts = now
+            .checked_sub(self.epoch_ms)
+            .ok_or(ConfigError::EpochInFuture { epoch_ms: self.epoch_ms, now_ms: now })?;
+        if ts > MAX_TIMESTAMP {
+            return Err(ConfigError::TimestampOverflow { epoch_ms: self.epoch_ms });
+        }
+        Ok(ts)
+    }
+
+    /// The clock in timestamp units (a clock before the epoch reads as 0).
+    #[inline]
+    pub(crate) fn now_ts(&self) -> u64 {
+        self.clock.now_ms().saturating_sub(self.epoch_ms)
+    }
+
+    /// A nonce with timestamp `ts` is safe while `ts` is below the deadline: a successor
+    /// starts only after the deadline, so every timestamp it issues is later.
+    #[inline]
+    pub(crate) fn check_ts(ts: u64, snap: &Snapshot) -> Result<(), Error> {
+        if ts >= snap.deadline_ts {
+            return Err(Error::LeaseExpired);
+        }
+        if ts > MAX_TIMESTAMP {
+            return Err(Error::TimestampOverflow);
+        }
+        Ok(())
+    }
+
+    /// Keeps 64-bit counter timestamps from running ahead of the clock.
+    #[inline]
+    pub(crate) fn throttle(&self, ts: u64) -> Result<(), Error> {
+        if ts <= self.observed_ts.load(SeqCst) {
+            return Ok(());
+        }
+        self.throttle_slow(ts)
+    }
+
+    #[cold]
+    fn throttle_slow(&self, ts: u64) -> Result<(), Error> {
+        let now = self.now_ts();
+        self.observed_ts.fetch_max(now, SeqCst);
+        if ts <= now {
+            return Ok(());
+        }
+        let until_ms = ts + self.epoch_ms;
+        if self.clock.wait_until_ms(until_ms) {
+            self.observed_ts.fetch_max(ts, SeqCst);
+            Ok(())
+        } else {
+            Err(Error::WouldBlock { until_ms })
+        }
+    }
+
+    /// Takes one value of the 64-bit counter: `(snapshot, value)`.
+    #[inline]
+    fn take64(&self) -> Result<(Snapshot, u64), Error> {
+        loop {
+            let snap = self.snapshot()?;
+            let v = self.c64.fetch_add(1, SeqCst).wrapping_add(1);
+            if self.unchanged(&snap) {
+                return Ok((snap, v));
+            }
+        }
+    }
+
+    /// Reserves `n` values of a counter; returns the snapshot and the first value.
+    #[inline]
+    pub(crate) fn reserve(&self, counter: Counter, n: u64) -> Result<(Snapshot, u64), Error> {
+        let atomic = match counter {
+            Counter::C64 => &self.c64,
+            Counter::C96 => &self.c96,
+        };
+        loop {
+            let snap = self.snapshot()?;
+            let v = atomic.fetch_add(n, SeqCst).wrapping_add(1);
+            if self.unchanged(&snap) {
+                return Ok((snap, v));
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn finish64(&self, snap: &Snapshot, v: u64) -> Result<Nonce64, Error> {
+        let ts = v >> COUNT64_BITS;
+        Self::check_ts(ts, snap)?;
+        self.throttle(ts)?;
+        Ok(Nonce64::from_u64(layout::pack64(ts, snap.machine_id, v & COUNT64_MASK)))
+    }
+
+    #[inline]
+    pub(crate) fn finish96(snap: &Snapshot, v: u64) -> Result<Nonce96, Error> {
+        let ts = snap.init_ts + (v >> COUNT96_BITS);
+        Self::check_ts(ts, snap)?;
+        Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, v & COUNT96_MASK)).expect("96 bits"))
+    }
+
+    #[inline]
+    pub(crate) fn finish128(snap: &Snapshot, v: u64) -> Result<Nonce128, Error> {
+        Self::check_ts(snap.init_ts, snap)?;
+        Ok(Nonce128::from_u128(layout::pack128(snap.init_ts, snap.machine_id, v)))
+    }
+
+    /// A 64-bit counter nonce: 13-bit count, bursts through unused past milliseconds, then
+    /// waits for the clock (8192 per ms sustained).
+    #[inline]
+    pub fn counter64(&self) -> Result<Nonce64, Error> {
+        let (snap, v) = self.take64()?;
+        self.finish64(&snap, v)
+    }
+
+    /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
+    #[inline]
+    pub fn counter96(&self) -> Result<Nonce96, Error> {
+        let (snap, v) = self.reserve(Counter::C96, 1)?;
+        Self::finish96(&snap, v)
+    }
+
+    /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
+    #[inline]
+    pub fn counter128(&self) -> Result<Nonce128, Error> {
+        let (snap, v) = self.reserve(Counter::C96, 1)?;
+        Self::finish128(&snap, v)
+    }
+
+    /// Takes a sortable `(snapshot, timestamp, count)`; `cap64` applies the 13-bit count limit.
+    fn take_sortable(&self, cap64: bool) -> Result<(Snapshot, u64, u64), Error> {
+        loop {
+            let snap = self.snapshot()?;
+            let now = self.now_ts();
+            let v = self.sortable.fetch_add(1, SeqCst).wrapping_add(1);
+            let prev_ts = v >> SORTABLE_COUNT_BITS;
+            let (ts, count) = if now > prev_ts {
+                if self
+                    .sortable
+                    .compare_exchange(v, now << SORTABLE_COUNT_BITS, SeqCst, SeqCst)
+                    .is_err()
+                {
+                    continue;
+                }
+                (now, 0)
+            } else {
+                let count = v & SORTABLE_COUNT_MASK;
+                if cap64 && count > COUNT64_MASK {
+                    let until_ms = prev_ts + 1 + self.epoch_ms;
+                    if !self.clock.wait_until_ms(until_ms) {
+                        return Err(Error::WouldBlock { until_ms });
+                    }
+                    continue;
+                }
+                // `prev_ts`, not `now`: a generation may start a little ahead of the clock.
+                (prev_ts, count)
+            };
+            if !self.unchanged(&snap) {
+                continue;
+            }
+            Self::check_ts(ts, &snap)?;
+            return Ok((snap, ts, count));
+        }
+    }
+
+    /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
+    pub fn sortable64(&self) -> Result<Nonce64, Error> {
+        let (snap, ts, count) = self.take_sortable(true)?;
+        Ok(Nonce64::from_u64(layout::pack64(ts, snap.machine_id, count)))
+    }
+
+    /// A 96-bit sortable nonce.
+    pub fn sortable96(&self) -> Result<Nonce96, Error> {
+        let (snap, ts, count) = self.take_sortable(false)?;
+        Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
+    }
+
+    /// A 128-bit sortable nonce.
+    pub fn sortable128(&self) -> Result<Nonce128, Error> {
+        let (snap, ts, count) = self.take_sortable(false)?;
+        Ok(Nonce128::from_u128(layout::pack128(ts, snap.machine_id, count)))
+    }
+
+    fn base64(&self, base: Base) -> Result<Nonce64, Error> {
+        match base {
+            Base::Counter => self.counter64(),
+            Base::Sortable => self.sortable64(),
+        }
+    }
+
+    /// A 64-bit encrypted nonce: a 64-bit base nonce under the 64-bit cipher.
+    pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
+        let engine = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
+        Ok(Nonce64::from_bytes(engine.encrypt(self.base64(base)?.to_bytes())))
+    }
+
+    /// A 96-bit encrypted nonce. With Blowfish or 3DES it is an encrypted 64-bit base nonce
+    /// followed by 32 zero bits (as NoNoncense); with Speck all 96 bits are encrypted.
+    pub fn encrypted96(&self, base: Base) -> Result<Nonce96, Error> {
+        let engine = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        let plain = if engine.has_64bit_block() {
+            widen(self.base64(base)?)
+        } else {
+            match base {
+                Base::Counter => self.counter96()?,
+                Base::Sortable => self.sortable96()?,
+            }
+        };
+        Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+    }
+
+    /// A 128-bit encrypted nonce.
+    pub fn encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
+        let engine = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        let plain = match base {
+            Base::Counter => self.counter128()?,
+            Base::Sortable => self.sortable128()?,
+        };
+        Ok(Nonce128::from_bytes(engine.encrypt(plain.to_bytes())))
+    }
+
+    /// Fills `out` with encrypted 128-bit counter nonces, several times faster than one at a
+    /// time: the run of counter values is reserved at once and encrypted as a CTR keystream.
+    /// On error nothing is written.
+    pub fn fill_encrypted128(&self, out: &mut [Nonce128]) -> Result<(), Error> {
+        let engine = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        for chunk in out.chunks_mut(RUN) {
+            let n = chunk.len() as u64;
+            let (snap, first) = self.reserve(Counter::C96, n)?;
+            let plain = Self::finish128(&snap, first)?;
+            encrypt_run(engine, plain, chunk);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
+    /// Encrypts a 64-bit nonce with this factory's 64-bit cipher.
+    pub fn encrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
+        let e = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
+        Ok(Nonce64::from_bytes(e.encrypt(nonce.to_bytes())))
+    }
+
+    /// Decrypts a 64-bit nonce.
+    pub fn decrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
+        let e = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
+        Ok(Nonce64::from_bytes(e.decrypt(nonce.to_bytes())))
+    }
+
+    /// Encrypts a 96-bit nonce. Blowfish and 3DES take only nonces ending in 32 zero bits
+    /// ([`Error::NonZeroTail`] otherwise), as NoNoncense does.
+    pub fn encrypt96(&self, nonce: Nonce96) -> Result<Nonce96, Error> {
+        let e = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        check_tail(e, &nonce)?;
+        Ok(Nonce96::from_bytes(e.encrypt(nonce.to_bytes())))
+    }
+
+    /// Decrypts a 96-bit nonce.
+    pub fn decrypt96(&self, nonce: Nonce96) -> Result<Nonce96, Error> {
+        let e = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        check_tail(e, &nonce)?;
+        Ok(Nonce96::from_bytes(e.decrypt(nonce.to_bytes())))
+    }
+
+    /// Encrypts a 128-bit nonce.
+    pub fn encrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
+        let e = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        Ok(Nonce128::from_bytes(e.encrypt(nonce.to_bytes())))
+    }
+
+    /// Decrypts a 128-bit nonce.
+    pub fn decrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
+        let e = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        Ok(Nonce128::from_bytes(e.decrypt(nonce.to_bytes())))
+    }
+}
+
+/// Longest run reserved at once by the batch API, so one call cannot hold a huge range.
+pub(crate) const RUN: usize = 4096;
+
+#[derive(Clone, Copy)]
+pub(crate) enum Counter {
+    C64,
+    C96,
+}
+
+pub(crate) fn encrypt_run(engine: &crate::cipher::Engine128, first: Nonce128, out: &mut [Nonce128]) {
+    let mut blocks = [[0u8; 16]; 64];
+    let mut plain = first.to_u128();
+    for chunk in out.chunks_mut(64) {
+        let blocks = &mut blocks[..chunk.len()];
+        engine.encrypt_run(plain.to_be_bytes(), blocks);
+        for (slot, b) in chunk.iter_mut().zip(blocks.iter()) {
+            *slot = Nonce128::from_bytes(*b);
+        }
+        // The 64-bit count wraps within its own bits, as the counter does.
+        let hi = plain >> 64;
+        #[allow(clippy::cast_possible_truncation)] // the low 64 bits, on purpose
+        let lo = (plain as u64).wrapping_add(chunk.len() as u64);
+        plain = (hi << 64) | u128::from(lo);
+    }
+}
+
+fn widen(n: Nonce64) -> Nonce96 {
+    let mut b = [0u8; 12];
+    b[..8].copy_from_slice(n.as_bytes());
+    Nonce96::from_bytes(b)
+}
+
+fn check_tail(e: &crate::cipher::Engine96, nonce: &Nonce96) -> Result<(), Error> {
+    if e.has_64bit_block() && nonce.as_bytes()[8..] != [0u8; 4] {
+        return Err(Error::NonZeroTail);
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! Per-thread handles: blocks of counter values reserved from the shared factory.
+
+use core::cell::Cell;
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::factory::{Counter, Factory, Snapshot};
+use crate::nonce::{Nonce64, Nonce96, Nonce128};
+
+/// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
+/// that values dropped with a handle or at a generation change are few.
+const BLOCK: u64 = 256;
+
+/// A reserved run of one counter, valid for one factory generation.
+struct Block {
+    counter: Counter,
+    snap: Cell<Option<Snapshot>>,
+    next: Cell<u64>,
+    left: Cell<u64>,
+}
+
+impl Block {
+    const fn new(counter: Counter) -> Self {
+        Self { counter, snap: Cell::new(None), next: Cell::new(0), left: Cell::new(0) }
+    }
+
+    /// The next value, if the block still belongs to the factory's current generation.
+    #[inline]
+    fn peek<C: Clock>(&self, factory: &Factory<C>) -> Result<(Snapshot, u64), Error> {
+        if let Some(snap) = self.snap.get()
+            && self.left.get() > 0
+            && snap.state == factory.state_word()
+        {
+            return Ok((snap, self.next.get()));
+        }
+        self.refill(factory)
+    }
+
+    #[cold]
+    fn refill<C: Clock>(&self, factory: &Factory<C>) -> Result<(Snapshot, u64), Error> {
+        self.snap.set(None);
+        self.left.set(0);
+        let (snap, first) = factory.reserve(self.counter, BLOCK)?;
+        self.snap.set(Some(snap));
+        self.next.set(first);
+        self.left.set(BLOCK);
+        Ok((snap, first))
+    }
+
+    /// Consumes the value `peek` returned; only after it passed every check, so a refused
+    /// value stays available for the retry.
+    #[inline]
+    fn consume(&self) {
+        self.next.set(self.next.get().wrapping_add(1));
+        self.left.set(self.left.get() - 1);
+    }
+}
+
+/// A per-thread generator over a shared [`Factory`].
+///
+/// It reserves blocks of counter values with one shared atomic operation and hands them out
+/// without touching shared counters, so counter nonces scale with threads. It is not `Sync`:
+/// make one per thread. Every nonce re-checks the factory's generation, so `disable`,
+/// `enable` and deadline changes take effect on handles as on the factory. Values still
+/// reserved when a handle is dropped are skipped, never reused.
+///
+/// ```
+/// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+///
+/// let clock = ManualClock::new(1_800_000_000_000);
+/// let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
+/// factory.enable(3, NO_DEADLINE).unwrap();
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             let handle = factory.handle();
+///             for _ in 0..1000 {
+///                 handle.counter128().unwrap();
+///             }
+///         });
+///     }
+/// });
+/// ```
+pub struct Handle<'f, C: Clock> {
+    factory: &'f Factory<C>,
+    b64: Block,
+    b96: Block,
+}
+
+impl<C: Clock> Factory<C> {
+    /// A per-thread [`Handle`] on this factory.
+    pub fn handle(&self) -> Handle<'_, C> {
+        Handle { factory: self, b64: Block::new(Counter::C64), b96: Block::new(Counter::C96) }
+    }
+}
+
+impl<'f, C: Clock> Handle<'f, C> {
+    /// The factory this handle draws from.
+    pub fn factory(&self) -> &'f Factory<C> {
+        self.factory
+    }
+
+    /// A 64-bit counter nonce, as [`Factory::counter64`].
+    #[inline]
+    pub fn counter64(&self) -> Result<Nonce64, Error> {
+        let (snap, v) = self.b64.peek(self.factory)?;
+        let nonce = self.factory.finish64(&snap, v)?;
+        self.b64.consume();
+        Ok(nonce)
+    }
+
+    /// A 96-bit counter nonce, as [`Factory::counter96`].
+    #[inline]
+    pub fn counter96(&self) -> Result<Nonce96, Error> {
+        let (snap, v) = self.b96.peek(self.factory)?;
+        let nonce = Factory::<C>::finish96(&snap, v)?;
+        self.b96.consume();
+        Ok(nonce)
+    }
+
+    /// A 128-bit counter nonce, as [`Factory::counter128`].
+    #[inline]
+    pub fn counter128(&self) -> Result<Nonce128, Error> {
+        let (snap, v) = self.b96.peek(self.factory)?;
+        let nonce = Factory::<C>::finish128(&snap, v)?;
+        self.b96.consume();
+        Ok(nonce)
+    }
+
+    /// A 64-bit encrypted counter nonce, as [`Factory::encrypted64`].
+    #[inline]
+    pub fn encrypted64(&self) -> Result<Nonce64, Error> {
+        let nonce = self.counter64_for_cipher(64)?;
+        self.factory.encrypt64(nonce)
+    }
+
+    /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
+    #[inline]
+    pub fn encrypted96(&self) -> Result<Nonce96, Error> {
+        let engine = self.factory.engines().e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        let plain = if engine.has_64bit_block() {
+            let n = self.counter64()?;
+            let mut b = [0u8; 12];
+            b[..8].copy_from_slice(n.as_bytes());
+            Nonce96::from_bytes(b)
+        } else {
+            self.counter96()?
+        };
+        Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+    }
+
+    /// A 128-bit encrypted counter nonce, as [`Factory::encrypted128`].
+    #[inline]
+    pub fn encrypted128(&self) -> Result<Nonce128, Error> {
+        let engine = self.factory.engines().e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        Ok(Nonce128::from_bytes(engine.encrypt(self.counter128()?.to_bytes())))
+    }
+
+    fn counter64_for_cipher(&self, bits: u16) -> Result<Nonce64, Error> {
+        if self.factory.engines().e64.is_none() {
+            return Err(Error::NoKey { bits });
+        }
+        self.counter64()
+    }
+}

@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(any(test, doctest))]
+extern crate std;
+
+mod cipher;
+mod clock;
+mod error;
+mod factory;
+mod handle;
+pub mod layout;
+mod manual_clock;
+mod nonce;
+mod sync;
+
+pub use crate::cipher::{Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key};
+#[cfg(feature = "std")]
+pub use crate::clock::BootClock;
+pub use crate::clock::Clock;
+pub use crate::error::{ConfigError, Error};
+pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
+pub use crate::handle::Handle;
+pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_MACHINE_ID, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
+pub use crate::manual_clock::ManualClock;
+pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};

@@ -1,0 +1,310 @@
+use core::fmt;
+use core::str::FromStr;
+
+use base64ct::{Base64UrlUnpadded, Encoding};
+
+use crate::layout::{self, Decoded};
+
+/// A nonce of `N` bytes, kept as the big-endian bytes NoNoncense produces.
+///
+/// Displayed (and parsed) as lowercase hex; [`base64url`](Nonce::base64url) gives the
+/// unpadded base64url form, which [`FromStr`] also accepts.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Nonce<const N: usize>([u8; N]);
+
+/// A 64-bit nonce.
+pub type Nonce64 = Nonce<8>;
+/// A 96-bit nonce.
+pub type Nonce96 = Nonce<12>;
+/// A 128-bit nonce.
+pub type Nonce128 = Nonce<16>;
+
+impl<const N: usize> Nonce<N> {
+    /// The size in bits.
+    #[allow(clippy::cast_possible_truncation)] // N is 8, 12 or 16
+    pub const BITS: u16 = (N * 8) as u16;
+
+    /// Wraps big-endian bytes.
+    pub const fn from_bytes(bytes: [u8; N]) -> Self {
+        Self(bytes)
+    }
+
+    /// The big-endian bytes.
+    pub const fn to_bytes(self) -> [u8; N] {
+        self.0
+    }
+
+    /// The big-endian bytes, borrowed.
+    pub const fn as_bytes(&self) -> &[u8; N] {
+        &self.0
+    }
+
+    /// The unpadded base64url form (11, 16 or 22 characters), without allocating.
+    pub fn base64url(&self) -> impl fmt::Display + '_ {
+        Base64Display(&self.0)
+    }
+
+    fn parse_any(s: &str) -> Result<Self, ParseNonceError> {
+        let mut out = [0u8; N];
+        let hex_len = N * 2;
+        if s.len() == hex_len {
+            let decoded = base16ct::mixed::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidHex)?;
+            if decoded.len() == N {
+                return Ok(Self(out));
+            }
+            return Err(ParseNonceError::InvalidHex);
+        }
+        if s.len() == Base64UrlUnpadded::encoded_len(&out) {
+            let decoded = Base64UrlUnpadded::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidBase64)?;
+            if decoded.len() == N {
+                return Ok(Self(out));
+            }
+            return Err(ParseNonceError::InvalidBase64);
+        }
+        Err(ParseNonceError::Length { bits: Self::BITS, len: s.len() })
+    }
+}
+
+impl Nonce64 {
+    /// From the nonce's integer value.
+    pub const fn from_u64(value: u64) -> Self {
+        Self(value.to_be_bytes())
+    }
+
+    /// The nonce's integer value.
+    pub const fn to_u64(self) -> u64 {
+        u64::from_be_bytes(self.0)
+    }
+
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    pub const fn decode(self, epoch_ms: u64) -> Decoded {
+        layout::decode64(self.to_u64(), epoch_ms)
+    }
+}
+
+impl Nonce96 {
+    /// From the nonce's integer value; `None` if it does not fit in 96 bits.
+    pub const fn from_u128(value: u128) -> Option<Self> {
+        if value >> 96 != 0 {
+            return None;
+        }
+        let b = value.to_be_bytes();
+        let mut out = [0u8; 12];
+        let mut i = 0;
+        while i < 12 {
+            out[i] = b[i + 4];
+            i += 1;
+        }
+        Some(Self(out))
+    }
+
+    /// The nonce's integer value.
+    pub const fn to_u128(self) -> u128 {
+        let mut b = [0u8; 16];
+        let mut i = 0;
+        while i < 12 {
+            b[i + 4] = self.0[i];
+            i += 1;
+        }
+        u128::from_be_bytes(b)
+    }
+
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    pub const fn decode(self, epoch_ms: u64) -> Decoded {
+        layout::decode96(self.to_u128(), epoch_ms)
+    }
+}
+
+impl Nonce128 {
+    /// From the nonce's integer value.
+    pub const fn from_u128(value: u128) -> Self {
+        Self(value.to_be_bytes())
+    }
+
+    /// The nonce's integer value.
+    pub const fn to_u128(self) -> u128 {
+        u128::from_be_bytes(self.0)
+    }
+
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    pub const fn decode(self, epoch_ms: u64) -> Decoded {
+        layout::decode128(self.to_u128(), epoch_ms)
+    }
+}
+
+impl From<u64> for Nonce64 {
+    fn from(value: u64) -> Self {
+        Self::from_u64(value)
+    }
+}
+
+impl From<Nonce64> for u64 {
+    fn from(n: Nonce64) -> Self {
+        n.to_u64()
+    }
+}
+
+impl From<u128> for Nonce128 {
+    fn from(value: u128) -> Self {
+        Self::from_u128(value)
+    }
+}
+
+impl From<Nonce128> for u128 {
+    fn from(n: Nonce128) -> Self {
+        n.to_u128()
+    }
+}
+
+impl From<Nonce96> for u128 {
+    fn from(n: Nonce96) -> Self {
+        n.to_u128()
+    }
+}
+
+impl TryFrom<u128> for Nonce96 {
+    type Error = ParseNonceError;
+    fn try_from(value: u128) -> Result<Self, Self::Error> {
+        Self::from_u128(value).ok_or(ParseNonceError::TooLarge)
+    }
+}
+
+impl<const N: usize> From<[u8; N]> for Nonce<N> {
+    fn from(bytes: [u8; N]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl<const N: usize> From<Nonce<N>> for [u8; N] {
+    fn from(n: Nonce<N>) -> Self {
+        n.0
+    }
+}
+
+impl<const N: usize> AsRef<[u8]> for Nonce<N> {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<const N: usize> fmt::Display for Nonce<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(self, f)
+    }
+}
+
+impl<const N: usize> fmt::LowerHex for Nonce<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<const N: usize> fmt::Debug for Nonce<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Nonce{}({self:x})", N * 8)
+    }
+}
+
+impl<const N: usize> FromStr for Nonce<N> {
+    type Err = ParseNonceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse_any(s)
+    }
+}
+
+struct Base64Display<'a>(&'a [u8]);
+
+impl fmt::Display for Base64Display<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0u8; 24];
+        let s = Base64UrlUnpadded::encode(self.0, &mut buf).map_err(|_| fmt::Error)?;
+        f.write_str(s)
+    }
+}
+
+/// Why a string or integer is not a nonce of the requested size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseNonceError {
+    /// Neither the hex nor the base64url length for this size.
+    Length {
+        /// The requested size in bits.
+        bits: u16,
+        /// The length given.
+        len: usize,
+    },
+    /// Right length for hex, but not hex digits.
+    InvalidHex,
+    /// Right length for base64url, but not unpadded base64url.
+    InvalidBase64,
+    /// The integer does not fit in 96 bits.
+    TooLarge,
+}
+
+impl fmt::Display for ParseNonceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Length { bits, len } => {
+                let bytes = usize::from(bits / 8);
+                write!(
+                    f,
+                    "a {bits}-bit nonce is {} hex digits or {} base64url characters, not {len} characters",
+                    bytes * 2,
+                    (bytes * 4).div_ceil(3)
+                )
+            }
+            Self::InvalidHex => f.write_str("nonce is not valid hex"),
+            Self::InvalidBase64 => f.write_str("nonce is not valid unpadded base64url"),
+            Self::TooLarge => f.write_str("value does not fit in 96 bits"),
+        }
+    }
+}
+
+impl core::error::Error for ParseNonceError {}
+
+#[cfg(feature = "serde")]
+mod serde_impl {
+    use super::Nonce;
+    use core::fmt;
+    use serde::de::{self, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Hex strings in human-readable formats, raw bytes otherwise.
+    impl<const N: usize> Serialize for Nonce<N> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            if s.is_human_readable() {
+                s.collect_str(self)
+            } else {
+                s.serialize_bytes(&self.0)
+            }
+        }
+    }
+
+    impl<'de, const N: usize> Deserialize<'de> for Nonce<N> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V<const N: usize>;
+            impl<const N: usize> Visitor<'_> for V<N> {
+                type Value = Nonce<N>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    write!(f, "a {}-bit nonce as hex, base64url or bytes", N * 8)
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                    v.parse().map_err(E::custom)
+                }
+                fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                    <[u8; N]>::try_from(v)
+                        .map(Nonce)
+                        .map_err(|_| E::invalid_length(v.len(), &self))
+                }
+            }
+            if d.is_human_readable() {
+                d.deserialize_str(V::<N>)
+            } else {
+                d.deserialize_bytes(V::<N>)
+            }
+        }
+    }
+}
