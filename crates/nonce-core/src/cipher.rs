@@ -8,9 +8,9 @@ use core::fmt;
 use core::str::FromStr;
 
 #[allow(unused_imports)]
-use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
-#[allow(unused_imports)]
 use cipher::consts::{U8, U12, U16};
+#[allow(unused_imports)]
+use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use zeroize::Zeroizing;
 
 use crate::error::ConfigError;
@@ -143,7 +143,9 @@ impl core::error::Error for UnknownCipher {}
 /// `out` must be the cipher's key length. Fails if the base key is shorter than 32 bytes.
 pub fn derive_key(base_key: &[u8], salt: &str, out: &mut [u8]) -> Result<(), ConfigError> {
     if base_key.len() < MIN_BASE_KEY_LEN {
-        return Err(ConfigError::BaseKeyTooShort { len: base_key.len() });
+        return Err(ConfigError::BaseKeyTooShort {
+            len: base_key.len(),
+        });
     }
     pbkdf2::pbkdf2_hmac::<sha2::Sha256>(base_key, salt.as_bytes(), PBKDF2_ROUNDS, out);
     Ok(())
@@ -162,7 +164,12 @@ fn key_material(
     match (explicit, base) {
         (Some(k), _) => {
             if k.len() != len {
-                return Err(ConfigError::KeyLength { bits, cipher, expected: len, actual: k.len() });
+                return Err(ConfigError::KeyLength {
+                    bits,
+                    cipher,
+                    expected: len,
+                    actual: k.len(),
+                });
             }
             buf[..len].copy_from_slice(k);
         }
@@ -175,7 +182,6 @@ fn key_material(
 fn unavailable(cipher: &'static str, feature: &'static str) -> ConfigError {
     ConfigError::CipherUnavailable { cipher, feature }
 }
-
 
 /// A keyed 64-bit-block engine. Variants hold key schedules inline (no heap): Blowfish's is
 /// 4 KiB, and a factory holds at most one engine per size.
@@ -197,11 +203,17 @@ impl Engine64 {
     fn new(cipher: &'static str, key: &[u8]) -> Result<Self, ConfigError> {
         match cipher {
             #[cfg(feature = "blowfish")]
-            "blowfish" => Ok(Self::Blowfish(blowfish::Blowfish::new_from_slice(key).expect("16-byte key"))),
+            "blowfish" => Ok(Self::Blowfish(
+                blowfish::Blowfish::new_from_slice(key).expect("16-byte key"),
+            )),
             #[cfg(feature = "des3")]
-            "des3" => Ok(Self::Des3(des::TdesEde3::new_from_slice(key).expect("24-byte key"))),
+            "des3" => Ok(Self::Des3(
+                des::TdesEde3::new_from_slice(key).expect("24-byte key"),
+            )),
             #[cfg(feature = "speck")]
-            "speck" => Ok(Self::Speck(speck_cipher::Speck64_128::new_from_slice(key).expect("16-byte key"))),
+            "speck" => Ok(Self::Speck(
+                speck_cipher::Speck64_128::new_from_slice(key).expect("16-byte key"),
+            )),
             other => Err(unavailable(other, other)),
         }
     }
@@ -368,7 +380,10 @@ impl Engine128 {
                 // A run of consecutive counter nonces, encrypted, is the CTR keystream whose IV
                 // is the first nonce; `ctr` pipelines it across AES-NI lanes.
                 use cipher::{InnerIvInit, StreamCipher};
-                let core = ctr::CtrCore::<&aes::Aes256, ctr::flavors::Ctr64BE>::inner_iv_init(c, &Array::from(first));
+                let core = ctr::CtrCore::<&aes::Aes256, ctr::flavors::Ctr64BE>::inner_iv_init(
+                    c,
+                    &Array::from(first),
+                );
                 let mut ctr = ctr::Ctr64BE::from_core(core);
                 for chunk in out.chunks_mut(64) {
                     for b in chunk.iter_mut() {
@@ -433,7 +448,14 @@ impl Engines {
             return Err(ConfigError::BaseKeyTooShort { len: b.len() });
         }
         let c64 = keys.cipher64;
-        let e64 = match key_material(64, c64.name(), c64.salt(), c64.key_len(), keys.key64, keys.base)? {
+        let e64 = match key_material(
+            64,
+            c64.name(),
+            c64.salt(),
+            c64.key_len(),
+            keys.key64,
+            keys.base,
+        )? {
             Some(k) => {
                 check_available(c64.is_available(), c64.name(), c64.feature())?;
                 Some(Engine64::new(c64.name(), &k[..c64.key_len()])?)
@@ -441,7 +463,14 @@ impl Engines {
             None => None,
         };
         let c96 = keys.cipher96;
-        let e96 = match key_material(96, c96.name(), c96.salt(), c96.key_len(), keys.key96, keys.base)? {
+        let e96 = match key_material(
+            96,
+            c96.name(),
+            c96.salt(),
+            c96.key_len(),
+            keys.key96,
+            keys.base,
+        )? {
             Some(k) => {
                 check_available(c96.is_available(), c96.name(), c96.feature())?;
                 Some(Self::engine96(c96, &k[..c96.key_len()])?)
@@ -449,7 +478,14 @@ impl Engines {
             None => None,
         };
         let c128 = keys.cipher128;
-        let e128 = match key_material(128, c128.name(), c128.salt(), c128.key_len(), keys.key128, keys.base)? {
+        let e128 = match key_material(
+            128,
+            c128.name(),
+            c128.salt(),
+            c128.key_len(),
+            keys.key128,
+            keys.base,
+        )? {
             Some(k) => {
                 check_available(c128.is_available(), c128.name(), c128.feature())?;
                 Some(Self::engine128(c128, &k[..c128.key_len()])?)
@@ -461,7 +497,9 @@ impl Engines {
 
     fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, ConfigError> {
         match c {
-            Cipher96::Blowfish | Cipher96::Des3 => Ok(Engine96::Block64(Engine64::new(c.name(), key)?)),
+            Cipher96::Blowfish | Cipher96::Des3 => {
+                Ok(Engine96::Block64(Engine64::new(c.name(), key)?))
+            }
             #[cfg(feature = "speck")]
             Cipher96::Speck => Ok(Engine96::Speck(
                 speck_cipher::Speck96_144::new_from_slice(key).expect("18-byte key"),
@@ -475,7 +513,9 @@ impl Engines {
     fn engine128(c: Cipher128, key: &[u8]) -> Result<Engine128, ConfigError> {
         match c {
             #[cfg(feature = "aes")]
-            Cipher128::Aes => Ok(Engine128::Aes(aes::Aes256::new_from_slice(key).expect("32-byte key"))),
+            Cipher128::Aes => Ok(Engine128::Aes(
+                aes::Aes256::new_from_slice(key).expect("32-byte key"),
+            )),
             #[cfg(feature = "speck")]
             Cipher128::Speck => Ok(Engine128::Speck(
                 speck_cipher::Speck128_256::new_from_slice(key).expect("32-byte key"),
@@ -486,6 +526,14 @@ impl Engines {
     }
 }
 
-fn check_available(available: bool, cipher: &'static str, feature: &'static str) -> Result<(), ConfigError> {
-    if available { Ok(()) } else { Err(unavailable(cipher, feature)) }
+fn check_available(
+    available: bool,
+    cipher: &'static str,
+    feature: &'static str,
+) -> Result<(), ConfigError> {
+    if available {
+        Ok(())
+    } else {
+        Err(unavailable(cipher, feature))
+    }
 }

@@ -99,7 +99,9 @@ mod std_clock {
                     return true;
                 }
                 // The throttle waits at most a few ms; a short sleep keeps the core free.
-                std::thread::sleep(Duration::from_micros(200).min(Duration::from_millis(target_ms - now)));
+                std::thread::sleep(
+                    Duration::from_micros(200).min(Duration::from_millis(target_ms - now)),
+                );
             }
         }
     }
@@ -108,7 +110,8 @@ mod std_clock {
     #[inline]
     fn monotonic_ms() -> u64 {
         let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-        u64::try_from(ts.tv_sec).unwrap_or(0) * 1000 + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1_000_000
+        u64::try_from(ts.tv_sec).unwrap_or(0) * 1000
+            + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1_000_000
     }
 
     #[cfg(not(target_os = "linux"))]

@@ -112,11 +112,15 @@ impl fmt::Display for ConfigError {
             Self::MachineIdOutOfRange { id } => {
                 write!(f, "machine id {id} is out of range: use 0..=511")
             }
-            Self::BaseKeyTooShort { len } => write!(
-                f,
-                "base key is {len} bytes: use at least 32 random bytes"
-            ),
-            Self::KeyLength { bits, cipher, expected, actual } => write!(
+            Self::BaseKeyTooShort { len } => {
+                write!(f, "base key is {len} bytes: use at least 32 random bytes")
+            }
+            Self::KeyLength {
+                bits,
+                cipher,
+                expected,
+                actual,
+            } => write!(
                 f,
                 "{bits}-bit {cipher} key is {actual} bytes: it must be exactly {expected}"
             ),

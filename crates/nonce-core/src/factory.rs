@@ -240,7 +240,8 @@ impl<C: Clock> Factory<C> {
         let (ws, _) = self.write_begin();
         let mut init = now_ts;
         let c96 = self.c96.load(SeqCst);
-        let pristine = c96 == u64::MAX && self.c64.load(SeqCst) == 0 && self.sortable.load(SeqCst) == 0;
+        let pristine =
+            c96 == u64::MAX && self.c64.load(SeqCst) == 0 && self.sortable.load(SeqCst) == 0;
         if !pristine {
             // Not the first generation: start past everything issued so far.
             let last64 = self.c64.load(SeqCst) >> COUNT64_BITS;
@@ -254,13 +255,16 @@ impl<C: Clock> Factory<C> {
         }
         if init > MAX_TIMESTAMP {
             self.write_end(ws, false);
-            return Err(ConfigError::TimestampOverflow { epoch_ms: self.epoch_ms });
+            return Err(ConfigError::TimestampOverflow {
+                epoch_ms: self.epoch_ms,
+            });
         }
         self.machine_id.store(u64::from(machine_id), SeqCst);
         self.init_ts.store(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
-        self.c64.store((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
+        self.c64
+            .store((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
         self.c96.store(u64::MAX, SeqCst);
         self.sortable.store(init << SORTABLE_COUNT_BITS, SeqCst);
         self.write_end(ws, true);
@@ -310,7 +314,11 @@ impl<C: Clock> Factory<C> {
 
     fn write_end(&self, written: u64, enable: bool) {
         let done = ((written & !WRITING).wrapping_add(GENERATION)) | u64::from(enable);
-        if self.state.compare_exchange(written, done, SeqCst, SeqCst).is_ok() {
+        if self
+            .state
+            .compare_exchange(written, done, SeqCst, SeqCst)
+            .is_ok()
+        {
             return;
         }
         // A disable ran meanwhile: leave the factory disabled, drop the writer role.
@@ -352,20 +360,33 @@ impl<C: Clock> Factory<C> {
     }
 
     fn ms_to_ts(&self, ms: u64) -> u64 {
-        if ms == NO_DEADLINE { u64::MAX } else { ms.saturating_sub(self.epoch_ms) }
+        if ms == NO_DEADLINE {
+            u64::MAX
+        } else {
+            ms.saturating_sub(self.epoch_ms)
+        }
     }
 
     fn ts_to_ms(&self, ts: u64) -> u64 {
-        if ts == u64::MAX { NO_DEADLINE } else { ts + self.epoch_ms }
+        if ts == u64::MAX {
+            NO_DEADLINE
+        } else {
+            ts + self.epoch_ms
+        }
     }
 
     fn now_ts_checked(&self) -> Result<u64, ConfigError> {
         let now = self.clock.now_ms();
         let ts = now
             .checked_sub(self.epoch_ms)
-            .ok_or(ConfigError::EpochInFuture { epoch_ms: self.epoch_ms, now_ms: now })?;
+            .ok_or(ConfigError::EpochInFuture {
+                epoch_ms: self.epoch_ms,
+                now_ms: now,
+            })?;
         if ts > MAX_TIMESTAMP {
-            return Err(ConfigError::TimestampOverflow { epoch_ms: self.epoch_ms });
+            return Err(ConfigError::TimestampOverflow {
+                epoch_ms: self.epoch_ms,
+            });
         }
         Ok(ts)
     }
@@ -447,20 +468,31 @@ impl<C: Clock> Factory<C> {
         let ts = v >> COUNT64_BITS;
         Self::check_ts(ts, snap)?;
         self.throttle(ts)?;
-        Ok(Nonce64::from_u64(layout::pack64(ts, snap.machine_id, v & COUNT64_MASK)))
+        Ok(Nonce64::from_u64(layout::pack64(
+            ts,
+            snap.machine_id,
+            v & COUNT64_MASK,
+        )))
     }
 
     #[inline]
     pub(crate) fn finish96(snap: &Snapshot, v: u64) -> Result<Nonce96, Error> {
         let ts = snap.init_ts + (v >> COUNT96_BITS);
         Self::check_ts(ts, snap)?;
-        Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, v & COUNT96_MASK)).expect("96 bits"))
+        Ok(
+            Nonce96::from_u128(layout::pack96(ts, snap.machine_id, v & COUNT96_MASK))
+                .expect("96 bits"),
+        )
     }
 
     #[inline]
     pub(crate) fn finish128(snap: &Snapshot, v: u64) -> Result<Nonce128, Error> {
         Self::check_ts(snap.init_ts, snap)?;
-        Ok(Nonce128::from_u128(layout::pack128(snap.init_ts, snap.machine_id, v)))
+        Ok(Nonce128::from_u128(layout::pack128(
+            snap.init_ts,
+            snap.machine_id,
+            v,
+        )))
     }
 
     /// A 64-bit counter nonce: 13-bit count, bursts through unused past milliseconds, then
@@ -524,7 +556,11 @@ impl<C: Clock> Factory<C> {
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
         let (snap, ts, count) = self.take_sortable(true)?;
-        Ok(Nonce64::from_u64(layout::pack64(ts, snap.machine_id, count)))
+        Ok(Nonce64::from_u64(layout::pack64(
+            ts,
+            snap.machine_id,
+            count,
+        )))
     }
 
     /// A 96-bit sortable nonce.
@@ -536,7 +572,11 @@ impl<C: Clock> Factory<C> {
     /// A 128-bit sortable nonce.
     pub fn sortable128(&self) -> Result<Nonce128, Error> {
         let (snap, ts, count) = self.take_sortable(false)?;
-        Ok(Nonce128::from_u128(layout::pack128(ts, snap.machine_id, count)))
+        Ok(Nonce128::from_u128(layout::pack128(
+            ts,
+            snap.machine_id,
+            count,
+        )))
     }
 
     fn base64(&self, base: Base) -> Result<Nonce64, Error> {
@@ -549,7 +589,9 @@ impl<C: Clock> Factory<C> {
     /// A 64-bit encrypted nonce: a 64-bit base nonce under the 64-bit cipher.
     pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
         let engine = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
-        Ok(Nonce64::from_bytes(engine.encrypt(self.base64(base)?.to_bytes())))
+        Ok(Nonce64::from_bytes(
+            engine.encrypt(self.base64(base)?.to_bytes()),
+        ))
     }
 
     /// A 96-bit encrypted nonce. With Blowfish or 3DES it is an encrypted 64-bit base nonce
@@ -569,7 +611,11 @@ impl<C: Clock> Factory<C> {
 
     /// A 128-bit encrypted nonce.
     pub fn encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
-        let engine = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        let engine = self
+            .engines
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
         let plain = match base {
             Base::Counter => self.counter128()?,
             Base::Sortable => self.sortable128()?,
@@ -581,7 +627,11 @@ impl<C: Clock> Factory<C> {
     /// time: the run of counter values is reserved at once and encrypted as a CTR keystream.
     /// On error nothing is written.
     pub fn fill_encrypted128(&self, out: &mut [Nonce128]) -> Result<(), Error> {
-        let engine = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        let engine = self
+            .engines
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
         for chunk in out.chunks_mut(RUN) {
             let n = chunk.len() as u64;
             let (snap, first) = self.reserve(Counter::C96, n)?;
@@ -624,13 +674,21 @@ impl<C: Clock> Factory<C> {
 
     /// Encrypts a 128-bit nonce.
     pub fn encrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        let e = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        let e = self
+            .engines
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
         Ok(Nonce128::from_bytes(e.encrypt(nonce.to_bytes())))
     }
 
     /// Decrypts a 128-bit nonce.
     pub fn decrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        let e = self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
+        let e = self
+            .engines
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
         Ok(Nonce128::from_bytes(e.decrypt(nonce.to_bytes())))
     }
 }
@@ -644,7 +702,11 @@ pub(crate) enum Counter {
     C96,
 }
 
-pub(crate) fn encrypt_run(engine: &crate::cipher::Engine128, first: Nonce128, out: &mut [Nonce128]) {
+pub(crate) fn encrypt_run(
+    engine: &crate::cipher::Engine128,
+    first: Nonce128,
+    out: &mut [Nonce128],
+) {
     let mut blocks = [[0u8; 16]; 64];
     let mut plain = first.to_u128();
     for chunk in out.chunks_mut(64) {

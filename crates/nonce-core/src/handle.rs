@@ -21,7 +21,12 @@ struct Block {
 
 impl Block {
     const fn new(counter: Counter) -> Self {
-        Self { counter, snap: Cell::new(None), next: Cell::new(0), left: Cell::new(0) }
+        Self {
+            counter,
+            snap: Cell::new(None),
+            next: Cell::new(0),
+            left: Cell::new(0),
+        }
     }
 
     /// The next value, if the block still belongs to the factory's current generation.
@@ -90,7 +95,11 @@ pub struct Handle<'f, C: Clock> {
 impl<C: Clock> Factory<C> {
     /// A per-thread [`Handle`] on this factory.
     pub fn handle(&self) -> Handle<'_, C> {
-        Handle { factory: self, b64: Block::new(Counter::C64), b96: Block::new(Counter::C96) }
+        Handle {
+            factory: self,
+            b64: Block::new(Counter::C64),
+            b96: Block::new(Counter::C96),
+        }
     }
 }
 
@@ -137,7 +146,12 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
     #[inline]
     pub fn encrypted96(&self) -> Result<Nonce96, Error> {
-        let engine = self.factory.engines().e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        let engine = self
+            .factory
+            .engines()
+            .e96
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 96 })?;
         let plain = if engine.has_64bit_block() {
             let n = self.counter64()?;
             let mut b = [0u8; 12];
@@ -152,8 +166,15 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 128-bit encrypted counter nonce, as [`Factory::encrypted128`].
     #[inline]
     pub fn encrypted128(&self) -> Result<Nonce128, Error> {
-        let engine = self.factory.engines().e128.as_ref().ok_or(Error::NoKey { bits: 128 })?;
-        Ok(Nonce128::from_bytes(engine.encrypt(self.counter128()?.to_bytes())))
+        let engine = self
+            .factory
+            .engines()
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
+        Ok(Nonce128::from_bytes(
+            engine.encrypt(self.counter128()?.to_bytes()),
+        ))
     }
 
     fn counter64_for_cipher(&self, bits: u16) -> Result<Nonce64, Error> {

@@ -17,13 +17,17 @@ mod manual_clock;
 mod nonce;
 mod sync;
 
-pub use crate::cipher::{Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key};
+pub use crate::cipher::{
+    Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key,
+};
 #[cfg(feature = "std")]
 pub use crate::clock::BootClock;
 pub use crate::clock::Clock;
 pub use crate::error::{ConfigError, Error};
 pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
-pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_MACHINE_ID, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
+pub use crate::layout::{
+    DEFAULT_EPOCH_MS, Decoded, MAX_MACHINE_ID, MAX_TIMESTAMP, OVERFLOW_WARNING_MS,
+};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};

@@ -17,7 +17,10 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms` (Unix ms).
     pub const fn new(now_ms: u64) -> Self {
-        Self { now_ms: AtomicU64::new(now_ms), jump_on_wait: AtomicBool::new(false) }
+        Self {
+            now_ms: AtomicU64::new(now_ms),
+            jump_on_wait: AtomicBool::new(false),
+        }
     }
 
     /// Makes waits jump the clock forward to their target.

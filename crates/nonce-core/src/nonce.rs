@@ -48,20 +48,25 @@ impl<const N: usize> Nonce<N> {
         let mut out = [0u8; N];
         let hex_len = N * 2;
         if s.len() == hex_len {
-            let decoded = base16ct::mixed::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidHex)?;
+            let decoded =
+                base16ct::mixed::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidHex)?;
             if decoded.len() == N {
                 return Ok(Self(out));
             }
             return Err(ParseNonceError::InvalidHex);
         }
         if s.len() == Base64UrlUnpadded::encoded_len(&out) {
-            let decoded = Base64UrlUnpadded::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidBase64)?;
+            let decoded = Base64UrlUnpadded::decode(s, &mut out)
+                .map_err(|_| ParseNonceError::InvalidBase64)?;
             if decoded.len() == N {
                 return Ok(Self(out));
             }
             return Err(ParseNonceError::InvalidBase64);
         }
-        Err(ParseNonceError::Length { bits: Self::BITS, len: s.len() })
+        Err(ParseNonceError::Length {
+            bits: Self::BITS,
+            len: s.len(),
+        })
     }
 }
 

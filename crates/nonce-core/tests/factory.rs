@@ -1,0 +1,440 @@
+//! The factory's rules, one test each, on a manual clock.
+
+use nonce_core::{
+    Base, Cipher96, Cipher128, ConfigError, Error, Factory, FactoryConfig, MAX_TIMESTAMP,
+    ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+};
+use std::collections::HashSet;
+
+const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
+const T0: u64 = 1_800_000_000_000;
+const KEY: [u8; 32] = [9; 32];
+
+fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
+    let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    f.enable(5, NO_DEADLINE).unwrap();
+    f
+}
+
+#[test]
+fn config_errors_are_distinct() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    assert_eq!(
+        f.enable(512, NO_DEADLINE),
+        Err(ConfigError::MachineIdOutOfRange { id: 512 })
+    );
+    assert!(f.enable(511, NO_DEADLINE).is_ok());
+    let short = [1u8; 31];
+    assert_eq!(
+        Factory::new(&clock, FactoryConfig::new().base_key(&short)).err(),
+        Some(ConfigError::BaseKeyTooShort { len: 31 })
+    );
+    let k = [1u8; 17];
+    assert_eq!(
+        Factory::new(&clock, FactoryConfig::new().key64(&k)).err(),
+        Some(ConfigError::KeyLength {
+            bits: 64,
+            cipher: "blowfish",
+            expected: 16,
+            actual: 17
+        })
+    );
+    assert_eq!(
+        Factory::new(
+            &clock,
+            FactoryConfig::new().cipher96(Cipher96::Speck).key96(&k)
+        )
+        .err(),
+        Some(ConfigError::KeyLength {
+            bits: 96,
+            cipher: "speck",
+            expected: 18,
+            actual: 17
+        })
+    );
+    assert_eq!(
+        Factory::new(&clock, FactoryConfig::new().epoch_ms(T0 + 1)).err(),
+        Some(ConfigError::EpochInFuture {
+            epoch_ms: T0 + 1,
+            now_ms: T0
+        })
+    );
+    let far = ManualClock::new(MAX_TIMESTAMP + 10);
+    assert_eq!(
+        Factory::new(&far, FactoryConfig::new().epoch_ms(9)).err(),
+        Some(ConfigError::TimestampOverflow { epoch_ms: 9 })
+    );
+    for e in [
+        ConfigError::MachineIdOutOfRange { id: 600 },
+        ConfigError::BaseKeyTooShort { len: 3 },
+    ] {
+        let msg = e.to_string();
+        assert!(msg.contains("use"), "error says what to do: {msg}");
+    }
+}
+
+#[test]
+fn overflow_horizon_is_reported() {
+    let clock = ManualClock::new(MAX_TIMESTAMP - 1000 + 5);
+    let f = Factory::new(&clock, FactoryConfig::new().epoch_ms(5)).unwrap();
+    assert_eq!(f.ms_until_overflow(), 1000);
+    assert!(f.ms_until_overflow() < nonce_core::OVERFLOW_WARNING_MS);
+    f.enable(1, NO_DEADLINE).unwrap();
+    clock.advance(1001);
+    assert_eq!(f.sortable64(), Err(Error::TimestampOverflow));
+}
+
+#[test]
+fn disabled_until_enabled_and_after_disable() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    assert_eq!(f.counter64(), Err(Error::Disabled));
+    assert_eq!(f.sortable128(), Err(Error::Disabled));
+    assert_eq!(f.machine_id(), None);
+    f.enable(9, NO_DEADLINE).unwrap();
+    assert_eq!(f.machine_id(), Some(9));
+    f.counter96().unwrap();
+    f.disable();
+    assert!(!f.is_enabled());
+    assert_eq!(f.counter96(), Err(Error::Disabled));
+    assert_eq!(f.encrypted128(Base::Counter), Err(Error::Disabled));
+    assert_eq!(f.handle().counter64(), Err(Error::Disabled));
+}
+
+#[test]
+fn counter64_layout_and_burst_then_throttle() {
+    let clock = ManualClock::new(T0);
+    let f = factory(&clock);
+    let first = f.counter64().unwrap().decode(EPOCH);
+    assert_eq!(
+        (first.timestamp_ms, first.machine_id, first.count),
+        (T0 - EPOCH, 5, 0)
+    );
+    assert_eq!(first.unix_ms, T0);
+    for i in 1..8192 {
+        assert_eq!(f.counter64().unwrap().decode(EPOCH).count, i);
+    }
+    // The 13-bit count is spent and the clock has not moved: no waiting clock, so say so.
+    assert_eq!(f.counter64(), Err(Error::WouldBlock { until_ms: T0 + 1 }));
+    // Ten unused milliseconds are saved up and can be burst through at once.
+    // The refused value was skipped (never reused), so ten ms hold one value fewer.
+    clock.advance(10);
+    let mut last = 0;
+    for _ in 0..8192 * 10 - 1 {
+        last = f.counter64().unwrap().decode(EPOCH).timestamp_ms;
+    }
+    assert_eq!(last, T0 - EPOCH + 10);
+    assert!(matches!(f.counter64(), Err(Error::WouldBlock { .. })));
+}
+
+#[test]
+fn counter64_waits_when_the_clock_can() {
+    let clock = ManualClock::new(T0).jump_on_wait(true);
+    let f = factory(&clock);
+    for _ in 0..8192 * 3 {
+        f.counter64().unwrap();
+    }
+    let n = f.counter64().unwrap().decode(EPOCH);
+    assert_eq!((n.timestamp_ms, n.count), (T0 - EPOCH + 3, 0));
+    assert_eq!(clock.now_ms_for_test(), T0 + 3);
+}
+
+trait NowForTest {
+    fn now_ms_for_test(&self) -> u64;
+}
+
+impl NowForTest for ManualClock {
+    fn now_ms_for_test(&self) -> u64 {
+        nonce_core::Clock::now_ms(self)
+    }
+}
+
+#[test]
+fn counter96_and_128_share_one_counter() {
+    let clock = ManualClock::new(T0);
+    let f = factory(&clock);
+    let a = f.counter96().unwrap().decode(EPOCH);
+    let b = f.counter128().unwrap().decode(EPOCH);
+    let c = f.counter96().unwrap().decode(EPOCH);
+    assert_eq!((a.count, b.count, c.count), (0, 1, 2));
+    assert_eq!((a.timestamp_ms, b.timestamp_ms), (T0 - EPOCH, T0 - EPOCH));
+    assert_eq!((a.machine_id, b.machine_id), (5, 5));
+    clock.advance(1000);
+    // Counter timestamps are the generation's start, not the creation time.
+    assert_eq!(
+        f.counter128().unwrap().decode(EPOCH).timestamp_ms,
+        T0 - EPOCH
+    );
+    // 128-bit layout: 13 zero bits between the machine ID and the 64-bit count.
+    let raw = f.counter128().unwrap().to_u128();
+    assert_eq!((raw >> 64) & 0x1FFF, 0);
+}
+
+#[test]
+fn sortable_timestamps_follow_the_clock() {
+    let clock = ManualClock::new(T0);
+    let f = factory(&clock);
+    let a = f.sortable64().unwrap().decode(EPOCH);
+    let b = f.sortable64().unwrap().decode(EPOCH);
+    assert_eq!((a.timestamp_ms, a.count), (T0 - EPOCH, 1));
+    assert_eq!((b.timestamp_ms, b.count), (T0 - EPOCH, 2));
+    clock.advance(7);
+    let c = f.sortable96().unwrap().decode(EPOCH);
+    assert_eq!((c.timestamp_ms, c.count), (T0 - EPOCH + 7, 0));
+    let d = f.sortable128().unwrap().decode(EPOCH);
+    assert_eq!((d.timestamp_ms, d.count), (T0 - EPOCH + 7, 1));
+    assert!(f.sortable64().unwrap() > f.sortable64().unwrap().decode(EPOCH).to_min());
+}
+
+trait MinNonce {
+    fn to_min(&self) -> Nonce64;
+}
+
+impl MinNonce for nonce_core::Decoded {
+    fn to_min(&self) -> Nonce64 {
+        Nonce64::from_u64(self.timestamp_ms << 22)
+    }
+}
+
+#[test]
+fn sortable64_is_capped_at_8192_per_ms_and_96_128_are_not() {
+    let clock = ManualClock::new(T0);
+    let f = factory(&clock);
+    clock.advance(1);
+    let mut n = 0;
+    while f.sortable64().is_ok() {
+        n += 1;
+    }
+    assert_eq!(n, 8192);
+    assert_eq!(f.sortable64(), Err(Error::WouldBlock { until_ms: T0 + 2 }));
+    for _ in 0..50_000 {
+        f.sortable96().unwrap();
+    }
+    clock.advance(1);
+    assert_eq!(f.sortable64().unwrap().decode(EPOCH).count, 0);
+}
+
+#[test]
+fn deadline_stops_every_kind_and_renewal_resumes() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    f.enable(3, T0 + 5).unwrap();
+    assert_eq!(f.deadline_ms(), Some(T0 + 5));
+    f.counter64().unwrap();
+    f.sortable64().unwrap();
+    clock.advance(5);
+    // A sortable nonce would carry the deadline's own millisecond: refused.
+    assert_eq!(f.sortable64(), Err(Error::LeaseExpired));
+    assert_eq!(f.sortable128(), Err(Error::LeaseExpired));
+    assert_eq!(f.encrypted64(Base::Sortable), Err(Error::LeaseExpired));
+    // Counter nonces carry earlier timestamps, which no successor can issue: still safe.
+    assert_eq!(
+        f.counter64().unwrap().decode(EPOCH).timestamp_ms,
+        T0 - EPOCH
+    );
+    // ...until the counter's own timestamp reaches the deadline.
+    let mut refused = None;
+    for _ in 0..8192 * 6 {
+        if let Err(e) = f.counter64() {
+            refused = Some(e);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(Error::LeaseExpired));
+    f.set_deadline(T0 + 100);
+    assert!(f.sortable64().is_ok());
+    assert!(f.counter64().is_ok());
+    // A shortened deadline is honoured at once, handles included.
+    let h = f.handle();
+    h.counter128().unwrap();
+    f.set_deadline(T0);
+    assert_eq!(h.counter128(), Err(Error::LeaseExpired));
+    assert_eq!(f.counter96(), Err(Error::LeaseExpired));
+}
+
+#[test]
+fn set_deadline_keeps_a_disabled_factory_disabled() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    f.set_deadline(T0 + 1000);
+    assert_eq!(f.counter64(), Err(Error::Disabled));
+    f.enable(1, T0 + 1000).unwrap();
+    f.set_deadline(T0 + 2000);
+    assert!(f.is_enabled());
+}
+
+#[test]
+fn reenable_starts_past_everything_issued() {
+    let clock = ManualClock::new(T0).jump_on_wait(true);
+    let f = factory(&clock);
+    let mut seen = HashSet::new();
+    let mut max_ts = 0;
+    for _ in 0..100 {
+        // Counter and sortable nonces are unique within their own kind, as in NoNoncense.
+        for (kind, n) in [
+            ("c64", f.counter64().unwrap().to_u64()),
+            ("s64", f.sortable64().unwrap().to_u64()),
+        ] {
+            max_ts = max_ts.max(n >> 22);
+            assert!(seen.insert((kind, u128::from(n))));
+        }
+        assert!(seen.insert(("c128", f.counter128().unwrap().to_u128())));
+    }
+    f.disable();
+    // Same machine ID, same millisecond: nothing may repeat.
+    f.enable(5, NO_DEADLINE).unwrap();
+    let n = f.counter64().unwrap().decode(EPOCH);
+    assert!(n.timestamp_ms > max_ts);
+    for _ in 0..100 {
+        assert!(seen.insert(("c64", u128::from(f.counter64().unwrap().to_u64()))));
+        assert!(seen.insert(("s64", u128::from(f.sortable64().unwrap().to_u64()))));
+        assert!(seen.insert(("c128", f.counter128().unwrap().to_u128())));
+    }
+    // After a long gap, the 64-bit counter does not burst through the gap (another node may
+    // have held the ID then): it starts at the clock.
+    f.disable();
+    let gap_start = clock.now_ms_for_test();
+    clock.advance(60_000);
+    f.enable(5, NO_DEADLINE).unwrap();
+    assert_eq!(
+        f.counter64().unwrap().decode(EPOCH).timestamp_ms,
+        gap_start - EPOCH + 60_000
+    );
+    assert_eq!(
+        f.counter128().unwrap().decode(EPOCH).timestamp_ms,
+        gap_start - EPOCH + 60_000
+    );
+    f.enable(6, NO_DEADLINE).unwrap();
+    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id, 6);
+}
+
+#[test]
+fn encryption_needs_a_key_and_is_a_bijection() {
+    let clock = ManualClock::new(T0);
+    let plain = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    plain.enable(1, NO_DEADLINE).unwrap();
+    assert_eq!(
+        plain.encrypted64(Base::Counter),
+        Err(Error::NoKey { bits: 64 })
+    );
+    assert_eq!(
+        plain.encrypt128(Nonce128::from_u128(1)),
+        Err(Error::NoKey { bits: 128 })
+    );
+    assert!(Error::NoKey { bits: 96 }.to_string().contains("base key"));
+
+    let f = factory(&clock);
+    let e = f.encrypted96(Base::Counter).unwrap();
+    assert_eq!(
+        &e.as_bytes()[8..],
+        &[0, 0, 0, 0],
+        "blowfish 96-bit nonces end in 32 zero bits"
+    );
+    let d = f.decrypt96(e).unwrap();
+    let inner = Nonce64::from_bytes(d.as_bytes()[..8].try_into().unwrap()).decode(EPOCH);
+    assert_eq!(inner.machine_id, 5);
+    let tail = Nonce96::from_u128(1).unwrap();
+    assert_eq!(f.encrypt96(tail), Err(Error::NonZeroTail));
+
+    let s = Factory::new(
+        &clock,
+        FactoryConfig::new()
+            .base_key(&KEY)
+            .cipher96(Cipher96::Speck),
+    )
+    .unwrap();
+    s.enable(2, NO_DEADLINE).unwrap();
+    let e = s.encrypted96(Base::Sortable).unwrap();
+    assert_eq!(s.decrypt96(e).unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(s.decrypt96(s.encrypt96(tail).unwrap()).unwrap(), tail);
+}
+
+#[test]
+fn batch_equals_one_at_a_time() {
+    for cipher in [Cipher128::Aes, Cipher128::Speck] {
+        let clock = ManualClock::new(T0);
+        let f = Factory::new(
+            &clock,
+            FactoryConfig::new().base_key(&KEY).cipher128(cipher),
+        )
+        .unwrap();
+        f.enable(77, NO_DEADLINE).unwrap();
+        let single = f.encrypted128(Base::Counter).unwrap();
+        let mut batch = vec![Nonce128::from_u128(0); 10_000];
+        f.fill_encrypted128(&mut batch).unwrap();
+        let mut expected_count = f.decrypt128(single).unwrap().decode(EPOCH).count + 1;
+        let mut seen = HashSet::new();
+        for n in &batch {
+            let d = f.decrypt128(*n).unwrap().decode(EPOCH);
+            assert_eq!((d.machine_id, d.count), (77, expected_count), "{cipher}");
+            expected_count += 1;
+            assert!(seen.insert(*n));
+        }
+        f.disable();
+        assert_eq!(f.fill_encrypted128(&mut batch[..3]), Err(Error::Disabled));
+    }
+}
+
+#[test]
+fn handles_share_uniqueness_and_generation() {
+    let clock = ManualClock::new(T0).jump_on_wait(true);
+    let f = factory(&clock);
+    let (h1, h2) = (f.handle(), f.handle());
+    let mut seen = HashSet::new();
+    for _ in 0..20_000 {
+        assert!(seen.insert(h1.counter64().unwrap().to_u64()));
+        assert!(seen.insert(h2.counter64().unwrap().to_u64()));
+        assert!(seen.insert(f.counter64().unwrap().to_u64()));
+    }
+    f.enable(8, NO_DEADLINE).unwrap();
+    assert_eq!(h1.counter128().unwrap().decode(EPOCH).machine_id, 8);
+    assert_eq!(
+        h2.encrypted64()
+            .map(|n| f.decrypt64(n).unwrap().decode(EPOCH).machine_id),
+        Ok(8)
+    );
+}
+
+#[test]
+fn nonce_text_forms_round_trip() {
+    let n = Nonce96::from_u128(0x0123_4567_89ab_cdef_0011_2233).unwrap();
+    assert_eq!(n.to_string(), "0123456789abcdef00112233");
+    assert_eq!("0123456789ABCDEF00112233".parse::<Nonce96>(), Ok(n));
+    let b64 = n.base64url().to_string();
+    assert_eq!(b64.len(), 16);
+    assert_eq!(b64.parse::<Nonce96>(), Ok(n));
+    assert_eq!(
+        Nonce64::from_u64(u64::MAX).base64url().to_string(),
+        "__________8"
+    );
+    assert!(matches!(
+        "xyz".parse::<Nonce64>(),
+        Err(nonce_core::ParseNonceError::Length { bits: 64, len: 3 })
+    ));
+    assert_eq!(
+        "zz23456789abcdef".parse::<Nonce64>(),
+        Err(nonce_core::ParseNonceError::InvalidHex)
+    );
+    assert_eq!(
+        "!!!!!!!!!!!".parse::<Nonce64>(),
+        Err(nonce_core::ParseNonceError::InvalidBase64)
+    );
+    assert!(Nonce96::from_u128(1 << 96).is_none());
+    let json = serde_json::to_string(&n).unwrap();
+    assert_eq!(json, "\"0123456789abcdef00112233\"");
+    assert_eq!(serde_json::from_str::<Nonce96>(&json).unwrap(), n);
+}
+
+#[test]
+fn keys_never_appear_in_debug_output() {
+    let clock = ManualClock::new(T0);
+    let key = [0xAB; 32];
+    let cfg = FactoryConfig::new().base_key(&key).key128(&key);
+    let text = format!("{cfg:?} {:?}", Factory::new(&clock, cfg).unwrap());
+    assert!(
+        !text.to_lowercase().contains("ab, ") && !text.contains("171"),
+        "{text}"
+    );
+    assert!(text.contains("redacted"));
+}

@@ -1,0 +1,50 @@
+//! Exercises nonce-core in a `#![no_std]` setting without an allocator.
+#![no_std]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use nonce_core::{Clock, Factory, FactoryConfig, NO_DEADLINE};
+
+/// A clock fed by the embedding firmware.
+struct TickClock(AtomicU64);
+
+impl Clock for TickClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+static CLOCK: TickClock = TickClock(AtomicU64::new(1_800_000_000_000));
+
+/// Generates one 64-bit counter nonce for machine ID 1, or 0 on error.
+#[unsafe(no_mangle)]
+pub extern "C" fn nononce_proof_counter64() -> u64 {
+    let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new()) else { return 0 };
+    if factory.enable(1, NO_DEADLINE).is_err() {
+        return 0;
+    }
+    factory.counter64().map(u64::from).unwrap_or(0)
+}
+
+/// Encrypts a 128-bit nonce under a fixed base key when a cipher is compiled in.
+#[cfg(feature = "ciphers")]
+#[unsafe(no_mangle)]
+pub extern "C" fn nononce_proof_encrypted128(out: &mut [u8; 16]) -> bool {
+    let key = [7u8; 32];
+    let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new().base_key(&key)) else { return false };
+    if factory.enable(2, NO_DEADLINE).is_err() {
+        return false;
+    }
+    match factory.encrypted128(nonce_core::Base::Counter) {
+        Ok(n) => {
+            *out = n.to_bytes();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    loop {}
+}
