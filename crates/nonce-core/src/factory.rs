@@ -239,13 +239,17 @@ impl<C: Clock> Factory<C> {
         let now_ts = self.now_ts_checked()?;
         let (ws, _) = self.write_begin();
         let mut init = now_ts;
-        let c96 = self.c96.load(SeqCst);
-        let pristine =
-            c96 == u64::MAX && self.c64.load(SeqCst) == 0 && self.sortable.load(SeqCst) == 0;
+        // Read-modify-writes, not loads: a generator whose increment this read misses is then
+        // ordered after it, and so sees the writer role taken and drops its value. (A plain
+        // load gives that only under a total order of every access, which weaker models lack.)
+        let c64 = self.c64.fetch_add(0, SeqCst);
+        let c96 = self.c96.fetch_add(0, SeqCst);
+        let sortable = self.sortable.fetch_add(0, SeqCst);
+        let pristine = c96 == u64::MAX && c64 == 0 && sortable == 0;
         if !pristine {
             // Not the first generation: start past everything issued so far.
-            let last64 = self.c64.load(SeqCst) >> COUNT64_BITS;
-            let last_sortable = self.sortable.load(SeqCst) >> SORTABLE_COUNT_BITS;
+            let last64 = c64 >> COUNT64_BITS;
+            let last_sortable = sortable >> SORTABLE_COUNT_BITS;
             let last96 = if c96 == u64::MAX {
                 0
             } else {
@@ -263,10 +267,12 @@ impl<C: Clock> Factory<C> {
         self.init_ts.store(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
+        // Swaps, not stores, for the same reason as the reads above: counters only ever see
+        // read-modify-writes, so every value is taken from the one before it.
         self.c64
-            .store((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
-        self.c96.store(u64::MAX, SeqCst);
-        self.sortable.store(init << SORTABLE_COUNT_BITS, SeqCst);
+            .swap((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
+        self.c96.swap(u64::MAX, SeqCst);
+        self.sortable.swap(init << SORTABLE_COUNT_BITS, SeqCst);
         self.write_end(ws, true);
         Ok(())
     }

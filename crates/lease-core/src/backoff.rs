@@ -1,0 +1,124 @@
+//! Exponential backoff with jitter, and the small seeded generator that supplies the jitter.
+
+/// The longest backoff delay ever used: 24 hours, in milliseconds.
+pub const MAX_BACKOFF_MS: u64 = 24 * 3600 * 1000;
+
+/// A small seeded pseudo-random generator (SplitMix64) for backoff jitter.
+///
+/// Jitter only spreads retries of many nodes apart; it needs no cryptographic quality, and a
+/// seed makes simulations reproducible.
+#[derive(Debug, Clone)]
+pub struct Jitter {
+    state: u64,
+}
+
+impl Jitter {
+    /// A generator starting from `seed`.
+    #[must_use]
+    pub const fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// A generator seeded from the process's random hash keys (different in every process).
+    #[must_use]
+    pub fn from_entropy() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        Self::new(RandomState::new().hash_one(0x006e_6f6e_6f6e_6365_u64))
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`0` when `bound` is 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 {
+            return 0;
+        }
+        // Widening multiply maps 64 random bits onto 0..bound with negligible bias.
+        let wide = u128::from(self.next_u64()) * u128::from(bound);
+        u64::try_from(wide >> 64).unwrap_or(0)
+    }
+}
+
+/// Exponential backoff: attempt `n` (1-based) waits `base * 2^(n-1) + rand(0..base)`, never more
+/// than `cap` (itself at most 24 h).
+///
+/// ```
+/// use lease_core::backoff::{Backoff, Jitter};
+/// let backoff = Backoff::new(100, 1_000);
+/// let mut jitter = Jitter::new(1);
+/// let first = backoff.delay_ms(1, &mut jitter);
+/// assert!((100..200).contains(&first));
+/// let third = backoff.delay_ms(3, &mut jitter);
+/// assert!((400..500).contains(&third));
+/// assert_eq!(backoff.delay_ms(20, &mut jitter), 1_000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    base_ms: u64,
+    cap_ms: u64,
+}
+
+impl Backoff {
+    /// Backoff with `base_ms` and a cap of `min(cap_ms, 24 h)`.
+    #[must_use]
+    pub const fn new(base_ms: u64, cap_ms: u64) -> Self {
+        let cap_ms = if cap_ms < MAX_BACKOFF_MS {
+            cap_ms
+        } else {
+            MAX_BACKOFF_MS
+        };
+        Self { base_ms, cap_ms }
+    }
+
+    /// The delay before retry number `attempt` (1-based; 0 is treated as 1).
+    pub fn delay_ms(&self, attempt: u32, jitter: &mut Jitter) -> u64 {
+        let exp = attempt.saturating_sub(1).min(63);
+        let grown = self.base_ms.saturating_mul(1u64 << exp);
+        grown
+            .saturating_add(jitter.below(self.base_ms))
+            .min(self.cap_ms)
+    }
+
+    /// The cap.
+    #[must_use]
+    pub const fn cap_ms(&self) -> u64 {
+        self.cap_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_reproducible_and_bounded() {
+        let mut a = Jitter::new(42);
+        let mut b = Jitter::new(42);
+        for _ in 0..1000 {
+            let x = a.below(100);
+            assert_eq!(x, b.below(100));
+            assert!(x < 100);
+        }
+        assert_eq!(a.below(0), 0);
+    }
+
+    #[test]
+    fn doubles_then_caps() {
+        let backoff = Backoff::new(100, u64::MAX);
+        assert_eq!(backoff.cap_ms(), MAX_BACKOFF_MS);
+        let mut j = Jitter::new(7);
+        for n in 1..=10u32 {
+            let d = backoff.delay_ms(n, &mut j);
+            let low = 100 * (1 << (n - 1));
+            assert!((low..low + 100).contains(&d), "attempt {n}: {d}");
+        }
+        assert_eq!(backoff.delay_ms(u32::MAX, &mut j), MAX_BACKOFF_MS);
+    }
+}

@@ -1,0 +1,99 @@
+//! The in-memory lease cache that lets a restarted manager renew instead of re-acquire.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::strategy::MachineId;
+
+/// The last lease a manager held: enough to try renewing it after the manager restarts.
+#[derive(Debug)]
+pub struct CachedLease<L> {
+    /// The ID the lease grants.
+    pub machine_id: MachineId,
+    /// The strategy's lease handle.
+    pub lease: Arc<L>,
+    /// The local deadline (exclusive) in the manager clock's milliseconds.
+    pub deadline_ms: u64,
+    /// The TTL of the last grant or renewal.
+    pub ttl: Duration,
+}
+
+// Manual impl: `L` itself need not be `Clone` behind the `Arc`.
+impl<L> Clone for CachedLease<L> {
+    fn clone(&self) -> Self {
+        Self {
+            machine_id: self.machine_id,
+            lease: Arc::clone(&self.lease),
+            deadline_ms: self.deadline_ms,
+            ttl: self.ttl,
+        }
+    }
+}
+
+/// A shared slot holding the last lease; clones share the slot.
+///
+/// It lives in memory only: it outlives a crashed manager (keep a clone, build the next manager
+/// with it) but not the process. After a process crash the coordinator's expiry is the truth,
+/// which is exactly what a durable cache would get wrong.
+pub struct LeaseCache<L> {
+    slot: Arc<Mutex<Option<CachedLease<L>>>>,
+}
+
+impl<L> LeaseCache<L> {
+    /// An empty cache.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            slot: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Stores `lease`, replacing what was there.
+    pub fn store(&self, lease: CachedLease<L>) {
+        *self.lock() = Some(lease);
+    }
+
+    /// Forgets the cached lease.
+    pub fn clear(&self) {
+        *self.lock() = None;
+    }
+
+    /// A copy of the cached lease.
+    #[must_use]
+    pub fn get(&self) -> Option<CachedLease<L>> {
+        self.lock().clone()
+    }
+
+    /// Takes the cached lease out, leaving the cache empty.
+    #[must_use]
+    pub fn take(&self) -> Option<CachedLease<L>> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CachedLease<L>>> {
+        // A panic while holding this lock cannot leave a half-written Option: keep going.
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<L> Clone for LeaseCache<L> {
+    fn clone(&self) -> Self {
+        Self {
+            slot: Arc::clone(&self.slot),
+        }
+    }
+}
+
+impl<L> Default for LeaseCache<L> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<L> fmt::Debug for LeaseCache<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = self.lock().as_ref().map(|c| (c.machine_id, c.deadline_ms));
+        f.debug_struct("LeaseCache").field("held", &held).finish()
+    }
+}

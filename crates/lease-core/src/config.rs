@@ -1,0 +1,303 @@
+//! Lease timing configuration and its validation.
+
+use std::time::Duration;
+
+/// Timing of the lease lifecycle. Defaults follow NoNoncense 2.0.
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | `lease_duration` | 8 h | duration asked of the coordinator on acquire and renew |
+/// | `renew_interval` | 30 min | longest time between renewals |
+/// | `acquire_timeout` | 60 s | startup fails if no lease is held by then; `None` waits forever |
+/// | `min_ttl` | 30 s | a granted TTL below this is treated as a loss ("illegal ttl") |
+/// | `margin` | 10 s | safety margin: clock-skew tolerance, subtracted from every TTL |
+/// | `release_guard` | = `margin` | how long a released ID stays blocked for a successor |
+/// | `call_timeout` | 30 s | longest single strategy call (shortened further by the deadlines) |
+/// | `acquire_backoff_base` | 100 ms | base of the acquisition backoff |
+/// | `renew_backoff_base` | 1 s | base of the renewal retry backoff (capped at `renew_interval`) |
+///
+/// ```
+/// use lease_core::LeaseConfig;
+/// use std::time::Duration;
+///
+/// // Seconds instead of hours, for an integration test.
+/// let config = LeaseConfig::default()
+///     .with_lease_duration(Duration::from_secs(6))
+///     .with_renew_interval(Duration::from_secs(2))
+///     .with_min_ttl(Duration::from_secs(3))
+///     .with_margin(Duration::from_secs(1));
+/// config.validate().unwrap();
+///
+/// let unsafe_margin = LeaseConfig::default().with_margin(Duration::from_secs(15));
+/// assert!(unsafe_margin.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    lease_duration: Duration,
+    renew_interval: Duration,
+    acquire_timeout: Option<Duration>,
+    min_ttl: Duration,
+    margin: Duration,
+    release_guard: Option<Duration>,
+    call_timeout: Duration,
+    acquire_backoff_base: Duration,
+    renew_backoff_base: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(8 * 3600),
+            renew_interval: Duration::from_secs(30 * 60),
+            acquire_timeout: Some(Duration::from_secs(60)),
+            min_ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(10),
+            release_guard: None,
+            call_timeout: Duration::from_secs(30),
+            acquire_backoff_base: Duration::from_millis(100),
+            renew_backoff_base: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A configuration that would let a node use an ID it may no longer hold, or that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The margin is zero.
+    #[error("safety margin must be positive")]
+    ZeroMargin,
+    /// `min_ttl <= 2 * margin`: a lease of the minimum TTL would expire locally before its first renewal.
+    #[error(
+        "minimum ttl ({min_ttl:?}) must exceed twice the safety margin ({margin:?}) so a lease can be renewed before it expires locally"
+    )]
+    MarginTooLarge {
+        /// The configured minimum TTL.
+        min_ttl: Duration,
+        /// The configured margin.
+        margin: Duration,
+    },
+    /// `renew_interval <= margin`.
+    #[error("renew interval ({renew_interval:?}) must exceed the safety margin ({margin:?})")]
+    RenewIntervalTooShort {
+        /// The configured renew interval.
+        renew_interval: Duration,
+        /// The configured margin.
+        margin: Duration,
+    },
+    /// `lease_duration < min_ttl`: every grant would be rejected as illegal.
+    #[error("lease duration ({lease_duration:?}) must be at least the minimum ttl ({min_ttl:?})")]
+    LeaseShorterThanMinTtl {
+        /// The configured lease duration.
+        lease_duration: Duration,
+        /// The configured minimum TTL.
+        min_ttl: Duration,
+    },
+    /// A setting that must be positive is zero.
+    #[error("{0} must be positive")]
+    Zero(&'static str),
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $with:ident, $field:ident: $ty:ty) => {
+        $(#[$doc])*
+        #[must_use]
+        pub const fn $with(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+    };
+}
+
+impl LeaseConfig {
+    setter!(
+        /// Sets the duration asked of the coordinator.
+        with_lease_duration, lease_duration: Duration
+    );
+    setter!(
+        /// Sets the longest time between renewals.
+        with_renew_interval, renew_interval: Duration
+    );
+    setter!(
+        /// Sets the startup deadline; `None` waits forever.
+        with_acquire_timeout, acquire_timeout: Option<Duration>
+    );
+    setter!(
+        /// Sets the smallest acceptable granted TTL.
+        with_min_ttl, min_ttl: Duration
+    );
+    setter!(
+        /// Sets the safety margin.
+        with_margin, margin: Duration
+    );
+    setter!(
+        /// Sets the longest single strategy call.
+        with_call_timeout, call_timeout: Duration
+    );
+    setter!(
+        /// Sets the base of the acquisition backoff.
+        with_acquire_backoff_base, acquire_backoff_base: Duration
+    );
+    setter!(
+        /// Sets the base of the renewal retry backoff.
+        with_renew_backoff_base, renew_backoff_base: Duration
+    );
+
+    /// Sets how long a released ID stays blocked (default: the margin).
+    #[must_use]
+    pub const fn with_release_guard(mut self, guard: Duration) -> Self {
+        self.release_guard = Some(guard);
+        self
+    }
+
+    /// Duration asked of the coordinator.
+    #[must_use]
+    pub const fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+    /// Longest time between renewals.
+    #[must_use]
+    pub const fn renew_interval(&self) -> Duration {
+        self.renew_interval
+    }
+    /// Startup deadline; `None` waits forever.
+    #[must_use]
+    pub const fn acquire_timeout(&self) -> Option<Duration> {
+        self.acquire_timeout
+    }
+    /// Smallest acceptable granted TTL.
+    #[must_use]
+    pub const fn min_ttl(&self) -> Duration {
+        self.min_ttl
+    }
+    /// Safety margin.
+    #[must_use]
+    pub const fn margin(&self) -> Duration {
+        self.margin
+    }
+    /// How long a released ID stays blocked.
+    #[must_use]
+    pub fn release_guard(&self) -> Duration {
+        self.release_guard.unwrap_or(self.margin)
+    }
+    /// Longest single strategy call.
+    #[must_use]
+    pub const fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+    /// Base of the acquisition backoff.
+    #[must_use]
+    pub const fn acquire_backoff_base(&self) -> Duration {
+        self.acquire_backoff_base
+    }
+    /// Base of the renewal retry backoff.
+    #[must_use]
+    pub const fn renew_backoff_base(&self) -> Duration {
+        self.renew_backoff_base
+    }
+
+    /// Checks the configuration.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first unsafe or unusable combination.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let zero = [
+            (self.lease_duration, "lease duration"),
+            (self.renew_interval, "renew interval"),
+            (self.min_ttl, "minimum ttl"),
+            (self.call_timeout, "call timeout"),
+            (self.acquire_backoff_base, "acquire backoff base"),
+            (self.renew_backoff_base, "renew backoff base"),
+            (self.release_guard(), "release guard"),
+        ];
+        if self.margin.is_zero() {
+            return Err(ConfigError::ZeroMargin);
+        }
+        if let Some((_, name)) = zero.iter().find(|(d, _)| d.is_zero()) {
+            return Err(ConfigError::Zero(name));
+        }
+        if self.acquire_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::Zero("acquire timeout"));
+        }
+        if self.min_ttl <= self.margin.saturating_mul(2) {
+            return Err(ConfigError::MarginTooLarge {
+                min_ttl: self.min_ttl,
+                margin: self.margin,
+            });
+        }
+        if self.renew_interval <= self.margin {
+            return Err(ConfigError::RenewIntervalTooShort {
+                renew_interval: self.renew_interval,
+                margin: self.margin,
+            });
+        }
+        if self.lease_duration < self.min_ttl {
+            return Err(ConfigError::LeaseShorterThanMinTtl {
+                lease_duration: self.lease_duration,
+                min_ttl: self.min_ttl,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whole milliseconds of `d`, saturating at `u64::MAX`.
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        LeaseConfig::default().validate().unwrap();
+        assert_eq!(
+            LeaseConfig::default().release_guard(),
+            Duration::from_secs(10)
+        );
+    }
+
+    #[test]
+    fn rejects_unsafe_combinations() {
+        let d = LeaseConfig::default();
+        assert_eq!(
+            d.clone().with_margin(Duration::ZERO).validate(),
+            Err(ConfigError::ZeroMargin)
+        );
+        assert!(matches!(
+            d.clone().with_margin(Duration::from_secs(15)).validate(),
+            Err(ConfigError::MarginTooLarge { .. })
+        ));
+        assert!(matches!(
+            d.clone()
+                .with_renew_interval(Duration::from_secs(10))
+                .validate(),
+            Err(ConfigError::RenewIntervalTooShort { .. })
+        ));
+        assert!(matches!(
+            d.clone()
+                .with_lease_duration(Duration::from_secs(29))
+                .validate(),
+            Err(ConfigError::LeaseShorterThanMinTtl { .. })
+        ));
+        assert_eq!(
+            d.clone()
+                .with_acquire_timeout(Some(Duration::ZERO))
+                .validate(),
+            Err(ConfigError::Zero("acquire timeout"))
+        );
+        assert_eq!(
+            d.clone().with_release_guard(Duration::ZERO).validate(),
+            Err(ConfigError::Zero("release guard"))
+        );
+        let msg = d
+            .with_margin(Duration::from_secs(15))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("minimum ttl"), "{msg}");
+        assert!(!msg.ends_with('.'));
+    }
+}

@@ -1,0 +1,531 @@
+//! The tokio driver: runs a [`LeaseMachine`] against a [`Strategy`] and keeps targets in step.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use nonce_core::{BootClock, Clock};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::backoff::{Backoff, Jitter};
+use crate::cache::LeaseCache;
+use crate::config::{ConfigError, LeaseConfig};
+use crate::machine::{
+    Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source, StartupError,
+};
+use crate::strategy::{ErrorKind, Failure, MachineId, Strategy};
+use crate::target::LeaseTarget;
+use crate::telemetry::{self, OpSpan};
+
+/// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
+/// re-reads the (suspend-aware) clock at least this often.
+const MAX_SLEEP_MS: u64 = 5_000;
+
+type LostCallback = Arc<dyn Fn(&LossReason) + Send + Sync>;
+type SharedClock = Arc<dyn Clock + Send + Sync>;
+
+/// The manager could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is unsafe or unusable.
+    #[error("invalid lease configuration")]
+    Config(#[from] ConfigError),
+    /// No lease could be acquired.
+    #[error("could not acquire a machine id lease")]
+    Startup(#[from] StartupError),
+    /// The manager task ended before startup finished (it was cancelled or crashed).
+    #[error("lease manager task ended before startup finished")]
+    Aborted,
+}
+
+enum Command {
+    Lost(String),
+    Shutdown,
+}
+
+/// Builds a [`LeaseManager`].
+pub struct LeaseManagerBuilder<S: Strategy> {
+    strategy: S,
+    config: LeaseConfig,
+    clock: Option<SharedClock>,
+    targets: Vec<Arc<dyn LeaseTarget>>,
+    on_lease_lost: Option<LostCallback>,
+    cache: LeaseCache<S::Lease>,
+    seed: Option<u64>,
+}
+
+impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
+    /// Sets the timing (default: [`LeaseConfig::default`]).
+    #[must_use]
+    pub fn config(mut self, config: LeaseConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the clock (default: a new [`BootClock`]). Use the clock the factories use.
+    #[must_use]
+    pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Adds a target (a nonce factory) to enable, extend and disable with the lease.
+    #[must_use]
+    pub fn target(mut self, target: Arc<dyn LeaseTarget>) -> Self {
+        self.targets.push(target);
+        self
+    }
+
+    /// Called (after the targets are disabled) whenever the lease is lost.
+    #[must_use]
+    pub fn on_lease_lost(mut self, callback: impl Fn(&LossReason) + Send + Sync + 'static) -> Self {
+        self.on_lease_lost = Some(Arc::new(callback));
+        self
+    }
+
+    /// Uses `cache` (shared with a previous manager): a cached lease is renewed before anything
+    /// is acquired.
+    #[must_use]
+    pub fn cache(mut self, cache: LeaseCache<S::Lease>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Seeds the backoff jitter (default: random per process).
+    #[must_use]
+    pub const fn jitter_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Spawns the manager on the current tokio runtime and waits until the first lease is held
+    /// and the targets are enabled.
+    ///
+    /// # Errors
+    /// [`StartError`] when the configuration is invalid or no lease was acquired in time.
+    pub async fn start(self) -> Result<LeaseManager<S>, StartError> {
+        self.config.validate()?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(BootClock::new()));
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let (state_tx, state) = watch::channel(LeaseState::Starting);
+        let (started_tx, started) = oneshot::channel();
+        let name = self.strategy.name();
+        let startup_deadline = self.config.acquire_timeout().map(|t| {
+            clock
+                .now_ms()
+                .saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+        });
+        let driver = Driver {
+            strategy: Arc::new(self.strategy),
+            config: self.config,
+            clock,
+            targets: self.targets.clone(),
+            on_lease_lost: self.on_lease_lost,
+            cache: self.cache.clone(),
+            jitter: self.seed.map_or_else(Jitter::from_entropy, Jitter::new),
+            commands,
+            state: state_tx,
+            started: Some(started_tx),
+            startup_deadline,
+            shutting_down: false,
+            name,
+        };
+        let task = tokio::spawn(driver.run());
+        let manager = LeaseManager {
+            commands: commands_tx,
+            state,
+            task: Some(task),
+            targets: self.targets,
+            cache: self.cache,
+            name,
+        };
+        match started.await {
+            Ok(Ok(())) => Ok(manager),
+            Ok(Err(error)) => Err(error.into()),
+            Err(_) => Err(StartError::Aborted),
+        }
+    }
+}
+
+/// Holds a machine-ID lease on a tokio runtime and keeps its targets (nonce factories) in step:
+/// enabled with the ID and deadline while the lease is held, disabled the moment it is not.
+///
+/// Dropping the manager without [`shutdown`](Self::shutdown) disables the targets and stops
+/// the task without releasing the lease (it then expires on the coordinator).
+pub struct LeaseManager<S: Strategy> {
+    commands: mpsc::UnboundedSender<Command>,
+    state: watch::Receiver<LeaseState>,
+    task: Option<JoinHandle<()>>,
+    targets: Vec<Arc<dyn LeaseTarget>>,
+    cache: LeaseCache<S::Lease>,
+    name: &'static str,
+}
+
+impl<S: Strategy + 'static> LeaseManager<S> {
+    /// A builder for a manager using `strategy`.
+    pub fn builder(strategy: S) -> LeaseManagerBuilder<S> {
+        LeaseManagerBuilder {
+            strategy,
+            config: LeaseConfig::default(),
+            clock: None,
+            targets: Vec::new(),
+            on_lease_lost: None,
+            cache: LeaseCache::new(),
+            seed: None,
+        }
+    }
+
+    /// The machine ID while a lease is held.
+    pub fn machine_id(&self) -> Option<MachineId> {
+        match *self.state.borrow() {
+            LeaseState::Held { machine_id, .. } => Some(machine_id),
+            _ => None,
+        }
+    }
+
+    /// The current lease state.
+    pub fn state(&self) -> LeaseState {
+        *self.state.borrow()
+    }
+
+    /// A receiver that sees every state change.
+    pub fn watch_state(&self) -> watch::Receiver<LeaseState> {
+        self.state.clone()
+    }
+
+    /// The lease cache; hand it to the next manager to resume this lease.
+    pub fn cache(&self) -> LeaseCache<S::Lease> {
+        self.cache.clone()
+    }
+
+    /// The strategy's name.
+    pub const fn strategy_name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Signals that this node must stop using its ID (for example a conflict guard found another
+    /// node with it): targets are disabled, `on_lease_lost` is called, and a dynamic strategy
+    /// acquires a new ID.
+    pub fn lease_lost(&self, reason: impl Into<String>) {
+        let _ = self.commands.send(Command::Lost(reason.into()));
+    }
+
+    /// Disables the targets, then releases the lease, and waits for the manager to finish.
+    pub async fn shutdown(mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        // Whatever happened in the task, nothing generates after shutdown.
+        for target in &self.targets {
+            target.disable();
+        }
+    }
+}
+
+impl<S: Strategy> Drop for LeaseManager<S> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            for target in &self.targets {
+                target.disable();
+            }
+        }
+    }
+}
+
+enum Outcome<T> {
+    Done(T),
+    TimedOut,
+    Interrupted,
+    Panicked(String),
+}
+
+enum Exit {
+    Done,
+    Panicked { during_cache_renew: bool },
+}
+
+struct Driver<S: Strategy> {
+    strategy: Arc<S>,
+    config: LeaseConfig,
+    clock: SharedClock,
+    targets: Vec<Arc<dyn LeaseTarget>>,
+    on_lease_lost: Option<LostCallback>,
+    cache: LeaseCache<S::Lease>,
+    jitter: Jitter,
+    commands: mpsc::UnboundedReceiver<Command>,
+    state: watch::Sender<LeaseState>,
+    started: Option<oneshot::Sender<Result<(), StartupError>>>,
+    startup_deadline: Option<u64>,
+    shutting_down: bool,
+    name: &'static str,
+}
+
+impl<S: Strategy + 'static> Driver<S> {
+    async fn run(mut self) {
+        let restart_backoff = Backoff::new(100, 30_000);
+        let mut panics = 0u32;
+        loop {
+            let mut config = self.config.clone();
+            if self.started.is_some()
+                && let Some(deadline) = self.startup_deadline
+            {
+                // A restart during startup keeps the original startup deadline.
+                let left = deadline.saturating_sub(self.clock.now_ms()).max(1);
+                config = config.with_acquire_timeout(Some(Duration::from_millis(left)));
+            } else {
+                // After startup the manager never gives up.
+                config = config.with_acquire_timeout(None);
+            }
+            let seed = self.jitter.next_u64();
+            let Ok(machine) = LeaseMachine::new(
+                config,
+                self.strategy.deterministic(),
+                self.cache.get(),
+                Jitter::new(seed),
+            ) else {
+                return; // validated in `start`
+            };
+            let exit = AssertUnwindSafe(self.drive(machine)).catch_unwind().await;
+            let during_cache_renew = match exit {
+                Ok(Exit::Done) => return,
+                Ok(Exit::Panicked { during_cache_renew }) => during_cache_renew,
+                Err(payload) => {
+                    telemetry::panicked(self.name, &panic_message(payload.as_ref()));
+                    false
+                }
+            };
+            // A panic must never leave the targets generating.
+            self.disable_all();
+            self.state.send_replace(LeaseState::Starting);
+            if during_cache_renew {
+                // Renewing this cached lease is what panics: acquire a new one next time.
+                self.cache.clear();
+            }
+            if self.shutting_down {
+                return;
+            }
+            panics = panics.saturating_add(1);
+            let delay = restart_backoff.delay_ms(panics, &mut self.jitter);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+    }
+
+    async fn drive(&mut self, mut m: LeaseMachine<S::Lease>) -> Exit {
+        if self.shutting_down {
+            m.shutdown(self.clock.now_ms());
+        }
+        let none = OpSpan::default();
+        loop {
+            let now = self.clock.now_ms();
+            let action = m.poll_action(now);
+            self.apply(&mut m, &none);
+            match action {
+                Action::Acquire {
+                    source,
+                    requested,
+                    timeout,
+                } => {
+                    let span = OpSpan::new(self.name, Operation::Acquire, source);
+                    let strategy = Arc::clone(&self.strategy);
+                    let outcome = self
+                        .call(strategy.acquire(requested), timeout, &mut m)
+                        .await;
+                    let now = self.clock.now_ms();
+                    match outcome {
+                        Outcome::Done(result) => {
+                            m.on_acquire_result(now, result.map_err(|e| Failure::from_error(&e)));
+                        }
+                        Outcome::TimedOut => {
+                            m.on_acquire_result(now, Err(Failure::timeout(timeout)))
+                        }
+                        Outcome::Interrupted => {}
+                        Outcome::Panicked(message) => {
+                            telemetry::panicked(self.name, &message);
+                            return Exit::Panicked {
+                                during_cache_renew: false,
+                            };
+                        }
+                    }
+                    self.apply(&mut m, &span);
+                }
+                Action::Renew {
+                    lease,
+                    source,
+                    requested,
+                    timeout,
+                } => {
+                    let span = OpSpan::new(self.name, Operation::Renew, source);
+                    let strategy = Arc::clone(&self.strategy);
+                    let outcome = self
+                        .call(strategy.renew(&lease, requested), timeout, &mut m)
+                        .await;
+                    let now = self.clock.now_ms();
+                    match outcome {
+                        Outcome::Done(result) => {
+                            m.on_renew_result(now, result.map_err(|e| Failure::from_error(&e)));
+                        }
+                        Outcome::TimedOut => m.on_renew_result(now, Err(Failure::timeout(timeout))),
+                        Outcome::Interrupted => {}
+                        Outcome::Panicked(message) => {
+                            telemetry::panicked(self.name, &message);
+                            return Exit::Panicked {
+                                during_cache_renew: source == Source::Cache,
+                            };
+                        }
+                    }
+                    self.apply(&mut m, &span);
+                }
+                Action::Release {
+                    lease,
+                    guard,
+                    timeout,
+                } => {
+                    let span = OpSpan::new(self.name, Operation::Release, Source::Shutdown);
+                    let strategy = Arc::clone(&self.strategy);
+                    let outcome = self
+                        .call(strategy.release(&lease, guard), timeout, &mut m)
+                        .await;
+                    let result = match outcome {
+                        Outcome::Done(result) => result.map_err(|e| Failure::from_error(&e)),
+                        Outcome::TimedOut => Err(Failure::timeout(timeout)),
+                        Outcome::Interrupted => Ok(()),
+                        Outcome::Panicked(message) => Err(Failure::new(ErrorKind::Other, message)),
+                    };
+                    m.on_release_result(self.clock.now_ms(), result);
+                    self.apply(&mut m, &span);
+                }
+                Action::Wait { until } => {
+                    let sleep = Duration::from_millis(until.saturating_sub(now).min(MAX_SLEEP_MS));
+                    tokio::select! {
+                        () = tokio::time::sleep(sleep) => {}
+                        command = self.commands.recv() => {
+                            self.command(command, &mut m);
+                        }
+                    }
+                }
+                Action::Halted => {
+                    let command = self.commands.recv().await;
+                    self.command(command, &mut m);
+                }
+                Action::Failed(error) => {
+                    if let Some(started) = self.started.take() {
+                        let _ = started.send(Err(error));
+                    }
+                    return Exit::Done;
+                }
+                Action::Stopped => return Exit::Done,
+            }
+            self.apply(&mut m, &none);
+        }
+    }
+
+    /// Runs one strategy call under its timeout while still taking commands; a panic inside the
+    /// call is caught and returned.
+    async fn call<T>(
+        &mut self,
+        call: impl Future<Output = T>,
+        timeout: Duration,
+        m: &mut LeaseMachine<S::Lease>,
+    ) -> Outcome<T> {
+        let call = AssertUnwindSafe(call).catch_unwind();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(call, deadline);
+        loop {
+            tokio::select! {
+                result = &mut call => {
+                    return match result {
+                        Ok(value) => Outcome::Done(value),
+                        Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
+                    };
+                }
+                () = &mut deadline => return Outcome::TimedOut,
+                command = self.commands.recv() => {
+                    if self.command(command, m) {
+                        return Outcome::Interrupted;
+                    }
+                    // Applied at once: a loss must switch the targets off without waiting for the call.
+                    self.apply(m, &OpSpan::default());
+                }
+            }
+        }
+    }
+
+    /// Applies a command; returns whether it makes an outstanding call moot.
+    fn command(&mut self, command: Option<Command>, m: &mut LeaseMachine<S::Lease>) -> bool {
+        let now = self.clock.now_ms();
+        let interrupt = match command {
+            Some(Command::Lost(reason)) => m.lease_lost(now, reason),
+            // Every handle is gone (dropped without shutdown): shut down as well as we can.
+            Some(Command::Shutdown) | None => {
+                self.shutting_down = true;
+                m.shutdown(now);
+                true
+            }
+        };
+        self.apply(m, &OpSpan::default());
+        interrupt
+    }
+
+    fn apply(&mut self, m: &mut LeaseMachine<S::Lease>, span: &OpSpan) {
+        while let Some(effect) = m.poll_effect() {
+            match effect {
+                Effect::EnableFactories {
+                    machine_id,
+                    deadline_ms,
+                } => {
+                    for target in &self.targets {
+                        target.enable(machine_id.get(), deadline_ms);
+                    }
+                    if let Some(started) = self.started.take() {
+                        let _ = started.send(Ok(()));
+                    }
+                }
+                Effect::ExtendDeadline { deadline_ms } => {
+                    for target in &self.targets {
+                        target.extend_deadline(deadline_ms);
+                    }
+                }
+                Effect::DisableFactories => self.disable_all(),
+                Effect::LeaseLost {
+                    reason,
+                    remaining_ttl_ms,
+                } => {
+                    telemetry::lost(self.name, &reason, remaining_ttl_ms);
+                    if let Some(callback) = &self.on_lease_lost {
+                        // The targets are already off; a panicking callback must not stop the manager.
+                        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| callback(&reason)));
+                    }
+                }
+                Effect::StoreCache(lease) => self.cache.store(lease),
+                Effect::ClearCache => self.cache.clear(),
+                Effect::Event(event) => telemetry::event(self.name, &event, span),
+            }
+        }
+        let state = m.state();
+        telemetry::gauges(self.name, &state, self.clock.now_ms());
+        self.state.send_if_modified(|current| {
+            let changed = *current != state;
+            *current = state;
+            changed
+        });
+    }
+
+    fn disable_all(&self) {
+        for target in &self.targets {
+            target.disable();
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "strategy panicked".to_owned())
+}

@@ -1,0 +1,234 @@
+//! Object-safe companion of [`Strategy`], for choosing a coordinator at run time.
+
+use core::any::Any;
+use core::fmt;
+use core::pin::Pin;
+use std::time::Duration;
+
+use crate::strategy::{ErrorKind, Grant, LeaseError, Renewal, Strategy};
+
+/// A boxed, `Send` future borrowing for `'a`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A type-erased lease handle, as used by [`DynStrategy`].
+pub struct AnyLease(Box<dyn Any + Send + Sync>);
+
+impl AnyLease {
+    /// Erases `lease`.
+    pub fn new<L: Send + Sync + 'static>(lease: L) -> Self {
+        Self(Box::new(lease))
+    }
+
+    /// The lease as `L`, if that is what it holds.
+    #[must_use]
+    pub fn downcast_ref<L: 'static>(&self) -> Option<&L> {
+        self.0.downcast_ref()
+    }
+}
+
+impl fmt::Debug for AnyLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AnyLease(..)")
+    }
+}
+
+/// A type-erased strategy error; keeps the original error as its source and its kind.
+pub struct DynError(Box<dyn LeaseError>);
+
+impl DynError {
+    /// Erases `error`.
+    pub fn new<E: LeaseError>(error: E) -> Self {
+        Self(Box::new(error))
+    }
+
+    /// The original error.
+    #[must_use]
+    pub fn inner(&self) -> &(dyn LeaseError + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for DynError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for DynError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for DynError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl LeaseError for DynError {
+    fn kind(&self) -> ErrorKind {
+        self.0.kind()
+    }
+}
+
+/// A lease of the wrong type was passed to a [`DynStrategy`] (a lease from another strategy).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("lease handle belongs to a different strategy than {strategy}")]
+pub struct ForeignLease {
+    /// The strategy that received it.
+    pub strategy: &'static str,
+}
+
+impl LeaseError for ForeignLease {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Misconfigured
+    }
+}
+
+/// The object-safe form of [`Strategy`]: boxed futures, an erased lease and an erased error.
+///
+/// Every [`Strategy`] implements it, and `Box<dyn DynStrategy>` / `Arc<dyn DynStrategy>`
+/// implement [`Strategy`] again, so a coordinator chosen from configuration at run time can be
+/// handed to anything that takes a `Strategy`, without `async-trait`:
+///
+/// ```
+/// use lease_core::{BoxStrategy, DynStrategy, Strategy};
+/// # use lease_core::{Grant, Renewal, MachineId};
+/// # use std::time::Duration;
+/// # struct Fixed;
+/// # impl Strategy for Fixed {
+/// #     type Lease = ();
+/// #     type Error = core::convert::Infallible;
+/// #     async fn acquire(&self, _: Duration) -> Result<Grant<()>, Self::Error> {
+/// #         Ok(Grant::new(MachineId::new(7).unwrap(), (), Duration::from_secs(3600)))
+/// #     }
+/// #     async fn renew(&self, _: &(), _: Duration) -> Result<Renewal<()>, Self::Error> {
+/// #         Ok(Renewal::new((), Duration::from_secs(3600)))
+/// #     }
+/// #     async fn release(&self, _: &(), _: Duration) -> Result<(), Self::Error> { Ok(()) }
+/// #     fn deterministic(&self) -> bool { true }
+/// #     fn name(&self) -> &'static str { "fixed" }
+/// # }
+/// fn pick(_from_config: &str) -> BoxStrategy {
+///     Box::new(Fixed)
+/// }
+/// let strategy = pick("fixed");
+/// assert_eq!(Strategy::name(&strategy), "fixed");
+/// let grant = futures::executor::block_on(strategy.acquire(Duration::from_secs(60))).unwrap();
+/// assert_eq!(grant.machine_id.get(), 7);
+/// ```
+pub trait DynStrategy: Send + Sync {
+    /// [`Strategy::acquire`], boxed.
+    fn acquire_boxed(
+        &self,
+        requested: Duration,
+    ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>>;
+    /// [`Strategy::renew`], boxed.
+    fn renew_boxed<'a>(
+        &'a self,
+        lease: &'a AnyLease,
+        requested: Duration,
+    ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>>;
+    /// [`Strategy::release`], boxed.
+    fn release_boxed<'a>(
+        &'a self,
+        lease: &'a AnyLease,
+        guard: Duration,
+    ) -> BoxFuture<'a, Result<(), DynError>>;
+    /// [`Strategy::deterministic`].
+    fn is_deterministic(&self) -> bool;
+    /// [`Strategy::name`].
+    fn strategy_name(&self) -> &'static str;
+}
+
+/// A boxed strategy chosen at run time.
+pub type BoxStrategy = Box<dyn DynStrategy>;
+
+impl<S: Strategy> DynStrategy for S {
+    fn acquire_boxed(
+        &self,
+        requested: Duration,
+    ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>> {
+        Box::pin(async move {
+            let grant = self.acquire(requested).await.map_err(DynError::new)?;
+            Ok(Grant::new(
+                grant.machine_id,
+                AnyLease::new(grant.lease),
+                grant.ttl,
+            ))
+        })
+    }
+
+    fn renew_boxed<'a>(
+        &'a self,
+        lease: &'a AnyLease,
+        requested: Duration,
+    ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>> {
+        Box::pin(async move {
+            let lease = lease.downcast_ref::<S::Lease>().ok_or_else(|| {
+                DynError::new(ForeignLease {
+                    strategy: self.name(),
+                })
+            })?;
+            let renewal = self.renew(lease, requested).await.map_err(DynError::new)?;
+            Ok(Renewal::new(AnyLease::new(renewal.lease), renewal.ttl))
+        })
+    }
+
+    fn release_boxed<'a>(
+        &'a self,
+        lease: &'a AnyLease,
+        guard: Duration,
+    ) -> BoxFuture<'a, Result<(), DynError>> {
+        Box::pin(async move {
+            let lease = lease.downcast_ref::<S::Lease>().ok_or_else(|| {
+                DynError::new(ForeignLease {
+                    strategy: self.name(),
+                })
+            })?;
+            self.release(lease, guard).await.map_err(DynError::new)
+        })
+    }
+
+    fn is_deterministic(&self) -> bool {
+        self.deterministic()
+    }
+
+    fn strategy_name(&self) -> &'static str {
+        self.name()
+    }
+}
+
+impl Strategy for dyn DynStrategy {
+    type Lease = AnyLease;
+    type Error = DynError;
+
+    fn acquire(
+        &self,
+        requested: Duration,
+    ) -> impl Future<Output = Result<Grant<AnyLease>, DynError>> + Send {
+        self.acquire_boxed(requested)
+    }
+
+    // `async fn` unifies the two borrow lifetimes that the boxed future needs as one.
+    async fn renew(
+        &self,
+        lease: &AnyLease,
+        requested: Duration,
+    ) -> Result<Renewal<AnyLease>, DynError> {
+        self.renew_boxed(lease, requested).await
+    }
+
+    async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), DynError> {
+        self.release_boxed(lease, guard).await
+    }
+
+    fn deterministic(&self) -> bool {
+        self.is_deterministic()
+    }
+
+    fn name(&self) -> &'static str {
+        self.strategy_name()
+    }
+}

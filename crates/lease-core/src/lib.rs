@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod backoff;
+mod cache;
+mod config;
+mod dyn_strategy;
+pub mod machine;
+mod strategy;
+mod target;
+#[cfg(feature = "tokio")]
+mod telemetry;
+
+#[cfg(feature = "tokio")]
+mod driver;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use driver::{LeaseManager, LeaseManagerBuilder, StartError};
+
+pub use cache::{CachedLease, LeaseCache};
+pub use config::{ConfigError, LeaseConfig};
+pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
+pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupError};
+pub use strategy::{
+    ErrorKind, Failure, Grant, InvalidMachineId, LeaseError, MachineId, Renewal, Strategy,
+};
+pub use target::LeaseTarget;

@@ -1,0 +1,357 @@
+//! The [`Strategy`] trait that coordinators implement, and the types it exchanges.
+
+use core::fmt;
+use std::time::Duration;
+
+/// A machine ID: the 9-bit node number embedded in every nonce, `0..=511`.
+///
+/// The constructor validates the range, so holding a `MachineId` proves it fits the nonce layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MachineId(u16);
+
+impl MachineId {
+    /// The largest machine ID, 511.
+    pub const MAX: u16 = 511;
+    /// The number of distinct machine IDs, 512.
+    pub const COUNT: u16 = 512;
+
+    /// Validates `id` and wraps it.
+    ///
+    /// # Errors
+    /// [`InvalidMachineId`] when `id > 511`.
+    pub const fn new(id: u16) -> Result<Self, InvalidMachineId> {
+        if id <= Self::MAX {
+            Ok(Self(id))
+        } else {
+            Err(InvalidMachineId(id))
+        }
+    }
+
+    /// The ID as a number in `0..=511`.
+    #[must_use]
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl fmt::Display for MachineId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl From<MachineId> for u16 {
+    fn from(id: MachineId) -> Self {
+        id.0
+    }
+}
+
+impl TryFrom<u16> for MachineId {
+    type Error = InvalidMachineId;
+    fn try_from(id: u16) -> Result<Self, Self::Error> {
+        Self::new(id)
+    }
+}
+
+/// A machine ID outside `0..=511`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("machine id {0} is out of range 0..=511")]
+pub struct InvalidMachineId(pub u16);
+
+/// A newly acquired lease: the ID it grants, the strategy's lease handle and the granted TTL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant<L> {
+    /// The machine ID this lease entitles the node to use.
+    pub machine_id: MachineId,
+    /// The strategy's own handle (row ID and token, key and token, ...), passed back on renew
+    /// and release.
+    pub lease: L,
+    /// How long the coordinator holds the lease for us, counted from when it processed the request.
+    pub ttl: Duration,
+}
+
+impl<L> Grant<L> {
+    /// A grant of `machine_id` for `ttl`.
+    pub const fn new(machine_id: MachineId, lease: L, ttl: Duration) -> Self {
+        Self {
+            machine_id,
+            lease,
+            ttl,
+        }
+    }
+}
+
+/// A successful renewal: the (possibly updated) lease handle and the new TTL.
+///
+/// A renewal always keeps the machine ID of the lease it renews.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal<L> {
+    /// The lease handle to use from now on; usually the same value that was renewed.
+    pub lease: L,
+    /// The TTL granted by this renewal, counted from when the coordinator processed it.
+    pub ttl: Duration,
+}
+
+impl<L> Renewal<L> {
+    /// A renewal for `ttl`.
+    pub const fn new(lease: L, ttl: Duration) -> Self {
+        Self { lease, ttl }
+    }
+}
+
+/// What kind of failure a strategy reported; generic code branches on this, never on a
+/// backend's own error type.
+///
+/// | kind | retryable | acquire (startup) | acquire (after a loss) | renew |
+/// |---|---|---|---|---|
+/// | `Lost` | - | retried with backoff | retried | **lease lost**: factories off, reacquire |
+/// | `Retry` | yes | retried with backoff | retried | retried until the local deadline |
+/// | `Exhausted` | yes | retried with backoff | retried | retried until the local deadline |
+/// | `Conflict` | yes | retried with backoff | retried | retried until the local deadline |
+/// | `Unsupported` | no | **startup fails** at once | retried (capped backoff) | retried until the local deadline |
+/// | `Misconfigured` | no | **startup fails** at once | retried (capped backoff) | retried until the local deadline |
+/// | `Other` | yes | retried with backoff | retried | retried until the local deadline |
+///
+/// Only `Lost` ends a held lease before its local deadline: every other renew failure is
+/// *uncertain* (the coordinator may or may not have applied it), and the lease stays usable until
+/// its local deadline, which was computed so that it cannot outlive the coordinator's copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The coordinator confirms the lease is no longer ours (expired and taken, or unknown token).
+    Lost,
+    /// The outcome is uncertain (timeout, dropped connection, server busy): try again.
+    Retry,
+    /// Every machine ID is currently leased.
+    Exhausted,
+    /// Lost a race for an ID to another node (and ran out of candidates for this attempt).
+    Conflict,
+    /// The coordinator cannot provide this operation (for example a server without a needed command).
+    Unsupported,
+    /// The strategy's configuration is wrong (missing variable, bad URL, ID out of range, ...).
+    Misconfigured,
+    /// Anything else; treated like `Retry`.
+    Other,
+}
+
+impl ErrorKind {
+    /// Whether trying the same operation again may succeed without outside intervention.
+    #[must_use]
+    pub const fn is_retryable(self) -> bool {
+        !matches!(self, Self::Lost | Self::Unsupported | Self::Misconfigured)
+    }
+
+    /// A short lowercase name for logs and metrics labels.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Lost => "lost",
+            Self::Retry => "retry",
+            Self::Exhausted => "exhausted",
+            Self::Conflict => "conflict",
+            Self::Unsupported => "unsupported",
+            Self::Misconfigured => "misconfigured",
+            Self::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error a strategy returns: its own type, mapped to a shared [`ErrorKind`].
+pub trait LeaseError: std::error::Error + Send + Sync + 'static {
+    /// The kind of failure, which decides what the lease manager does next.
+    fn kind(&self) -> ErrorKind;
+}
+
+impl LeaseError for core::convert::Infallible {
+    fn kind(&self) -> ErrorKind {
+        match *self {}
+    }
+}
+
+/// A strategy failure reduced to its kind and a message: what the state machine consumes, and a
+/// ready-made error type for simple strategies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {reason}")]
+pub struct Failure {
+    /// What kind of failure this is.
+    pub kind: ErrorKind,
+    /// A human-readable reason, including the source chain of the original error.
+    pub reason: String,
+}
+
+impl Failure {
+    /// A failure of `kind` with `reason`.
+    pub fn new(kind: ErrorKind, reason: impl Into<String>) -> Self {
+        Self {
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// Reduces a strategy error to its kind and its message followed by its source chain.
+    pub fn from_error<E: LeaseError + ?Sized>(error: &E) -> Self {
+        let mut reason = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self {
+            kind: error.kind(),
+            reason,
+        }
+    }
+
+    /// A call that did not answer within `timeout`: uncertain, so [`ErrorKind::Retry`].
+    #[must_use]
+    pub fn timeout(timeout: Duration) -> Self {
+        Self::new(
+            ErrorKind::Retry,
+            format!("timed out after {} ms", timeout.as_millis()),
+        )
+    }
+}
+
+impl LeaseError for Failure {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+/// A machine-ID coordinator: hands out, renews and releases exclusive leases on IDs `0..=511`.
+///
+/// This is the trait third parties implement; see the crate docs, "For implementers", for the
+/// contract and an example. It is deliberately small: new capabilities arrive as defaulted
+/// methods, never as changed signatures.
+///
+/// # Contract
+///
+/// - **Exclusivity.** While a lease is valid on the coordinator, no other acquirer may be given
+///   the same machine ID.
+/// - **Stable ID.** Renewing a lease never changes its machine ID.
+/// - **TTL from the coordinator's clock.** The granted `ttl` counts from when the coordinator
+///   applied the request (not before it was received); the manager subtracts a safety margin and
+///   counts from when it *sent* the request, so clock skew up to the margin is tolerated.
+/// - **Lost vs retry.** `renew` returns an error of kind [`ErrorKind::Lost`] only when the
+///   coordinator positively knows the lease is no longer this holder's (expired and re-acquired,
+///   unknown token). A timeout or dropped connection is [`ErrorKind::Retry`]: the renewal may or
+///   may not have been applied. A retried renewal must be idempotent (match on the lease's
+///   token, not on a version that the lost reply already bumped).
+/// - **Handover guard on release.** `release` must not free the ID *now*: it must leave the ID
+///   blocked for `guard` more (set its expiry to the coordinator's `now + guard`, or a TTL of
+///   `guard`). The releaser's last nonce may carry a timestamp up to the safety margin ahead of
+///   a successor's clock; the guard keeps a successor's first nonce after it. Release is best
+///   effort and must never free a lease that is not this holder's.
+pub trait Strategy: Send + Sync {
+    /// The strategy's lease handle (for example an ID and a random token).
+    type Lease: Send + Sync + 'static;
+    /// The strategy's own error type.
+    type Error: LeaseError;
+
+    /// Acquires a lease on some free machine ID, asking for `requested` as its duration.
+    fn acquire(
+        &self,
+        requested: Duration,
+    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send;
+
+    /// Extends `lease` by `requested`; an error of kind [`ErrorKind::Lost`] when the coordinator
+    /// confirms it is no longer ours.
+    fn renew(
+        &self,
+        lease: &Self::Lease,
+        requested: Duration,
+    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send;
+
+    /// Gives `lease` back, best effort, leaving the ID blocked for `guard` (see "Handover guard").
+    fn release(
+        &self,
+        lease: &Self::Lease,
+        guard: Duration,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Whether this strategy always yields the same ID for this node (environment variable,
+    /// host list). A deterministic strategy is not asked to reacquire after a loss: it would
+    /// only hand back the ID that was just lost.
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    /// A short name for logs and metrics, for example `"postgres"` or `"statefulset"`.
+    fn name(&self) -> &'static str;
+}
+
+impl<S: Strategy + ?Sized> Strategy for &S {
+    type Lease = S::Lease;
+    type Error = S::Error;
+    fn acquire(
+        &self,
+        requested: Duration,
+    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
+        (**self).acquire(requested)
+    }
+    fn renew(
+        &self,
+        lease: &Self::Lease,
+        requested: Duration,
+    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
+        (**self).renew(lease, requested)
+    }
+    fn release(
+        &self,
+        lease: &Self::Lease,
+        guard: Duration,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        (**self).release(lease, guard)
+    }
+    fn deterministic(&self) -> bool {
+        (**self).deterministic()
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+}
+
+macro_rules! forward_strategy {
+    ($($ptr:ident)::+) => {
+        impl<S: Strategy + ?Sized> Strategy for $($ptr)::+<S> {
+            type Lease = S::Lease;
+            type Error = S::Error;
+            fn acquire(
+                &self,
+                requested: Duration,
+            ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
+                (**self).acquire(requested)
+            }
+            fn renew(
+                &self,
+                lease: &Self::Lease,
+                requested: Duration,
+            ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
+                (**self).renew(lease, requested)
+            }
+            fn release(
+                &self,
+                lease: &Self::Lease,
+                guard: Duration,
+            ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+                (**self).release(lease, guard)
+            }
+            fn deterministic(&self) -> bool {
+                (**self).deterministic()
+            }
+            fn name(&self) -> &'static str {
+                (**self).name()
+            }
+        }
+    };
+}
+
+forward_strategy!(Box);
+forward_strategy!(std::sync::Arc);

@@ -1,0 +1,468 @@
+//! Driver tests on tokio's paused clock against an in-memory, test-only coordinator.
+#![cfg(feature = "tokio")]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lease_core::{
+    ErrorKind, Grant, LeaseConfig, LeaseManager, LeaseState, LeaseTarget, LossReason, MachineId,
+    Renewal, StartError, StartupError, Strategy,
+};
+
+const BASE: u64 = 1_750_000_000_000;
+
+/// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time.
+#[derive(Clone, Copy)]
+struct TestClock {
+    start: tokio::time::Instant,
+}
+
+impl nonce_core::Clock for TestClock {
+    fn now_ms(&self) -> u64 {
+        BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap()
+    }
+}
+
+fn now(clock: TestClock) -> u64 {
+    nonce_core::Clock::now_ms(&clock)
+}
+
+/// A shared, ordered log of what the targets and the coordinator saw.
+type Log = Arc<Mutex<Vec<(u64, String)>>>;
+
+fn entries(log: &Log) -> Vec<String> {
+    log.lock().unwrap().iter().map(|(_, e)| e.clone()).collect()
+}
+
+/// What the next renewal does instead of answering normally.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Retry,
+    Lost,
+    Hang,
+    Panic,
+}
+
+/// TEST ONLY: an in-memory coordinator on the test clock, with scripted renewal faults.
+struct TestCoordinator {
+    clock: TestClock,
+    capacity: usize,
+    ttl: Duration,
+    /// Per ID: (token, expires_at).
+    rows: Mutex<Vec<Option<(u64, u64)>>>,
+    next_token: Mutex<u64>,
+    faults: Mutex<VecDeque<Fault>>,
+    log: Log,
+}
+
+impl TestCoordinator {
+    fn new(clock: TestClock, capacity: usize, ttl: Duration, log: Log) -> Arc<Self> {
+        Arc::new(Self {
+            clock,
+            capacity,
+            ttl,
+            rows: Mutex::new(vec![None; capacity]),
+            next_token: Mutex::new(0),
+            faults: Mutex::new(VecDeque::new()),
+            log,
+        })
+    }
+
+    fn note(&self, entry: String) {
+        self.log.lock().unwrap().push((now(self.clock), entry));
+    }
+
+    fn fault(&self, fault: Fault) {
+        self.faults.lock().unwrap().push_back(fault);
+    }
+
+    fn expiry(&self, id: u16) -> Option<u64> {
+        self.rows.lock().unwrap()[usize::from(id)].map(|(_, e)| e)
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("test coordinator: {0:?}")]
+struct TestError(ErrorKind);
+
+impl lease_core::LeaseError for TestError {
+    fn kind(&self) -> ErrorKind {
+        self.0
+    }
+}
+
+impl Strategy for TestCoordinator {
+    type Lease = (u16, u64);
+    type Error = TestError;
+
+    async fn acquire(&self, _requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
+        let now = now(self.clock);
+        let mut rows = self.rows.lock().unwrap();
+        let Some(id) = (0..self.capacity).find(|&i| rows[i].is_none_or(|(_, e)| e <= now)) else {
+            return Err(TestError(ErrorKind::Exhausted));
+        };
+        let mut token = self.next_token.lock().unwrap();
+        *token += 1;
+        rows[id] = Some((*token, now + self.ttl_ms()));
+        let id = u16::try_from(id).unwrap();
+        drop(rows);
+        self.note(format!("acquire {id}"));
+        Ok(Grant::new(
+            MachineId::new(id).unwrap(),
+            (id, *token),
+            self.ttl,
+        ))
+    }
+
+    async fn renew(
+        &self,
+        lease: &(u16, u64),
+        _requested: Duration,
+    ) -> Result<Renewal<(u16, u64)>, TestError> {
+        let fault = self.faults.lock().unwrap().pop_front();
+        match fault {
+            Some(Fault::Retry) => return Err(TestError(ErrorKind::Retry)),
+            Some(Fault::Lost) => return Err(TestError(ErrorKind::Lost)),
+            Some(Fault::Hang) => std::future::pending::<()>().await,
+            Some(Fault::Panic) => panic!("scripted strategy panic"),
+            None => {}
+        }
+        let now = now(self.clock);
+        let mut rows = self.rows.lock().unwrap();
+        match &mut rows[usize::from(lease.0)] {
+            Some((token, expires)) if *token == lease.1 && *expires > now => {
+                *expires = now + self.ttl_ms()
+            }
+            _ => return Err(TestError(ErrorKind::Lost)),
+        }
+        drop(rows);
+        self.note(format!("renew {}", lease.0));
+        Ok(Renewal::new(*lease, self.ttl))
+    }
+
+    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
+        let now = now(self.clock);
+        if let Some((token, expires)) = &mut self.rows.lock().unwrap()[usize::from(lease.0)]
+            && *token == lease.1
+        {
+            *expires = (*expires).min(now + u64::try_from(guard.as_millis()).unwrap());
+        }
+        self.note(format!("release {}", lease.0));
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "test"
+    }
+}
+
+/// A target that logs and answers "could I generate at `now`?" like a factory's hot path.
+struct Recorder {
+    clock: TestClock,
+    enabled: Mutex<Option<(u16, u64)>>,
+    log: Log,
+}
+
+impl Recorder {
+    fn new(clock: TestClock, log: Log) -> Arc<Self> {
+        Arc::new(Self {
+            clock,
+            enabled: Mutex::new(None),
+            log,
+        })
+    }
+
+    fn enabled(&self) -> Option<(u16, u64)> {
+        *self.enabled.lock().unwrap()
+    }
+
+    fn can_generate(&self) -> bool {
+        self.enabled()
+            .is_some_and(|(_, deadline)| now(self.clock) < deadline)
+    }
+}
+
+impl LeaseTarget for Recorder {
+    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+        *self.enabled.lock().unwrap() = Some((machine_id, deadline_ms));
+        self.log
+            .lock()
+            .unwrap()
+            .push((now(self.clock), format!("enable {machine_id}")));
+    }
+    fn extend_deadline(&self, deadline_ms: u64) {
+        let mut enabled = self.enabled.lock().unwrap();
+        let (id, _) = enabled.expect("extend while disabled");
+        *enabled = Some((id, deadline_ms));
+    }
+    fn disable(&self) {
+        let was = self.enabled.lock().unwrap().take();
+        if was.is_some() {
+            self.log
+                .lock()
+                .unwrap()
+                .push((now(self.clock), "disable".to_owned()));
+        }
+    }
+}
+
+struct Setup {
+    clock: TestClock,
+    log: Log,
+    coordinator: Arc<TestCoordinator>,
+    target: Arc<Recorder>,
+    lost: Arc<Mutex<Vec<LossReason>>>,
+}
+
+fn setup(capacity: usize, ttl: Duration) -> Setup {
+    let clock = TestClock {
+        start: tokio::time::Instant::now(),
+    };
+    let log = Log::default();
+    Setup {
+        clock,
+        coordinator: TestCoordinator::new(clock, capacity, ttl, log.clone()),
+        target: Recorder::new(clock, log.clone()),
+        lost: Arc::default(),
+        log,
+    }
+}
+
+impl Setup {
+    async fn start(
+        &self,
+        config: LeaseConfig,
+    ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
+        let lost = Arc::clone(&self.lost);
+        LeaseManager::builder(Arc::clone(&self.coordinator))
+            .config(config)
+            .clock(self.clock)
+            .target(self.target.clone())
+            .on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
+            .jitter_seed(1)
+            .start()
+            .await
+    }
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn starts_renews_and_shuts_down_disabling_before_release() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    let t0 = BASE;
+    assert_eq!(manager.machine_id(), Some(MachineId::new(0).unwrap()));
+    assert_eq!(s.target.enabled(), Some((0, t0 + 8 * 3_600_000 - 10_000)));
+    assert!(matches!(manager.state(), LeaseState::Held { .. }));
+
+    // Renewal 30 min - 10 s after the acquire was sent; the deadline moves with it.
+    sleep_ms(30 * 60_000).await;
+    assert_eq!(entries(&s.log), ["acquire 0", "enable 0", "renew 0"]);
+    let renewed_at = s.log.lock().unwrap()[2].0;
+    assert_eq!(renewed_at, t0 + 30 * 60_000 - 10_000);
+    assert_eq!(
+        s.target.enabled(),
+        Some((0, renewed_at + 8 * 3_600_000 - 10_000))
+    );
+    assert!(manager.cache().get().is_some());
+
+    let cache = manager.cache();
+    manager.shutdown().await;
+    let log = entries(&s.log);
+    assert_eq!(log[3..], ["disable", "release 0"]);
+    let released_at = s.log.lock().unwrap()[4].0;
+    // The ID stays blocked for the guard (the margin), not freed at once.
+    assert_eq!(s.coordinator.expiry(0), Some(released_at + 10_000));
+    assert!(cache.get().is_none());
+    assert!(!s.target.can_generate());
+}
+
+#[tokio::test(start_paused = true)]
+async fn startup_fails_at_the_acquire_timeout() {
+    let s = setup(0, Duration::from_secs(3600));
+    let started = tokio::time::Instant::now();
+    let result = s.start(LeaseConfig::default()).await;
+    assert!(
+        matches!(
+            result,
+            Err(StartError::Startup(StartupError::Timeout { .. }))
+        ),
+        "{:?}",
+        result.err()
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+    assert_eq!(s.target.enabled(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn external_loss_disables_calls_back_and_reacquires() {
+    let s = setup(4, Duration::from_secs(3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    manager.lease_lost("conflict with node b");
+    sleep_ms(1).await;
+    assert_eq!(
+        *s.lost.lock().unwrap(),
+        [LossReason::External("conflict with node b".into())]
+    );
+    // ID 0 is still leased on the coordinator, so the new lease is ID 1.
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
+    );
+    assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn confirmed_loss_and_retries() {
+    let s = setup(4, Duration::from_secs(3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    // Two uncertain failures are retried with the factories still on, then a loss.
+    s.coordinator.fault(Fault::Retry);
+    s.coordinator.fault(Fault::Retry);
+    s.coordinator.fault(Fault::Lost);
+    sleep_ms(30 * 60_000 - 10_000).await;
+    assert!(s.target.can_generate());
+    sleep_ms(10_000).await;
+    assert_eq!(
+        *s.lost.lock().unwrap(),
+        [LossReason::Lost("test coordinator: Lost".into())]
+    );
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
+    );
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn hung_renewal_cannot_hold_the_node_past_its_deadline() {
+    // 60 s TTL: deadline at 50 s, renewal at 40 s, which hangs forever.
+    let s = setup(4, Duration::from_secs(60));
+    let config = LeaseConfig::default().with_lease_duration(Duration::from_secs(60));
+    let manager = s.start(config).await.unwrap();
+    s.coordinator.fault(Fault::Hang);
+    sleep_ms(49_999).await;
+    assert!(s.target.can_generate());
+    // At the deadline the hot path refuses even before the manager task runs...
+    sleep_ms(1).await;
+    assert!(!s.target.can_generate());
+    // ...and the manager disables and reports the loss at that same instant.
+    sleep_ms(10).await;
+    assert_eq!(*s.lost.lock().unwrap(), [LossReason::LocalExpiry]);
+    let log = s.log.lock().unwrap().clone();
+    assert_eq!(log[2], (BASE + 50_000, "disable".to_owned()));
+    // ID 0 is still held on the coordinator until 60 s, so the node moves to ID 1.
+    assert_eq!(
+        log[3..].iter().map(|e| e.1.as_str()).collect::<Vec<_>>(),
+        ["acquire 1", "enable 1"]
+    );
+    drop(log);
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn panicking_strategy_restarts_from_the_cache() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    s.coordinator.fault(Fault::Panic);
+    sleep_ms(30 * 60_000 - 10_000 + 50).await;
+    // The panic disabled the target at once...
+    assert_eq!(entries(&s.log), ["acquire 0", "enable 0", "disable"]);
+    // ...and the restarted manager renewed the cached lease instead of taking a new ID.
+    sleep_ms(1_000).await;
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "enable 0", "disable", "renew 0", "enable 0"]
+    );
+    assert_eq!(manager.machine_id(), Some(MachineId::new(0).unwrap()));
+    assert!(s.target.can_generate());
+    // And it keeps going.
+    sleep_ms(30 * 60_000).await;
+    assert_eq!(entries(&s.log).last().map(String::as_str), Some("renew 0"));
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_manager_resumes_from_a_shared_cache() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let first = s.start(LeaseConfig::default()).await.unwrap();
+    let cache = first.cache();
+    drop(first); // a crash: no release
+    assert!(!s.target.can_generate());
+    let lost = Arc::clone(&s.lost);
+    let second = LeaseManager::builder(Arc::clone(&s.coordinator))
+        .clock(s.clock)
+        .target(s.target.clone())
+        .cache(cache)
+        .on_lease_lost(move |r| lost.lock().unwrap().push(r.clone()))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "enable 0", "disable", "renew 0", "enable 0"]
+    );
+    second.shutdown().await;
+    assert!(s.lost.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_cached_renewal_disables_and_acquires_anew() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let first = s.start(LeaseConfig::default()).await.unwrap();
+    let cache = first.cache();
+    drop(first);
+    s.coordinator.fault(Fault::Lost);
+    let second = LeaseManager::builder(Arc::clone(&s.coordinator))
+        .clock(s.clock)
+        .target(s.target.clone())
+        .cache(cache)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
+    );
+    second.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_config_is_rejected_before_spawning() {
+    let s = setup(4, Duration::from_secs(3600));
+    let bad = LeaseConfig::default().with_margin(Duration::from_secs(20));
+    assert!(matches!(s.start(bad).await, Err(StartError::Config(_))));
+    assert!(entries(&s.log).is_empty());
+}
+
+#[test]
+fn a_nonce_factory_follows_the_lease() {
+    use nonce_core::{Factory, FactoryConfig, ManualClock};
+    let clock = ManualClock::new(BASE);
+    let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    let target: &dyn LeaseTarget = &factory;
+    target.enable(7, BASE + 1_000);
+    assert_eq!(
+        factory
+            .counter64()
+            .unwrap()
+            .decode(factory.epoch_ms())
+            .machine_id,
+        7
+    );
+    target.extend_deadline(BASE + 10);
+    clock.set(BASE + 10);
+    // A sortable nonce carries the current time, which is now at the deadline: refused.
+    assert!(factory.sortable64().is_err(), "generated at the deadline");
+    target.disable();
+    assert!(!factory.is_enabled());
+}

@@ -1,0 +1,125 @@
+//! Model-checked lifecycle races: `RUSTFLAGS="--cfg loom" cargo test -p nonce-core --test loom --release`.
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::thread;
+use nonce_core::{Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+
+const T0: u64 = 1_800_000_000_000;
+
+fn model(f: fn()) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(move || {
+        // A factory holds its cipher key schedules inline (several KiB): give it a roomy stack.
+        let big = |f: fn()| thread::Builder::new().stack_size(1 << 20).spawn(f).unwrap();
+        big(f).join().unwrap();
+    });
+}
+
+fn factory(id: u16) -> Arc<Factory<ManualClock>> {
+    let f = Factory::new(
+        ManualClock::new(T0).jump_on_wait(true),
+        FactoryConfig::new(),
+    )
+    .unwrap();
+    f.enable(id, NO_DEADLINE).unwrap();
+    Arc::new(f)
+}
+
+/// A call that begins after `disable` returned fails; one that began before may succeed.
+#[test]
+fn no_nonce_after_disable() {
+    model(|| {
+        let f = factory(1);
+        let disabled = Arc::new(AtomicBool::new(false));
+        let (f2, d2) = (f.clone(), disabled.clone());
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                f2.disable();
+                d2.store(true, SeqCst);
+            })
+            .unwrap();
+        let began_after = disabled.load(SeqCst);
+        let r = f.counter64();
+        if began_after {
+            assert_eq!(r, Err(Error::Disabled));
+        }
+        t.join().unwrap();
+        assert_eq!(f.counter128(), Err(Error::Disabled));
+    });
+}
+
+/// Generation racing with a re-enable under another machine ID: no duplicate, and every
+/// nonce carries the machine ID and timestamp of one single generation.
+#[test]
+fn reenable_never_mixes_generations() {
+    model(|| {
+        let f = factory(1);
+        let f2 = f.clone();
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                f2.enable(2, NO_DEADLINE).unwrap();
+            })
+            .unwrap();
+        let a = f.counter64();
+        let b = f.counter64();
+        t.join().unwrap();
+        let c = f.counter64().unwrap();
+        let epoch = f.epoch_ms();
+        let mut all = vec![c];
+        all.extend(a.clone().ok());
+        all.extend(b.clone().ok());
+        let first_ts = T0 - epoch;
+        // A returned nonce of the old generation was counted before the switch, so the new
+        // generation must start past it; with none returned it may start at the clock.
+        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id == 1);
+        for n in &all {
+            let d = n.decode(epoch);
+            match d.machine_id {
+                1 => assert_eq!(d.timestamp_ms, first_ts),
+                2 if old_returned => assert!(
+                    d.timestamp_ms > first_ts,
+                    "new generation starts past the old one: a={a:?} b={b:?} {:?}",
+                    all.iter().map(|n| n.decode(epoch)).collect::<Vec<_>>()
+                ),
+                2 => assert!(d.timestamp_ms >= first_ts),
+                other => panic!("machine id {other}"),
+            }
+        }
+        for i in 0..all.len() {
+            for j in i + 1..all.len() {
+                assert_ne!(all[i], all[j]);
+            }
+        }
+    });
+}
+
+/// Two handles and a renewal: values stay unique and a shortened deadline stops both.
+#[test]
+fn handles_and_deadline_changes() {
+    model(|| {
+        let f = factory(3);
+        let f2 = f.clone();
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let h = f2.handle();
+                let x = h.counter128();
+                f2.set_deadline(0);
+                (x, h.counter128())
+            })
+            .unwrap();
+        let h = f.handle();
+        let a = h.counter128();
+        let (x, after) = t.join().unwrap();
+        assert_eq!(after, Err(Error::LeaseExpired));
+        assert_eq!(h.counter128(), Err(Error::LeaseExpired));
+        if let (Ok(a), Ok(x)) = (a, x) {
+            assert_ne!(a, x);
+        }
+    });
+}

@@ -1,0 +1,193 @@
+//! Property tests: uniqueness across threads and handles, sortable order, cipher bijection.
+
+use nonce_core::{
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,
+    NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+const KEY: [u8; 32] = [3; 32];
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Counter64,
+    Counter96,
+    Counter128,
+    Sortable64,
+    Sortable96,
+    Sortable128,
+    Encrypted64,
+    Encrypted96,
+    Encrypted128,
+}
+
+const KINDS: [Kind; 9] = [
+    Kind::Counter64,
+    Kind::Counter96,
+    Kind::Counter128,
+    Kind::Sortable64,
+    Kind::Sortable96,
+    Kind::Sortable128,
+    Kind::Encrypted64,
+    Kind::Encrypted96,
+    Kind::Encrypted128,
+];
+
+fn generate(
+    f: &Factory<BootClock>,
+    handle: Option<&nonce_core::Handle<'_, BootClock>>,
+    kind: Kind,
+) -> u128 {
+    let r: Result<u128, nonce_core::Error> = match (kind, handle) {
+        (Kind::Counter64, Some(h)) => h.counter64().map(|n| n.to_u64().into()),
+        (Kind::Counter96, Some(h)) => h.counter96().map(Nonce96::to_u128),
+        (Kind::Counter128, Some(h)) => h.counter128().map(Nonce128::to_u128),
+        (Kind::Encrypted64, Some(h)) => h.encrypted64().map(|n| n.to_u64().into()),
+        (Kind::Encrypted96, Some(h)) => h.encrypted96().map(Nonce96::to_u128),
+        (Kind::Encrypted128, Some(h)) => h.encrypted128().map(Nonce128::to_u128),
+        (Kind::Counter64, None) => f.counter64().map(|n| n.to_u64().into()),
+        (Kind::Counter96, None) => f.counter96().map(Nonce96::to_u128),
+        (Kind::Counter128, None) => f.counter128().map(Nonce128::to_u128),
+        (Kind::Encrypted64, None) => f.encrypted64(Base::Counter).map(|n| n.to_u64().into()),
+        (Kind::Encrypted96, None) => f.encrypted96(Base::Sortable).map(Nonce96::to_u128),
+        (Kind::Encrypted128, None) => f.encrypted128(Base::Counter).map(Nonce128::to_u128),
+        (Kind::Sortable64, _) => f.sortable64().map(|n| n.to_u64().into()),
+        (Kind::Sortable96, _) => f.sortable96().map(Nonce96::to_u128),
+        (Kind::Sortable128, _) => f.sortable128().map(Nonce128::to_u128),
+    };
+    r.expect("a real clock waits, and there is no deadline")
+}
+
+/// Generates `per_thread` nonces of `kind` on each of `threads` threads and checks that no
+/// value repeats.
+fn unique_across_threads(kind: Kind, threads: usize, per_thread: usize, handles: bool) {
+    let f = Factory::new(BootClock::new(), FactoryConfig::new().base_key(&KEY)).unwrap();
+    f.enable(300, NO_DEADLINE).unwrap();
+    let all: Vec<Vec<u128>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let h = handles.then(|| f.handle());
+                    (0..per_thread)
+                        .map(|_| generate(&f, h.as_ref(), kind))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut seen = HashSet::with_capacity(threads * per_thread);
+    for v in all.iter().flatten() {
+        assert!(seen.insert(*v), "{kind:?}: duplicate {v:#x}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 18, ..ProptestConfig::default() })]
+
+    /// Over all cases: several million nonces, every kind and size, shared and per-thread.
+    #[test]
+    fn nonces_are_unique_across_threads(
+        kind in proptest::sample::select(&KINDS[..]),
+        threads in 1usize..=3,
+        handles in any::<bool>(),
+    ) {
+        unique_across_threads(kind, threads, 120_000, handles);
+    }
+
+    /// Sortable nonces carry the clock's time and increase strictly within a thread, whatever
+    /// the clock does between calls.
+    #[test]
+    fn sortable_nonces_follow_the_fake_clock(steps in proptest::collection::vec((0u64..3, 1usize..300), 1..60)) {
+        let clock = ManualClock::new(1_800_000_000_000);
+        let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
+        f.enable(12, NO_DEADLINE).unwrap();
+        let epoch = f.epoch_ms();
+        let (mut last64, mut last96, mut last128) = (None, None, None);
+        for (advance, n) in steps {
+            clock.advance(advance);
+            let now = nonce_core::Clock::now_ms(&clock);
+            for _ in 0..n {
+                let a = f.sortable64().unwrap();
+                let b = f.sortable96().unwrap();
+                let c = f.sortable128().unwrap();
+                prop_assert_eq!(a.decode(epoch).unix_ms, now);
+                prop_assert_eq!(b.decode(epoch).unix_ms, now);
+                prop_assert_eq!(c.decode(epoch).unix_ms, now);
+                prop_assert!(last64.is_none_or(|l| a > l));
+                prop_assert!(last96.is_none_or(|l| b > l));
+                prop_assert!(last128.is_none_or(|l| c > l));
+                (last64, last96, last128) = (Some(a), Some(b), Some(c));
+            }
+        }
+    }
+
+    /// Every cipher, every size: decrypt(encrypt(x)) == x, so distinct nonces stay distinct.
+    #[test]
+    fn encryption_is_a_bijection(x in any::<u128>(), key in proptest::collection::vec(any::<u8>(), 32..64)) {
+        let clock = ManualClock::new(1_800_000_000_000);
+        for (c64, c96, c128) in [
+            (Cipher64::Blowfish, Cipher96::Blowfish, Cipher128::Aes),
+            (Cipher64::Des3, Cipher96::Des3, Cipher128::Speck),
+            (Cipher64::Speck, Cipher96::Speck, Cipher128::Aes),
+        ] {
+            let f = Factory::new(&clock, FactoryConfig::new().base_key(&key).cipher64(c64).cipher96(c96).cipher128(c128)).unwrap();
+            let n64 = Nonce64::from_u64(x as u64);
+            prop_assert_eq!(f.decrypt64(f.encrypt64(n64).unwrap()).unwrap(), n64);
+            let n96 = if c96.has_64bit_block() {
+                Nonce96::from_u128(u128::from(x as u64) << 32).unwrap()
+            } else {
+                Nonce96::from_u128(x >> 32).unwrap()
+            };
+            prop_assert_eq!(f.decrypt96(f.encrypt96(n96).unwrap()).unwrap(), n96);
+            let n128 = Nonce128::from_u128(x);
+            let e = f.encrypt128(n128).unwrap();
+            prop_assert_ne!(e, n128);
+            prop_assert_eq!(f.decrypt128(e).unwrap(), n128);
+        }
+    }
+}
+
+/// Generation racing with re-enables on other threads never repeats a value and never mixes
+/// one generation's machine ID with another's counters.
+#[test]
+fn reenable_racing_with_generation_is_safe() {
+    let f = Factory::new(BootClock::new(), FactoryConfig::new()).unwrap();
+    f.enable(1, NO_DEADLINE).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let results: Vec<Vec<Nonce64>> = std::thread::scope(|s| {
+        let gens: Vec<_> = (0..2)
+            .map(|i| {
+                let (f, stop) = (&f, &stop);
+                s.spawn(move || {
+                    let h = f.handle();
+                    let mut out = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let r = if i == 0 { h.counter64() } else { f.counter64() };
+                        if let Ok(n) = r {
+                            out.push(n);
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        // Each generation starts a millisecond past the last one, so re-enables faster than
+        // the clock would run the timestamps ahead of it; leases change far less often.
+        for round in 0..100u16 {
+            if round % 2 == 0 {
+                f.disable();
+            }
+            f.enable(round % 3, NO_DEADLINE).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        gens.into_iter().map(|g| g.join().unwrap()).collect()
+    });
+    let mut seen = HashSet::new();
+    for n in results.iter().flatten() {
+        assert!(seen.insert(n.to_u64()), "duplicate {n}");
+    }
+    assert!(seen.len() > 1000, "generators made progress");
+}
