@@ -15,16 +15,19 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("nostd") => Steps::new().run_all(&nostd_steps()),
-        Some("bench") => Steps::new().run_all(&[Step::cargo(
-            "benchmarks",
-            &[
-                &["bench", "-p", "nonce-core", "--bench", "nonces", "--"][..],
-                &str_refs(&args[1..]),
-            ]
-            .concat(),
-        )]),
+        Some("bench") => Steps::new()
+            .run_all(&[Step::cargo(
+                "benchmarks",
+                &[
+                    &["bench", "-p", "nonce-core", "--bench", "nonces", "--"][..],
+                    &str_refs(&args[1..]),
+                ]
+                .concat(),
+            )])
+            .and_then(|()| bench_report()),
+        Some("bench-report") => bench_report(),
         _ => {
-            eprintln!("usage: cargo xtask <test|nostd|bench [criterion args]>");
+            eprintln!("usage: cargo xtask <test|nostd|bench [criterion args]|bench-report>");
             return ExitCode::from(2);
         }
     };
@@ -201,4 +204,126 @@ fn test() -> Result<(), String> {
     let failed = usize::from(result.is_err());
     println!("xtask: {} passed, {failed} failed", runner.passed);
     result
+}
+
+/// Mean time in ns of one criterion benchmark of the last run.
+fn mean_ns(id: &str) -> Result<f64, String> {
+    let path = workspace_root()
+        .join("target/criterion")
+        .join(id)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e} (run `cargo xtask bench` first)", path.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    json["mean"]["point_estimate"]
+        .as_f64()
+        .ok_or_else(|| format!("{}: no mean estimate", path.display()))
+}
+
+/// Prints the nonce-core goals as ratios within the last benchmark run (markdown).
+fn bench_report() -> Result<(), String> {
+    let ns = |id: &str| mean_ns(id);
+    let fetch_add = ns("baseline/fetch_add_pack64")?;
+    let aes = ns("baseline/aes256_block")?;
+    let speck = ns("baseline/speck64_block")?;
+    let uuid = ns("peers/uuid_now_v7")?;
+    let single_aes = ns("encrypted/encrypted128_aes")?;
+    let cap_rate = 8_192_000.0;
+    // (goal, measured ratio, required ratio)
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for (name, id) in [
+        ("counter64 vs fetch_add", "counter/counter64_u64"),
+        ("counter96 vs fetch_add", "counter/counter96_u128"),
+        ("counter128 vs fetch_add", "counter/counter128_u128"),
+    ] {
+        rows.push((name.into(), fetch_add / ns(id)?, 0.8));
+    }
+    for kind in ["counter64", "counter128"] {
+        let one = ns(&format!("threads/handle_{kind}_x1"))?;
+        let two = ns(&format!("threads/handle_{kind}_x2"))?;
+        rows.push((
+            format!("handle {kind}: 2 threads vs 1 (aggregate)"),
+            one / two,
+            1.8,
+        ));
+    }
+    rows.push((
+        "sortable64 rate vs 8.192 M/s cap".into(),
+        1e9 / ns("sortable/sortable64")? / cap_rate,
+        0.97,
+    ));
+    for kind in ["sortable96", "sortable128"] {
+        rows.push((
+            format!("{kind} vs Uuid::now_v7"),
+            uuid / ns(&format!("sortable/{kind}"))?,
+            3.0,
+        ));
+    }
+    rows.push((
+        "encrypted128 (aes) vs fetch_add + aes".into(),
+        (fetch_add + aes) / single_aes,
+        0.8,
+    ));
+    rows.push((
+        "encrypted64 (speck) vs fetch_add + speck".into(),
+        (fetch_add + speck) / ns("encrypted/encrypted64_speck")?,
+        0.8,
+    ));
+    let batch = ns("encrypted/fill_encrypted128_aes_x1024")? / 1024.0;
+    rows.push((
+        "fill_encrypted128 vs one at a time".into(),
+        single_aes / batch,
+        4.0,
+    ));
+
+    println!("| goal | measured | required | met |");
+    println!("|---|---|---|---|");
+    let mut missed = 0;
+    for (goal, got, need) in &rows {
+        let met = got >= need;
+        missed += usize::from(!met);
+        println!(
+            "| {goal} | {got:.2}x | >= {need}x | {} |",
+            if met { "yes" } else { "no" }
+        );
+    }
+    println!("\nper-call means (ns):");
+    for id in [
+        "baseline/fetch_add_pack64",
+        "baseline/aes256_block",
+        "baseline/speck64_block",
+        "baseline/boot_clock_now",
+        "baseline/instant_now",
+        "peers/uuid_now_v7",
+        "peers/ulid_generate",
+        "counter/counter64",
+        "counter/counter96",
+        "counter/counter128",
+        "counter/counter64_u64",
+        "counter/counter96_u128",
+        "counter/counter128_u128",
+        "counter/handle_counter64",
+        "counter/handle_counter128",
+        "threads/shared_counter128_x1",
+        "threads/shared_counter128_x2",
+        "threads/handle_counter64_x1",
+        "threads/handle_counter64_x2",
+        "threads/handle_counter128_x1",
+        "threads/handle_counter128_x2",
+        "sortable/sortable64",
+        "sortable/sortable96",
+        "sortable/sortable128",
+        "encrypted/encrypted64_speck",
+        "encrypted/encrypted128_aes",
+        "encrypted/handle_encrypted128_aes",
+        "encrypted/encrypted128_aes_sortable",
+    ] {
+        println!("| {id} | {:.2} |", ns(id)?);
+    }
+    println!("| encrypted/fill_encrypted128_aes (per nonce) | {batch:.2} |");
+    if missed > 0 {
+        eprintln!("xtask: {missed} goal(s) not met in this run");
+    }
+    Ok(())
 }

@@ -1,1 +1,215 @@
-fn main() {}
+//! Nonce generation side by side with its baselines and peers, in one run.
+//!
+//! `cargo xtask bench` runs this and prints the goal ratios; see docs/performance.md.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cipher::{Array, BlockCipherEncrypt, KeyInit};
+use criterion::{Criterion, criterion_group, criterion_main};
+use nonce_core::{Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, ManualClock, Nonce128};
+
+const KEY: [u8; 32] = [0x5a; 32];
+const T0: u64 = 1_800_000_000_000;
+/// Counter benchmarks run "below the throttle": the clock is far past the generation's start,
+/// so the 64-bit counter has saved-up milliseconds to burst through, and the lease deadline
+/// (always checked) lies further still.
+const AHEAD_MS: u64 = 1_000_000_000;
+
+fn counter_factory() -> Factory<ManualClock> {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(
+        clock,
+        FactoryConfig::new()
+            .base_key(&KEY)
+            .cipher64(Cipher64::Speck),
+    )
+    .unwrap();
+    f.enable(17, T0 + 2 * AHEAD_MS).unwrap();
+    f.clock().set(T0 + AHEAD_MS);
+    f
+}
+
+fn live_factory() -> Factory<BootClock> {
+    let f = Factory::new(
+        BootClock::new(),
+        FactoryConfig::new()
+            .base_key(&KEY)
+            .cipher64(Cipher64::Speck),
+    )
+    .unwrap();
+    let deadline = f.clock().now_ms() + 24 * 3600 * 1000;
+    f.enable(17, deadline).unwrap();
+    f
+}
+
+fn baselines(c: &mut Criterion) {
+    let mut g = c.benchmark_group("baseline");
+    let counter = AtomicU64::new(0);
+    g.bench_function("fetch_add_pack64", |b| {
+        b.iter(|| {
+            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
+        })
+    });
+    let aes = aes::Aes256::new_from_slice(&KEY).unwrap();
+    let mut x = 0u128;
+    g.bench_function("aes256_block", |b| {
+        b.iter(|| {
+            x += 1;
+            let mut blk = Array::from(x.to_be_bytes());
+            // Through `black_box` so the key schedule is not hoisted out of the loop, which
+            // no real single-nonce call site could do.
+            black_box(&aes).encrypt_block(&mut blk);
+            blk
+        })
+    });
+    let speck = speck_cipher::Speck64_128::new_from_slice(&KEY[..16]).unwrap();
+    let mut y = 0u64;
+    g.bench_function("speck64_block", |b| {
+        b.iter(|| {
+            y += 1;
+            let mut blk = Array::from(y.to_be_bytes());
+            black_box(&speck).encrypt_block(&mut blk);
+            blk
+        })
+    });
+    let boot = BootClock::new();
+    g.bench_function("boot_clock_now", |b| b.iter(|| boot.now_ms()));
+    g.bench_function("instant_now", |b| b.iter(Instant::now));
+    g.finish();
+
+    let mut g = c.benchmark_group("peers");
+    g.bench_function("uuid_now_v7", |b| b.iter(uuid::Uuid::now_v7));
+    let mut ulids = ulid::Generator::new();
+    g.bench_function("ulid_generate", |b| {
+        b.iter(|| ulids.generate().map(u128::from).unwrap_or(0))
+    });
+    g.finish();
+}
+
+fn counters(c: &mut Criterion) {
+    let f = counter_factory();
+    let mut g = c.benchmark_group("counter");
+    g.bench_function("counter64", |b| b.iter(|| f.counter64()));
+    g.bench_function("counter96", |b| b.iter(|| f.counter96()));
+    g.bench_function("counter128", |b| b.iter(|| f.counter128()));
+    g.bench_function("counter128_u128", |b| {
+        b.iter(|| f.counter128().map_or(0, Nonce128::to_u128))
+    });
+    g.bench_function("counter96_u128", |b| {
+        b.iter(|| f.counter96().map_or(0, nonce_core::Nonce96::to_u128))
+    });
+    g.bench_function("counter64_u64", |b| {
+        b.iter(|| f.counter64().map_or(0, nonce_core::Nonce64::to_u64))
+    });
+    let h = f.handle();
+    g.bench_function("handle_counter64", |b| b.iter(|| h.counter64()));
+    g.bench_function("handle_counter128", |b| b.iter(|| h.counter128()));
+    g.finish();
+}
+
+/// Aggregate time per nonce with `threads` threads each generating `iters` nonces.
+fn parallel(threads: u64, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..iters {
+                    op();
+                }
+            });
+        }
+    });
+    start.elapsed() / u32::try_from(threads).unwrap()
+}
+
+fn scaling(c: &mut Criterion) {
+    let f = counter_factory();
+    let mut g = c.benchmark_group("threads");
+    for threads in [1u64, 2] {
+        g.bench_function(format!("shared_counter128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, iters, &|| {
+                    black_box(f.counter128().unwrap());
+                })
+            })
+        });
+        g.bench_function(format!("handle_counter128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..threads {
+                        s.spawn(|| {
+                            let h = f.handle();
+                            for _ in 0..iters {
+                                black_box(h.counter128().unwrap());
+                            }
+                        });
+                    }
+                });
+                start.elapsed() / u32::try_from(threads).unwrap()
+            })
+        });
+        g.bench_function(format!("handle_counter64_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..threads {
+                        s.spawn(|| {
+                            let h = f.handle();
+                            for _ in 0..iters {
+                                black_box(h.counter64().unwrap());
+                            }
+                        });
+                    }
+                });
+                start.elapsed() / u32::try_from(threads).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn sortables(c: &mut Criterion) {
+    let f = live_factory();
+    let mut g = c.benchmark_group("sortable");
+    g.bench_function("sortable64", |b| b.iter(|| f.sortable64()));
+    g.bench_function("sortable96", |b| b.iter(|| f.sortable96()));
+    g.bench_function("sortable128", |b| b.iter(|| f.sortable128()));
+    g.finish();
+}
+
+fn encrypted(c: &mut Criterion) {
+    let f = counter_factory();
+    let mut g = c.benchmark_group("encrypted");
+    g.bench_function("encrypted64_speck", |b| {
+        b.iter(|| f.encrypted64(Base::Counter))
+    });
+    g.bench_function("encrypted128_aes", |b| {
+        b.iter(|| f.encrypted128(Base::Counter))
+    });
+    let h = f.handle();
+    g.bench_function("handle_encrypted128_aes", |b| b.iter(|| h.encrypted128()));
+    // One iteration fills 1024 nonces; the report divides by 1024.
+    let mut buf = vec![Nonce128::from_u128(0); 1024];
+    g.bench_function("fill_encrypted128_aes_x1024", |b| {
+        b.iter(|| {
+            f.fill_encrypted128(&mut buf).unwrap();
+            black_box(buf[1023])
+        })
+    });
+    let live = live_factory();
+    g.bench_function("encrypted128_aes_sortable", |b| {
+        b.iter(|| live.encrypted128(Base::Sortable))
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = baselines, counters, scaling, sortables, encrypted
+}
+criterion_main!(benches);

@@ -237,7 +237,7 @@ impl<C: Clock> Factory<C> {
             return Err(ConfigError::MachineIdOutOfRange { id: machine_id });
         }
         let now_ts = self.now_ts_checked()?;
-        let (ws, _) = self.write_begin();
+        let ws = self.write_begin();
         let mut init = now_ts;
         // Read-modify-writes, not loads: a generator whose increment this read misses is then
         // ordered after it, and so sees the writer role taken and drops its value. (A plain
@@ -278,11 +278,28 @@ impl<C: Clock> Factory<C> {
     }
 
     /// Moves the lease deadline (clock ms), for a renewal. It may also move it earlier. Calls
-    /// in flight start over, so none emits a nonce past the new deadline.
+    /// in flight start over and handles drop their cached state, so none emits a nonce past
+    /// a deadline set before the call began. Generation continues throughout: a renewal
+    /// never makes a call fail.
     pub fn set_deadline(&self, deadline_ms: u64) {
-        let (ws, was_enabled) = self.write_begin();
-        self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
-        self.write_end(ws, was_enabled);
+        let deadline_ts = self.ms_to_ts(deadline_ms);
+        loop {
+            let s = self.state.load(SeqCst);
+            if s & WRITING != 0 {
+                // An `enable` is storing its own deadline; this later call must win.
+                core::hint::spin_loop();
+                continue;
+            }
+            self.deadline_ts.store(deadline_ts, SeqCst);
+            // Fails if an enable or disable ran since the load: store again after it.
+            if self
+                .state
+                .compare_exchange(s, s.wrapping_add(GENERATION), SeqCst, SeqCst)
+                .is_ok()
+            {
+                return;
+            }
+        }
     }
 
     /// Stops generation. Every call that begins after this returns fails with
@@ -300,8 +317,8 @@ impl<C: Clock> Factory<C> {
     }
 
     /// Takes the writer role: bumps the generation, clears `ENABLED`, sets `WRITING`. Returns
-    /// the state written and whether the factory was enabled before.
-    fn write_begin(&self) -> (u64, bool) {
+    /// the state written.
+    fn write_begin(&self) -> u64 {
         let mut s = self.state.load(SeqCst);
         loop {
             if s & WRITING != 0 {
@@ -312,7 +329,7 @@ impl<C: Clock> Factory<C> {
             }
             let next = (s & !ENABLED).wrapping_add(GENERATION) | WRITING;
             match self.state.compare_exchange(s, next, SeqCst, SeqCst) {
-                Ok(_) => return (next, s & ENABLED != 0),
+                Ok(_) => return next,
                 Err(actual) => s = actual,
             }
         }
@@ -593,6 +610,7 @@ impl<C: Clock> Factory<C> {
     }
 
     /// A 64-bit encrypted nonce: a 64-bit base nonce under the 64-bit cipher.
+    #[inline]
     pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
         let engine = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
         Ok(Nonce64::from_bytes(
@@ -616,6 +634,7 @@ impl<C: Clock> Factory<C> {
     }
 
     /// A 128-bit encrypted nonce.
+    #[inline]
     pub fn encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
         let engine = self
             .engines

@@ -1,15 +1,15 @@
 //! Per-thread handles: blocks of counter values reserved from the shared factory.
 
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::factory::{Counter, Factory, Snapshot};
+use crate::factory::{Counter, Factory, Snapshot, encrypt_run};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
 /// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
 /// that values dropped with a handle or at a generation change are few.
-const BLOCK: u64 = 256;
+const BLOCK: u64 = 1024;
 
 /// A reserved run of one counter, valid for one factory generation.
 struct Block {
@@ -90,6 +90,16 @@ pub struct Handle<'f, C: Clock> {
     factory: &'f Factory<C>,
     b64: Block,
     b96: Block,
+    enc128: RefCell<Encrypted128>,
+}
+
+/// Encrypted 128-bit counter nonces made ahead in one pipelined run.
+const ENCRYPTED_RUN: usize = 32;
+
+struct Encrypted128 {
+    state: u64,
+    items: [Nonce128; ENCRYPTED_RUN],
+    next: usize,
 }
 
 impl<C: Clock> Factory<C> {
@@ -99,6 +109,11 @@ impl<C: Clock> Factory<C> {
             factory: self,
             b64: Block::new(Counter::C64),
             b96: Block::new(Counter::C96),
+            enc128: RefCell::new(Encrypted128 {
+                state: 0,
+                items: [Nonce128::from_u128(0); ENCRYPTED_RUN],
+                next: ENCRYPTED_RUN,
+            }),
         }
     }
 }
@@ -164,17 +179,35 @@ impl<'f, C: Clock> Handle<'f, C> {
     }
 
     /// A 128-bit encrypted counter nonce, as [`Factory::encrypted128`].
+    ///
+    /// Encrypts a run of consecutive counter nonces at once (a pipelined CTR keystream with
+    /// AES) and hands them out one by one, re-checking the factory's generation each time.
     #[inline]
     pub fn encrypted128(&self) -> Result<Nonce128, Error> {
+        let mut buf = self.enc128.borrow_mut();
+        if buf.next < ENCRYPTED_RUN && buf.state == self.factory.state_word() {
+            let n = buf.items[buf.next];
+            buf.next += 1;
+            return Ok(n);
+        }
+        self.refill_encrypted128(&mut buf)
+    }
+
+    #[cold]
+    fn refill_encrypted128(&self, buf: &mut Encrypted128) -> Result<Nonce128, Error> {
+        buf.next = ENCRYPTED_RUN;
         let engine = self
             .factory
             .engines()
             .e128
             .as_ref()
             .ok_or(Error::NoKey { bits: 128 })?;
-        Ok(Nonce128::from_bytes(
-            engine.encrypt(self.counter128()?.to_bytes()),
-        ))
+        let (snap, first) = self.factory.reserve(Counter::C96, ENCRYPTED_RUN as u64)?;
+        let plain = Factory::<C>::finish128(&snap, first)?;
+        encrypt_run(engine, plain, &mut buf.items);
+        buf.state = snap.state;
+        buf.next = 1;
+        Ok(buf.items[0])
     }
 
     fn counter64_for_cipher(&self, bits: u16) -> Result<Nonce64, Error> {

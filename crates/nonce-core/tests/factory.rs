@@ -363,12 +363,11 @@ fn batch_equals_one_at_a_time() {
         let single = f.encrypted128(Base::Counter).unwrap();
         let mut batch = vec![Nonce128::from_u128(0); 10_000];
         f.fill_encrypted128(&mut batch).unwrap();
-        let mut expected_count = f.decrypt128(single).unwrap().decode(EPOCH).count + 1;
+        let first = f.decrypt128(single).unwrap().decode(EPOCH).count + 1;
         let mut seen = HashSet::new();
-        for n in &batch {
+        for (expected_count, n) in (first..).zip(&batch) {
             let d = f.decrypt128(*n).unwrap().decode(EPOCH);
             assert_eq!((d.machine_id, d.count), (77, expected_count), "{cipher}");
-            expected_count += 1;
             assert!(seen.insert(*n));
         }
         f.disable();

@@ -1,0 +1,54 @@
+//! Generates each kind of nonce in each size and prints it with its decoded parts.
+//!
+//! `cargo run -p nonce-core --example tour`
+
+use nonce_core::{Base, BootClock, Clock, Decoded, Factory, FactoryConfig};
+
+fn show(kind: &str, text: impl std::fmt::Display, d: Option<Decoded>) {
+    match d {
+        Some(d) => println!(
+            "{kind:<22} {text:<34} bits={:<3} machine_id={:<3} timestamp_ms={:<12} unix_ms={} count={}",
+            d.bits, d.machine_id, d.timestamp_ms, d.unix_ms, d.count
+        ),
+        None => println!("{kind:<22} {text:<34} (encrypted: decode after decrypting)"),
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A demo key; real deployments load at least 32 random bytes from a secret store.
+    let base_key: Vec<u8> = (0u8..32).collect();
+    let clock = BootClock::new();
+    let factory = Factory::new(clock, FactoryConfig::new().base_key(&base_key))?;
+    // Without a lease manager the machine ID is yours to guarantee; here: 42, one hour.
+    factory.enable(42, clock.now_ms() + 3_600_000)?;
+    let epoch = factory.epoch_ms();
+
+    let n = factory.counter64()?;
+    show("counter 64", n, Some(n.decode(epoch)));
+    let n = factory.counter96()?;
+    show("counter 96", n, Some(n.decode(epoch)));
+    let n = factory.counter128()?;
+    show("counter 128", n, Some(n.decode(epoch)));
+    let n = factory.sortable64()?;
+    show("sortable 64", n, Some(n.decode(epoch)));
+    let n = factory.sortable96()?;
+    show("sortable 96", n, Some(n.decode(epoch)));
+    let n = factory.sortable128()?;
+    show("sortable 128", n, Some(n.decode(epoch)));
+
+    let e = factory.encrypted64(Base::Counter)?;
+    show("encrypted 64 (blowfish)", e, None);
+    let d = factory.decrypt64(e)?;
+    show("  decrypted", d, Some(d.decode(epoch)));
+    let e = factory.encrypted96(Base::Sortable)?;
+    show("encrypted 96 (blowfish)", e, None);
+    let d = factory.decrypt96(e)?;
+    let inner = nonce_core::Nonce64::from_bytes(d.as_bytes()[..8].try_into()?);
+    show("  decrypted (64 + tail)", d, Some(inner.decode(epoch)));
+    let e = factory.encrypted128(Base::Counter)?;
+    show("encrypted 128 (aes)", e, None);
+    let d = factory.decrypt128(e)?;
+    show("  decrypted", d, Some(d.decode(epoch)));
+    println!("base64url of the last one: {}", e.base64url());
+    Ok(())
+}
