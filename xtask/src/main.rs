@@ -5,6 +5,8 @@
 //! - `cargo xtask nostd`: only the no_std proof.
 //! - `cargo xtask bench [ARGS]`: `cargo bench -p nonce-core` with extra criterion arguments.
 
+mod services;
+
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -54,7 +56,7 @@ fn workspace_root() -> PathBuf {
 struct Step {
     name: &'static str,
     args: Vec<String>,
-    env: Vec<(&'static str, String)>,
+    env: Vec<(String, String)>,
     dir: Option<PathBuf>,
 }
 
@@ -68,8 +70,8 @@ impl Step {
         }
     }
 
-    fn env(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.env.push((key, value.into()));
+    fn env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
         self
     }
 
@@ -137,6 +139,15 @@ fn nostd_steps() -> Vec<Step> {
 
 fn test() -> Result<(), String> {
     let root = workspace_root();
+    // Stopped when dropped, at the end of this function, whatever the outcome.
+    let services = services::start()?;
+    let mut tests = Step::cargo(
+        "tests",
+        &["test", "--workspace", "--all-features", "--locked"],
+    );
+    for (k, v) in &services.env {
+        tests = tests.env(k, v.clone());
+    }
     let mut steps = vec![
         Step::cargo("format", &["fmt", "--all", "--check"]),
         Step::cargo(
