@@ -1,0 +1,295 @@
+//! The StatefulSet strategy: the machine ID is the pod ordinal, read from an environment variable.
+
+use std::time::Duration;
+
+use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+
+/// The variable read by [`StatefulSetStrategy::from_env`]: the pod name, which ends in the ordinal.
+pub const DEFAULT_VARIABLE: &str = "POD_NAME";
+
+/// Why the StatefulSet strategy could not derive a machine ID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatefulSetError {
+    /// The variable is not set.
+    #[error(
+        "environment variable {variable} is not set; set it to the pod name, for example with \
+         the Downward API (valueFrom.fieldRef.fieldPath: metadata.name)"
+    )]
+    MissingVariable {
+        /// The variable's name.
+        variable: String,
+    },
+    /// The variable is set but not valid Unicode.
+    #[error("environment variable {variable} is not valid unicode; set it to the pod name")]
+    NotUnicode {
+        /// The variable's name.
+        variable: String,
+    },
+    /// The value does not end in digits.
+    #[error(
+        "value {value:?} of {variable} does not end in digits; expected a StatefulSet pod name \
+         such as nonce-worker-7"
+    )]
+    NoTrailingDigits {
+        /// The variable's name.
+        variable: String,
+        /// Its value.
+        value: String,
+    },
+    /// The ordinal plus the offset is above 511.
+    #[error(
+        "ordinal {ordinal} of {variable} plus offset {offset} is outside the machine ids \
+         0..=511; lower the offset or the StatefulSet's replica count"
+    )]
+    OutOfRange {
+        /// The variable's name.
+        variable: String,
+        /// The trailing digits of its value.
+        ordinal: String,
+        /// The configured offset.
+        offset: u16,
+    },
+}
+
+impl LeaseError for StatefulSetError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Misconfigured
+    }
+}
+
+/// Machine ID = offset + the trailing digits of an environment variable, typically a
+/// StatefulSet pod's name (`nonce-worker-7` → 7). Deterministic.
+///
+/// See the crate docs for the force-delete caveat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatefulSetStrategy {
+    id: MachineId,
+    variable: String,
+}
+
+impl StatefulSetStrategy {
+    /// Reads `variable` from the environment, with no offset.
+    ///
+    /// # Errors
+    /// A [`StatefulSetError`] saying what to fix.
+    pub fn from_env(variable: &str) -> Result<Self, StatefulSetError> {
+        Self::from_env_with_offset(variable, 0)
+    }
+
+    /// Reads `variable` from the environment and adds `offset` to its ordinal, so several
+    /// StatefulSets can share the ID space (for example offsets 0 and 256).
+    ///
+    /// # Errors
+    /// A [`StatefulSetError`] saying what to fix.
+    pub fn from_env_with_offset(variable: &str, offset: u16) -> Result<Self, StatefulSetError> {
+        match std::env::var(variable) {
+            Ok(value) => Self::from_value(variable, &value, offset),
+            Err(std::env::VarError::NotPresent) => Err(StatefulSetError::MissingVariable {
+                variable: variable.to_owned(),
+            }),
+            Err(std::env::VarError::NotUnicode(_)) => Err(StatefulSetError::NotUnicode {
+                variable: variable.to_owned(),
+            }),
+        }
+    }
+
+    /// Derives the ID from `value`, as if read from `variable` (named in errors and logs).
+    ///
+    /// # Errors
+    /// A [`StatefulSetError`] saying what to fix.
+    pub fn from_value(variable: &str, value: &str, offset: u16) -> Result<Self, StatefulSetError> {
+        let id = ordinal_id(value, offset).map_err(|digits| match digits {
+            None => StatefulSetError::NoTrailingDigits {
+                variable: variable.to_owned(),
+                value: value.to_owned(),
+            },
+            Some(ordinal) => StatefulSetError::OutOfRange {
+                variable: variable.to_owned(),
+                ordinal,
+                offset,
+            },
+        })?;
+        Ok(Self {
+            id,
+            variable: variable.to_owned(),
+        })
+    }
+
+    /// The machine ID this node uses.
+    #[must_use]
+    pub const fn machine_id(&self) -> MachineId {
+        self.id
+    }
+
+    /// The variable the ID came from.
+    #[must_use]
+    pub fn variable(&self) -> &str {
+        &self.variable
+    }
+}
+
+/// `offset` + the trailing ASCII digits of `value`. `Err(None)`: no trailing digits;
+/// `Err(Some(digits))`: out of range.
+fn ordinal_id(value: &str, offset: u16) -> Result<MachineId, Option<String>> {
+    let prefix = value.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = &value[prefix.len()..];
+    if digits.is_empty() {
+        return Err(None);
+    }
+    // Too many digits for a u16 is out of range like any other large ordinal.
+    digits
+        .parse::<u16>()
+        .ok()
+        .and_then(|ordinal| ordinal.checked_add(offset))
+        .and_then(|id| MachineId::new(id).ok())
+        .ok_or_else(|| Some(digits.to_owned()))
+}
+
+impl Strategy for StatefulSetStrategy {
+    type Lease = MachineId;
+    type Error = core::convert::Infallible;
+
+    async fn acquire(&self, requested: Duration) -> Result<Grant<MachineId>, Self::Error> {
+        Ok(Grant::new(self.id, self.id, requested))
+    }
+
+    async fn renew(
+        &self,
+        lease: &MachineId,
+        requested: Duration,
+    ) -> Result<Renewal<MachineId>, Self::Error> {
+        Ok(Renewal::new(*lease, requested))
+    }
+
+    async fn release(&self, _lease: &MachineId, _guard: Duration) -> Result<(), Self::Error> {
+        // Nothing is held anywhere: the ID belongs to the pod's name.
+        Ok(())
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "statefulset"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(value: &str, offset: u16) -> Result<u16, StatefulSetError> {
+        StatefulSetStrategy::from_value("POD_NAME", value, offset).map(|s| s.machine_id().get())
+    }
+
+    #[test]
+    fn takes_the_trailing_digits_plus_the_offset() {
+        assert_eq!(id("nonce-worker-7", 0), Ok(7));
+        assert_eq!(id("nonce-worker-007", 0), Ok(7));
+        assert_eq!(id("web-2-3", 0), Ok(3));
+        assert_eq!(id("42", 0), Ok(42));
+        assert_eq!(id("nonce-worker-7", 256), Ok(263));
+        assert_eq!(id("nonce-worker-511", 0), Ok(511));
+        assert_eq!(id("nonce-worker-0", 511), Ok(511));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let err = id("nonce-worker", 0).unwrap_err();
+        assert!(matches!(err, StatefulSetError::NoTrailingDigits { .. }));
+        assert_eq!(
+            err.to_string(),
+            "value \"nonce-worker\" of POD_NAME does not end in digits; expected a StatefulSet \
+             pod name such as nonce-worker-7"
+        );
+        assert!(matches!(
+            id("", 0),
+            Err(StatefulSetError::NoTrailingDigits { .. })
+        ));
+        // Non-ASCII digits are not ordinals.
+        assert!(matches!(
+            id("worker-٣", 0),
+            Err(StatefulSetError::NoTrailingDigits { .. })
+        ));
+
+        let err = id("nonce-worker-512", 0).unwrap_err();
+        assert_eq!(
+            err,
+            StatefulSetError::OutOfRange {
+                variable: "POD_NAME".into(),
+                ordinal: "512".into(),
+                offset: 0
+            }
+        );
+        assert!(
+            err.to_string()
+                .contains("lower the offset or the StatefulSet's replica count")
+        );
+        assert!(matches!(
+            id("w-300", 212),
+            Err(StatefulSetError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            id("w-99999999999999999999", 0),
+            Err(StatefulSetError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            id("w-1", u16::MAX),
+            Err(StatefulSetError::OutOfRange { .. })
+        ));
+        assert_eq!(err.kind(), ErrorKind::Misconfigured);
+    }
+
+    #[test]
+    fn missing_variable_is_reported_with_a_fix() {
+        let variable = "LEASE_STATIC_TEST_SURELY_UNSET_VARIABLE";
+        let err = StatefulSetStrategy::from_env(variable).unwrap_err();
+        assert_eq!(
+            err,
+            StatefulSetError::MissingVariable {
+                variable: variable.into()
+            }
+        );
+        assert!(
+            err.to_string()
+                .starts_with(&format!("environment variable {variable} is not set"))
+        );
+        assert!(err.to_string().contains("Downward API"));
+    }
+
+    #[test]
+    fn reads_the_environment() {
+        // Cargo sets its package variables for test runs too; edition 2024 makes `set_var`
+        // unsafe, so these stand in for POD_NAME.
+        let minor: u16 = env!("CARGO_PKG_VERSION_MINOR").parse().unwrap();
+        let strategy =
+            StatefulSetStrategy::from_env_with_offset("CARGO_PKG_VERSION_MINOR", 3).unwrap();
+        assert_eq!(strategy.machine_id().get(), minor + 3);
+        assert_eq!(strategy.variable(), "CARGO_PKG_VERSION_MINOR");
+        let err = StatefulSetStrategy::from_env("CARGO_PKG_NAME").unwrap_err();
+        assert!(
+            matches!(err, StatefulSetError::NoTrailingDigits { .. }),
+            "{err}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_name_and_ordinal_in_range_round_trips(
+            prefix in "[a-z][a-z0-9-]{0,20}-",
+            ordinal in 0u16..512,
+            offset in 0u16..512,
+        ) {
+            let got = id(&format!("{prefix}{ordinal}"), offset);
+            if ordinal + offset <= 511 {
+                prop_assert_eq!(got, Ok(ordinal + offset));
+            } else {
+                let out_of_range = matches!(got, Err(StatefulSetError::OutOfRange { .. }));
+                prop_assert!(out_of_range);
+            }
+        }
+    }
+}

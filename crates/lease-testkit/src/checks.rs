@@ -1,0 +1,485 @@
+//! The checks themselves. Each returns `Err(message)` on the first contract violation.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::future::join_all;
+use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::{Check, Harness, Options, Outcome};
+
+type CheckResult = Result<Outcome, String>;
+
+/// Attempts for an acquire answered `Retry` or `Conflict`: a lease manager would retry those.
+const ACQUIRE_ATTEMPTS: u32 = 5;
+
+pub(crate) async fn run<H: Harness>(check: Check, harness: &H, options: &Options) -> Outcome {
+    let result = match check {
+        Check::DistinctIds => distinct_ids(harness, options).await,
+        Check::RenewKeepsId => renew_keeps_id(harness, options).await,
+        Check::RenewIsIdempotent => renew_is_idempotent(harness, options).await,
+        Check::TtlHonoured => ttl_honoured(harness, options).await,
+        Check::LostAfterTakeover => lost_after_takeover(harness, options).await,
+        Check::ReleaseGuard => release_guard(harness, options).await,
+        Check::Exhausted => exhausted(harness, options).await,
+        Check::Deterministic => deterministic(harness, options).await,
+    };
+    result.unwrap_or_else(Outcome::Failed)
+}
+
+fn describe<E: LeaseError>(error: &E) -> String {
+    format!("{} error: {error}", error.kind())
+}
+
+fn skip(why: &str) -> CheckResult {
+    Ok(Outcome::Skipped(why.to_owned()))
+}
+
+/// Acquires, retrying answers the lease manager would retry.
+async fn acquire<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+) -> Result<Grant<S::Lease>, S::Error> {
+    let mut attempt = 1;
+    loop {
+        match strategy.acquire(options.ttl).await {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
+                    && attempt < ACQUIRE_ATTEMPTS =>
+            {
+                sleep(Duration::from_millis(10) * attempt).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn must_acquire<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    what: &str,
+) -> Result<Grant<S::Lease>, String> {
+    acquire(strategy, options)
+        .await
+        .map_err(|e| format!("{what}: acquire on an idle store failed: {}", describe(&e)))
+}
+
+async fn must_renew<S: Strategy>(
+    strategy: &S,
+    lease: &S::Lease,
+    options: &Options,
+    what: &str,
+) -> Result<Renewal<S::Lease>, String> {
+    strategy
+        .renew(lease, options.ttl)
+        .await
+        .map_err(|e| format!("{what}: {}", describe(&e)))
+}
+
+/// Acquires until the store refuses (at most 513 times), failing if it hands out an ID in `held`
+/// or the same ID twice. Returns the grants and the refusal.
+async fn fill<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    held: &[MachineId],
+) -> Result<(Vec<Grant<S::Lease>>, S::Error), String> {
+    let mut seen: HashSet<MachineId> = held.iter().copied().collect();
+    let mut grants = Vec::new();
+    for _ in 0..=MachineId::COUNT {
+        match acquire(strategy, options).await {
+            Ok(grant) => {
+                if !seen.insert(grant.machine_id) {
+                    return Err(format!(
+                        "machine id {} was handed out while a valid lease on it was held \
+                         (after {} other grants)",
+                        grant.machine_id,
+                        grants.len()
+                    ));
+                }
+                grants.push(grant);
+            }
+            Err(e) => return Ok((grants, e)),
+        }
+    }
+    Err("acquire granted more than 512 leases at once".into())
+}
+
+/// Fills the store and requires that every one of the 512 IDs is then held.
+async fn fill_all<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    held: &[MachineId],
+) -> Result<Vec<Grant<S::Lease>>, String> {
+    let (grants, refusal) = fill(strategy, options, held).await?;
+    if grants.len() + held.len() != usize::from(MachineId::COUNT) {
+        return Err(format!(
+            "could hold only {} leases at once before {}; a strategy that cannot hold all 512 \
+             should not claim `holds_all_ids`",
+            grants.len() + held.len(),
+            describe(&refusal)
+        ));
+    }
+    Ok(grants)
+}
+
+/// Acquires up to `count` more leases and fails if one of them is for `id`.
+async fn never_grants<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    id: MachineId,
+    count: usize,
+    what: &str,
+) -> Result<(), String> {
+    let mut grants = Vec::new();
+    for _ in 0..count {
+        let Ok(grant) = strategy.acquire(options.ttl).await else {
+            break;
+        };
+        if grant.machine_id == id {
+            return Err(format!("{what}: machine id {id} was handed out again"));
+        }
+        // Keep it, so the next acquire has to pick another ID.
+        grants.push(grant);
+    }
+    Ok(())
+}
+
+async fn distinct_ids<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.exclusive {
+        return skip("strategy is not exclusive (static IDs)");
+    }
+    let nodes = join_all((0..options.concurrency).map(|_| harness.node())).await;
+    let grants = join_all(nodes.iter().map(|node| acquire(node, options))).await;
+    let mut holders: Vec<Vec<usize>> = vec![Vec::new(); usize::from(MachineId::COUNT)];
+    for (node, grant) in grants.iter().enumerate() {
+        match grant {
+            Ok(grant) => holders[usize::from(grant.machine_id.get())].push(node),
+            Err(e) => {
+                return Err(format!(
+                    "concurrent acquirer {node} of {} failed on a store with free ids: {}",
+                    options.concurrency,
+                    describe(e)
+                ));
+            }
+        }
+    }
+    if let Some((id, nodes)) = holders.iter().enumerate().find(|(_, n)| n.len() > 1) {
+        return Err(format!(
+            "machine id {id} was granted to {} of {} concurrent acquirers (nodes {nodes:?}): \
+             the claim must check and take the id in one atomic step",
+            nodes.len(),
+            options.concurrency
+        ));
+    }
+    Ok(Outcome::Passed)
+}
+
+async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    let node = harness.node().await;
+    let grant = must_acquire(&node, options, "first acquire").await?;
+    let id = grant.machine_id;
+    let first = must_renew(
+        &node,
+        &grant.lease,
+        options,
+        "renewing a fresh lease failed",
+    )
+    .await?;
+    must_renew(
+        &node,
+        &first.lease,
+        options,
+        "renewing with the handle returned by renew failed",
+    )
+    .await?;
+    let other = harness.node().await;
+    let what = "after renewing the lease on it";
+    if options.capabilities.holds_all_ids {
+        fill_all(&other, options, &[id])
+            .await
+            .map_err(|e| format!("{what}: {e}"))?;
+    } else if options.capabilities.exclusive {
+        never_grants(&other, options, id, options.concurrency, what).await?;
+    }
+    Ok(Outcome::Passed)
+}
+
+async fn renew_is_idempotent<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    let node = harness.node().await;
+    let grant = must_acquire(&node, options, "first acquire").await?;
+    must_renew(
+        &node,
+        &grant.lease,
+        options,
+        "renewing a fresh lease failed",
+    )
+    .await?;
+    let retried = must_renew(
+        &node,
+        &grant.lease,
+        options,
+        "a renewal retried with the same handle (as after a lost reply) failed; match the \
+         lease's token, not something the first renewal changed",
+    )
+    .await?;
+    must_renew(
+        &node,
+        &retried.lease,
+        options,
+        "renewing after a retried renewal failed",
+    )
+    .await?;
+    Ok(Outcome::Passed)
+}
+
+fn ttl_in_range(ttl: Duration, options: &Options, what: &str) -> Result<(), String> {
+    if ttl > options.ttl {
+        return Err(format!(
+            "{what} granted {ttl:?}, more than the requested {:?}",
+            options.ttl
+        ));
+    }
+    if ttl < options.min_ttl {
+        return Err(format!(
+            "{what} granted {ttl:?}, less than the minimum {:?} (set `min_ttl` if the coordinator \
+             caps TTLs on purpose)",
+            options.min_ttl
+        ));
+    }
+    Ok(())
+}
+
+async fn ttl_honoured<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    let node = harness.node().await;
+    let grant = must_acquire(&node, options, "first acquire").await?;
+    ttl_in_range(grant.ttl, options, "acquire")?;
+    let sent = Instant::now();
+    let renewal = must_renew(
+        &node,
+        &grant.lease,
+        options,
+        "renewing a fresh lease failed",
+    )
+    .await?;
+    ttl_in_range(renewal.ttl, options, "renew")?;
+    if options.capabilities.exclusive {
+        let wait = renewal.ttl.saturating_sub(options.slack);
+        sleep_until(sent + wait).await;
+        must_renew(
+            &node,
+            &renewal.lease,
+            options,
+            &format!(
+                "the lease ended before its granted ttl of {:?}: a renewal sent {wait:?} after \
+                 the previous one failed",
+                renewal.ttl
+            ),
+        )
+        .await?;
+    }
+    Ok(Outcome::Passed)
+}
+
+async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.exclusive {
+        return skip("strategy is not exclusive (static IDs)");
+    }
+    let old = harness.node().await;
+    let sent = Instant::now();
+    let old_grant = must_acquire(&old, options, "first acquire").await?;
+    let id = old_grant.machine_id;
+    if !harness.expire(id).await {
+        sleep_until(sent + old_grant.ttl + options.slack).await;
+    }
+
+    // Take the expired ID with another node, holding every other ID it is given on the way.
+    let new = harness.node().await;
+    let mut others = Vec::new();
+    let new_grant = loop {
+        match acquire(&new, options).await {
+            Ok(grant) if grant.machine_id == id => break grant,
+            Ok(grant) => {
+                if others.len() >= usize::from(MachineId::MAX) {
+                    return Err(format!(
+                        "handed out more than 511 other ids but never the expired id {id}"
+                    ));
+                }
+                others.push(grant);
+            }
+            Err(e) => {
+                return Err(format!(
+                    "after the lease on machine id {id} expired, another node could not acquire \
+                     it ({} after {} other grants)",
+                    describe(&e),
+                    others.len()
+                ));
+            }
+        }
+    };
+
+    for attempt in ["renewing", "retrying the renewal of"] {
+        match old.renew(&old_grant.lease, options.ttl).await {
+            Ok(_) => {
+                return Err(format!(
+                    "{attempt} the expired lease on machine id {id} succeeded although another \
+                     node acquired {id} since: two nodes now use it (match the renewal on the \
+                     lease's token)"
+                ));
+            }
+            Err(e) if e.kind() != ErrorKind::Lost => {
+                return Err(format!(
+                    "{attempt} a lease whose id another node took must fail with kind lost, got \
+                     {}",
+                    describe(&e)
+                ));
+            }
+            Err(_) => {}
+        }
+    }
+    let renewed = must_renew(
+        &new,
+        &new_grant.lease,
+        options,
+        &format!("the new holder of machine id {id} could not renew after the old holder tried"),
+    )
+    .await?;
+
+    // Let the rest of the store fill up, so a wrongly freed ID would have to be handed out.
+    let filler = harness.node().await;
+    let mut held: Vec<MachineId> = others.iter().map(|g| g.machine_id).collect();
+    held.push(id);
+    let fillers = if options.capabilities.holds_all_ids {
+        fill_all(&filler, options, &held)
+            .await
+            .map_err(|e| format!("filling the store after the takeover: {e}"))?
+    } else {
+        Vec::new()
+    };
+
+    // Release is best effort: an error is fine, freeing the new holder's lease is not.
+    let _ = old.release(&old_grant.lease, options.guard).await;
+    let released = Instant::now();
+    // No renewal of the new holder until after the guard: it would hide a release that
+    // shortened the new holder's lease to the guard.
+    let what = "releasing the old holder's handle freed the new holder's lease";
+    never_grants(&filler, options, id, options.concurrency, what).await?;
+    sleep_until(released + options.guard + options.slack).await;
+    let what =
+        "after the guard, releasing the old holder's handle had freed the new holder's lease";
+    must_renew(&new, &renewed.lease, options, what).await?;
+    never_grants(&filler, options, id, options.concurrency, what).await?;
+    drop(fillers);
+    Ok(Outcome::Passed)
+}
+
+async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.holds_all_ids {
+        return skip("strategy cannot hold all 512 ids, so a freed id may go unnoticed");
+    }
+    let node = harness.node().await;
+    let grant = must_acquire(&node, options, "first acquire").await?;
+    let id = grant.machine_id;
+    let filler = harness.node().await;
+    let _fillers = fill_all(&filler, options, &[id]).await?;
+
+    let sent = Instant::now();
+    node.release(&grant.lease, options.guard)
+        .await
+        .map_err(|e| format!("release of a valid lease failed: {}", describe(&e)))?;
+    let replied = Instant::now();
+    // No retries here: they would wait, and the point is to ask within the guard.
+    if let Ok(again) = filler.acquire(options.ttl).await {
+        let elapsed = sent.elapsed();
+        if again.machine_id != id {
+            return Err(format!(
+                "after releasing {id}, acquire handed out machine id {} which was still held",
+                again.machine_id
+            ));
+        }
+        if elapsed < options.guard {
+            return Err(format!(
+                "released machine id {id} was handed out again {elapsed:?} after the release was \
+                 sent, within the guard of {:?}: release must keep the id blocked until \
+                 now + guard",
+                options.guard
+            ));
+        }
+        return Err(format!(
+            "the check itself was too slow: {elapsed:?} passed between release and acquire, \
+             more than the guard of {:?}; raise `guard`",
+            options.guard
+        ));
+    }
+    sleep_until(replied + options.guard + options.slack).await;
+    match acquire(&filler, options).await {
+        Ok(again) if again.machine_id == id => Ok(Outcome::Passed),
+        Ok(again) => Err(format!(
+            "after the guard, acquire handed out machine id {} which was still held, instead of \
+             the released {id}",
+            again.machine_id
+        )),
+        Err(e) => Err(format!(
+            "released machine id {id} was still blocked {:?} after the release replied (guard \
+             {:?} plus slack): {}",
+            options.guard + options.slack,
+            options.guard,
+            describe(&e)
+        )),
+    }
+}
+
+async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.holds_all_ids {
+        return skip("strategy cannot hold all 512 ids");
+    }
+    let node = harness.node().await;
+    let (grants, refusal) = fill(&node, options, &[]).await?;
+    if grants.len() != usize::from(MachineId::COUNT) {
+        return Err(format!(
+            "acquire stopped after {} leases with {}; expected 512 distinct ids, then exhausted",
+            grants.len(),
+            describe(&refusal)
+        ));
+    }
+    if refusal.kind() != ErrorKind::Exhausted {
+        return Err(format!(
+            "with all 512 ids held, acquire must fail with kind exhausted, got {}",
+            describe(&refusal)
+        ));
+    }
+    Ok(Outcome::Passed)
+}
+
+async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    let node = harness.node().await;
+    if !node.deterministic() {
+        return skip("strategy is not deterministic");
+    }
+    let first = must_acquire(&node, options, "first acquire").await?;
+    let id = first.machine_id;
+    let _ = node.release(&first.lease, options.guard).await;
+    if options.capabilities.exclusive {
+        // The released ID is blocked for the guard, even for the same node.
+        sleep(options.guard + options.slack).await;
+    } else {
+        let again = must_acquire(&node, options, "acquire after release").await?;
+        if again.machine_id != id {
+            return Err(format!(
+                "deterministic strategy gave machine id {id}, then {} to the same node",
+                again.machine_id
+            ));
+        }
+    }
+    let other = harness.node().await;
+    let fresh = must_acquire(&other, options, "acquire by a new instance").await?;
+    if fresh.machine_id != id {
+        return Err(format!(
+            "deterministic strategy gave machine id {id}, then {} to a new instance for the \
+             same node",
+            fresh.machine_id
+        ));
+    }
+    Ok(Outcome::Passed)
+}

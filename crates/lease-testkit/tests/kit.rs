@@ -1,0 +1,292 @@
+//! The suite passes the reference strategy and catches each deliberate flaw.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use lease_core::{Grant, MachineId, Renewal, Strategy};
+use lease_testkit::memory::{Flaw, MemoryStore};
+use lease_testkit::{Capabilities, Check, Options, Outcome, Report};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn options() -> Options {
+    Options::new(HOUR)
+}
+
+/// The store itself as harness: `expire` is supported.
+async fn with_hooks(store: MemoryStore, options: &Options) -> Report {
+    lease_testkit::run(|| async { store.clone().with_capacity(512) }, options).await
+}
+
+/// A closure as harness: no `expire`, so the suite waits out TTLs.
+async fn without_hooks(store: MemoryStore, options: &Options) -> Report {
+    lease_testkit::run(
+        || {
+            let store = store.clone().with_capacity(512);
+            async move {
+                move || {
+                    let store = store.clone();
+                    async move { store.strategy() }
+                }
+            }
+        },
+        options,
+    )
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn reference_strategy_passes_every_check_with_hooks() {
+    let report = with_hooks(MemoryStore::new(), &options()).await;
+    report.assert_passed();
+    assert_eq!(report.strategy, "memory");
+    for (check, outcome) in &report.results {
+        let expected = if *check == Check::Deterministic {
+            matches!(outcome, Outcome::Skipped(_))
+        } else {
+            *outcome == Outcome::Passed
+        };
+        assert!(expected, "{check}: {outcome:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reference_strategy_passes_every_check_without_hooks() {
+    let started = tokio::time::Instant::now();
+    let report = without_hooks(MemoryStore::new(), &options()).await;
+    report.assert_passed();
+    assert_eq!(report.failed(), []);
+    assert_eq!(
+        report.outcome(Check::LostAfterTakeover),
+        Some(&Outcome::Passed)
+    );
+    // Waiting out the TTL is what replaced `expire`.
+    assert!(started.elapsed() > HOUR);
+}
+
+#[tokio::test(start_paused = true)]
+async fn conformance_returns_the_report_when_all_pass() {
+    let report = lease_testkit::conformance(|| async { MemoryStore::new() }, &options()).await;
+    assert_eq!(report.results.len(), Check::ALL.len());
+}
+
+async fn assert_caught(flaw: Flaw, check: Check, hooks: bool) {
+    let store = MemoryStore::new().with_flaw(flaw);
+    let report = if hooks {
+        with_hooks(store, &options()).await
+    } else {
+        without_hooks(store, &options()).await
+    };
+    assert!(
+        report.failed().contains(&check),
+        "{flaw:?} not caught by {check} (hooks: {hooks}):\n{report}"
+    );
+    assert!(report.to_string().contains(&format!("FAILED  {check}")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn racy_acquire_is_caught() {
+    assert_caught(Flaw::RacyAcquire, Check::DistinctIds, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn renew_ignoring_the_token_is_caught() {
+    assert_caught(Flaw::RenewIgnoresToken, Check::LostAfterTakeover, true).await;
+    assert_caught(Flaw::RenewIgnoresToken, Check::LostAfterTakeover, false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn renew_rotating_the_token_is_caught() {
+    assert_caught(Flaw::RenewRotatesToken, Check::RenewIsIdempotent, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_reported_as_retry_is_caught() {
+    assert_caught(Flaw::LostAsRetry, Check::LostAfterTakeover, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_freeing_at_once_is_caught() {
+    assert_caught(Flaw::ReleaseFreesAtOnce, Check::ReleaseGuard, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_ignoring_the_token_is_caught() {
+    assert_caught(Flaw::ReleaseIgnoresToken, Check::LostAfterTakeover, true).await;
+    assert_caught(Flaw::ReleaseIgnoresToken, Check::LostAfterTakeover, false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ttl_flaws_are_caught() {
+    assert_caught(Flaw::OverGrantsTtl, Check::TtlHonoured, true).await;
+    assert_caught(Flaw::ExpiresEarly, Check::TtlHonoured, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn missing_exhausted_is_caught() {
+    assert_caught(Flaw::NoExhausted, Check::Exhausted, true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn capped_ttl_needs_a_lower_min_ttl() {
+    let capped = || async { MemoryStore::new().with_max_ttl(HOUR / 3) };
+    let report = lease_testkit::run(capped, &options()).await;
+    assert_eq!(report.failed(), [Check::TtlHonoured], "{report}");
+    lease_testkit::conformance(capped, &options().with_min_ttl(HOUR / 3)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_store_fails_the_fill_checks_unless_declared_partial() {
+    let small = || async { MemoryStore::new().with_capacity(64) };
+    let report = lease_testkit::run(small, &options()).await;
+    let failed = report.failed();
+    assert!(failed.contains(&Check::Exhausted), "{report}");
+    assert!(failed.contains(&Check::ReleaseGuard), "{report}");
+
+    let partial = options().with_capabilities(Capabilities::DYNAMIC_PARTIAL);
+    let report = lease_testkit::conformance(small, &partial).await;
+    assert!(matches!(
+        report.outcome(Check::Exhausted),
+        Some(Outcome::Skipped(_))
+    ));
+    assert_eq!(
+        report.outcome(Check::LostAfterTakeover),
+        Some(&Outcome::Passed)
+    );
+}
+
+/// A static strategy: always the ID it was built with. `drift` makes every acquire move on.
+struct Fixed {
+    id: u16,
+    drift: Option<&'static AtomicU16>,
+}
+
+impl Strategy for Fixed {
+    type Lease = MachineId;
+    type Error = core::convert::Infallible;
+
+    async fn acquire(&self, requested: Duration) -> Result<Grant<MachineId>, Self::Error> {
+        let id = self.id + self.drift.map_or(0, |d| d.fetch_add(1, Ordering::Relaxed));
+        let id = MachineId::new(id).unwrap();
+        Ok(Grant::new(id, id, requested))
+    }
+    async fn renew(
+        &self,
+        id: &MachineId,
+        requested: Duration,
+    ) -> Result<Renewal<MachineId>, Self::Error> {
+        Ok(Renewal::new(*id, requested))
+    }
+    async fn release(&self, _: &MachineId, _: Duration) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn deterministic(&self) -> bool {
+        true
+    }
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_strategies_run_the_relevant_checks() {
+    let options = Options::new(Duration::from_secs(60)).with_capabilities(Capabilities::STATIC);
+    let report = lease_testkit::conformance(
+        || async { || async { Fixed { id: 7, drift: None } } },
+        &options,
+    )
+    .await;
+    for check in [
+        Check::RenewKeepsId,
+        Check::RenewIsIdempotent,
+        Check::TtlHonoured,
+        Check::Deterministic,
+    ] {
+        assert_eq!(report.outcome(check), Some(&Outcome::Passed), "{check}");
+    }
+    for check in [
+        Check::DistinctIds,
+        Check::LostAfterTakeover,
+        Check::ReleaseGuard,
+        Check::Exhausted,
+    ] {
+        assert!(
+            matches!(report.outcome(check), Some(Outcome::Skipped(_))),
+            "{check}"
+        );
+    }
+
+    static DRIFT: AtomicU16 = AtomicU16::new(0);
+    let report = lease_testkit::run(
+        || async {
+            || async {
+                Fixed {
+                    id: 7,
+                    drift: Some(&DRIFT),
+                }
+            }
+        },
+        &options,
+    )
+    .await;
+    assert_eq!(report.failed(), [Check::Deterministic], "{report}");
+}
+
+#[tokio::test]
+#[should_panic(expected = "guard must be positive")]
+async fn invalid_options_are_rejected() {
+    let options = options().with_guard(Duration::ZERO);
+    lease_testkit::run(|| async { MemoryStore::new() }, &options).await;
+}
+
+#[test]
+fn options_validation_names_the_setting() {
+    assert!(options().validate().is_ok());
+    let err = options().with_guard(HOUR).validate().unwrap_err();
+    assert!(err.contains("guard"), "{err}");
+    let err = options().with_concurrency(0).validate().unwrap_err();
+    assert!(err.contains("concurrency"), "{err}");
+    let err = options().with_min_ttl(2 * HOUR).validate().unwrap_err();
+    assert!(err.contains("min_ttl"), "{err}");
+}
+
+/// The generated tests, on real time with short leases.
+mod generated {
+    use lease_testkit::{Options, memory::MemoryStore};
+    use std::time::Duration;
+
+    lease_testkit::conformance_tests!(
+        || async { MemoryStore::new() },
+        Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20))
+    );
+}
+
+/// A generated test fails when its check fails (`run_test` is what each generated test calls).
+mod generated_flawed {
+    use lease_testkit::{
+        Options,
+        memory::{Flaw, MemoryStore},
+    };
+    use std::time::Duration;
+
+    fn renew_rotating_the_token() -> lease_testkit::memory::MemoryStore {
+        MemoryStore::new().with_flaw(Flaw::RenewRotatesToken)
+    }
+
+    #[test]
+    fn generated_test_panics_on_failure() {
+        let options =
+            Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20));
+        let check = |check| {
+            std::panic::catch_unwind(|| {
+                lease_testkit::__private::run_test(
+                    check,
+                    || async { renew_rotating_the_token() },
+                    &options,
+                );
+            })
+        };
+        assert!(check(lease_testkit::Check::RenewIsIdempotent).is_err());
+        assert!(check(lease_testkit::Check::Exhausted).is_ok());
+    }
+}

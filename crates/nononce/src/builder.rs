@@ -1,0 +1,270 @@
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::{LeaseConfig, LeaseManager, LeaseState, LossReason, MachineId, Strategy};
+use nonce_core::{BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig};
+use zeroize::Zeroizing;
+
+use crate::Error;
+
+/// An owned factory configuration: epoch, keys, ciphers. Keys are zeroized on drop and never
+/// printed.
+#[derive(Clone, Default)]
+pub struct FactoryOptions {
+    epoch_ms: Option<u64>,
+    base_key: Option<Zeroizing<Vec<u8>>>,
+    key64: Option<Zeroizing<Vec<u8>>>,
+    key96: Option<Zeroizing<Vec<u8>>>,
+    key128: Option<Zeroizing<Vec<u8>>>,
+    cipher64: Cipher64,
+    cipher96: Cipher96,
+    cipher128: Cipher128,
+}
+
+impl fmt::Debug for FactoryOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FactoryOptions")
+            .field("epoch_ms", &self.epoch_ms)
+            .field("base_key", &self.base_key.as_ref().map(|_| "<redacted>"))
+            .field("cipher64", &self.cipher64)
+            .field("cipher96", &self.cipher96)
+            .field("cipher128", &self.cipher128)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FactoryOptions {
+    /// Default epoch (2025-01-01), no keys, default ciphers.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the epoch in Unix milliseconds.
+    #[must_use]
+    pub fn epoch_ms(mut self, epoch_ms: u64) -> Self {
+        self.epoch_ms = Some(epoch_ms);
+        self
+    }
+
+    /// Sets the base key (at least 32 bytes) from which per-size keys are derived.
+    #[must_use]
+    pub fn base_key(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.base_key = Some(Zeroizing::new(key.into()));
+        self
+    }
+
+    /// Sets an explicit 64-bit key.
+    #[must_use]
+    pub fn key64(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.key64 = Some(Zeroizing::new(key.into()));
+        self
+    }
+
+    /// Sets an explicit 96-bit key.
+    #[must_use]
+    pub fn key96(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.key96 = Some(Zeroizing::new(key.into()));
+        self
+    }
+
+    /// Sets an explicit 128-bit key.
+    #[must_use]
+    pub fn key128(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.key128 = Some(Zeroizing::new(key.into()));
+        self
+    }
+
+    /// Chooses the 64-bit cipher.
+    #[must_use]
+    pub const fn cipher64(mut self, cipher: Cipher64) -> Self {
+        self.cipher64 = cipher;
+        self
+    }
+
+    /// Chooses the 96-bit cipher.
+    #[must_use]
+    pub const fn cipher96(mut self, cipher: Cipher96) -> Self {
+        self.cipher96 = cipher;
+        self
+    }
+
+    /// Chooses the 128-bit cipher.
+    #[must_use]
+    pub const fn cipher128(mut self, cipher: Cipher128) -> Self {
+        self.cipher128 = cipher;
+        self
+    }
+
+    /// Builds a disabled factory on `clock`.
+    ///
+    /// # Errors
+    /// When a key, cipher or the epoch is invalid.
+    pub fn build(&self, clock: BootClock) -> Result<Factory<BootClock>, nonce_core::ConfigError> {
+        let mut config = FactoryConfig::new()
+            .cipher64(self.cipher64)
+            .cipher96(self.cipher96)
+            .cipher128(self.cipher128);
+        if let Some(epoch) = self.epoch_ms {
+            config = config.epoch_ms(epoch);
+        }
+        if let Some(k) = &self.base_key {
+            config = config.base_key(k);
+        }
+        if let Some(k) = &self.key64 {
+            config = config.key64(k);
+        }
+        if let Some(k) = &self.key96 {
+            config = config.key96(k);
+        }
+        if let Some(k) = &self.key128 {
+            config = config.key128(k);
+        }
+        Factory::new(clock, config)
+    }
+}
+
+type LostCallback = Box<dyn Fn(&LossReason) + Send + Sync>;
+
+/// Sets up leasing and factories; [`start`](Builder::start) blocks until the first lease is
+/// held, like the reference's supervision tree.
+pub struct Builder<S: Strategy> {
+    strategy: S,
+    config: LeaseConfig,
+    factories: Vec<(String, FactoryOptions)>,
+    on_lease_lost: Option<LostCallback>,
+}
+
+impl<S: Strategy + 'static> Builder<S> {
+    /// Adds a named factory. Several may coexist (separate purposes, epochs or keys); all share
+    /// the lease's machine ID.
+    #[must_use]
+    pub fn factory(mut self, name: impl Into<String>, options: FactoryOptions) -> Self {
+        self.factories.push((name.into(), options));
+        self
+    }
+
+    /// How long each lease is asked for (default 8 h).
+    #[must_use]
+    pub const fn lease_duration(mut self, duration: Duration) -> Self {
+        self.config = self.config.with_lease_duration(duration);
+        self
+    }
+
+    /// The longest time between renewals (default 30 min).
+    #[must_use]
+    pub const fn renew_interval(mut self, interval: Duration) -> Self {
+        self.config = self.config.with_renew_interval(interval);
+        self
+    }
+
+    /// How long `start` may wait for the first lease (default 60 s; `None`: forever).
+    #[must_use]
+    pub const fn acquire_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config = self.config.with_acquire_timeout(timeout);
+        self
+    }
+
+    /// Replaces the whole lease timing (margins, minimum TTL, backoff).
+    #[must_use]
+    pub const fn lease_config(mut self, config: LeaseConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Called after the factories are disabled whenever the lease is lost.
+    #[must_use]
+    pub fn on_lease_lost(mut self, callback: impl Fn(&LossReason) + Send + Sync + 'static) -> Self {
+        self.on_lease_lost = Some(Box::new(callback));
+        self
+    }
+
+    /// Builds the factories, acquires the first lease and enables them.
+    ///
+    /// # Errors
+    /// [`Error`] when a factory is misconfigured or no lease could be acquired in time.
+    pub async fn start(self) -> Result<Nononce<S>, Error> {
+        if self.factories.is_empty() {
+            return Err(Error::NoFactory);
+        }
+        let clock = BootClock::new();
+        let mut factories: Vec<(String, Arc<Factory<BootClock>>)> = Vec::new();
+        for (name, options) in &self.factories {
+            if factories.iter().any(|(n, _)| n == name) {
+                return Err(Error::DuplicateFactory(name.clone()));
+            }
+            let factory = options.build(clock).map_err(|source| Error::Factory {
+                name: name.clone(),
+                source,
+            })?;
+            factories.push((name.clone(), Arc::new(factory)));
+        }
+        let mut builder = LeaseManager::builder(self.strategy)
+            .config(self.config)
+            .clock(clock);
+        for (_, factory) in &factories {
+            builder = builder.target(factory.clone());
+        }
+        if let Some(callback) = self.on_lease_lost {
+            builder = builder.on_lease_lost(callback);
+        }
+        let manager = builder.start().await?;
+        Ok(Nononce { manager, factories })
+    }
+}
+
+/// Running factories under a held machine-ID lease.
+///
+/// Generate with [`factory`](Nononce::factory) (or [`Factory::handle`] per thread); the
+/// factories stop by themselves the moment the lease can no longer be proven.
+pub struct Nononce<S: Strategy> {
+    manager: LeaseManager<S>,
+    factories: Vec<(String, Arc<Factory<BootClock>>)>,
+}
+
+impl<S: Strategy + 'static> Nononce<S> {
+    /// Starts configuring nononce with a lease strategy.
+    pub fn builder(strategy: S) -> Builder<S> {
+        Builder {
+            strategy,
+            config: LeaseConfig::default(),
+            factories: Vec::new(),
+            on_lease_lost: None,
+        }
+    }
+
+    /// The factory named `name`.
+    pub fn factory(&self, name: &str) -> Option<&Arc<Factory<BootClock>>> {
+        self.factories
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| f)
+    }
+
+    /// Every factory with its name, in the order added.
+    pub fn factories(&self) -> impl Iterator<Item = (&str, &Arc<Factory<BootClock>>)> {
+        self.factories.iter().map(|(n, f)| (n.as_str(), f))
+    }
+
+    /// The machine ID while the lease is held.
+    pub fn machine_id(&self) -> Option<MachineId> {
+        self.manager.machine_id()
+    }
+
+    /// The lease state.
+    pub fn lease_state(&self) -> LeaseState {
+        self.manager.state()
+    }
+
+    /// Tells the manager this node must stop using its ID now (for example, a conflict was
+    /// detected): factories are disabled and, for dynamic strategies, a new ID is acquired.
+    pub fn lease_lost(&self, reason: impl Into<String>) {
+        self.manager.lease_lost(reason);
+    }
+
+    /// Disables the factories, then releases the lease.
+    pub async fn shutdown(self) {
+        self.manager.shutdown().await;
+    }
+}

@@ -1,0 +1,23 @@
+/// Why nononce could not start. Nothing was generated and no lease is held when this is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A factory's configuration is invalid (key length, epoch, cipher).
+    #[error("factory `{name}` is misconfigured")]
+    Factory {
+        /// The factory's name.
+        name: String,
+        /// What is wrong.
+        #[source]
+        source: nonce_core::ConfigError,
+    },
+    /// Two factories were given the same name.
+    #[error("factory name `{0}` is used twice: give each factory its own name")]
+    DuplicateFactory(String),
+    /// No factory was configured.
+    #[error("no factory configured: add one with `Builder::factory`")]
+    NoFactory,
+    /// The lease manager could not start (invalid timing, or no lease in time).
+    #[error("could not start the machine-id lease")]
+    Lease(#[from] lease_core::StartError),
+}

@@ -1,0 +1,26 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod builder;
+mod error;
+
+pub use builder::{Builder, FactoryOptions, Nononce};
+pub use error::Error;
+
+/// The lease layer: the `Strategy` trait, lease configuration and state.
+pub use lease_core as lease;
+/// Nonce generation: factories, nonce types, ciphers, clocks.
+pub use nonce_core as nonce;
+
+pub use lease_core::{LeaseConfig, LeaseState, LossReason, Strategy};
+pub use nonce_core::{
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, Nonce, Nonce64,
+    Nonce96, Nonce128,
+};
+
+/// The names most programs need.
+pub mod prelude {
+    pub use crate::{Base, Builder, FactoryOptions, Nonce64, Nonce96, Nonce128, Nononce, Strategy};
+}
