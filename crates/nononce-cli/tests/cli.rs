@@ -1,0 +1,215 @@
+//! The real `nononce` binary: round trips and every bad-input case.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+fn nononce() -> Command {
+    Command::cargo_bin("nononce").unwrap()
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = nononce()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).unwrap()
+}
+
+fn json(nonce: &str) -> serde_json::Value {
+    serde_json::from_str(&run_ok(&["decode", nonce, "--format", "json"])).unwrap()
+}
+
+#[test]
+fn gen_then_decode_round_trips_every_kind_and_size() {
+    for kind in ["counter", "sortable"] {
+        for bits in ["64", "96", "128"] {
+            let out = run_ok(&[
+                "gen",
+                "--kind",
+                kind,
+                "--bits",
+                bits,
+                "--machine-id",
+                "37",
+                "-n",
+                "5",
+            ]);
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), 5, "{kind} {bits}");
+            let mut uniq = lines.clone();
+            uniq.dedup();
+            assert_eq!(uniq.len(), 5);
+            for line in lines {
+                let d = json(line);
+                assert_eq!(d["bits"].to_string(), bits);
+                assert_eq!(d["machine_id"], 37);
+                assert!(d["unix_ms"].as_u64().unwrap() > 1_735_689_600_000);
+            }
+        }
+    }
+    let b64 = run_ok(&[
+        "gen",
+        "--bits",
+        "96",
+        "--machine-id",
+        "3",
+        "--format",
+        "base64url",
+    ]);
+    assert_eq!(b64.trim().len(), 16);
+    assert_eq!(json(b64.trim())["machine_id"], 3);
+    let int = run_ok(&["gen", "--machine-id", "3", "--format", "int"]);
+    assert!(int.trim().parse::<u64>().is_ok());
+}
+
+#[test]
+fn encrypted_gen_decrypts_to_this_machine() {
+    for (bits, extra) in [("64", "speck"), ("96", "speck"), ("128", "aes")] {
+        let flag = format!("--cipher{bits}");
+        let e = run_ok(&[
+            "gen",
+            "--kind",
+            "encrypted",
+            "--bits",
+            bits,
+            "--machine-id",
+            "44",
+            "--base-key-hex",
+            KEY,
+            &flag,
+            extra,
+        ]);
+        let d = run_ok(&["decrypt", e.trim(), "--base-key-hex", KEY, &flag, extra]);
+        assert_eq!(json(d.trim())["machine_id"], 44, "{bits}");
+    }
+}
+
+#[test]
+fn encrypt_decrypt_round_trip_and_known_answer() {
+    // AES-256 of the zero block under the key derived with salt `aes` (tests/data of nonce-core).
+    let e = run_ok(&[
+        "encrypt",
+        "00000000000000000000000000000000",
+        "--base-key-hex",
+        KEY,
+    ]);
+    let d = run_ok(&["decrypt", e.trim(), "--base-key-hex", KEY]);
+    assert_eq!(d.trim(), "00000000000000000000000000000000");
+    let known = include_str!("../../nonce-core/tests/data/known_answers.txt")
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "nonce 128 aes256 {KEY} 00000000000000000000000000000000 "
+            ))
+        })
+        .expect("vector present");
+    assert_eq!(e.trim(), known.split_whitespace().last().unwrap());
+    let e = run_ok(&[
+        "encrypt",
+        "0123456789abcdef",
+        "--base-key-hex",
+        KEY,
+        "--cipher64",
+        "des3",
+    ]);
+    assert_eq!(
+        run_ok(&[
+            "decrypt",
+            e.trim(),
+            "--base-key-hex",
+            KEY,
+            "--cipher64",
+            "des3"
+        ])
+        .trim(),
+        "0123456789abcdef"
+    );
+}
+
+#[test]
+fn decode_text_output() {
+    nononce()
+        .args(["decode", "0000000000402001"])
+        .assert()
+        .success()
+        .stdout("bits=64 timestamp_ms=1 unix_ms=1735689600001 machine_id=1 count=1\n");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_a_failure() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["decode", "xyz"], "malformed nonce"),
+        (
+            &["decode", "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"],
+            "malformed nonce",
+        ),
+        (
+            &["encrypt", "0011", "--base-key-hex", KEY],
+            "malformed nonce",
+        ),
+        (
+            &["encrypt", "0123456789abcdef", "--base-key-hex", "0011"],
+            "at least 32",
+        ),
+        (
+            &["encrypt", "0123456789abcdef", "--base-key-hex", "xyz"],
+            "not hex",
+        ),
+        (
+            &["encrypt", "0123456789abcdef00000001", "--base-key-hex", KEY],
+            "32 zero bits",
+        ),
+        (
+            &["gen", "--kind", "encrypted", "--machine-id", "1"],
+            "need a key",
+        ),
+        (&["gen", "--machine-id", "512"], "out of range"),
+        (&["gen"], "machine id"),
+    ];
+    for (args, message) in cases {
+        nononce()
+            .args(*args)
+            .assert()
+            .failure()
+            .stderr(
+                predicate::str::contains(*message).and(predicate::str::starts_with("nononce: ")),
+            )
+            .stderr(predicate::function(|s: &str| s.lines().count() == 1));
+    }
+    for args in [
+        &["gen", "--bits", "32"][..],
+        &[
+            "encrypt",
+            "00",
+            "--base-key-hex",
+            KEY,
+            "--cipher128",
+            "rot13",
+        ][..],
+    ] {
+        nononce()
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("use"));
+    }
+}
+
+#[test]
+fn help_has_examples() {
+    nononce()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples:"));
+    nononce()
+        .args(["gen", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples:"));
+}

@@ -1,0 +1,122 @@
+//! The builder wires factories to a lease: they follow it on, off and on again.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lease_testkit::memory::MemoryStore;
+use nononce::nonce::Error as NonceError;
+use nononce::prelude::*;
+use nononce::{Cipher128, Error, LeaseConfig};
+
+fn quick_config() -> LeaseConfig {
+    LeaseConfig::default()
+        .with_lease_duration(Duration::from_secs(4))
+        .with_renew_interval(Duration::from_secs(1))
+        .with_min_ttl(Duration::from_secs(2))
+        .with_margin(Duration::from_millis(500))
+        .with_acquire_timeout(Some(Duration::from_secs(5)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_generate_lose_and_recover_shutdown() {
+    let store = MemoryStore::new();
+    let losses = Arc::new(Mutex::new(Vec::new()));
+    let seen = losses.clone();
+    let nonces = Nononce::builder(store.strategy())
+        .factory("ids", FactoryOptions::new())
+        .factory(
+            "ivs",
+            FactoryOptions::new()
+                .base_key(vec![1u8; 32])
+                .cipher128(Cipher128::Speck),
+        )
+        .lease_config(quick_config())
+        .on_lease_lost(move |reason| seen.lock().unwrap().push(reason.to_string()))
+        .start()
+        .await
+        .unwrap();
+    let id = nonces.machine_id().expect("lease held after start");
+    let ids = nonces.factory("ids").unwrap();
+    let ivs = nonces.factory("ivs").unwrap();
+    assert_eq!(
+        ids.counter64().unwrap().decode(ids.epoch_ms()).machine_id,
+        id.get()
+    );
+    let iv = ivs.encrypted128(Base::Counter).unwrap();
+    assert_eq!(
+        ivs.decrypt128(iv)
+            .unwrap()
+            .decode(ivs.epoch_ms())
+            .machine_id,
+        id.get()
+    );
+    assert_eq!(nonces.factories().count(), 2);
+
+    // An outside signal (a conflict guard, say): factories stop, the callback runs, and a new
+    // lease brings them back.
+    nonces.lease_lost("duplicate machine id seen on a peer");
+    let mut recovered = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !losses.lock().unwrap().is_empty() && ids.counter64().is_ok() {
+            recovered = true;
+            break;
+        }
+    }
+    assert!(recovered, "factories re-enabled under a new lease");
+    assert!(losses.lock().unwrap()[0].contains("duplicate machine id"));
+
+    let (ids, ivs) = (ids.clone(), ivs.clone());
+    nonces.shutdown().await;
+    assert_eq!(ids.counter64(), Err(NonceError::Disabled));
+    assert_eq!(ivs.sortable128(), Err(NonceError::Disabled));
+}
+
+#[tokio::test]
+async fn configuration_errors_are_reported_before_any_lease() {
+    let store = MemoryStore::new();
+    let err = Nononce::builder(store.strategy())
+        .start()
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::NoFactory), "{err}");
+    let err = Nononce::builder(store.strategy())
+        .factory("a", FactoryOptions::new())
+        .factory("a", FactoryOptions::new())
+        .start()
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, Error::DuplicateFactory(ref n) if n == "a"),
+        "{err}"
+    );
+    let err = Nononce::builder(store.strategy())
+        .factory("short", FactoryOptions::new().base_key(vec![0u8; 8]))
+        .start()
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("short"), "{err}");
+    assert_eq!(store.held(), 0);
+}
+
+#[tokio::test]
+async fn no_lease_in_time_fails_start() {
+    let store = MemoryStore::new().with_capacity(1);
+    let _holder = Nononce::builder(store.strategy())
+        .factory("a", FactoryOptions::new())
+        .lease_config(quick_config())
+        .start()
+        .await
+        .unwrap();
+    let err = Nononce::builder(store.strategy())
+        .factory("b", FactoryOptions::new())
+        .lease_config(quick_config().with_acquire_timeout(Some(Duration::from_millis(400))))
+        .start()
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Lease(_)), "{err}");
+}
