@@ -90,8 +90,11 @@ struct GenArgs {
     #[arg(long, value_enum, default_value_t = Format::Hex)]
     format: Format,
     /// Use this machine ID without a lease; you guarantee no other node uses it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "store")]
     machine_id: Option<u16>,
+    /// Where machine-ID leases live: env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...
+    #[arg(long)]
+    store: Option<String>,
     /// Base key (hex, at least 32 bytes) for encrypted nonces.
     #[arg(long)]
     base_key_hex: Option<String>,
@@ -193,19 +196,46 @@ fn generate(args: &GenArgs) -> Result<(), String> {
             "encrypted nonces need a key: pass --base-key-hex with at least 32 bytes".into(),
         );
     }
-    let Some(machine_id) = args.machine_id else {
-        return Err(
-            "no machine id: pass --machine-id N (0..=511) for a node you know is alone on it"
-                .into(),
-        );
+    let options = options(&args.ciphers, key, args.epoch_ms);
+    if let Some(machine_id) = args.machine_id {
+        let factory = options.build(BootClock::new()).map_err(|e| e.to_string())?;
+        factory
+            .enable(machine_id, NO_DEADLINE)
+            .map_err(|e| e.to_string())?;
+        return print_nonces(&factory, args);
+    }
+    let Some(url) = args.store.as_deref() else {
+        return Err("no machine id: pass --store URL to lease one, or --machine-id N (0..=511) for a node you know is alone on it".into());
     };
-    let factory = options(&args.ciphers, key, args.epoch_ms)
-        .build(BootClock::new())
-        .map_err(|e| e.to_string())?;
-    factory
-        .enable(machine_id, NO_DEADLINE)
-        .map_err(|e| e.to_string())?;
-    print_nonces(&factory, args)
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let strategy = crate::store::open(url)?;
+        let nonces = nononce::Nononce::builder(strategy)
+            .factory("gen", options)
+            .acquire_timeout(Some(std::time::Duration::from_secs(15)))
+            .start()
+            .await
+            .map_err(|e| chain(&e))?;
+        let factory = nonces.factory("gen").expect("configured above").clone();
+        let printed = print_nonces(&factory, args);
+        nonces.shutdown().await;
+        printed
+    })
+}
+
+/// An error and its sources on one line.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 fn print_nonces(factory: &Factory<BootClock>, args: &GenArgs) -> Result<(), String> {

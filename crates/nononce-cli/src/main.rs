@@ -2,6 +2,7 @@
 
 mod cli;
 mod codec;
+mod store;
 
 use std::process::ExitCode;
 

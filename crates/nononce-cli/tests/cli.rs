@@ -213,3 +213,34 @@ fn help_has_examples() {
         .success()
         .stdout(predicate::str::contains("Examples:"));
 }
+
+#[test]
+fn gen_leases_through_static_stores() {
+    let out = nononce()
+        .args(["gen", "--store", "env:NONONCE_TEST_POD", "-n", "3"])
+        .env("NONONCE_TEST_POD", "nonce-worker-12")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    for line in String::from_utf8(out).unwrap().lines() {
+        assert_eq!(json(line)["machine_id"], 12);
+    }
+    nononce()
+        .args(["gen", "--store", "env:NONONCE_TEST_POD"])
+        .env_remove("NONONCE_TEST_POD")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is not set"));
+    nononce()
+        .args(["gen", "--store", "hosts:no-such-host.invalid"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("node list"));
+    nononce()
+        .args(["gen", "--store", "ftp://example"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("unknown store"));
+}

@@ -14,7 +14,17 @@ pub use lease_core as lease;
 /// Nonce generation: factories, nonce types, ciphers, clocks.
 pub use nonce_core as nonce;
 
-pub use lease_core::{LeaseConfig, LeaseState, LossReason, Strategy};
+/// Machine IDs from a StatefulSet pod ordinal (an environment variable's trailing digits).
+#[cfg(feature = "statefulset")]
+#[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
+pub use lease_static::statefulset;
+
+/// Machine IDs from this host's place in a shared node list.
+#[cfg(feature = "hosts")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hosts")))]
+pub use lease_static::hosts;
+
+pub use lease_core::{BoxStrategy, LeaseConfig, LeaseState, LossReason, Strategy};
 pub use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, Nonce, Nonce64,
     Nonce96, Nonce128,
