@@ -1,0 +1,19 @@
+//! Nonces without leasing: `nonce-core` directly, when you guarantee the machine ID yourself.
+//!
+//! `cargo run -p nononce --example direct`
+
+use nononce::nonce::{Clock, NO_DEADLINE};
+use nononce::{Base, BootClock, FactoryOptions};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let clock = BootClock::new();
+    let factory = FactoryOptions::new().base_key(vec![42u8; 32]).build(clock)?;
+    // Machine ID 5, valid until told otherwise: only safe if no other node can use 5.
+    factory.enable(5, NO_DEADLINE)?;
+    let handle = factory.handle(); // one per thread
+    println!("{}", handle.counter64()?);
+    println!("{}", handle.encrypted128()?);
+    println!("{}", factory.encrypted64(Base::Sortable)?);
+    println!("now: {} ms", clock.now_ms());
+    Ok(())
+}
