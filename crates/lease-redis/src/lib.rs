@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod error;
+mod options;
+mod strategy;
+mod wire;
+
+pub use error::RedisLeaseError;
+pub use options::{AmnesiaGuard, RedisOptions};
+pub use redis;
+pub use strategy::{RedisLease, RedisStrategy};

@@ -1,0 +1,296 @@
+//! Shared test helpers: server URLs, unique keys with cleanup, and servers of a test's own.
+#![allow(dead_code, reason = "each test file uses a different subset")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lease_redis::redis::{self, aio::MultiplexedConnection};
+use lease_redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
+
+/// A server under test: a name for messages and its URL.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub name: &'static str,
+    pub url: String,
+}
+
+fn env_or(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
+pub fn valkey() -> Server {
+    Server {
+        name: "valkey 9",
+        url: env_or("NONONCE_TEST_VALKEY_URL", "redis://127.0.0.1:6390"),
+    }
+}
+
+pub fn redis8() -> Server {
+    Server {
+        name: "redis 8",
+        url: env_or("NONONCE_TEST_REDIS8_URL", "redis://127.0.0.1:6391"),
+    }
+}
+
+pub fn redis7() -> Server {
+    Server {
+        name: "redis 7",
+        url: env_or("NONONCE_TEST_REDIS7_URL", "redis://127.0.0.1:6379"),
+    }
+}
+
+/// The servers with HSETEX every protocol test runs on.
+pub fn servers() -> [Server; 2] {
+    [valkey(), redis8()]
+}
+
+/// A plain connection for direct commands; panics (a test failure, never a skip) if the
+/// server does not answer.
+pub async fn raw(server: &Server) -> MultiplexedConnection {
+    let client = redis::Client::open(server.url.as_str()).expect("valid test url");
+    let connect = client.get_multiplexed_async_connection();
+    let mut connection = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(e)) => panic!(
+            "{} does not answer at {} ({e}): run `cargo xtask test`, which starts it",
+            server.name, server.url
+        ),
+        Err(_) => panic!(
+            "{} does not answer at {} within 5 s: run `cargo xtask test`, which starts it",
+            server.name, server.url
+        ),
+    };
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut connection)
+        .await
+        .unwrap_or_else(|e| panic!("{} at {}: PING failed: {e}", server.name, server.url));
+    assert_eq!(pong, "PONG");
+    connection
+}
+
+/// A unique hash key, deleted when dropped.
+pub struct Key {
+    pub name: String,
+    url: String,
+}
+
+impl Key {
+    pub fn new(server: &Server) -> Self {
+        Self {
+            name: format!("nononce_test_{:016x}", rand::random::<u64>()),
+            url: server.url.clone(),
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if let Ok(client) = redis::Client::open(self.url.as_str())
+            && let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_secs(2))
+        {
+            let _: Result<i64, _> = redis::cmd("DEL").arg(&self.name).query(&mut connection);
+        }
+    }
+}
+
+/// Options for protocol tests: the given key, amnesia guard off (tested on its own).
+pub fn options(key: &Key) -> RedisOptions {
+    RedisOptions::new()
+        .key(key.name.clone())
+        .amnesia_guard(AmnesiaGuard::Off)
+}
+
+/// A strategy on `server` using `key`, with the amnesia guard off.
+pub async fn strategy(server: &Server, key: &Key) -> RedisStrategy {
+    // Fail clearly if the server is not there.
+    drop(raw(server).await);
+    RedisStrategy::connect(&server.url, options(key))
+        .await
+        .expect("connect")
+}
+
+/// Writes ID fields `ids` as held by a foreign owner (no TTL; the key is deleted at the end).
+pub async fn occupy(
+    connection: &mut MultiplexedConnection,
+    key: &Key,
+    ids: impl Iterator<Item = u16>,
+) {
+    let mut cmd = redis::cmd("HSET");
+    cmd.arg(&key.name);
+    let mut any = false;
+    for id in ids {
+        cmd.arg(id.to_string()).arg("foreign-token");
+        any = true;
+    }
+    if any {
+        let _: i64 = cmd.query_async(connection).await.expect("HSET");
+    }
+}
+
+/// Remaining TTL of one hash field in ms (-2: no field, -1: no TTL).
+pub async fn hpttl(connection: &mut MultiplexedConnection, key: &Key, field: &str) -> i64 {
+    let ttls: Vec<i64> = redis::cmd("HPTTL")
+        .arg(&key.name)
+        .arg("FIELDS")
+        .arg(1)
+        .arg(field)
+        .query_async(connection)
+        .await
+        .expect("HPTTL");
+    ttls[0]
+}
+
+pub async fn hget(
+    connection: &mut MultiplexedConnection,
+    key: &Key,
+    field: &str,
+) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(&key.name)
+        .arg(field)
+        .query_async(connection)
+        .await
+        .expect("HGET")
+}
+
+/// A port nothing listens on (bound and released).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// Which server binary a test starts itself.
+#[derive(Debug, Clone, Copy)]
+pub enum Binary {
+    Valkey,
+    Redis8,
+}
+
+impl Binary {
+    fn path(self) -> PathBuf {
+        let (var, name) = match self {
+            Self::Valkey => ("NONONCE_TEST_VALKEY_BIN", "valkey-server"),
+            Self::Redis8 => ("NONONCE_TEST_REDIS8_BIN", "redis-server"),
+        };
+        if let Ok(path) = std::env::var(var) {
+            return PathBuf::from(path);
+        }
+        let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.services/py");
+        find_file(&py, name).unwrap_or_else(|| {
+            panic!(
+                "{name} not found: set {var} or run `cargo xtask test`, which installs it under {}",
+                py.display()
+            )
+        })
+    }
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    if let Some(entry) = entries
+        .iter()
+        .find(|e| e.path().is_file() && e.file_name() == name)
+    {
+        return Some(entry.path());
+    }
+    entries
+        .iter()
+        .filter(|e| e.path().is_dir())
+        .find_map(|e| find_file(&e.path(), name))
+}
+
+/// A server process of this test's own (persistence off), stopped on drop.
+pub struct OwnServer {
+    pub binary: Binary,
+    pub port: u16,
+    extra: Vec<String>,
+    child: Option<Child>,
+    dir: Option<PathBuf>,
+}
+
+impl OwnServer {
+    pub fn start(binary: Binary, extra: &[&str]) -> Self {
+        let mut server = Self {
+            binary,
+            port: free_port(),
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+            dir: None,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn server(&self) -> Server {
+        Server {
+            name: "own server",
+            url: format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    fn spawn(&mut self) {
+        // A directory of its own: nothing to load at start, nothing shared with other servers.
+        let dir = std::env::temp_dir().join(format!(
+            "nononce-test-{}-{:x}",
+            self.port,
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).expect("server directory");
+        let child = Command::new(self.binary.path())
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(&self.extra)
+            .arg("--dir")
+            .arg(&dir)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start own server");
+        self.child = Some(child);
+        self.dir = Some(dir);
+        let started = Instant::now();
+        loop {
+            if let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+                && let Ok(mut connection) =
+                    client.get_connection_with_timeout(Duration::from_millis(200))
+                && redis::cmd("PING").query::<String>(&mut connection).is_ok()
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "own {:?} server did not answer on port {} within 20 s",
+                self.binary,
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the process (nothing is persisted).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    /// Kills and starts it again on the same port: an empty server.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,262 @@
+//! Faults with real servers: a restart that forgets every lease (the amnesia guard), and the
+//! lease manager handing an ID from one node to the next without overlap.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Binary, Key, OwnServer, occupy, options, raw};
+use lease_core::{ErrorKind, LeaseConfig, LeaseError, LeaseManager, LeaseTarget, Strategy};
+use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
+use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
+
+/// Lease timing in seconds instead of hours.
+fn short_config() -> LeaseConfig {
+    LeaseConfig::default()
+        .with_lease_duration(Duration::from_secs(6))
+        .with_renew_interval(Duration::from_secs(2))
+        .with_min_ttl(Duration::from_secs(3))
+        .with_margin(Duration::from_secs(1))
+        .with_acquire_timeout(Some(Duration::from_secs(30)))
+}
+
+#[tokio::test]
+async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
+    let max_lease = Duration::from_secs(3);
+    let mut own = OwnServer::start(Binary::Valkey, &[]);
+    let server = own.server();
+    let key = Key::new(&server);
+    let guarded = || {
+        options(&key)
+            .amnesia_guard(AmnesiaGuard::HoldOff)
+            .max_lease_duration(max_lease)
+    };
+
+    // A server up for less than the longest lease may have forgotten some: hold off.
+    let node_a = RedisStrategy::connect(&server.url, guarded())
+        .await
+        .unwrap();
+    let error = node_a.acquire(max_lease).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+    assert!(
+        matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("up for only"), "{error}");
+
+    tokio::time::sleep(max_lease + Duration::from_millis(1300)).await;
+    let held = node_a.acquire(max_lease).await.unwrap();
+
+    own.restart();
+    let restarted = Instant::now();
+
+    // The holder's next renewal: uncertain while the connection is re-made, then lost.
+    let mut renewal = node_a.renew(&held.lease, max_lease).await;
+    while matches!(&renewal, Err(e) if e.kind() == ErrorKind::Retry)
+        && restarted.elapsed() < Duration::from_secs(2)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        renewal = node_a.renew(&held.lease, max_lease).await;
+    }
+    let error = renewal.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Lost, "{error}");
+
+    // A new node is held off by the server's uptime; the old one also by the run id change.
+    let node_b = RedisStrategy::connect(&server.url, guarded())
+        .await
+        .unwrap();
+    let error = node_b.acquire(max_lease).await.unwrap_err();
+    assert!(
+        matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
+        "{error}"
+    );
+    let error = node_a.acquire(max_lease).await.unwrap_err();
+    assert!(
+        matches!(error, RedisLeaseError::ServerChanged { .. }),
+        "{error}"
+    );
+
+    // Once every lease the old server could have granted has run out, acquisition resumes.
+    while restarted.elapsed() < max_lease - Duration::from_millis(300) {
+        let result = node_b.acquire(max_lease).await;
+        let error = result.expect_err("acquired inside the amnesia window");
+        assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    node_b.acquire(max_lease).await.unwrap();
+    node_a.acquire(max_lease).await.unwrap();
+}
+
+/// A nonce factory target that also records when it was switched on and off.
+struct Recorded {
+    factory: Factory<BootClock>,
+    clock: BootClock,
+    /// (enabled at, deadline) per enable, and disable times.
+    enables: Mutex<Vec<(u64, u64)>>,
+    disables: Mutex<Vec<u64>>,
+}
+
+impl Recorded {
+    fn new(offset: u64) -> Arc<Self> {
+        let clock = BootClock::with_offset(offset);
+        Arc::new(Self {
+            factory: Factory::new(BootClock::with_offset(offset), FactoryConfig::new()).unwrap(),
+            clock,
+            enables: Mutex::default(),
+            disables: Mutex::default(),
+        })
+    }
+}
+
+impl LeaseTarget for Recorded {
+    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+        self.enables
+            .lock()
+            .unwrap()
+            .push((self.clock.now_ms(), deadline_ms));
+        LeaseTarget::enable(&self.factory, machine_id, deadline_ms);
+    }
+    fn extend_deadline(&self, deadline_ms: u64) {
+        if let Some(last) = self.enables.lock().unwrap().last_mut() {
+            last.1 = deadline_ms;
+        }
+        LeaseTarget::extend_deadline(&self.factory, deadline_ms);
+    }
+    fn disable(&self) {
+        self.disables.lock().unwrap().push(self.clock.now_ms());
+        LeaseTarget::disable(&self.factory);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_hands_an_id_over_without_overlap() {
+    let server = common::valkey();
+    let key = Key::new(&server);
+    let mut c = raw(&server).await;
+    // One free ID, so the second node must wait for the first one's.
+    occupy(&mut c, &key, (0..512).filter(|&i| i != 77)).await;
+    let offset = BootClock::new().offset_ms();
+
+    // Graceful: A shuts down (disable, then release with the 1 s guard); B takes over.
+    let a = Recorded::new(offset);
+    let manager_a = LeaseManager::builder(
+        RedisStrategy::connect(&server.url, options(&key))
+            .await
+            .unwrap(),
+    )
+    .config(short_config())
+    .clock(BootClock::with_offset(offset))
+    .target(a.clone())
+    .start()
+    .await
+    .unwrap();
+    assert_eq!(a.factory.machine_id(), Some(77));
+    a.factory
+        .counter64()
+        .expect("A generates while it holds the lease");
+
+    let b = Recorded::new(offset);
+    let b_target = b.clone();
+    let url = server.url.clone();
+    let b_options = options(&key);
+    let starting_b = tokio::spawn(async move {
+        LeaseManager::builder(RedisStrategy::connect(&url, b_options).await.unwrap())
+            .config(short_config())
+            .clock(BootClock::with_offset(offset))
+            .target(b_target)
+            .start()
+            .await
+    });
+    // A keeps renewing past several of B's attempts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(b.enables.lock().unwrap().is_empty());
+    manager_a.shutdown().await;
+    let a_off = *a.disables.lock().unwrap().last().unwrap();
+    assert!(a.factory.counter64().is_err(), "A generates after shutdown");
+
+    let manager_b = starting_b.await.unwrap().unwrap();
+    assert_eq!(b.factory.machine_id(), Some(77));
+    let (b_on, _) = b.enables.lock().unwrap()[0];
+    assert!(
+        b_on >= a_off + 1000,
+        "B enabled {} ms after A disabled, inside the 1 s guard",
+        b_on - a_off
+    );
+    b.factory.counter64().expect("B generates");
+
+    // Crash: B's manager is dropped without release; C may only start after B's lease expired
+    // on the server, and so after B's own local deadline.
+    let (_, b_deadline) = *b.enables.lock().unwrap().last().unwrap();
+    drop(manager_b);
+    let c_target = Recorded::new(offset);
+    let manager_c = LeaseManager::builder(
+        RedisStrategy::connect(&server.url, options(&key))
+            .await
+            .unwrap(),
+    )
+    .config(short_config())
+    .clock(BootClock::with_offset(offset))
+    .target(c_target.clone())
+    .start()
+    .await
+    .unwrap();
+    assert_eq!(c_target.factory.machine_id(), Some(77));
+    let (c_on, _) = c_target.enables.lock().unwrap()[0];
+    assert!(
+        c_on >= b_deadline,
+        "C enabled at {c_on}, before B's deadline {b_deadline}"
+    );
+    manager_c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_window() {
+    let mut own = OwnServer::start(Binary::Redis8, &[]);
+    let server = own.server();
+    let key = Key::new(&server);
+    let max_lease = Duration::from_secs(6);
+    let guarded = options(&key)
+        .amnesia_guard(AmnesiaGuard::HoldOff)
+        .max_lease_duration(max_lease);
+    let offset = BootClock::new().offset_ms();
+    let target = Recorded::new(offset);
+    // Startup waits out the fresh server's window itself (acquire errors are Retry).
+    let manager =
+        LeaseManager::builder(RedisStrategy::connect(&server.url, guarded).await.unwrap())
+            .config(short_config())
+            .clock(BootClock::with_offset(offset))
+            .target(target.clone())
+            .start()
+            .await
+            .unwrap();
+    let clock = BootClock::with_offset(offset);
+    own.restart();
+    let restarted_at = clock.now_ms();
+
+    // Lost at the next renewal (every 2 s at most), well before the local deadline.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while target.disables.lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "still enabled 4 s after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(target.factory.counter64().is_err());
+    // Re-enabled only once every lease of the old server has expired.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while target.enables.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "not re-enabled within 15 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (again, _) = target.enables.lock().unwrap()[1];
+    assert!(
+        again >= restarted_at + 6000,
+        "re-enabled {} ms after the restart",
+        again - restarted_at
+    );
+    target.factory.counter64().expect("generates again");
+    manager.shutdown().await;
+}

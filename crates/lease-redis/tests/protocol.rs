@@ -1,0 +1,507 @@
+//! The wire protocol against real Valkey 9 and Redis 8 servers (and Redis 7 for "unsupported").
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::{Key, hget, hpttl, occupy, options, raw, servers, strategy};
+use lease_core::{ErrorKind, LeaseError, LeaseManager, StartError, Strategy};
+use lease_redis::redis::{
+    self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
+};
+use lease_redis::{RedisLeaseError, RedisOptions, RedisStrategy};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn kind<T: std::fmt::Debug>(result: Result<T, RedisLeaseError>) -> ErrorKind {
+    result.expect_err("expected an error").kind()
+}
+
+#[tokio::test]
+async fn wire_format_matches_nononcense() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire(HOUR).await.unwrap();
+        let id = grant.machine_id.to_string();
+        let token = grant.lease.token().to_owned();
+        assert_eq!(token.len(), 22);
+        let all: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(&key.name)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let mut all = all;
+        all.sort();
+        let mut expected = vec![
+            (id.clone(), token.clone()),
+            (format!("token.{id}.{token}"), id.clone()),
+        ];
+        expected.sort();
+        assert_eq!(all, expected, "{}", server.name);
+        assert_eq!(grant.ttl, HOUR);
+        assert_eq!(grant.lease.marker(), format!("token.{id}.{token}"));
+    }
+}
+
+#[tokio::test]
+async fn first_free_id_and_ids_of_every_digit_length() {
+    for server in servers() {
+        for free in [0u16, 5, 55, 300, 505, 511] {
+            let key = Key::new(&server);
+            let mut c = raw(&server).await;
+            occupy(&mut c, &key, (0..512).filter(|&i| i != free)).await;
+            let s = strategy(&server, &key).await;
+            let grant = s.acquire(HOUR).await.unwrap();
+            assert_eq!(grant.machine_id.get(), free, "{}", server.name);
+            // Now every ID is taken.
+            assert_eq!(
+                kind(s.acquire(HOUR).await),
+                ErrorKind::Exhausted,
+                "{}",
+                server.name
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn markers_and_foreign_fields_never_block_an_id() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        // Fields that contain digits but are not ID fields.
+        let foreign = [
+            "token.3.abc",
+            "token.300",
+            "007",
+            "00",
+            "512",
+            "1000",
+            "-1",
+            "+2",
+            "4a",
+            "name",
+            " 6",
+        ];
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&key.name);
+        for field in foreign {
+            cmd.arg(field).arg("x");
+        }
+        let _: i64 = cmd.query_async(&mut c).await.unwrap();
+        let s = strategy(&server, &key).await;
+        let mut ids = Vec::new();
+        for _ in 0..512 {
+            ids.push(
+                s.acquire(HOUR)
+                    .await
+                    .expect("every id is free")
+                    .machine_id
+                    .get(),
+            );
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..512).collect::<Vec<u16>>(), "{}", server.name);
+        let error = s.acquire(HOUR).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Exhausted);
+        assert!(error.to_string().contains(&key.name), "{error}");
+        // The foreign fields are untouched.
+        for field in foreign {
+            assert_eq!(
+                hget(&mut c, &key, field).await.as_deref(),
+                Some("x"),
+                "{field}"
+            );
+        }
+    }
+}
+
+/// A real connection that lets a competitor claim the chosen ID just before each of our
+/// `HSETEX ... FNX` reaches the server, for the first `steals` claims.
+#[derive(Clone)]
+struct Racer {
+    inner: MultiplexedConnection,
+    competitor: MultiplexedConnection,
+    key: String,
+    steals: Arc<AtomicU32>,
+    claims: Arc<AtomicU32>,
+}
+
+impl ConnectionLike for Racer {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let args: Vec<Vec<u8>> = cmd
+                .args_iter()
+                .map(|arg| match arg {
+                    redis::Arg::Simple(bytes) => bytes.to_vec(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            if args.first().map(Vec::as_slice) == Some(b"HSETEX")
+                && args.get(2).map(Vec::as_slice) == Some(b"FNX")
+            {
+                self.claims.fetch_add(1, Ordering::SeqCst);
+                let steal = self
+                    .steals
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                if steal {
+                    // The ID field is args[7]: HSETEX key FNX PX ttl FIELDS 2 <id> ...
+                    let _: i64 = redis::cmd("HSET")
+                        .arg(&self.key)
+                        .arg(&args[7])
+                        .arg("competitor")
+                        .query_async(&mut self.competitor)
+                        .await?;
+                }
+            }
+            self.inner.req_packed_command(cmd).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.inner.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+#[tokio::test]
+async fn lost_races_are_retried_and_bounded() {
+    for server in servers() {
+        for (steals, attempts, succeeds) in
+            [(2, 3, true), (3, 3, false), (4, 5, true), (5, 5, false)]
+        {
+            let key = Key::new(&server);
+            let racer = Racer {
+                inner: raw(&server).await,
+                competitor: raw(&server).await,
+                key: key.name.clone(),
+                steals: Arc::new(AtomicU32::new(steals)),
+                claims: Arc::new(AtomicU32::new(0)),
+            };
+            let claims = Arc::clone(&racer.claims);
+            let s = RedisStrategy::with_connection(racer, options(&key).acquire_attempts(attempts))
+                .unwrap();
+            let result = s.acquire(HOUR).await;
+            let mut c = raw(&server).await;
+            let competitor_ids: Vec<String> = redis::cmd("HKEYS")
+                .arg(&key.name)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            if succeeds {
+                let grant = result.unwrap();
+                assert_eq!(claims.load(Ordering::SeqCst), steals + 1);
+                // The won ID is none the competitor took, and holds our token.
+                assert_eq!(
+                    hget(&mut c, &key, &grant.machine_id.to_string())
+                        .await
+                        .as_deref(),
+                    Some(grant.lease.token())
+                );
+            } else {
+                let error = result.unwrap_err();
+                assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
+                assert!(
+                    matches!(error, RedisLeaseError::Conflict { attempts: a } if a == attempts)
+                );
+                assert_eq!(claims.load(Ordering::SeqCst), attempts, "{}", server.name);
+                // Only the competitor's fields: a lost claim writes nothing.
+                assert_eq!(competitor_ids.len(), steals as usize, "{competitor_ids:?}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn renew_extends_both_fields() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire(Duration::from_secs(2)).await.unwrap();
+        let id = grant.machine_id.to_string();
+        let marker = grant.lease.marker();
+        for field in [&id, &marker] {
+            let ttl = hpttl(&mut c, &key, field).await;
+            assert!((1..=2000).contains(&ttl), "{field}: {ttl}");
+        }
+        let renewal = s
+            .renew(&grant.lease, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(renewal.lease, grant.lease);
+        assert_eq!(renewal.ttl, Duration::from_secs(60));
+        for field in [&id, &marker] {
+            let ttl = hpttl(&mut c, &key, field).await;
+            assert!(
+                (55_000..=60_000).contains(&ttl),
+                "{}: {field}: {ttl}",
+                server.name
+            );
+        }
+        assert_eq!(
+            hget(&mut c, &key, &id).await.as_deref(),
+            Some(grant.lease.token())
+        );
+        // Longer than max_lease_duration is shortened to it.
+        let capped = RedisStrategy::connect(
+            &server.url,
+            options(&key).max_lease_duration(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            capped.renew(&grant.lease, HOUR).await.unwrap().ttl,
+            Duration::from_secs(10)
+        );
+        assert!(hpttl(&mut c, &key, &marker).await <= 10_000);
+    }
+}
+
+#[tokio::test]
+async fn renew_after_expiry_is_lost_and_writes_nothing() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire(Duration::from_millis(150)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let error = s.renew(&grant.lease, HOUR).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Lost, "{}: {error}", server.name);
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&key.name)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(exists, 0, "a lost renewal must not recreate fields");
+    }
+}
+
+#[tokio::test]
+async fn renew_and_release_never_touch_another_owners_lease() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        // Only ID 9 is free, so the second owner gets the first owner's ID.
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 9)).await;
+        let s = strategy(&server, &key).await;
+        let old = s.acquire(Duration::from_millis(150)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let new = s.acquire(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(old.machine_id, new.machine_id);
+        assert_ne!(old.lease.token(), new.lease.token());
+
+        assert_eq!(kind(s.renew(&old.lease, HOUR).await), ErrorKind::Lost);
+        s.release(&old.lease, Duration::from_millis(1))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            hget(&mut c, &key, "9").await.as_deref(),
+            Some(new.lease.token())
+        );
+        let ttl = hpttl(&mut c, &key, &new.lease.marker()).await;
+        assert!(
+            (25_000..=30_000).contains(&ttl),
+            "{}: new owner's ttl changed: {ttl}",
+            server.name
+        );
+        assert_eq!(hpttl(&mut c, &key, &old.lease.marker()).await, -2);
+        s.renew(&new.lease, Duration::from_secs(30)).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn release_keeps_both_fields_for_the_guard_only() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 100)).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire(HOUR).await.unwrap();
+        s.release(&grant.lease, Duration::from_millis(400))
+            .await
+            .unwrap();
+        for field in ["100".to_owned(), grant.lease.marker()] {
+            let ttl = hpttl(&mut c, &key, &field).await;
+            assert!((1..=400).contains(&ttl), "{}: {field}: {ttl}", server.name);
+        }
+        // Blocked during the guard...
+        assert_eq!(kind(s.acquire(HOUR).await), ErrorKind::Exhausted);
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        // ...and free after it, with both fields gone.
+        assert_eq!(hpttl(&mut c, &key, &grant.lease.marker()).await, -2);
+        assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 100);
+        // Releasing a lease that is gone is harmless.
+        s.release(&grant.lease, Duration::from_secs(1))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn transport_errors_are_retry() {
+    let server = common::valkey();
+    let key = Key::new(&server);
+    let held = strategy(&server, &key).await.acquire(HOUR).await.unwrap();
+    let closed = format!("redis://127.0.0.1:{}", common::free_port());
+    let s = RedisStrategy::connect(
+        &closed,
+        options(&key).connection_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let error = s.acquire(HOUR).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+    assert_eq!(kind(s.renew(&held.lease, HOUR).await), ErrorKind::Retry);
+    assert_eq!(
+        kind(s.release(&held.lease, Duration::from_secs(1)).await),
+        ErrorKind::Retry
+    );
+
+    // A server that dies under a held lease.
+    let mut own = common::OwnServer::start(common::Binary::Valkey, &[]);
+    let own_key = Key::new(&own.server());
+    let s = strategy(&own.server(), &own_key).await;
+    let grant = s.acquire(HOUR).await.unwrap();
+    own.kill();
+    let error = s.renew(&grant.lease, HOUR).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+}
+
+#[tokio::test]
+async fn redis_7_is_unsupported_at_the_first_acquire() {
+    let server = common::redis7();
+    let key = Key::new(&server);
+    let s = strategy(&server, &key).await;
+    let error = s.acquire(HOUR).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("Redis 8") && message.contains("Valkey 9"),
+        "{message}"
+    );
+    // The lease manager fails startup at once instead of retrying until its timeout.
+    let started = std::time::Instant::now();
+    let result = LeaseManager::builder(s).start().await;
+    assert!(
+        matches!(result, Err(StartError::Startup(_))),
+        "{:?}",
+        result.err()
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_is_misconfigured() {
+    let server = common::valkey();
+    let key = Key::new(&server);
+    let mut c = raw(&server).await;
+    let _: () = redis::cmd("SET")
+        .arg(&key.name)
+        .arg("x")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let error = strategy(&server, &key)
+        .await
+        .acquire(HOUR)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
+}
+
+#[tokio::test]
+async fn bad_urls_and_options_are_misconfigured() {
+    let error = RedisStrategy::connect("http://x", RedisOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Misconfigured);
+    let error = RedisStrategy::connect(
+        "redis://127.0.0.1:6390",
+        RedisOptions::new().acquire_attempts(0),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Misconfigured);
+    assert!(error.to_string().contains("acquire_attempts"), "{error}");
+}
+
+#[tokio::test]
+async fn missing_replica_confirmation_is_retry() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let s = RedisStrategy::connect(
+            &server.url,
+            options(&key).wait_for_replicas(1, Duration::from_millis(100)),
+        )
+        .await
+        .unwrap();
+        let error = s.acquire(HOUR).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+        assert!(
+            matches!(
+                error,
+                RedisLeaseError::Replicas {
+                    acknowledged: 0,
+                    required: 1,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn replica_confirmation_with_a_real_replica() {
+    let primary = common::OwnServer::start(common::Binary::Valkey, &[]);
+    let replica_of = primary.port.to_string();
+    let replica = common::OwnServer::start(
+        common::Binary::Valkey,
+        &["--replicaof", "127.0.0.1", &replica_of],
+    );
+    let key = Key::new(&primary.server());
+    let s = RedisStrategy::connect(
+        &primary.server().url,
+        options(&key).wait_for_replicas(1, Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    // The replica may still be syncing: retry briefly, as the manager would.
+    let mut grant = None;
+    for _ in 0..50 {
+        match s.acquire(HOUR).await {
+            Ok(g) => {
+                grant = Some(g);
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let grant = grant.expect("replica confirmed");
+    let mut r = raw(&replica.server()).await;
+    assert_eq!(
+        hget(&mut r, &key, &grant.machine_id.to_string())
+            .await
+            .as_deref(),
+        Some(grant.lease.token())
+    );
+    s.renew(&grant.lease, HOUR).await.unwrap();
+}
