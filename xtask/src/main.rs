@@ -28,8 +28,11 @@ fn main() -> ExitCode {
             )])
             .and_then(|()| bench_report()),
         Some("bench-report") => bench_report(),
+        Some("with-services") => with_services(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|nostd|bench [criterion args]|bench-report>");
+            eprintln!(
+                "usage: cargo xtask <test|nostd|bench [criterion args]|bench-report|with-services CMD [ARGS]>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -135,6 +138,25 @@ fn nostd_steps() -> Vec<Step> {
         .dir(dir)
         .env("CARGO_TARGET_DIR", target),
     ]
+}
+
+/// Runs a command with the test servers up and their `NONONCE_TEST_*` variables set, then
+/// stops what was started: `cargo xtask with-services cargo test -p lease-redis`.
+fn with_services(command: &[String]) -> Result<(), String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or("with-services needs a command to run")?;
+    let services = services::start()?;
+    let status = Command::new(program)
+        .args(args)
+        .envs(services.env.iter().map(|(k, v)| (k, v)))
+        .status()
+        .map_err(|e| format!("could not run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{program} failed ({status})"))
+    }
 }
 
 fn test() -> Result<(), String> {

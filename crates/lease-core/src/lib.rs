@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admin;
 pub mod backoff;
 mod cache;
 mod config;
@@ -19,6 +20,7 @@ mod driver;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use driver::{LeaseManager, LeaseManagerBuilder, StartError};
 
+pub use admin::Holder;
 pub use cache::{CachedLease, LeaseCache};
 pub use config::{ConfigError, LeaseConfig};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admin;
 mod error;
 mod options;
 mod strategy;

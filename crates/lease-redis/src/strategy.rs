@@ -127,6 +127,10 @@ where
         &self.options
     }
 
+    pub(crate) fn connection(&self) -> C {
+        self.connection.clone()
+    }
+
     fn key(&self) -> &str {
         &self.options.key
     }

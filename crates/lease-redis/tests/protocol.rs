@@ -505,3 +505,58 @@ async fn replica_confirmation_with_a_real_replica() {
     );
     s.renew(&grant.lease, HOUR).await.unwrap();
 }
+
+#[tokio::test]
+async fn operators_see_holders_and_free_a_dead_nodes_id() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let a = s.acquire(HOUR).await.unwrap();
+        let b = s.acquire(Duration::from_secs(60)).await.unwrap();
+        // A foreign field never shows up as a holder.
+        let _: () = redis::cmd("HSET")
+            .arg(&key.name)
+            .arg("note")
+            .arg("x")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let holders = s.holders().await.unwrap();
+        assert_eq!(holders.len(), 2);
+        let mut ids = vec![a.machine_id, b.machine_id];
+        ids.sort();
+        assert_eq!(
+            holders.iter().map(|h| h.machine_id).collect::<Vec<_>>(),
+            ids
+        );
+        for h in &holders {
+            let lease = if h.machine_id == a.machine_id {
+                &a.lease
+            } else {
+                &b.lease
+            };
+            assert!(lease.token().starts_with(&h.token_prefix) && h.token_prefix.len() == 8);
+            let max = if h.machine_id == a.machine_id {
+                HOUR
+            } else {
+                Duration::from_secs(60)
+            };
+            assert!(
+                h.expires_in <= max && h.expires_in > max - Duration::from_secs(5),
+                "{h:?}"
+            );
+        }
+        assert!(s.force_release(a.machine_id).await.unwrap());
+        assert!(
+            !s.force_release(a.machine_id).await.unwrap(),
+            "already free"
+        );
+        assert_eq!(s.holders().await.unwrap().len(), 1);
+        assert_eq!(kind(s.renew(&a.lease, HOUR).await), ErrorKind::Lost);
+        assert!(
+            s.renew(&b.lease, HOUR).await.is_ok(),
+            "the other holder is untouched"
+        );
+    }
+}
