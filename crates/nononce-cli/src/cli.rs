@@ -48,11 +48,48 @@ enum Command {
         after_help = "Example:\n  nononce encrypt 03be4cb500002000 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
     )]
     Encrypt(CryptArgs),
+    /// Inspect and manage machine-ID leases in a store.
+    #[command(subcommand)]
+    Leases(LeasesCommand),
     /// Decrypt a nonce (hex) encrypted with keys derived from a base key.
     #[command(
         after_help = "Example:\n  nononce decrypt 6b5e01c1f3f4a3a2 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
     )]
     Decrypt(CryptArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum LeasesCommand {
+    /// Who holds which machine ID, and how many of the 512 are free.
+    #[command(after_help = "Example:\n  nononce leases list --store redis://127.0.0.1:6391")]
+    List {
+        /// The lease store URL.
+        #[arg(long)]
+        store: String,
+    },
+    /// Create or repair the lease table.
+    #[command(after_help = "Example:\n  nononce leases migrate --store postgres://app@db/app")]
+    Migrate {
+        /// The lease store URL.
+        #[arg(long)]
+        store: String,
+    },
+    /// Free the machine ID of a node known to be dead.
+    #[command(
+        after_help = "Example:\n  nononce leases release --store redis://127.0.0.1:6391 --id 17 --yes"
+    )]
+    Release {
+        /// The lease store URL.
+        #[arg(long)]
+        store: String,
+        /// The machine ID to free.
+        #[arg(long)]
+        id: u16,
+        /// Confirms the node holding the ID is dead: a live one would share its ID until its
+        /// next renewal.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,7 +129,8 @@ struct GenArgs {
     /// Use this machine ID without a lease; you guarantee no other node uses it.
     #[arg(long, conflicts_with = "store")]
     machine_id: Option<u16>,
-    /// Where machine-ID leases live: env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...
+    /// Where machine-ID leases live: redis://HOST:PORT, env:VAR (StatefulSet ordinal),
+    /// hosts:NAME,NAME,...
     #[arg(long)]
     store: Option<String>,
     /// Base key (hex, at least 32 bytes) for encrypted nonces.
@@ -186,7 +224,44 @@ pub fn run(cli: Cli) -> Result<(), String> {
         } => decode(&nonce, epoch_ms, format),
         Command::Encrypt(args) => crypt(&args, true),
         Command::Decrypt(args) => crypt(&args, false),
+        Command::Leases(command) => leases(command),
     }
+}
+
+fn leases(command: LeasesCommand) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        match command {
+            LeasesCommand::List { store } => {
+                let holders = crate::store::Store::open(&store).await?.holders().await?;
+                println!("{:>4}  {:<10} {:>12}", "id", "token", "expires_in");
+                for h in &holders {
+                    println!("{:>4}  {:<10} {:>11.1}s", h.machine_id.get(), h.token_prefix, h.expires_in.as_secs_f64());
+                }
+                println!("{} held, {} of 512 free", holders.len(), 512 - holders.len());
+                Ok(())
+            }
+            LeasesCommand::Migrate { store } => {
+                println!("{}", crate::store::Store::open(&store).await?.migrate().await?);
+                Ok(())
+            }
+            LeasesCommand::Release { store, id, yes } => {
+                let id = nononce::lease::MachineId::new(id).map_err(|e| e.to_string())?;
+                if !yes {
+                    return Err(format!("freeing machine id {} lets another node take it while its holder may still run: add --yes if that node is dead", id.get()));
+                }
+                if crate::store::Store::open(&store).await?.force_release(id).await? {
+                    println!("machine id {} freed", id.get());
+                } else {
+                    println!("machine id {} was not held", id.get());
+                }
+                Ok(())
+            }
+        }
+    })
 }
 
 fn generate(args: &GenArgs) -> Result<(), String> {
@@ -212,7 +287,7 @@ fn generate(args: &GenArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async {
-        let strategy = crate::store::open(url)?;
+        let strategy = crate::store::Store::open(url).await?.into_strategy();
         let nonces = nononce::Nononce::builder(strategy)
             .factory("gen", options)
             .acquire_timeout(Some(std::time::Duration::from_secs(15)))

@@ -244,3 +244,76 @@ fn gen_leases_through_static_stores() {
         .failure()
         .stderr(predicate::str::contains("unknown store"));
 }
+
+fn redis_url() -> String {
+    std::env::var("NONONCE_TEST_REDIS8_URL").unwrap_or_else(|_| "redis://127.0.0.1:6391".into())
+}
+
+#[test]
+fn leases_on_redis_two_concurrent_gens_list_and_release() {
+    let key = format!("nononce_cli_test_{}", std::process::id());
+    let store = format!(
+        "{}/?key={key}&max_lease_s=120&amnesia_guard=off",
+        redis_url().trim_end_matches('/')
+    );
+    // `a` prints its first nonce once it holds a lease, then keeps generating (8192 per ms at
+    // most) while `b` runs: two gen processes at once.
+    let mut a = std::process::Command::new(assert_cmd::cargo::cargo_bin("nononce"))
+        .args(["gen", "--store", &store, "-n", "4000000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut a_out = std::io::BufReader::new(a.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut a_out, &mut first).unwrap();
+    let b = nononce()
+        .args(["gen", "--store", &store, "-n", "1"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let still_running = a.try_wait().unwrap().is_none();
+    std::io::copy(&mut a_out, &mut std::io::sink()).unwrap();
+    assert!(a.wait().unwrap().success());
+    assert!(still_running, "a was generating while b ran");
+    let id_a = json(first.trim())["machine_id"].clone();
+    let id_b = json(String::from_utf8(b).unwrap().trim())["machine_id"].clone();
+    assert_ne!(id_a, id_b);
+    let list = run_ok(&["leases", "list", "--store", &store]);
+    assert!(list.contains("of 512 free"), "{list}");
+    let held = id_b.as_u64().unwrap().to_string();
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().next() == Some(held.as_str())),
+        "{list}"
+    );
+    nononce()
+        .args(["leases", "release", "--store", &store, "--id", &held])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--yes"));
+    let out = run_ok(&[
+        "leases", "release", "--store", &store, "--id", &held, "--yes",
+    ]);
+    assert!(out.contains("freed"), "{out}");
+    let list = run_ok(&["leases", "list", "--store", &store]);
+    assert!(
+        !list
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(held.as_str())),
+        "{list}"
+    );
+    run_ok(&["leases", "migrate", "--store", &store]);
+    nononce()
+        .args(["leases", "list", "--store", "redis://127.0.0.1:1"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::starts_with("nononce: "));
+    nononce()
+        .args(["leases", "list", "--store", "env:POD_NAME"])
+        .env("POD_NAME", "web-1")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no lease table"));
+}

@@ -7,7 +7,9 @@ use nononce::{Base, BootClock, FactoryOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = BootClock::new();
-    let factory = FactoryOptions::new().base_key(vec![42u8; 32]).build(clock)?;
+    let factory = FactoryOptions::new()
+        .base_key(vec![42u8; 32])
+        .build(clock)?;
     // Machine ID 5, valid until told otherwise: only safe if no other node can use 5.
     factory.enable(5, NO_DEADLINE)?;
     let handle = factory.handle(); // one per thread

@@ -7,12 +7,20 @@ use nononce::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let list = std::env::var("NODES").map_err(|_| "set NODES to a comma-separated node list that includes this host")?;
+    let list = std::env::var("NODES")
+        .map_err(|_| "set NODES to a comma-separated node list that includes this host")?;
     let nodes: Vec<&str> = list.split(',').map(str::trim).collect();
     let strategy = HostListStrategy::new(&nodes)?;
-    let nonces = Nononce::builder(strategy).factory("ids", FactoryOptions::new()).start().await?;
+    let nonces = Nononce::builder(strategy)
+        .factory("ids", FactoryOptions::new())
+        .start()
+        .await?;
     let ids = nonces.factory("ids").expect("configured");
-    println!("machine id {:?}: {}", nonces.machine_id(), ids.counter128()?);
+    println!(
+        "machine id {:?}: {}",
+        nonces.machine_id(),
+        ids.counter128()?
+    );
     nonces.shutdown().await;
     Ok(())
 }

@@ -9,7 +9,10 @@ use nononce::statefulset::StatefulSetStrategy;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // In Kubernetes, POD_NAME comes from the Downward API (metadata.name).
     let strategy = StatefulSetStrategy::from_env("POD_NAME")?;
-    let nonces = Nononce::builder(strategy).factory("ids", FactoryOptions::new()).start().await?;
+    let nonces = Nononce::builder(strategy)
+        .factory("ids", FactoryOptions::new())
+        .start()
+        .await?;
     let ids = nonces.factory("ids").expect("configured");
     println!("machine id {:?}", nonces.machine_id());
     for _ in 0..3 {

@@ -14,6 +14,11 @@ pub use lease_core as lease;
 /// Nonce generation: factories, nonce types, ciphers, clocks.
 pub use nonce_core as nonce;
 
+/// Valkey 9 / Redis 8 leases: `HSETEX` with ownership markers, NoNoncense's hash layout.
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use lease_redis as redis;
+
 /// Machine IDs from a StatefulSet pod ordinal (an environment variable's trailing digits).
 #[cfg(feature = "statefulset")]
 #[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
