@@ -9,7 +9,8 @@ use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("NONONCE_TEST_REDIS8_URL").unwrap_or_else(|_| "redis://127.0.0.1:6391".into());
+    let url = std::env::var("NONONCE_TEST_REDIS8_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6391".into());
     let options = RedisOptions::new()
         .max_lease_duration(Duration::from_secs(120))
         // The demo server was just started and keeps nothing on disk. In production leave the
