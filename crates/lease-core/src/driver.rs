@@ -150,6 +150,25 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     }
 }
 
+/// Tells a [`LeaseManager`] that its node must stop using its ID; cheap to clone.
+#[derive(Clone)]
+pub struct LossSignal {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl LossSignal {
+    /// As [`LeaseManager::lease_lost`]; does nothing once the manager has stopped.
+    pub fn lease_lost(&self, reason: impl Into<String>) {
+        let _ = self.commands.send(Command::Lost(reason.into()));
+    }
+}
+
+impl std::fmt::Debug for LossSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LossSignal")
+    }
+}
+
 /// Holds a machine-ID lease on a tokio runtime and keeps its targets (nonce factories) in step:
 /// enabled with the ID and deadline while the lease is held, disabled the moment it is not.
 ///
@@ -211,6 +230,14 @@ impl<S: Strategy + 'static> LeaseManager<S> {
     /// acquires a new ID.
     pub fn lease_lost(&self, reason: impl Into<String>) {
         let _ = self.commands.send(Command::Lost(reason.into()));
+    }
+
+    /// A cloneable handle that does what [`lease_lost`](Self::lease_lost) does, for callbacks
+    /// that outlive a borrow of the manager (a conflict guard's, say).
+    pub fn loss_signal(&self) -> LossSignal {
+        LossSignal {
+            commands: self.commands.clone(),
+        }
     }
 
     /// Disables the targets, then releases the lease, and waits for the manager to finish.

@@ -18,7 +18,7 @@ mod telemetry;
 mod driver;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub use driver::{LeaseManager, LeaseManagerBuilder, StartError};
+pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
 pub use admin::Holder;
 pub use cache::{CachedLease, LeaseCache};

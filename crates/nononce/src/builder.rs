@@ -134,6 +134,10 @@ pub struct Builder<S: Strategy> {
     config: LeaseConfig,
     factories: Vec<(String, FactoryOptions)>,
     on_lease_lost: Option<LostCallback>,
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    strategy_deterministic: bool,
+    #[cfg(feature = "guard")]
+    guard: Option<lease_guard::GuardConfig>,
 }
 
 impl<S: Strategy + 'static> Builder<S> {
@@ -180,6 +184,18 @@ impl<S: Strategy + 'static> Builder<S> {
         self
     }
 
+    /// Runs a conflict guard: this node announces its machine ID to its peers over UDP, and if
+    /// another node uses the same ID, the one that started later loses its lease (its factories
+    /// stop). Recommended for static strategies (StatefulSet, host list), which have no
+    /// coordinator to stop two nodes from sharing an ID.
+    #[cfg(feature = "guard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
+    #[must_use]
+    pub fn conflict_guard(mut self, config: lease_guard::GuardConfig) -> Self {
+        self.guard = Some(config);
+        self
+    }
+
     /// Builds the factories, acquires the first lease and enables them.
     ///
     /// # Errors
@@ -209,8 +225,49 @@ impl<S: Strategy + 'static> Builder<S> {
         if let Some(callback) = self.on_lease_lost {
             builder = builder.on_lease_lost(callback);
         }
+        #[cfg(feature = "tracing")]
+        let deterministic = self.strategy_deterministic;
         let manager = builder.start().await?;
-        Ok(Nononce { manager, factories })
+        #[cfg(feature = "guard")]
+        let guard = match self.guard {
+            Some(config) => {
+                let signal = manager.loss_signal();
+                let started = lease_guard::ConflictGuard::start(
+                    config,
+                    lease_guard::Announce::new(manager.machine_id()),
+                    move |conflict| signal.lease_lost(conflict.to_string()),
+                )
+                .await;
+                let guard = match started {
+                    Ok(guard) => guard,
+                    Err(e) => {
+                        // No guard, no generation: give the lease back before reporting.
+                        manager.shutdown().await;
+                        return Err(Error::Guard(e));
+                    }
+                };
+                guard.follow(manager.watch_state());
+                Some(guard)
+            }
+            None => None,
+        };
+        #[cfg(all(feature = "tracing", not(feature = "guard")))]
+        let guard_configured = false;
+        #[cfg(all(feature = "tracing", feature = "guard"))]
+        let guard_configured = guard.is_some();
+        #[cfg(feature = "tracing")]
+        if deterministic && !guard_configured {
+            tracing::warn!(
+                strategy = manager.strategy_name(),
+                "static machine id without a conflict guard: nothing detects a second node with the same id (enable the `guard` feature and `Builder::conflict_guard`)"
+            );
+        }
+        Ok(Nononce {
+            manager,
+            factories,
+            #[cfg(feature = "guard")]
+            guard,
+        })
     }
 }
 
@@ -221,16 +278,21 @@ impl<S: Strategy + 'static> Builder<S> {
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
     factories: Vec<(String, Arc<Factory<BootClock>>)>,
+    #[cfg(feature = "guard")]
+    guard: Option<lease_guard::ConflictGuard>,
 }
 
 impl<S: Strategy + 'static> Nononce<S> {
     /// Starts configuring nononce with a lease strategy.
     pub fn builder(strategy: S) -> Builder<S> {
         Builder {
+            strategy_deterministic: strategy.deterministic(),
             strategy,
             config: LeaseConfig::default(),
             factories: Vec::new(),
             on_lease_lost: None,
+            #[cfg(feature = "guard")]
+            guard: None,
         }
     }
 
@@ -263,8 +325,19 @@ impl<S: Strategy + 'static> Nononce<S> {
         self.manager.lease_lost(reason);
     }
 
-    /// Disables the factories, then releases the lease.
+    /// The conflict guard, when one was configured.
+    #[cfg(feature = "guard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
+    pub fn conflict_guard(&self) -> Option<&lease_guard::ConflictGuard> {
+        self.guard.as_ref()
+    }
+
+    /// Stops the conflict guard, disables the factories, then releases the lease.
     pub async fn shutdown(self) {
+        #[cfg(feature = "guard")]
+        if let Some(guard) = self.guard {
+            guard.shutdown().await;
+        }
         self.manager.shutdown().await;
     }
 }

@@ -20,4 +20,10 @@ pub enum Error {
     /// The lease manager could not start (invalid timing, or no lease in time).
     #[error("could not start the machine-id lease")]
     Lease(#[from] lease_core::StartError),
+    /// The conflict guard could not start (bad settings, or its UDP port is taken). The lease
+    /// has been released again.
+    #[cfg(feature = "guard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
+    #[error("could not start the conflict guard")]
+    Guard(#[source] lease_guard::GuardError),
 }

@@ -14,6 +14,11 @@ pub use lease_core as lease;
 /// Nonce generation: factories, nonce types, ciphers, clocks.
 pub use nonce_core as nonce;
 
+/// The conflict guard: peers compare machine IDs; on a duplicate the later starter stops.
+#[cfg(feature = "guard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
+pub use lease_guard as guard;
+
 /// Valkey 9 / Redis 8 leases: `HSETEX` with ownership markers, NoNoncense's hash layout.
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
