@@ -1,0 +1,14 @@
+-- nononce machine-ID lease table for SQLite (an embedded lease store for one host's processes).
+-- Idempotent: safe to run again; adds any of the 512 rows that are missing.
+-- expires_at holds UTC text 'YYYY-MM-DD HH:MM:SS.SSS', written and compared only through
+-- strftime('%Y-%m-%d %H:%M:%f', 'now', ...), SQLite's own millisecond clock.
+CREATE TABLE IF NOT EXISTS no_noncense_leases (
+    id integer PRIMARY KEY NOT NULL,
+    token blob NULL,
+    expires_at text NOT NULL,
+    lock_version integer NOT NULL DEFAULT 0
+);
+WITH RECURSIVE seq (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < 511)
+INSERT INTO no_noncense_leases (id, token, expires_at, lock_version)
+SELECT n, NULL, '1970-01-01 00:00:00.000', 0 FROM seq WHERE true
+ON CONFLICT (id) DO NOTHING;

@@ -1,0 +1,360 @@
+//! Test support: real servers, one table of its own per test, raw access to the rows.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use lease_sql::sqlx::{self, AssertSqlSafe, Row};
+use lease_sql::{Dialect, SqlStrategy};
+
+pub const PG_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/test";
+pub const MYSQL_DEFAULT: &str = "mysql://root@127.0.0.1:3306/test";
+
+pub fn pg_url() -> String {
+    std::env::var("NONONCE_TEST_POSTGRES_URL").unwrap_or_else(|_| PG_DEFAULT.to_owned())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("NONONCE_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_DEFAULT.to_owned())
+}
+
+/// A fresh random suffix.
+pub fn suffix() -> String {
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).unwrap();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A pool on one of the servers.
+#[derive(Clone)]
+pub enum Pool {
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+    Lite(sqlx::SqlitePool),
+}
+
+fn unreachable_server(what: &str, url: &str, env: &str, e: impl std::fmt::Display) -> ! {
+    panic!(
+        "{what} at {url} did not answer ({e}): start it (`cargo xtask test` does) or point {env} at a running server"
+    )
+}
+
+impl Pool {
+    pub async fn postgres(max: u32) -> Self {
+        Self::postgres_with(max, |o| o).await
+    }
+
+    pub async fn postgres_with(
+        max: u32,
+        f: impl FnOnce(sqlx::postgres::PgConnectOptions) -> sqlx::postgres::PgConnectOptions,
+    ) -> Self {
+        let url = pg_url();
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("postgres url");
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(f(options))
+            .await
+            .unwrap_or_else(|e| {
+                unreachable_server("PostgreSQL", &url, "NONONCE_TEST_POSTGRES_URL", e)
+            });
+        Self::Pg(pool)
+    }
+
+    /// A pool whose sessions run `SET TIME ZONE zone` after connecting (sqlx itself asks for UTC).
+    pub async fn postgres_in_zone(max: u32, zone: String) -> Self {
+        let url = pg_url();
+        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("postgres url");
+        let set = format!("SET TIME ZONE '{zone}'");
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max)
+            .after_connect(move |conn, _| {
+                let set = set.clone();
+                Box::pin(async move {
+                    sqlx::Executor::execute(conn, AssertSqlSafe(set)).await?;
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .unwrap_or_else(|e| {
+                unreachable_server("PostgreSQL", &url, "NONONCE_TEST_POSTGRES_URL", e)
+            });
+        Self::Pg(pool)
+    }
+
+    pub async fn mysql(max: u32) -> Self {
+        Self::mysql_with(max, |o| o).await
+    }
+
+    pub async fn mysql_with(
+        max: u32,
+        f: impl FnOnce(sqlx::mysql::MySqlConnectOptions) -> sqlx::mysql::MySqlConnectOptions,
+    ) -> Self {
+        let url = mysql_url();
+        let options: sqlx::mysql::MySqlConnectOptions = url.parse().expect("mysql url");
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(f(options))
+            .await
+            .unwrap_or_else(|e| unreachable_server("MariaDB", &url, "NONONCE_TEST_MYSQL_URL", e));
+        Self::My(pool)
+    }
+
+    pub async fn sqlite(path: &std::path::Path, max: u32) -> Self {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(max)
+            .connect_with(lease_sql::sqlite_options(path))
+            .await
+            .expect("open sqlite file");
+        Self::Lite(pool)
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Self::Pg(p) => p.close().await,
+            Self::My(p) => p.close().await,
+            Self::Lite(p) => p.close().await,
+        }
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Self::Pg(_) => Dialect::Postgres,
+            Self::My(_) => Dialect::MySql,
+            Self::Lite(_) => Dialect::Sqlite,
+        }
+    }
+
+    pub fn strategy(&self, table: &str) -> SqlStrategy {
+        let s = match self {
+            Self::Pg(p) => SqlStrategy::postgres(p.clone()),
+            Self::My(p) => SqlStrategy::mysql(p.clone()),
+            Self::Lite(p) => SqlStrategy::sqlite(p.clone()),
+        };
+        s.with_table(table).unwrap()
+    }
+
+    /// Runs a statement, returning the rows affected.
+    pub async fn exec(&self, sql: &str) -> u64 {
+        let sql = sql.to_owned();
+        let result = match self {
+            Self::Pg(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()),
+            Self::My(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()),
+            Self::Lite(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()),
+        };
+        result.unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// One `i64` from a query.
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let sql = sql.to_owned();
+        let result: Result<i64, sqlx::Error> = match self {
+            Self::Pg(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .fetch_one(p)
+                .await
+                .and_then(|r| r.try_get(0)),
+            Self::My(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .fetch_one(p)
+                .await
+                .and_then(|r| r.try_get(0)),
+            Self::Lite(p) => sqlx::query(AssertSqlSafe(sql.clone()))
+                .fetch_one(p)
+                .await
+                .and_then(|r| r.try_get(0)),
+        };
+        result.unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The row of `id`: token, lock_version and microseconds until it expires (db clock, UTC).
+    pub async fn row(&self, table: &str, id: u16) -> (Option<Vec<u8>>, i64, i64) {
+        let sql = match self.dialect() {
+            Dialect::Postgres => format!(
+                "SELECT token, lock_version::bigint, \
+                 (EXTRACT(EPOCH FROM expires_at - (CURRENT_TIMESTAMP AT TIME ZONE 'UTC')) * 1000000)::bigint \
+                 FROM {table} WHERE id = {id}"
+            ),
+            Dialect::MySql => format!(
+                "SELECT token, CAST(lock_version AS SIGNED), \
+                 TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM {table} WHERE id = {id}"
+            ),
+            _ => format!(
+                "SELECT token, lock_version, \
+                 CAST((julianday(expires_at) - julianday('now')) * 86400000000.0 AS INTEGER) \
+                 FROM {table} WHERE id = {id}"
+            ),
+        };
+        let sql = AssertSqlSafe(sql);
+        macro_rules! get {
+            ($p:expr) => {{
+                let r = sqlx::query(sql).fetch_one($p).await.unwrap();
+                (
+                    r.try_get::<Option<Vec<u8>>, _>(0).unwrap(),
+                    r.try_get::<i64, _>(1).unwrap(),
+                    r.try_get::<i64, _>(2).unwrap(),
+                )
+            }};
+        }
+        match self {
+            Self::Pg(p) => get!(p),
+            Self::My(p) => get!(p),
+            Self::Lite(p) => get!(p),
+        }
+    }
+
+    /// SQL setting `expires_at` to the db's UTC now plus `seconds` (may be negative).
+    pub fn at(&self, seconds: i64) -> String {
+        match self.dialect() {
+            Dialect::Postgres => {
+                format!("((CURRENT_TIMESTAMP AT TIME ZONE 'UTC') + INTERVAL '{seconds} seconds')")
+            }
+            Dialect::MySql => format!("TIMESTAMPADD(SECOND, {seconds}, UTC_TIMESTAMP(6))"),
+            _ => format!("strftime('%Y-%m-%d %H:%M:%f', 'now', '{seconds:+} seconds')"),
+        }
+    }
+
+    /// Ends the lease on `id` as if it had expired a second ago.
+    pub async fn expire(&self, table: &str, id: u16) {
+        let at = self.at(-1);
+        self.exec(&format!(
+            "UPDATE {table} SET expires_at = {at} WHERE id = {id}"
+        ))
+        .await;
+    }
+
+    /// Marks rows `ids` held by nobody we know for an hour.
+    pub async fn hold(&self, table: &str, ids: std::ops::RangeInclusive<u16>) {
+        let at = self.at(3600);
+        self.exec(&format!(
+            "UPDATE {table} SET expires_at = {at}, lock_version = lock_version + 1 \
+             WHERE id BETWEEN {} AND {}",
+            ids.start(),
+            ids.end()
+        ))
+        .await;
+    }
+}
+
+/// A table of its own on one server, migrated, dropped when the test ends (even on panic).
+pub struct TestTable {
+    pub pool: Pool,
+    pub name: String,
+    /// Keeps a SQLite file's directory alive.
+    pub dir: Option<TempDir>,
+}
+
+impl TestTable {
+    pub async fn new(dialect: Dialect) -> Self {
+        let t = Self::unmigrated(dialect).await;
+        assert_eq!(t.strategy().migrate().await.unwrap(), 512);
+        t
+    }
+
+    pub async fn unmigrated(dialect: Dialect) -> Self {
+        let name = format!("lease_test_{}", suffix());
+        let (pool, dir) = match dialect {
+            Dialect::Postgres => (Pool::postgres(8).await, None),
+            Dialect::MySql => (Pool::mysql(8).await, None),
+            _ => {
+                let dir = TempDir::new();
+                (
+                    Pool::sqlite(&dir.path.join("leases.db"), 8).await,
+                    Some(dir),
+                )
+            }
+        };
+        Self { pool, name, dir }
+    }
+
+    pub fn strategy(&self) -> SqlStrategy {
+        self.pool.strategy(&self.name)
+    }
+}
+
+impl Drop for TestTable {
+    fn drop(&mut self) {
+        if self.dir.is_some() {
+            return; // the directory goes with it
+        }
+        let dialect = self.pool.dialect();
+        let sql = format!("DROP TABLE IF EXISTS {}", self.name);
+        // Drop from a thread with its own runtime and connection: this may run inside (or after)
+        // the test's runtime.
+        let result = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let pool = match dialect {
+                    Dialect::Postgres => Pool::postgres(1).await,
+                    _ => Pool::mysql(1).await,
+                };
+                pool.exec(&sql).await;
+            });
+        })
+        .join();
+        if result.is_err() && !std::thread::panicking() {
+            panic!("could not drop test table {}", self.name);
+        }
+    }
+}
+
+/// A temporary directory, removed on drop.
+pub struct TempDir {
+    pub path: std::path::PathBuf,
+}
+
+impl TempDir {
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("lease-sql-test-{}", suffix()));
+        std::fs::create_dir_all(&path).unwrap();
+        Self { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Generates one `#[tokio::test]` per dialect for each `async fn name(Dialect)` listed.
+#[macro_export]
+macro_rules! per_dialect {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(lease_sql::Dialect::Postgres).await;
+                }
+            )*
+        }
+        mod mysql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(lease_sql::Dialect::MySql).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(lease_sql::Dialect::Sqlite).await;
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,77 @@
+//! `lease-testkit`'s conformance suite on PostgreSQL, MariaDB and SQLite, each check on a table
+//! of its own; on PostgreSQL and MariaDB with both acquisition modes.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestTable;
+use lease_core::MachineId;
+use lease_sql::{Acquisition, Dialect, SqlStrategy};
+use lease_testkit::{Harness, Options};
+
+struct SqlHarness {
+    table: TestTable,
+    acquisition: Acquisition,
+}
+
+impl Harness for SqlHarness {
+    type Strategy = SqlStrategy;
+
+    async fn node(&self) -> SqlStrategy {
+        self.table.strategy().with_acquisition(self.acquisition)
+    }
+
+    async fn expire(&self, id: MachineId) -> bool {
+        self.table.pool.expire(&self.table.name, id.get()).await;
+        true
+    }
+}
+
+async fn harness(dialect: Dialect, acquisition: Acquisition) -> SqlHarness {
+    SqlHarness {
+        table: TestTable::new(dialect).await,
+        acquisition,
+    }
+}
+
+fn options() -> Options {
+    Options::new(Duration::from_secs(4))
+}
+
+const OPTIMISTIC: Acquisition = Acquisition::Optimistic { candidates: 8 };
+
+mod postgres {
+    use super::*;
+    lease_testkit::conformance_tests!(
+        || harness(Dialect::Postgres, Acquisition::SkipLocked),
+        options()
+    );
+}
+
+mod postgres_optimistic {
+    use super::*;
+    lease_testkit::conformance_tests!(|| harness(Dialect::Postgres, OPTIMISTIC), options());
+}
+
+mod mysql {
+    use super::*;
+    lease_testkit::conformance_tests!(
+        || harness(Dialect::MySql, Acquisition::SkipLocked),
+        options()
+    );
+}
+
+mod mysql_optimistic {
+    use super::*;
+    lease_testkit::conformance_tests!(|| harness(Dialect::MySql, OPTIMISTIC), options());
+}
+
+mod sqlite {
+    use super::*;
+    lease_testkit::conformance_tests!(
+        || harness(Dialect::Sqlite, Acquisition::SkipLocked),
+        options()
+    );
+}

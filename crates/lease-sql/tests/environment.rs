@@ -1,0 +1,259 @@
+//! The strategy in less friendly surroundings: non-UTC session time zones, a database user
+//! without privileges, and several OS processes sharing one SQLite file.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{Pool, TempDir, TestTable, mysql_url, pg_url, suffix};
+use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_sql::sqlx::{self, AssertSqlSafe, Row};
+use lease_sql::{Dialect, SqlError, SqlStrategy};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A pool whose sessions run in a time zone `hours` east of UTC.
+async fn zoned(dialect: Dialect, hours: i32) -> Pool {
+    let pool = match dialect {
+        Dialect::Postgres => {
+            // POSIX zone names count the other way round.
+            Pool::postgres_in_zone(2, format!("<X>{}", -hours)).await
+        }
+        _ => {
+            let zone = format!("{hours:+03}:00");
+            Pool::mysql_with(2, move |o| o.timezone(Some(zone))).await
+        }
+    };
+    // The session really is in that zone.
+    let offset = match dialect {
+        Dialect::Postgres => "SELECT EXTRACT(TIMEZONE FROM now())::bigint",
+        _ => "SELECT CAST(TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW()) AS SIGNED)",
+    };
+    assert_eq!(pool.scalar(offset).await, i64::from(hours) * 3600);
+    pool
+}
+
+/// Leases written by a session at UTC+13 are read correctly by a session at UTC-11 and by a UTC
+/// session, and expire after their TTL on the database's UTC clock, not 24 hours off.
+async fn expiry_is_utc_whatever_the_session_time_zone(dialect: Dialect) {
+    let t = TestTable::new(dialect).await;
+    let east = zoned(dialect, 13).await;
+    let west = zoned(dialect, -11).await;
+    let a = east.strategy(&t.name);
+    let b = west.strategy(&t.name);
+
+    let grant = a.acquire(Duration::from_secs(2)).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 0);
+    for reader in [&t.pool, &east, &west] {
+        let remaining = reader.row(&t.name, 0).await.2;
+        assert!(
+            (1_000_000..=2_001_000).contains(&remaining),
+            "expires in about 2 s whoever reads it: {remaining} µs"
+        );
+    }
+    // The western session sees the lease as held.
+    assert_eq!(b.acquire(HOUR).await.unwrap().machine_id.get(), 1);
+    // A renewal under the western zone keeps the expiry in UTC too.
+    let renewed = b.renew(&grant.lease, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(renewed.lease, grant.lease);
+    let remaining = t.pool.row(&t.name, 0).await.2;
+    assert!((1_000_000..=2_001_000).contains(&remaining), "{remaining}");
+    // And it expires on time: the western session takes it over once the 2 s are up.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let taken = b.acquire(HOUR).await.unwrap();
+    assert_eq!(taken.machine_id.get(), 0);
+    let e = a.renew(&grant.lease, HOUR).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost);
+    // The stored value is UTC (the column has no zone): compare as text with a UTC session.
+    let stored_vs_utc = match dialect {
+        Dialect::Postgres => format!(
+            "SELECT (EXTRACT(EPOCH FROM expires_at - (CURRENT_TIMESTAMP AT TIME ZONE 'UTC')) / 60)::bigint \
+             FROM {} WHERE id = 0",
+            t.name
+        ),
+        _ => format!(
+            "SELECT CAST(TIMESTAMPDIFF(MINUTE, UTC_TIMESTAMP(), expires_at) AS SIGNED) \
+             FROM {} WHERE id = 0",
+            t.name
+        ),
+    };
+    let minutes = t.pool.scalar(&stored_vs_utc).await;
+    assert!(
+        (59..=60).contains(&minutes),
+        "written at UTC-11, off by {minutes} min"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_expiry_is_utc_whatever_the_session_time_zone() {
+    expiry_is_utc_whatever_the_session_time_zone(Dialect::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_expiry_is_utc_whatever_the_session_time_zone() {
+    expiry_is_utc_whatever_the_session_time_zone(Dialect::MySql).await;
+}
+
+/// A user who may read but not update the table gets a clear, non-retryable error.
+async fn read_only_user_is_told_to_get_grants(dialect: Dialect) {
+    let t = TestTable::new(dialect).await;
+    let user = format!("lease_ro_{}", suffix());
+    let (setup, teardown, url): (Vec<String>, Vec<String>, String) = match dialect {
+        Dialect::Postgres => (
+            vec![
+                format!("CREATE ROLE {user} LOGIN"),
+                format!("GRANT SELECT ON {} TO {user}", t.name),
+            ],
+            vec![
+                format!("REVOKE ALL ON {} FROM {user}", t.name),
+                format!("DROP ROLE {user}"),
+            ],
+            pg_url().replacen("postgres@", &format!("{user}@"), 1),
+        ),
+        _ => (
+            vec![
+                format!("CREATE USER '{user}'@'%'"),
+                format!("CREATE USER '{user}'@'localhost'"),
+                format!("GRANT SELECT ON {} TO '{user}'@'%'", t.name),
+                format!("GRANT SELECT ON {} TO '{user}'@'localhost'", t.name),
+            ],
+            vec![
+                format!("DROP USER '{user}'@'%'"),
+                format!("DROP USER '{user}'@'localhost'"),
+            ],
+            mysql_url().replacen("root@", &format!("{user}@"), 1),
+        ),
+    };
+    for sql in &setup {
+        t.pool.exec(sql).await;
+    }
+    let s = SqlStrategy::connect_lazy(&url)
+        .unwrap()
+        .with_table(&t.name)
+        .unwrap();
+    let acquired = s.acquire(HOUR).await;
+    let migrated = s.migrate().await;
+    let free = s.free_count().await;
+    for sql in &teardown {
+        t.pool.exec(sql).await;
+    }
+    let e = acquired.unwrap_err();
+    assert!(matches!(e, SqlError::PermissionDenied { .. }), "{e:?}");
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    assert!(e.to_string().contains("grant"), "{e}");
+    let e = migrated.unwrap_err();
+    assert!(matches!(e, SqlError::PermissionDenied { .. }), "{e:?}");
+    assert_eq!(free.unwrap(), 512, "reading is allowed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_read_only_user_is_told_to_get_grants() {
+    read_only_user_is_told_to_get_grants(Dialect::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_read_only_user_is_told_to_get_grants() {
+    read_only_user_is_told_to_get_grants(Dialect::MySql).await;
+}
+
+const CHILD_DB: &str = "LEASE_SQL_TEST_CHILD_DB";
+const PROCESSES: usize = 4;
+const PER_PROCESS: usize = 48;
+
+/// Several OS processes (this test binary, re-run as children) lease IDs from one SQLite file at
+/// the same time: every ID is handed out once, and the parent sees them all as held.
+#[test]
+fn processes_share_one_sqlite_file() {
+    if let Ok(path) = std::env::var(CHILD_DB) {
+        return child(&path);
+    }
+    let dir = TempDir::new();
+    let path = dir.path.join("leases.db");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let parent = rt.block_on(async {
+        let s = Pool::sqlite(&path, 2).await.strategy("no_noncense_leases");
+        assert_eq!(s.migrate().await.unwrap(), 512);
+        s
+    });
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "processes_share_one_sqlite_file",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_DB, &path)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ids = BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "child failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find_map(|l| l.split_once("leased ids: ").map(|(_, ids)| ids))
+            .unwrap_or_else(|| panic!("no ids from child: {stdout}"));
+        for id in line.split(',') {
+            let id: u16 = id.parse().unwrap();
+            assert!(ids.insert(id), "id {id} leased by two processes");
+        }
+    }
+    assert_eq!(ids.len(), PROCESSES * PER_PROCESS);
+    rt.block_on(async {
+        assert_eq!(
+            parent.free_count().await.unwrap(),
+            u64::try_from(512 - PROCESSES * PER_PROCESS).unwrap()
+        );
+        let mine = parent.acquire(HOUR).await.unwrap();
+        assert!(!ids.contains(&mine.machine_id.get()));
+    });
+}
+
+/// One child process: lease `PER_PROCESS` IDs concurrently over its own pool, renew them, print them.
+fn child(path: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(lease_sql::sqlite_options(path))
+            .await
+            .unwrap();
+        // WAL is on for the file, as the options promise.
+        let mode: String = sqlx::query(AssertSqlSafe("PRAGMA journal_mode"))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let s = SqlStrategy::sqlite(pool);
+        let tasks: Vec<_> = (0..PER_PROCESS)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let grant = s.acquire(HOUR).await.unwrap();
+                    s.renew(&grant.lease, HOUR).await.unwrap();
+                    grant.machine_id.get()
+                })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.push(task.await.unwrap().to_string());
+        }
+        println!("leased ids: {}", ids.join(","));
+    });
+}
