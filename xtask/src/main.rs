@@ -4,7 +4,9 @@
 //!   the no_std proof).
 //! - `cargo xtask nostd`: only the no_std proof.
 //! - `cargo xtask bench [ARGS]`: `cargo bench -p nonce-core` with extra criterion arguments.
+//! - `cargo xtask fuzz [--cases N]`: every fuzz target in release mode (see `fuzz.rs`).
 
+mod fuzz;
 mod services;
 
 use std::env;
@@ -28,10 +30,11 @@ fn main() -> ExitCode {
             )])
             .and_then(|()| bench_report()),
         Some("bench-report") => bench_report(),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("with-services") => with_services(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|nostd|bench [criterion args]|bench-report|with-services CMD [ARGS]>"
+                "usage: cargo xtask <test|nostd|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
             );
             return ExitCode::from(2);
         }

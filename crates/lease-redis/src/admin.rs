@@ -21,14 +21,18 @@ where
         let mut connection = self.connection();
         let key = &self.options().key;
         let fail = |command| move |e| RedisLeaseError::command(command, key, e);
-        let pairs: Vec<(Vec<u8>, String)> = redis::cmd("HGETALL")
+        // Values as bytes: one corrupt value must not hide every other holder.
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
             .arg(&self.options().key)
             .query_async(&mut connection)
             .await
             .map_err(fail("HGETALL"))?;
         let mut held: Vec<(MachineId, String)> = pairs
             .into_iter()
-            .filter_map(|(field, token)| wire::parse_id_field(&field).map(|id| (id, token)))
+            .filter_map(|(field, token)| {
+                wire::parse_id_field(&field)
+                    .map(|id| (id, String::from_utf8_lossy(&token).into_owned()))
+            })
             .collect();
         held.sort_by_key(|(id, _)| *id);
         if held.is_empty() {

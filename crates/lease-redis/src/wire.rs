@@ -106,3 +106,175 @@ mod tests {
         assert_eq!(marker(id, "abc"), "token.17.abc");
     }
 }
+
+/// Fuzzing by property test of the field parser, on a seeded generator (no extra dependency):
+/// arbitrary bytes plus structure-aware fields (IDs, near-IDs, markers, huge fields).
+/// Cases: `NONONCE_FUZZ_CASES` (256 when unset), as for the proptest targets; `cargo xtask fuzz`
+/// runs many more. A failure names its seed and case.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    /// SplitMix64: small, seeded, good enough to pick inputs.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            usize::try_from(self.next() % n as u64).expect("below n")
+        }
+
+        fn bytes(&mut self, len: usize) -> Vec<u8> {
+            (0..len).map(|_| self.next().to_le_bytes()[0]).collect()
+        }
+
+        /// One hash field as a foreign writer, a NoNoncense node or this crate might leave it.
+        fn field(&mut self) -> Vec<u8> {
+            let id = self.below(1100);
+            match self.below(12) {
+                0 => {
+                    let len = self.below(8);
+                    self.bytes(len)
+                }
+                1 => {
+                    let len = self.below(64);
+                    self.bytes(len)
+                }
+                2 | 3 => id.to_string().into_bytes(),
+                4 => format!("{}{id}", "0".repeat(1 + self.below(3))).into_bytes(),
+                5 => {
+                    let sign = [b"-", b"+", b" ", b"\t"][self.below(4)];
+                    [&sign[..], id.to_string().as_bytes()].concat()
+                }
+                6 => format!("{id} ").into_bytes(),
+                7 => format!("token.{id}.{}", new_token()).into_bytes(),
+                8 => format!("token.{id}").into_bytes(),
+                9 => {
+                    // A canonical ID with one byte changed.
+                    let mut f = id.to_string().into_bytes();
+                    let at = self.below(f.len());
+                    f[at] = self.next().to_le_bytes()[0];
+                    f
+                }
+                10 => ["٣", "７", "1e2", "0x1f", "1_0", "½", "\u{0}7"][self.below(7)]
+                    .as_bytes()
+                    .to_vec(),
+                _ => u64::MAX.to_string().into_bytes(),
+            }
+        }
+    }
+
+    fn cases() -> u64 {
+        std::env::var("NONONCE_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(256)
+    }
+
+    /// The documented rule: exactly the canonical decimal text of 0..=511.
+    fn reference(field: &[u8]) -> Option<u16> {
+        let text = std::str::from_utf8(field).ok()?;
+        let n: u16 = text.parse().ok()?;
+        (n <= 511 && n.to_string() == text).then_some(n)
+    }
+
+    fn check_field(field: &[u8], context: &str) {
+        assert_eq!(
+            parse_id_field(field).map(MachineId::get),
+            reference(field),
+            "{context}: field {:?}",
+            String::from_utf8_lossy(field)
+        );
+    }
+
+    #[test]
+    fn every_id_round_trips_and_nothing_else_parses() {
+        for id in 0..MachineId::COUNT {
+            let id = MachineId::new(id).unwrap();
+            assert_eq!(parse_id_field(id.to_string().as_bytes()), Some(id));
+            assert_eq!(parse_id_field(marker(id, &new_token()).as_bytes()), None);
+        }
+        // Every field of up to 3 bytes from the digits and a few neighbours: exhaustive.
+        let alphabet = b"0123456789+- .\x00a/:";
+        for len in 0..=3u32 {
+            for n in 0..alphabet.len().pow(len) {
+                let mut rest = n;
+                let field: Vec<u8> = (0..len)
+                    .map(|_| {
+                        let c = alphabet[rest % alphabet.len()];
+                        rest /= alphabet.len();
+                        c
+                    })
+                    .collect();
+                check_field(&field, "exhaustive");
+            }
+        }
+    }
+
+    #[test]
+    fn random_fields_parse_as_documented() {
+        let seed = 0x6e6f_6e6f_6e63_6501;
+        let mut g = Gen(seed);
+        for case in 0..cases() * 16 {
+            let field = g.field();
+            check_field(&field, &format!("seed {seed:#x} case {case}"));
+        }
+    }
+
+    /// `free_ids` is the sorted complement of the IDs the fields name, whatever else the hash
+    /// holds, and never more than 512 entries.
+    #[test]
+    fn free_ids_are_the_complement_of_the_id_fields() {
+        let seed = 0x6e6f_6e6f_6e63_6502;
+        let mut g = Gen(seed);
+        for case in 0..cases() {
+            let count = match g.below(4) {
+                0 => g.below(4),
+                1 => g.below(64),
+                2 => g.below(600),
+                _ => g.below(3000),
+            };
+            let fields: Vec<Vec<u8>> = (0..count).map(|_| g.field()).collect();
+            let taken: std::collections::BTreeSet<u16> =
+                fields.iter().filter_map(|f| reference(f)).collect();
+            let free: Vec<u16> = free_ids(&fields).into_iter().map(MachineId::get).collect();
+            let expected: Vec<u16> = (0..MachineId::COUNT)
+                .filter(|id| !taken.contains(id))
+                .collect();
+            assert_eq!(free, expected, "seed {seed:#x} case {case}");
+        }
+    }
+
+    #[test]
+    fn huge_fields_and_hashes_are_handled_in_bounded_time() {
+        let started = std::time::Instant::now();
+        let mib = 1 << 20;
+        for field in [
+            vec![b'1'; mib],
+            vec![b'0'; mib],
+            [b"7".as_slice(), &vec![b' '; mib]].concat(),
+            format!("token.7.{}", "x".repeat(mib)).into_bytes(),
+            vec![0xff; mib],
+        ] {
+            assert_eq!(parse_id_field(&field), None);
+        }
+        // A million fields, every ID among them once: nothing free.
+        let mut fields: Vec<Vec<u8>> = (0..1_000_000u32)
+            .map(|i| format!("token.{}.{i}", i % 512).into_bytes())
+            .collect();
+        fields.extend((0..MachineId::COUNT).map(|id| id.to_string().into_bytes()));
+        assert!(free_ids(&fields).is_empty());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

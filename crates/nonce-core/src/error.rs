@@ -52,7 +52,7 @@ impl fmt::Display for Error {
                 "nonce timestamp would overflow its 42 bits: configure a later epoch",
             ),
             Self::NonZeroTail => f.write_str(
-                "96-bit nonce does not end in 32 zero bits, so blowfish/des3 cannot encrypt it: use the speck 96-bit cipher for full 96-bit nonces",
+                "96-bit nonce does not end in 32 zero bits, which blowfish/des3 96-bit nonces always do: use the speck 96-bit cipher for full 96-bit nonces",
             ),
         }
     }

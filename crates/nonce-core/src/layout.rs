@@ -60,7 +60,7 @@ pub(crate) const fn decode64(v: u64, epoch_ms: u64) -> Decoded {
     Decoded {
         bits: 64,
         timestamp_ms: ts,
-        unix_ms: ts + epoch_ms,
+        unix_ms: ts.saturating_add(epoch_ms),
         machine_id: ((v >> COUNT64_BITS) & MAX_MACHINE_ID as u64) as u16,
         count: v & COUNT64_MASK,
     }
@@ -72,7 +72,7 @@ pub(crate) const fn decode96(v: u128, epoch_ms: u64) -> Decoded {
     Decoded {
         bits: 96,
         timestamp_ms: ts,
-        unix_ms: ts + epoch_ms,
+        unix_ms: ts.saturating_add(epoch_ms),
         machine_id: ((v >> COUNT96_BITS) as u64 & MAX_MACHINE_ID as u64) as u16,
         count: v as u64 & COUNT96_MASK,
     }
@@ -84,7 +84,7 @@ pub(crate) const fn decode128(v: u128, epoch_ms: u64) -> Decoded {
     Decoded {
         bits: 128,
         timestamp_ms: ts,
-        unix_ms: ts + epoch_ms,
+        unix_ms: ts.saturating_add(epoch_ms),
         machine_id: ((v >> 77) as u64 & MAX_MACHINE_ID as u64) as u16,
         count: v as u64,
     }

@@ -129,8 +129,9 @@ struct GenArgs {
     /// Use this machine ID without a lease; you guarantee no other node uses it.
     #[arg(long, conflicts_with = "store")]
     machine_id: Option<u16>,
-    /// Where machine-ID leases live: redis://HOST:PORT, env:VAR (StatefulSet ordinal),
-    /// hosts:NAME,NAME,...
+    /// Where machine-ID leases live: sqlite://PATH (default: ./nononce-leases.db, created on
+    /// first use), postgres://..., mysql://..., redis://HOST:PORT, env:VAR (StatefulSet
+    /// ordinal), hosts:NAME,NAME,...
     #[arg(long)]
     store: Option<String>,
     /// Base key (hex, at least 32 bytes) for encrypted nonces.
@@ -279,18 +280,18 @@ fn generate(args: &GenArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         return print_nonces(&factory, args);
     }
-    let Some(url) = args.store.as_deref() else {
-        return Err("no machine id: pass --store URL to lease one, or --machine-id N (0..=511) for a node you know is alone on it".into());
-    };
+    let url = args.store.as_deref().unwrap_or(crate::store::DEFAULT_STORE);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async {
-        let strategy = crate::store::Store::open(url).await?.into_strategy();
+        let store = crate::store::Store::open(url).await?;
+        store.prepare_embedded().await?;
+        let strategy = store.into_strategy();
         let nonces = nononce::Nononce::builder(strategy)
             .factory("gen", options)
-            .acquire_timeout(Some(std::time::Duration::from_secs(15)))
+            .acquire_timeout(Some(std::time::Duration::from_secs(10)))
             .start()
             .await
             .map_err(|e| chain(&e))?;
@@ -306,8 +307,12 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        // Many errors already quote their source; say each cause once.
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
         source = s.source();
     }
     text

@@ -2,6 +2,15 @@
 
 use nononce::{Decoded, Nonce64, Nonce96, Nonce128};
 
+/// The input as quoted in an error: escaped onto one line, and cut short.
+pub fn shown(text: &str) -> String {
+    let mut out: String = text.chars().take(40).flat_map(char::escape_debug).collect();
+    if text.chars().nth(40).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
 /// A nonce whose size is known only from its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnyNonce {
@@ -24,10 +33,11 @@ impl AnyNonce {
             (24, true) | (16, false) => text.parse().map(Self::N96).map_err(|e| e.to_string()),
             (32, true) | (22, _) => text.parse().map(Self::N128).map_err(|e| e.to_string()),
             (len, _) => Err(format!(
-                "`{text}` is {len} characters: a nonce is 16, 24 or 32 hex digits, or 11, 16 or 22 base64url characters"
+                "\"{}\" is {len} characters: a nonce is 16, 24 or 32 hex digits, or 11, 16 or 22 base64url characters",
+                shown(text)
             )),
         };
-        parsed.map_err(|e| format!("malformed nonce `{text}`: {e}"))
+        parsed.map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))
     }
 
     /// Parses hex only (16, 24 or 32 digits).
@@ -35,7 +45,8 @@ impl AnyNonce {
         let text = text.trim();
         if !matches!(text.len(), 16 | 24 | 32) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!(
-                "malformed nonce `{text}`: expected 16, 24 or 32 hex digits"
+                "malformed nonce \"{}\": expected 16, 24 or 32 hex digits",
+                shown(text)
             ));
         }
         Self::parse(text)

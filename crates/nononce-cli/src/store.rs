@@ -3,9 +3,16 @@
 use std::time::Duration;
 
 use nononce::BoxStrategy;
+
+use crate::codec::shown;
 use nononce::lease::Holder;
 use nononce::lease::MachineId;
 use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
+use nononce::sql::SqlStrategy;
+
+/// The store `gen` uses without `--store`: a SQLite file in the working directory, so two
+/// `gen` processes on one host never share a machine ID.
+pub const DEFAULT_STORE: &str = "sqlite://nononce-leases.db";
 
 /// An opened store: a strategy to lease from and, for dynamic stores, operator views.
 pub enum Store {
@@ -13,16 +20,18 @@ pub enum Store {
     Static(BoxStrategy),
     /// Valkey 9 / Redis 8.
     Redis(RedisStrategy),
+    /// PostgreSQL, MySQL/MariaDB or SQLite.
+    Sql(SqlStrategy),
 }
 
-const USAGE: &str = "use redis://HOST:PORT (or rediss://), env:VAR or hosts:NAME,NAME,...";
+const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), env:VAR or hosts:NAME,NAME,...";
 
 impl Store {
     /// Opens the store a `--store` URL names.
     pub async fn open(url: &str) -> Result<Self, String> {
         if let Some(variable) = url.strip_prefix("env:") {
             let s = nononce::statefulset::StatefulSetStrategy::from_env(variable)
-                .map_err(|e| format!("store {url}: {e}"))?;
+                .map_err(|e| format!("store {}: {e}", shown(url)))?;
             return Ok(Self::Static(Box::new(s)));
         }
         if let Some(list) = url.strip_prefix("hosts:") {
@@ -32,17 +41,45 @@ impl Store {
                 .filter(|s| !s.is_empty())
                 .collect();
             let s = nononce::hosts::HostListStrategy::new(&nodes)
-                .map_err(|e| format!("store {url}: {e}"))?;
+                .map_err(|e| format!("store {}: {e}", shown(url)))?;
             return Ok(Self::Static(Box::new(s)));
         }
         if url.starts_with("redis://") || url.starts_with("rediss://") {
             let (base, options) = redis_options(url)?;
             let s = RedisStrategy::connect(&base, options)
                 .await
-                .map_err(|e| format!("store {url}: {e}"))?;
+                .map_err(|e| format!("store {}: {e}", shown(url)))?;
             return Ok(Self::Redis(s));
         }
-        Err(format!("unknown store `{url}`: {USAGE}"))
+        if ["sqlite:", "postgres:", "postgresql:", "mysql:", "mariadb:"]
+            .iter()
+            .any(|p| url.starts_with(p))
+        {
+            let (base, table) = match url.split_once("?table=") {
+                Some((base, table)) => (base, Some(table)),
+                None => (url, None),
+            };
+            let mut s = SqlStrategy::connect_lazy(base)
+                .map_err(|e| format!("store {}: {e}", shown(url)))?;
+            if let Some(table) = table {
+                s = s
+                    .with_table(table)
+                    .map_err(|e| format!("store {}: {e}", shown(url)))?;
+            }
+            return Ok(Self::Sql(s));
+        }
+        Err(format!("unknown store \"{}\": {USAGE}", shown(url)))
+    }
+
+    /// Creates the lease table of an embedded SQLite store on first use; servers are migrated
+    /// by an operator (`nononce leases migrate`).
+    pub async fn prepare_embedded(&self) -> Result<(), String> {
+        if let Self::Sql(s) = self
+            && s.dialect() == nononce::sql::Dialect::Sqlite
+        {
+            s.migrate().await.map_err(|e| crate::cli::chain(&e))?;
+        }
+        Ok(())
     }
 
     /// The strategy to lease with.
@@ -50,6 +87,7 @@ impl Store {
         match self {
             Self::Static(s) => s,
             Self::Redis(s) => Box::new(s),
+            Self::Sql(s) => Box::new(s),
         }
     }
 
@@ -57,7 +95,8 @@ impl Store {
     pub async fn holders(&self) -> Result<Vec<Holder>, String> {
         match self {
             Self::Static(_) => Err(static_store()),
-            Self::Redis(s) => s.holders().await.map_err(|e| e.to_string()),
+            Self::Redis(s) => s.holders().await.map_err(|e| crate::cli::chain(&e)),
+            Self::Sql(s) => s.holders().await.map_err(|e| crate::cli::chain(&e)),
         }
     }
 
@@ -65,7 +104,8 @@ impl Store {
     pub async fn force_release(&self, id: MachineId) -> Result<bool, String> {
         match self {
             Self::Static(_) => Err(static_store()),
-            Self::Redis(s) => s.force_release(id).await.map_err(|e| e.to_string()),
+            Self::Redis(s) => s.force_release(id).await.map_err(|e| crate::cli::chain(&e)),
+            Self::Sql(s) => s.force_release(id).await.map_err(|e| crate::cli::chain(&e)),
         }
     }
 
@@ -77,6 +117,10 @@ impl Store {
                 "nothing to migrate: the hash `{}` needs no schema",
                 s.options().hash_key()
             )),
+            Self::Sql(s) => {
+                let added = s.migrate().await.map_err(|e| crate::cli::chain(&e))?;
+                Ok(format!("table `{}` ready: {added} rows added", s.table()))
+            }
         }
     }
 }
@@ -110,6 +154,6 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
             }
         };
     }
-    options.validate().map_err(|e| e.to_string())?;
+    options.validate().map_err(|e| crate::cli::chain(&e))?;
     Ok((base.to_owned(), options))
 }

@@ -24,6 +24,106 @@ fn json(nonce: &str) -> serde_json::Value {
     serde_json::from_str(&run_ok(&["decode", nonce, "--format", "json"])).unwrap()
 }
 
+/// Runs `a` (a long gen) and, once it holds its lease, `b`; returns both machine IDs and
+/// whether `a` was still running when `b` finished.
+fn two_gens_at_once(
+    dir: &std::path::Path,
+    store: Option<&str>,
+) -> (serde_json::Value, serde_json::Value, bool) {
+    let mut args = vec!["gen", "-n", "4000000"];
+    if let Some(store) = store {
+        args.extend(["--store", store]);
+    }
+    let mut a = std::process::Command::new(assert_cmd::cargo::cargo_bin("nononce"))
+        .args(&args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut a_out = std::io::BufReader::new(a.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut a_out, &mut first).unwrap();
+    args[2] = "1";
+    let b = nononce()
+        .args(&args)
+        .current_dir(dir)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let still_running = a.try_wait().unwrap().is_none();
+    std::io::copy(&mut a_out, &mut std::io::sink()).unwrap();
+    assert!(a.wait().unwrap().success());
+    (
+        json(first.trim())["machine_id"].clone(),
+        json(String::from_utf8(b).unwrap().trim())["machine_id"].clone(),
+        still_running,
+    )
+}
+
+#[test]
+fn gen_defaults_to_an_embedded_sqlite_store_shared_by_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, concurrent) = two_gens_at_once(dir.path(), None);
+    assert!(concurrent, "a was generating while b ran");
+    assert_ne!(a, b);
+    assert!(dir.path().join("nononce-leases.db").exists());
+    let store = format!(
+        "sqlite://{}",
+        dir.path().join("nononce-leases.db").display()
+    );
+    let list = run_ok(&["leases", "list", "--store", &store]);
+    assert!(list.contains("of 512 free"), "{list}");
+}
+
+#[test]
+fn leases_on_postgres_and_mariadb() {
+    let pg = std::env::var("NONONCE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let my = std::env::var("NONONCE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+    let dir = tempfile::tempdir().unwrap();
+    for base in [pg, my] {
+        let table = format!("nononce_cli_{}_{}", std::process::id(), base.len());
+        let store = format!("{base}?table={table}");
+        nononce()
+            .args(["gen", "--store", &store])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("migrat"));
+        assert!(run_ok(&["leases", "migrate", "--store", &store]).contains("512 rows added"));
+        assert!(run_ok(&["leases", "migrate", "--store", &store]).contains("0 rows added"));
+        let (a, b, _) = two_gens_at_once(dir.path(), Some(&store));
+        assert_ne!(a, b);
+        let held = b.as_u64().unwrap().to_string();
+        let list = run_ok(&["leases", "list", "--store", &store]);
+        assert!(
+            list.lines()
+                .any(|l| l.split_whitespace().next() == Some(held.as_str())),
+            "{list}"
+        );
+        assert!(
+            run_ok(&[
+                "leases", "release", "--store", &store, "--id", &held, "--yes"
+            ])
+            .contains("freed")
+        );
+        let drop = format!("drop table {table}");
+        if base.starts_with("postgres") {
+            std::process::Command::new("psql")
+                .args([base.as_str(), "-qc", &drop])
+                .status()
+                .unwrap();
+        } else {
+            std::process::Command::new("mariadb")
+                .args(["-h127.0.0.1", "-uroot", "test", "-e", &drop])
+                .status()
+                .unwrap();
+        }
+    }
+}
+
 #[test]
 fn gen_then_decode_round_trips_every_kind_and_size() {
     for kind in ["counter", "sortable"] {
@@ -169,7 +269,10 @@ fn bad_input_gets_one_clear_line_and_a_failure() {
             "need a key",
         ),
         (&["gen", "--machine-id", "512"], "out of range"),
-        (&["gen"], "machine id"),
+        (
+            &["gen", "--store", "postgres://nobody@127.0.0.1:1/none"],
+            "nononce: ",
+        ),
     ];
     for (args, message) in cases {
         nononce()

@@ -19,6 +19,14 @@ pub use nonce_core as nonce;
 #[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
 pub use lease_guard as guard;
 
+/// SQL leases (PostgreSQL, MySQL/MariaDB, SQLite) on NoNoncense's `no_noncense_leases` table.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+)]
+pub use lease_sql as sql;
+
 /// Valkey 9 / Redis 8 leases: `HSETEX` with ownership markers, NoNoncense's hash layout.
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

@@ -1,0 +1,335 @@
+//! Fuzzing by property test: the StatefulSet variable parser and the host-list parser/matcher.
+//!
+//! Arbitrary strings plus structure-aware inputs (pod names with odd ordinals, node lists of
+//! names and addresses in several spellings, inputs up to 1 MiB), each checked against the
+//! documented rules. Cases: `NONONCE_FUZZ_CASES` (256 when unset; the 1 MiB target runs 1/64 of
+//! them); `cargo xtask fuzz` runs more.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use lease_static::hosts::{match_node, sorted_node_list};
+use lease_static::{HostsError, StatefulSetError, StatefulSetStrategy};
+use proptest::prelude::*;
+
+const MIB: usize = 1 << 20;
+/// Generous: linear work on 1 MiB takes milliseconds; anything quadratic takes hours.
+const BIG_INPUT_BUDGET: Duration = Duration::from_secs(5);
+
+/// `NONONCE_FUZZ_CASES` (default 256) cases, `1/divisor` of them for expensive inputs.
+fn config(divisor: u32) -> ProptestConfig {
+    let cases = std::env::var("NONONCE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(256);
+    ProptestConfig::with_cases((cases / divisor).max(4))
+}
+
+/// The documented rule: offset + the value's trailing ASCII digits, if that is 0..=511.
+fn expected_id(value: &str, offset: u16) -> Result<u16, Option<String>> {
+    let digits: String = {
+        let rev: Vec<char> = value
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        rev.into_iter().rev().collect()
+    };
+    if digits.is_empty() {
+        return Err(None);
+    }
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > 3 {
+        return Err(Some(digits));
+    }
+    let ordinal: u32 = significant.parse().unwrap_or(0);
+    let id = ordinal + u32::from(offset);
+    if id <= 511 {
+        Ok(u16::try_from(id).unwrap())
+    } else {
+        Err(Some(digits))
+    }
+}
+
+fn check_statefulset(variable: &str, value: &str, offset: u16) -> Result<(), TestCaseError> {
+    let got = StatefulSetStrategy::from_value(variable, value, offset);
+    match (got, expected_id(value, offset)) {
+        (Ok(s), Ok(id)) => {
+            prop_assert_eq!(s.machine_id().get(), id);
+            prop_assert_eq!(s.variable(), variable);
+        }
+        (Err(e), Err(None)) => {
+            prop_assert_eq!(
+                &e,
+                &StatefulSetError::NoTrailingDigits {
+                    variable: variable.to_owned(),
+                    value: value.to_owned()
+                }
+            );
+            // The message quotes the value once, Debug-escaped (at most 6 bytes per input
+            // byte, as in `\u{7f}`): bounded by the input.
+            let message = e.to_string();
+            prop_assert!(message.len() <= 6 * value.len() + variable.len() + 200);
+        }
+        (Err(e), Err(Some(digits))) => {
+            prop_assert_eq!(
+                &e,
+                &StatefulSetError::OutOfRange {
+                    variable: variable.to_owned(),
+                    ordinal: digits.clone(),
+                    offset
+                }
+            );
+            prop_assert!(e.to_string().len() <= digits.len() + variable.len() + 200);
+        }
+        (got, expected) => prop_assert!(
+            false,
+            "{:?} + {}: got {:?}, expected {:?}",
+            value,
+            offset,
+            got,
+            expected
+        ),
+    }
+    Ok(())
+}
+
+/// Pod-name-like values: a prefix, then digits with leading zeros, huge ordinals, Unicode
+/// digits or trailing junk.
+fn pod_name() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            "[a-z][a-z0-9-]{0,20}-",
+            any::<String>(),
+            Just(String::new()),
+        ],
+        prop_oneof![
+            (0u32..1024).prop_map(|n| n.to_string()),
+            "0{1,30}[0-9]{1,4}",
+            "[0-9]{5,40}",
+            Just("٣".to_owned()),
+            Just("７".to_owned()),
+            "[0-9]{0,3}[ \n\t-]",
+            Just(String::new()),
+        ],
+    )
+        .prop_map(|(prefix, ordinal)| format!("{prefix}{ordinal}"))
+}
+
+fn offset() -> impl Strategy<Value = u16> {
+    prop_oneof![0u16..=600, any::<u16>(), Just(u16::MAX)]
+}
+
+/// The documented comparison: addresses by value, names ASCII-case-insensitively without
+/// surrounding whitespace or one trailing dot; empty names match nothing.
+#[derive(Debug, PartialEq, Eq)]
+enum RefKey {
+    Ip(IpAddr),
+    Name(String),
+}
+
+fn ref_key(text: &str) -> Option<RefKey> {
+    let text = text.trim();
+    if let Ok(ip) = text.parse() {
+        return Some(RefKey::Ip(ip));
+    }
+    let name = text.strip_suffix('.').unwrap_or(text);
+    (!name.is_empty()).then(|| RefKey::Name(name.to_ascii_lowercase()))
+}
+
+fn check_hosts(nodes: &[String], identifiers: &[String]) -> Result<(), TestCaseError> {
+    let list = sorted_node_list(nodes);
+    // Sorted by bytes, de-duplicated, exactly the input's entries.
+    prop_assert!(list.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
+    let input: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+    prop_assert_eq!(
+        list.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        input
+    );
+    prop_assert!(list.len() <= nodes.len());
+
+    let keys: Vec<RefKey> = identifiers.iter().filter_map(|i| ref_key(i)).collect();
+    let matching: Vec<usize> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| ref_key(e).is_some_and(|k| keys.contains(&k)))
+        .map(|(i, _)| i)
+        .collect();
+    let got = match_node(nodes, identifiers);
+    match got {
+        Ok(m) => {
+            prop_assert!((1..=512).contains(&list.len()));
+            prop_assert_eq!(matching.as_slice(), &[usize::from(m.machine_id.get())]);
+            prop_assert_eq!(&m.entry, &list[usize::from(m.machine_id.get())]);
+            prop_assert!(identifiers.contains(&m.identifier));
+            prop_assert_eq!(ref_key(&m.identifier), ref_key(&m.entry));
+        }
+        Err(HostsError::EmptyList) => prop_assert!(list.is_empty()),
+        Err(HostsError::TooManyNodes { count }) => {
+            prop_assert!(list.len() > 512);
+            prop_assert_eq!(count, list.len());
+        }
+        Err(HostsError::NoMatch {
+            identifiers: echoed,
+        }) => {
+            prop_assert!((1..=512).contains(&list.len()));
+            prop_assert!(matching.is_empty());
+            prop_assert_eq!(&echoed, identifiers);
+        }
+        Err(HostsError::Ambiguous { matches }) => {
+            prop_assert!((1..=512).contains(&list.len()));
+            let ids: Vec<usize> = matches
+                .iter()
+                .map(|m| usize::from(m.machine_id.get()))
+                .collect();
+            prop_assert_eq!(ids, matching);
+        }
+        Err(e) => prop_assert!(false, "unexpected error {}", e),
+    }
+    Ok(())
+}
+
+/// Host names and addresses in several spellings of the same few hosts, so matches, misses and
+/// ambiguities all happen.
+fn host_text() -> impl Strategy<Value = String> {
+    let base = prop_oneof![
+        Just("node-a".to_owned()),
+        Just("node-b.example.com".to_owned()),
+        Just("10.0.0.2".to_owned()),
+        Just("2001:db8::1".to_owned()),
+        Just("2001:0db8:0:0:0:0:0:1".to_owned()),
+        Just("::ffff:10.0.0.2".to_owned()),
+        Just("localhost".to_owned()),
+        Just(String::new()),
+        Just(".".to_owned()),
+        "[a-z0-9.:-]{1,12}",
+        any::<String>(),
+    ];
+    (base, 0u8..6).prop_map(|(s, spelling)| match spelling {
+        0 => s.to_ascii_uppercase(),
+        1 => format!("{s}."),
+        2 => format!(" {s}\t"),
+        3 => format!("{s}.."),
+        _ => s,
+    })
+}
+
+proptest! {
+    #![proptest_config(config(1))]
+
+    #[test]
+    fn statefulset_arbitrary_values(variable in any::<String>(), value in any::<String>(), offset in offset()) {
+        check_statefulset(&variable, &value, offset)?;
+    }
+
+    #[test]
+    fn statefulset_pod_names(value in pod_name(), offset in offset()) {
+        check_statefulset("POD_NAME", &value, offset)?;
+    }
+
+    /// Every in-range ordinal, however written, gives offset + ordinal.
+    #[test]
+    fn statefulset_valid_names_round_trip(prefix in "[a-z][a-z0-9-]{0,20}-", zeros in 0usize..40, ordinal in 0u16..512, offset in 0u16..512) {
+        let value = format!("{prefix}{}{ordinal}", "0".repeat(zeros));
+        let got = StatefulSetStrategy::from_value("POD_NAME", &value, offset).map(|s| s.machine_id().get());
+        if ordinal + offset <= 511 {
+            prop_assert_eq!(got, Ok(ordinal + offset));
+        } else {
+            let out_of_range = matches!(got, Err(StatefulSetError::OutOfRange { .. }));
+            prop_assert!(out_of_range);
+        }
+    }
+
+    #[test]
+    fn hosts_arbitrary_lists(
+        nodes in proptest::collection::vec(any::<String>(), 0..20),
+        identifiers in proptest::collection::vec(any::<String>(), 0..6),
+    ) {
+        check_hosts(&nodes, &identifiers)?;
+    }
+
+    #[test]
+    fn hosts_structured_lists(
+        nodes in proptest::collection::vec(host_text(), 0..16),
+        identifiers in proptest::collection::vec(host_text(), 0..5),
+        rotate in any::<usize>(),
+    ) {
+        check_hosts(&nodes, &identifiers)?;
+        // Every node may list the entries in its own order: the outcome does not change.
+        let mut rotated = nodes.clone();
+        if !rotated.is_empty() {
+            let len = rotated.len();
+            rotated.rotate_left(rotate % len);
+        }
+        let a = match_node(&nodes, &identifiers).map_err(|e| e.to_string());
+        let b = match_node(&rotated, &identifiers).map_err(|e| e.to_string());
+        prop_assert_eq!(a, b);
+    }
+
+    /// Lists around the 512-entry limit, with duplicates that do not count against it.
+    #[test]
+    fn hosts_list_size_limit(distinct in 500usize..530, copies in 1usize..3, pick in any::<usize>()) {
+        let names: Vec<String> = (0..distinct).map(|i| format!("n{i:04}")).collect();
+        let nodes: Vec<String> = names.iter().cycle().take(distinct * copies).cloned().collect();
+        let me = names[pick % distinct].clone();
+        check_hosts(&nodes, std::slice::from_ref(&me))?;
+        let got = match_node(&nodes, &[me.as_str()]);
+        if distinct <= 512 {
+            prop_assert_eq!(usize::from(got.unwrap().machine_id.get()), pick % distinct);
+        } else {
+            let too_many = matches!(got, Err(HostsError::TooManyNodes { count }) if count == distinct);
+            prop_assert!(too_many);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Values and lists up to 1 MiB: handled in linear time, output no larger than the input.
+    #[test]
+    fn huge_inputs_are_bounded(
+        len in 1usize..=MIB,
+        ordinal in 0u16..1024,
+        unit in prop_oneof![Just('0'), Just('a'), Just(','), any::<char>()],
+    ) {
+        let started = Instant::now();
+        let padding: String = std::iter::repeat_n(unit, len / unit.len_utf8()).collect();
+        check_statefulset("POD_NAME", &padding, 0)?;
+        check_statefulset("POD_NAME", &format!("{padding}{ordinal}"), 3)?;
+        check_statefulset("POD_NAME", &format!("w-{}{ordinal}", "0".repeat(len)), 0)?;
+
+        // One huge entry, and many small ones (split like the CLI's hosts: list).
+        let many: Vec<String> = padding.split(',').map(str::to_owned).take(100_000).collect();
+        check_hosts(&[padding.clone(), "node-a".into()], &["node-a".to_owned(), padding.clone()])?;
+        check_hosts(&many, &["a".to_owned()])?;
+        let total_in: usize = many.iter().map(String::len).sum();
+        let total_out: usize = sorted_node_list(&many).iter().map(String::len).sum();
+        prop_assert!(total_out <= total_in);
+        prop_assert!(started.elapsed() < BIG_INPUT_BUDGET, "{:?} for {} bytes", started.elapsed(), len);
+    }
+}
+
+#[test]
+fn thousands_of_entries_and_identifiers() {
+    // 100 000 distinct entries: refused by count, not by time.
+    let nodes: Vec<String> = (0..100_000).map(|i| format!("h{i}")).collect();
+    let started = Instant::now();
+    assert!(matches!(
+        match_node(&nodes, &["h1"]),
+        Err(HostsError::TooManyNodes { count: 100_000 })
+    ));
+    // 512 entries against 100 000 identifiers: every entry compared with every identifier.
+    let nodes: Vec<String> = (0..512).map(|i| format!("h{i}")).collect();
+    let identifiers: Vec<String> = (0..100_000).map(|i| format!("x{i}")).collect();
+    assert!(matches!(
+        match_node(&nodes, &identifiers),
+        Err(HostsError::NoMatch { .. })
+    ));
+    assert!(
+        started.elapsed() < BIG_INPUT_BUDGET * 6,
+        "{:?}",
+        started.elapsed()
+    );
+}
