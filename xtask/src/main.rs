@@ -231,6 +231,30 @@ fn test() -> Result<(), String> {
         )
         .env("RUSTDOCFLAGS", "-D warnings"),
     ];
+    // The README's first command, as a newcomer runs it, in an empty folder.
+    let scratch = root.join("target/readme-gen");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let manifest = root.join("Cargo.toml").display().to_string();
+    steps.push(
+        Step::cargo(
+            "README: nononce gen",
+            &[
+                "run",
+                "-q",
+                "--locked",
+                "--manifest-path",
+                &manifest,
+                "-p",
+                "nononce-cli",
+                "--",
+                "gen",
+                "-n",
+                "3",
+            ],
+        )
+        .dir(scratch),
+    );
     steps.extend(nostd_steps());
     let mut runner = Steps::new();
     let result = runner.run_all(&steps);

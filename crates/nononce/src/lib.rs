@@ -3,6 +3,10 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(all(doctest, feature = "postgres"))]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 mod builder;
 mod error;
 
