@@ -6,6 +6,7 @@
 //! - `cargo xtask bench [ARGS]`: `cargo bench -p nonce-core` with extra criterion arguments.
 //! - `cargo xtask fuzz [--cases N]`: every fuzz target in release mode (see `fuzz.rs`).
 
+mod chaos;
 mod fuzz;
 mod services;
 
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
             )])
             .and_then(|()| bench_report()),
         Some("bench-report") => bench_report(),
+        Some("chaos") => chaos::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("with-services") => with_services(&args[1..]),
         _ => {
@@ -257,7 +259,17 @@ fn test() -> Result<(), String> {
     );
     steps.extend(nostd_steps());
     let mut runner = Steps::new();
-    let result = runner.run_all(&steps);
+    let mut result = runner.run_all(&steps);
+    if result.is_ok() {
+        // A short seeded chaos run over every backend: 0 duplicates, 0 out-of-window nonces.
+        eprintln!("==> chaos: short seeded run");
+        let started = std::time::Instant::now();
+        result = chaos::run(&["--seed".into(), "1".into()]);
+        if result.is_ok() {
+            runner.passed += 1;
+            eprintln!("<== chaos: ok in {:.1} s", started.elapsed().as_secs_f64());
+        }
+    }
     let failed = usize::from(result.is_err());
     println!("xtask: {} passed, {failed} failed", runner.passed);
     result

@@ -1,0 +1,74 @@
+//! Checks a chaos run directory: `chaos-check DIR [--json FILE]`, or the duplicated-ordinal
+//! scenario with `chaos-check DIR --guard --bound-ms N`. Exits 1 on a failed check.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "nononce chaos checker")]
+struct Cli {
+    /// The run directory with the node files (`*.bin`) and `faults.jsonl`.
+    dir: PathBuf,
+    /// Also write the full report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Check the duplicated-ordinal (conflict guard) scenario instead.
+    #[arg(long)]
+    guard: bool,
+    /// Guard scenario: the later node must stop within this many ms of its first enable.
+    #[arg(long, default_value_t = 10_000)]
+    bound_ms: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (passed, json, text) = if cli.guard {
+        match nononce_chaos::check_guard(&cli.dir, cli.bound_ms) {
+            Ok(r) => (
+                r.passed(),
+                serde_json::to_string_pretty(&r),
+                format!(
+                    "guard: later node stopped after {} ms (bound {} ms), conflict seen {}, earlier kept its id {}, later node's nonces {}, duplicates between them {} ({})",
+                    r.later_stopped_after_ms
+                        .map_or_else(|| "never".to_owned(), |v| v.to_string()),
+                    r.bound_ms,
+                    r.later_saw_conflict,
+                    r.earlier_kept_id,
+                    r.later_nonces,
+                    r.duplicates,
+                    if r.passed() { "PASS" } else { "FAIL" }
+                ),
+            ),
+            Err(e) => {
+                eprintln!("chaos-check: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        match nononce_chaos::check(&cli.dir) {
+            Ok(r) => (r.passed(), serde_json::to_string_pretty(&r), r.summary()),
+            Err(e) => {
+                eprintln!("chaos-check: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    if let (Some(path), Ok(json)) = (cli.json, json)
+        && let Err(e) = std::fs::write(&path, json)
+    {
+        eprintln!("chaos-check: {}: {e}", path.display());
+    }
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,603 @@
+//! A chaos node: leases a machine ID, generates nonces continuously and records everything.
+//!
+//! `chaos-node run ...` is one node; `chaos-node steal ...` overwrites one held lease in the
+//! store (the "stolen lease" fault). Started by `cargo xtask chaos`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use nononce::guard::{Announce, ConflictGuard, GuardConfig};
+use nononce::lease::{LeaseManager, LeaseTarget};
+use nononce::nonce::{Base, Clock};
+use nononce::redis::{RedisOptions, RedisStrategy};
+use nononce::statefulset::StatefulSetStrategy;
+use nononce::{BootClock, Factory, FactoryOptions, LeaseConfig, Strategy};
+use nononce_chaos::{CHAOS_KEY, Kind, Record};
+
+#[derive(Parser)]
+#[command(about = "nononce chaos node")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one node until SIGTERM.
+    Run(RunArgs),
+    /// Overwrite one held lease in the store with a foreign token.
+    Steal(StealArgs),
+    /// Drop a run's lease table (PostgreSQL, MySQL/MariaDB) after the run.
+    Drop(StealArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Node index (stable across restarts).
+    #[arg(long)]
+    node: u32,
+    /// Coordinator: postgres://, mysql://, sqlite:PATH, redis://, or `statefulset`.
+    #[arg(long)]
+    store: String,
+    /// Lease table (SQL) or hash key (Redis).
+    #[arg(long, default_value = "chaos_leases")]
+    name: String,
+    /// The node's record file (created; an existing file is appended to).
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 5000)]
+    lease_ms: u64,
+    #[arg(long, default_value_t = 1000)]
+    renew_ms: u64,
+    #[arg(long, default_value_t = 2000)]
+    min_ttl_ms: u64,
+    #[arg(long, default_value_t = 750)]
+    margin_ms: u64,
+    #[arg(long, default_value_t = 1500)]
+    call_timeout_ms: u64,
+    /// Nonces of each kind and size per tick.
+    #[arg(long, default_value_t = 3)]
+    per_tick: u32,
+    #[arg(long, default_value_t = 10)]
+    tick_ms: u64,
+    /// StatefulSet pod name (with `--store statefulset`), e.g. `chaos-7`.
+    #[arg(long)]
+    pod: Option<String>,
+    /// Conflict guard: UDP address to bind (enables the guard).
+    #[arg(long)]
+    guard_bind: Option<SocketAddr>,
+    /// Conflict guard seed peers.
+    #[arg(long)]
+    guard_seed: Vec<SocketAddr>,
+}
+
+#[derive(clap::Args)]
+struct StealArgs {
+    #[arg(long)]
+    store: String,
+    #[arg(long)]
+    name: String,
+    /// How long the foreign holder keeps the ID.
+    #[arg(long, default_value_t = 5000)]
+    ttl_ms: u64,
+}
+
+/// The node file, shared by the lease callbacks and the generator.
+struct Log {
+    out: Mutex<BufWriter<File>>,
+    clock: BootClock,
+}
+
+impl Log {
+    fn put(&self, record: &Record) {
+        self.put_all(std::slice::from_ref(record));
+    }
+
+    fn put_all(&self, records: &[Record]) {
+        let mut out = self
+            .out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for r in records {
+            // A full disk ends the run's value anyway; the checker reports what is there.
+            let _ = out.write_all(&r.encode());
+        }
+    }
+
+    fn flush(&self) {
+        let mut out = self
+            .out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = out.flush();
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+}
+
+/// Records every lease window before the factory acts on it, so the file never holds a nonce
+/// before the window that allows it.
+struct Recorder {
+    factory: Arc<Factory<BootClock>>,
+    log: Arc<Log>,
+}
+
+impl LeaseTarget for Recorder {
+    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+        self.log.put(&Record::Enable {
+            at_ms: self.log.now(),
+            machine_id,
+            deadline_ms,
+        });
+        LeaseTarget::enable(&*self.factory, machine_id, deadline_ms);
+    }
+
+    fn extend_deadline(&self, deadline_ms: u64) {
+        self.log.put(&Record::Extend {
+            at_ms: self.log.now(),
+            deadline_ms,
+        });
+        self.factory.set_deadline(deadline_ms);
+    }
+
+    fn disable(&self) {
+        self.factory.disable();
+        // After it returned: a nonce racing with disable is dropped by the factory, so no
+        // kept nonce has a timestamp past this time.
+        self.log.put(&Record::Disable {
+            at_ms: self.log.now(),
+        });
+        self.log.flush();
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("chaos-node: tokio: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Steal(args) => steal(args).await,
+            Command::Drop(args) => drop_table(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chaos-node: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let clock = BootClock::new();
+    let file = File::options()
+        .create(true)
+        .append(true)
+        .open(&args.out)
+        .map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let log = Arc::new(Log {
+        out: Mutex::new(BufWriter::with_capacity(1 << 16, file)),
+        clock,
+    });
+    let factory = Arc::new(
+        FactoryOptions::new()
+            .base_key(CHAOS_KEY.to_vec())
+            .build(clock)
+            .map_err(|e| e.to_string())?,
+    );
+    log.put(&Record::Start {
+        node: args.node,
+        at_ms: log.now(),
+        epoch_ms: factory.epoch_ms(),
+    });
+    log.flush();
+    let ms = Duration::from_millis;
+    let config = LeaseConfig::default()
+        .with_lease_duration(ms(args.lease_ms))
+        .with_renew_interval(ms(args.renew_ms))
+        .with_min_ttl(ms(args.min_ttl_ms))
+        .with_margin(ms(args.margin_ms))
+        .with_call_timeout(ms(args.call_timeout_ms))
+        // Wait for a lease as long as it takes: the orchestrator stops the node.
+        .with_acquire_timeout(None);
+    config.validate().map_err(|e| e.to_string())?;
+    let recorder = Arc::new(Recorder {
+        factory: factory.clone(),
+        log: log.clone(),
+    });
+    let store = args.store.clone();
+    if store == "statefulset" {
+        let pod = args.pod.clone().unwrap_or_else(|| "chaos-7".into());
+        let strategy =
+            StatefulSetStrategy::from_value("POD_NAME", &pod, 0).map_err(|e| e.to_string())?;
+        serve(strategy, config, recorder, factory, log, &args).await
+    } else if store.starts_with("redis://") {
+        let options = RedisOptions::new()
+            .key(args.name.clone())
+            // Leases are seconds long: the amnesia hold-off after a restart is that long too.
+            .max_lease_duration(ms(args.lease_ms))
+            .response_timeout(ms(args.call_timeout_ms))
+            .connection_timeout(ms(args.call_timeout_ms));
+        // The server may be down (a restart fault): keep trying until it answers or we are told
+        // to stop.
+        let strategy = loop {
+            match RedisStrategy::connect(&store, options.clone()).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    eprintln!("chaos-node {}: connect: {e}", args.node);
+                    if wait_or_term(ms(500)).await {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        serve(strategy, config, recorder, factory, log, &args).await
+    } else {
+        let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
+            .and_then(|s| s.with_table(&args.name))
+            .map_err(|e| e.to_string())?;
+        // Every node migrates (idempotent, concurrency-safe); the store may be cut off.
+        loop {
+            match tokio::time::timeout(ms(5000), strategy.migrate()).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => eprintln!("chaos-node {}: migrate: {e}", args.node),
+                Err(_) => eprintln!("chaos-node {}: migrate timed out", args.node),
+            }
+            if wait_or_term(ms(500)).await {
+                return Ok(());
+            }
+        }
+        serve(strategy, config, recorder, factory, log, &args).await
+    }
+}
+
+/// Sleeps `d`; true if SIGTERM/SIGINT came first.
+async fn wait_or_term(d: Duration) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(d) => false,
+        () = terminated() => true,
+    }
+}
+
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+async fn serve<S: Strategy + 'static>(
+    strategy: S,
+    config: LeaseConfig,
+    recorder: Arc<Recorder>,
+    factory: Arc<Factory<BootClock>>,
+    log: Arc<Log>,
+    args: &RunArgs,
+) -> Result<(), String> {
+    let builder = LeaseManager::builder(strategy)
+        .config(config)
+        .clock(log.clock)
+        .target(recorder);
+    let manager = tokio::select! {
+        started = builder.start() => started.map_err(|e| e.to_string())?,
+        () = terminated() => {
+            log.put(&Record::End { at_ms: log.now() });
+            log.flush();
+            return Ok(());
+        }
+    };
+    let guard = match args.guard_bind {
+        Some(bind) => {
+            let signal = manager.loss_signal();
+            let conflict_log = log.clone();
+            let guard = ConflictGuard::start(
+                GuardConfig::new(bind).seeds(args.guard_seed.iter().copied()),
+                Announce::new(manager.machine_id()),
+                move |conflict| {
+                    conflict_log.put(&Record::Conflict {
+                        at_ms: conflict_log.now(),
+                    });
+                    signal.lease_lost(conflict.to_string());
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            guard.follow(manager.watch_state());
+            Some(guard)
+        }
+        None => None,
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let generator = {
+        let (stop, log, factory) = (stop.clone(), log.clone(), factory.clone());
+        let (per_tick, tick) = (args.per_tick, Duration::from_millis(args.tick_ms));
+        std::thread::spawn(move || generate(&factory, &log, &stop, per_tick, tick))
+    };
+    terminated().await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = tokio::task::spawn_blocking(move || generator.join()).await;
+    if let Some(guard) = guard {
+        guard.shutdown().await;
+    }
+    manager.shutdown().await;
+    log.put(&Record::End { at_ms: log.now() });
+    log.flush();
+    Ok(())
+}
+
+/// Generates `per_tick` nonces of each kind and size every `tick`, at a bounded rate so files
+/// stay small; flushes every 100 ms so `kill -9` loses at most that much.
+fn generate(
+    factory: &Factory<BootClock>,
+    log: &Log,
+    stop: &AtomicBool,
+    per_tick: u32,
+    tick: Duration,
+) {
+    let clock = log.clock;
+    let mut batch = Vec::with_capacity(per_tick as usize * 9);
+    let mut last_flush = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        batch.clear();
+        for _ in 0..per_tick {
+            for kind in Kind::ALL {
+                for bits in [64u16, 96, 128] {
+                    let value = match (kind, bits) {
+                        (Kind::Counter, 64) => factory.counter64().map(|n| u128::from(n.to_u64())),
+                        (Kind::Counter, 96) => factory.counter96().map(|n| n.to_u128()),
+                        (Kind::Counter, _) => factory.counter128().map(|n| n.to_u128()),
+                        (Kind::Sortable, 64) => {
+                            factory.sortable64().map(|n| u128::from(n.to_u64()))
+                        }
+                        (Kind::Sortable, 96) => factory.sortable96().map(|n| n.to_u128()),
+                        (Kind::Sortable, _) => factory.sortable128().map(|n| n.to_u128()),
+                        (Kind::Encrypted, 64) => factory
+                            .encrypted64(Base::Counter)
+                            .map(|n| u128::from(n.to_u64())),
+                        (Kind::Encrypted, 96) => {
+                            factory.encrypted96(Base::Counter).map(|n| n.to_u128())
+                        }
+                        (Kind::Encrypted, _) => {
+                            factory.encrypted128(Base::Counter).map(|n| n.to_u128())
+                        }
+                    };
+                    // Disabled / expired / would block: the lease layer said no; nothing to record.
+                    if let Ok(value) = value {
+                        batch.push(Record::Nonce {
+                            at_ms: clock.now_ms(),
+                            kind,
+                            bits,
+                            value,
+                        });
+                    }
+                }
+            }
+        }
+        log.put_all(&batch);
+        if last_flush.elapsed() >= Duration::from_millis(100) {
+            log.flush();
+            last_flush = Instant::now();
+        }
+        std::thread::sleep(tick);
+    }
+    log.flush();
+}
+
+/// Drops the run's table from a shared database server.
+async fn drop_table(args: StealArgs) -> Result<(), String> {
+    if !args
+        .name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
+    }
+    let work = async {
+        if args.store.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(&args.store).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS \"{}\"",
+                args.name
+            )))
+            .execute(&pool)
+            .await?;
+        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
+            let pool =
+                sqlx::MySqlPool::connect(&args.store.replacen("mariadb:", "mysql:", 1)).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS `{}`",
+                args.name
+            )))
+            .execute(&pool)
+            .await?;
+        }
+        Ok::<_, sqlx::Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), work)
+        .await
+        .map_err(|_| "drop timed out".to_owned())?
+        .map_err(|e| e.to_string())
+}
+
+/// Overwrites one held lease with a foreign token: its holder's next renewal fails.
+async fn steal(args: StealArgs) -> Result<(), String> {
+    let token: [u8; 16] = rand::random::<u128>().to_le_bytes();
+    let ttl = i64::try_from(args.ttl_ms).map_err(|e| e.to_string())?;
+    // The name is spliced into SQL: only plain lowercase identifiers.
+    if args.name.is_empty()
+        || !args
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
+    }
+    let work = async {
+        let id: Option<i64> = if args.store.starts_with("redis://") {
+            steal_redis(&args).await?
+        } else if args.store.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(&args.store)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("\"{}\"", args.name);
+            let now = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')";
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "UPDATE {t} SET token = $1, expires_at = {now} + $2::bigint * INTERVAL '1 millisecond', \
+                 lock_version = lock_version + 1 WHERE id = (SELECT id FROM {t} \
+                 WHERE NOT (expires_at < {now}) ORDER BY random() LIMIT 1) RETURNING id::bigint"
+            )))
+            .bind(&token[..])
+            .bind(ttl)
+            .fetch_optional(&pool)
+            .await
+            .map_err(|e| e.to_string())?
+        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
+            let url = args.store.replacen("mariadb:", "mysql:", 1);
+            let pool = sqlx::MySqlPool::connect(&url)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("`{}`", args.name);
+            let now = "UTC_TIMESTAMP(6)";
+            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT CAST(id AS SIGNED) FROM {t} WHERE NOT (expires_at < {now}) ORDER BY RAND() LIMIT 1"
+            )))
+            .fetch_optional(&pool)
+            .await
+            .map_err(|e| e.to_string())?;
+            if let Some(id) = id {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE {t} SET token = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), \
+                     lock_version = lock_version + 1 WHERE id = ?"
+                )))
+                .bind(&token[..])
+                .bind(ttl * 1000)
+                .bind(id)
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            id
+        } else {
+            use std::str::FromStr;
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
+                .map_err(|e| e.to_string())?
+                .busy_timeout(Duration::from_secs(5));
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("\"{}\"", args.name);
+            let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT id FROM {t} WHERE NOT (expires_at < {now}) ORDER BY random() LIMIT 1"
+            )))
+            .fetch_optional(&pool)
+            .await
+            .map_err(|e| e.to_string())?;
+            if let Some(id) = id {
+                #[allow(clippy::cast_precision_loss)] // milliseconds, far below 2^52
+                let modifier = format!("+{:.3} seconds", ttl as f64 / 1000.0);
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE {t} SET token = ?, expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?), \
+                     lock_version = lock_version + 1 WHERE id = ?"
+                )))
+                .bind(&token[..])
+                .bind(modifier)
+                .bind(id)
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            id
+        };
+        Ok::<_, String>(id)
+    };
+    let id = tokio::time::timeout(Duration::from_secs(10), work)
+        .await
+        .map_err(|_| "steal timed out".to_owned())??;
+    match id {
+        Some(id) => println!("{id}"),
+        None => println!("none"),
+    }
+    Ok(())
+}
+
+async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
+    let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&args.name)
+        .query_async(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ids: Vec<&String> = fields
+        .keys()
+        .filter(|k| !k.is_empty() && k.len() <= 3 && k.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let id = ids[rand::random_range(0..ids.len())].clone();
+    let prefix = format!("token.{id}.");
+    let markers: Vec<&String> = fields.keys().filter(|k| k.starts_with(&prefix)).collect();
+    // Drop the holder's ownership marker (its renewals need it), then claim for a thief.
+    if !markers.is_empty() {
+        let () = redis::cmd("HDEL")
+            .arg(&args.name)
+            .arg(&markers)
+            .query_async(&mut con)
+            .await
+            .map(|_: i64| ())
+            .map_err(|e| e.to_string())?;
+    }
+    let thief_marker = format!("token.{id}.chaos-thief");
+    let _: i64 = redis::cmd("HSETEX")
+        .arg(&args.name)
+        .arg("PX")
+        .arg(args.ttl_ms)
+        .arg("FIELDS")
+        .arg(2)
+        .arg(&id)
+        .arg("chaos-thief")
+        .arg(&thief_marker)
+        .arg(&id)
+        .query_async(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    id.parse()
+        .map(Some)
+        .map_err(|e: std::num::ParseIntError| e.to_string())
+}

@@ -1,0 +1,781 @@
+//! The checker: reads every node file of a run and proves (or refutes) "never twice".
+//!
+//! - **Duplicates**: every nonce value of one kind and size, across all nodes and restarts,
+//!   must be unique.
+//! - **Out of window**: every nonce's own machine ID and timestamp (decrypted first for
+//!   encrypted nonces) must fall in a lease window its node recorded for that ID:
+//!   `start <= timestamp < deadline`, `timestamp <= disable time`, and produced no earlier
+//!   than the window's start. This is the property the lease layer promises; a duplicate
+//!   across nodes can only come from a broken window.
+//! - Figures: lease handovers (an ID's next window belongs to another node), time without a
+//!   lease per node, faults injected (from the orchestrator's `faults.jsonl`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use nononce::nonce::{BootClock, Nonce64, Nonce96, Nonce128};
+use nononce::{Factory, FactoryOptions};
+use serde::Serialize;
+
+use crate::record::{Kind, Record, read_all};
+
+/// How many offending values a report lists in full.
+const EXAMPLES: usize = 20;
+
+/// A lease window one node process believed it held.
+#[derive(Debug, Clone, Serialize)]
+pub struct Window {
+    /// Node index.
+    pub node: u32,
+    /// File (process incarnation) index in the report's file list.
+    pub file: usize,
+    /// Leased ID.
+    pub machine_id: u16,
+    /// Local time recorded before the factory was enabled.
+    pub start_ms: u64,
+    /// Latest deadline the factory was given.
+    pub deadline_ms: u64,
+    /// Local time the factory was disabled, if it was before the file ends.
+    pub end_ms: Option<u64>,
+}
+
+impl Window {
+    /// When the window stopped allowing generation (deadline or disable, whichever came first).
+    fn effective_end(&self, file_last_ms: u64) -> u64 {
+        self.deadline_ms
+            .min(self.end_ms.unwrap_or(file_last_ms.max(self.start_ms)))
+    }
+}
+
+/// A nonce that no recorded window allows.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutOfWindow {
+    /// Node file.
+    pub file: String,
+    /// Generator and size, e.g. `sortable96`.
+    pub series: String,
+    /// Value in hex.
+    pub value: String,
+    /// Machine ID inside the nonce.
+    pub machine_id: u16,
+    /// Timestamp inside the nonce (Unix ms).
+    pub timestamp_ms: u64,
+    /// Local time it was produced.
+    pub produced_ms: u64,
+}
+
+/// A value seen more than once.
+#[derive(Debug, Clone, Serialize)]
+pub struct Duplicate {
+    /// Generator and size.
+    pub series: String,
+    /// Value in hex.
+    pub value: String,
+    /// The files it appears in (once per occurrence).
+    pub files: Vec<String>,
+}
+
+/// Per node figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeFigures {
+    /// Processes (the first start plus restarts).
+    pub incarnations: u32,
+    /// Nonces recorded.
+    pub nonces: u64,
+    /// Lease windows.
+    pub windows: u32,
+    /// Time the processes ran.
+    pub running_ms: u64,
+    /// Time the processes ran without a usable lease.
+    pub without_lease_ms: u64,
+}
+
+/// The result of [`check`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Node files read.
+    pub files: Vec<String>,
+    /// Nonces checked.
+    pub nonces: u64,
+    /// Nonces per series (`counter64`, ...).
+    pub per_series: BTreeMap<String, u64>,
+    /// Values seen twice or more (each extra occurrence counts once).
+    pub duplicates: u64,
+    /// Examples of duplicates.
+    pub duplicate_examples: Vec<Duplicate>,
+    /// Nonces outside every window their node recorded for their ID.
+    pub out_of_window: u64,
+    /// Examples of out-of-window nonces.
+    pub out_of_window_examples: Vec<OutOfWindow>,
+    /// Counter nonces produced (local time) after their window's deadline with a timestamp
+    /// before it: allowed (a frozen process resumes with counters still below the deadline),
+    /// reported for information.
+    pub late_counter_nonces: u64,
+    /// Lease windows recorded.
+    pub windows: u64,
+    /// Times an ID's next window belonged to a different node.
+    pub handovers: u64,
+    /// Window pairs of different nodes for one ID that overlap in time (each node's own
+    /// clock; informational: the nonce checks above are the proof).
+    pub window_overlaps: u64,
+    /// Figures per node index.
+    pub nodes: BTreeMap<u32, NodeFigures>,
+    /// Faults injected, by name (from `faults.jsonl`).
+    pub faults: BTreeMap<String, u64>,
+    /// Clean shutdowns recorded.
+    pub clean_ends: u64,
+}
+
+impl Report {
+    /// Whether the run passed: nonces were checked, none twice, none outside a window.
+    pub fn passed(&self) -> bool {
+        self.nonces > 0 && self.duplicates == 0 && self.out_of_window == 0
+    }
+
+    /// A one-screen summary.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let faults: u64 = self.faults.values().sum();
+        out.push_str(&format!(
+            "files {}  nonces checked {}  duplicates {}  out-of-window {}  windows {}  handovers {}  faults {}  ({})\n",
+            self.files.len(),
+            self.nonces,
+            self.duplicates,
+            self.out_of_window,
+            self.windows,
+            self.handovers,
+            faults,
+            if self.passed() { "PASS" } else { "FAIL" }
+        ));
+        out.push_str(&format!(
+            "late counter nonces (allowed) {}  window overlaps (informational) {}  clean shutdowns {}\n",
+            self.late_counter_nonces, self.window_overlaps, self.clean_ends
+        ));
+        let series: Vec<String> = self
+            .per_series
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out.push_str(&format!("per series: {}\n", series.join(" ")));
+        if !self.faults.is_empty() {
+            let f: Vec<String> = self
+                .faults
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            out.push_str(&format!("faults: {}\n", f.join(" ")));
+        }
+        out.push_str("node  runs  windows     nonces  running_s  no_lease_s\n");
+        for (node, f) in &self.nodes {
+            out.push_str(&format!(
+                "{node:>4}  {:>4}  {:>7}  {:>9}  {:>9.1}  {:>10.1}\n",
+                f.incarnations,
+                f.windows,
+                f.nonces,
+                ms_to_s(f.running_ms),
+                ms_to_s(f.without_lease_ms)
+            ));
+        }
+        for d in &self.duplicate_examples {
+            out.push_str(&format!(
+                "DUPLICATE {} {} in {}\n",
+                d.series,
+                d.value,
+                d.files.join(", ")
+            ));
+        }
+        for o in &self.out_of_window_examples {
+            out.push_str(&format!(
+                "OUT OF WINDOW {} {} id {} timestamp {} produced {} in {}\n",
+                o.series, o.value, o.machine_id, o.timestamp_ms, o.produced_ms, o.file
+            ));
+        }
+        out
+    }
+}
+
+#[allow(clippy::cast_precision_loss)] // display only
+fn ms_to_s(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// An error reading a run.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A file could not be read or is not a node file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The checker's decryption factory could not be built.
+    #[error("decryption factory: {0}")]
+    Factory(String),
+}
+
+/// The node files of a run directory: every `*.bin`, sorted by name.
+pub fn node_files(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
+    let io = |source| CheckError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// What one file contained, after its nonces were checked against its windows.
+struct FileScan {
+    node: u32,
+    windows: Vec<Window>,
+    first_ms: u64,
+    last_ms: u64,
+    clean_end: bool,
+    conflict_ms: Option<u64>,
+    nonces: u64,
+    /// Nonces produced at or after this local time (for the guard scenario).
+    nonces_after: u64,
+}
+
+/// Decodes (machine ID, Unix ms timestamp) of a nonce, decrypting encrypted ones.
+fn decode(
+    decrypter: &Factory<BootClock>,
+    epoch_ms: u64,
+    kind: Kind,
+    bits: u16,
+    value: u128,
+) -> Option<(u16, u64)> {
+    let decoded = match bits {
+        64 => {
+            let mut n = Nonce64::from_u64(u64::try_from(value).ok()?);
+            if kind == Kind::Encrypted {
+                n = decrypter.decrypt64(n).ok()?;
+            }
+            n.decode(epoch_ms)
+        }
+        96 => {
+            let mut n = Nonce96::try_from(value).ok()?;
+            if kind == Kind::Encrypted {
+                n = decrypter.decrypt96(n).ok()?;
+            }
+            n.decode(epoch_ms)
+        }
+        128 => {
+            let mut n = Nonce128::from_u128(value);
+            if kind == Kind::Encrypted {
+                n = decrypter.decrypt128(n).ok()?;
+            }
+            n.decode(epoch_ms)
+        }
+        _ => return None,
+    };
+    Some((decoded.machine_id, decoded.unix_ms))
+}
+
+struct Series {
+    values: HashMap<(Kind, u16), Vec<u128>>,
+}
+
+#[allow(clippy::too_many_lines)] // one pass over one file, kept together
+fn scan_file(
+    path: &Path,
+    file_index: usize,
+    decrypter: &Factory<BootClock>,
+    series: &mut Series,
+    report: &mut Report,
+    count_after_ms: u64,
+) -> Result<FileScan, CheckError> {
+    let name = path.display().to_string();
+    let file = fs::File::open(path).map_err(|source| CheckError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut scan = FileScan {
+        node: u32::MAX,
+        windows: Vec::new(),
+        first_ms: u64::MAX,
+        last_ms: 0,
+        clean_end: false,
+        conflict_ms: None,
+        nonces: 0,
+        nonces_after: 0,
+    };
+    let mut epoch_ms = 0;
+    read_all(BufReader::with_capacity(1 << 16, file), |record| {
+        let at = record.at_ms();
+        scan.first_ms = scan.first_ms.min(at);
+        scan.last_ms = scan.last_ms.max(at);
+        match record {
+            Record::Start {
+                node, epoch_ms: e, ..
+            } => {
+                scan.node = node;
+                epoch_ms = e;
+            }
+            Record::Enable {
+                at_ms,
+                machine_id,
+                deadline_ms,
+            } => {
+                // An enable while a window is open replaces it (the factory starts anew).
+                if let Some(open) = scan.windows.last_mut()
+                    && open.end_ms.is_none()
+                {
+                    open.end_ms = Some(at_ms);
+                }
+                scan.windows.push(Window {
+                    node: scan.node,
+                    file: file_index,
+                    machine_id,
+                    start_ms: at_ms,
+                    deadline_ms,
+                    end_ms: None,
+                });
+            }
+            Record::Extend { deadline_ms, .. } => {
+                if let Some(open) = scan.windows.last_mut()
+                    && open.end_ms.is_none()
+                {
+                    open.deadline_ms = open.deadline_ms.max(deadline_ms);
+                }
+            }
+            Record::Disable { at_ms } => {
+                if let Some(open) = scan.windows.last_mut()
+                    && open.end_ms.is_none()
+                {
+                    open.end_ms = Some(at_ms);
+                }
+            }
+            Record::Conflict { at_ms } => {
+                scan.conflict_ms.get_or_insert(at_ms);
+            }
+            Record::End { .. } => scan.clean_end = true,
+            Record::Nonce {
+                at_ms,
+                kind,
+                bits,
+                value,
+            } => {
+                scan.nonces += 1;
+                if at_ms >= count_after_ms {
+                    scan.nonces_after += 1;
+                }
+                let label = format!("{}{bits}", kind.name());
+                *report.per_series.entry(label.clone()).or_default() += 1;
+                series.values.entry((kind, bits)).or_default().push(value);
+                let decoded = decode(decrypter, epoch_ms, kind, bits, value);
+                // Windows are recorded before the factory is enabled or extended, so every
+                // window a nonce may rely on precedes it in the file.
+                let mut allowed = false;
+                let mut late = false;
+                if let Some((id, ts)) = decoded {
+                    for w in scan.windows.iter().rev() {
+                        if w.machine_id == id
+                            && w.start_ms <= ts
+                            && ts < w.deadline_ms
+                            && w.end_ms.is_none_or(|end| ts <= end)
+                            && w.start_ms <= at_ms
+                        {
+                            allowed = true;
+                            late = at_ms >= w.deadline_ms;
+                            break;
+                        }
+                    }
+                }
+                if late && kind != Kind::Sortable {
+                    report.late_counter_nonces += 1;
+                }
+                if !allowed {
+                    report.out_of_window += 1;
+                    if report.out_of_window_examples.len() < EXAMPLES {
+                        let (machine_id, timestamp_ms) = decoded.unwrap_or((u16::MAX, 0));
+                        report.out_of_window_examples.push(OutOfWindow {
+                            file: name.clone(),
+                            series: label,
+                            value: format!("{value:x}"),
+                            machine_id,
+                            timestamp_ms,
+                            produced_ms: at_ms,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+    .map_err(|source| CheckError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if scan.first_ms == u64::MAX {
+        scan.first_ms = 0;
+    }
+    Ok(scan)
+}
+
+fn decrypter() -> Result<Factory<BootClock>, CheckError> {
+    FactoryOptions::new()
+        .base_key(crate::CHAOS_KEY.to_vec())
+        .build(BootClock::new())
+        .map_err(|e| CheckError::Factory(e.to_string()))
+}
+
+struct Scanned {
+    report: Report,
+    scans: Vec<FileScan>,
+}
+
+fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckError> {
+    let decrypter = decrypter()?;
+    let mut report = Report {
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        ..Report::default()
+    };
+    let mut series = Series {
+        values: HashMap::new(),
+    };
+    let mut scans = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        scans.push(scan_file(
+            path,
+            i,
+            &decrypter,
+            &mut series,
+            &mut report,
+            count_after_ms,
+        )?);
+    }
+    report.nonces = report.per_series.values().sum();
+
+    // Duplicates: sort each series, then find which files hold a repeated value.
+    let mut repeated: Vec<(Kind, u16, u128)> = Vec::new();
+    for ((kind, bits), mut values) in series.values {
+        values.sort_unstable();
+        for pair in values.windows(2) {
+            if pair[0] == pair[1] {
+                report.duplicates += 1;
+                if repeated.len() < EXAMPLES && repeated.last() != Some(&(kind, bits, pair[0])) {
+                    repeated.push((kind, bits, pair[0]));
+                }
+            }
+        }
+    }
+    if !repeated.is_empty() {
+        let mut where_found: HashMap<(Kind, u16, u128), Vec<String>> = HashMap::new();
+        for path in files {
+            let name = path.display().to_string();
+            let file = fs::File::open(path).map_err(|source| CheckError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            read_all(BufReader::new(file), |r| {
+                if let Record::Nonce {
+                    kind, bits, value, ..
+                } = r
+                    && repeated.contains(&(kind, bits, value))
+                {
+                    where_found
+                        .entry((kind, bits, value))
+                        .or_default()
+                        .push(name.clone());
+                }
+                Ok(())
+            })
+            .map_err(|source| CheckError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        repeated.sort();
+        for key in repeated {
+            report.duplicate_examples.push(Duplicate {
+                series: format!("{}{}", key.0.name(), key.1),
+                value: format!("{:x}", key.2),
+                files: where_found.remove(&key).unwrap_or_default(),
+            });
+        }
+    }
+
+    // Windows: handovers and overlaps per ID, figures per node.
+    let mut by_id: BTreeMap<u16, Vec<(&Window, u64)>> = BTreeMap::new();
+    for scan in &scans {
+        let figures = report.nodes.entry(scan.node).or_default();
+        figures.incarnations += 1;
+        figures.nonces += scan.nonces;
+        figures.windows += u32::try_from(scan.windows.len()).unwrap_or(u32::MAX);
+        let running = scan.last_ms.saturating_sub(scan.first_ms);
+        let mut covered = 0u64;
+        for w in &scan.windows {
+            let end = w.effective_end(scan.last_ms).min(scan.last_ms);
+            covered += end.saturating_sub(w.start_ms.max(scan.first_ms));
+            by_id
+                .entry(w.machine_id)
+                .or_default()
+                .push((w, w.effective_end(scan.last_ms)));
+        }
+        figures.running_ms += running;
+        figures.without_lease_ms += running.saturating_sub(covered);
+        report.windows += scan.windows.len() as u64;
+        report.clean_ends += u64::from(scan.clean_end);
+    }
+    for windows in by_id.values_mut() {
+        windows.sort_by_key(|(w, _)| w.start_ms);
+        for pair in windows.windows(2) {
+            if pair[0].0.node != pair[1].0.node {
+                report.handovers += 1;
+            }
+        }
+        for (i, (a, a_end)) in windows.iter().enumerate() {
+            for (b, b_end) in &windows[i + 1..] {
+                if a.node != b.node && a.start_ms < *b_end && b.start_ms < *a_end {
+                    report.window_overlaps += 1;
+                }
+            }
+        }
+    }
+    Ok(Scanned { report, scans })
+}
+
+/// Checks every node file in `dir` (and counts the faults in `dir/faults.jsonl`).
+///
+/// # Errors
+/// A file that cannot be read or is not a node file.
+pub fn check(dir: &Path) -> Result<Report, CheckError> {
+    let files = node_files(dir)?;
+    let mut report = scan_all(&files, 0)?.report;
+    report.faults = read_faults(dir);
+    Ok(report)
+}
+
+/// Counts the faults the orchestrator logged, one JSON object per line with a `fault` name.
+fn read_faults(dir: &Path) -> BTreeMap<String, u64> {
+    let mut faults = BTreeMap::new();
+    let Ok(text) = fs::read_to_string(dir.join("faults.jsonl")) else {
+        return faults;
+    };
+    for line in text.lines() {
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(line)
+            && let Some(name) = value.get("fault").and_then(|f| f.as_str())
+        {
+            *faults.entry(name.to_owned()).or_default() += 1;
+        }
+    }
+    faults
+}
+
+/// The duplicated-ordinal scenario: two nodes with one StatefulSet ordinal and the conflict
+/// guard; the one started later must stop.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardReport {
+    /// The earlier node kept a window open to the end of its file.
+    pub earlier_kept_id: bool,
+    /// The later node recorded a conflict.
+    pub later_saw_conflict: bool,
+    /// From the later node's first enable to its disable (local clock).
+    pub later_stopped_after_ms: Option<u64>,
+    /// Nonces the later node produced (all of them overlap the earlier node's run).
+    pub later_nonces: u64,
+    /// Values both produced (counter and sortable nonces of one ID in the same millisecond
+    /// collide: that is exactly what the guard bounds).
+    pub duplicates: u64,
+    /// The bound the later node had to stop within.
+    pub bound_ms: u64,
+}
+
+impl GuardReport {
+    /// Whether the later node stopped within the bound and the earlier one kept its ID.
+    pub fn passed(&self) -> bool {
+        self.earlier_kept_id
+            && self.later_saw_conflict
+            && self
+                .later_stopped_after_ms
+                .is_some_and(|ms| ms <= self.bound_ms)
+    }
+}
+
+/// Checks the duplicated-ordinal scenario: `dir` holds exactly two node files, node 0 started
+/// first, node 1 later.
+///
+/// # Errors
+/// As [`check`]; also when the two nodes' files are not there.
+pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError> {
+    let files = node_files(dir)?;
+    let Scanned { report, scans } = scan_all(&files, 0)?;
+    let find = |node: u32| scans.iter().find(|s| s.node == node);
+    let (Some(earlier), Some(later)) = (find(0), find(1)) else {
+        return Err(CheckError::Io {
+            path: dir.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected"),
+        });
+    };
+    let later_stopped_after_ms = later.windows.first().and_then(|w| {
+        w.end_ms
+            .or(later.conflict_ms)
+            .map(|end| end.saturating_sub(w.start_ms))
+    });
+    Ok(GuardReport {
+        earlier_kept_id: earlier
+            .windows
+            .last()
+            .is_some_and(|w| w.end_ms.is_none_or(|end| end + 1000 >= earlier.last_ms)),
+        later_saw_conflict: later.conflict_ms.is_some(),
+        later_stopped_after_ms,
+        later_nonces: later.nonces,
+        duplicates: report.duplicates,
+        bound_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(dir: &Path, name: &str, records: &[Record]) {
+        let mut f = fs::File::create(dir.join(name)).unwrap();
+        for r in records {
+            f.write_all(&r.encode()).unwrap();
+        }
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nononce-chaos-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A real factory's nonces for `id`, enabled at `now` until `deadline`.
+    fn nonces(id: u16, deadline_off: u64) -> (u64, u64, Vec<Record>) {
+        let factory = FactoryOptions::new()
+            .base_key(crate::CHAOS_KEY.to_vec())
+            .build(BootClock::new())
+            .unwrap();
+        let start = factory.clock_now();
+        let deadline = start + deadline_off;
+        factory.enable(id, deadline).unwrap();
+        let mut out = vec![
+            Record::Start {
+                node: u32::from(id),
+                at_ms: start,
+                epoch_ms: factory.epoch_ms(),
+            },
+            Record::Enable {
+                at_ms: start,
+                machine_id: id,
+                deadline_ms: deadline,
+            },
+        ];
+        for _ in 0..10 {
+            let at = factory.clock_now();
+            out.push(Record::Nonce {
+                at_ms: at,
+                kind: Kind::Counter,
+                bits: 64,
+                value: u128::from(factory.counter64().unwrap().to_u64()),
+            });
+            out.push(Record::Nonce {
+                at_ms: at,
+                kind: Kind::Sortable,
+                bits: 96,
+                value: factory.sortable96().unwrap().to_u128(),
+            });
+            out.push(Record::Nonce {
+                at_ms: at,
+                kind: Kind::Encrypted,
+                bits: 128,
+                value: factory
+                    .encrypted128(nononce::nonce::Base::Counter)
+                    .unwrap()
+                    .to_u128(),
+            });
+        }
+        (start, deadline, out)
+    }
+
+    trait Now {
+        fn clock_now(&self) -> u64;
+    }
+    impl Now for Factory<BootClock> {
+        fn clock_now(&self) -> u64 {
+            use nononce::nonce::Clock;
+            self.clock().now_ms()
+        }
+    }
+
+    #[test]
+    fn a_clean_run_passes() {
+        let dir = tempdir("clean");
+        let (_, _, a) = nonces(1, 60_000);
+        let (_, _, b) = nonces(2, 60_000);
+        write(&dir, "node-1.bin", &a);
+        write(&dir, "node-2.bin", &b);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.nonces, 60, "{}", report.summary());
+        assert_eq!(report.duplicates, 0);
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        assert!(report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_fabricated_duplicate_fails() {
+        let dir = tempdir("dup");
+        let (_, _, a) = nonces(1, 60_000);
+        let (_, _, mut b) = nonces(2, 60_000);
+        // Node 2 "produced" one of node 1's values.
+        b.push(a[3]);
+        write(&dir, "node-1.bin", &a);
+        write(&dir, "node-2.bin", &b);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.duplicates, 1, "{}", report.summary());
+        assert_eq!(report.duplicate_examples.len(), 1);
+        assert_eq!(report.duplicate_examples[0].files.len(), 2);
+        // It also carries node 1's ID, for which node 2 held no window.
+        assert_eq!(report.out_of_window, 1);
+        assert!(!report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_fabricated_out_of_window_nonce_fails() {
+        let dir = tempdir("oow");
+        let (start, deadline, mut a) = nonces(1, 60_000);
+        // Claim the window was shorter than the nonces' timestamps: deadline = start.
+        a[1] = Record::Enable {
+            at_ms: start,
+            machine_id: 1,
+            deadline_ms: start,
+        };
+        assert!(deadline > start);
+        write(&dir, "node-1.bin", &a);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.duplicates, 0);
+        assert_eq!(report.out_of_window, 30, "{}", report.summary());
+        assert!(!report.passed());
+        assert!(report.summary().contains("OUT OF WINDOW"));
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn nonces_without_any_window_fail() {
+        let dir = tempdir("nowindow");
+        let (_, _, a) = nonces(1, 60_000);
+        let mut bare = vec![a[0]];
+        bare.extend_from_slice(&a[2..]);
+        write(&dir, "node-1.bin", &bare);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.out_of_window, 30);
+        assert!(!report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
