@@ -3,9 +3,8 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::net::IpAddr;
-use std::time::Duration;
 
-use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use lease_core::{ErrorKind, LeaseError, MachineId};
 
 /// Why the host-list strategy could not derive a machine ID.
 #[derive(Debug, thiserror::Error)]
@@ -296,36 +295,7 @@ impl HostListStrategy {
     }
 }
 
-impl Strategy for HostListStrategy {
-    type Lease = MachineId;
-    type Error = core::convert::Infallible;
-
-    async fn acquire(&self, requested: Duration) -> Result<Grant<MachineId>, Self::Error> {
-        let id = self.machine_id();
-        Ok(Grant::new(id, id, requested))
-    }
-
-    async fn renew(
-        &self,
-        lease: &MachineId,
-        requested: Duration,
-    ) -> Result<Renewal<MachineId>, Self::Error> {
-        Ok(Renewal::new(*lease, requested))
-    }
-
-    async fn release(&self, _lease: &MachineId, _guard: Duration) -> Result<(), Self::Error> {
-        // Nothing is held anywhere: the ID belongs to the host's place in the list.
-        Ok(())
-    }
-
-    fn deterministic(&self) -> bool {
-        true
-    }
-
-    fn name(&self) -> &'static str {
-        "hosts"
-    }
-}
+fixed_id_strategy!(HostListStrategy, "hosts");
 
 #[cfg(test)]
 mod tests {

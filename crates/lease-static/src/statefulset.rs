@@ -1,8 +1,6 @@
 //! The StatefulSet strategy: the machine ID is the pod ordinal, read from an environment variable.
 
-use std::time::Duration;
-
-use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use lease_core::{ErrorKind, LeaseError, MachineId};
 
 /// The variable read by [`StatefulSetStrategy::from_env`]: the pod name, which ends in the ordinal.
 pub const DEFAULT_VARIABLE: &str = "POD_NAME";
@@ -146,35 +144,7 @@ fn ordinal_id(value: &str, offset: u16) -> Result<MachineId, Option<String>> {
         .ok_or_else(|| Some(digits.to_owned()))
 }
 
-impl Strategy for StatefulSetStrategy {
-    type Lease = MachineId;
-    type Error = core::convert::Infallible;
-
-    async fn acquire(&self, requested: Duration) -> Result<Grant<MachineId>, Self::Error> {
-        Ok(Grant::new(self.id, self.id, requested))
-    }
-
-    async fn renew(
-        &self,
-        lease: &MachineId,
-        requested: Duration,
-    ) -> Result<Renewal<MachineId>, Self::Error> {
-        Ok(Renewal::new(*lease, requested))
-    }
-
-    async fn release(&self, _lease: &MachineId, _guard: Duration) -> Result<(), Self::Error> {
-        // Nothing is held anywhere: the ID belongs to the pod's name.
-        Ok(())
-    }
-
-    fn deterministic(&self) -> bool {
-        true
-    }
-
-    fn name(&self) -> &'static str {
-        "statefulset"
-    }
-}
+fixed_id_strategy!(StatefulSetStrategy, "statefulset");
 
 #[cfg(test)]
 mod tests {
