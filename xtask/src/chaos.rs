@@ -976,28 +976,12 @@ impl RedisServer {
             .append(true)
             .open(self.dir.join("server.log"))
             .map_err(|e| format!("server.log: {e}"))?;
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-                "--dir",
-            ])
-            .arg(&self.dir)
-            .current_dir(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
+        let child = crate::services::redis::spawn_server(&self.bin, self.port, &self.dir, log)
             .map_err(|e| format!("could not start {}: {e}", self.bin.display()))?;
         self.child = Some(child);
         let started = Instant::now();
         while started.elapsed() < SERVER_START_TIMEOUT {
-            if ping(self.port) {
+            if crate::services::redis::ping(self.port) {
                 return Ok(());
             }
             thread::sleep(Duration::from_millis(50));
@@ -1021,18 +1005,6 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn ping(port: u16) -> bool {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(300)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok()
-        && s.read_exact(&mut buf).is_ok()
-        && &buf == b"+PONG\r\n"
 }
 
 fn free_udp() -> Result<SocketAddr, String> {

@@ -172,27 +172,7 @@ fn start(
     let _ = fs::remove_dir_all(&data);
     fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let log = fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let child = Command::new(binary)
-        .args(["--bind", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--dir",
-        ])
-        .arg(&data)
-        .current_dir(&data)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
+    let child = spawn_server(binary, port, &data, log)
         .map_err(|e| format!("could not start {name} ({}): {e}", binary.display()))?;
     running
         .children
@@ -243,7 +223,38 @@ fn probe(port: u16) -> Probe {
     }
 }
 
-fn ping(port: u16) -> bool {
+/// Starts a Valkey/Redis `binary` on loopback `port`, persistence off, its data in `dir`,
+/// output to `log`; the server stays in the foreground so the caller can stop it.
+pub fn spawn_server(
+    binary: &Path,
+    port: u16,
+    dir: &Path,
+    log: fs::File,
+) -> Result<std::process::Child, String> {
+    let log_err = log.try_clone().map_err(|e| e.to_string())?;
+    Command::new(binary)
+        .args(["--bind", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+        ])
+        .arg(dir)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| e.to_string())
+}
+
+/// Whether a server on loopback `port` answers PING.
+pub fn ping(port: u16) -> bool {
     command(port, &["PING"]).is_some_and(|reply| reply.starts_with("+PONG"))
 }
 
