@@ -110,16 +110,12 @@ fn counters(c: &mut Criterion) {
     g.finish();
 }
 
-/// Aggregate time per nonce with `threads` threads each generating `iters` nonces.
-fn parallel(threads: u64, iters: u64, op: &(dyn Fn() + Sync)) -> Duration {
+/// Aggregate time per nonce with `threads` threads each running `worker` (`iters` nonces).
+fn parallel(threads: u64, worker: &(dyn Fn() + Sync)) -> Duration {
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| {
-                for _ in 0..iters {
-                    op();
-                }
-            });
+            s.spawn(worker);
         }
     });
     start.elapsed() / u32::try_from(threads).unwrap()
@@ -131,41 +127,31 @@ fn scaling(c: &mut Criterion) {
     for threads in [1u64, 2] {
         g.bench_function(format!("shared_counter128_x{threads}"), |b| {
             b.iter_custom(|iters| {
-                parallel(threads, iters, &|| {
-                    black_box(f.counter128().unwrap());
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.counter128().unwrap());
+                    }
                 })
             })
         });
         g.bench_function(format!("handle_counter128_x{threads}"), |b| {
             b.iter_custom(|iters| {
-                let start = Instant::now();
-                std::thread::scope(|s| {
-                    for _ in 0..threads {
-                        s.spawn(|| {
-                            let h = f.handle();
-                            for _ in 0..iters {
-                                black_box(h.counter128().unwrap());
-                            }
-                        });
+                parallel(threads, &|| {
+                    let h = f.handle();
+                    for _ in 0..iters {
+                        black_box(h.counter128().unwrap());
                     }
-                });
-                start.elapsed() / u32::try_from(threads).unwrap()
+                })
             })
         });
         g.bench_function(format!("handle_counter64_x{threads}"), |b| {
             b.iter_custom(|iters| {
-                let start = Instant::now();
-                std::thread::scope(|s| {
-                    for _ in 0..threads {
-                        s.spawn(|| {
-                            let h = f.handle();
-                            for _ in 0..iters {
-                                black_box(h.counter64().unwrap());
-                            }
-                        });
+                parallel(threads, &|| {
+                    let h = f.handle();
+                    for _ in 0..iters {
+                        black_box(h.counter64().unwrap());
                     }
-                });
-                start.elapsed() / u32::try_from(threads).unwrap()
+                })
             })
         });
     }

@@ -748,7 +748,8 @@ pub(crate) fn encrypt_run(
     }
 }
 
-fn widen(n: Nonce64) -> Nonce96 {
+/// The 96-bit form of a 64-bit base nonce for 64-bit-block ciphers: 32 zero bits appended.
+pub(crate) fn widen(n: Nonce64) -> Nonce96 {
     let mut b = [0u8; 12];
     b[..8].copy_from_slice(n.as_bytes());
     Nonce96::from_bytes(b)

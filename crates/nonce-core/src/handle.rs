@@ -4,7 +4,7 @@ use core::cell::{Cell, RefCell};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::factory::{Counter, Factory, Snapshot, encrypt_run};
+use crate::factory::{Counter, Factory, Snapshot, encrypt_run, widen};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
 /// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
@@ -154,8 +154,15 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit encrypted counter nonce, as [`Factory::encrypted64`].
     #[inline]
     pub fn encrypted64(&self) -> Result<Nonce64, Error> {
-        let nonce = self.counter64_for_cipher(64)?;
-        self.factory.encrypt64(nonce)
+        let engine = self
+            .factory
+            .engines()
+            .e64
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 64 })?;
+        Ok(Nonce64::from_bytes(
+            engine.encrypt(self.counter64()?.to_bytes()),
+        ))
     }
 
     /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
@@ -168,10 +175,7 @@ impl<'f, C: Clock> Handle<'f, C> {
             .as_ref()
             .ok_or(Error::NoKey { bits: 96 })?;
         let plain = if engine.has_64bit_block() {
-            let n = self.counter64()?;
-            let mut b = [0u8; 12];
-            b[..8].copy_from_slice(n.as_bytes());
-            Nonce96::from_bytes(b)
+            widen(self.counter64()?)
         } else {
             self.counter96()?
         };
@@ -208,12 +212,5 @@ impl<'f, C: Clock> Handle<'f, C> {
         buf.state = snap.state;
         buf.next = 1;
         Ok(buf.items[0])
-    }
-
-    fn counter64_for_cipher(&self, bits: u16) -> Result<Nonce64, Error> {
-        if self.factory.engines().e64.is_none() {
-            return Err(Error::NoKey { bits });
-        }
-        self.counter64()
     }
 }
