@@ -14,6 +14,21 @@ use crate::{Dialect, SqlError};
 /// The longest lease duration the strategy accepts.
 const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
+/// Runs the same sqlx code on whichever pool the strategy holds: the pools differ only in type.
+macro_rules! on_pool {
+    ($backend:expr, |$pool:ident| $body:expr) => {
+        match $backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres($pool) => $body,
+            #[cfg(feature = "mysql")]
+            Backend::MySql($pool) => $body,
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite($pool) => $body,
+            Backend::Never(never) => match *never {},
+        }
+    };
+}
+
 /// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
 ///
 /// SQLite always claims the lowest free row in one atomic statement (its writers are serialized),
@@ -567,30 +582,13 @@ impl SqlStrategy {
 
     async fn fetch_holders(&self) -> Result<Vec<Holder>, sqlx::Error> {
         let sql = AssertSqlSafe(Arc::clone(&self.queries.holders));
-        let rows: Vec<(i64, Option<Vec<u8>>, i64)> = match &self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => sqlx::query(sql)
+        let rows: Vec<(i64, Option<Vec<u8>>, i64)> =
+            on_pool!(&self.backend, |pool| sqlx::query(sql)
                 .fetch_all(pool)
                 .await?
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>()?,
-            #[cfg(feature = "mysql")]
-            Backend::MySql(pool) => sqlx::query(sql)
-                .fetch_all(pool)
-                .await?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>()?,
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => sqlx::query(sql)
-                .fetch_all(pool)
-                .await?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>()?,
-            Backend::Never(never) => match *never {},
-        };
+                .collect::<Result<_, sqlx::Error>>()?);
         rows.into_iter()
             .map(|(id, token, micros)| {
                 let machine_id =
@@ -613,41 +611,20 @@ impl SqlStrategy {
     pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlError> {
         let sql = AssertSqlSafe(Arc::clone(&self.queries.force_release));
         let id = i16::try_from(id.get()).unwrap_or(-1);
-        let result: Result<u64, sqlx::Error> = match &self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => sqlx::query(sql)
-                .bind(id)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()),
-            #[cfg(feature = "mysql")]
-            Backend::MySql(pool) => sqlx::query(sql)
-                .bind(id)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()),
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => sqlx::query(sql)
-                .bind(id)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()),
-            Backend::Never(never) => match *never {},
-        };
+        let result: Result<u64, sqlx::Error> = on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()));
         result.map(|n| n == 1).map_err(|e| self.error(e))
     }
 
     async fn count_free(&self) -> Result<i64, sqlx::Error> {
         let sql = AssertSqlSafe(Arc::clone(&self.queries.count_free));
-        match &self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => sqlx::query(sql).fetch_one(pool).await?.try_get(0),
-            #[cfg(feature = "mysql")]
-            Backend::MySql(pool) => sqlx::query(sql).fetch_one(pool).await?.try_get(0),
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => sqlx::query(sql).fetch_one(pool).await?.try_get(0),
-            Backend::Never(never) => match *never {},
-        }
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .fetch_one(pool)
+            .await?
+            .try_get(0))
     }
 
     #[allow(unused_variables)]
