@@ -17,6 +17,8 @@ pub struct CachedLease<L> {
     pub deadline_ms: u64,
     /// The TTL of the last grant or renewal.
     pub ttl: Duration,
+    /// The timestamp floor the lease was granted with (Unix ms).
+    pub floor_ms: u64,
 }
 
 // Manual impl: `L` itself need not be `Clone` behind the `Arc`.
@@ -27,6 +29,7 @@ impl<L> Clone for CachedLease<L> {
             lease: Arc::clone(&self.lease),
             deadline_ms: self.deadline_ms,
             ttl: self.ttl,
+            floor_ms: self.floor_ms,
         }
     }
 }

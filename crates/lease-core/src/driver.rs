@@ -356,12 +356,13 @@ impl<S: Strategy + 'static> Driver<S> {
                     source,
                     requested,
                     timeout,
+                    now_ms,
+                    floor_ms,
                 } => {
                     let span = OpSpan::new(self.name, Operation::Acquire, source);
                     let strategy = Arc::clone(&self.strategy);
-                    let outcome = self
-                        .call(strategy.acquire(requested), timeout, &mut m)
-                        .await;
+                    let call = strategy.acquire_with_floor(requested, now_ms, floor_ms);
+                    let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.now_ms();
                     match outcome {
                         Outcome::Done(result) => {
@@ -385,12 +386,12 @@ impl<S: Strategy + 'static> Driver<S> {
                     source,
                     requested,
                     timeout,
+                    floor_ms,
                 } => {
                     let span = OpSpan::new(self.name, Operation::Renew, source);
                     let strategy = Arc::clone(&self.strategy);
-                    let outcome = self
-                        .call(strategy.renew(&lease, requested), timeout, &mut m)
-                        .await;
+                    let call = strategy.renew_with_floor(&lease, requested, floor_ms);
+                    let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.now_ms();
                     match outcome {
                         Outcome::Done(result) => {
@@ -411,12 +412,14 @@ impl<S: Strategy + 'static> Driver<S> {
                     lease,
                     guard,
                     timeout,
+                    floor_ms,
                 } => {
                     let span = OpSpan::new(self.name, Operation::Release, Source::Shutdown);
                     let strategy = Arc::clone(&self.strategy);
-                    let outcome = self
-                        .call(strategy.release(&lease, guard), timeout, &mut m)
-                        .await;
+                    // The targets are disabled by now: what they report is exact.
+                    let floor_ms = self.issued_up_to_ms().max(floor_ms);
+                    let call = strategy.release_with_floor(&lease, guard, floor_ms);
+                    let outcome = self.call(call, timeout, &mut m).await;
                     let result = match outcome {
                         Outcome::Done(result) => result.map_err(|e| Failure::from_error(&e)),
                         Outcome::TimedOut => Err(Failure::timeout(timeout)),
@@ -504,10 +507,11 @@ impl<S: Strategy + 'static> Driver<S> {
             match effect {
                 Effect::EnableFactories {
                     machine_id,
+                    floor_ms,
                     deadline_ms,
                 } => {
                     for target in &self.targets {
-                        target.enable(machine_id.get(), deadline_ms);
+                        target.enable(machine_id.get(), floor_ms, deadline_ms);
                     }
                     enabled = true;
                 }
@@ -549,6 +553,15 @@ impl<S: Strategy + 'static> Driver<S> {
         for target in &self.targets {
             target.disable();
         }
+    }
+
+    /// The highest timestamp bound any target reports (0 without targets).
+    fn issued_up_to_ms(&self) -> u64 {
+        self.targets
+            .iter()
+            .map(|target| target.issued_up_to_ms())
+            .max()
+            .unwrap_or(0)
     }
 }
 

@@ -119,23 +119,29 @@ impl LeaseError for ForeignLease {
 /// assert_eq!(grant.machine_id.get(), 7);
 /// ```
 pub trait DynStrategy: Send + Sync {
-    /// [`Strategy::acquire`], boxed.
+    /// [`Strategy::acquire_with_floor`], boxed.
     fn acquire_boxed(
         &self,
         requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
     ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>>;
-    /// [`Strategy::renew`], boxed.
+    /// [`Strategy::renew_with_floor`], boxed.
     fn renew_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
         requested: Duration,
+        floor_ms: u64,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>>;
-    /// [`Strategy::release`], boxed.
+    /// [`Strategy::release_with_floor`], boxed.
     fn release_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
         guard: Duration,
+        floor_ms: u64,
     ) -> BoxFuture<'a, Result<(), DynError>>;
+    /// [`Strategy::records_floor`].
+    fn stores_floor(&self) -> bool;
     /// [`Strategy::deterministic`].
     fn is_deterministic(&self) -> bool;
     /// [`Strategy::name`].
@@ -149,14 +155,15 @@ impl<S: Strategy> DynStrategy for S {
     fn acquire_boxed(
         &self,
         requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
     ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>> {
         Box::pin(async move {
-            let grant = self.acquire(requested).await.map_err(DynError::new)?;
-            Ok(Grant::new(
-                grant.machine_id,
-                AnyLease::new(grant.lease),
-                grant.ttl,
-            ))
+            let grant = self
+                .acquire_with_floor(requested, now_ms, floor_ms)
+                .await
+                .map_err(DynError::new)?;
+            Ok(grant.map_lease(AnyLease::new))
         })
     }
 
@@ -164,15 +171,15 @@ impl<S: Strategy> DynStrategy for S {
         &'a self,
         lease: &'a AnyLease,
         requested: Duration,
+        floor_ms: u64,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>> {
         Box::pin(async move {
-            let lease = lease.downcast_ref::<S::Lease>().ok_or_else(|| {
-                DynError::new(ForeignLease {
-                    strategy: self.name(),
-                })
-            })?;
-            let renewal = self.renew(lease, requested).await.map_err(DynError::new)?;
-            Ok(Renewal::new(AnyLease::new(renewal.lease), renewal.ttl))
+            let lease = self.own_lease(lease)?;
+            let renewal = self
+                .renew_with_floor(lease, requested, floor_ms)
+                .await
+                .map_err(DynError::new)?;
+            Ok(renewal.map_lease(AnyLease::new))
         })
     }
 
@@ -180,15 +187,18 @@ impl<S: Strategy> DynStrategy for S {
         &'a self,
         lease: &'a AnyLease,
         guard: Duration,
+        floor_ms: u64,
     ) -> BoxFuture<'a, Result<(), DynError>> {
         Box::pin(async move {
-            let lease = lease.downcast_ref::<S::Lease>().ok_or_else(|| {
-                DynError::new(ForeignLease {
-                    strategy: self.name(),
-                })
-            })?;
-            self.release(lease, guard).await.map_err(DynError::new)
+            let lease = self.own_lease(lease)?;
+            self.release_with_floor(lease, guard, floor_ms)
+                .await
+                .map_err(DynError::new)
         })
+    }
+
+    fn stores_floor(&self) -> bool {
+        self.records_floor()
     }
 
     fn is_deterministic(&self) -> bool {
@@ -200,6 +210,19 @@ impl<S: Strategy> DynStrategy for S {
     }
 }
 
+/// The lease handle of `S` inside an erased lease, or why it is not one.
+trait OwnLease: Strategy {
+    fn own_lease<'a>(&self, lease: &'a AnyLease) -> Result<&'a Self::Lease, DynError> {
+        lease.downcast_ref::<Self::Lease>().ok_or_else(|| {
+            DynError::new(ForeignLease {
+                strategy: self.name(),
+            })
+        })
+    }
+}
+
+impl<S: Strategy> OwnLease for S {}
+
 impl Strategy for dyn DynStrategy {
     type Lease = AnyLease;
     type Error = DynError;
@@ -208,7 +231,7 @@ impl Strategy for dyn DynStrategy {
         &self,
         requested: Duration,
     ) -> impl Future<Output = Result<Grant<AnyLease>, DynError>> + Send {
-        self.acquire_boxed(requested)
+        self.acquire_boxed(requested, 0, 0)
     }
 
     // `async fn` unifies the two borrow lifetimes that the boxed future needs as one.
@@ -217,11 +240,42 @@ impl Strategy for dyn DynStrategy {
         lease: &AnyLease,
         requested: Duration,
     ) -> Result<Renewal<AnyLease>, DynError> {
-        self.renew_boxed(lease, requested).await
+        self.renew_boxed(lease, requested, 0).await
     }
 
     async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), DynError> {
-        self.release_boxed(lease, guard).await
+        self.release_boxed(lease, guard, 0).await
+    }
+
+    fn records_floor(&self) -> bool {
+        self.stores_floor()
+    }
+
+    fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<Grant<AnyLease>, DynError>> + Send {
+        self.acquire_boxed(requested, now_ms, floor_ms)
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &AnyLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<AnyLease>, DynError> {
+        self.renew_boxed(lease, requested, floor_ms).await
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &AnyLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), DynError> {
+        self.release_boxed(lease, guard, floor_ms).await
     }
 
     fn deterministic(&self) -> bool {

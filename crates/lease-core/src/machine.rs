@@ -139,6 +139,15 @@ pub enum LossReason {
     LocalExpiry,
     /// An outside signal, for example a conflict guard that found another node with our ID.
     External(String),
+    /// The coordinator's clock moved forward between two grants by more than this node's own
+    /// elapsed time plus the margin allows: leases on it may expire early, so another node may
+    /// be handed this ID before our local deadline.
+    CoordinatorClockJump {
+        /// How far the coordinator's clock ran ahead of this node's elapsed time, in ms.
+        ahead_ms: u64,
+        /// The margin it exceeded, in ms.
+        margin_ms: u64,
+    },
 }
 
 impl fmt::Display for LossReason {
@@ -153,6 +162,15 @@ impl fmt::Display for LossReason {
             }
             Self::LocalExpiry => f.write_str("local lease deadline passed"),
             Self::External(reason) => write!(f, "external signal: {reason}"),
+            Self::CoordinatorClockJump {
+                ahead_ms,
+                margin_ms,
+            } => write!(
+                f,
+                "the coordinator's clock jumped {ahead_ms} ms ahead of this node's elapsed time \
+                 (more than the {margin_ms} ms margin), so leases on it may expire early; the \
+                 lease is treated as lost: check the coordinator's time synchronisation"
+            ),
         }
     }
 }
@@ -217,6 +235,16 @@ pub enum LeaseEvent {
     Operation(OperationEvent),
     /// A retry was scheduled.
     Retry(RetryEvent),
+    /// A lease was granted whose timestamp floor is ahead of this node's clock: counter nonces
+    /// start above it at once, sortable nonces wait until the clock passes it.
+    FloorAhead {
+        /// The granted ID.
+        machine_id: MachineId,
+        /// The floor stored with it (Unix ms).
+        floor_ms: u64,
+        /// How far the floor is ahead of this node's clock, in ms.
+        ahead_ms: u64,
+    },
 }
 
 /// Something the driver must apply, in order.
@@ -227,6 +255,9 @@ pub enum Effect<L> {
     EnableFactories {
         /// The leased ID.
         machine_id: MachineId,
+        /// Every timestamp must be strictly above this floor (Unix ms): earlier holders of the
+        /// ID may have issued timestamps up to it. 0 when the strategy stores no floor.
+        floor_ms: u64,
         /// Exclusive local deadline.
         deadline_ms: u64,
     },
@@ -256,8 +287,9 @@ pub enum Effect<L> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Action<L> {
-    /// Call [`Strategy::acquire`](crate::Strategy::acquire)`(requested)`, giving up after
-    /// `timeout`, then report with [`LeaseMachine::on_acquire_result`].
+    /// Call [`Strategy::acquire_with_floor`](crate::Strategy::acquire_with_floor)`(requested,
+    /// now_ms, floor_ms)`, giving up after `timeout`, then report with
+    /// [`LeaseMachine::on_acquire_result`].
     Acquire {
         /// Why.
         source: Source,
@@ -265,9 +297,14 @@ pub enum Action<L> {
         requested: Duration,
         /// Longest the call may take.
         timeout: Duration,
+        /// This node's clock when the call is sent: free IDs whose floor is below it are preferred.
+        now_ms: u64,
+        /// The floor to record with the claimed ID: the latest local deadline this grant can
+        /// give (`now + requested - margin`), so it bounds every timestamp issued under it.
+        floor_ms: u64,
     },
-    /// Call [`Strategy::renew`](crate::Strategy::renew)`(lease, requested)`, giving up after
-    /// `timeout`, then report with [`LeaseMachine::on_renew_result`].
+    /// Call [`Strategy::renew_with_floor`](crate::Strategy::renew_with_floor)`(lease, requested,
+    /// floor_ms)`, giving up after `timeout`, then report with [`LeaseMachine::on_renew_result`].
     Renew {
         /// The lease to renew.
         lease: Arc<L>,
@@ -277,9 +314,15 @@ pub enum Action<L> {
         requested: Duration,
         /// Longest the call may take; never beyond the local deadline.
         timeout: Duration,
+        /// The floor to record: the latest local deadline this renewal can give.
+        floor_ms: u64,
     },
-    /// Call [`Strategy::release`](crate::Strategy::release)`(lease, guard)`, giving up after
-    /// `timeout`, then report with [`LeaseMachine::on_release_result`].
+    /// Call [`Strategy::release_with_floor`](crate::Strategy::release_with_floor)`(lease, guard,
+    /// floor)`, giving up after `timeout`, then report with [`LeaseMachine::on_release_result`].
+    ///
+    /// `floor` is the larger of `floor_ms` and every target's
+    /// [`issued_up_to_ms`](crate::LeaseTarget::issued_up_to_ms), read after the targets were
+    /// disabled: the exact bound of what was issued under the ID.
     Release {
         /// The lease to release.
         lease: Arc<L>,
@@ -287,6 +330,8 @@ pub enum Action<L> {
         guard: Duration,
         /// Longest the call may take.
         timeout: Duration,
+        /// The floor the lease was granted with: the release never records less.
+        floor_ms: u64,
     },
     /// Nothing to do before `until` (ms) unless an outside event arrives; poll again then.
     Wait {
@@ -346,6 +391,18 @@ struct Held<L> {
     lease: Arc<L>,
     deadline: u64,
     ttl: Duration,
+    /// The floor the lease was granted with (Unix ms).
+    floor_ms: u64,
+    /// The coordinator's clock at the last grant or renewal, with when that call was sent.
+    coordinator: Option<CoordinatorReading>,
+}
+
+/// A coordinator clock reading and the local instant its request was sent (it was applied no
+/// earlier than that).
+#[derive(Debug, Clone, Copy)]
+struct CoordinatorReading {
+    sent: u64,
+    coordinator_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -386,6 +443,7 @@ enum Phase<L> {
     },
     Releasing {
         lease: Arc<L>,
+        floor_ms: u64,
         call: Option<InFlight>,
     },
     Halted,
@@ -541,6 +599,7 @@ impl<L> LeaseMachine<L> {
                     source: Source::Cache,
                     requested: self.config.lease_duration(),
                     timeout,
+                    floor_ms: self.floor_bound(now),
                 };
                 (
                     Phase::Recovering {
@@ -612,6 +671,8 @@ impl<L> LeaseMachine<L> {
                     source,
                     requested: self.config.lease_duration(),
                     timeout,
+                    now_ms: now,
+                    floor_ms: self.floor_bound(now),
                 };
                 let phase = Phase::Acquiring {
                     source,
@@ -623,16 +684,22 @@ impl<L> LeaseMachine<L> {
                 (phase, Some(action))
             }
             Phase::Held { held, step } => self.step_held(held, step, now),
-            Phase::Releasing { lease, call: None } => {
+            Phase::Releasing {
+                lease,
+                floor_ms,
+                call: None,
+            } => {
                 let timeout = self.config.call_timeout();
                 let action = Action::Release {
                     lease: Arc::clone(&lease),
                     guard: self.config.release_guard(),
                     timeout,
+                    floor_ms,
                 };
                 (
                     Phase::Releasing {
                         lease,
+                        floor_ms,
                         call: Some(InFlight { sent: now, timeout }),
                     },
                     Some(action),
@@ -640,6 +707,7 @@ impl<L> LeaseMachine<L> {
             }
             Phase::Releasing {
                 lease,
+                floor_ms,
                 call: Some(call),
             } => {
                 if now >= call.expires() {
@@ -649,6 +717,7 @@ impl<L> LeaseMachine<L> {
                     (
                         Phase::Releasing {
                             lease,
+                            floor_ms,
                             call: Some(call),
                         },
                         Some(Action::Wait {
@@ -717,6 +786,7 @@ impl<L> LeaseMachine<L> {
             source: Source::Scheduled,
             requested: self.config.lease_duration(),
             timeout,
+            floor_ms: self.floor_bound(now),
         };
         let step = RenewStep::InFlight {
             call,
@@ -749,19 +819,21 @@ impl<L> LeaseMachine<L> {
             }
         };
         let ttl_ms = ms(grant.ttl);
-        let failure = match self.deadline_for(call.sent, ttl_ms) {
-            Err(reason) => Some(Failure::new(ErrorKind::Other, reason.to_string())),
-            Ok(deadline) if deadline <= now => Some(Failure::new(
+        let deadline = match self.deadline_for(call.sent, ttl_ms) {
+            Err(reason) => Err(Failure::new(ErrorKind::Other, reason.to_string())),
+            Ok(deadline) if deadline <= now => Err(Failure::new(
                 ErrorKind::Retry,
                 "grant arrived after its local deadline",
             )),
-            Ok(_) => None,
+            Ok(deadline) => Ok(deadline),
         };
-        if let Some(failure) = failure {
-            self.phase = self.acquire_failed(source, attempts, call, failure, now);
-            return;
-        }
-        let deadline = call.sent.saturating_add(ttl_ms - ms(self.config.margin()));
+        let deadline = match deadline {
+            Ok(deadline) => deadline,
+            Err(failure) => {
+                self.phase = self.acquire_failed(source, attempts, call, failure, now);
+                return;
+            }
+        };
         self.event(OperationEvent {
             operation: Operation::Acquire,
             source,
@@ -776,11 +848,15 @@ impl<L> LeaseMachine<L> {
             lease: Arc::new(grant.lease),
             deadline,
             ttl: grant.ttl,
+            floor_ms: grant.floor_ms,
+            coordinator: grant
+                .coordinator_ms
+                .map(|coordinator_ms| CoordinatorReading {
+                    sent: call.sent,
+                    coordinator_ms,
+                }),
         };
-        self.effects.push_back(Effect::EnableFactories {
-            machine_id: held.machine_id,
-            deadline_ms: deadline,
-        });
+        self.enable(&held, now);
         self.store_cache(&held);
         self.started = true;
         let step = RenewStep::Idle {
@@ -820,7 +896,13 @@ impl<L> LeaseMachine<L> {
                             latency_ms,
                             error: None,
                         };
-                        match self.deadline_for(call.sent, ttl_ms) {
+                        let deadline = self.deadline_for(call.sent, ttl_ms).and_then(|deadline| {
+                            match self.clock_jump(&held, renewal.coordinator_ms, now) {
+                                Some(jump) => Err(jump),
+                                None => Ok(deadline),
+                            }
+                        });
+                        match deadline {
                             Err(reason) => {
                                 event.result = OpResult::Lost;
                                 self.event(event);
@@ -828,6 +910,12 @@ impl<L> LeaseMachine<L> {
                             }
                             Ok(deadline) => {
                                 self.event(event);
+                                if let Some(coordinator_ms) = renewal.coordinator_ms {
+                                    held.coordinator = Some(CoordinatorReading {
+                                        sent: call.sent,
+                                        coordinator_ms,
+                                    });
+                                }
                                 held.lease = Arc::new(renewal.lease);
                                 held.ttl = renewal.ttl;
                                 held.deadline = deadline;
@@ -893,15 +981,19 @@ impl<L> LeaseMachine<L> {
                 self.phase = phase;
                 return;
             }
-            Phase::Held { held, .. } => Some(held.lease),
-            Phase::Recovering { cached, .. } => Some(cached.lease),
+            Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
+            Phase::Recovering { cached, .. } => Some((cached.lease, cached.floor_ms)),
             Phase::New { .. } | Phase::Acquiring { .. } | Phase::Halted | Phase::Failed(_) => None,
         };
         // Disable before the release can reach the coordinator: no nonce after the hand-back.
         self.effects.push_back(Effect::DisableFactories);
         self.effects.push_back(Effect::ClearCache);
         self.phase = match lease {
-            Some(lease) => Phase::Releasing { lease, call: None },
+            Some((lease, floor_ms)) => Phase::Releasing {
+                lease,
+                floor_ms,
+                call: None,
+            },
             None => Phase::Stopped,
         };
     }
@@ -951,11 +1043,15 @@ impl<L> LeaseMachine<L> {
             lease: Arc::new(renewal.lease),
             deadline,
             ttl: renewal.ttl,
+            floor_ms: cached.floor_ms,
+            coordinator: renewal
+                .coordinator_ms
+                .map(|coordinator_ms| CoordinatorReading {
+                    sent: call.sent,
+                    coordinator_ms,
+                }),
         };
-        self.effects.push_back(Effect::EnableFactories {
-            machine_id: held.machine_id,
-            deadline_ms: deadline,
-        });
+        self.enable(&held, now);
         self.store_cache(&held);
         self.started = true;
         Phase::Held {
@@ -1126,8 +1222,57 @@ impl<L> LeaseMachine<L> {
         if ttl_ms < min_ttl_ms {
             return Err(LossReason::IllegalTtl { ttl_ms, min_ttl_ms });
         }
-        // Counted from when the request was sent: a slow reply can only shorten the lease.
-        Ok(sent.saturating_add(ttl_ms - ms(self.config.margin())))
+        // Counted from when the request was sent: a slow reply can only shorten the lease. Never
+        // past the floor the request recorded, whatever TTL came back.
+        Ok(sent
+            .saturating_add(ttl_ms - ms(self.config.margin()))
+            .min(self.floor_bound(sent)))
+    }
+
+    /// The floor a call sent at `sent` records: the latest deadline its grant can give, so it
+    /// bounds every timestamp issued under that grant.
+    fn floor_bound(&self, sent: u64) -> u64 {
+        sent.saturating_add(
+            ms(self.config.lease_duration()).saturating_sub(ms(self.config.margin())),
+        )
+    }
+
+    /// Enables the targets above the lease's floor, saying so when the floor is ahead of us.
+    fn enable(&mut self, held: &Held<L>, now: u64) {
+        if held.floor_ms > now {
+            self.effects
+                .push_back(Effect::Event(LeaseEvent::FloorAhead {
+                    machine_id: held.machine_id,
+                    floor_ms: held.floor_ms,
+                    ahead_ms: held.floor_ms - now,
+                }));
+        }
+        self.effects.push_back(Effect::EnableFactories {
+            machine_id: held.machine_id,
+            floor_ms: held.floor_ms,
+            deadline_ms: held.deadline,
+        });
+    }
+
+    /// A coordinator clock that ran ahead of our own elapsed time by more than the margin since
+    /// the last reading. The coordinator applied the last call no earlier than its `sent` and
+    /// this one no later than `now`, so its clock may advance by at most `now - sent` (plus the
+    /// margin, which also absorbs rate drift). Backward steps only lengthen leases: not a loss.
+    fn clock_jump(
+        &self,
+        held: &Held<L>,
+        coordinator_ms: Option<u64>,
+        now: u64,
+    ) -> Option<LossReason> {
+        let last = held.coordinator?;
+        let moved = coordinator_ms?.saturating_sub(last.coordinator_ms);
+        let elapsed = now.saturating_sub(last.sent);
+        let margin_ms = ms(self.config.margin());
+        let ahead_ms = moved.saturating_sub(elapsed);
+        (ahead_ms > margin_ms).then_some(LossReason::CoordinatorClockJump {
+            ahead_ms,
+            margin_ms,
+        })
     }
 
     /// `sent + min(renew_interval, ttl - margin) - margin`; positive by config validation.
@@ -1164,6 +1309,7 @@ impl<L> LeaseMachine<L> {
             lease: Arc::clone(&held.lease),
             deadline_ms: held.deadline,
             ttl: held.ttl,
+            floor_ms: held.floor_ms,
         }));
     }
 

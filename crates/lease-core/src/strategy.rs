@@ -60,6 +60,7 @@ pub struct InvalidMachineId(pub u16);
 
 /// A newly acquired lease: the ID it grants, the strategy's lease handle and the granted TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Grant<L> {
     /// The machine ID this lease entitles the node to use.
     pub machine_id: MachineId,
@@ -68,15 +69,49 @@ pub struct Grant<L> {
     pub lease: L,
     /// How long the coordinator holds the lease for us, counted from when it processed the request.
     pub ttl: Duration,
+    /// The timestamp floor stored with this ID *before* this acquisition (Unix ms; 0 when none
+    /// is stored or the strategy stores none): every timestamp any earlier holder may have
+    /// issued under the ID is at or below it. See "Timestamp floor" on [`Strategy`].
+    pub floor_ms: u64,
+    /// The coordinator's own clock when it applied the request (Unix ms), if the strategy reads
+    /// it; lets the manager notice a coordinator clock that jumps forward.
+    pub coordinator_ms: Option<u64>,
 }
 
 impl<L> Grant<L> {
-    /// A grant of `machine_id` for `ttl`.
+    /// A grant of `machine_id` for `ttl`, with no stored floor and no coordinator clock reading.
     pub const fn new(machine_id: MachineId, lease: L, ttl: Duration) -> Self {
         Self {
             machine_id,
             lease,
             ttl,
+            floor_ms: 0,
+            coordinator_ms: None,
+        }
+    }
+
+    /// The same grant, carrying the timestamp floor that was stored with the ID.
+    #[must_use]
+    pub const fn with_floor(mut self, floor_ms: u64) -> Self {
+        self.floor_ms = floor_ms;
+        self
+    }
+
+    /// The same grant, carrying the coordinator's clock when it applied the request.
+    #[must_use]
+    pub const fn with_coordinator_ms(mut self, coordinator_ms: u64) -> Self {
+        self.coordinator_ms = Some(coordinator_ms);
+        self
+    }
+
+    /// The same grant with another lease handle (for wrappers such as [`DynStrategy`](crate::DynStrategy)).
+    pub fn map_lease<M>(self, f: impl FnOnce(L) -> M) -> Grant<M> {
+        Grant {
+            machine_id: self.machine_id,
+            lease: f(self.lease),
+            ttl: self.ttl,
+            floor_ms: self.floor_ms,
+            coordinator_ms: self.coordinator_ms,
         }
     }
 }
@@ -85,17 +120,41 @@ impl<L> Grant<L> {
 ///
 /// A renewal always keeps the machine ID of the lease it renews.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Renewal<L> {
     /// The lease handle to use from now on; usually the same value that was renewed.
     pub lease: L,
     /// The TTL granted by this renewal, counted from when the coordinator processed it.
     pub ttl: Duration,
+    /// The coordinator's own clock when it applied the renewal (Unix ms), if the strategy
+    /// reads it.
+    pub coordinator_ms: Option<u64>,
 }
 
 impl<L> Renewal<L> {
-    /// A renewal for `ttl`.
+    /// A renewal for `ttl`, with no coordinator clock reading.
     pub const fn new(lease: L, ttl: Duration) -> Self {
-        Self { lease, ttl }
+        Self {
+            lease,
+            ttl,
+            coordinator_ms: None,
+        }
+    }
+
+    /// The same renewal, carrying the coordinator's clock when it applied the request.
+    #[must_use]
+    pub const fn with_coordinator_ms(mut self, coordinator_ms: u64) -> Self {
+        self.coordinator_ms = Some(coordinator_ms);
+        self
+    }
+
+    /// The same renewal with another lease handle.
+    pub fn map_lease<M>(self, f: impl FnOnce(L) -> M) -> Renewal<M> {
+        Renewal {
+            lease: f(self.lease),
+            ttl: self.ttl,
+            coordinator_ms: self.coordinator_ms,
+        }
     }
 }
 
@@ -249,6 +308,33 @@ impl LeaseError for Failure {
 ///   `guard`). The releaser's last nonce may carry a timestamp up to the safety margin ahead of
 ///   a successor's clock; the guard keeps a successor's first nonce after it. Release is best
 ///   effort and must never free a lease that is not this holder's.
+///
+/// # Timestamp floor
+///
+/// Nodes' wall clocks disagree: a successor whose clock lags its predecessor's by more than the
+/// margin would issue timestamps its predecessor already issued under the same ID. A strategy
+/// that answers `true` to [`records_floor`](Strategy::records_floor) removes that condition by
+/// storing, with each machine ID, a *timestamp floor* (Unix ms, on the holders' own nonce
+/// clocks): an upper bound of every timestamp any holder of the ID may have issued.
+///
+/// - [`acquire_with_floor`](Strategy::acquire_with_floor) claims an ID and, in the same atomic
+///   write, raises its floor to at least `floor_ms` (the acquirer's own bound); the [`Grant`]
+///   reports the floor stored *before* the write in [`Grant::floor_ms`]. Among free IDs it
+///   prefers one whose floor is below the acquirer's `now_ms`.
+/// - [`renew_with_floor`](Strategy::renew_with_floor) raises the floor to at least `floor_ms`
+///   in the same atomic write that extends the lease, and only if the lease is still ours.
+/// - [`release_with_floor`](Strategy::release_with_floor) sets the floor to `floor_ms` (the
+///   exact bound of what was issued, which the manager computes after disabling its factories
+///   and which is never below the floor the lease was granted with), token-matched, in the same
+///   write that releases.
+/// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
+///   lowered by anything but the holder's own release.
+///
+/// The manager starts its factories strictly above the granted floor, so their timestamps never
+/// meet an earlier holder's, whatever the clocks. The defaults forward to the floor-less
+/// methods and report a floor of 0: a strategy that cannot store one (static strategies) keeps
+/// the older condition that a node taking over an ID has a clock no further behind than the
+/// margin, plus the release guard.
 pub trait Strategy: Send + Sync {
     /// The strategy's lease handle (for example an ID and a random token).
     type Lease: Send + Sync + 'static;
@@ -275,6 +361,50 @@ pub trait Strategy: Send + Sync {
         lease: &Self::Lease,
         guard: Duration,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Whether this strategy stores a timestamp floor with each ID (see "Timestamp floor").
+    /// `false` by default; a strategy that overrides the `*_with_floor` methods answers `true`.
+    fn records_floor(&self) -> bool {
+        false
+    }
+
+    /// [`acquire`](Strategy::acquire), recording a timestamp floor: prefer a free ID whose
+    /// stored floor is below `now_ms` (the acquirer's nonce clock), raise the claimed ID's
+    /// floor to at least `floor_ms` in the same atomic write, and report the floor stored
+    /// before it in [`Grant::floor_ms`]. The default ignores both and reports no floor.
+    fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
+        let _ = (now_ms, floor_ms);
+        self.acquire(requested)
+    }
+
+    /// [`renew`](Strategy::renew), raising the lease's floor to at least `floor_ms` in the same
+    /// atomic write, only while the lease is ours. The default ignores the floor.
+    fn renew_with_floor(
+        &self,
+        lease: &Self::Lease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
+        let _ = floor_ms;
+        self.renew(lease, requested)
+    }
+
+    /// [`release`](Strategy::release), setting the lease's floor to `floor_ms` in the same
+    /// token-matched write. The default ignores the floor.
+    fn release_with_floor(
+        &self,
+        lease: &Self::Lease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = floor_ms;
+        self.release(lease, guard)
+    }
 
     /// Whether this strategy always yields the same ID for this node (environment variable,
     /// host list). A deterministic strategy is not asked to reacquire after a loss: it would
@@ -310,6 +440,33 @@ impl<S: Strategy + ?Sized> Strategy for &S {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send {
         (**self).release(lease, guard)
     }
+    fn records_floor(&self) -> bool {
+        (**self).records_floor()
+    }
+    fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
+        (**self).acquire_with_floor(requested, now_ms, floor_ms)
+    }
+    fn renew_with_floor(
+        &self,
+        lease: &Self::Lease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
+        (**self).renew_with_floor(lease, requested, floor_ms)
+    }
+    fn release_with_floor(
+        &self,
+        lease: &Self::Lease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        (**self).release_with_floor(lease, guard, floor_ms)
+    }
     fn deterministic(&self) -> bool {
         (**self).deterministic()
     }
@@ -342,6 +499,33 @@ macro_rules! forward_strategy {
                 guard: Duration,
             ) -> impl Future<Output = Result<(), Self::Error>> + Send {
                 (**self).release(lease, guard)
+            }
+            fn records_floor(&self) -> bool {
+                (**self).records_floor()
+            }
+            fn acquire_with_floor(
+                &self,
+                requested: Duration,
+                now_ms: u64,
+                floor_ms: u64,
+            ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
+                (**self).acquire_with_floor(requested, now_ms, floor_ms)
+            }
+            fn renew_with_floor(
+                &self,
+                lease: &Self::Lease,
+                requested: Duration,
+                floor_ms: u64,
+            ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
+                (**self).renew_with_floor(lease, requested, floor_ms)
+            }
+            fn release_with_floor(
+                &self,
+                lease: &Self::Lease,
+                guard: Duration,
+                floor_ms: u64,
+            ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+                (**self).release_with_floor(lease, guard, floor_ms)
             }
             fn deterministic(&self) -> bool {
                 (**self).deterministic()

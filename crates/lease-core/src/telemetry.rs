@@ -69,7 +69,45 @@ pub(crate) fn event(strategy: &'static str, event: &LeaseEvent, span: &OpSpan) {
     match event {
         LeaseEvent::Operation(op) => operation(strategy, op, span),
         LeaseEvent::Retry(retry) => self::retry(strategy, retry),
+        LeaseEvent::FloorAhead {
+            machine_id,
+            floor_ms,
+            ahead_ms,
+        } => floor_ahead(strategy, machine_id.get(), *floor_ms, *ahead_ms),
     }
+}
+
+/// A granted ID whose floor is ahead of our clock: sortable nonces wait until the clock passes
+/// it, so a long wait is said once, with the ID and how far, instead of stalling silently.
+fn floor_ahead(strategy: &'static str, machine_id: u16, floor_ms: u64, ahead_ms: u64) {
+    #[cfg(feature = "tracing")]
+    if ahead_ms > 1000 {
+        tracing::warn!(
+            strategy,
+            machine_id,
+            floor_ms,
+            ahead_ms,
+            "machine id {machine_id} was last used up to {ahead_ms} ms ahead of this node's clock \
+             (a clock behind its previous holder's): counter nonces start above that floor at \
+             once, sortable nonces wait until this clock passes it; check this node's time sync"
+        );
+    } else {
+        tracing::debug!(
+            strategy,
+            machine_id,
+            floor_ms,
+            ahead_ms,
+            "lease floor ahead of the clock"
+        );
+    }
+    #[cfg(feature = "metrics")]
+    {
+        #[allow(clippy::cast_precision_loss)] // far below 2^52 ms
+        metrics::histogram!("nononce_lease_floor_ahead_seconds", "strategy" => strategy)
+            .record(ahead_ms as f64 / 1000.0);
+    }
+    #[cfg(not(any(feature = "tracing", feature = "metrics")))]
+    let _ = (strategy, machine_id, floor_ms, ahead_ms);
 }
 
 fn operation(strategy: &'static str, op: &OperationEvent, span: &OpSpan) {

@@ -51,6 +51,8 @@ struct TestCoordinator {
     ttl: Duration,
     /// Per ID: (token, expires_at).
     rows: Mutex<Vec<Option<(u64, u64)>>>,
+    /// Per ID: the timestamp floor (survives expiry).
+    floors: Mutex<Vec<u64>>,
     next_token: Mutex<u64>,
     faults: Mutex<VecDeque<Fault>>,
     log: Log,
@@ -63,6 +65,7 @@ impl TestCoordinator {
             capacity,
             ttl,
             rows: Mutex::new(vec![None; capacity]),
+            floors: Mutex::new(vec![0; capacity]),
             next_token: Mutex::new(0),
             faults: Mutex::new(VecDeque::new()),
             log,
@@ -79,6 +82,10 @@ impl TestCoordinator {
 
     fn expiry(&self, id: u16) -> Option<u64> {
         self.rows.lock().unwrap()[usize::from(id)].map(|(_, e)| e)
+    }
+
+    fn floor(&self, id: u16) -> u64 {
+        self.floors.lock().unwrap()[usize::from(id)]
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -100,7 +107,20 @@ impl Strategy for TestCoordinator {
     type Lease = (u16, u64);
     type Error = TestError;
 
-    async fn acquire(&self, _requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
+    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
+        self.acquire_with_floor(requested, 0, 0).await
+    }
+
+    fn records_floor(&self) -> bool {
+        true
+    }
+
+    async fn acquire_with_floor(
+        &self,
+        _requested: Duration,
+        _now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<(u16, u64)>, TestError> {
         let now = now(self.clock);
         let mut rows = self.rows.lock().unwrap();
         let Some(id) = (0..self.capacity).find(|&i| rows[i].is_none_or(|(_, e)| e <= now)) else {
@@ -109,20 +129,31 @@ impl Strategy for TestCoordinator {
         let mut token = self.next_token.lock().unwrap();
         *token += 1;
         rows[id] = Some((*token, now + self.ttl_ms()));
+        let previous = {
+            let mut floors = self.floors.lock().unwrap();
+            let previous = floors[id];
+            floors[id] = previous.max(floor_ms);
+            previous
+        };
         let id = u16::try_from(id).unwrap();
         drop(rows);
         self.note(format!("acquire {id}"));
-        Ok(Grant::new(
-            MachineId::new(id).unwrap(),
-            (id, *token),
-            self.ttl,
-        ))
+        Ok(Grant::new(MachineId::new(id).unwrap(), (id, *token), self.ttl).with_floor(previous))
     }
 
     async fn renew(
         &self,
         lease: &(u16, u64),
+        requested: Duration,
+    ) -> Result<Renewal<(u16, u64)>, TestError> {
+        self.renew_with_floor(lease, requested, 0).await
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &(u16, u64),
         _requested: Duration,
+        floor_ms: u64,
     ) -> Result<Renewal<(u16, u64)>, TestError> {
         let fault = self.faults.lock().unwrap().pop_front();
         match fault {
@@ -141,16 +172,30 @@ impl Strategy for TestCoordinator {
             _ => return Err(TestError(ErrorKind::Lost)),
         }
         drop(rows);
+        let mut floors = self.floors.lock().unwrap();
+        let floor = &mut floors[usize::from(lease.0)];
+        *floor = (*floor).max(floor_ms);
+        drop(floors);
         self.note(format!("renew {}", lease.0));
         Ok(Renewal::new(*lease, self.ttl))
     }
 
     async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
+        self.release_with_floor(lease, guard, 0).await
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &(u16, u64),
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), TestError> {
         let now = now(self.clock);
         if let Some((token, expires)) = &mut self.rows.lock().unwrap()[usize::from(lease.0)]
             && *token == lease.1
         {
             *expires = (*expires).min(now + u64::try_from(guard.as_millis()).unwrap());
+            self.floors.lock().unwrap()[usize::from(lease.0)] = floor_ms;
         }
         self.note(format!("release {}", lease.0));
         Ok(())
@@ -165,6 +210,10 @@ impl Strategy for TestCoordinator {
 struct Recorder {
     clock: TestClock,
     enabled: Mutex<Option<(u16, u64)>>,
+    /// The floor of the last enable.
+    floor: Mutex<u64>,
+    /// What the target reports as the bound of what it issued.
+    issued: Mutex<u64>,
     log: Log,
 }
 
@@ -173,6 +222,8 @@ impl Recorder {
         Arc::new(Self {
             clock,
             enabled: Mutex::new(None),
+            floor: Mutex::new(0),
+            issued: Mutex::new(0),
             log,
         })
     }
@@ -188,7 +239,8 @@ impl Recorder {
 }
 
 impl LeaseTarget for Recorder {
-    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+        *self.floor.lock().unwrap() = floor_ms;
         *self.enabled.lock().unwrap() = Some((machine_id, deadline_ms));
         self.log
             .lock()
@@ -208,6 +260,9 @@ impl LeaseTarget for Recorder {
                 .unwrap()
                 .push((now(self.clock), "disable".to_owned()));
         }
+    }
+    fn issued_up_to_ms(&self) -> u64 {
+        *self.issued.lock().unwrap()
     }
 }
 
@@ -450,10 +505,10 @@ fn a_nonce_factory_follows_the_lease() {
     let clock = ManualClock::new(BASE);
     let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
     let target: &dyn LeaseTarget = &factory;
-    target.enable(7, BASE + 1_000);
+    target.enable(7, 0, BASE + 1_000);
     assert_eq!(
         factory
-            .counter64()
+            .counter96()
             .unwrap()
             .decode(factory.epoch_ms())
             .machine_id,
@@ -462,7 +517,62 @@ fn a_nonce_factory_follows_the_lease() {
     target.extend_deadline(BASE + 10);
     clock.set(BASE + 10);
     // A sortable nonce carries the current time, which is now at the deadline: refused.
-    assert!(factory.sortable64().is_err(), "generated at the deadline");
+    assert_eq!(
+        factory.sortable64(),
+        Err(nonce_core::Error::LeaseExpired),
+        "generated at the deadline"
+    );
     target.disable();
     assert!(!factory.is_enabled());
+    assert!(target.issued_up_to_ms() >= BASE);
+
+    // Enabled above a floor an hour ahead of its clock, it issues above the floor only.
+    let floor = BASE + 3_600_000;
+    target.enable(7, floor, BASE + 7_200_000);
+    let nonce = factory.counter96().unwrap();
+    assert!(nonce.decode(factory.epoch_ms()).unix_ms > floor);
+    target.disable();
+    assert!(target.issued_up_to_ms() > floor);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_floor_travels_from_one_holder_to_the_next() {
+    let s = setup(1, Duration::from_secs(8 * 3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    let t0 = BASE;
+    // The acquire recorded the latest deadline it could give, and the factories start above
+    // the (empty) floor.
+    assert_eq!(*s.target.floor.lock().unwrap(), 0);
+    assert_eq!(s.coordinator.floor(0), t0 + 8 * 3_600_000 - 10_000);
+    assert_eq!(s.target.enabled(), Some((0, t0 + 8 * 3_600_000 - 10_000)));
+
+    // Each renewal raises the floor before the deadline moves.
+    sleep_ms(30 * 60_000).await;
+    let renewed_at = s.log.lock().unwrap()[2].0;
+    assert_eq!(s.coordinator.floor(0), renewed_at + 8 * 3_600_000 - 10_000);
+
+    // The release records exactly what the targets issued (they are disabled by then)...
+    *s.target.issued.lock().unwrap() = t0 + 31 * 60_000;
+    manager.shutdown().await;
+    assert_eq!(s.coordinator.floor(0), t0 + 31 * 60_000);
+
+    // ...and the next holder starts above it.
+    sleep_ms(11_000).await;
+    let next = s.start(LeaseConfig::default()).await.unwrap();
+    assert_eq!(*s.target.floor.lock().unwrap(), t0 + 31 * 60_000);
+    next.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_never_records_less_than_the_granted_floor() {
+    let s = setup(1, Duration::from_secs(8 * 3600));
+    s.coordinator.floors.lock().unwrap()[0] = BASE + HOUR_MS;
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    assert_eq!(*s.target.floor.lock().unwrap(), BASE + HOUR_MS);
+    // A target that issued nothing reports less than the floor it was given.
+    *s.target.issued.lock().unwrap() = BASE;
+    manager.shutdown().await;
+    assert_eq!(s.coordinator.floor(0), BASE + HOUR_MS);
+}
+
+const HOUR_MS: u64 = 3_600_000;

@@ -51,6 +51,7 @@ impl Factories {
                 Effect::EnableFactories {
                     machine_id,
                     deadline_ms,
+                    ..
                 } => {
                     self.log.push("enable");
                     self.enabled = Some((machine_id, deadline_ms));
@@ -118,6 +119,7 @@ fn expect_acquire(m: &mut LeaseMachine<u32>, now: u64) -> (Source, Duration) {
             source,
             timeout,
             requested,
+            ..
         } => {
             assert_eq!(requested, secs(8 * 3600));
             (source, timeout)
@@ -554,6 +556,7 @@ fn cached_lease_is_renewed_first() {
         lease: Arc::new(5u32),
         deadline_ms: T0 + HOUR,
         ttl: secs(8 * 3600),
+        floor_ms: 0,
     };
     let mut m = LeaseMachine::new(
         LeaseConfig::default(),
@@ -633,6 +636,7 @@ fn shutdown_disables_before_release() {
             lease,
             guard,
             timeout,
+            ..
         } => {
             assert_eq!((*lease, guard, timeout), (1, secs(10), secs(30)));
         }
@@ -885,6 +889,7 @@ mod properties {
             lease: Arc::new(0u32),
             deadline_ms: T0 + 20_000,
             ttl: secs(60),
+            floor_ms: 0,
         });
         let mut m = LeaseMachine::new(LeaseConfig::default(), deterministic, cache, Jitter::new(5))
             .unwrap();
@@ -1032,5 +1037,158 @@ mod properties {
         ) {
             run(deterministic, cached, &steps);
         }
+    }
+}
+
+/// The enable effect of a machine, with its floor.
+fn enabled_floor(m: &mut LeaseMachine<u32>) -> Option<(MachineId, u64, u64)> {
+    let mut found = None;
+    while let Some(effect) = m.poll_effect() {
+        if let Effect::EnableFactories {
+            machine_id,
+            floor_ms,
+            deadline_ms,
+        } = effect
+        {
+            found = Some((machine_id, floor_ms, deadline_ms));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_call_records_the_latest_deadline_it_can_give_as_the_floor() {
+    let mut m = machine(false);
+    match m.poll_action(T0) {
+        Action::Acquire {
+            now_ms, floor_ms, ..
+        } => {
+            assert_eq!(now_ms, T0);
+            assert_eq!(floor_ms, T0 + 8 * HOUR - MARGIN);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A coordinator that grants more than was asked cannot stretch the deadline past the
+    // floor the request recorded.
+    m.on_acquire_result(T0 + 3, Ok(Grant::new(id(4), 1, secs(24 * 3600))));
+    let (_, _, deadline) = enabled_floor(&mut m).unwrap();
+    assert_eq!(deadline, T0 + 8 * HOUR - MARGIN);
+    let at = expect_wait(&mut m, T0 + 3);
+    match m.poll_action(at) {
+        Action::Renew { floor_ms, .. } => assert_eq!(floor_ms, at + 8 * HOUR - MARGIN),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn factories_start_above_the_granted_floor_and_a_floor_ahead_is_reported() {
+    let mut m = machine(false);
+    expect_acquire(&mut m, T0);
+    let floor = T0 + HOUR;
+    m.on_acquire_result(
+        T0 + 2,
+        Ok(Grant::new(id(9), 1, secs(8 * 3600)).with_floor(floor)),
+    );
+    let mut f = Factories::default();
+    let mut enable = None;
+    while let Some(effect) = m.poll_effect() {
+        match effect {
+            Effect::EnableFactories { floor_ms, .. } => enable = Some(floor_ms),
+            Effect::Event(e) => f.events.push(e),
+            _ => {}
+        }
+    }
+    assert_eq!(enable, Some(floor));
+    assert!(f.events.iter().any(|e| matches!(
+        e,
+        LeaseEvent::FloorAhead { machine_id, floor_ms, ahead_ms }
+            if *machine_id == id(9) && *floor_ms == floor && *ahead_ms == HOUR - 2
+    )));
+    // The release never records less than the floor the lease was granted with.
+    m.shutdown(T0 + 10);
+    while m.poll_effect().is_some() {}
+    match m.poll_action(T0 + 10) {
+        Action::Release { floor_ms, .. } => assert_eq!(floor_ms, floor),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_floor_behind_the_clock_is_not_reported() {
+    let mut m = machine(false);
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(
+        T0 + 2,
+        Ok(Grant::new(id(9), 1, secs(8 * 3600)).with_floor(T0 - 5)),
+    );
+    let mut ahead = false;
+    while let Some(effect) = m.poll_effect() {
+        ahead |= matches!(effect, Effect::Event(LeaseEvent::FloorAhead { .. }));
+    }
+    assert!(!ahead);
+}
+
+/// A machine holding a lease granted at T0 with the coordinator's clock at `coordinator_ms`.
+fn held_with_coordinator_clock(coordinator_ms: u64) -> (LeaseMachine<u32>, Factories) {
+    let mut m = machine(false);
+    let mut f = Factories::default();
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(
+        T0 + 5,
+        Ok(Grant::new(id(3), 1, secs(8 * 3600)).with_coordinator_ms(coordinator_ms)),
+    );
+    f.apply(&mut m);
+    (m, f)
+}
+
+#[test]
+fn a_coordinator_clock_that_jumps_forward_past_the_margin_is_a_loss() {
+    let c0 = T0 + 123_456;
+    let (mut m, mut f) = held_with_coordinator_clock(c0);
+    let at = expect_wait(&mut m, T0 + 5);
+    expect_renew(&mut m, at);
+    // Our own clock moved `at + 5 - T0`; the coordinator's moved a minute more than that.
+    let moved = at + 5 - T0 + 60_000;
+    m.on_renew_result(
+        at + 5,
+        Ok(Renewal::new(1, secs(8 * 3600)).with_coordinator_ms(c0 + moved)),
+    );
+    f.apply(&mut m);
+    assert_eq!(f.enabled, None);
+    assert!(
+        matches!(
+            &f.lost[..],
+            [(
+                LossReason::CoordinatorClockJump {
+                    ahead_ms: 60_000,
+                    margin_ms: MARGIN
+                },
+                _
+            )]
+        ),
+        "{:?}",
+        f.lost
+    );
+    let message = f.lost[0].0.to_string();
+    assert!(message.contains("time synchronisation"), "{message}");
+    assert_eq!(expect_acquire(&mut m, at + 5).0, Source::Reacquire);
+}
+
+#[test]
+fn coordinator_clock_moves_within_the_margin_or_backwards_are_no_loss() {
+    for step in [0_i64, 10_000, -3_600_000] {
+        let c0 = T0 + 50 * HOUR;
+        let (mut m, mut f) = held_with_coordinator_clock(c0);
+        let at = expect_wait(&mut m, T0 + 5);
+        expect_renew(&mut m, at);
+        let elapsed = at + 5 - T0;
+        let coordinator = (c0 + elapsed).checked_add_signed(step).unwrap();
+        m.on_renew_result(
+            at + 5,
+            Ok(Renewal::new(1, secs(8 * 3600)).with_coordinator_ms(coordinator)),
+        );
+        f.apply(&mut m);
+        assert!(f.lost.is_empty(), "step {step}: {:?}", f.lost);
+        assert!(f.can_generate(at + 6), "step {step}");
     }
 }

@@ -24,6 +24,7 @@ pub(crate) async fn run<H: Harness>(check: Check, harness: &H, options: &Options
         Check::ReleaseGuard => release_guard(harness, options).await,
         Check::Exhausted => exhausted(harness, options).await,
         Check::Deterministic => deterministic(harness, options).await,
+        Check::FloorTravels => floor_travels(harness, options).await,
     };
     result.unwrap_or_else(Outcome::Failed)
 }
@@ -482,4 +483,151 @@ async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResul
         ));
     }
     Ok(Outcome::Passed)
+}
+
+/// Acquires with a floor, retrying answers the lease manager would retry.
+async fn acquire_with_floor<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    floor_ms: u64,
+) -> Result<Grant<S::Lease>, String> {
+    let mut attempt = 1;
+    loop {
+        match strategy.acquire_with_floor(options.ttl, 0, floor_ms).await {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
+                    && attempt < ACQUIRE_ATTEMPTS =>
+            {
+                sleep(Duration::from_millis(10) * attempt).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(describe(&e)),
+            Ok(grant) => return Ok(grant),
+        }
+    }
+}
+
+/// The floor below which this check's own floors start; far below any real clock, so a store
+/// left behind by the check holds no floor that a real node would have to wait for.
+const FLOOR_BASE: u64 = 1_000_000;
+
+async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    let first = harness.node().await;
+    if !first.records_floor() {
+        return skip("strategy stores no timestamp floor (`records_floor` is false)");
+    }
+    if !options.capabilities.holds_all_ids {
+        return skip(
+            "strategy cannot hold all 512 ids, so the check cannot choose which id is handed over",
+        );
+    }
+    // The first holder records a floor on acquire, raises it on renew, and must not lower it
+    // by renewing with less.
+    let sent = Instant::now();
+    let grant = acquire_with_floor(&first, options, FLOOR_BASE + 100)
+        .await
+        .map_err(|e| format!("acquire with a floor on an idle store failed: {e}"))?;
+    let id = grant.machine_id;
+    let before = grant.floor_ms;
+    let renew = |floor_ms| first.renew_with_floor(&grant.lease, options.ttl, floor_ms);
+    renew(FLOOR_BASE + 1000)
+        .await
+        .map_err(|e| format!("renewing with a higher floor failed: {}", describe(&e)))?;
+    renew(FLOOR_BASE + 500)
+        .await
+        .map_err(|e| format!("renewing with a lower floor failed: {}", describe(&e)))?;
+    let recorded = before.max(FLOOR_BASE + 1000);
+
+    // Every other ID held, the first lease ends without a release: its floor must survive.
+    let filler = harness.node().await;
+    let fillers = fill_all(&filler, options, &[id]).await?;
+    if !harness.expire(id).await {
+        // Waiting out the first lease must not let the fillers' leases run out too.
+        sleep_until(sent + grant.ttl / 2).await;
+        renew_all(&filler, &fillers, options).await?;
+        sleep_until(sent + grant.ttl + options.slack).await;
+    }
+    let second = harness.node().await;
+    let taken = acquire_with_floor(&second, options, FLOOR_BASE + 10)
+        .await
+        .map_err(|e| format!("acquiring the expired machine id {id} failed: {e}"))?;
+    if taken.machine_id != id {
+        return Err(format!(
+            "with every other id held, acquire handed out {} instead of the expired {id}",
+            taken.machine_id
+        ));
+    }
+    match taken.floor_ms {
+        f if f == recorded => {}
+        0 => {
+            return Err(format!(
+                "the grant of machine id {id} after its lease expired reports no floor, though \
+                 the earlier holder recorded {recorded}: the floor must be stored with the id and \
+                 survive expiry"
+            ));
+        }
+        f if f == FLOOR_BASE + 500 => {
+            return Err(format!(
+                "a renewal with a lower floor replaced the higher one ({recorded}) of machine id \
+                 {id}: renew must keep the larger of the stored and the given floor"
+            ));
+        }
+        f => {
+            return Err(format!(
+                "after the first holder of machine id {id} recorded a floor of {recorded}, the \
+                 next grant reported {f}"
+            ));
+        }
+    }
+
+    // The second holder releases with the exact bound of what it issued; a stale release by
+    // the first holder must not touch it.
+    let released = FLOOR_BASE + 2000;
+    second
+        .release_with_floor(&taken.lease, options.guard, released)
+        .await
+        .map_err(|e| format!("release with a floor failed: {}", describe(&e)))?;
+    let released_at = Instant::now();
+    renew_all(&filler, &fillers, options).await?;
+    let _ = first
+        .release_with_floor(&grant.lease, options.guard, FLOOR_BASE + 1)
+        .await;
+    sleep_until(released_at + options.guard + options.slack).await;
+    let third = harness.node().await;
+    let again = acquire_with_floor(&third, options, FLOOR_BASE + 10)
+        .await
+        .map_err(|e| format!("acquiring the released machine id {id} failed: {e}"))?;
+    if again.machine_id != id {
+        return Err(format!(
+            "with every other id held, acquire handed out {} instead of the released {id}",
+            again.machine_id
+        ));
+    }
+    match again.floor_ms {
+        f if f == released => Ok(Outcome::Passed),
+        f if f == FLOOR_BASE + 1 => Err(format!(
+            "a release by a holder whose lease on machine id {id} had expired and been taken set \
+             the floor: release must match the token before it touches the floor"
+        )),
+        f => Err(format!(
+            "after the holder of machine id {id} released it with a floor of {released}, the next \
+             grant reported {f}: release must store the floor it is given"
+        )),
+    }
+}
+
+/// Renews every filler lease, so they outlast a wait of up to the minimum TTL.
+async fn renew_all<S: Strategy>(
+    strategy: &S,
+    grants: &[Grant<S::Lease>],
+    options: &Options,
+) -> Result<(), String> {
+    for grant in grants {
+        let what = format!(
+            "renewing the lease that fills machine id {}",
+            grant.machine_id
+        );
+        must_renew(strategy, &grant.lease, options, &what).await?;
+    }
+    Ok(())
 }

@@ -220,11 +220,15 @@ pub enum Check {
     Exhausted,
     /// A strategy reporting `deterministic()` hands a node the same ID every time.
     Deterministic,
+    /// A strategy that [records floors](lease_core::Strategy::records_floor) keeps an ID's
+    /// timestamp floor across holders: raised by acquire and renew (never lowered by them),
+    /// surviving expiry, set by the holder's release only. Needs `holds_all_ids`.
+    FloorTravels,
 }
 
 impl Check {
     /// Every check, in the order [`run`] runs them.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::DistinctIds,
         Self::RenewKeepsId,
         Self::RenewIsIdempotent,
@@ -233,6 +237,7 @@ impl Check {
         Self::ReleaseGuard,
         Self::Exhausted,
         Self::Deterministic,
+        Self::FloorTravels,
     ];
 
     /// The check's snake_case name.
@@ -247,6 +252,7 @@ impl Check {
             Self::ReleaseGuard => "release_guard",
             Self::Exhausted => "exhausted",
             Self::Deterministic => "deterministic",
+            Self::FloorTravels => "floor_travels",
         }
     }
 }
@@ -442,6 +448,7 @@ macro_rules! conformance_tests {
             release_guard ReleaseGuard,
             exhausted Exhausted,
             deterministic Deterministic,
+            floor_travels FloorTravels,
         );
     };
     (@tests ($new_harness:expr) ($options:expr) $($name:ident $check:ident,)*) => {

@@ -39,6 +39,12 @@ pub enum Flaw {
     ExpiresEarly,
     /// Answers `Retry` instead of `Exhausted` when every ID is held.
     NoExhausted,
+    /// Stores no timestamp floor, yet claims to (every grant reports 0).
+    ForgetsFloor,
+    /// Renew overwrites the floor instead of raising it, so a lower floor can replace a higher one.
+    RenewLowersFloor,
+    /// Release sets the floor whoever holds the ID, without matching the token.
+    ReleaseFloorIgnoresToken,
 }
 
 /// An error of the in-memory strategy.
@@ -96,6 +102,8 @@ struct Row {
 #[derive(Debug)]
 struct Inner {
     rows: Mutex<Vec<Option<Row>>>,
+    /// The timestamp floor of each ID (Unix ms): not part of a row, so it outlives expiry.
+    floors: Mutex<Vec<u64>>,
     next_token: AtomicU64,
     capacity: u16,
     max_ttl: Option<Duration>,
@@ -128,6 +136,7 @@ impl MemoryStore {
         Self {
             inner: Arc::new(Inner {
                 rows: Mutex::new(vec![None; usize::from(capacity)]),
+                floors: Mutex::new(vec![0; usize::from(capacity)]),
                 capacity,
                 next_token: AtomicU64::new(1),
                 max_ttl,
@@ -197,6 +206,36 @@ impl MemoryStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The timestamp floor stored with `id` (Unix ms; 0 if none).
+    #[must_use]
+    pub fn floor(&self, id: MachineId) -> u64 {
+        self.floors()
+            .get(usize::from(id.get()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn floors(&self) -> MutexGuard<'_, Vec<u64>> {
+        self.inner
+            .floors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Raises (or with `assign`, sets) the floor of `index`, unless the store forgets floors.
+    fn record_floor(&self, index: usize, floor_ms: u64, assign: bool) {
+        if self.has(Flaw::ForgetsFloor) {
+            return;
+        }
+        if let Some(floor) = self.floors().get_mut(index) {
+            *floor = if assign {
+                floor_ms
+            } else {
+                (*floor).max(floor_ms)
+            };
+        }
+    }
+
     fn has(&self, flaw: Flaw) -> bool {
         self.inner.flaws.contains(&flaw)
     }
@@ -254,6 +293,19 @@ impl Strategy for MemoryStrategy {
     type Error = MemoryError;
 
     async fn acquire(&self, requested: Duration) -> Result<Grant<MemoryLease>, MemoryError> {
+        self.acquire_with_floor(requested, 0, 0).await
+    }
+
+    fn records_floor(&self) -> bool {
+        true
+    }
+
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<MemoryLease>, MemoryError> {
         let store = &self.store;
         let now = Instant::now();
         let ttl = store.granted(requested);
@@ -272,8 +324,14 @@ impl Strategy for MemoryStrategy {
             token,
             expires_at: now + store.kept(ttl),
         });
+        // Prefer a free ID whose floor our clock has passed; any free ID otherwise.
+        let pick = |rows: &[Option<Row>]| {
+            let floors = store.floors();
+            let passed = (0..rows.len()).find(|&i| free(&rows[i]) && floors[i] < now_ms);
+            passed.or_else(|| rows.iter().position(free))
+        };
         let index = if store.has(Flaw::RacyAcquire) {
-            let index = store.lock().iter().position(free).ok_or_else(exhausted)?;
+            let index = pick(&store.lock()).ok_or_else(exhausted)?;
             // The bug: another acquirer runs between the check and the claim.
             tokio::task::yield_now().await;
             store.lock()[index] = claim;
@@ -281,19 +339,34 @@ impl Strategy for MemoryStrategy {
         } else {
             // Check and claim under one lock, as a real coordinator does in one statement.
             let mut rows = store.lock();
-            let index = rows.iter().position(free).ok_or_else(exhausted)?;
+            let index = pick(&rows).ok_or_else(exhausted)?;
             rows[index] = claim;
             index
         };
+        let previous = if store.has(Flaw::ForgetsFloor) {
+            0
+        } else {
+            store.floors()[index]
+        };
+        store.record_floor(index, floor_ms, false);
         let id = MachineId::new(u16::try_from(index).unwrap_or(u16::MAX))
             .expect("store has at most 512 rows");
-        Ok(Grant::new(id, MemoryLease { id, token }, ttl))
+        Ok(Grant::new(id, MemoryLease { id, token }, ttl).with_floor(previous))
     }
 
     async fn renew(
         &self,
         lease: &MemoryLease,
         requested: Duration,
+    ) -> Result<Renewal<MemoryLease>, MemoryError> {
+        self.renew_with_floor(lease, requested, 0).await
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &MemoryLease,
+        requested: Duration,
+        floor_ms: u64,
     ) -> Result<Renewal<MemoryLease>, MemoryError> {
         let store = &self.store;
         let now = Instant::now();
@@ -315,6 +388,14 @@ impl Strategy for MemoryStrategy {
             return Err(MemoryError::Lost { id: lease.id });
         }
         row.expires_at = now + store.kept(ttl);
+        // `floor_ms == 0`: the floor-less `renew`, which leaves the floor alone.
+        if floor_ms > 0 {
+            store.record_floor(
+                usize::from(lease.id.get()),
+                floor_ms,
+                store.has(Flaw::RenewLowersFloor),
+            );
+        }
         let mut renewed = *lease;
         if store.has(Flaw::RenewRotatesToken) {
             renewed.token = store.token();
@@ -324,12 +405,29 @@ impl Strategy for MemoryStrategy {
     }
 
     async fn release(&self, lease: &MemoryLease, guard: Duration) -> Result<(), MemoryError> {
+        self.release_with_floor(lease, guard, 0).await
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &MemoryLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), MemoryError> {
         let store = &self.store;
         let now = Instant::now();
         let mut rows = store.lock();
-        if let Some(row) = rows
-            .get_mut(usize::from(lease.id.get()))
-            .and_then(Option::as_mut)
+        let index = usize::from(lease.id.get());
+        let ours = rows
+            .get(index)
+            .copied()
+            .flatten()
+            .is_some_and(|row| row.token == lease.token);
+        // `floor_ms == 0`: the floor-less `release`, which leaves the floor alone.
+        if floor_ms > 0 && (ours || store.has(Flaw::ReleaseFloorIgnoresToken)) {
+            store.record_floor(index, floor_ms, true);
+        }
+        if let Some(row) = rows.get_mut(index).and_then(Option::as_mut)
             && (row.token == lease.token || store.has(Flaw::ReleaseIgnoresToken))
         {
             let until = if store.has(Flaw::ReleaseFreesAtOnce) {

@@ -128,6 +128,15 @@ async fn missing_exhausted_is_caught() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn floor_flaws_are_caught() {
+    for hooks in [true, false] {
+        assert_caught(Flaw::ForgetsFloor, Check::FloorTravels, hooks).await;
+        assert_caught(Flaw::RenewLowersFloor, Check::FloorTravels, hooks).await;
+        assert_caught(Flaw::ReleaseFloorIgnoresToken, Check::FloorTravels, hooks).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn capped_ttl_needs_a_lower_min_ttl() {
     let capped = || async { MemoryStore::new().with_max_ttl(HOUR / 3) };
     let report = lease_testkit::run(capped, &options()).await;
@@ -209,6 +218,7 @@ async fn static_strategies_run_the_relevant_checks() {
         Check::LostAfterTakeover,
         Check::ReleaseGuard,
         Check::Exhausted,
+        Check::FloorTravels,
     ] {
         assert!(
             matches!(report.outcome(check), Some(Outcome::Skipped(_))),
