@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 mod checks;
+pub mod handover;
 pub mod memory;
 
 use core::fmt;

@@ -1,0 +1,448 @@
+//! Handover of one machine ID between two nodes whose clocks disagree, through a real
+//! [`LeaseManager`] and real nonce factories.
+//!
+//! [`run`] fills the store until one ID is free, lets node A lease it and generate, ends A's
+//! lease (by a graceful release, or by a crash and the lease's expiry), lets node B, whose
+//! clock is `offset_ms` off A's, lease the same ID and generate, and reports every nonce of B
+//! that repeats one of A's. With the timestamp floor a store that
+//! [records floors](lease_core::Strategy::records_floor) repeats none, whatever the offset;
+//! without it (see [`Scenario::without_floor`]) a successor whose clock lags by a little more
+//! than the margin repeats many, which is how the scenario proves that it can fail.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lease_core::{Grant, LeaseConfig, LeaseManager, MachineId, Renewal, Strategy};
+use nonce_core::{BootClock, Clock, Error as NonceError, Factory, FactoryConfig};
+
+use crate::Harness;
+
+/// How node A's lease ends before node B takes the ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum End {
+    /// A shuts down: factories off, then a release (with the guard).
+    Release,
+    /// A crashes (its manager is dropped, nothing is released) and its lease ends in the store
+    /// at once ([`Harness::expire`]), as an expiry or an operator's force release would end it.
+    Expiry,
+}
+
+/// A set of nonce kinds a node generates: one kind per size, as a factory requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kinds {
+    /// counter64, sortable96, counter128.
+    CounterSortableCounter,
+    /// sortable64, counter96, sortable128.
+    SortableCounterSortable,
+}
+
+impl Kinds {
+    fn all(self) -> [Kind; 3] {
+        match self {
+            Self::CounterSortableCounter => [Kind::Counter64, Kind::Sortable96, Kind::Counter128],
+            Self::SortableCounterSortable => [Kind::Sortable64, Kind::Counter96, Kind::Sortable128],
+        }
+    }
+}
+
+/// One nonce kind and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `Factory::counter64`.
+    Counter64,
+    /// `Factory::sortable64`.
+    Sortable64,
+    /// `Factory::counter96`.
+    Counter96,
+    /// `Factory::sortable96`.
+    Sortable96,
+    /// `Factory::counter128`.
+    Counter128,
+    /// `Factory::sortable128`.
+    Sortable128,
+}
+
+impl Kind {
+    /// One nonce as a number, or the generation error.
+    fn generate<C: Clock>(self, factory: &Factory<C>) -> Result<u128, NonceError> {
+        Ok(match self {
+            Self::Counter64 => u128::from(factory.counter64()?.to_u64()),
+            Self::Sortable64 => u128::from(factory.sortable64()?.to_u64()),
+            Self::Counter96 => factory.counter96()?.to_u128(),
+            Self::Sortable96 => factory.sortable96()?.to_u128(),
+            Self::Counter128 => factory.counter128()?.to_u128(),
+            Self::Sortable128 => factory.sortable128()?.to_u128(),
+        })
+    }
+}
+
+/// One handover to try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scenario {
+    /// How far B's clock is from A's, in ms (negative: B is behind).
+    pub offset_ms: i64,
+    /// How A's lease ends.
+    pub end: End,
+    /// What both nodes generate.
+    pub kinds: Kinds,
+    /// How long each node generates.
+    pub active: Duration,
+    /// Strip the timestamp floor from the strategy (to show the scenario finds duplicates
+    /// without it).
+    pub without_floor: bool,
+}
+
+impl Scenario {
+    /// B's clock `offset_ms` off A's, A's lease ending by `end`, each node generating `kinds`
+    /// for 400 ms, with the floor.
+    #[must_use]
+    pub const fn new(offset_ms: i64, end: End, kinds: Kinds) -> Self {
+        Self {
+            offset_ms,
+            end,
+            kinds,
+            active: Duration::from_millis(400),
+            without_floor: false,
+        }
+    }
+
+    /// The same scenario with each node generating for `active`.
+    #[must_use]
+    pub const fn with_active(mut self, active: Duration) -> Self {
+        self.active = active;
+        self
+    }
+
+    /// The same scenario with the timestamp floor stripped from the strategy.
+    #[must_use]
+    pub const fn without_floor(mut self) -> Self {
+        self.without_floor = true;
+        self
+    }
+
+    /// The scenarios every floor-recording backend should pass: clocks an hour and a few
+    /// margins apart in both directions, both ends, both kind sets.
+    #[must_use]
+    pub fn standard() -> Vec<Self> {
+        // Two margins behind: without the floor, B's first timestamps fall among A's last.
+        let behind = -i64::try_from(2 * MARGIN.as_millis()).unwrap_or(i64::MAX);
+        let hour = 3_600_000;
+        // After a crash the floor is A's whole lease ahead: B's counters start past it once its
+        // own deadline does, so B generates longer to get there.
+        let long = Duration::from_millis(1500);
+        vec![
+            Self::new(behind, End::Release, Kinds::CounterSortableCounter),
+            Self::new(behind, End::Release, Kinds::SortableCounterSortable),
+            Self::new(behind, End::Expiry, Kinds::CounterSortableCounter).with_active(long),
+            Self::new(behind, End::Expiry, Kinds::SortableCounterSortable).with_active(long),
+            Self::new(-behind, End::Release, Kinds::SortableCounterSortable),
+            Self::new(-behind, End::Expiry, Kinds::CounterSortableCounter),
+            Self::new(-hour, End::Release, Kinds::CounterSortableCounter),
+            Self::new(-hour, End::Expiry, Kinds::SortableCounterSortable),
+            Self::new(hour, End::Release, Kinds::SortableCounterSortable),
+            Self::new(hour, End::Expiry, Kinds::CounterSortableCounter),
+        ]
+    }
+}
+
+/// What a handover produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoverReport {
+    /// The ID handed over.
+    pub machine_id: MachineId,
+    /// Nonces A issued, all kinds.
+    pub issued_a: usize,
+    /// Nonces B issued, all kinds.
+    pub issued_b: usize,
+    /// B's calls refused with `WouldBlock` (its clock was behind the floor and could not wait)
+    /// or `LeaseExpired` (the floor was at or past its deadline).
+    pub refused_b: usize,
+    /// B's nonces equal to one of A's of the same kind and size.
+    pub duplicates: usize,
+}
+
+/// The lease of a scenario whose clocks differ by a few margins: short, so the floor a crashed
+/// node leaves is only seconds ahead.
+const SHORT_LEASE: Duration = Duration::from_secs(2);
+/// The lease of a scenario whose clocks differ by up to an hour: longer than the offset, as
+/// real leases are (8 h by default), or the lagging node's whole lease would lie below the floor.
+const LONG_LEASE: Duration = Duration::from_secs(2 * 3600);
+const MARGIN: Duration = Duration::from_millis(300);
+
+impl Scenario {
+    fn lease(&self) -> Duration {
+        if self.offset_ms.unsigned_abs() > 10_000 {
+            LONG_LEASE
+        } else {
+            SHORT_LEASE
+        }
+    }
+
+    fn config(&self) -> LeaseConfig {
+        LeaseConfig::default()
+            .with_lease_duration(self.lease())
+            .with_renew_interval(Duration::from_millis(700))
+            .with_min_ttl(Duration::from_secs(1))
+            .with_margin(MARGIN)
+            .with_release_guard(MARGIN)
+            .with_call_timeout(Duration::from_secs(1))
+            .with_acquire_timeout(Some(Duration::from_secs(20)))
+    }
+}
+
+/// A node's clock: the shared boot clock moved by an offset, and a wait of at most a second
+/// (a node whose clock is an hour behind the floor reports `WouldBlock` instead).
+#[derive(Debug, Clone, Copy)]
+struct NodeClock(BootClock);
+
+impl NodeClock {
+    fn new(base: BootClock, offset_ms: i64) -> Self {
+        Self(BootClock::with_offset(
+            base.offset_ms().saturating_add_signed(offset_ms),
+        ))
+    }
+}
+
+impl Clock for NodeClock {
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+
+    fn wait_until_ms(&self, target_ms: u64) -> bool {
+        target_ms.saturating_sub(self.now_ms()) <= 1000 && self.0.wait_until_ms(target_ms)
+    }
+}
+
+/// A strategy with the floor stripped: the floor-less methods only.
+struct WithoutFloor<S>(S);
+
+impl<S: Strategy> Strategy for WithoutFloor<S> {
+    type Lease = S::Lease;
+    type Error = S::Error;
+
+    async fn acquire(&self, requested: Duration) -> Result<Grant<S::Lease>, S::Error> {
+        self.0.acquire(requested).await
+    }
+    async fn renew(
+        &self,
+        lease: &S::Lease,
+        requested: Duration,
+    ) -> Result<Renewal<S::Lease>, S::Error> {
+        self.0.renew(lease, requested).await
+    }
+    async fn release(&self, lease: &S::Lease, guard: Duration) -> Result<(), S::Error> {
+        self.0.release(lease, guard).await
+    }
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+}
+
+/// Per kind: the values a node issued.
+type Issued = Vec<(Kind, HashSet<u128>)>;
+
+struct Generated {
+    issued: Issued,
+    refused: usize,
+}
+
+/// Generates `kinds` on `factory` for `active` on a thread of its own (the manager keeps
+/// renewing on the runtime meanwhile).
+async fn generate(
+    factory: Arc<Factory<NodeClock>>,
+    kinds: Kinds,
+    active: Duration,
+) -> Result<Generated, String> {
+    let work = tokio::task::spawn_blocking(move || {
+        let mut issued: Issued = kinds.all().iter().map(|&k| (k, HashSet::new())).collect();
+        let mut refused = 0;
+        let started = Instant::now();
+        while started.elapsed() < active {
+            for (kind, values) in &mut issued {
+                for _ in 0..64 {
+                    match kind.generate(&factory) {
+                        Ok(value) => {
+                            if !values.insert(value) {
+                                return Err(format!("{kind:?} repeated a value within one node"));
+                            }
+                        }
+                        Err(NonceError::WouldBlock { .. } | NonceError::LeaseExpired) => {
+                            refused += 1;
+                            break;
+                        }
+                        Err(e) => return Err(format!("{kind:?}: {e}")),
+                    }
+                }
+            }
+        }
+        Ok(Generated { issued, refused })
+    });
+    work.await.map_err(|e| format!("generator thread: {e}"))?
+}
+
+async fn start<S: Strategy + 'static>(
+    strategy: S,
+    config: LeaseConfig,
+    clock: NodeClock,
+    factory: &Arc<Factory<NodeClock>>,
+) -> Result<LeaseManager<S>, String> {
+    LeaseManager::builder(strategy)
+        .config(config)
+        .clock(clock)
+        .target(Arc::clone(factory) as Arc<dyn lease_core::LeaseTarget>)
+        .start()
+        .await
+        .map_err(|e| format!("lease manager did not start: {e}"))
+}
+
+fn node(clock: NodeClock) -> Result<Arc<Factory<NodeClock>>, String> {
+    Factory::new(clock, FactoryConfig::new())
+        .map(Arc::new)
+        .map_err(|e| format!("factory: {e}"))
+}
+
+/// Runs `scenario` against a fresh store from `harness`.
+///
+/// # Errors
+/// A message when the scenario could not be run as described (the store did not hand the one
+/// free ID to B, a node failed to generate for another reason than `WouldBlock`, ...).
+/// Duplicates are not an error: they are counted in [`HandoverReport::duplicates`].
+pub async fn run<H: Harness>(harness: &H, scenario: Scenario) -> Result<HandoverReport, String>
+where
+    H::Strategy: 'static,
+{
+    if scenario.without_floor {
+        run_with(harness, scenario, WithoutFloor).await
+    } else {
+        run_with(harness, scenario, |s| s).await
+    }
+}
+
+async fn run_with<H, S, W>(
+    harness: &H,
+    scenario: Scenario,
+    wrap: W,
+) -> Result<HandoverReport, String>
+where
+    H: Harness,
+    S: Strategy + 'static,
+    W: Fn(H::Strategy) -> S,
+{
+    // Hold every ID but one, for longer than the scenario runs.
+    let filler = harness.node().await;
+    let mut fillers = Vec::new();
+    loop {
+        match filler.acquire(Duration::from_secs(600)).await {
+            Ok(grant) => fillers.push(grant),
+            Err(_) if fillers.len() == usize::from(MachineId::COUNT) => break,
+            Err(e) => {
+                return Err(format!(
+                    "filling the store stopped after {} grants: {e}",
+                    fillers.len()
+                ));
+            }
+        }
+    }
+    let Some(freed) = fillers.pop() else {
+        return Err("the store granted nothing".into());
+    };
+    let id = freed.machine_id;
+    if !harness.expire(id).await {
+        let _ = filler.release(&freed.lease, Duration::from_millis(1)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let base = BootClock::new();
+    let clock_a = NodeClock::new(base, 0);
+    let clock_b = NodeClock::new(base, scenario.offset_ms);
+
+    let factory_a = node(clock_a)?;
+    let manager_a = start(
+        wrap(harness.node().await),
+        scenario.config(),
+        clock_a,
+        &factory_a,
+    )
+    .await?;
+    if manager_a.machine_id() != Some(id) {
+        return Err(format!(
+            "node A was handed {:?}, not the one free id {id}",
+            manager_a.machine_id()
+        ));
+    }
+    let a = generate(Arc::clone(&factory_a), scenario.kinds, scenario.active).await?;
+    match scenario.end {
+        End::Release => {
+            manager_a.shutdown().await;
+            tokio::time::sleep(MARGIN + Duration::from_millis(50)).await;
+        }
+        End::Expiry => {
+            drop(manager_a);
+            if !harness.expire(id).await {
+                return Err("the expiry scenarios need a harness that can expire a lease".into());
+            }
+        }
+    }
+    if factory_a.is_enabled() {
+        return Err("node A still generates after its lease ended".into());
+    }
+
+    let factory_b = node(clock_b)?;
+    let manager_b = start(
+        wrap(harness.node().await),
+        scenario.config(),
+        clock_b,
+        &factory_b,
+    )
+    .await?;
+    if manager_b.machine_id() != Some(id) {
+        return Err(format!(
+            "node B was handed {:?}, not the freed id {id}",
+            manager_b.machine_id()
+        ));
+    }
+    let b = generate(Arc::clone(&factory_b), scenario.kinds, scenario.active).await?;
+    manager_b.shutdown().await;
+    for grant in &fillers {
+        let _ = filler.release(&grant.lease, Duration::from_millis(1)).await;
+    }
+
+    let mut duplicates = 0;
+    for ((_, values_a), (_, values_b)) in a.issued.iter().zip(&b.issued) {
+        duplicates += values_b.intersection(values_a).count();
+    }
+    let count = |g: &Generated| g.issued.iter().map(|(_, v)| v.len()).sum();
+    Ok(HandoverReport {
+        machine_id: id,
+        issued_a: count(&a),
+        issued_b: count(&b),
+        refused_b: b.refused,
+        duplicates,
+    })
+}
+
+/// Runs every [`Scenario::standard`] scenario and fails on the first duplicate.
+///
+/// # Errors
+/// The first scenario that repeated a nonce or could not be run, with what it saw.
+pub async fn standard<F, Fut, H>(new_harness: F) -> Result<Vec<(Scenario, HandoverReport)>, String>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+    H: Harness,
+    H::Strategy: 'static,
+{
+    let mut outcomes = Vec::new();
+    for scenario in Scenario::standard() {
+        let harness = new_harness().await;
+        let outcome = run(&harness, scenario)
+            .await
+            .map_err(|e| format!("{scenario:?}: {e}"))?;
+        if outcome.duplicates > 0 || outcome.issued_a == 0 {
+            return Err(format!("{scenario:?}: {outcome:?}"));
+        }
+        outcomes.push((scenario, outcome));
+    }
+    Ok(outcomes)
+}
