@@ -309,7 +309,7 @@ impl<S: Strategy + 'static> Driver<S> {
                 config = config.with_acquire_timeout(None);
             }
             let seed = self.jitter.next_u64();
-            let Ok(machine) = LeaseMachine::new(
+            let Ok(mut machine) = LeaseMachine::new(
                 config,
                 self.strategy.deterministic(),
                 self.cache.get(),
@@ -317,6 +317,10 @@ impl<S: Strategy + 'static> Driver<S> {
             ) else {
                 return; // validated in `start`
             };
+            if self.started.is_none() {
+                // A restart after startup: this machine must never give up either.
+                machine = machine.after_startup();
+            }
             let exit = AssertUnwindSafe(self.drive(machine)).catch_unwind().await;
             let during_cache_renew = match exit {
                 Ok(Exit::Done) => return,

@@ -492,6 +492,16 @@ impl<L> LeaseMachine<L> {
         })
     }
 
+    /// The same machine, marked as replacing one that had already started (a driver restarting
+    /// after a panic): no acquire deadline and no error ends it, a failed renewal of the cached
+    /// lease is reported as a loss, and its acquisitions are labelled reacquisitions. Only
+    /// startup may fail.
+    #[must_use]
+    pub fn after_startup(mut self) -> Self {
+        self.started = true;
+        self
+    }
+
     /// The configuration.
     pub const fn config(&self) -> &LeaseConfig {
         &self.config
@@ -1078,16 +1088,15 @@ impl<L> LeaseMachine<L> {
             latency_ms: now.saturating_sub(call.sent),
             error: Some(failure.clone()),
         });
+        if self.started {
+            // The ID was in use before the restart: stopping is a loss the application hears of.
+            return self.lose(cached.deadline_ms, LossReason::Lost(failure.reason), now);
+        }
         // The previous manager may have left factories enabled with this ID.
         self.effects.push_back(Effect::DisableFactories);
         self.effects.push_back(Effect::ClearCache);
-        let source = if self.started {
-            Source::Reacquire
-        } else {
-            Source::Initial
-        };
         Phase::Acquiring {
-            source,
+            source: Source::Initial,
             attempts: 0,
             next_at: now,
             call: None,

@@ -42,6 +42,8 @@ enum Fault {
     Lost,
     Hang,
     Panic,
+    /// An error retrying cannot fix by itself (a password being rotated, a closed pool).
+    Misconfigured,
 }
 
 /// TEST ONLY: an in-memory coordinator on the test clock, with scripted renewal faults.
@@ -55,6 +57,8 @@ struct TestCoordinator {
     floors: Mutex<Vec<u64>>,
     next_token: Mutex<u64>,
     faults: Mutex<VecDeque<Fault>>,
+    /// What the next acquires do instead of answering normally.
+    acquire_faults: Mutex<VecDeque<Fault>>,
     log: Log,
 }
 
@@ -68,6 +72,7 @@ impl TestCoordinator {
             floors: Mutex::new(vec![0; capacity]),
             next_token: Mutex::new(0),
             faults: Mutex::new(VecDeque::new()),
+            acquire_faults: Mutex::new(VecDeque::new()),
             log,
         })
     }
@@ -80,6 +85,10 @@ impl TestCoordinator {
         self.faults.lock().unwrap().push_back(fault);
     }
 
+    fn acquire_fault(&self, fault: Fault) {
+        self.acquire_faults.lock().unwrap().push_back(fault);
+    }
+
     fn expiry(&self, id: u16) -> Option<u64> {
         self.rows.lock().unwrap()[usize::from(id)].map(|(_, e)| e)
     }
@@ -90,6 +99,16 @@ impl TestCoordinator {
 
     fn ttl_ms(&self) -> u64 {
         u64::try_from(self.ttl.as_millis()).unwrap()
+    }
+}
+
+impl Fault {
+    fn error(self) -> TestError {
+        TestError(match self {
+            Fault::Lost => ErrorKind::Lost,
+            Fault::Misconfigured => ErrorKind::Misconfigured,
+            Fault::Retry | Fault::Hang | Fault::Panic => ErrorKind::Retry,
+        })
     }
 }
 
@@ -121,6 +140,11 @@ impl Strategy for TestCoordinator {
         _now_ms: u64,
         floor_ms: u64,
     ) -> Result<Grant<(u16, u64)>, TestError> {
+        let fault = self.acquire_faults.lock().unwrap().pop_front();
+        if let Some(fault) = fault {
+            self.note(format!("acquire fails: {fault:?}"));
+            return Err(fault.error());
+        }
         let now = now(self.clock);
         let mut rows = self.rows.lock().unwrap();
         let Some(id) = (0..self.capacity).find(|&i| rows[i].is_none_or(|(_, e)| e <= now)) else {
@@ -161,6 +185,10 @@ impl Strategy for TestCoordinator {
             Some(Fault::Lost) => return Err(TestError(ErrorKind::Lost)),
             Some(Fault::Hang) => std::future::pending::<()>().await,
             Some(Fault::Panic) => panic!("scripted strategy panic"),
+            Some(fault @ Fault::Misconfigured) => {
+                self.note(format!("renew fails: {fault:?}"));
+                return Err(fault.error());
+            }
             None => {}
         }
         let now = now(self.clock);
@@ -576,3 +604,30 @@ async fn a_release_never_records_less_than_the_granted_floor() {
 }
 
 const HOUR_MS: u64 = 3_600_000;
+
+#[tokio::test(start_paused = true)]
+async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    // The renewal panics; the restarted manager's cached renewal and its next acquire meet a
+    // password rotation in progress.
+    s.coordinator.fault(Fault::Panic);
+    s.coordinator.fault(Fault::Misconfigured);
+    s.coordinator.acquire_fault(Fault::Misconfigured);
+    sleep_ms(30 * 60_000).await;
+    sleep_ms(5 * 60_000).await;
+    let log = entries(&s.log);
+    assert!(
+        log.contains(&"acquire fails: Misconfigured".to_owned()),
+        "{log:?}"
+    );
+    assert!(
+        !matches!(manager.state(), LeaseState::Failed),
+        "the manager gave up after startup: {log:?}"
+    );
+    assert!(manager.machine_id().is_some(), "{log:?}");
+    assert!(s.target.can_generate(), "{log:?}");
+    // The ID it could not renew was lost, and the application was told.
+    assert_eq!(s.lost.lock().unwrap().len(), 1, "{log:?}");
+    manager.shutdown().await;
+}

@@ -1192,3 +1192,39 @@ fn coordinator_clock_moves_within_the_margin_or_backwards_are_no_loss() {
         assert!(f.can_generate(at + 6), "step {step}");
     }
 }
+
+#[test]
+fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
+    let cached = CachedLease {
+        machine_id: id(42),
+        lease: Arc::new(5u32),
+        deadline_ms: T0 + HOUR,
+        ttl: secs(8 * 3600),
+        floor_ms: 0,
+    };
+    let mut m = LeaseMachine::new(LeaseConfig::default(), false, Some(cached), Jitter::new(3))
+        .unwrap()
+        .after_startup();
+    let mut f = Factories {
+        enabled: Some((id(42), T0 + HOUR)),
+        ..Factories::default()
+    };
+    expect_renew(&mut m, T0);
+    m.on_renew_result(
+        T0 + 5,
+        Err(Failure::new(ErrorKind::Misconfigured, "password authentication failed")),
+    );
+    f.apply(&mut m);
+    assert_eq!(f.enabled, None);
+    assert_eq!(f.lost.len(), 1, "the lost cached lease is reported");
+    let (source, _) = expect_acquire(&mut m, T0 + 5);
+    assert_eq!(source, Source::Reacquire);
+    m.on_acquire_result(
+        T0 + 10,
+        Err(Failure::new(ErrorKind::Misconfigured, "password authentication failed")),
+    );
+    f.apply(&mut m);
+    assert!(!matches!(m.state(), LeaseState::Failed));
+    let until = expect_wait(&mut m, T0 + 10);
+    assert_eq!(expect_acquire(&mut m, until).0, Source::Reacquire);
+}
