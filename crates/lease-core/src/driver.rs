@@ -460,6 +460,10 @@ impl<S: Strategy + 'static> Driver<S> {
 
     /// Runs one strategy call under its timeout while still taking commands; a panic inside the
     /// call is caught and returned.
+    ///
+    /// The timeout is measured on the suspend-aware clock, like the deadlines it protects:
+    /// tokio's timers stop while the machine sleeps, so the driver naps at most `MAX_SLEEP_MS`
+    /// and reads the clock again.
     async fn call<T>(
         &mut self,
         call: impl Future<Output = T>,
@@ -467,9 +471,15 @@ impl<S: Strategy + 'static> Driver<S> {
         m: &mut LeaseMachine<S::Lease>,
     ) -> Outcome<T> {
         let call = AssertUnwindSafe(call).catch_unwind();
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(call, deadline);
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let deadline = self.clock.now_ms().saturating_add(timeout_ms);
+        tokio::pin!(call);
         loop {
+            let left = deadline.saturating_sub(self.clock.now_ms());
+            if left == 0 {
+                return Outcome::TimedOut;
+            }
+            let nap = tokio::time::sleep(Duration::from_millis(left.min(MAX_SLEEP_MS)));
             tokio::select! {
                 result = &mut call => {
                     return match result {
@@ -477,7 +487,7 @@ impl<S: Strategy + 'static> Driver<S> {
                         Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
                     };
                 }
-                () = &mut deadline => return Outcome::TimedOut,
+                () = nap => {}
                 command = self.commands.recv() => {
                     if self.command(command, m) {
                         return Outcome::Interrupted;

@@ -12,15 +12,25 @@ use lease_core::{
 
 const BASE: u64 = 1_750_000_000_000;
 
-/// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time.
+/// Time the machine spent suspended: the suspend-aware clock counts it, tokio's timers do not.
+static SUSPENDED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time, plus
+/// the time spent suspended in [`suspend`] (only the suspend test uses it).
 #[derive(Clone, Copy)]
 struct TestClock {
     start: tokio::time::Instant,
+    suspends: bool,
 }
 
 impl nonce_core::Clock for TestClock {
     fn now_ms(&self) -> u64 {
-        BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap()
+        let suspended = if self.suspends {
+            SUSPENDED_MS.load(std::sync::atomic::Ordering::SeqCst)
+        } else {
+            0
+        };
+        BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap() + suspended
     }
 }
 
@@ -303,8 +313,13 @@ struct Setup {
 }
 
 fn setup(capacity: usize, ttl: Duration) -> Setup {
+    setup_with(capacity, ttl, false)
+}
+
+fn setup_with(capacity: usize, ttl: Duration, suspends: bool) -> Setup {
     let clock = TestClock {
         start: tokio::time::Instant::now(),
+        suspends,
     };
     let log = Log::default();
     Setup {
@@ -629,5 +644,36 @@ async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
     assert!(s.target.can_generate(), "{log:?}");
     // The ID it could not renew was lost, and the application was told.
     assert_eq!(s.lost.lock().unwrap().len(), 1, "{log:?}");
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
+    let s = setup_with(4, Duration::from_secs(8 * 3600), true);
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    // The scheduled renewal hangs; while it is outstanding the machine sleeps for 9 hours.
+    s.coordinator.fault(Fault::Hang);
+    sleep_ms(30 * 60_000 - 10_000 + 10).await;
+    assert!(s.target.can_generate());
+    SUSPENDED_MS.fetch_add(9 * 3_600_000, std::sync::atomic::Ordering::SeqCst);
+    // A few seconds of awake time later the manager must have seen the deadline pass: the
+    // targets are off, the application was told, and a new lease is being acquired; tokio's
+    // own timer for the 30 s call timeout has not even fired yet.
+    sleep_ms(6_000).await;
+    assert!(
+        matches!(s.lost.lock().unwrap().as_slice(), [LossReason::LocalExpiry]),
+        "{:?} {:?}",
+        s.lost.lock().unwrap(),
+        entries(&s.log)
+    );
+    // The old lease ran out on the coordinator too (its clock counts the suspend): the
+    // manager took the lowest free ID again, with a fresh deadline.
+    assert_eq!(
+        entries(&s.log)[2..],
+        ["disable", "acquire 0", "enable 0"],
+        "{:?}",
+        entries(&s.log)
+    );
+    assert!(s.target.can_generate());
     manager.shutdown().await;
 }
