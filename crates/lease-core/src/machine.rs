@@ -446,6 +446,14 @@ enum Phase<L> {
         floor_ms: u64,
         call: Option<InFlight>,
     },
+    /// Giving back a grant that was refused (illegal TTL, arrived too late), then going on
+    /// with `then`: a refused grant must not keep the ID blocked for a whole lease.
+    Refusing {
+        lease: Arc<L>,
+        floor_ms: u64,
+        call: Option<InFlight>,
+        then: Box<Phase<L>>,
+    },
     Halted,
     Failed(StartupError),
     Stopped,
@@ -509,7 +517,12 @@ impl<L> LeaseMachine<L> {
 
     /// A summary of the current state.
     pub fn state(&self) -> LeaseState {
-        match &self.phase {
+        Self::phase_state(&self.phase)
+    }
+
+    fn phase_state(phase: &Phase<L>) -> LeaseState {
+        match phase {
+            Phase::Refusing { then, .. } => Self::phase_state(then),
             Phase::New { .. } => LeaseState::Starting,
             Phase::Recovering { .. } => LeaseState::Recovering,
             Phase::Acquiring {
@@ -736,6 +749,51 @@ impl<L> LeaseMachine<L> {
                     )
                 }
             }
+            Phase::Refusing {
+                lease,
+                floor_ms,
+                call: None,
+                then,
+            } => {
+                let timeout = self.config.call_timeout();
+                // Nothing was issued under the refused grant: its floor stays as it was.
+                let action = Action::Release {
+                    lease: Arc::clone(&lease),
+                    guard: self.config.release_guard(),
+                    timeout,
+                    floor_ms,
+                };
+                let call = Some(InFlight { sent: now, timeout });
+                (
+                    Phase::Refusing {
+                        lease,
+                        floor_ms,
+                        call,
+                        then,
+                    },
+                    Some(action),
+                )
+            }
+            Phase::Refusing {
+                lease,
+                floor_ms,
+                call: Some(call),
+                then,
+            } => {
+                if now >= call.expires() {
+                    self.release_finished(call, Err(Failure::timeout(call.timeout)), now);
+                    (*then, None)
+                } else {
+                    let until = call.expires();
+                    let phase = Phase::Refusing {
+                        lease,
+                        floor_ms,
+                        call: Some(call),
+                        then,
+                    };
+                    (phase, Some(Action::Wait { until }))
+                }
+            }
             Phase::Halted => (Phase::Halted, Some(Action::Halted)),
             Phase::Failed(error) => (Phase::Failed(error.clone()), Some(Action::Failed(error))),
             Phase::Stopped => (Phase::Stopped, Some(Action::Stopped)),
@@ -840,7 +898,13 @@ impl<L> LeaseMachine<L> {
         let deadline = match deadline {
             Ok(deadline) => deadline,
             Err(failure) => {
-                self.phase = self.acquire_failed(source, attempts, call, failure, now);
+                let then = self.acquire_failed(source, attempts, call, failure, now);
+                self.phase = Phase::Refusing {
+                    lease: Arc::new(grant.lease),
+                    floor_ms: grant.floor_ms,
+                    call: None,
+                    then: Box::new(then),
+                };
                 return;
             }
         };
@@ -954,12 +1018,19 @@ impl<L> LeaseMachine<L> {
     /// Reports that the outstanding `Release` finished (successfully or not). Ignored if no
     /// release is outstanding.
     pub fn on_release_result(&mut self, now: u64, result: Result<(), Failure>) {
-        if let Phase::Releasing {
-            call: Some(call), ..
-        } = self.phase
-        {
-            self.release_finished(call, result, now);
-            self.phase = Phase::Stopped;
+        match mem::replace(&mut self.phase, Phase::Stopped) {
+            Phase::Releasing {
+                call: Some(call), ..
+            } => self.release_finished(call, result, now),
+            Phase::Refusing {
+                call: Some(call),
+                then,
+                ..
+            } => {
+                self.release_finished(call, result, now);
+                self.phase = *then;
+            }
+            other => self.phase = other,
         }
     }
 
@@ -993,6 +1064,10 @@ impl<L> LeaseMachine<L> {
             }
             Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
             Phase::Recovering { cached, .. } => Some((cached.lease, cached.floor_ms)),
+            // The refused grant is given back all the same.
+            Phase::Refusing {
+                lease, floor_ms, ..
+            } => Some((lease, floor_ms)),
             Phase::New { .. } | Phase::Acquiring { .. } | Phase::Halted | Phase::Failed(_) => None,
         };
         // Disable before the release can reach the coordinator: no nonce after the hand-back.

@@ -311,9 +311,10 @@ fn ttl_below_minimum_is_not_used() {
     let mut m = machine(false);
     let mut f = Factories::default();
     expect_acquire(&mut m, T0);
-    m.on_acquire_result(T0, Ok(Grant::new(id(1), 1, Duration::from_millis(29_999))));
+    m.on_acquire_result(T0, Ok(Grant::new(id(1), 7, Duration::from_millis(29_999))));
     f.apply(&mut m);
     assert_eq!(f.enabled, None);
+    expect_refused_release(&mut m, T0, 7);
     let until = expect_wait(&mut m, T0);
     expect_acquire(&mut m, until);
     m.on_acquire_result(until, Ok(Grant::new(id(1), 1, secs(30))));
@@ -1212,7 +1213,10 @@ fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
     expect_renew(&mut m, T0);
     m.on_renew_result(
         T0 + 5,
-        Err(Failure::new(ErrorKind::Misconfigured, "password authentication failed")),
+        Err(Failure::new(
+            ErrorKind::Misconfigured,
+            "password authentication failed",
+        )),
     );
     f.apply(&mut m);
     assert_eq!(f.enabled, None);
@@ -1221,10 +1225,68 @@ fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
     assert_eq!(source, Source::Reacquire);
     m.on_acquire_result(
         T0 + 10,
-        Err(Failure::new(ErrorKind::Misconfigured, "password authentication failed")),
+        Err(Failure::new(
+            ErrorKind::Misconfigured,
+            "password authentication failed",
+        )),
     );
     f.apply(&mut m);
     assert!(!matches!(m.state(), LeaseState::Failed));
     let until = expect_wait(&mut m, T0 + 10);
     assert_eq!(expect_acquire(&mut m, until).0, Source::Reacquire);
+}
+
+/// The refused grant `lease` is given back before anything else happens.
+#[track_caller]
+fn expect_refused_release(m: &mut LeaseMachine<u32>, now: u64, lease: u32) {
+    match m.poll_action(now) {
+        Action::Release {
+            lease: released,
+            guard,
+            ..
+        } => assert_eq!((*released, guard), (lease, secs(10))),
+        other => panic!("expected the refused grant to be released at {now}, got {other:?}"),
+    }
+    assert!(matches!(m.state(), LeaseState::Starting));
+    m.on_release_result(now, Ok(()));
+}
+
+#[test]
+fn a_grant_that_arrives_after_its_deadline_is_given_back() {
+    let config = LeaseConfig::default().with_acquire_timeout(None);
+    let mut m = LeaseMachine::new(config, false, None, Jitter::new(7)).unwrap();
+    expect_acquire(&mut m, T0);
+    // Sent at T0 for 8 h; the reply took longer than the lease less the margin.
+    let late = T0 + 8 * HOUR;
+    m.on_acquire_result(
+        late,
+        Ok(Grant::new(id(3), 9, secs(8 * 3600)).with_floor(T0 - 1)),
+    );
+    match m.poll_action(late) {
+        Action::Release {
+            lease, floor_ms, ..
+        } => assert_eq!((*lease, floor_ms), (9, T0 - 1)),
+        other => panic!("{other:?}"),
+    }
+    // A release that never answers does not hold acquisition up past its timeout.
+    assert_eq!(expect_wait(&mut m, late + 1), late + 30_000);
+    let next = m.poll_action(late + 30_000);
+    assert!(
+        matches!(next, Action::Wait { .. } | Action::Acquire { .. }),
+        "{next:?}"
+    );
+}
+
+#[test]
+fn shutdown_while_giving_back_a_refused_grant_still_releases_it() {
+    let mut m = machine(false);
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(T0, Ok(Grant::new(id(1), 5, secs(1))));
+    m.shutdown(T0);
+    match m.poll_action(T0) {
+        Action::Release { lease, .. } => assert_eq!(*lease, 5),
+        other => panic!("{other:?}"),
+    }
+    m.on_release_result(T0 + 1, Ok(()));
+    assert!(matches!(m.poll_action(T0 + 1), Action::Stopped));
 }
