@@ -59,9 +59,10 @@ where
             .collect())
     }
 
-    /// Frees `id` at once, whoever holds it: both its fields are deleted. Only for a node known
-    /// to be dead; a live holder would lose its lease at its next renewal. Returns whether
-    /// the ID was held.
+    /// Frees `id` at once, whoever holds it: both its lease fields are deleted; its timestamp
+    /// floor (`floor.<id>`) stays, so the next holder still starts above what the dead node
+    /// may have issued. Only for a node known to be dead; a live holder would lose its lease at
+    /// its next renewal. Returns whether the ID was held.
     ///
     /// # Errors
     /// When the server cannot be reached or the key is not a hash.

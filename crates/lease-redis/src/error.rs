@@ -90,6 +90,20 @@ pub enum RedisLeaseError {
         /// How long the server waited.
         timeout: Duration,
     },
+    /// The only free IDs have a timestamp floor field (`floor.<id>`) holding something other
+    /// than canonical decimal Unix ms: nobody can say which timestamps were issued under them,
+    /// so a floor-aware acquire does not claim them.
+    #[error(
+        "machine id {id} in hash `{key}` is free but its floor field `floor.{id}` holds {value:?}, not decimal unix ms: set it (HSET {key} floor.{id} <unix ms>) to a time no earlier than any timestamp issued under the id, for example now plus the lease duration"
+    )]
+    UnreadableFloor {
+        /// The lease hash key.
+        key: String,
+        /// The free ID.
+        id: MachineId,
+        /// What its floor field holds (lossy UTF-8).
+        value: String,
+    },
     /// The server answered something this strategy does not understand.
     #[error("unexpected reply to {command}: {reply}")]
     UnexpectedReply {
@@ -113,7 +127,12 @@ impl RedisLeaseError {
     /// Classifies a failed command.
     pub(crate) fn command(command: &'static str, key: &str, source: redis::RedisError) -> Self {
         let detail = source.detail().unwrap_or_default().to_ascii_lowercase();
-        if source.code() == Some("ERR") && detail.contains("unknown command") {
+        // A server without HSETEX: "unknown command" when sent directly, "Unknown Redis command
+        // called from script" from inside a Lua script.
+        if source.code() == Some("ERR")
+            && (detail.contains("unknown command")
+                || (detail.contains("unknown") && detail.contains("command called from script")))
+        {
             return Self::Unsupported(source);
         }
         if source.code() == Some("WRONGTYPE") {
@@ -139,7 +158,7 @@ impl LeaseError for RedisLeaseError {
             Self::AmnesiaWindow { .. } | Self::ServerChanged { .. } | Self::Replicas { .. } => {
                 ErrorKind::Retry
             }
-            Self::UnexpectedReply { .. } => ErrorKind::Other,
+            Self::UnexpectedReply { .. } | Self::UnreadableFloor { .. } => ErrorKind::Other,
             Self::Command { source, .. } => classify(source),
         }
     }

@@ -6,6 +6,7 @@
 mod admin;
 mod error;
 mod options;
+mod scripts;
 mod strategy;
 mod wire;
 

@@ -4,10 +4,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lease_core::{Grant, MachineId, Renewal, Strategy};
+use redis::FromRedisValue;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::RedisLeaseError;
 use crate::options::{AmnesiaGuard, RedisOptions};
+use crate::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT, time_ms};
 use crate::wire;
 
 /// This holder's lease: the machine ID and the random token in its ownership marker.
@@ -50,7 +52,10 @@ struct Seen {
 /// A lease is two fields written by one `HSETEX` with one TTL: `"<id>" => token` and the
 /// ownership marker `"token.<id>.<token>" => "<id>"`. Acquire claims a randomly chosen free ID
 /// with `FNX`; renew and release use `FXX`, which succeeds only while this holder's marker
-/// exists. See the crate docs for the protocol, the amnesia guard and an example.
+/// exists. The floor-aware operations ([`Strategy::acquire_with_floor`] and its companions, what
+/// the lease manager calls) do the same in Lua scripts that also maintain the ID's timestamp
+/// floor, `"floor.<id>" => "<unix ms>"`, a field without TTL. See the crate docs for the
+/// protocol, the amnesia guard and an example.
 ///
 /// `C` is any `redis` async connection that can be cloned and shared: a [`ConnectionManager`]
 /// (what [`connect`](Self::connect) makes; reconnects by itself), a `MultiplexedConnection`, or
@@ -195,16 +200,41 @@ where
         Ok(())
     }
 
-    /// The amnesia guard: fails with a `Retry` error while the server may have forgotten leases.
-    async fn check_amnesia(&self, connection: &mut C) -> Result<(), RedisLeaseError> {
-        if self.options.amnesia_guard == AmnesiaGuard::Off {
-            return Ok(());
+    /// One read of the hash for an acquire: `HKEYS` or `HGETALL`. The first read of an acquire
+    /// (`guard`) also runs the amnesia guard: `INFO server` goes in the same round trip, in one
+    /// pipeline, and is checked before anything is claimed.
+    async fn read<T: FromRedisValue>(
+        &self,
+        connection: &mut C,
+        read: Read,
+        guard: bool,
+    ) -> Result<T, RedisLeaseError> {
+        let (command, both) = match read {
+            Read::Keys => ("HKEYS", "INFO server + HKEYS"),
+            Read::All => ("HGETALL", "INFO server + HGETALL"),
+        };
+        let mut cmd = redis::cmd(command);
+        cmd.arg(self.key());
+        if !guard || self.options.amnesia_guard == AmnesiaGuard::Off {
+            return cmd
+                .query_async(connection)
+                .await
+                .map_err(self.fail(command));
         }
-        let info: String = redis::cmd("INFO")
+        let (info, value): (String, T) = redis::pipe()
+            .cmd("INFO")
             .arg("server")
+            .add_command(cmd)
             .query_async(connection)
             .await
-            .map_err(self.fail("INFO"))?;
+            .map_err(self.fail(both))?;
+        self.check_amnesia(&info)?;
+        Ok(value)
+    }
+
+    /// The amnesia guard on an `INFO server` reply: fails with a `Retry` error while the server
+    /// may have forgotten leases.
+    fn check_amnesia(&self, info: &str) -> Result<(), RedisLeaseError> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
@@ -260,6 +290,107 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Which read an acquire makes of the hash.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// `HKEYS`: the plain acquire, which needs only the field names.
+    Keys,
+    /// `HGETALL`: the floor-aware acquire, which also needs the floors.
+    All,
+}
+
+/// What the acquire script answered.
+enum Claim {
+    /// Claimed; the floor stored before, and the server's clock (Unix ms).
+    Won { floor_ms: u64, server_ms: u64 },
+    /// Another node holds the ID now.
+    Taken,
+    /// The ID's floor field holds this, which is no floor.
+    Unreadable(String),
+}
+
+/// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
+/// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
+/// IDs (nodes starting together still spread out, and the factory starts less far ahead).
+/// `random(n)` picks in `0..n`.
+fn pick(
+    free: &[(MachineId, u64)],
+    now_ms: u64,
+    random: &mut impl FnMut(usize) -> usize,
+) -> Option<MachineId> {
+    let below: Vec<MachineId> = free
+        .iter()
+        .filter(|(_, floor)| *floor < now_ms)
+        .map(|(id, _)| *id)
+        .collect();
+    if !below.is_empty() {
+        return Some(below[random(below.len())]);
+    }
+    if free.is_empty() {
+        return None;
+    }
+    let a = free[random(free.len())];
+    let b = free[random(free.len())];
+    Some(if b.1 < a.1 { b.0 } else { a.0 })
+}
+
+impl<C> RedisStrategy<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The TTL an acquire asks for: `requested`, at most `max_lease_duration`, at least 1 ms.
+    fn acquire_ttl(&self, requested: Duration) -> Result<Duration, RedisLeaseError> {
+        let ttl = requested.min(self.options.max_lease_duration);
+        if ttl < Duration::from_millis(1) {
+            return Err(RedisLeaseError::InvalidOptions(
+                "requested lease duration must be at least 1 ms".to_owned(),
+            ));
+        }
+        Ok(ttl)
+    }
+
+    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms`, in one
+    /// atomic step.
+    async fn claim(
+        &self,
+        connection: &mut C,
+        id: MachineId,
+        token: &str,
+        ttl: Duration,
+        floor_ms: u64,
+    ) -> Result<Claim, RedisLeaseError> {
+        let (status, stored, seconds, micros): (i64, Vec<u8>, u64, u64) = ACQUIRE_SCRIPT
+            .key(self.key())
+            .arg(id.get().to_string())
+            .arg(token)
+            .arg(millis(ttl))
+            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .invoke_async(connection)
+            .await
+            .map_err(self.fail("EVALSHA (acquire script)"))?;
+        let unexpected = |reply: String| RedisLeaseError::UnexpectedReply {
+            command: "EVALSHA (acquire script)",
+            reply,
+        };
+        match status {
+            1 => {
+                let floor_ms = wire::parse_floor_value(&stored).ok_or_else(|| {
+                    unexpected(format!("floor {:?}", String::from_utf8_lossy(&stored)))
+                })?;
+                Ok(Claim::Won {
+                    floor_ms,
+                    server_ms: time_ms(seconds, micros),
+                })
+            }
+            0 => Ok(Claim::Taken),
+            2 => Ok(Claim::Unreadable(
+                String::from_utf8_lossy(&stored).into_owned(),
+            )),
+            other => Err(unexpected(other.to_string())),
+        }
+    }
+}
+
 impl<C> Strategy for RedisStrategy<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -268,20 +399,10 @@ where
     type Error = RedisLeaseError;
 
     async fn acquire(&self, requested: Duration) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        let ttl = requested.min(self.options.max_lease_duration);
-        if ttl < Duration::from_millis(1) {
-            return Err(RedisLeaseError::InvalidOptions(
-                "requested lease duration must be at least 1 ms".to_owned(),
-            ));
-        }
+        let ttl = self.acquire_ttl(requested)?;
         let mut connection = self.connection.clone();
-        self.check_amnesia(&mut connection).await?;
-        for _ in 0..self.options.acquire_attempts {
-            let fields: Vec<Vec<u8>> = redis::cmd("HKEYS")
-                .arg(self.key())
-                .query_async(&mut connection)
-                .await
-                .map_err(self.fail("HKEYS"))?;
+        for attempt in 0..self.options.acquire_attempts {
+            let fields: Vec<Vec<u8>> = self.read(&mut connection, Read::Keys, attempt == 0).await?;
             let free = wire::free_ids(&fields);
             if free.is_empty() {
                 return Err(RedisLeaseError::Exhausted {
@@ -328,7 +449,178 @@ where
             .map(|_| ())
     }
 
+    fn records_floor(&self) -> bool {
+        true
+    }
+
+    /// `HGETALL` (with `INFO server` in the same round trip when the amnesia guard is on), a
+    /// free ID chosen by its floor, then the acquire script: `HSETEX FNX` of both lease fields
+    /// and `floor.<id>` raised to `floor_ms`, atomically. Two round trips when the claim wins.
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<RedisLease>, RedisLeaseError> {
+        let ttl = self.acquire_ttl(requested)?;
+        let mut connection = self.connection.clone();
+        for attempt in 0..self.options.acquire_attempts {
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                self.read(&mut connection, Read::All, attempt == 0).await?;
+            let free = wire::free_ids_with_floors(&pairs);
+            let Some(id) = pick(&free.readable, now_ms, &mut |n| rand::random_range(0..n)) else {
+                return Err(match free.unreadable.into_iter().next() {
+                    Some((id, value)) => RedisLeaseError::UnreadableFloor {
+                        key: self.options.key.clone(),
+                        id,
+                        value,
+                    },
+                    None => RedisLeaseError::Exhausted {
+                        key: self.options.key.clone(),
+                    },
+                });
+            };
+            let token = wire::new_token();
+            match self
+                .claim(&mut connection, id, &token, ttl, floor_ms)
+                .await?
+            {
+                Claim::Won {
+                    floor_ms,
+                    server_ms,
+                } => {
+                    self.wait_for_replicas(&mut connection).await?;
+                    return Ok(Grant::new(id, RedisLease { id, token }, ttl)
+                        .with_floor(floor_ms)
+                        .with_coordinator_ms(server_ms));
+                }
+                // Somebody claimed it between HGETALL and the script: read again.
+                Claim::Taken => {}
+                Claim::Unreadable(value) => {
+                    return Err(RedisLeaseError::UnreadableFloor {
+                        key: self.options.key.clone(),
+                        id,
+                        value,
+                    });
+                }
+            }
+        }
+        Err(RedisLeaseError::Conflict {
+            attempts: self.options.acquire_attempts,
+        })
+    }
+
+    /// The renew script, one round trip: `HSETEX FXX` of both lease fields and, only if that
+    /// succeeded, `floor.<id>` raised to `floor_ms`, atomically.
+    async fn renew_with_floor(
+        &self,
+        lease: &RedisLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<RedisLease>, RedisLeaseError> {
+        let ttl = requested.min(self.options.max_lease_duration);
+        let mut connection = self.connection.clone();
+        let (renewed, seconds, micros): (i64, u64, u64) = RENEW_SCRIPT
+            .key(self.key())
+            .arg(lease.id.get().to_string())
+            .arg(&lease.token)
+            .arg(millis(ttl))
+            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .invoke_async(&mut connection)
+            .await
+            .map_err(self.fail("EVALSHA (renew script)"))?;
+        match renewed {
+            1 => {}
+            0 => return Err(RedisLeaseError::Lost { id: lease.id }),
+            other => {
+                return Err(RedisLeaseError::UnexpectedReply {
+                    command: "EVALSHA (renew script)",
+                    reply: other.to_string(),
+                });
+            }
+        }
+        self.wait_for_replicas(&mut connection).await?;
+        Ok(Renewal::new(lease.clone(), ttl).with_coordinator_ms(time_ms(seconds, micros)))
+    }
+
+    /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields and,
+    /// only if this holder's marker was there, `floor.<id>` set to `floor_ms`, atomically.
+    async fn release_with_floor(
+        &self,
+        lease: &RedisLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), RedisLeaseError> {
+        let mut connection = self.connection.clone();
+        let released: i64 = RELEASE_SCRIPT
+            .key(self.key())
+            .arg(lease.id.get().to_string())
+            .arg(&lease.token)
+            .arg(millis(guard))
+            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .invoke_async(&mut connection)
+            .await
+            .map_err(self.fail("EVALSHA (release script)"))?;
+        match released {
+            0 | 1 => Ok(()),
+            other => Err(RedisLeaseError::UnexpectedReply {
+                command: "EVALSHA (release script)",
+                reply: other.to_string(),
+            }),
+        }
+    }
+
     fn name(&self) -> &'static str {
         "redis"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u16) -> MachineId {
+        MachineId::new(n).unwrap()
+    }
+
+    /// A "random" source that walks through every index in turn.
+    fn cycling() -> impl FnMut(usize) -> usize {
+        let mut next = 0;
+        move |n| {
+            next += 1;
+            (next - 1) % n
+        }
+    }
+
+    #[test]
+    fn an_id_whose_floor_is_below_now_is_preferred() {
+        let free = [(id(1), 500), (id(2), 99), (id(3), 100), (id(4), 700)];
+        let mut random = cycling();
+        for _ in 0..20 {
+            assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
+        }
+        // Every ID below now is a candidate, chosen at random.
+        let mut seen: Vec<u16> = (0..20)
+            .map(|_| pick(&free, 600, &mut random).unwrap().get())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, [1, 2, 3]);
+        assert_eq!(pick(&[], 100, &mut random), None);
+    }
+
+    #[test]
+    fn with_every_floor_ahead_the_lower_of_two_random_picks_wins() {
+        let free = [(id(1), 500), (id(2), 300), (id(3), 900)];
+        let mut answers = [0, 1, 2, 0, 1, 2].into_iter();
+        let mut random = |n: usize| {
+            let i = answers.next().unwrap();
+            assert!(i < n);
+            i
+        };
+        // (500, 300) -> 2; (900, 500) -> 1; (300, 900) -> 2.
+        assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
+        assert_eq!(pick(&free, 100, &mut random), Some(id(1)));
+        assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
     }
 }

@@ -1,4 +1,6 @@
-//! The hash layout shared with NoNoncense: `"<id>" => token` and `"token.<id>.<token>" => "<id>"`.
+//! The hash layout shared with NoNoncense: `"<id>" => token` and `"token.<id>.<token>" => "<id>"`,
+//! plus this crate's own timestamp floors, `"floor.<id>" => "<unix ms>"` (no TTL), which
+//! NoNoncense ignores: its field parser drops every field that is not an integer.
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use lease_core::MachineId;
@@ -16,6 +18,63 @@ pub(crate) fn new_token() -> String {
 /// The ownership marker field of lease `(id, token)`.
 pub(crate) fn marker(id: MachineId, token: &str) -> String {
     format!("token.{id}.{token}")
+}
+
+/// The largest floor written: 19 decimal digits, far above any timestamp a 42-bit nonce field
+/// can carry. A larger bound is clamped to it (still an upper bound of every timestamp).
+pub(crate) const MAX_FLOOR_MS: u64 = 9_999_999_999_999_999_999;
+
+/// The machine ID a floor field names: `floor.` and a canonical ID (as [`parse_id_field`]).
+pub(crate) fn parse_floor_field(field: &[u8]) -> Option<MachineId> {
+    parse_id_field(field.strip_prefix(b"floor.")?)
+}
+
+/// A stored floor value: canonical decimal (no sign, no leading zero), at most 19 digits. The
+/// Lua scripts apply the same rule; anything else is unreadable.
+pub(crate) fn parse_floor_value(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if value.len() > 1 && value[0] == b'0' {
+        return None;
+    }
+    Some(
+        value
+            .iter()
+            .fold(0u64, |acc, digit| acc * 10 + u64::from(digit - b'0')),
+    )
+}
+
+/// What a floor-aware acquire reads from the hash: the free IDs with their stored floors.
+#[derive(Debug, Default)]
+pub(crate) struct FreeIds {
+    /// Free IDs whose floor is absent (0) or readable, with it.
+    pub(crate) readable: Vec<(MachineId, u64)>,
+    /// Free IDs whose floor field holds something else, with it: never claimed by a
+    /// floor-aware acquire, since nobody can say what was issued under them.
+    pub(crate) unreadable: Vec<(MachineId, String)>,
+}
+
+/// The free IDs among `HGETALL` pairs (as [`free_ids`]), each with its floor.
+pub(crate) fn free_ids_with_floors<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(F, V)]) -> FreeIds {
+    let fields: Vec<&[u8]> = pairs.iter().map(|(field, _)| field.as_ref()).collect();
+    let mut floors: Vec<Result<u64, &[u8]>> = vec![Ok(0); usize::from(MachineId::COUNT)];
+    for (field, value) in pairs {
+        if let Some(id) = parse_floor_field(field.as_ref()) {
+            let value = value.as_ref();
+            floors[usize::from(id.get())] = parse_floor_value(value).ok_or(value);
+        }
+    }
+    let mut free = FreeIds::default();
+    for id in free_ids(&fields) {
+        match floors[usize::from(id.get())] {
+            Ok(floor) => free.readable.push((id, floor)),
+            Err(value) => free
+                .unreadable
+                .push((id, String::from_utf8_lossy(value).into_owned())),
+        }
+    }
+    free
 }
 
 /// The machine ID a hash field names, if it is an ID field: canonical decimal `0..=511`
@@ -101,6 +160,97 @@ mod tests {
     }
 
     #[test]
+    fn floor_fields_and_values() {
+        for (field, id) in [
+            ("floor.0", Some(0)),
+            ("floor.17", Some(17)),
+            ("floor.511", Some(511)),
+            ("floor.512", None),
+            ("floor.017", None),
+            ("floor.", None),
+            ("floor17", None),
+            ("17", None),
+            ("token.17.abc", None),
+        ] {
+            assert_eq!(
+                parse_floor_field(field.as_bytes()).map(MachineId::get),
+                id,
+                "{field}"
+            );
+        }
+        for (value, floor) in [
+            ("0", Some(0)),
+            ("7", Some(7)),
+            ("1893456000000", Some(1_893_456_000_000)),
+            ("9999999999999999999", Some(MAX_FLOOR_MS)),
+            ("10000000000000000000", None),
+            ("18446744073709551615", None),
+            ("", None),
+            ("00", None),
+            ("01", None),
+            ("-1", None),
+            ("+1", None),
+            (" 1", None),
+            ("1 ", None),
+            ("1e3", None),
+            ("1.5", None),
+        ] {
+            assert_eq!(parse_floor_value(value.as_bytes()), floor, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn free_ids_come_with_their_floors() {
+        let pairs = [
+            ("0", "tok"),
+            ("token.0.tok", "0"),
+            ("floor.0", "5"),
+            ("floor.1", "1893456000000"),
+            ("floor.2", "soon"),
+            ("floor.600", "1"),
+            ("floor.03", "x"),
+        ];
+        let free = free_ids_with_floors(&pairs);
+        assert_eq!(free.readable.len(), 510);
+        assert_eq!(
+            free.readable[0],
+            (MachineId::new(1).unwrap(), 1_893_456_000_000)
+        );
+        assert_eq!(free.readable[1], (MachineId::new(3).unwrap(), 0));
+        assert_eq!(
+            free.unreadable,
+            [(MachineId::new(2).unwrap(), "soon".to_owned())]
+        );
+    }
+
+    /// NoNoncense's own reading of `HKEYS` (`leased_ids/1`): fields starting with `token.` are
+    /// markers; every other field is passed to `String.to_integer/1`, and those that fail are
+    /// dropped. `String.to_integer` takes an optional sign and decimal digits.
+    fn nononcense_reads_as_id(field: &str) -> Option<i64> {
+        if field.starts_with("token.") {
+            return None;
+        }
+        let digits = field.strip_prefix(['+', '-']).unwrap_or(field);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        field.parse().ok()
+    }
+
+    #[test]
+    fn nononcense_ignores_floor_fields() {
+        for id in 0..MachineId::COUNT {
+            let id = MachineId::new(id).unwrap();
+            assert_eq!(nononcense_reads_as_id(&format!("floor.{id}")), None);
+            assert_eq!(nononcense_reads_as_id(&marker(id, &new_token())), None);
+            assert_eq!(
+                nononcense_reads_as_id(&id.to_string()),
+                Some(i64::from(id.get()))
+            );
+        }
+    }
+
+    #[test]
     fn marker_layout_matches_nononcense() {
         let id = MachineId::new(17).unwrap();
         assert_eq!(marker(id, "abc"), "token.17.abc");
@@ -138,7 +288,7 @@ mod fuzz {
         /// One hash field as a foreign writer, a NoNoncense node or this crate might leave it.
         fn field(&mut self) -> Vec<u8> {
             let id = self.below(1100);
-            match self.below(12) {
+            match self.below(14) {
                 0 => {
                     let len = self.below(8);
                     self.bytes(len)
@@ -166,6 +316,13 @@ mod fuzz {
                 10 => ["٣", "７", "1e2", "0x1f", "1_0", "½", "\u{0}7"][self.below(7)]
                     .as_bytes()
                     .to_vec(),
+                11 => format!("floor.{id}").into_bytes(),
+                12 => {
+                    let mut f = format!("floor.{id}").into_bytes();
+                    let at = self.below(f.len());
+                    f[at] = self.next().to_le_bytes()[0];
+                    f
+                }
                 _ => u64::MAX.to_string().into_bytes(),
             }
         }
@@ -249,6 +406,111 @@ mod fuzz {
                 .filter(|id| !taken.contains(id))
                 .collect();
             assert_eq!(free, expected, "seed {seed:#x} case {case}");
+        }
+    }
+
+    /// The documented floor rule: the canonical decimal text of a number below 10^19.
+    fn reference_floor(value: &[u8]) -> Option<u64> {
+        let text = std::str::from_utf8(value).ok()?;
+        let n: u64 = text.parse().ok()?;
+        (n <= MAX_FLOOR_MS && n.to_string() == text).then_some(n)
+    }
+
+    /// One stored floor value, as this crate, an operator or a corrupt write might leave it.
+    fn floor_value(g: &mut Gen) -> Vec<u8> {
+        let n = match g.below(4) {
+            0 => g.next() % 1000,
+            1 => 1_700_000_000_000 + g.next() % 1_000_000_000_000,
+            2 => g.next() % (MAX_FLOOR_MS + 1),
+            _ => g.next(),
+        };
+        match g.below(8) {
+            0 => {
+                let len = g.below(24);
+                (0..len).map(|_| b"0123456789+- .e"[g.below(15)]).collect()
+            }
+            1 => format!("0{n}").into_bytes(),
+            2 => format!("{n} ").into_bytes(),
+            3 => format!("-{n}").into_bytes(),
+            4 => {
+                let len = g.below(8);
+                g.bytes(len)
+            }
+            _ => n.to_string().into_bytes(),
+        }
+    }
+
+    #[test]
+    fn random_floor_values_parse_as_documented() {
+        let seed = 0x6e6f_6e6f_6e63_6503;
+        let mut g = Gen(seed);
+        for case in 0..cases() * 16 {
+            let value = floor_value(&mut g);
+            assert_eq!(
+                parse_floor_value(&value),
+                reference_floor(&value),
+                "seed {seed:#x} case {case}: value {:?}",
+                String::from_utf8_lossy(&value)
+            );
+            let field = g.field();
+            let expected = field
+                .strip_prefix(b"floor.")
+                .and_then(reference)
+                .map(|id| MachineId::new(id).unwrap());
+            assert_eq!(
+                parse_floor_field(&field),
+                expected,
+                "seed {seed:#x} case {case}"
+            );
+        }
+    }
+
+    /// With floor fields among the rest, the free IDs are still the complement of the ID
+    /// fields, and each carries the floor its field holds.
+    #[test]
+    fn free_ids_with_floors_are_the_complement_with_their_floors() {
+        let seed = 0x6e6f_6e6f_6e63_6504;
+        let mut g = Gen(seed);
+        for case in 0..cases() {
+            let count = g.below(1200);
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..count)
+                .map(|_| {
+                    let field = g.field();
+                    (field, floor_value(&mut g))
+                })
+                .collect();
+            let taken: std::collections::BTreeSet<u16> =
+                pairs.iter().filter_map(|(f, _)| reference(f)).collect();
+            // The last floor field of an ID wins, as in a hash (where there is only one).
+            let mut floors = std::collections::BTreeMap::new();
+            for (field, value) in &pairs {
+                if let Some(id) = field.strip_prefix(b"floor.").and_then(reference) {
+                    floors.insert(id, reference_floor(value).ok_or(value.clone()));
+                }
+            }
+            let free = free_ids_with_floors(&pairs);
+            let mut readable = Vec::new();
+            let mut unreadable = Vec::new();
+            for id in (0..MachineId::COUNT).filter(|id| !taken.contains(id)) {
+                match floors.get(&id).cloned().unwrap_or(Ok(0)) {
+                    Ok(floor) => readable.push((id, floor)),
+                    Err(value) => {
+                        unreadable.push((id, String::from_utf8_lossy(&value).into_owned()));
+                    }
+                }
+            }
+            let got: Vec<(u16, u64)> = free
+                .readable
+                .iter()
+                .map(|(id, floor)| (id.get(), *floor))
+                .collect();
+            let got_unreadable: Vec<(u16, String)> = free
+                .unreadable
+                .iter()
+                .map(|(id, value)| (id.get(), value.clone()))
+                .collect();
+            assert_eq!(got, readable, "seed {seed:#x} case {case}");
+            assert_eq!(got_unreadable, unreadable, "seed {seed:#x} case {case}");
         }
     }
 

@@ -65,3 +65,46 @@ mod redis8 {
         super::options()
     );
 }
+
+/// The handover scenarios of `lease-testkit`: one ID from node A to node B whose clock is up to
+/// an hour off, through real lease managers and factories; with the floor nothing repeats.
+async fn handover(server: Server) {
+    let name = server.name;
+    let outcomes = lease_testkit::handover::standard(|| RedisHarness::new(server.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        outcomes.len(),
+        lease_testkit::handover::Scenario::standard().len()
+    );
+    for (scenario, outcome) in &outcomes {
+        assert_eq!(outcome.duplicates, 0, "{name}: {scenario:?}: {outcome:?}");
+        assert!(outcome.issued_a > 0, "{name}: {scenario:?}: {outcome:?}");
+        assert!(
+            outcome.issued_b > 0 || outcome.refused_b > 0,
+            "{name}: {scenario:?}: {outcome:?}"
+        );
+    }
+    // The same lags without the floor repeat nonces: the scenarios can fail.
+    for scenario in lease_testkit::handover::Scenario::standard()
+        .into_iter()
+        .filter(|s| s.offset_ms < 0 && s.offset_ms > -10_000)
+    {
+        let scenario = scenario.without_floor();
+        let harness = RedisHarness::new(server.clone()).await;
+        let outcome = lease_testkit::handover::run(&harness, scenario)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(outcome.duplicates > 0, "{name}: {scenario:?}: {outcome:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handover_across_clocks_on_valkey() {
+    handover(common::valkey()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handover_across_clocks_on_redis8() {
+    handover(common::redis8()).await;
+}

@@ -111,12 +111,12 @@ impl Recorded {
 }
 
 impl LeaseTarget for Recorded {
-    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
         self.enables
             .lock()
             .unwrap()
             .push((self.clock.now_ms(), deadline_ms));
-        LeaseTarget::enable(&self.factory, machine_id, deadline_ms);
+        LeaseTarget::enable(&self.factory, machine_id, floor_ms, deadline_ms);
     }
     fn extend_deadline(&self, deadline_ms: u64) {
         if let Some(last) = self.enables.lock().unwrap().last_mut() {
@@ -127,6 +127,9 @@ impl LeaseTarget for Recorded {
     fn disable(&self) {
         self.disables.lock().unwrap().push(self.clock.now_ms());
         LeaseTarget::disable(&self.factory);
+    }
+    fn issued_up_to_ms(&self) -> u64 {
+        LeaseTarget::issued_up_to_ms(&self.factory)
     }
 }
 
@@ -175,6 +178,12 @@ async fn manager_hands_an_id_over_without_overlap() {
     manager_a.shutdown().await;
     let a_off = *a.disables.lock().unwrap().last().unwrap();
     assert!(a.factory.counter64().is_err(), "A generates after shutdown");
+    // The release recorded exactly what A issued as the ID's floor.
+    let a_issued = a.factory.issued_up_to_ms();
+    assert_eq!(
+        common::hget(&mut c, &key, "floor.77").await,
+        Some(a_issued.to_string())
+    );
 
     let manager_b = starting_b.await.unwrap().unwrap();
     assert_eq!(b.factory.machine_id(), Some(77));
@@ -184,7 +193,11 @@ async fn manager_hands_an_id_over_without_overlap() {
         "B enabled {} ms after A disabled, inside the 1 s guard",
         b_on - a_off
     );
-    b.factory.counter64().expect("B generates");
+    let first_b = b.factory.counter64().expect("B generates");
+    assert!(
+        first_b.decode(b.factory.epoch_ms()).unix_ms > a_issued,
+        "B starts above A's floor"
+    );
 
     // Crash: B's manager is dropped without release; C may only start after B's lease expired
     // on the server, and so after B's own local deadline.

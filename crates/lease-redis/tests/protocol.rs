@@ -86,6 +86,8 @@ async fn markers_and_foreign_fields_never_block_an_id() {
             "4a",
             "name",
             " 6",
+            "floor.8",
+            "floor.0",
         ];
         let mut cmd = redis::cmd("HSET");
         cmd.arg(&key.name);

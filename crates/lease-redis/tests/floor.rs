@@ -1,0 +1,909 @@
+//! The timestamp floor (`floor.<id>`, no TTL) on real Valkey 9 and Redis 8 servers: recorded by
+//! the floor-aware acquire and renew (the larger of stored and given), set by release, kept
+//! through expiry and force_release, reported in grants, preferred when below the acquirer's
+//! clock, never touched by anyone whose lease it is not; and the round trips per operation.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::{Key, hget, hpttl, occupy, options, raw, servers, strategy};
+use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_redis::redis::{
+    self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
+};
+use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const HOUR_MS: i64 = 3_600_000;
+/// A plausible floor: 2030-01-01 in Unix ms.
+const F: u64 = 1_893_456_000_000;
+
+fn floor_field(id: impl std::fmt::Display) -> String {
+    format!("floor.{id}")
+}
+
+async fn floor(
+    c: &mut MultiplexedConnection,
+    key: &Key,
+    id: impl std::fmt::Display,
+) -> Option<String> {
+    hget(c, key, &floor_field(id)).await
+}
+
+async fn set_floor(c: &mut MultiplexedConnection, key: &Key, id: u16, value: &str) {
+    let _: i64 = redis::cmd("HSET")
+        .arg(&key.name)
+        .arg(floor_field(id))
+        .arg(value)
+        .query_async(c)
+        .await
+        .unwrap();
+}
+
+/// The server's clock in Unix ms.
+async fn server_ms(c: &mut MultiplexedConnection) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+async fn fields(c: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
+    let mut fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(&key.name)
+        .query_async(c)
+        .await
+        .unwrap();
+    fields.sort();
+    fields
+}
+
+#[tokio::test]
+async fn acquire_records_the_larger_floor_and_reports_the_one_before() {
+    for server in servers() {
+        let name = server.name;
+        // A fresh ID: no floor before, the given one after.
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire_with_floor(HOUR, F, F + 100).await.unwrap();
+        assert_eq!(grant.floor_ms, 0, "{name}");
+        assert_eq!(grant.ttl, HOUR);
+        let id = grant.machine_id;
+        let expected = (F + 100).to_string();
+        assert_eq!(
+            floor(&mut c, &key, id).await.as_deref(),
+            Some(expected.as_str()),
+            "{name}"
+        );
+        assert_eq!(
+            hpttl(&mut c, &key, &floor_field(id)).await,
+            -1,
+            "{name}: floor has a TTL"
+        );
+        for field in [id.to_string(), grant.lease.marker()] {
+            let ttl = hpttl(&mut c, &key, &field).await;
+            assert!(ttl > HOUR_MS - 5000, "{name}: {field}: {ttl}");
+        }
+
+        // A stored floor above the given one stays; below, it is raised. Either way the grant
+        // reports what was stored. Floors of different lengths compare as numbers.
+        for (stored, given, after) in [
+            (F + 5000, F + 100, F + 5000),
+            (F - 5000, F + 100, F + 100),
+            (999, 1000, 1000),
+            (10_000_000_000_000, 9_999_999_999_999, 10_000_000_000_000),
+            (0, 7, 7),
+        ] {
+            let key = Key::new(&server);
+            occupy(&mut c, &key, (0..512).filter(|&i| i != 42)).await;
+            set_floor(&mut c, &key, 42, &stored.to_string()).await;
+            let grant = strategy(&server, &key)
+                .await
+                .acquire_with_floor(HOUR, 1, given)
+                .await
+                .unwrap();
+            assert_eq!(grant.machine_id.get(), 42);
+            assert_eq!(grant.floor_ms, stored, "{name}: {stored} {given}");
+            assert_eq!(
+                floor(&mut c, &key, 42).await,
+                Some(after.to_string()),
+                "{name}: stored {stored}, given {given}"
+            );
+        }
+
+        // A bound beyond 19 digits is stored as the largest 19-digit one, still above any
+        // timestamp a nonce can carry.
+        let key = Key::new(&server);
+        let grant = strategy(&server, &key)
+            .await
+            .acquire_with_floor(HOUR, 1, u64::MAX)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, grant.machine_id).await.as_deref(),
+            Some("9999999999999999999")
+        );
+        // A floor of 0 (nothing known) writes no field.
+        let key = Key::new(&server);
+        let grant = strategy(&server, &key)
+            .await
+            .acquire_with_floor(HOUR, 1, 0)
+            .await
+            .unwrap();
+        assert_eq!(floor(&mut c, &key, grant.machine_id).await, None, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
+    for server in servers() {
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 9)).await;
+        let s = strategy(&server, &key).await;
+        let grant = s
+            .acquire_with_floor(Duration::from_secs(2), F, F)
+            .await
+            .unwrap();
+        assert_eq!(grant.machine_id.get(), 9);
+
+        let renewal = s
+            .renew_with_floor(&grant.lease, Duration::from_secs(60), F + 10)
+            .await
+            .unwrap();
+        assert_eq!(renewal.lease, grant.lease);
+        assert_eq!(renewal.ttl, Duration::from_secs(60));
+        assert_eq!(
+            floor(&mut c, &key, 9).await,
+            Some((F + 10).to_string()),
+            "{name}"
+        );
+        for field in ["9".to_owned(), grant.lease.marker()] {
+            let ttl = hpttl(&mut c, &key, &field).await;
+            assert!((55_000..=60_000).contains(&ttl), "{name}: {field}: {ttl}");
+        }
+        // A lower floor never lowers the stored one.
+        s.renew_with_floor(&grant.lease, Duration::from_secs(60), F + 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 9).await,
+            Some((F + 10).to_string()),
+            "{name}"
+        );
+
+        // The lease ends (deleted as an expiry would) and another node takes the ID.
+        let _: i64 = redis::cmd("HDEL")
+            .arg(&key.name)
+            .arg("9")
+            .arg(grant.lease.marker())
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let other = strategy(&server, &key).await;
+        let taken = other
+            .acquire_with_floor(HOUR, F + 20, F + 30)
+            .await
+            .unwrap();
+        assert_eq!(taken.machine_id.get(), 9);
+        assert_eq!(
+            taken.floor_ms,
+            F + 10,
+            "{name}: the grant reports the floor left behind"
+        );
+
+        // The old holder's stale renewal is lost and raises nothing.
+        let error = s
+            .renew_with_floor(&grant.lease, HOUR, F + 1_000_000)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Lost, "{name}: {error}");
+        assert_eq!(
+            floor(&mut c, &key, 9).await,
+            Some((F + 30).to_string()),
+            "{name}"
+        );
+        assert_eq!(
+            hget(&mut c, &key, "9").await.as_deref(),
+            Some(taken.lease.token())
+        );
+        assert_eq!(hpttl(&mut c, &key, &grant.lease.marker()).await, -2);
+    }
+}
+
+#[tokio::test]
+async fn a_lost_renewal_after_expiry_writes_nothing_but_the_floor_stays() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s
+            .acquire_with_floor(Duration::from_millis(150), F, F + 1)
+            .await
+            .unwrap();
+        let id = grant.machine_id;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Expired: the lease fields are gone, the floor is not.
+        assert_eq!(
+            fields(&mut c, &key).await,
+            [floor_field(id)],
+            "{}",
+            server.name
+        );
+        assert_eq!(hpttl(&mut c, &key, &floor_field(id)).await, -1);
+        let error = s
+            .renew_with_floor(&grant.lease, HOUR, F + 99)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Lost, "{}: {error}", server.name);
+        assert_eq!(
+            fields(&mut c, &key).await,
+            [floor_field(id)],
+            "{}",
+            server.name
+        );
+        assert_eq!(floor(&mut c, &key, id).await, Some((F + 1).to_string()));
+        // A release of the expired lease is harmless and writes no floor either.
+        s.release_with_floor(&grant.lease, Duration::from_secs(5), 3)
+            .await
+            .unwrap();
+        assert_eq!(
+            fields(&mut c, &key).await,
+            [floor_field(id)],
+            "{}",
+            server.name
+        );
+        assert_eq!(floor(&mut c, &key, id).await, Some((F + 1).to_string()));
+    }
+}
+
+#[tokio::test]
+async fn the_floor_survives_expiry_and_the_next_grant_reports_it() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 300)).await;
+        let s = strategy(&server, &key).await;
+        let first = s
+            .acquire_with_floor(Duration::from_millis(150), F, F + 7)
+            .await
+            .unwrap();
+        assert_eq!(first.machine_id.get(), 300);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            hpttl(&mut c, &key, "300").await,
+            -2,
+            "{}: lease not expired",
+            server.name
+        );
+        let second = s.acquire_with_floor(HOUR, F + 8, F + 9).await.unwrap();
+        assert_eq!(second.machine_id.get(), 300);
+        assert_eq!(second.floor_ms, F + 7, "{}", server.name);
+        assert_eq!(floor(&mut c, &key, 300).await, Some((F + 9).to_string()));
+    }
+}
+
+#[tokio::test]
+async fn release_sets_the_floor_token_matched_and_keeps_the_guard() {
+    for server in servers() {
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 100)).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire_with_floor(HOUR, F, F + 3_600_000).await.unwrap();
+        // Plain assignment: the release records exactly what was issued, below the acquire's
+        // bound.
+        s.release_with_floor(&grant.lease, Duration::from_millis(400), F + 12)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 100).await,
+            Some((F + 12).to_string()),
+            "{name}"
+        );
+        assert_eq!(hpttl(&mut c, &key, &floor_field(100)).await, -1, "{name}");
+        for field in ["100".to_owned(), grant.lease.marker()] {
+            let ttl = hpttl(&mut c, &key, &field).await;
+            assert!((1..=400).contains(&ttl), "{name}: {field}: {ttl}");
+        }
+        // Blocked during the guard, free after it; the floor outlives both.
+        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        let next = s.acquire_with_floor(HOUR, F + 20, F + 30).await.unwrap();
+        assert_eq!(next.machine_id.get(), 100);
+        assert_eq!(next.floor_ms, F + 12, "{name}");
+
+        // A release by the earlier holder, whose lease is gone, changes nothing.
+        s.release_with_floor(&grant.lease, Duration::from_millis(1), 5)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 100).await,
+            Some((F + 30).to_string()),
+            "{name}"
+        );
+        assert_eq!(
+            hget(&mut c, &key, "100").await.as_deref(),
+            Some(next.lease.token())
+        );
+        let ttl = hpttl(&mut c, &key, &next.lease.marker()).await;
+        assert!(ttl > HOUR_MS - 5000, "{name}: {ttl}");
+
+        // A zero guard deletes the lease fields at once (the reference's release); the floor
+        // is still written.
+        s.release_with_floor(&next.lease, Duration::ZERO, F + 31)
+            .await
+            .unwrap();
+        assert_eq!(hpttl(&mut c, &key, "100").await, -2, "{name}");
+        assert_eq!(
+            floor(&mut c, &key, 100).await,
+            Some((F + 31).to_string()),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn force_release_keeps_the_floor() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire_with_floor(HOUR, F, F + 44).await.unwrap();
+        let id = grant.machine_id;
+        assert!(s.force_release(id).await.unwrap());
+        assert_eq!(
+            fields(&mut c, &key).await,
+            [floor_field(id)],
+            "{}",
+            server.name
+        );
+        assert_eq!(floor(&mut c, &key, id).await, Some((F + 44).to_string()));
+        assert_eq!(
+            s.renew_with_floor(&grant.lease, HOUR, F + 50)
+                .await
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Lost
+        );
+        assert_eq!(floor(&mut c, &key, id).await, Some((F + 44).to_string()));
+        // The floor is no holder, and blocks nothing.
+        assert!(s.holders().await.unwrap().is_empty());
+        assert!(!s.force_release(id).await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_free_id_whose_floor_is_below_the_acquirers_clock_is_preferred() {
+    for server in servers() {
+        let mut c = raw(&server).await;
+        // Two free IDs: 17 with a floor an hour ahead of the acquirer's clock, 400 below it.
+        // A random choice would pick 17 in half the rounds.
+        for round in 0..24 {
+            let key = Key::new(&server);
+            occupy(&mut c, &key, (0..512).filter(|&i| i != 17 && i != 400)).await;
+            set_floor(&mut c, &key, 17, &(F + 3_600_000).to_string()).await;
+            if round % 2 == 0 {
+                set_floor(&mut c, &key, 400, &(F - 1).to_string()).await;
+            }
+            let s = strategy(&server, &key).await;
+            let grant = s.acquire_with_floor(HOUR, F, F + 1).await.unwrap();
+            assert_eq!(grant.machine_id.get(), 400, "{} round {round}", server.name);
+            // The other one is still taken when it is the only free one, floor and all.
+            let next = s.acquire_with_floor(HOUR, F, F + 1).await.unwrap();
+            assert_eq!(next.machine_id.get(), 17);
+            assert_eq!(next.floor_ms, F + 3_600_000);
+            assert_eq!(
+                floor(&mut c, &key, 17).await,
+                Some((F + 3_600_000).to_string())
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_grant_and_renewal_carry_the_servers_clock() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let before = server_ms(&mut c).await;
+        let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+        let after = server_ms(&mut c).await;
+        let at = grant
+            .coordinator_ms
+            .expect("acquire reads the server's clock");
+        assert!(
+            before <= at && at <= after,
+            "{}: {before} <= {at} <= {after}",
+            server.name
+        );
+
+        let before = server_ms(&mut c).await;
+        let renewal = s.renew_with_floor(&grant.lease, HOUR, F).await.unwrap();
+        let after = server_ms(&mut c).await;
+        let at = renewal
+            .coordinator_ms
+            .expect("renew reads the server's clock");
+        assert!(
+            before <= at && at <= after,
+            "{}: {before} <= {at} <= {after}",
+            server.name
+        );
+
+        // The plain operations are NoNoncense's commands: no script, no clock, no floor.
+        let plain = s.acquire(HOUR).await.unwrap();
+        assert_eq!(plain.coordinator_ms, None);
+        assert_eq!(plain.floor_ms, 0);
+        assert_eq!(
+            s.renew(&plain.lease, HOUR).await.unwrap().coordinator_ms,
+            None
+        );
+        assert_eq!(floor(&mut c, &key, plain.machine_id).await, None);
+    }
+}
+
+#[tokio::test]
+async fn the_plain_operations_leave_floors_alone() {
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 5)).await;
+        set_floor(&mut c, &key, 5, &F.to_string()).await;
+        let s = strategy(&server, &key).await;
+        assert!(s.records_floor());
+        let grant = s.acquire(HOUR).await.unwrap();
+        assert_eq!(
+            grant.machine_id.get(),
+            5,
+            "a floor field blocks no plain acquire"
+        );
+        s.renew(&grant.lease, HOUR).await.unwrap();
+        s.release(&grant.lease, Duration::ZERO).await.unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 5).await,
+            Some(F.to_string()),
+            "{}",
+            server.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal() {
+    for server in servers() {
+        let name = server.name;
+        let mut c = raw(&server).await;
+        for garbage in [
+            "soon",
+            "-5",
+            "+5",
+            "05",
+            " 5",
+            "1e12",
+            "12345678901234567890",
+            "",
+        ] {
+            let key = Key::new(&server);
+            occupy(&mut c, &key, (0..512).filter(|&i| i != 3 && i != 4)).await;
+            set_floor(&mut c, &key, 3, garbage).await;
+            let s = strategy(&server, &key).await;
+            // 4 is taken, never 3.
+            let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+            assert_eq!(grant.machine_id.get(), 4, "{name}: {garbage:?}");
+            let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+            assert!(
+                matches!(&error, RedisLeaseError::UnreadableFloor { id, value, .. }
+                    if id.get() == 3 && value == garbage),
+                "{name}: {error}"
+            );
+            assert_eq!(error.kind(), ErrorKind::Other);
+            assert!(error.to_string().contains("floor.3"), "{error}");
+            assert_eq!(
+                hget(&mut c, &key, "3").await,
+                None,
+                "{name}: {garbage:?} claimed"
+            );
+            assert_eq!(floor(&mut c, &key, 3).await.as_deref(), Some(garbage));
+        }
+
+        // The script checks the floor itself, for a field that turns unreadable after the read.
+        let key = Key::new(&server);
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 3)).await;
+        let racer = Racer::new(&server, &key, 1, Steal::CorruptFloor).await;
+        let s = RedisStrategy::with_connection(racer, options(&key)).unwrap();
+        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+        assert!(
+            matches!(error, RedisLeaseError::UnreadableFloor { .. }),
+            "{name}: {error}"
+        );
+        assert_eq!(hget(&mut c, &key, "3").await, None);
+
+        // A holder's renewal leaves an unreadable floor as it is; its release replaces it.
+        let key = Key::new(&server);
+        let s = strategy(&server, &key).await;
+        let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+        let id = grant.machine_id.get();
+        set_floor(&mut c, &key, id, "garbage").await;
+        s.renew_with_floor(&grant.lease, HOUR, F + 1).await.unwrap();
+        assert_eq!(
+            floor(&mut c, &key, id).await.as_deref(),
+            Some("garbage"),
+            "{name}"
+        );
+        s.release_with_floor(&grant.lease, Duration::from_millis(1), F + 2)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, id).await,
+            Some((F + 2).to_string()),
+            "{name}"
+        );
+    }
+}
+
+/// What the [`Racer`] does just before an acquire script reaches the server.
+#[derive(Clone, Copy)]
+enum Steal {
+    /// A competitor claims the chosen ID.
+    Claim,
+    /// Somebody writes garbage into the chosen ID's floor.
+    CorruptFloor,
+}
+
+/// A real connection that interferes just before each of the first `steals` acquire scripts
+/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor>`) reaches the server.
+#[derive(Clone)]
+struct Racer {
+    inner: MultiplexedConnection,
+    competitor: MultiplexedConnection,
+    key: String,
+    what: Steal,
+    steals: Arc<AtomicU32>,
+    claims: Arc<AtomicU32>,
+}
+
+impl Racer {
+    async fn new(server: &common::Server, key: &Key, steals: u32, what: Steal) -> Self {
+        Self {
+            inner: raw(server).await,
+            competitor: raw(server).await,
+            key: key.name.clone(),
+            what,
+            steals: Arc::new(AtomicU32::new(steals)),
+            claims: Arc::new(AtomicU32::new(0)),
+        }
+    }
+}
+
+impl ConnectionLike for Racer {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let args: Vec<Vec<u8>> = cmd
+                .args_iter()
+                .map(|arg| match arg {
+                    redis::Arg::Simple(bytes) => bytes.to_vec(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            // Only acquire scripts go through a racer in these tests.
+            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 8 {
+                self.claims.fetch_add(1, Ordering::SeqCst);
+                let steal = self
+                    .steals
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                if steal {
+                    let id = &args[4];
+                    let (field, value) = match self.what {
+                        Steal::Claim => (id.clone(), b"competitor".to_vec()),
+                        Steal::CorruptFloor => {
+                            ([b"floor.".as_slice(), id].concat(), b"garbage".to_vec())
+                        }
+                    };
+                    let _: i64 = redis::cmd("HSET")
+                        .arg(&self.key)
+                        .arg(field)
+                        .arg(value)
+                        .query_async(&mut self.competitor)
+                        .await?;
+                }
+            }
+            self.inner.req_packed_command(cmd).await
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.inner.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+#[tokio::test]
+async fn lost_races_are_retried_bounded_and_write_no_floor() {
+    for server in servers() {
+        // Load the script, so that every EVALSHA the racer counts is a claim that ran.
+        let warm_up = Key::new(&server);
+        strategy(&server, &warm_up)
+            .await
+            .acquire_with_floor(HOUR, F, F)
+            .await
+            .unwrap();
+        for (steals, attempts, succeeds) in [(2, 3, true), (3, 3, false), (4, 5, true)] {
+            let key = Key::new(&server);
+            let racer = Racer::new(&server, &key, steals, Steal::Claim).await;
+            let claims = Arc::clone(&racer.claims);
+            let s = RedisStrategy::with_connection(racer, options(&key).acquire_attempts(attempts))
+                .unwrap();
+            let result = s.acquire_with_floor(HOUR, F, F + 1).await;
+            let mut c = raw(&server).await;
+            let all: Vec<String> = fields(&mut c, &key).await;
+            let floors: Vec<&String> = all.iter().filter(|f| f.starts_with("floor.")).collect();
+            if succeeds {
+                let grant = result.unwrap();
+                assert_eq!(claims.load(Ordering::SeqCst), steals + 1, "{}", server.name);
+                assert_eq!(
+                    hget(&mut c, &key, &grant.machine_id.to_string())
+                        .await
+                        .as_deref(),
+                    Some(grant.lease.token())
+                );
+                // Only the won ID has a floor: a lost claim raises nothing.
+                assert_eq!(floors, [&floor_field(grant.machine_id)], "{}", server.name);
+            } else {
+                let error = result.unwrap_err();
+                assert!(
+                    matches!(error, RedisLeaseError::Conflict { attempts: a } if a == attempts),
+                    "{error}"
+                );
+                assert_eq!(claims.load(Ordering::SeqCst), attempts, "{}", server.name);
+                assert!(floors.is_empty(), "{}: {floors:?}", server.name);
+                // Only the competitor's ID fields.
+                assert_eq!(all.len(), steals as usize, "{all:?}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn servers_without_hsetex_and_keys_of_another_type_fail_the_scripts_clearly() {
+    let server = common::redis7();
+    let key = Key::new(&server);
+    let s = strategy(&server, &key).await;
+    let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+    assert!(error.to_string().contains("Valkey 9"), "{error}");
+    let valkey_key = Key::new(&common::valkey());
+    let held = strategy(&common::valkey(), &valkey_key)
+        .await
+        .acquire(HOUR)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.renew_with_floor(&held.lease, HOUR, F)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unsupported
+    );
+    assert_eq!(
+        s.release_with_floor(&held.lease, Duration::from_secs(1), F)
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unsupported
+    );
+
+    for server in servers() {
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let _: () = redis::cmd("SET")
+            .arg(&key.name)
+            .arg("x")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let s = strategy(&server, &key).await;
+        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Misconfigured,
+            "{}: {error}",
+            server.name
+        );
+        let lease = strategy(&server, &Key::new(&server))
+            .await
+            .acquire(HOUR)
+            .await
+            .unwrap()
+            .lease;
+        let error = s.renew_with_floor(&lease, HOUR, F).await.unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Misconfigured,
+            "{}: {error}",
+            server.name
+        );
+    }
+}
+
+/// A real connection that counts what it sends: one request or one pipeline is one round trip.
+#[derive(Clone)]
+struct Counting {
+    inner: MultiplexedConnection,
+    round_trips: Arc<AtomicU32>,
+}
+
+impl ConnectionLike for Counting {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.round_trips.fetch_add(1, Ordering::SeqCst);
+        self.inner.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.round_trips.fetch_add(1, Ordering::SeqCst);
+        self.inner.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+/// `INFO commandstats` as (command, calls), without the `CONFIG RESETSTAT` that cleared them
+/// (`INFO` itself is counted after it answers).
+async fn commandstats(c: &mut MultiplexedConnection) -> Vec<(String, u64)> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .unwrap();
+    let mut stats: Vec<(String, u64)> = info
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| name != "config|resetstat")
+        .collect();
+    stats.sort();
+    stats
+}
+
+/// Round trips per operation, counted on the connection, and what the server ran, from
+/// `INFO commandstats` of a server of this test's own (so no other test's commands count).
+#[tokio::test]
+async fn round_trips_per_operation() {
+    for binary in [common::Binary::Valkey, common::Binary::Redis8] {
+        let own = common::OwnServer::start(binary, &[]);
+        let server = own.server();
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        // The amnesia guard is on: wait until the server has been up longer than the longest
+        // lease (1 s, plus a second for the rounding of its uptime).
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let uptime: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            if uptime >= 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let round_trips = Arc::new(AtomicU32::new(0));
+        let connection = Counting {
+            inner: raw(&server).await,
+            round_trips: Arc::clone(&round_trips),
+        };
+        let guarded = options(&key)
+            .amnesia_guard(AmnesiaGuard::HoldOff)
+            .max_lease_duration(Duration::from_secs(1));
+        let s = RedisStrategy::with_connection(connection, guarded).unwrap();
+        let count = |what: &str, expected: u32| {
+            let n = round_trips.swap(0, Ordering::SeqCst);
+            assert_eq!(n, expected, "{binary:?}: {what}");
+        };
+        let second = Duration::from_secs(1);
+
+        // First use: EVALSHA answers NOSCRIPT, the script is loaded and run again.
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let grant = s.acquire_with_floor(second, F, F).await.unwrap();
+        count(
+            "first floor acquire (INFO+HGETALL, EVALSHA, SCRIPT LOAD, EVALSHA)",
+            4,
+        );
+        let renewal = s.renew_with_floor(&grant.lease, second, F).await.unwrap();
+        count("first floor renew (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
+        s.release_with_floor(&renewal.lease, second, F)
+            .await
+            .unwrap();
+        count("first floor release (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
+
+        // From then on. Rising floors, so that each operation writes one.
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let grant = s.acquire_with_floor(second, F, F + 1).await.unwrap();
+        count("floor acquire", 2);
+        s.renew_with_floor(&grant.lease, second, F + 2)
+            .await
+            .unwrap();
+        count("floor renew", 1);
+        s.release_with_floor(&grant.lease, second, F + 3)
+            .await
+            .unwrap();
+        count("floor release", 1);
+        let seen = commandstats(&mut c).await;
+        let expected: Vec<(String, u64)> = [
+            ("evalsha", 3),
+            ("hget", 2),
+            ("hgetall", 1),
+            ("hset", 3),
+            ("hsetex", 3),
+            ("info", 1),
+            ("time", 2),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n.to_owned(), c))
+        .collect();
+        assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
+
+        // The plain operations: NoNoncense's commands, with INFO pipelined into the read.
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let grant = s.acquire(second).await.unwrap();
+        count("plain acquire", 2);
+        s.renew(&grant.lease, second).await.unwrap();
+        count("plain renew", 1);
+        s.release(&grant.lease, second).await.unwrap();
+        count("plain release", 1);
+        let seen = commandstats(&mut c).await;
+        let expected: Vec<(String, u64)> = [("hkeys", 1), ("hsetex", 3), ("info", 1)]
+            .into_iter()
+            .map(|(n, c)| (n.to_owned(), c))
+            .collect();
+        assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
+    }
+}
