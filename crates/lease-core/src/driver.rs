@@ -1,7 +1,7 @@
 //! The tokio driver: runs a [`LeaseMachine`] against a [`Strategy`] and keeps targets in step.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -118,11 +118,12 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
                 .now_ms()
                 .saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
         });
+        let targets = Arc::new(Targets::new(self.targets));
         let driver = Driver {
             strategy: Arc::new(self.strategy),
             config: self.config,
             clock,
-            targets: self.targets.clone(),
+            targets: Arc::clone(&targets),
             on_lease_lost: self.on_lease_lost,
             cache: self.cache.clone(),
             jitter: self.seed.map_or_else(Jitter::from_entropy, Jitter::new),
@@ -138,7 +139,7 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
             commands: commands_tx,
             state,
             task: Some(task),
-            targets: self.targets,
+            targets,
             cache: self.cache,
             name,
         };
@@ -178,9 +179,61 @@ pub struct LeaseManager<S: Strategy> {
     commands: mpsc::UnboundedSender<Command>,
     state: watch::Receiver<LeaseState>,
     task: Option<JoinHandle<()>>,
-    targets: Vec<Arc<dyn LeaseTarget>>,
+    targets: Arc<Targets>,
     cache: LeaseCache<S::Lease>,
     name: &'static str,
+}
+
+/// The targets, and whether a manager still drives them. One lock covers both, so a manager
+/// that is dropped while its driver applies an effect on another worker has the last word: the
+/// driver's enable either finishes before the drop disables, or never happens.
+pub(crate) struct Targets {
+    list: Vec<Arc<dyn LeaseTarget>>,
+    driven: std::sync::Mutex<bool>,
+}
+
+impl Targets {
+    fn new(list: Vec<Arc<dyn LeaseTarget>>) -> Self {
+        Self {
+            list,
+            driven: std::sync::Mutex::new(true),
+        }
+    }
+
+    /// Runs `f` on every target while a manager still drives them.
+    fn while_driven(&self, f: impl Fn(&dyn LeaseTarget)) {
+        let driven = self.driven.lock().unwrap_or_else(PoisonError::into_inner);
+        if *driven {
+            for target in &self.list {
+                f(&**target);
+            }
+        }
+    }
+
+    fn disable(&self) {
+        let _driven = self.driven.lock().unwrap_or_else(PoisonError::into_inner);
+        for target in &self.list {
+            target.disable();
+        }
+    }
+
+    /// Disables every target for good: nothing this manager's driver still does reaches them.
+    fn retire(&self) {
+        let mut driven = self.driven.lock().unwrap_or_else(PoisonError::into_inner);
+        *driven = false;
+        for target in &self.list {
+            target.disable();
+        }
+    }
+
+    /// The highest timestamp bound any target reports (0 without targets).
+    fn issued_up_to_ms(&self) -> u64 {
+        self.list
+            .iter()
+            .map(|target| target.issued_up_to_ms())
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 impl<S: Strategy + 'static> LeaseManager<S> {
@@ -247,19 +300,17 @@ impl<S: Strategy + 'static> LeaseManager<S> {
             let _ = task.await;
         }
         // Whatever happened in the task, nothing generates after shutdown.
-        for target in &self.targets {
-            target.disable();
-        }
+        self.targets.retire();
     }
 }
 
 impl<S: Strategy> Drop for LeaseManager<S> {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
+            // Retire first: an effect the driver is applying right now finishes before this,
+            // and none after it reaches the targets; then stop the task.
+            self.targets.retire();
             task.abort();
-            for target in &self.targets {
-                target.disable();
-            }
         }
     }
 }
@@ -280,7 +331,7 @@ struct Driver<S: Strategy> {
     strategy: Arc<S>,
     config: LeaseConfig,
     clock: SharedClock,
-    targets: Vec<Arc<dyn LeaseTarget>>,
+    targets: Arc<Targets>,
     on_lease_lost: Option<LostCallback>,
     cache: LeaseCache<S::Lease>,
     jitter: Jitter,
@@ -421,7 +472,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let span = OpSpan::new(self.name, Operation::Release, Source::Shutdown);
                     let strategy = Arc::clone(&self.strategy);
                     // The targets are disabled by now: what they report is exact.
-                    let floor_ms = self.issued_up_to_ms().max(floor_ms);
+                    let floor_ms = self.targets.issued_up_to_ms().max(floor_ms);
                     let call = strategy.release_with_floor(&lease, guard, floor_ms);
                     let outcome = self.call(call, timeout, &mut m).await;
                     let result = match outcome {
@@ -524,15 +575,14 @@ impl<S: Strategy + 'static> Driver<S> {
                     floor_ms,
                     deadline_ms,
                 } => {
-                    for target in &self.targets {
+                    self.targets.while_driven(|target| {
                         target.enable(machine_id.get(), floor_ms, deadline_ms);
-                    }
+                    });
                     enabled = true;
                 }
                 Effect::ExtendDeadline { deadline_ms } => {
-                    for target in &self.targets {
-                        target.extend_deadline(deadline_ms);
-                    }
+                    self.targets
+                        .while_driven(|target| target.extend_deadline(deadline_ms));
                 }
                 Effect::DisableFactories => self.disable_all(),
                 Effect::LeaseLost {
@@ -564,18 +614,7 @@ impl<S: Strategy + 'static> Driver<S> {
     }
 
     fn disable_all(&self) {
-        for target in &self.targets {
-            target.disable();
-        }
-    }
-
-    /// The highest timestamp bound any target reports (0 without targets).
-    fn issued_up_to_ms(&self) -> u64 {
-        self.targets
-            .iter()
-            .map(|target| target.issued_up_to_ms())
-            .max()
-            .unwrap_or(0)
+        self.targets.disable();
     }
 }
 

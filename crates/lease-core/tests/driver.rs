@@ -677,3 +677,74 @@ async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
     assert!(s.target.can_generate());
     manager.shutdown().await;
 }
+
+/// A target whose enables after the first block until the test lets them finish.
+struct SlowTarget {
+    enables: std::sync::atomic::AtomicU32,
+    entered: std::sync::Barrier,
+    proceed: std::sync::Barrier,
+    enabled: std::sync::atomic::AtomicBool,
+}
+
+impl LeaseTarget for SlowTarget {
+    fn enable(&self, _machine_id: u16, _floor_ms: u64, _deadline_ms: u64) {
+        if self
+            .enables
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            self.entered.wait();
+            self.proceed.wait();
+        }
+        self.enabled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn extend_deadline(&self, _deadline_ms: u64) {}
+    fn disable(&self) {
+        self.enabled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn issued_up_to_ms(&self) -> u64 {
+        0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
+    let clock = TestClock {
+        start: tokio::time::Instant::now(),
+        suspends: false,
+    };
+    let coordinator = TestCoordinator::new(clock, 4, Duration::from_secs(3600), Log::default());
+    let target = Arc::new(SlowTarget {
+        enables: std::sync::atomic::AtomicU32::new(0),
+        entered: std::sync::Barrier::new(2),
+        proceed: std::sync::Barrier::new(2),
+        enabled: std::sync::atomic::AtomicBool::new(false),
+    });
+    let manager = LeaseManager::builder(coordinator)
+        .clock(clock)
+        .target(target.clone())
+        .start()
+        .await
+        .unwrap();
+    // A loss signal outlives the manager (a conflict guard holds one), so the driver is not
+    // told to stop by its command channel closing.
+    let signal = manager.loss_signal();
+    // A loss makes the driver reacquire and enable again, on a worker of its own.
+    manager.lease_lost("test");
+    let waiter = Arc::clone(&target);
+    tokio::task::spawn_blocking(move || waiter.entered.wait())
+        .await
+        .unwrap();
+    // The driver is inside `enable`; the manager is dropped meanwhile.
+    let dropper = std::thread::spawn(move || drop(manager));
+    std::thread::sleep(Duration::from_millis(100));
+    target.proceed.wait();
+    dropper.join().unwrap();
+    assert!(
+        !target.enabled.load(std::sync::atomic::Ordering::SeqCst),
+        "a target was left enabled by a manager that no longer exists"
+    );
+    drop(signal);
+}
