@@ -6,6 +6,9 @@ use std::net::IpAddr;
 
 use lease_core::{ErrorKind, LeaseError, MachineId};
 
+/// The floor file, here too for `with_floor_file`.
+pub use crate::floor_file::{FloorFile, FloorFileError};
+
 /// Why the host-list strategy could not derive a machine ID.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -257,6 +260,7 @@ pub fn match_node<S: AsRef<str>, I: AsRef<str>>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostListStrategy {
     matched: NodeMatch,
+    floor: Option<crate::FloorFile>,
 }
 
 impl HostListStrategy {
@@ -279,6 +283,7 @@ impl HostListStrategy {
         let identifiers = source.identifiers()?;
         Ok(Self {
             matched: match_node(nodes, &identifiers)?,
+            floor: None,
         })
     }
 

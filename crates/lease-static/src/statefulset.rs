@@ -2,6 +2,9 @@
 
 use lease_core::{ErrorKind, LeaseError, MachineId};
 
+/// The floor file, here too for `with_floor_file`.
+pub use crate::floor_file::{FloorFile, FloorFileError};
+
 /// The variable read by [`StatefulSetStrategy::from_env`]: the pod name, which ends in the ordinal.
 pub const DEFAULT_VARIABLE: &str = "POD_NAME";
 
@@ -64,6 +67,7 @@ impl LeaseError for StatefulSetError {
 pub struct StatefulSetStrategy {
     id: MachineId,
     variable: String,
+    floor: Option<crate::FloorFile>,
 }
 
 impl StatefulSetStrategy {
@@ -111,6 +115,7 @@ impl StatefulSetStrategy {
         Ok(Self {
             id,
             variable: variable.to_owned(),
+            floor: None,
         })
     }
 
