@@ -1204,7 +1204,14 @@ impl<L> LeaseMachine<L> {
         {
             return Phase::Failed(StartupError::Fatal(failure));
         }
-        let backoff = Backoff::new(ms(self.config.acquire_backoff_base()), u64::MAX);
+        // During startup the acquire timeout bounds the wait; after it, a node without an ID
+        // retries forever, so the backoff is capped as renewals are, not left to grow to a day.
+        let cap = if self.started {
+            ms(self.config.renew_interval())
+        } else {
+            u64::MAX
+        };
+        let backoff = Backoff::new(ms(self.config.acquire_backoff_base()), cap);
         let mut delay = backoff.delay_ms(attempts, &mut self.jitter);
         if let Some(deadline) = self.startup_limit() {
             delay = delay.min(deadline.saturating_sub(now));

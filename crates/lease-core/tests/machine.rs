@@ -1290,3 +1290,29 @@ fn shutdown_while_giving_back_a_refused_grant_still_releases_it() {
     m.on_release_result(T0 + 1, Ok(()));
     assert!(matches!(m.poll_action(T0 + 1), Action::Stopped));
 }
+
+#[test]
+fn reacquisition_backoff_is_capped_at_the_renew_interval() {
+    // After a loss the manager retries forever; its backoff must not grow towards a day.
+    let (mut m, mut f) = held(false, 4, 8 * HOUR);
+    assert!(m.lease_lost(T0 + 1, "outage"));
+    f.apply(&mut m);
+    let mut now = T0 + 1;
+    for attempt in 0..40 {
+        match m.poll_action(now) {
+            Action::Acquire { .. } => {
+                m.on_acquire_result(now + 1, Err(retry("connection refused")));
+                now += 1;
+            }
+            Action::Wait { until } => {
+                assert!(
+                    until - now <= 30 * 60_000,
+                    "attempt {attempt}: waits {} ms",
+                    until - now
+                );
+                now = until;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
