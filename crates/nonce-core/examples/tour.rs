@@ -18,36 +18,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A demo key; real deployments load at least 32 random bytes from a secret store.
     let base_key: Vec<u8> = (0u8..32).collect();
     let clock = BootClock::new();
-    let factory = Factory::new(clock, FactoryConfig::new().base_key(&base_key))?;
+    // A factory issues one kind (counter or sortable) per size: one factory for each kind,
+    // declared up front. Their nonces can repeat each other's and must be kept apart.
+    let config = |base| {
+        FactoryConfig::new()
+            .base_key(&base_key)
+            .kind64(base)
+            .kind96(base)
+            .kind128(base)
+    };
+    let counters = Factory::new(clock, config(Base::Counter))?;
+    let sortables = Factory::new(clock, config(Base::Sortable))?;
     // Without a lease manager the machine ID is yours to guarantee; here: 42, one hour.
-    factory.enable(42, clock.now_ms() + 3_600_000)?;
-    let epoch = factory.epoch_ms();
+    for factory in [&counters, &sortables] {
+        factory.enable(42, clock.now_ms() + 3_600_000)?;
+    }
+    let epoch = counters.epoch_ms();
 
-    let n = factory.counter64()?;
+    let n = counters.counter64()?;
     show("counter 64", n, Some(n.decode(epoch)));
-    let n = factory.counter96()?;
+    let n = counters.counter96()?;
     show("counter 96", n, Some(n.decode(epoch)));
-    let n = factory.counter128()?;
+    let n = counters.counter128()?;
     show("counter 128", n, Some(n.decode(epoch)));
-    let n = factory.sortable64()?;
+    let n = sortables.sortable64()?;
     show("sortable 64", n, Some(n.decode(epoch)));
-    let n = factory.sortable96()?;
+    let n = sortables.sortable96()?;
     show("sortable 96", n, Some(n.decode(epoch)));
-    let n = factory.sortable128()?;
+    let n = sortables.sortable128()?;
     show("sortable 128", n, Some(n.decode(epoch)));
 
-    let e = factory.encrypted64(Base::Counter)?;
+    let e = counters.encrypted64(Base::Counter)?;
     show("encrypted 64 (blowfish)", e, None);
-    let d = factory.decrypt64(e)?;
+    let d = counters.decrypt64(e)?;
     show("  decrypted", d, Some(d.decode(epoch)));
-    let e = factory.encrypted96(Base::Sortable)?;
+    let e = sortables.encrypted96(Base::Sortable)?;
     show("encrypted 96 (blowfish)", e, None);
-    let d = factory.decrypt96(e)?;
+    let d = sortables.decrypt96(e)?;
     let inner = nonce_core::Nonce64::from_bytes(d.as_bytes()[..8].try_into()?);
     show("  decrypted (64 + tail)", d, Some(inner.decode(epoch)));
-    let e = factory.encrypted128(Base::Counter)?;
+    let e = counters.encrypted128(Base::Counter)?;
     show("encrypted 128 (aes)", e, None);
-    let d = factory.decrypt128(e)?;
+    let d = counters.decrypt128(e)?;
     show("  decrypted", d, Some(d.decode(epoch)));
     println!("base64url of the last one: {}", e.base64url());
     Ok(())

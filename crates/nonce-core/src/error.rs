@@ -1,9 +1,15 @@
 use core::fmt;
 
+use crate::factory::Base;
+
 /// Why a nonce could not be produced. Nothing is lost by an error: no value that was or will be
 /// handed out is affected, and the call can be retried once the cause is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+// A two-byte tag keeps a 64-bit nonce in `Result<Nonce64, Error>` at an even offset: with a
+// one-byte tag (which a one-byte field such as `KindConflict::locked` allows) it lands at
+// offset 1, and moving it out of the result costs several ns per nonce.
+#[repr(u16)]
 pub enum Error {
     /// The factory is disabled: never enabled, or switched off because its machine-ID lease was
     /// lost or is being changed. Wait for the lease manager to enable it again.
@@ -29,6 +35,18 @@ pub enum Error {
     /// the encrypted 96-bit nonces of those ciphers do; anything else cannot be encrypted
     /// without losing uniqueness.
     NonZeroTail,
+    /// The call would issue a base nonce of the other kind than this factory issues at this
+    /// size. Counter and sortable nonces of one size share one layout and can repeat each
+    /// other's values, so a factory issues one kind per size: the first call of a size (or
+    /// [`FactoryConfig::kind64`](crate::FactoryConfig::kind64) and its siblings) fixes it for
+    /// the factory's whole life. Nothing is consumed by the refused call.
+    KindConflict {
+        /// The base size in bits: 64, 96 or 128. 96-bit encrypted nonces under Blowfish or
+        /// 3DES are made from a 64-bit base nonce, so they count as 64.
+        bits: u16,
+        /// The kind this factory issues at that size.
+        locked: Base,
+    },
 }
 
 impl fmt::Display for Error {
@@ -54,6 +72,16 @@ impl fmt::Display for Error {
             Self::NonZeroTail => f.write_str(
                 "96-bit nonce does not end in 32 zero bits, which blowfish/des3 96-bit nonces always do: use the speck 96-bit cipher for full 96-bit nonces",
             ),
+            Self::KindConflict { bits, locked } => {
+                let (have, want) = match locked {
+                    Base::Counter => ("counter", "sortable"),
+                    Base::Sortable => ("sortable", "counter"),
+                };
+                write!(
+                    f,
+                    "this nonce factory issues {have} {bits}-bit nonces, and a factory issues one kind per size (counter or sortable): use a separate factory for {want} {bits}-bit nonces and keep its nonces apart from these, as the two kinds can repeat each other's values"
+                )
+            }
         }
     }
 }

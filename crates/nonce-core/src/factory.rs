@@ -8,6 +8,14 @@
 //! another generation, so it is dropped (never reused) and the call starts over. A dropped
 //! value is a gap in the sequence, never a duplicate, and a nonce never mixes the machine ID of
 //! one generation with the counter of another.
+//!
+//! # One kind per size
+//!
+//! Counter and sortable nonces of one size share one layout, so a factory that issued both
+//! could repeat a value. `kinds` holds, per base size, the kind the factory issues: two bits
+//! each, zero until the first call of that size claims its kind with a compare-and-swap (or
+//! set from [`FactoryConfig`]). A claim is never undone, so a call checks it with one load
+//! and compare before it takes any counter value, and a refused call consumes nothing.
 
 use core::fmt;
 
@@ -28,7 +36,9 @@ const GENERATION: u64 = 4;
 /// A deadline that never passes: for factories whose machine ID is not leased.
 pub const NO_DEADLINE: u64 = u64::MAX;
 
-/// Which base nonce an encrypted nonce is made from.
+/// A kind of base nonce: counter or sortable. Encrypted nonces are made from one.
+///
+/// A factory issues one kind per size (see [`Error::KindConflict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Base {
     /// A counter nonce: fastest; its timestamp is the counter's, not the creation time.
@@ -38,12 +48,66 @@ pub enum Base {
     Sortable,
 }
 
+/// A base size together with a kind: what a generating call claims in `Factory::kinds`.
+#[derive(Clone, Copy)]
+pub(crate) struct Kind {
+    bits: u16,
+    base: Base,
+}
+
+impl Kind {
+    pub(crate) const COUNTER64: Self = Self::new(64, Base::Counter);
+    pub(crate) const SORTABLE64: Self = Self::new(64, Base::Sortable);
+    pub(crate) const COUNTER96: Self = Self::new(96, Base::Counter);
+    pub(crate) const SORTABLE96: Self = Self::new(96, Base::Sortable);
+    pub(crate) const COUNTER128: Self = Self::new(128, Base::Counter);
+    pub(crate) const SORTABLE128: Self = Self::new(128, Base::Sortable);
+
+    const fn new(bits: u16, base: Base) -> Self {
+        Self { bits, base }
+    }
+
+    const fn shift(self) -> u32 {
+        match self.bits {
+            64 => 0,
+            96 => 2,
+            _ => 4,
+        }
+    }
+
+    /// The bits of the kinds word that hold this size's kind.
+    #[inline]
+    pub(crate) const fn mask(self) -> u64 {
+        3 << self.shift()
+    }
+
+    /// The bits of the kinds word once this size is claimed for this kind.
+    #[inline]
+    pub(crate) const fn value(self) -> u64 {
+        let code = match self.base {
+            Base::Counter => 1,
+            Base::Sortable => 2,
+        };
+        code << self.shift()
+    }
+
+    /// The kind recorded in `word` for this size, if any.
+    const fn locked_in(self, word: u64) -> Option<Base> {
+        match (word >> self.shift()) & 3 {
+            0 => None,
+            1 => Some(Base::Counter),
+            _ => Some(Base::Sortable),
+        }
+    }
+}
+
 /// How to build a [`Factory`]: epoch, keys and ciphers. The machine ID comes later, with
 /// [`Factory::enable`], because it is what a lease grants.
 #[derive(Debug, Clone, Copy)]
 pub struct FactoryConfig<'k> {
     epoch_ms: u64,
     keys: Keys<'k>,
+    kinds: u64,
 }
 
 impl Default for FactoryConfig<'_> {
@@ -66,6 +130,7 @@ impl<'k> FactoryConfig<'k> {
                 cipher96: crate::Cipher96::Blowfish,
                 cipher128: crate::Cipher128::Aes,
             },
+            kinds: 0,
         }
     }
 
@@ -117,6 +182,31 @@ impl<'k> FactoryConfig<'k> {
         self.keys.cipher128 = cipher;
         self
     }
+
+    /// Declares the kind of the factory's 64-bit base nonces: those of `counter64` or
+    /// `sortable64`, `encrypted64`, and `encrypted96` with Blowfish or 3DES (whose base is a
+    /// 64-bit nonce). A call of the other kind then fails with [`Error::KindConflict`] from
+    /// the very first call; without a declaration the first call of the size fixes the kind.
+    pub const fn kind64(self, base: Base) -> Self {
+        self.kind(Kind::new(64, base))
+    }
+
+    /// Declares the kind of the factory's 96-bit base nonces: those of `counter96` or
+    /// `sortable96`, and `encrypted96` with Speck. See [`kind64`](Self::kind64).
+    pub const fn kind96(self, base: Base) -> Self {
+        self.kind(Kind::new(96, base))
+    }
+
+    /// Declares the kind of the factory's 128-bit base nonces: those of `counter128` or
+    /// `sortable128`, `encrypted128` and `fill_encrypted128`. See [`kind64`](Self::kind64).
+    pub const fn kind128(self, base: Base) -> Self {
+        self.kind(Kind::new(128, base))
+    }
+
+    const fn kind(mut self, kind: Kind) -> Self {
+        self.kinds = (self.kinds & !kind.mask()) | kind.value();
+        self
+    }
 }
 
 /// What a generating call saw in one generation.
@@ -134,6 +224,12 @@ pub(crate) struct Snapshot {
 /// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`), or take a
 /// per-thread [`Handle`](crate::Handle) for generation that scales with cores.
 ///
+/// A factory issues one kind of base nonce per size, counter or sortable, fixed by the first
+/// call of that size (or declared with [`FactoryConfig::kind64`] and its siblings); a call of
+/// the other kind fails with [`Error::KindConflict`]. Encrypted nonces count as their base:
+/// `encrypted64`, and `encrypted96` with Blowfish or 3DES, are 64-bit; `encrypted96` with
+/// Speck is 96-bit; `encrypted128` and `fill_encrypted128` are 128-bit.
+///
 /// ```
 /// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
 ///
@@ -150,6 +246,8 @@ pub struct Factory<C: Clock> {
     epoch_ms: u64,
     engines: Engines,
     state: AtomicU64,
+    /// The kind each base size is claimed for (see the module docs); read next to `state`.
+    kinds: AtomicU64,
     machine_id: AtomicU64,
     init_ts: AtomicU64,
     deadline_ts: AtomicU64,
@@ -167,6 +265,7 @@ impl<C: Clock> fmt::Debug for Factory<C> {
             .field("enabled", &self.is_enabled())
             .field("machine_id", &self.machine_id())
             .field("deadline_ms", &self.deadline_ms())
+            .field("kinds", &self.kinds_debug())
             .field("keys", &"<redacted>")
             .finish_non_exhaustive()
     }
@@ -181,6 +280,7 @@ impl<C: Clock> Factory<C> {
             epoch_ms: config.epoch_ms,
             engines,
             state: AtomicU64::new(0),
+            kinds: AtomicU64::new(config.kinds),
             machine_id: AtomicU64::new(0),
             init_ts: AtomicU64::new(0),
             deadline_ts: AtomicU64::new(0),
@@ -231,7 +331,8 @@ impl<C: Clock> Factory<C> {
     /// later than any timestamp this factory has issued, whatever the machine ID. (NoNoncense
     /// resumes the old counters when the ID is the same, which lets a 64-bit counter burst
     /// through past milliseconds in which another node may have held the ID.) A concurrent
-    /// [`disable`](Factory::disable) wins: the factory then stays disabled.
+    /// [`disable`](Factory::disable) wins: the factory then stays disabled. Kinds fixed
+    /// earlier (see [`Error::KindConflict`]) stay fixed.
     pub fn enable(&self, machine_id: u16, deadline_ms: u64) -> Result<(), ConfigError> {
         if machine_id > MAX_MACHINE_ID {
             return Err(ConfigError::MachineIdOutOfRange { id: machine_id });
@@ -372,6 +473,48 @@ impl<C: Clock> Factory<C> {
         })
     }
 
+    /// Checks that this factory issues `kind` at its size, claiming the size on first use.
+    #[inline]
+    pub(crate) fn claim(&self, kind: Kind) -> Result<(), Error> {
+        if self.kinds.load(SeqCst) & kind.mask() == kind.value() {
+            return Ok(());
+        }
+        self.claim_slow(kind)
+    }
+
+    #[cold]
+    fn claim_slow(&self, kind: Kind) -> Result<(), Error> {
+        let mut word = self.kinds.load(SeqCst);
+        loop {
+            if let Some(locked) = kind.locked_in(word) {
+                if locked == kind.base {
+                    return Ok(());
+                }
+                return Err(Error::KindConflict {
+                    bits: kind.bits,
+                    locked,
+                });
+            }
+            // Of racing first uses of one size, exactly one compare-and-swap wins.
+            match self
+                .kinds
+                .compare_exchange(word, word | kind.value(), SeqCst, SeqCst)
+            {
+                Ok(_) => return Ok(()),
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    fn kinds_debug(&self) -> [Option<Base>; 3] {
+        let word = self.kinds.load(SeqCst);
+        [
+            Kind::COUNTER64.locked_in(word),
+            Kind::COUNTER96.locked_in(word),
+            Kind::COUNTER128.locked_in(word),
+        ]
+    }
+
     #[inline]
     pub(crate) fn unchanged(&self, snap: &Snapshot) -> bool {
         self.state.load(SeqCst) == snap.state
@@ -463,6 +606,7 @@ impl<C: Clock> Factory<C> {
     fn take64(&self) -> Result<(Snapshot, u64), Error> {
         loop {
             let snap = self.snapshot()?;
+            self.claim(Kind::COUNTER64)?;
             let v = self.c64.fetch_add(1, SeqCst).wrapping_add(1);
             if self.unchanged(&snap) {
                 return Ok((snap, v));
@@ -470,15 +614,22 @@ impl<C: Clock> Factory<C> {
         }
     }
 
-    /// Reserves `n` values of a counter; returns the snapshot and the first value.
+    /// Reserves `n` values of a counter for nonces of `kind`; returns the snapshot and the
+    /// first value.
     #[inline]
-    pub(crate) fn reserve(&self, counter: Counter, n: u64) -> Result<(Snapshot, u64), Error> {
+    pub(crate) fn reserve(
+        &self,
+        counter: Counter,
+        kind: Kind,
+        n: u64,
+    ) -> Result<(Snapshot, u64), Error> {
         let atomic = match counter {
             Counter::C64 => &self.c64,
             Counter::C96 => &self.c96,
         };
         loop {
             let snap = self.snapshot()?;
+            self.claim(kind)?;
             let v = atomic.fetch_add(n, SeqCst).wrapping_add(1);
             if self.unchanged(&snap) {
                 return Ok((snap, v));
@@ -529,21 +680,24 @@ impl<C: Clock> Factory<C> {
     /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
-        let (snap, v) = self.reserve(Counter::C96, 1)?;
+        let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER96, 1)?;
         Self::finish96(&snap, v)
     }
 
     /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
     #[inline]
     pub fn counter128(&self) -> Result<Nonce128, Error> {
-        let (snap, v) = self.reserve(Counter::C96, 1)?;
+        let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER128, 1)?;
         Self::finish128(&snap, v)
     }
 
-    /// Takes a sortable `(snapshot, timestamp, count)`; `cap64` applies the 13-bit count limit.
-    fn take_sortable(&self, cap64: bool) -> Result<(Snapshot, u64, u64), Error> {
+    /// Takes a sortable `(snapshot, timestamp, count)` for nonces of `kind`; 64-bit ones have
+    /// the 13-bit count limit.
+    fn take_sortable(&self, kind: Kind) -> Result<(Snapshot, u64, u64), Error> {
+        let cap64 = kind.bits == 64;
         loop {
             let snap = self.snapshot()?;
+            self.claim(kind)?;
             let now = self.now_ts();
             let v = self.sortable.fetch_add(1, SeqCst).wrapping_add(1);
             let prev_ts = v >> SORTABLE_COUNT_BITS;
@@ -578,7 +732,7 @@ impl<C: Clock> Factory<C> {
 
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
-        let (snap, ts, count) = self.take_sortable(true)?;
+        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE64)?;
         Ok(Nonce64::from_u64(layout::pack64(
             ts,
             snap.machine_id,
@@ -588,13 +742,13 @@ impl<C: Clock> Factory<C> {
 
     /// A 96-bit sortable nonce.
     pub fn sortable96(&self) -> Result<Nonce96, Error> {
-        let (snap, ts, count) = self.take_sortable(false)?;
+        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
         Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
     }
 
     /// A 128-bit sortable nonce.
     pub fn sortable128(&self) -> Result<Nonce128, Error> {
-        let (snap, ts, count) = self.take_sortable(false)?;
+        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
         Ok(Nonce128::from_u128(layout::pack128(
             ts,
             snap.machine_id,
@@ -659,7 +813,7 @@ impl<C: Clock> Factory<C> {
             .ok_or(Error::NoKey { bits: 128 })?;
         for chunk in out.chunks_mut(RUN) {
             let n = chunk.len() as u64;
-            let (snap, first) = self.reserve(Counter::C96, n)?;
+            let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, n)?;
             let plain = Self::finish128(&snap, first)?;
             encrypt_run(engine, plain, chunk);
         }

@@ -4,7 +4,7 @@ use core::cell::{Cell, RefCell};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::factory::{Counter, Factory, Snapshot, encrypt_run, widen};
+use crate::factory::{Counter, Factory, Kind, Snapshot, encrypt_run, widen};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
 /// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
@@ -29,23 +29,24 @@ impl Block {
         }
     }
 
-    /// The next value, if the block still belongs to the factory's current generation.
+    /// The next value, if the block still belongs to the factory's current generation;
+    /// otherwise a new block, reserved for nonces of `kind`.
     #[inline]
-    fn peek<C: Clock>(&self, factory: &Factory<C>) -> Result<(Snapshot, u64), Error> {
+    fn peek<C: Clock>(&self, factory: &Factory<C>, kind: Kind) -> Result<(Snapshot, u64), Error> {
         if let Some(snap) = self.snap.get()
             && self.left.get() > 0
             && snap.state == factory.state_word()
         {
             return Ok((snap, self.next.get()));
         }
-        self.refill(factory)
+        self.refill(factory, kind)
     }
 
     #[cold]
-    fn refill<C: Clock>(&self, factory: &Factory<C>) -> Result<(Snapshot, u64), Error> {
+    fn refill<C: Clock>(&self, factory: &Factory<C>, kind: Kind) -> Result<(Snapshot, u64), Error> {
         self.snap.set(None);
         self.left.set(0);
-        let (snap, first) = factory.reserve(self.counter, BLOCK)?;
+        let (snap, first) = factory.reserve(self.counter, kind, BLOCK)?;
         self.snap.set(Some(snap));
         self.next.set(first);
         self.left.set(BLOCK);
@@ -67,7 +68,9 @@ impl Block {
 /// without touching shared counters, so counter nonces scale with threads. It is not `Sync`:
 /// make one per thread. Every nonce re-checks the factory's generation, so `disable`,
 /// `enable` and deadline changes take effect on handles as on the factory. Values still
-/// reserved when a handle is dropped are skipped, never reused.
+/// reserved when a handle is dropped are skipped, never reused. A handle issues counter
+/// nonces only, and so fixes the factory's kind at each size it is used for to counter (see
+/// [`Error::KindConflict`]).
 ///
 /// ```
 /// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
@@ -90,6 +93,8 @@ pub struct Handle<'f, C: Clock> {
     factory: &'f Factory<C>,
     b64: Block,
     b96: Block,
+    /// Kinds bits this handle has seen claimed in the factory (a claim is never undone).
+    verified: Cell<u64>,
     enc128: RefCell<Encrypted128>,
 }
 
@@ -109,6 +114,7 @@ impl<C: Clock> Factory<C> {
             factory: self,
             b64: Block::new(Counter::C64),
             b96: Block::new(Counter::C96),
+            verified: Cell::new(0),
             enc128: RefCell::new(Encrypted128 {
                 state: 0,
                 items: [Nonce128::from_u128(0); ENCRYPTED_RUN],
@@ -127,7 +133,8 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit counter nonce, as [`Factory::counter64`].
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
-        let (snap, v) = self.b64.peek(self.factory)?;
+        // Only `counter64` fills this block, and the fill claimed its kind.
+        let (snap, v) = self.b64.peek(self.factory, Kind::COUNTER64)?;
         let nonce = self.factory.finish64(&snap, v)?;
         self.b64.consume();
         Ok(nonce)
@@ -136,7 +143,8 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 96-bit counter nonce, as [`Factory::counter96`].
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
-        let (snap, v) = self.b96.peek(self.factory)?;
+        let (snap, v) = self.b96.peek(self.factory, Kind::COUNTER96)?;
+        self.verify(Kind::COUNTER96)?;
         let nonce = Factory::<C>::finish96(&snap, v)?;
         self.b96.consume();
         Ok(nonce)
@@ -145,10 +153,28 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 128-bit counter nonce, as [`Factory::counter128`].
     #[inline]
     pub fn counter128(&self) -> Result<Nonce128, Error> {
-        let (snap, v) = self.b96.peek(self.factory)?;
+        let (snap, v) = self.b96.peek(self.factory, Kind::COUNTER128)?;
+        self.verify(Kind::COUNTER128)?;
         let nonce = Factory::<C>::finish128(&snap, v)?;
         self.b96.consume();
         Ok(nonce)
+    }
+
+    /// Checks the factory's kind at `kind`'s size: counter96 and counter128 share one block,
+    /// which the other size may have filled. Asks the factory once per handle and size.
+    #[inline]
+    fn verify(&self, kind: Kind) -> Result<(), Error> {
+        if self.verified.get() & kind.mask() == kind.value() {
+            return Ok(());
+        }
+        self.verify_slow(kind)
+    }
+
+    #[cold]
+    fn verify_slow(&self, kind: Kind) -> Result<(), Error> {
+        self.factory.claim(kind)?;
+        self.verified.set(self.verified.get() | kind.value());
+        Ok(())
     }
 
     /// A 64-bit encrypted counter nonce, as [`Factory::encrypted64`].
@@ -206,7 +232,9 @@ impl<'f, C: Clock> Handle<'f, C> {
             .e128
             .as_ref()
             .ok_or(Error::NoKey { bits: 128 })?;
-        let (snap, first) = self.factory.reserve(Counter::C96, ENCRYPTED_RUN as u64)?;
+        let (snap, first) =
+            self.factory
+                .reserve(Counter::C96, Kind::COUNTER128, ENCRYPTED_RUN as u64)?;
         let plain = Factory::<C>::finish128(&snap, first)?;
         encrypt_run(engine, plain, &mut buf.items);
         buf.state = snap.state;

@@ -1,4 +1,9 @@
-#![doc = include_str!("../README.md")]
+// The README's examples use the default ciphers (Blowfish and AES).
+#![cfg_attr(all(feature = "aes", feature = "blowfish"), doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(all(feature = "aes", feature = "blowfish")),
+    doc = "Unique 64, 96 and 128-bit nonces; see the README (built with the `aes` and `blowfish` features) for the guide."
+)]
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,4 +1,12 @@
 //! The factory's rules, one test each, on a manual clock.
+// Every cipher and the std clock are used throughout.
+#![cfg(all(
+    feature = "std",
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
 
 use nonce_core::{
     Base, Cipher96, Cipher128, ConfigError, Error, Factory, FactoryConfig, MAX_TIMESTAMP,
@@ -218,16 +226,21 @@ fn sortable64_is_capped_at_8192_per_ms_and_96_128_are_not() {
 #[test]
 fn deadline_stops_every_kind_and_renewal_resumes() {
     let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
-    f.enable(3, T0 + 5).unwrap();
+    // One kind per size per factory: `f` issues counter nonces, `s` sortable ones.
+    let leased = || {
+        let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+        f.enable(3, T0 + 5).unwrap();
+        f
+    };
+    let (f, s) = (leased(), leased());
     assert_eq!(f.deadline_ms(), Some(T0 + 5));
     f.counter64().unwrap();
-    f.sortable64().unwrap();
+    s.sortable64().unwrap();
     clock.advance(5);
     // A sortable nonce would carry the deadline's own millisecond: refused.
-    assert_eq!(f.sortable64(), Err(Error::LeaseExpired));
-    assert_eq!(f.sortable128(), Err(Error::LeaseExpired));
-    assert_eq!(f.encrypted64(Base::Sortable), Err(Error::LeaseExpired));
+    assert_eq!(s.sortable64(), Err(Error::LeaseExpired));
+    assert_eq!(s.sortable128(), Err(Error::LeaseExpired));
+    assert_eq!(s.encrypted64(Base::Sortable), Err(Error::LeaseExpired));
     // Counter nonces carry earlier timestamps, which no successor can issue: still safe.
     assert_eq!(
         f.counter64().unwrap().decode(EPOCH).timestamp_ms,
@@ -243,7 +256,8 @@ fn deadline_stops_every_kind_and_renewal_resumes() {
     }
     assert_eq!(refused, Some(Error::LeaseExpired));
     f.set_deadline(T0 + 100);
-    assert!(f.sortable64().is_ok());
+    s.set_deadline(T0 + 100);
+    assert!(s.sortable64().is_ok());
     assert!(f.counter64().is_ok());
     // A shortened deadline is honoured at once, handles included.
     let h = f.handle();
@@ -271,15 +285,15 @@ fn reenable_starts_past_everything_issued() {
     let mut seen = HashSet::new();
     let mut max_ts = 0;
     for _ in 0..100 {
-        // Counter and sortable nonces are unique within their own kind, as in NoNoncense.
-        for (kind, n) in [
-            ("c64", f.counter64().unwrap().to_u64()),
-            ("s64", f.sortable64().unwrap().to_u64()),
+        // Each size has one kind per factory; values are unique per size.
+        for n in [
+            f.counter64().unwrap().decode(EPOCH),
+            f.sortable96().unwrap().decode(EPOCH),
+            f.counter128().unwrap().decode(EPOCH),
         ] {
-            max_ts = max_ts.max(n >> 22);
-            assert!(seen.insert((kind, u128::from(n))));
+            max_ts = max_ts.max(n.timestamp_ms);
+            assert!(seen.insert(n));
         }
-        assert!(seen.insert(("c128", f.counter128().unwrap().to_u128())));
     }
     f.disable();
     // Same machine ID, same millisecond: nothing may repeat.
@@ -287,9 +301,9 @@ fn reenable_starts_past_everything_issued() {
     let n = f.counter64().unwrap().decode(EPOCH);
     assert!(n.timestamp_ms > max_ts);
     for _ in 0..100 {
-        assert!(seen.insert(("c64", u128::from(f.counter64().unwrap().to_u64()))));
-        assert!(seen.insert(("s64", u128::from(f.sortable64().unwrap().to_u64()))));
-        assert!(seen.insert(("c128", f.counter128().unwrap().to_u128())));
+        assert!(seen.insert(f.counter64().unwrap().decode(EPOCH)));
+        assert!(seen.insert(f.sortable96().unwrap().decode(EPOCH)));
+        assert!(seen.insert(f.counter128().unwrap().decode(EPOCH)));
     }
     // After a long gap, the 64-bit counter does not burst through the gap (another node may
     // have held the ID then): it starts at the clock.
@@ -420,6 +434,12 @@ fn nonce_text_forms_round_trip() {
         Err(nonce_core::ParseNonceError::InvalidBase64)
     );
     assert!(Nonce96::from_u128(1 << 96).is_none());
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn nonces_serialize_as_hex_text() {
+    let n = Nonce96::from_u128(0x0123_4567_89ab_cdef_0011_2233).unwrap();
     let json = serde_json::to_string(&n).unwrap();
     assert_eq!(json, "\"0123456789abcdef00112233\"");
     assert_eq!(serde_json::from_str::<Nonce96>(&json).unwrap(), n);

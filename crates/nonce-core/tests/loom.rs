@@ -4,7 +4,7 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
-use nonce_core::{Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+use nonce_core::{Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -121,5 +121,47 @@ fn handles_and_deadline_changes() {
         if let (Ok(a), Ok(x)) = (a, x) {
             assert_ne!(a, x);
         }
+    });
+}
+
+/// Racing first uses of one size with different kinds: exactly one kind wins, the other
+/// call is refused naming it, and the lock holds for every later call, handles included.
+#[test]
+fn racing_first_uses_claim_one_kind() {
+    model(|| {
+        let f = factory(4);
+        let f2 = f.clone();
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || f2.sortable128().map(|n| n.to_u128()))
+            .unwrap();
+        let h = f.handle();
+        let counter = h.counter128().map(|n| n.to_u128());
+        let sortable = t.join().unwrap();
+        let winner = match (counter, sortable) {
+            (Ok(_), Err(e)) => {
+                assert_eq!(
+                    e,
+                    Error::KindConflict {
+                        bits: 128,
+                        locked: Base::Counter
+                    }
+                );
+                Base::Counter
+            }
+            (Err(e), Ok(_)) => {
+                assert_eq!(
+                    e,
+                    Error::KindConflict {
+                        bits: 128,
+                        locked: Base::Sortable
+                    }
+                );
+                Base::Sortable
+            }
+            other => panic!("exactly one kind must win: {other:?}"),
+        };
+        assert_eq!(f.counter128().is_ok(), winner == Base::Counter);
+        assert_eq!(f.sortable128().is_ok(), winner == Base::Sortable);
     });
 }

@@ -1,4 +1,12 @@
 //! Property tests: uniqueness across threads and handles, sortable order, cipher bijection.
+// Every cipher and the std clock are used throughout.
+#![cfg(all(
+    feature = "std",
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
 
 use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,

@@ -1,0 +1,223 @@
+//! Shared by the test files: every generating entry point, and factories to run them on.
+#![allow(dead_code)]
+
+use nonce_core::{
+    Base, Cipher96, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE, Nonce64,
+    Nonce96, Nonce128,
+};
+
+pub const T0: u64 = 1_800_000_000_000;
+#[cfg(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
+pub const KEY: [u8; 32] = [9; 32];
+
+pub type F<'c> = Factory<&'c ManualClock>;
+
+/// A factory configuration with keys for every size when the ciphers are compiled in.
+pub fn config(cipher96: Cipher96) -> FactoryConfig<'static> {
+    #[cfg(all(
+        feature = "aes",
+        feature = "blowfish",
+        feature = "des3",
+        feature = "speck"
+    ))]
+    let config = FactoryConfig::new().base_key(&KEY).cipher96(cipher96);
+    #[cfg(not(all(
+        feature = "aes",
+        feature = "blowfish",
+        feature = "des3",
+        feature = "speck"
+    )))]
+    let config = {
+        let _ = cipher96;
+        FactoryConfig::new()
+    };
+    config
+}
+
+pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<'_>) -> F<'c> {
+    let f = Factory::new(clock, config).unwrap();
+    f.enable(5, NO_DEADLINE).unwrap();
+    f
+}
+
+/// Every generating entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Counter64,
+    Sortable64,
+    Counter96,
+    Sortable96,
+    Counter128,
+    Sortable128,
+    Encrypted64(Base),
+    Encrypted96(Base),
+    Encrypted128(Base),
+    FillEncrypted128,
+    HandleCounter64,
+    HandleCounter96,
+    HandleCounter128,
+    HandleEncrypted64,
+    HandleEncrypted96,
+    HandleEncrypted128,
+}
+
+pub const PLAIN_OPS: [Op; 9] = [
+    Op::Counter64,
+    Op::Sortable64,
+    Op::Counter96,
+    Op::Sortable96,
+    Op::Counter128,
+    Op::Sortable128,
+    Op::HandleCounter64,
+    Op::HandleCounter96,
+    Op::HandleCounter128,
+];
+
+#[cfg(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
+pub const ENCRYPTED_OPS: [Op; 10] = [
+    Op::Encrypted64(Base::Counter),
+    Op::Encrypted64(Base::Sortable),
+    Op::Encrypted96(Base::Counter),
+    Op::Encrypted96(Base::Sortable),
+    Op::Encrypted128(Base::Counter),
+    Op::Encrypted128(Base::Sortable),
+    Op::FillEncrypted128,
+    Op::HandleEncrypted64,
+    Op::HandleEncrypted96,
+    Op::HandleEncrypted128,
+];
+#[cfg(not(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+)))]
+pub const ENCRYPTED_OPS: [Op; 0] = [];
+
+pub fn all_ops() -> Vec<Op> {
+    PLAIN_OPS.iter().chain(&ENCRYPTED_OPS).copied().collect()
+}
+
+impl Op {
+    /// The base size (in bits) and kind this entry point issues.
+    pub fn claims(self, cipher96: Cipher96) -> (u16, Base) {
+        let speck96 = !cipher96.has_64bit_block();
+        match self {
+            Op::Counter64 | Op::HandleCounter64 | Op::HandleEncrypted64 => (64, Base::Counter),
+            Op::Sortable64 => (64, Base::Sortable),
+            Op::Encrypted64(b) => (64, b),
+            Op::Counter96 | Op::HandleCounter96 => (96, Base::Counter),
+            Op::Sortable96 => (96, Base::Sortable),
+            Op::Encrypted96(b) => (if speck96 { 96 } else { 64 }, b),
+            Op::HandleEncrypted96 => (if speck96 { 96 } else { 64 }, Base::Counter),
+            Op::Counter128
+            | Op::HandleCounter128
+            | Op::HandleEncrypted128
+            | Op::FillEncrypted128 => (128, Base::Counter),
+            Op::Sortable128 => (128, Base::Sortable),
+            Op::Encrypted128(b) => (128, b),
+        }
+    }
+
+    /// Whether the values this entry point issues are encrypted.
+    pub fn encrypted(self) -> bool {
+        matches!(
+            self,
+            Op::Encrypted64(_)
+                | Op::Encrypted96(_)
+                | Op::Encrypted128(_)
+                | Op::FillEncrypted128
+                | Op::HandleEncrypted64
+                | Op::HandleEncrypted96
+                | Op::HandleEncrypted128
+        )
+    }
+
+    /// The Unix ms timestamp a value this entry point issued carries (decrypted first).
+    pub fn unix_ms(self, f: &F<'_>, cipher96: Cipher96, bits: u16, value: u128) -> u64 {
+        let epoch = f.epoch_ms();
+        let encrypted = self.encrypted();
+        match bits {
+            64 => {
+                let mut n = Nonce64::from_u64(u64::try_from(value).unwrap());
+                if encrypted {
+                    n = f.decrypt64(n).unwrap();
+                }
+                n.decode(epoch).unix_ms
+            }
+            96 => {
+                let mut n = Nonce96::from_u128(value).unwrap();
+                if encrypted {
+                    n = f.decrypt96(n).unwrap();
+                }
+                if encrypted && cipher96.has_64bit_block() {
+                    // A 64-bit base nonce and 32 zero bits.
+                    Nonce64::from_bytes(n.as_bytes()[..8].try_into().unwrap())
+                        .decode(epoch)
+                        .unix_ms
+                } else {
+                    n.decode(epoch).unix_ms
+                }
+            }
+            _ => {
+                let mut n = Nonce128::from_u128(value);
+                if encrypted {
+                    n = f.decrypt128(n).unwrap();
+                }
+                n.decode(epoch).unix_ms
+            }
+        }
+    }
+
+    /// Runs the entry point once: the values issued, tagged with their size.
+    pub fn run(self, f: &F<'_>, h: &Handle<'_, &ManualClock>) -> Result<Vec<(u16, u128)>, Error> {
+        let n64 = |n: Nonce64| vec![(64, u128::from(n.to_u64()))];
+        let n96 = |n: Nonce96| vec![(96, n.to_u128())];
+        let n128 = |n: Nonce128| vec![(128, n.to_u128())];
+        match self {
+            Op::Counter64 => f.counter64().map(n64),
+            Op::Sortable64 => f.sortable64().map(n64),
+            Op::Counter96 => f.counter96().map(n96),
+            Op::Sortable96 => f.sortable96().map(n96),
+            Op::Counter128 => f.counter128().map(n128),
+            Op::Sortable128 => f.sortable128().map(n128),
+            Op::Encrypted64(b) => f.encrypted64(b).map(n64),
+            Op::Encrypted96(b) => f.encrypted96(b).map(n96),
+            Op::Encrypted128(b) => f.encrypted128(b).map(n128),
+            Op::FillEncrypted128 => {
+                let mut out = [Nonce128::from_u128(0); 3];
+                f.fill_encrypted128(&mut out)?;
+                Ok(out.iter().map(|n| (128, n.to_u128())).collect())
+            }
+            Op::HandleCounter64 => h.counter64().map(n64),
+            Op::HandleCounter96 => h.counter96().map(n96),
+            Op::HandleCounter128 => h.counter128().map(n128),
+            Op::HandleEncrypted64 => h.encrypted64().map(n64),
+            Op::HandleEncrypted96 => h.encrypted96().map(n96),
+            Op::HandleEncrypted128 => h.encrypted128().map(n128),
+        }
+    }
+}
+
+pub fn ciphers96() -> Vec<Cipher96> {
+    if cfg!(all(
+        feature = "aes",
+        feature = "blowfish",
+        feature = "des3",
+        feature = "speck"
+    )) {
+        vec![Cipher96::Blowfish, Cipher96::Des3, Cipher96::Speck]
+    } else {
+        vec![Cipher96::Blowfish]
+    }
+}

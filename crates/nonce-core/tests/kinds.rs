@@ -1,0 +1,409 @@
+//! One kind (counter or sortable) per base size per factory: every entry point, factory and
+//! handle, and random interleavings of all of them.
+
+mod common;
+
+use common::{Op, T0, all_ops, ciphers96, config, enabled};
+use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+/// Counter and sortable nonces of one size share one layout: on one factory they must not
+/// both be issued, or the same value comes out twice.
+#[test]
+fn counter_and_sortable_of_one_size_never_repeat() {
+    let mut repeated = Vec::new();
+    for cipher96 in ciphers96() {
+        for counter in all_ops() {
+            for sortable in all_ops() {
+                let (bits, base) = counter.claims(cipher96);
+                if base != Base::Counter || sortable.claims(cipher96) != (bits, Base::Sortable) {
+                    continue;
+                }
+                let clock = ManualClock::new(T0);
+                let f = enabled(&clock, config(cipher96));
+                let h = f.handle();
+                let mut seen = HashSet::new();
+                for op in [counter, counter, sortable, sortable] {
+                    for v in op.run(&f, &h).into_iter().flatten() {
+                        if !seen.insert(v) {
+                            repeated.push(format!("{counter:?}/{sortable:?} {cipher96}: {v:x?}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(repeated.is_empty(), "issued twice: {repeated:?}");
+}
+
+/// For every pair of entry points of one size and different kinds: the first call fixes the
+/// kind, the other is refused with `KindConflict` naming it, and the first goes on working.
+/// Entry points of different sizes never conflict.
+#[test]
+fn the_first_call_of_a_size_fixes_its_kind() {
+    let mut pairs = 0;
+    for cipher96 in ciphers96() {
+        for first in all_ops() {
+            for second in all_ops() {
+                let clock = ManualClock::new(T0);
+                let f = enabled(&clock, config(cipher96));
+                let h = f.handle();
+                let (bits, locked) = first.claims(cipher96);
+                let (bits2, base2) = second.claims(cipher96);
+                assert!(first.run(&f, &h).is_ok(), "{first:?} {cipher96}");
+                let got = second.run(&f, &h);
+                if bits == bits2 && locked != base2 {
+                    pairs += 1;
+                    assert_eq!(
+                        got,
+                        Err(Error::KindConflict { bits, locked }),
+                        "{first:?} then {second:?} ({cipher96})"
+                    );
+                } else {
+                    assert!(
+                        got.is_ok(),
+                        "{first:?} then {second:?} ({cipher96}): {got:?}"
+                    );
+                }
+                assert!(first.run(&f, &h).is_ok(), "{first:?} after {second:?}");
+            }
+        }
+    }
+    assert!(pairs >= 12, "{pairs} conflicting pairs checked");
+}
+
+/// A refused call takes no counter value: the kind in use goes on without a gap.
+#[test]
+fn a_refused_call_consumes_nothing() {
+    let clock = ManualClock::new(T0);
+    let f = enabled(&clock, config(Cipher96::Blowfish));
+    let epoch = f.epoch_ms();
+    assert_eq!(f.counter64().unwrap().decode(epoch).count, 0);
+    for _ in 0..10 {
+        assert!(matches!(
+            f.sortable64(),
+            Err(Error::KindConflict { bits: 64, .. })
+        ));
+    }
+    assert_eq!(f.counter64().unwrap().decode(epoch).count, 1);
+
+    // The sortable counter is shared by every size: refusals leave it alone too.
+    assert_eq!(f.sortable96().unwrap().decode(epoch).count, 1);
+    for _ in 0..10 {
+        assert!(f.counter96().is_err());
+        assert!(f.handle().counter96().is_err());
+    }
+    assert_eq!(f.sortable128().unwrap().decode(epoch).count, 2);
+
+    // A handle refused for its first call reserves nothing from the factory...
+    let h = f.handle();
+    assert_eq!(
+        h.counter128(),
+        Err(Error::KindConflict {
+            bits: 128,
+            locked: Base::Sortable
+        })
+    );
+    // ...and one refused from a block it holds keeps that block's next value.
+    let g = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
+    g.enable(6, NO_DEADLINE).unwrap();
+    assert_eq!(g.sortable128().unwrap().decode(epoch).count, 1);
+    let h = g.handle();
+    assert_eq!(h.counter96().unwrap().decode(epoch).count, 0);
+    assert!(h.counter128().is_err());
+    assert_eq!(h.counter96().unwrap().decode(epoch).count, 1);
+    // The handle's block was the first 1024 values; nothing else was reserved.
+    assert_eq!(g.counter96().unwrap().decode(epoch).count, 1024);
+}
+
+#[test]
+fn kinds_declared_up_front_refuse_from_the_first_call() {
+    let clock = ManualClock::new(T0);
+    let f = enabled(
+        &clock,
+        config(Cipher96::Blowfish)
+            .kind64(Base::Counter)
+            .kind64(Base::Sortable)
+            .kind96(Base::Counter)
+            .kind128(Base::Sortable),
+    );
+    assert_eq!(
+        f.counter64(),
+        Err(Error::KindConflict {
+            bits: 64,
+            locked: Base::Sortable
+        })
+    );
+    assert_eq!(
+        f.handle().counter64(),
+        Err(Error::KindConflict {
+            bits: 64,
+            locked: Base::Sortable
+        })
+    );
+    assert_eq!(
+        f.sortable96(),
+        Err(Error::KindConflict {
+            bits: 96,
+            locked: Base::Counter
+        })
+    );
+    assert_eq!(
+        f.handle().counter128(),
+        Err(Error::KindConflict {
+            bits: 128,
+            locked: Base::Sortable
+        })
+    );
+    f.sortable64().unwrap();
+    f.counter96().unwrap();
+    f.handle().counter96().unwrap();
+    f.sortable128().unwrap();
+    let debug = format!("{f:?}");
+    assert!(
+        debug.contains("kinds: [Some(Sortable), Some(Counter), Some(Sortable)]"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn kinds_last_for_the_factory_s_whole_life() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
+    // A call on a disabled factory fixes nothing.
+    assert_eq!(f.sortable64(), Err(Error::Disabled));
+    f.enable(5, NO_DEADLINE).unwrap();
+    f.counter64().unwrap();
+    f.disable();
+    // Disabled is reported first: it is the error that goes away.
+    assert_eq!(f.sortable64(), Err(Error::Disabled));
+    f.enable(6, NO_DEADLINE).unwrap();
+    clock.advance(60_000);
+    f.set_deadline(NO_DEADLINE);
+    assert_eq!(
+        f.sortable64(),
+        Err(Error::KindConflict {
+            bits: 64,
+            locked: Base::Counter
+        })
+    );
+    assert!(f.counter64().is_ok());
+    assert!(format!("{f:?}").contains("kinds: [Some(Counter), None, None]"));
+}
+
+#[test]
+fn handles_and_factory_share_the_kinds() {
+    let clock = ManualClock::new(T0);
+    let f = enabled(&clock, config(Cipher96::Blowfish));
+    let h = f.handle();
+    h.counter64().unwrap();
+    assert_eq!(
+        f.sortable64(),
+        Err(Error::KindConflict {
+            bits: 64,
+            locked: Base::Counter
+        })
+    );
+    f.sortable128().unwrap();
+    // counter96 fills the handle's 96/128-bit block; counter128 may not use it.
+    h.counter96().unwrap();
+    assert_eq!(
+        h.counter128(),
+        Err(Error::KindConflict {
+            bits: 128,
+            locked: Base::Sortable
+        })
+    );
+    h.counter96().unwrap();
+    // A second handle learns the kinds from the factory, not from the first handle.
+    let h2 = f.handle();
+    assert!(h2.counter128().is_err());
+    assert!(h2.counter64().is_ok());
+    assert!(f.sortable96().is_err());
+}
+
+#[test]
+fn racing_first_uses_agree_on_one_kind() {
+    for round in 0..200 {
+        let clock = ManualClock::new(T0).jump_on_wait(true);
+        let f = enabled(&clock, config(Cipher96::Blowfish));
+        let barrier = std::sync::Barrier::new(4);
+        let results: Vec<(Base, Vec<Result<u64, Error>>)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|i| {
+                    let (f, barrier) = (&f, &barrier);
+                    s.spawn(move || {
+                        let counter = (i + round) % 2 == 0;
+                        barrier.wait();
+                        let h = f.handle();
+                        let out = (0..50)
+                            .map(|_| {
+                                if counter {
+                                    h.counter64().map(|n| n.to_u64())
+                                } else {
+                                    f.sortable64().map(|n| n.to_u64())
+                                }
+                            })
+                            .collect();
+                        let kind = if counter {
+                            Base::Counter
+                        } else {
+                            Base::Sortable
+                        };
+                        (kind, out)
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let winners: HashSet<Base> = results
+            .iter()
+            .filter(|(_, out)| out.iter().any(Result::is_ok))
+            .map(|(kind, _)| *kind)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let winner = *winners.iter().next().unwrap();
+        let mut seen = HashSet::new();
+        for (kind, out) in &results {
+            for r in out {
+                match r {
+                    Ok(v) => assert!(seen.insert(*v)),
+                    Err(e) => {
+                        assert_ne!(*kind, winner);
+                        assert_eq!(
+                            *e,
+                            Error::KindConflict {
+                                bits: 64,
+                                locked: winner
+                            }
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_message_says_what_went_wrong_and_what_to_do() {
+    let e = Error::KindConflict {
+        bits: 64,
+        locked: Base::Counter,
+    };
+    let msg = e.to_string();
+    assert!(msg.contains("issues counter 64-bit nonces"), "{msg}");
+    assert!(msg.contains("one kind per size"), "{msg}");
+    assert!(
+        msg.contains("use a separate factory for sortable 64-bit nonces"),
+        "{msg}"
+    );
+    let msg = Error::KindConflict {
+        bits: 128,
+        locked: Base::Sortable,
+    }
+    .to_string();
+    assert!(msg.contains("issues sortable 128-bit nonces"), "{msg}");
+    assert!(msg.contains("for counter 128-bit nonces"), "{msg}");
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Call(Op, usize),
+    Advance(u64),
+    Disable,
+    Enable(u16),
+    NewHandle,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        12 => (proptest::sample::select(all_ops()), 1usize..40).prop_map(|(op, n)| Step::Call(op, n)),
+        2 => (0u64..3).prop_map(Step::Advance),
+        1 => Just(Step::Disable),
+        1 => (0u16..3).prop_map(Step::Enable),
+        1 => Just(Step::NewHandle),
+    ]
+}
+
+fn declared() -> impl Strategy<Value = Option<Base>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(Base::Counter)),
+        1 => Just(Some(Base::Sortable)),
+    ]
+}
+
+fn slot(bits: u16) -> usize {
+    match bits {
+        64 => 0,
+        96 => 1,
+        _ => 2,
+    }
+}
+
+proptest! {
+    /// Random interleavings of every entry point, with re-enables, handles and declared
+    /// kinds: each call succeeds exactly when its kind is its size's kind (fixed by the
+    /// declaration or the first successful call), and no value repeats within a size.
+    #[test]
+    fn interleaved_kinds_never_repeat_a_value(
+        cipher96 in proptest::sample::select(ciphers96()),
+        kinds in (declared(), declared(), declared()),
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        let clock = ManualClock::new(T0).jump_on_wait(true);
+        let mut cfg = config(cipher96);
+        let mut locks = [kinds.0, kinds.1, kinds.2];
+        for (i, k) in locks.iter().enumerate() {
+            if let Some(base) = *k {
+                cfg = match i {
+                    0 => cfg.kind64(base),
+                    1 => cfg.kind96(base),
+                    _ => cfg.kind128(base),
+                };
+            }
+        }
+        let f = enabled(&clock, cfg);
+        let mut on = true;
+        let mut h = f.handle();
+        let mut seen = HashSet::new();
+        for step in steps {
+            match step {
+                Step::Call(op, n) => {
+                    for _ in 0..n {
+                        let got = op.run(&f, &h);
+                        let (bits, base) = op.claims(cipher96);
+                        if !on {
+                            prop_assert_eq!(got, Err(Error::Disabled));
+                            continue;
+                        }
+                        let lock = &mut locks[slot(bits)];
+                        match *lock {
+                            Some(locked) if locked != base => {
+                                prop_assert_eq!(got, Err(Error::KindConflict { bits, locked }));
+                            }
+                            _ => {
+                                *lock = Some(base);
+                                let values = got.map_err(|e| TestCaseError::fail(format!("{op:?}: {e}")))?;
+                                for v in values {
+                                    prop_assert!(seen.insert(v), "{:?} repeated {:x?}", op, v);
+                                }
+                            }
+                        }
+                    }
+                }
+                Step::Advance(ms) => clock.advance(ms),
+                Step::Disable => {
+                    f.disable();
+                    on = false;
+                }
+                Step::Enable(id) => {
+                    f.enable(id, NO_DEADLINE).unwrap();
+                    on = true;
+                }
+                Step::NewHandle => h = f.handle(),
+            }
+        }
+    }
+}
