@@ -33,6 +33,9 @@ const ENABLED: u64 = 1;
 const WRITING: u64 = 2;
 const GENERATION: u64 = 4;
 
+/// `init_ts` of a factory never enabled.
+const NEVER_ENABLED: u64 = u64::MAX;
+
 /// A deadline that never passes: for factories whose machine ID is not leased.
 pub const NO_DEADLINE: u64 = u64::MAX;
 
@@ -282,7 +285,7 @@ impl<C: Clock> Factory<C> {
             state: AtomicU64::new(0),
             kinds: AtomicU64::new(config.kinds),
             machine_id: AtomicU64::new(0),
-            init_ts: AtomicU64::new(0),
+            init_ts: AtomicU64::new(NEVER_ENABLED),
             deadline_ts: AtomicU64::new(0),
             observed_ts: AtomicU64::new(0),
             c64: Padded(AtomicU64::new(0)),
@@ -325,7 +328,7 @@ impl<C: Clock> Factory<C> {
     }
 
     /// Gives the factory a machine ID and a lease deadline (clock ms; [`NO_DEADLINE`] for
-    /// none) and enables generation.
+    /// none) and enables generation: [`enable_above`](Factory::enable_above) with floor 0.
     ///
     /// Every enable starts a new generation of counters at a timestamp no earlier than now and
     /// later than any timestamp this factory has issued, whatever the machine ID. (NoNoncense
@@ -334,30 +337,50 @@ impl<C: Clock> Factory<C> {
     /// [`disable`](Factory::disable) wins: the factory then stays disabled. Kinds fixed
     /// earlier (see [`Error::KindConflict`]) stay fixed.
     pub fn enable(&self, machine_id: u16, deadline_ms: u64) -> Result<(), ConfigError> {
+        self.enable_above(machine_id, 0, deadline_ms)
+    }
+
+    /// [`enable`](Factory::enable), with every timestamp of the new generation strictly above
+    /// `floor_ms`: the floor an earlier holder of the machine ID left (its
+    /// [`issued_up_to_ms`](Factory::issued_up_to_ms)), so that this factory cannot repeat that
+    /// holder's nonces whatever the two clocks say.
+    ///
+    /// `floor_ms` is in clock ms, like `deadline_ms`; a floor below the epoch has no effect.
+    /// The generation starts at the latest of now, one past the floor and one past everything
+    /// this factory issued so far. What each kind then does while the clock is still at or
+    /// below the floor:
+    ///
+    /// - counter96 and counter128 start past the floor at once (ahead of the clock, as they
+    ///   may run anyway);
+    /// - counter64 starts past the floor but, as always, waits for the clock before it issues
+    ///   a timestamp ahead of it: the call sleeps (a clock that can wait) or returns
+    ///   [`Error::WouldBlock`] until the clock is past the floor;
+    /// - sortable nonces carry the starting millisecond (one past the floor) until the clock
+    ///   passes it: sortable64 issues the rest of that millisecond's 8192 counts and then
+    ///   waits or returns [`Error::WouldBlock`]; sortable96 and sortable128 keep counting,
+    ///   spilling into the following milliseconds after 4 194 304 values each.
+    ///
+    /// Each refused 64-bit call skips a value, so retry at the `until_ms` the error names,
+    /// not in a tight loop, or the generator moves further ahead of the clock.
+    ///
+    /// A floor at or past the deadline leaves nothing to issue: every call returns
+    /// [`Error::LeaseExpired`]. A floor so late that the 42-bit timestamp would overflow
+    /// returns [`ConfigError::TimestampOverflow`] and leaves the factory disabled.
+    pub fn enable_above(
+        &self,
+        machine_id: u16,
+        floor_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<(), ConfigError> {
         if machine_id > MAX_MACHINE_ID {
             return Err(ConfigError::MachineIdOutOfRange { id: machine_id });
         }
         let now_ts = self.now_ts_checked()?;
+        let above_floor = floor_ms
+            .checked_sub(self.epoch_ms)
+            .map_or(0, |ts| ts.saturating_add(1));
         let ws = self.write_begin();
-        let mut init = now_ts;
-        // Read-modify-writes, not loads: a generator whose increment this read misses is then
-        // ordered after it, and so sees the writer role taken and drops its value. (A plain
-        // load gives that only under a total order of every access, which weaker models lack.)
-        let c64 = self.c64.fetch_add(0, SeqCst);
-        let c96 = self.c96.fetch_add(0, SeqCst);
-        let sortable = self.sortable.fetch_add(0, SeqCst);
-        let pristine = c96 == u64::MAX && c64 == 0 && sortable == 0;
-        if !pristine {
-            // Not the first generation: start past everything issued so far.
-            let last64 = c64 >> COUNT64_BITS;
-            let last_sortable = sortable >> SORTABLE_COUNT_BITS;
-            let last96 = if c96 == u64::MAX {
-                0
-            } else {
-                self.init_ts.load(SeqCst) + (c96 >> COUNT96_BITS)
-            };
-            init = init.max(last64.max(last_sortable).max(last96).saturating_add(1));
-        }
+        let init = now_ts.max(above_floor).max(self.next_free_ts());
         if init > MAX_TIMESTAMP {
             self.write_end(ws, false);
             return Err(ConfigError::TimestampOverflow {
@@ -368,14 +391,70 @@ impl<C: Clock> Factory<C> {
         self.init_ts.store(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
-        // Swaps, not stores, for the same reason as the reads above: counters only ever see
-        // read-modify-writes, so every value is taken from the one before it.
+        // Swaps, not stores, for the same reason as the reads in `next_free_ts`: counters only
+        // ever see read-modify-writes, so every value is taken from the one before it.
         self.c64
             .swap((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
         self.c96.swap(u64::MAX, SeqCst);
         self.sortable.swap(init << SORTABLE_COUNT_BITS, SeqCst);
         self.write_end(ws, true);
         Ok(())
+    }
+
+    /// An upper bound, in clock ms, of every timestamp this factory has issued: every kind,
+    /// every handle, every generation. It is at least the `floor_ms` of the last
+    /// [`enable_above`](Factory::enable_above), so a successor enabled strictly above it can
+    /// never repeat a nonce of this factory. 0 for a factory never enabled.
+    ///
+    /// While the factory is enabled, generation may pass it a moment later; once the factory
+    /// is disabled it is final. It counts values the counters have handed out, including
+    /// those reserved by handles or refused and skipped, so it can be a little above the
+    /// latest timestamp actually returned.
+    pub fn issued_up_to_ms(&self) -> u64 {
+        loop {
+            let s = self.state.load(SeqCst);
+            if s & WRITING != 0 {
+                // An enable is resetting the counters; read them after it.
+                core::hint::spin_loop();
+                continue;
+            }
+            let next = self.next_free_ts();
+            if self.state.load(SeqCst) == s {
+                return next
+                    .checked_sub(1)
+                    .map_or(0, |ts| ts.saturating_add(self.epoch_ms));
+            }
+        }
+    }
+
+    /// One past the latest timestamp the counters have handed out, in every generation, and
+    /// at least the current generation's start; 0 before the first enable. Consistent only
+    /// while no enable runs: `enable_above` calls it holding the writer role, and
+    /// `issued_up_to_ms` retries when a writer ran meanwhile.
+    fn next_free_ts(&self) -> u64 {
+        // Read-modify-writes, not loads: a generator whose increment this read misses is then
+        // ordered after it, and so sees the writer role taken and drops its value. (A plain
+        // load gives that only under a total order of every access, which weaker models lack.)
+        let c64 = self.c64.fetch_add(0, SeqCst);
+        let c96 = self.c96.fetch_add(0, SeqCst);
+        let sortable = self.sortable.fetch_add(0, SeqCst);
+        let init = self.init_ts.load(SeqCst);
+        if init == NEVER_ENABLED {
+            return 0;
+        }
+        // The last value taken, or `init << 13` minus one (wrapping at 0) if none was: the
+        // next 8192-count boundary is one past its timestamp, or `init`.
+        let next64 = c64.wrapping_add(1).div_ceil(1 << COUNT64_BITS);
+        // The last (timestamp, count) taken, or (init, 0) if none was.
+        let next_sortable = (sortable >> SORTABLE_COUNT_BITS) + 1;
+        // The last value taken (`u64::MAX`: none): counter128 carries `init`, counter96 adds
+        // the count's high bits.
+        let next96 = if c96 == u64::MAX {
+            init
+        } else {
+            init + (c96 >> COUNT96_BITS) + 1
+        };
+        next64.max(next_sortable).max(next96)
     }
 
     /// Moves the lease deadline (clock ms), for a renewal. It may also move it earlier. Calls
