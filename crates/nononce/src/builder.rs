@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{LeaseConfig, LeaseManager, LeaseState, LossReason, MachineId, Strategy};
-use nonce_core::{BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig};
+use nonce_core::{Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig};
 use zeroize::Zeroizing;
 
 use crate::Error;
@@ -20,6 +20,9 @@ pub struct FactoryOptions {
     cipher64: Cipher64,
     cipher96: Cipher96,
     cipher128: Cipher128,
+    kind64: Option<Base>,
+    kind96: Option<Base>,
+    kind128: Option<Base>,
 }
 
 impl fmt::Debug for FactoryOptions {
@@ -30,6 +33,9 @@ impl fmt::Debug for FactoryOptions {
             .field("cipher64", &self.cipher64)
             .field("cipher96", &self.cipher96)
             .field("cipher128", &self.cipher128)
+            .field("kind64", &self.kind64)
+            .field("kind96", &self.kind96)
+            .field("kind128", &self.kind128)
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +103,30 @@ impl FactoryOptions {
         self
     }
 
+    /// Declares the kind (counter or sortable) of the factory's 64-bit base nonces, so a call
+    /// of the other kind fails from the first call (see
+    /// [`FactoryConfig::kind64`](nonce_core::FactoryConfig::kind64)). Without it, the first
+    /// call of the size decides.
+    #[must_use]
+    pub const fn kind64(mut self, base: Base) -> Self {
+        self.kind64 = Some(base);
+        self
+    }
+
+    /// Declares the kind of the factory's 96-bit base nonces (see [`kind64`](Self::kind64)).
+    #[must_use]
+    pub const fn kind96(mut self, base: Base) -> Self {
+        self.kind96 = Some(base);
+        self
+    }
+
+    /// Declares the kind of the factory's 128-bit base nonces (see [`kind64`](Self::kind64)).
+    #[must_use]
+    pub const fn kind128(mut self, base: Base) -> Self {
+        self.kind128 = Some(base);
+        self
+    }
+
     /// Builds a disabled factory on `clock`.
     ///
     /// # Errors
@@ -120,6 +150,15 @@ impl FactoryOptions {
         }
         if let Some(k) = &self.key128 {
             config = config.key128(k);
+        }
+        if let Some(base) = self.kind64 {
+            config = config.kind64(base);
+        }
+        if let Some(base) = self.kind96 {
+            config = config.kind96(base);
+        }
+        if let Some(base) = self.kind128 {
+            config = config.kind128(base);
         }
         Factory::new(clock, config)
     }

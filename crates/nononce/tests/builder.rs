@@ -120,3 +120,37 @@ async fn no_lease_in_time_fails_start() {
         .unwrap();
     assert!(matches!(err, Error::Lease(_)), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factory_options_declare_one_kind_per_size() {
+    let store = MemoryStore::new();
+    let nonces = Nononce::builder(store.strategy())
+        .factory(
+            "sorted",
+            FactoryOptions::new()
+                .kind64(Base::Sortable)
+                .kind128(Base::Sortable),
+        )
+        .lease_config(quick_config())
+        .start()
+        .await
+        .unwrap();
+    let sorted = nonces.factory("sorted").unwrap();
+    // Declared sortable: the counter kind is refused from the very first call.
+    assert!(matches!(
+        sorted.counter64(),
+        Err(NonceError::KindConflict { bits: 64, .. })
+    ));
+    assert!(sorted.sortable64().is_ok());
+    assert!(matches!(
+        sorted.counter128(),
+        Err(NonceError::KindConflict { bits: 128, .. })
+    ));
+    // Undeclared sizes are fixed by their first call.
+    assert!(sorted.counter96().is_ok());
+    assert!(matches!(
+        sorted.sortable96(),
+        Err(NonceError::KindConflict { bits: 96, .. })
+    ));
+    nonces.shutdown().await;
+}
