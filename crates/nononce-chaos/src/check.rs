@@ -3,23 +3,24 @@
 //! - **Duplicates**: every nonce value of one kind and size, across all nodes and restarts,
 //!   must be unique.
 //! - **Out of window**: every nonce's own machine ID and timestamp (decrypted first for
-//!   encrypted nonces) must fall in a lease window its node recorded for that ID:
-//!   `start <= timestamp < deadline`, `timestamp <= disable time`, and produced no earlier
-//!   than the window's start. This is the property the lease layer promises; a duplicate
-//!   across nodes can only come from a broken window.
+//!   encrypted nonces) must fall in a lease window its node recorded for that ID, judged on
+//!   that node's own clock: `floor < timestamp < deadline`; and, on the machine's clock (which
+//!   clock offsets and steps do not move), produced no earlier than the window began and begun
+//!   no later than its disable. This is the property the lease layer promises; a duplicate
+//!   across nodes can only come from a broken window or a broken floor.
 //! - Figures: lease handovers (an ID's next window belongs to another node), time without a
-//!   lease per node, faults injected (from the orchestrator's `faults.jsonl`).
+//!   lease per node, windows whose floor was ahead of the node's clock, clock steps, and
+//!   faults injected (from the orchestrator's `faults.jsonl`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
-use nononce::nonce::{BootClock, Nonce64, Nonce96, Nonce128};
-use nononce::{Factory, FactoryOptions};
+use nononce::nonce::{BootClock, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128};
 use serde::Serialize;
 
-use crate::record::{Kind, Record, read_all};
+use crate::record::{Kind, Record, Stamp, read_all};
 
 /// How many offending values a report lists in full.
 const EXAMPLES: usize = 20;
@@ -33,19 +34,29 @@ pub struct Window {
     pub file: usize,
     /// Leased ID.
     pub machine_id: u16,
-    /// Local time recorded before the factory was enabled.
+    /// Timestamp floor the lease came with: every timestamp must be above it (node clock
+    /// units; written by earlier holders on theirs).
+    pub floor_ms: u64,
+    /// Node clock recorded before the factories were enabled.
     pub start_ms: u64,
-    /// Latest deadline the factory was given.
+    /// The same instant on the machine's clock.
+    pub start_machine_ms: u64,
+    /// Latest deadline the factories were given (node clock).
     pub deadline_ms: u64,
-    /// Local time the factory was disabled, if it was before the file ends.
-    pub end_ms: Option<u64>,
+    /// The deadline on the machine's clock, with the offset of its last enable or extend.
+    pub deadline_machine_ms: u64,
+    /// Machine clock when the factories were disabled, if before the file ends.
+    pub end_machine_ms: Option<u64>,
 }
 
 impl Window {
-    /// When the window stopped allowing generation (deadline or disable, whichever came first).
+    /// Machine clock when the window stopped allowing generation (deadline or disable,
+    /// whichever came first).
     fn effective_end(&self, file_last_ms: u64) -> u64 {
-        self.deadline_ms
-            .min(self.end_ms.unwrap_or(file_last_ms.max(self.start_ms)))
+        self.deadline_machine_ms.min(
+            self.end_machine_ms
+                .unwrap_or(file_last_ms.max(self.start_machine_ms)),
+        )
     }
 }
 
@@ -62,7 +73,7 @@ pub struct OutOfWindow {
     pub machine_id: u16,
     /// Timestamp inside the nonce (Unix ms).
     pub timestamp_ms: u64,
-    /// Local time it was produced.
+    /// The node's clock right after it was produced.
     pub produced_ms: u64,
 }
 
@@ -90,6 +101,10 @@ pub struct NodeFigures {
     pub running_ms: u64,
     /// Time the processes ran without a usable lease.
     pub without_lease_ms: u64,
+    /// Clock offsets the node's processes started with (ms, node clock minus machine clock).
+    pub start_offsets_ms: BTreeSet<i64>,
+    /// Backward clock steps.
+    pub clock_steps: u32,
 }
 
 /// The result of [`check`].
@@ -117,9 +132,17 @@ pub struct Report {
     pub windows: u64,
     /// Times an ID's next window belonged to a different node.
     pub handovers: u64,
-    /// Window pairs of different nodes for one ID that overlap in time (each node's own
-    /// clock; informational: the nonce checks above are the proof).
+    /// Window pairs of different nodes for one ID that overlap in real time (the machine's
+    /// clock). Informational: with clock offsets and steps two nodes may both believe they hold
+    /// an ID; the floor keeps their timestamps apart, and the nonce checks above are the proof.
     pub window_overlaps: u64,
+    /// Windows whose floor was at or ahead of the node's clock when they began: the node
+    /// took an ID whose earlier holder's clock (or timestamps) ran ahead of its own.
+    pub floor_ahead_windows: u64,
+    /// The largest such lead, ms.
+    pub floor_ahead_max_ms: u64,
+    /// Backward clock steps the nodes recorded.
+    pub clock_steps: u64,
     /// Figures per node index.
     pub nodes: BTreeMap<u32, NodeFigures>,
     /// Faults injected, by name (from `faults.jsonl`).
@@ -153,6 +176,10 @@ impl Report {
             "late counter nonces (allowed) {}  window overlaps (informational) {}  clean shutdowns {}\n",
             self.late_counter_nonces, self.window_overlaps, self.clean_ends
         ));
+        out.push_str(&format!(
+            "windows with the floor ahead of the node's clock {} (max {} ms)  clock steps {}\n",
+            self.floor_ahead_windows, self.floor_ahead_max_ms, self.clock_steps
+        ));
         let series: Vec<String> = self
             .per_series
             .iter()
@@ -167,15 +194,24 @@ impl Report {
                 .collect();
             out.push_str(&format!("faults: {}\n", f.join(" ")));
         }
-        out.push_str("node  runs  windows     nonces  running_s  no_lease_s\n");
+        out.push_str(
+            "node  runs  windows     nonces  running_s  no_lease_s  steps  clock offsets (ms)\n",
+        );
         for (node, f) in &self.nodes {
+            let offsets: Vec<String> = f
+                .start_offsets_ms
+                .iter()
+                .map(|o| format!("{o:+}"))
+                .collect();
             out.push_str(&format!(
-                "{node:>4}  {:>4}  {:>7}  {:>9}  {:>9.1}  {:>10.1}\n",
+                "{node:>4}  {:>4}  {:>7}  {:>9}  {:>9.1}  {:>10.1}  {:>5}  {}\n",
                 f.incarnations,
                 f.windows,
                 f.nonces,
                 ms_to_s(f.running_ms),
-                ms_to_s(f.without_lease_ms)
+                ms_to_s(f.without_lease_ms),
+                f.clock_steps,
+                offsets.join(" ")
             ));
         }
         for d in &self.duplicate_examples {
@@ -233,7 +269,8 @@ pub fn node_files(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
     Ok(files)
 }
 
-/// What one file contained, after its nonces were checked against its windows.
+/// What one file contained, after its nonces were checked against its windows. Times are on
+/// the machine's clock.
 struct FileScan {
     node: u32,
     windows: Vec<Window>,
@@ -242,8 +279,8 @@ struct FileScan {
     clean_end: bool,
     conflict_ms: Option<u64>,
     nonces: u64,
-    /// Nonces produced at or after this local time (for the guard scenario).
-    nonces_after: u64,
+    start_offset_ms: Option<i64>,
+    clock_steps: u32,
 }
 
 /// Decodes (machine ID, Unix ms timestamp) of a nonce, decrypting encrypted ones.
@@ -285,14 +322,22 @@ struct Series {
     values: HashMap<(Kind, u16), Vec<u128>>,
 }
 
-#[allow(clippy::too_many_lines)] // one pass over one file, kept together
+/// Whether window `w` allows a nonce with `id` and timestamp `ts`, produced (node clock read
+/// right after) at `at`, in a batch begun at `tick`.
+fn allows(w: &Window, id: u16, ts: u64, at: Stamp, tick: Stamp) -> bool {
+    w.machine_id == id
+        && w.floor_ms < ts
+        && ts < w.deadline_ms
+        && w.start_machine_ms <= at.machine_ms()
+        && w.end_machine_ms.is_none_or(|end| tick.machine_ms() <= end)
+}
+
 fn scan_file(
     path: &Path,
     file_index: usize,
     decrypter: &Factory<BootClock>,
     series: &mut Series,
     report: &mut Report,
-    count_after_ms: u64,
 ) -> Result<FileScan, CheckError> {
     let name = path.display().to_string();
     let file = fs::File::open(path).map_err(|source| CheckError::Io {
@@ -307,88 +352,108 @@ fn scan_file(
         clean_end: false,
         conflict_ms: None,
         nonces: 0,
-        nonces_after: 0,
+        start_offset_ms: None,
+        clock_steps: 0,
     };
     let mut epoch_ms = 0;
+    // The generator's last batch start: every nonce after it was asked for no earlier.
+    let mut tick: Option<Stamp> = None;
     read_all(BufReader::with_capacity(1 << 16, file), |record| {
-        let at = record.at_ms();
-        scan.first_ms = scan.first_ms.min(at);
-        scan.last_ms = scan.last_ms.max(at);
+        let at = record.stamp();
+        let machine = at.machine_ms();
+        scan.first_ms = scan.first_ms.min(machine);
+        scan.last_ms = scan.last_ms.max(machine);
         match record {
             Record::Start {
                 node, epoch_ms: e, ..
             } => {
                 scan.node = node;
                 epoch_ms = e;
+                scan.start_offset_ms.get_or_insert(i64::from(at.offset_ms));
             }
             Record::Enable {
-                at_ms,
                 machine_id,
+                floor_ms,
                 deadline_ms,
+                ..
             } => {
-                // An enable while a window is open replaces it (the factory starts anew).
+                // An enable while a window is open replaces it (the factories start anew).
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_ms.is_none()
+                    && open.end_machine_ms.is_none()
                 {
-                    open.end_ms = Some(at_ms);
+                    open.end_machine_ms = Some(machine);
+                }
+                if floor_ms >= at.at_ms {
+                    report.floor_ahead_windows += 1;
+                    report.floor_ahead_max_ms = report.floor_ahead_max_ms.max(floor_ms - at.at_ms);
                 }
                 scan.windows.push(Window {
                     node: scan.node,
                     file: file_index,
                     machine_id,
-                    start_ms: at_ms,
+                    floor_ms,
+                    start_ms: at.at_ms,
+                    start_machine_ms: machine,
                     deadline_ms,
-                    end_ms: None,
+                    deadline_machine_ms: Stamp {
+                        at_ms: deadline_ms,
+                        offset_ms: at.offset_ms,
+                    }
+                    .machine_ms(),
+                    end_machine_ms: None,
                 });
             }
             Record::Extend { deadline_ms, .. } => {
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_ms.is_none()
+                    && open.end_machine_ms.is_none()
+                    && deadline_ms >= open.deadline_ms
                 {
-                    open.deadline_ms = open.deadline_ms.max(deadline_ms);
+                    open.deadline_ms = deadline_ms;
+                    open.deadline_machine_ms = Stamp {
+                        at_ms: deadline_ms,
+                        offset_ms: at.offset_ms,
+                    }
+                    .machine_ms();
                 }
             }
-            Record::Disable { at_ms } => {
+            Record::Disable { .. } => {
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_ms.is_none()
+                    && open.end_machine_ms.is_none()
                 {
-                    open.end_ms = Some(at_ms);
+                    open.end_machine_ms = Some(machine);
                 }
             }
-            Record::Conflict { at_ms } => {
-                scan.conflict_ms.get_or_insert(at_ms);
+            Record::Tick { at } => tick = Some(at),
+            Record::Conflict { .. } => {
+                scan.conflict_ms.get_or_insert(machine);
             }
+            Record::ClockStep { .. } => scan.clock_steps += 1,
             Record::End { .. } => scan.clean_end = true,
             Record::Nonce {
-                at_ms,
+                at,
                 kind,
                 bits,
                 value,
             } => {
                 scan.nonces += 1;
-                if at_ms >= count_after_ms {
-                    scan.nonces_after += 1;
-                }
                 let label = format!("{}{bits}", kind.name());
                 *report.per_series.entry(label.clone()).or_default() += 1;
                 series.values.entry((kind, bits)).or_default().push(value);
                 let decoded = decode(decrypter, epoch_ms, kind, bits, value);
-                // Windows are recorded before the factory is enabled or extended, so every
+                // Windows are recorded before the factories are enabled or extended, so every
                 // window a nonce may rely on precedes it in the file.
                 let mut allowed = false;
                 let mut late = false;
                 if let Some((id, ts)) = decoded {
-                    for w in scan.windows.iter().rev() {
-                        if w.machine_id == id
-                            && w.start_ms <= ts
-                            && ts < w.deadline_ms
-                            && w.end_ms.is_none_or(|end| ts <= end)
-                            && w.start_ms <= at_ms
-                        {
-                            allowed = true;
-                            late = at_ms >= w.deadline_ms;
-                            break;
-                        }
+                    let tick = tick.unwrap_or(at);
+                    if let Some(w) = scan
+                        .windows
+                        .iter()
+                        .rev()
+                        .find(|w| allows(w, id, ts, at, tick))
+                    {
+                        allowed = true;
+                        late = at.at_ms >= w.deadline_ms;
                     }
                 }
                 if late && kind != Kind::Sortable {
@@ -404,7 +469,7 @@ fn scan_file(
                             value: format!("{value:x}"),
                             machine_id,
                             timestamp_ms,
-                            produced_ms: at_ms,
+                            produced_ms: at.at_ms,
                         });
                     }
                 }
@@ -423,10 +488,11 @@ fn scan_file(
 }
 
 fn decrypter() -> Result<Factory<BootClock>, CheckError> {
-    FactoryOptions::new()
-        .base_key(crate::CHAOS_KEY.to_vec())
-        .build(BootClock::new())
-        .map_err(|e| CheckError::Factory(e.to_string()))
+    Factory::new(
+        BootClock::new(),
+        FactoryConfig::new().base_key(&crate::CHAOS_KEY),
+    )
+    .map_err(|e| CheckError::Factory(e.to_string()))
 }
 
 struct Scanned {
@@ -434,7 +500,7 @@ struct Scanned {
     scans: Vec<FileScan>,
 }
 
-fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckError> {
+fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
     let decrypter = decrypter()?;
     let mut report = Report {
         files: files.iter().map(|p| p.display().to_string()).collect(),
@@ -445,14 +511,7 @@ fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckErro
     };
     let mut scans = Vec::new();
     for (i, path) in files.iter().enumerate() {
-        scans.push(scan_file(
-            path,
-            i,
-            &decrypter,
-            &mut series,
-            &mut report,
-            count_after_ms,
-        )?);
+        scans.push(scan_file(path, i, &decrypter, &mut series, &mut report)?);
     }
     report.nonces = report.per_series.values().sum();
 
@@ -516,7 +575,7 @@ fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckErro
         let mut covered = 0u64;
         for w in &scan.windows {
             let end = w.effective_end(scan.last_ms).min(scan.last_ms);
-            covered += end.saturating_sub(w.start_ms.max(scan.first_ms));
+            covered += end.saturating_sub(w.start_machine_ms.max(scan.first_ms));
             by_id
                 .entry(w.machine_id)
                 .or_default()
@@ -524,11 +583,16 @@ fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckErro
         }
         figures.running_ms += running;
         figures.without_lease_ms += running.saturating_sub(covered);
+        figures.clock_steps += scan.clock_steps;
+        if let Some(offset) = scan.start_offset_ms {
+            figures.start_offsets_ms.insert(offset);
+        }
+        report.clock_steps += u64::from(scan.clock_steps);
         report.windows += scan.windows.len() as u64;
         report.clean_ends += u64::from(scan.clean_end);
     }
     for windows in by_id.values_mut() {
-        windows.sort_by_key(|(w, _)| w.start_ms);
+        windows.sort_by_key(|(w, _)| w.start_machine_ms);
         for pair in windows.windows(2) {
             if pair[0].0.node != pair[1].0.node {
                 report.handovers += 1;
@@ -536,7 +600,7 @@ fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckErro
         }
         for (i, (a, a_end)) in windows.iter().enumerate() {
             for (b, b_end) in &windows[i + 1..] {
-                if a.node != b.node && a.start_ms < *b_end && b.start_ms < *a_end {
+                if a.node != b.node && a.start_machine_ms < *b_end && b.start_machine_ms < *a_end {
                     report.window_overlaps += 1;
                 }
             }
@@ -551,7 +615,7 @@ fn scan_all(files: &[PathBuf], count_after_ms: u64) -> Result<Scanned, CheckErro
 /// A file that cannot be read or is not a node file.
 pub fn check(dir: &Path) -> Result<Report, CheckError> {
     let files = node_files(dir)?;
-    let mut report = scan_all(&files, 0)?.report;
+    let mut report = scan_all(&files)?.report;
     report.faults = read_faults(dir);
     Ok(report)
 }
@@ -609,7 +673,7 @@ impl GuardReport {
 /// As [`check`]; also when the two nodes' files are not there.
 pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError> {
     let files = node_files(dir)?;
-    let Scanned { report, scans } = scan_all(&files, 0)?;
+    let Scanned { report, scans } = scan_all(&files)?;
     let find = |node: u32| scans.iter().find(|s| s.node == node);
     let (Some(earlier), Some(later)) = (find(0), find(1)) else {
         return Err(CheckError::Io {
@@ -618,15 +682,15 @@ pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError>
         });
     };
     let later_stopped_after_ms = later.windows.first().and_then(|w| {
-        w.end_ms
+        w.end_machine_ms
             .or(later.conflict_ms)
-            .map(|end| end.saturating_sub(w.start_ms))
+            .map(|end| end.saturating_sub(w.start_machine_ms))
     });
     Ok(GuardReport {
-        earlier_kept_id: earlier
-            .windows
-            .last()
-            .is_some_and(|w| w.end_ms.is_none_or(|end| end + 1000 >= earlier.last_ms)),
+        earlier_kept_id: earlier.windows.last().is_some_and(|w| {
+            w.end_machine_ms
+                .is_none_or(|end| end + 1000 >= earlier.last_ms)
+        }),
         later_saw_conflict: later.conflict_ms.is_some(),
         later_stopped_after_ms,
         later_nonces: later.nonces,
@@ -638,6 +702,8 @@ pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::NodeClock;
+    use nononce::nonce::Base;
     use std::io::Write;
 
     fn write(dir: &Path, name: &str, records: &[Record]) {
@@ -654,84 +720,141 @@ mod tests {
         dir
     }
 
-    /// A real factory's nonces for `id`, enabled at `now` until `deadline`.
-    fn nonces(id: u16, deadline_off: u64) -> (u64, u64, Vec<Record>) {
-        let factory = FactoryOptions::new()
-            .base_key(crate::CHAOS_KEY.to_vec())
-            .build(BootClock::new())
-            .unwrap();
-        let start = factory.clock_now();
-        let deadline = start + deadline_off;
-        factory.enable(id, deadline).unwrap();
-        let mut out = vec![
-            Record::Start {
-                node: u32::from(id),
-                at_ms: start,
-                epoch_ms: factory.epoch_ms(),
-            },
-            Record::Enable {
-                at_ms: start,
-                machine_id: id,
-                deadline_ms: deadline,
-            },
-        ];
-        for _ in 0..10 {
-            let at = factory.clock_now();
-            out.push(Record::Nonce {
-                at_ms: at,
-                kind: Kind::Counter,
-                bits: 64,
-                value: u128::from(factory.counter64().unwrap().to_u64()),
-            });
-            out.push(Record::Nonce {
-                at_ms: at,
-                kind: Kind::Sortable,
-                bits: 96,
-                value: factory.sortable96().unwrap().to_u128(),
-            });
-            out.push(Record::Nonce {
-                at_ms: at,
-                kind: Kind::Encrypted,
-                bits: 128,
-                value: factory
-                    .encrypted128(nononce::nonce::Base::Counter)
-                    .unwrap()
-                    .to_u128(),
-            });
-        }
-        (start, deadline, out)
+    fn stamp(clock: &NodeClock) -> Stamp {
+        let (at, offset) = clock.now_with_offset();
+        Stamp::new(at, offset)
     }
 
-    trait Now {
-        fn clock_now(&self) -> u64;
+    /// A node that generates like a chaos node: a real factory on a clock `offset_ms` off,
+    /// enabled with `id` above `floor_ms` (0: none) until `deadline_off` ms from now.
+    struct Node {
+        clock: NodeClock,
+        factory: Factory<NodeClock>,
+        records: Vec<Record>,
+        start: u64,
+        deadline: u64,
     }
-    impl Now for Factory<BootClock> {
-        fn clock_now(&self) -> u64 {
-            use nononce::nonce::Clock;
-            self.clock().now_ms()
+
+    impl Node {
+        fn new(node: u32, offset_ms: i64) -> Self {
+            let clock = NodeClock::new(offset_ms);
+            let factory = Factory::new(
+                clock.clone(),
+                FactoryConfig::new().base_key(&crate::CHAOS_KEY),
+            )
+            .unwrap();
+            let records = vec![Record::Start {
+                node,
+                at: stamp(&clock),
+                epoch_ms: factory.epoch_ms(),
+            }];
+            Self {
+                clock,
+                factory,
+                records,
+                start: 0,
+                deadline: 0,
+            }
         }
+
+        fn enable(&mut self, id: u16, floor_ms: u64, deadline_off: u64) -> &mut Self {
+            let at = stamp(&self.clock);
+            self.start = at.at_ms;
+            self.deadline = at.at_ms + deadline_off;
+            self.records.push(Record::Enable {
+                at,
+                machine_id: id,
+                floor_ms,
+                deadline_ms: self.deadline,
+            });
+            self.factory
+                .enable_above(id, floor_ms, self.deadline)
+                .unwrap();
+            self
+        }
+
+        /// `n` batches of counter64, sortable96 and encrypted128 nonces.
+        fn generate(&mut self, n: usize) -> &mut Self {
+            for _ in 0..n {
+                self.records.push(Record::Tick {
+                    at: stamp(&self.clock),
+                });
+                // A floor ahead of the clock holds the 64-bit counter back (WouldBlock).
+                let values = [
+                    (
+                        Kind::Counter,
+                        64,
+                        self.factory.counter64().map(|n| u128::from(n.to_u64())),
+                    ),
+                    (
+                        Kind::Sortable,
+                        96,
+                        self.factory.sortable96().map(|n| n.to_u128()),
+                    ),
+                    (
+                        Kind::Encrypted,
+                        128,
+                        self.factory
+                            .encrypted128(Base::Counter)
+                            .map(|n| n.to_u128()),
+                    ),
+                ];
+                for (kind, bits, value) in values {
+                    if let Ok(value) = value {
+                        self.records.push(Record::Nonce {
+                            at: stamp(&self.clock),
+                            kind,
+                            bits,
+                            value,
+                        });
+                    }
+                }
+            }
+            self
+        }
+
+        fn disable(&mut self) -> &mut Self {
+            self.factory.disable();
+            self.records.push(Record::Disable {
+                at: stamp(&self.clock),
+            });
+            self
+        }
+    }
+
+    fn node(id: u16, offset_ms: i64) -> Node {
+        let mut n = Node::new(u32::from(id), offset_ms);
+        n.enable(id, 0, 60_000).generate(10);
+        n
     }
 
     #[test]
-    fn a_clean_run_passes() {
+    fn a_clean_run_passes_whatever_the_clock_offsets() {
         let dir = tempdir("clean");
-        let (_, _, a) = nonces(1, 60_000);
-        let (_, _, b) = nonces(2, 60_000);
-        write(&dir, "node-1.bin", &a);
-        write(&dir, "node-2.bin", &b);
+        write(&dir, "node-1.bin", &node(1, 0).records);
+        write(&dir, "node-2.bin", &node(2, -3_600_000).records);
+        write(&dir, "node-3.bin", &node(3, 15_000).records);
         let report = check(&dir).unwrap();
-        assert_eq!(report.nonces, 60, "{}", report.summary());
+        assert_eq!(report.nonces, 90, "{}", report.summary());
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         assert!(report.passed());
+        assert_eq!(
+            report.nodes[&2]
+                .start_offsets_ms
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [-3_600_000]
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_fabricated_duplicate_fails() {
         let dir = tempdir("dup");
-        let (_, _, a) = nonces(1, 60_000);
-        let (_, _, mut b) = nonces(2, 60_000);
+        let a = node(1, 0).records;
+        let mut b = node(2, 0).records;
         // Node 2 "produced" one of node 1's values.
         b.push(a[3]);
         write(&dir, "node-1.bin", &a);
@@ -749,15 +872,19 @@ mod tests {
     #[test]
     fn a_fabricated_out_of_window_nonce_fails() {
         let dir = tempdir("oow");
-        let (start, deadline, mut a) = nonces(1, 60_000);
+        let mut a = node(1, 0);
         // Claim the window was shorter than the nonces' timestamps: deadline = start.
-        a[1] = Record::Enable {
-            at_ms: start,
-            machine_id: 1,
-            deadline_ms: start,
+        let Record::Enable { at, .. } = a.records[1] else {
+            panic!("{:?}", a.records[1]);
         };
-        assert!(deadline > start);
-        write(&dir, "node-1.bin", &a);
+        a.records[1] = Record::Enable {
+            at,
+            machine_id: 1,
+            floor_ms: 0,
+            deadline_ms: a.start,
+        };
+        assert!(a.deadline > a.start);
+        write(&dir, "node-1.bin", &a.records);
         let report = check(&dir).unwrap();
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.out_of_window, 30, "{}", report.summary());
@@ -767,15 +894,108 @@ mod tests {
     }
 
     #[test]
+    fn nonces_at_or_below_the_floor_fail() {
+        let dir = tempdir("floor");
+        let mut a = node(1, 0);
+        // Claim the lease came with a floor above everything the node issued.
+        let Record::Enable {
+            at, deadline_ms, ..
+        } = a.records[1]
+        else {
+            panic!("{:?}", a.records[1]);
+        };
+        a.records[1] = Record::Enable {
+            at,
+            machine_id: 1,
+            floor_ms: a.start + 10_000,
+            deadline_ms,
+        };
+        write(&dir, "node-1.bin", &a.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.out_of_window, 30, "{}", report.summary());
+        assert_eq!(report.floor_ahead_windows, 1);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_nonce_asked_for_after_the_disable_fails() {
+        let dir = tempdir("afterdisable");
+        let mut a = node(1, 0);
+        let last = *a.records.last().unwrap();
+        a.disable();
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        // A batch that began after the disable cannot hold a nonce of the window.
+        a.records.push(Record::Tick {
+            at: stamp(&a.clock),
+        });
+        a.records.push(last);
+        write(&dir, "node-1.bin", &a.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.out_of_window, 1, "{}", report.summary());
+        assert_eq!(report.duplicates, 1);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn nonces_without_any_window_fail() {
         let dir = tempdir("nowindow");
-        let (_, _, a) = nonces(1, 60_000);
+        let a = node(1, 0).records;
         let mut bare = vec![a[0]];
         bare.extend_from_slice(&a[2..]);
         write(&dir, "node-1.bin", &bare);
         let report = check(&dir).unwrap();
         assert_eq!(report.out_of_window, 30);
         assert!(!report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_clock_stepped_back_mid_window_is_judged_on_the_machine_clock() {
+        let dir = tempdir("step");
+        let mut a = Node::new(1, 0);
+        a.enable(1, 0, 60_000).generate(5);
+        let from = a.clock.offset_ms();
+        let offset = a.clock.step_back(20_000);
+        a.records.push(Record::ClockStep {
+            at: Stamp::new(a.clock.now_with_offset().0, offset),
+            from_offset_ms: from,
+        });
+        // Produced "before" the window began on the node's clock, after it on the machine's.
+        a.generate(5);
+        write(&dir, "node-1.bin", &a.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        assert_eq!(report.duplicates, 0);
+        assert_eq!(report.clock_steps, 1);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn overlapping_holders_kept_apart_by_the_floor_pass_and_are_counted() {
+        let dir = tempdir("overlap");
+        // Node 1 holds ID 5; node 2, its clock 100 s behind, also believes it holds ID 5 (as
+        // after a step back or a lost write), above the floor node 1 left.
+        let mut a = Node::new(1, 0);
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(5));
+        a.enable(5, 0, 60_000).generate(10);
+        pause();
+        let mut b = Node::new(2, -100_000);
+        b.enable(5, a.deadline, 200_000).generate(10);
+        pause();
+        a.generate(10);
+        write(&dir, "node-1.bin", &a.records);
+        write(&dir, "node-2.bin", &b.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.duplicates, 0, "{}", report.summary());
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        assert_eq!(report.window_overlaps, 1);
+        assert_eq!(report.handovers, 1);
+        assert_eq!(report.floor_ahead_windows, 1);
+        assert!(
+            report.floor_ahead_max_ms >= 150_000,
+            "{}",
+            report.floor_ahead_max_ms
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 }

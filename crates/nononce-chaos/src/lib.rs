@@ -1,20 +1,27 @@
 //! The nononce chaos harness: what a chaos node records, and the checker that reads it back.
 //!
 //! Every node process appends fixed-size [`Record`]s to a file of its own: the lease windows it
-//! believed it held (recorded by a wrapper around its factory, *before* the factory is enabled or
-//! extended, so a nonce never precedes the window that allows it) and every nonce with the local
-//! clock time it was produced. [`check()`] reads every file of a run and reports duplicates across
-//! all nodes, nonces outside a held window, lease handovers and time without a lease.
+//! believed it held (recorded by a wrapper around its factories, *before* they are enabled or
+//! extended, so a nonce never precedes the window that allows it), with the timestamp floor each
+//! lease came with, and every nonce with the node's clock when it was produced. Each node runs
+//! on a [`NodeClock`]: the machine's clock plus an offset the orchestrator picks (and may step
+//! back), and every record carries that offset. [`check()`] reads every file of a run and
+//! reports duplicates across all nodes, nonces outside a held window (judged on the node's own
+//! clock), lease handovers and time without a lease. [`proxy`] is the TCP proxy the
+//! orchestrator puts between each node and its coordinator.
 //!
 //! `cargo xtask chaos` runs the nodes and injects faults; see `docs/reliability.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod clock;
+pub mod proxy;
 pub mod record;
 
 pub use check::{GuardReport, Report, check, check_guard};
-pub use record::{Kind, Record};
+pub use clock::NodeClock;
+pub use record::{Kind, Record, Stamp};
 
 /// The base key every chaos node encrypts with, so the checker can decrypt and decode
 /// encrypted nonces. A test key: never use it anywhere else.

@@ -3,14 +3,18 @@
 //! Fixed-size records make a file cut by `kill -9` easy to read: a partial last record is
 //! ignored. Losing the tail never creates a false duplicate, only fewer nonces checked.
 //!
+//! Every record carries a [`Stamp`]: the node's own clock (the clock its factories and lease
+//! manager read) and the offset of that clock from the machine's clock when it was read, so the
+//! checker judges a node's windows on the node's clock and compares nodes on the machine's.
+//!
 //! | bytes | field |
 //! |---|---|
 //! | 0 | tag |
 //! | 1 | nonce kind |
 //! | 2..4 | nonce bits, or machine ID |
-//! | 4..8 | node index (start record) |
-//! | 8..16 | local clock time, Unix ms (the factories' `BootClock`) |
-//! | 16..32 | nonce value, deadline or epoch |
+//! | 4..8 | clock offset, ms (`i32`: node clock minus machine clock) |
+//! | 8..16 | node clock, Unix ms |
+//! | 16..32 | nonce value; deadline (low 8 bytes) and floor (high 8); epoch and node index; or the offset before a clock step |
 
 use std::io::{self, Read};
 
@@ -59,6 +63,42 @@ impl Kind {
     }
 }
 
+/// When a record was made: the node's clock and its offset from the machine's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// The node's clock, Unix ms.
+    pub at_ms: u64,
+    /// Node clock minus machine clock, ms, when `at_ms` was read.
+    pub offset_ms: i32,
+}
+
+impl Stamp {
+    /// A stamp with no offset (tests).
+    pub const fn at(at_ms: u64) -> Self {
+        Self {
+            at_ms,
+            offset_ms: 0,
+        }
+    }
+
+    /// A stamp from a reading and the offset it was read with (clamped to `i32`).
+    pub fn new(at_ms: u64, offset_ms: i64) -> Self {
+        Self {
+            at_ms,
+            offset_ms: i32::try_from(offset_ms).unwrap_or(if offset_ms < 0 {
+                i32::MIN
+            } else {
+                i32::MAX
+            }),
+        }
+    }
+
+    /// The machine's clock at this stamp: comparable across nodes and across clock steps.
+    pub fn machine_ms(&self) -> u64 {
+        crate::clock::apply(self.at_ms, -i64::from(self.offset_ms))
+    }
+}
+
 /// One event in a node file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
@@ -66,36 +106,45 @@ pub enum Record {
     Start {
         /// Node index given by the orchestrator (stable across restarts).
         node: u32,
-        /// Local time.
-        at_ms: u64,
-        /// The factory's epoch, to decode timestamps.
+        /// When.
+        at: Stamp,
+        /// The factories' epoch, to decode timestamps.
         epoch_ms: u64,
     },
-    /// The lease layer is about to enable the factory with `machine_id` until `deadline_ms`.
+    /// The lease layer is about to enable the factories with `machine_id` until `deadline_ms`,
+    /// every timestamp strictly above `floor_ms`.
     Enable {
-        /// Local time before the factory was enabled.
-        at_ms: u64,
+        /// Before the factories were enabled.
+        at: Stamp,
         /// The leased ID.
         machine_id: u16,
-        /// Exclusive deadline.
+        /// The timestamp floor the lease came with (0: none).
+        floor_ms: u64,
+        /// Exclusive deadline (node clock).
         deadline_ms: u64,
     },
     /// The lease layer is about to move the deadline.
     Extend {
-        /// Local time.
-        at_ms: u64,
+        /// When.
+        at: Stamp,
         /// The new exclusive deadline.
         deadline_ms: u64,
     },
-    /// The factory was disabled (recorded after it returned).
+    /// The factories were disabled (recorded after they returned).
     Disable {
-        /// Local time after the factory was disabled.
-        at_ms: u64,
+        /// After the factories were disabled.
+        at: Stamp,
+    },
+    /// The generator starts a batch: read before any nonce of the batch was asked for, so
+    /// every nonce after it in the file (up to the next tick) was produced no earlier.
+    Tick {
+        /// When.
+        at: Stamp,
     },
     /// A nonce was produced.
     Nonce {
-        /// Local time read right after it was produced.
-        at_ms: u64,
+        /// Read right after it was produced.
+        at: Stamp,
         /// Generator.
         kind: Kind,
         /// 64, 96 or 128.
@@ -105,53 +154,74 @@ pub enum Record {
     },
     /// The conflict guard reported a conflict and signalled lease loss.
     Conflict {
-        /// Local time.
-        at_ms: u64,
+        /// When.
+        at: Stamp,
+    },
+    /// The node's clock was stepped back (a fault): `at` carries the new offset.
+    ClockStep {
+        /// Right after the step.
+        at: Stamp,
+        /// The offset before the step.
+        from_offset_ms: i64,
     },
     /// Clean shutdown: the lease was released.
     End {
-        /// Local time.
-        at_ms: u64,
+        /// When.
+        at: Stamp,
     },
 }
 
 impl Record {
-    /// The local time of the record.
-    pub const fn at_ms(&self) -> u64 {
+    /// The stamp of the record.
+    pub const fn stamp(&self) -> Stamp {
         match *self {
-            Record::Start { at_ms, .. }
-            | Record::Enable { at_ms, .. }
-            | Record::Extend { at_ms, .. }
-            | Record::Disable { at_ms }
-            | Record::Nonce { at_ms, .. }
-            | Record::Conflict { at_ms }
-            | Record::End { at_ms } => at_ms,
+            Record::Start { at, .. }
+            | Record::Enable { at, .. }
+            | Record::Extend { at, .. }
+            | Record::Disable { at }
+            | Record::Tick { at }
+            | Record::Nonce { at, .. }
+            | Record::Conflict { at }
+            | Record::ClockStep { at, .. }
+            | Record::End { at } => at,
         }
+    }
+
+    /// The node clock of the record.
+    pub const fn at_ms(&self) -> u64 {
+        self.stamp().at_ms
     }
 
     /// The record's 32 bytes.
     pub fn encode(&self) -> [u8; RECORD_LEN] {
-        let (tag, kind, small, node, value) = match *self {
-            Record::Start { node, epoch_ms, .. } => (1, 0, 0, node, u128::from(epoch_ms)),
+        let pair = |low: u64, high: u64| u128::from(low) | (u128::from(high) << 64);
+        let (tag, kind, small, value) = match *self {
+            Record::Start { node, epoch_ms, .. } => (1, 0, 0, pair(epoch_ms, u64::from(node))),
             Record::Enable {
                 machine_id,
+                floor_ms,
                 deadline_ms,
                 ..
-            } => (2, 0, machine_id, 0, u128::from(deadline_ms)),
-            Record::Extend { deadline_ms, .. } => (3, 0, 0, 0, u128::from(deadline_ms)),
-            Record::Disable { .. } => (4, 0, 0, 0, 0),
+            } => (2, 0, machine_id, pair(deadline_ms, floor_ms)),
+            Record::Extend { deadline_ms, .. } => (3, 0, 0, u128::from(deadline_ms)),
+            Record::Disable { .. } => (4, 0, 0, 0),
             Record::Nonce {
                 kind, bits, value, ..
-            } => (5, kind.code(), bits, 0, value),
-            Record::Conflict { .. } => (6, 0, 0, 0, 0),
-            Record::End { .. } => (7, 0, 0, 0, 0),
+            } => (5, kind.code(), bits, value),
+            Record::Conflict { .. } => (6, 0, 0, 0),
+            Record::End { .. } => (7, 0, 0, 0),
+            Record::Tick { .. } => (8, 0, 0, 0),
+            Record::ClockStep { from_offset_ms, .. } => {
+                (9, 0, 0, u128::from(from_offset_ms.cast_unsigned()))
+            }
         };
+        let at = self.stamp();
         let mut out = [0u8; RECORD_LEN];
         out[0] = tag;
         out[1] = kind;
         out[2..4].copy_from_slice(&small.to_le_bytes());
-        out[4..8].copy_from_slice(&node.to_le_bytes());
-        out[8..16].copy_from_slice(&self.at_ms().to_le_bytes());
+        out[4..8].copy_from_slice(&at.offset_ms.to_le_bytes());
+        out[8..16].copy_from_slice(&at.at_ms.to_le_bytes());
         out[16..32].copy_from_slice(&value.to_le_bytes());
         out
     }
@@ -159,38 +229,48 @@ impl Record {
     /// Parses 32 bytes; `None` for an unknown tag or kind.
     pub fn decode(bytes: &[u8; RECORD_LEN]) -> Option<Self> {
         let small = u16::from_le_bytes([bytes[2], bytes[3]]);
-        let node = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        let mut at = [0u8; 8];
-        at.copy_from_slice(&bytes[8..16]);
-        let at_ms = u64::from_le_bytes(at);
+        let offset_ms = i32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&bytes[8..16]);
+        let at = Stamp {
+            at_ms: u64::from_le_bytes(a),
+            offset_ms,
+        };
         let mut v = [0u8; 16];
         v.copy_from_slice(&bytes[16..32]);
         let value = u128::from_le_bytes(v);
-        let low = u64::try_from(value).unwrap_or(u64::MAX);
+        #[allow(clippy::cast_possible_truncation)] // the two halves, on purpose
+        let (low, high) = (value as u64, (value >> 64) as u64);
         Some(match bytes[0] {
             1 => Record::Start {
-                node,
-                at_ms,
+                node: u32::try_from(high).ok()?,
+                at,
                 epoch_ms: low,
             },
             2 => Record::Enable {
-                at_ms,
+                at,
                 machine_id: small,
+                floor_ms: high,
                 deadline_ms: low,
             },
             3 => Record::Extend {
-                at_ms,
+                at,
                 deadline_ms: low,
             },
-            4 => Record::Disable { at_ms },
+            4 => Record::Disable { at },
             5 => Record::Nonce {
-                at_ms,
+                at,
                 kind: Kind::from_code(bytes[1])?,
                 bits: small,
                 value,
             },
-            6 => Record::Conflict { at_ms },
-            7 => Record::End { at_ms },
+            6 => Record::Conflict { at },
+            7 => Record::End { at },
+            8 => Record::Tick { at },
+            9 => Record::ClockStep {
+                at,
+                from_offset_ms: low.cast_signed(),
+            },
             _ => return None,
         })
     }
@@ -226,30 +306,37 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_a_torn_tail_is_dropped() {
+        let at = |at_ms, offset_ms| Stamp { at_ms, offset_ms };
         let records = [
             Record::Start {
                 node: 3,
-                at_ms: 10,
+                at: at(10, -3_600_000),
                 epoch_ms: 7,
             },
             Record::Enable {
-                at_ms: 11,
+                at: at(11, 15_000),
                 machine_id: 511,
+                floor_ms: 4000,
                 deadline_ms: 5000,
             },
             Record::Extend {
-                at_ms: 12,
+                at: at(12, 0),
                 deadline_ms: 6000,
             },
+            Record::Tick { at: at(13, 1) },
             Record::Nonce {
-                at_ms: 13,
+                at: at(13, 1),
                 kind: Kind::Encrypted,
                 bits: 128,
                 value: u128::MAX,
             },
-            Record::Disable { at_ms: 14 },
-            Record::Conflict { at_ms: 15 },
-            Record::End { at_ms: 16 },
+            Record::Disable { at: at(14, 2) },
+            Record::Conflict { at: at(15, 3) },
+            Record::ClockStep {
+                at: at(16, -2000),
+                from_offset_ms: -500,
+            },
+            Record::End { at: at(17, 4) },
         ];
         let mut bytes: Vec<u8> = records.iter().flat_map(Record::encode).collect();
         bytes.extend_from_slice(&[5, 0, 64]); // torn write
@@ -260,5 +347,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(back, records);
+        assert_eq!(at(10_000, -3_000).machine_ms(), 13_000);
+        assert_eq!(Stamp::new(5, i64::MIN).offset_ms, i32::MIN);
     }
 }

@@ -1,5 +1,6 @@
 //! Checks a chaos run directory: `chaos-check DIR [--json FILE]`, or the duplicated-ordinal
 //! scenario with `chaos-check DIR --guard --bound-ms N`. Exits 1 on a failed check.
+//! `chaos-check --dump FILE` prints one node file's lease records (nonces as counts).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -22,10 +23,58 @@ struct Cli {
     /// Guard scenario: the later node must stop within this many ms of its first enable.
     #[arg(long, default_value_t = 10_000)]
     bound_ms: u64,
+    /// Print the records of the node file DIR instead of checking.
+    #[arg(long)]
+    dump: bool,
+}
+
+/// One line per record, runs of nonces folded into one line; times as node clock and machine
+/// clock (ms since the file's first record).
+fn dump(path: &std::path::Path) -> Result<(), String> {
+    use nononce_chaos::Record;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut first: Option<u64> = None;
+    let mut nonces = 0u64;
+    let mut ticks = 0u64;
+    nononce_chaos::record::read_all(std::io::BufReader::new(file), |r| {
+        let at = r.stamp();
+        let t0 = *first.get_or_insert(at.machine_ms());
+        match r {
+            Record::Nonce { .. } => nonces += 1,
+            Record::Tick { .. } => ticks += 1,
+            other => {
+                if nonces > 0 || ticks > 0 {
+                    println!("    {nonces} nonces in {ticks} batches");
+                    (nonces, ticks) = (0, 0);
+                }
+                println!(
+                    "{:>8} ms  node clock {} (offset {:+})  {other:?}",
+                    at.machine_ms().saturating_sub(t0),
+                    at.at_ms,
+                    at.offset_ms
+                );
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    if nonces > 0 {
+        println!("    {nonces} nonces in {ticks} batches");
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.dump {
+        return match dump(&cli.dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("chaos-check: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let (passed, json, text) = if cli.guard {
         match nononce_chaos::check_guard(&cli.dir, cli.bound_ms) {
             Ok(r) => (

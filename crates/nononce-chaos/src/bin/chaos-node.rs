@@ -2,6 +2,18 @@
 //!
 //! `chaos-node run ...` is one node; `chaos-node steal ...` overwrites one held lease in the
 //! store (the "stolen lease" fault). Started by `cargo xtask chaos`.
+//!
+//! The node's factories and lease manager share one [`NodeClock`]: the machine's clock plus
+//! `--clock-offset-ms`; each SIGUSR1 steps it back by `--clock-step-ms`.
+//!
+//! A factory issues one kind (counter or sortable) per size, and two factories on one machine
+//! ID may repeat each other's values of one kind and size, so the node runs two factories that
+//! split the series between them and never make one series on both:
+//!
+//! | factory | series |
+//! |---|---|
+//! | A | counter64, sortable96, counter128, encrypted64, encrypted96 (Blowfish: a 64-bit counter base), encrypted128 |
+//! | B | sortable64, counter96, sortable128 |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,11 +28,11 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
 use nononce::lease::{LeaseManager, LeaseTarget};
-use nononce::nonce::{Base, Clock};
+use nononce::nonce::{Base, Factory, FactoryConfig};
 use nononce::redis::{RedisOptions, RedisStrategy};
 use nononce::statefulset::StatefulSetStrategy;
-use nononce::{BootClock, Factory, FactoryOptions, LeaseConfig, Strategy};
-use nononce_chaos::{CHAOS_KEY, Kind, Record};
+use nononce::{LeaseConfig, Strategy};
+use nononce_chaos::{CHAOS_KEY, Kind, NodeClock, Record, Stamp};
 
 #[derive(Parser)]
 #[command(about = "nononce chaos node")]
@@ -37,7 +49,28 @@ enum Command {
     Steal(StealArgs),
     /// Drop a run's lease table (PostgreSQL, MySQL/MariaDB) after the run.
     Drop(StealArgs),
+    /// Give every ID from `--keep` on to a foreign holder, so that the nodes share a few IDs.
+    Reserve(ReserveArgs),
 }
+
+#[derive(clap::Args)]
+struct ReserveArgs {
+    #[arg(long)]
+    store: String,
+    #[arg(long)]
+    name: String,
+    /// IDs `0..keep` stay free.
+    #[arg(long)]
+    keep: u16,
+    /// How long the foreign holder keeps the others.
+    #[arg(long, default_value_t = 3_600_000)]
+    ttl_ms: u64,
+}
+
+/// The token of the reserving holder: `steal` leaves its IDs alone.
+const RESERVED_TOKEN: [u8; 16] = *b"chaos-reserved!!";
+/// The Redis holder name of reserved IDs.
+const RESERVED_REDIS: &str = "chaos-reserved";
 
 #[derive(clap::Args)]
 struct RunArgs {
@@ -77,6 +110,12 @@ struct RunArgs {
     /// Conflict guard seed peers.
     #[arg(long)]
     guard_seed: Vec<SocketAddr>,
+    /// This node's clock minus the machine's clock, ms (negative: behind).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    clock_offset_ms: i64,
+    /// How far each SIGUSR1 steps the clock back, ms.
+    #[arg(long, default_value_t = 0)]
+    clock_step_ms: u64,
 }
 
 #[derive(clap::Args)]
@@ -93,7 +132,7 @@ struct StealArgs {
 /// The node file, shared by the lease callbacks and the generator.
 struct Log {
     out: Mutex<BufWriter<File>>,
-    clock: BootClock,
+    clock: NodeClock,
 }
 
 impl Log {
@@ -120,44 +159,65 @@ impl Log {
         let _ = out.flush();
     }
 
-    fn now(&self) -> u64 {
-        self.clock.now_ms()
+    fn now(&self) -> Stamp {
+        let (at, offset) = self.clock.now_with_offset();
+        Stamp::new(at, offset)
     }
 }
 
-/// Records every lease window before the factory acts on it, so the file never holds a nonce
+type NodeFactory = Factory<NodeClock>;
+
+/// Records every lease window before the factories act on it, so the file never holds a nonce
 /// before the window that allows it.
 struct Recorder {
-    factory: Arc<Factory<BootClock>>,
+    factories: [Arc<NodeFactory>; 2],
     log: Arc<Log>,
 }
 
 impl LeaseTarget for Recorder {
-    fn enable(&self, machine_id: u16, deadline_ms: u64) {
+    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+        if self.factories.iter().any(|f| f.is_enabled()) {
+            // A new window while one is open: close it first, so no nonce of one factory's old
+            // generation is read as belonging to the new window.
+            self.disable();
+        }
         self.log.put(&Record::Enable {
-            at_ms: self.log.now(),
+            at: self.log.now(),
             machine_id,
+            floor_ms,
             deadline_ms,
         });
-        LeaseTarget::enable(&*self.factory, machine_id, deadline_ms);
+        for factory in &self.factories {
+            LeaseTarget::enable(&**factory, machine_id, floor_ms, deadline_ms);
+        }
     }
 
     fn extend_deadline(&self, deadline_ms: u64) {
         self.log.put(&Record::Extend {
-            at_ms: self.log.now(),
+            at: self.log.now(),
             deadline_ms,
         });
-        self.factory.set_deadline(deadline_ms);
+        for factory in &self.factories {
+            factory.set_deadline(deadline_ms);
+        }
     }
 
     fn disable(&self) {
-        self.factory.disable();
-        // After it returned: a nonce racing with disable is dropped by the factory, so no
-        // kept nonce has a timestamp past this time.
-        self.log.put(&Record::Disable {
-            at_ms: self.log.now(),
-        });
+        for factory in &self.factories {
+            factory.disable();
+        }
+        // After they returned: a nonce racing with disable is dropped by the factory, so every
+        // kept nonce was asked for before this time.
+        self.log.put(&Record::Disable { at: self.log.now() });
         self.log.flush();
+    }
+
+    fn issued_up_to_ms(&self) -> u64 {
+        self.factories
+            .iter()
+            .map(|f| LeaseTarget::issued_up_to_ms(&**f))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -179,6 +239,7 @@ fn main() -> std::process::ExitCode {
             Command::Run(args) => run(args).await,
             Command::Steal(args) => steal(args).await,
             Command::Drop(args) => drop_table(args).await,
+            Command::Reserve(args) => reserve(args).await,
         }
     });
     match result {
@@ -191,7 +252,7 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
-    let clock = BootClock::new();
+    let clock = NodeClock::new(args.clock_offset_ms);
     let file = File::options()
         .create(true)
         .append(true)
@@ -199,20 +260,31 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
     let log = Arc::new(Log {
         out: Mutex::new(BufWriter::with_capacity(1 << 16, file)),
-        clock,
+        clock: clock.clone(),
     });
-    let factory = Arc::new(
-        FactoryOptions::new()
-            .base_key(CHAOS_KEY.to_vec())
-            .build(clock)
-            .map_err(|e| e.to_string())?,
-    );
+    let build = |k64, k96, k128| {
+        Factory::new(
+            clock.clone(),
+            FactoryConfig::new()
+                .base_key(&CHAOS_KEY)
+                .kind64(k64)
+                .kind96(k96)
+                .kind128(k128),
+        )
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+    };
+    let factories = [
+        build(Base::Counter, Base::Sortable, Base::Counter)?,
+        build(Base::Sortable, Base::Counter, Base::Sortable)?,
+    ];
     log.put(&Record::Start {
         node: args.node,
-        at_ms: log.now(),
-        epoch_ms: factory.epoch_ms(),
+        at: log.now(),
+        epoch_ms: factories[0].epoch_ms(),
     });
     log.flush();
+    step_clock_on_sigusr1(&log, args.clock_step_ms)?;
     let ms = Duration::from_millis;
     let config = LeaseConfig::default()
         .with_lease_duration(ms(args.lease_ms))
@@ -224,7 +296,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .with_acquire_timeout(None);
     config.validate().map_err(|e| e.to_string())?;
     let recorder = Arc::new(Recorder {
-        factory: factory.clone(),
+        factories: factories.clone(),
         log: log.clone(),
     });
     let store = args.store.clone();
@@ -232,7 +304,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let pod = args.pod.clone().unwrap_or_else(|| "chaos-7".into());
         let strategy =
             StatefulSetStrategy::from_value("POD_NAME", &pod, 0).map_err(|e| e.to_string())?;
-        serve(strategy, config, recorder, factory, log, &args).await
+        serve(strategy, config, recorder, factories, log, &args).await
     } else if store.starts_with("redis://") {
         let options = RedisOptions::new()
             .key(args.name.clone())
@@ -253,7 +325,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 }
             }
         };
-        serve(strategy, config, recorder, factory, log, &args).await
+        serve(strategy, config, recorder, factories, log, &args).await
     } else {
         let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
             .and_then(|s| s.with_table(&args.name))
@@ -269,8 +341,31 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 return Ok(());
             }
         }
-        serve(strategy, config, recorder, factory, log, &args).await
+        serve(strategy, config, recorder, factories, log, &args).await
     }
+}
+
+/// Steps the clock back by `step_ms` on every SIGUSR1 (a fault), recording each step.
+fn step_clock_on_sigusr1(log: &Arc<Log>, step_ms: u64) -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| format!("SIGUSR1: {e}"))?;
+    let log = log.clone();
+    tokio::spawn(async move {
+        while usr1.recv().await.is_some() {
+            let from_offset_ms = log.clock.offset_ms();
+            let offset = log.clock.step_back(step_ms);
+            let (at, _) = log.clock.now_with_offset();
+            log.put(&Record::ClockStep {
+                at: Stamp::new(at, offset),
+                from_offset_ms,
+            });
+            log.flush();
+            eprintln!(
+                "chaos-node: clock stepped back {step_ms} ms (offset {from_offset_ms} -> {offset} ms)"
+            );
+        }
+    });
+    Ok(())
 }
 
 /// Sleeps `d`; true if SIGTERM/SIGINT came first.
@@ -300,18 +395,18 @@ async fn serve<S: Strategy + 'static>(
     strategy: S,
     config: LeaseConfig,
     recorder: Arc<Recorder>,
-    factory: Arc<Factory<BootClock>>,
+    factories: [Arc<NodeFactory>; 2],
     log: Arc<Log>,
     args: &RunArgs,
 ) -> Result<(), String> {
     let builder = LeaseManager::builder(strategy)
         .config(config)
-        .clock(log.clock)
+        .clock(log.clock.clone())
         .target(recorder);
     let manager = tokio::select! {
         started = builder.start() => started.map_err(|e| e.to_string())?,
         () = terminated() => {
-            log.put(&Record::End { at_ms: log.now() });
+            log.put(&Record::End { at: log.now() });
             log.flush();
             return Ok(());
         }
@@ -325,7 +420,7 @@ async fn serve<S: Strategy + 'static>(
                 Announce::new(manager.machine_id()),
                 move |conflict| {
                     conflict_log.put(&Record::Conflict {
-                        at_ms: conflict_log.now(),
+                        at: conflict_log.now(),
                     });
                     signal.lease_lost(conflict.to_string());
                 },
@@ -340,9 +435,9 @@ async fn serve<S: Strategy + 'static>(
 
     let stop = Arc::new(AtomicBool::new(false));
     let generator = {
-        let (stop, log, factory) = (stop.clone(), log.clone(), factory.clone());
+        let (stop, log) = (stop.clone(), log.clone());
         let (per_tick, tick) = (args.per_tick, Duration::from_millis(args.tick_ms));
-        std::thread::spawn(move || generate(&factory, &log, &stop, per_tick, tick))
+        std::thread::spawn(move || generate(&factories, &log, &stop, per_tick, tick))
     };
     terminated().await;
     stop.store(true, Ordering::Relaxed);
@@ -351,7 +446,7 @@ async fn serve<S: Strategy + 'static>(
         guard.shutdown().await;
     }
     manager.shutdown().await;
-    log.put(&Record::End { at_ms: log.now() });
+    log.put(&Record::End { at: log.now() });
     log.flush();
     Ok(())
 }
@@ -359,47 +454,50 @@ async fn serve<S: Strategy + 'static>(
 /// Generates `per_tick` nonces of each kind and size every `tick`, at a bounded rate so files
 /// stay small; flushes every 100 ms so `kill -9` loses at most that much.
 fn generate(
-    factory: &Factory<BootClock>,
+    factories: &[Arc<NodeFactory>; 2],
     log: &Log,
     stop: &AtomicBool,
     per_tick: u32,
     tick: Duration,
 ) {
-    let clock = log.clock;
-    let mut batch = Vec::with_capacity(per_tick as usize * 9);
+    let [a, b] = factories;
+    let mut batch = Vec::with_capacity(per_tick as usize * 9 + 1);
     let mut last_flush = Instant::now();
+    let mut warned = false;
     while !stop.load(Ordering::Relaxed) {
         batch.clear();
+        // Read before any nonce of the batch is asked for: the checker's bound on when they
+        // were produced.
+        batch.push(Record::Tick { at: log.now() });
         for _ in 0..per_tick {
             for kind in Kind::ALL {
                 for bits in [64u16, 96, 128] {
+                    let wide = |n: nononce::nonce::Nonce64| u128::from(n.to_u64());
                     let value = match (kind, bits) {
-                        (Kind::Counter, 64) => factory.counter64().map(|n| u128::from(n.to_u64())),
-                        (Kind::Counter, 96) => factory.counter96().map(|n| n.to_u128()),
-                        (Kind::Counter, _) => factory.counter128().map(|n| n.to_u128()),
-                        (Kind::Sortable, 64) => {
-                            factory.sortable64().map(|n| u128::from(n.to_u64()))
-                        }
-                        (Kind::Sortable, 96) => factory.sortable96().map(|n| n.to_u128()),
-                        (Kind::Sortable, _) => factory.sortable128().map(|n| n.to_u128()),
-                        (Kind::Encrypted, 64) => factory
-                            .encrypted64(Base::Counter)
-                            .map(|n| u128::from(n.to_u64())),
-                        (Kind::Encrypted, 96) => {
-                            factory.encrypted96(Base::Counter).map(|n| n.to_u128())
-                        }
-                        (Kind::Encrypted, _) => {
-                            factory.encrypted128(Base::Counter).map(|n| n.to_u128())
-                        }
+                        (Kind::Counter, 64) => a.counter64().map(wide),
+                        (Kind::Counter, 96) => b.counter96().map(|n| n.to_u128()),
+                        (Kind::Counter, _) => a.counter128().map(|n| n.to_u128()),
+                        (Kind::Sortable, 64) => b.sortable64().map(wide),
+                        (Kind::Sortable, 96) => a.sortable96().map(|n| n.to_u128()),
+                        (Kind::Sortable, _) => b.sortable128().map(|n| n.to_u128()),
+                        (Kind::Encrypted, 64) => a.encrypted64(Base::Counter).map(wide),
+                        (Kind::Encrypted, 96) => a.encrypted96(Base::Counter).map(|n| n.to_u128()),
+                        (Kind::Encrypted, _) => a.encrypted128(Base::Counter).map(|n| n.to_u128()),
                     };
-                    // Disabled / expired / would block: the lease layer said no; nothing to record.
-                    if let Ok(value) = value {
-                        batch.push(Record::Nonce {
-                            at_ms: clock.now_ms(),
+                    match value {
+                        Ok(value) => batch.push(Record::Nonce {
+                            at: log.now(),
                             kind,
                             bits,
                             value,
-                        });
+                        }),
+                        // The factories are set up so that this never happens; say so if it does.
+                        Err(e @ nononce::nonce::Error::KindConflict { .. }) if !warned => {
+                            warned = true;
+                            eprintln!("chaos-node: {}{bits}: {e}", kind.name());
+                        }
+                        // Disabled / expired / would block: the lease layer said no.
+                        Err(_) => {}
                     }
                 }
             }
@@ -475,10 +573,12 @@ async fn steal(args: StealArgs) -> Result<(), String> {
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "UPDATE {t} SET token = $1, expires_at = {now} + $2::bigint * INTERVAL '1 millisecond', \
                  lock_version = lock_version + 1 WHERE id = (SELECT id FROM {t} \
-                 WHERE NOT (expires_at < {now}) ORDER BY random() LIMIT 1) RETURNING id::bigint"
+                 WHERE NOT (expires_at < {now}) AND token IS DISTINCT FROM $3 ORDER BY random() LIMIT 1) \
+                 RETURNING id::bigint"
             )))
             .bind(&token[..])
             .bind(ttl)
+            .bind(&RESERVED_TOKEN[..])
             .fetch_optional(&pool)
             .await
             .map_err(|e| e.to_string())?
@@ -490,8 +590,10 @@ async fn steal(args: StealArgs) -> Result<(), String> {
             let t = format!("`{}`", args.name);
             let now = "UTC_TIMESTAMP(6)";
             let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT CAST(id AS SIGNED) FROM {t} WHERE NOT (expires_at < {now}) ORDER BY RAND() LIMIT 1"
+                "SELECT CAST(id AS SIGNED) FROM {t} WHERE NOT (expires_at < {now}) \
+                 AND NOT (token <=> ?) ORDER BY RAND() LIMIT 1"
             )))
+            .bind(&RESERVED_TOKEN[..])
             .fetch_optional(&pool)
             .await
             .map_err(|e| e.to_string())?;
@@ -519,8 +621,10 @@ async fn steal(args: StealArgs) -> Result<(), String> {
             let t = format!("\"{}\"", args.name);
             let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
             let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT id FROM {t} WHERE NOT (expires_at < {now}) ORDER BY random() LIMIT 1"
+                "SELECT id FROM {t} WHERE NOT (expires_at < {now}) AND token IS NOT ? \
+                 ORDER BY random() LIMIT 1"
             )))
+            .bind(&RESERVED_TOKEN[..])
             .fetch_optional(&pool)
             .await
             .map_err(|e| e.to_string())?;
@@ -564,8 +668,14 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
         .await
         .map_err(|e| e.to_string())?;
     let ids: Vec<&String> = fields
-        .keys()
-        .filter(|k| !k.is_empty() && k.len() <= 3 && k.bytes().all(|b| b.is_ascii_digit()))
+        .iter()
+        .filter(|(k, v)| {
+            !k.is_empty()
+                && k.len() <= 3
+                && k.bytes().all(|b| b.is_ascii_digit())
+                && v.as_str() != RESERVED_REDIS
+        })
+        .map(|(k, _)| k)
         .collect();
     if ids.is_empty() {
         return Ok(None);
@@ -600,4 +710,103 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
     id.parse()
         .map(Some)
         .map_err(|e: std::num::ParseIntError| e.to_string())
+}
+
+/// Gives every ID from `keep` to 511 to a foreign holder for `ttl_ms` (migrating the table
+/// first), so the nodes hand the remaining few IDs to each other: every handover then crosses
+/// clocks, and the floor is what keeps their timestamps apart.
+async fn reserve(args: ReserveArgs) -> Result<(), String> {
+    if !args
+        .name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
+    }
+    let ttl = i64::try_from(args.ttl_ms).map_err(|e| e.to_string())?;
+    let keep = i64::from(args.keep);
+    let work = async {
+        if args.store.starts_with("redis://") {
+            let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut cmd = redis::cmd("HSETEX");
+            cmd.arg(&args.name).arg("PX").arg(args.ttl_ms).arg("FIELDS");
+            cmd.arg(2 * (512 - u32::from(args.keep.min(512))));
+            for id in args.keep..512 {
+                let id = id.to_string();
+                cmd.arg(&id)
+                    .arg(RESERVED_REDIS)
+                    .arg(format!("token.{id}.{RESERVED_REDIS}"))
+                    .arg(&id);
+            }
+            if args.keep < 512 {
+                let _: i64 = cmd.query_async(&mut con).await.map_err(|e| e.to_string())?;
+            }
+            return Ok::<_, String>(());
+        }
+        let strategy = lease_sql::SqlStrategy::connect_lazy(&args.store)
+            .and_then(|s| s.with_table(&args.name))
+            .map_err(|e| e.to_string())?;
+        strategy.migrate().await.map_err(|e| e.to_string())?;
+        if args.store.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(&args.store)
+                .await
+                .map_err(|e| e.to_string())?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE \"{}\" SET token = $1, expires_at = (CURRENT_TIMESTAMP AT TIME ZONE 'UTC') \
+                 + $2::bigint * INTERVAL '1 millisecond', lock_version = lock_version + 1 WHERE id >= $3",
+                args.name
+            )))
+            .bind(&RESERVED_TOKEN[..])
+            .bind(ttl)
+            .bind(i16::try_from(keep).unwrap_or(i16::MAX))
+            .execute(&pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
+            let url = args.store.replacen("mariadb:", "mysql:", 1);
+            let pool = sqlx::MySqlPool::connect(&url)
+                .await
+                .map_err(|e| e.to_string())?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE `{}` SET token = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), \
+                 lock_version = lock_version + 1 WHERE id >= ?",
+                args.name
+            )))
+            .bind(&RESERVED_TOKEN[..])
+            .bind(ttl * 1000)
+            .bind(keep)
+            .execute(&pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        } else {
+            use std::str::FromStr;
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
+                .map_err(|e| e.to_string())?
+                .busy_timeout(Duration::from_secs(5));
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .map_err(|e| e.to_string())?;
+            #[allow(clippy::cast_precision_loss)] // milliseconds, far below 2^52
+            let modifier = format!("+{:.3} seconds", ttl as f64 / 1000.0);
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE \"{}\" SET token = ?, expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?), \
+                 lock_version = lock_version + 1 WHERE id >= ?",
+                args.name
+            )))
+            .bind(&RESERVED_TOKEN[..])
+            .bind(modifier)
+            .bind(keep)
+            .execute(&pool)
+            .await
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(20), work)
+        .await
+        .map_err(|_| "reserve timed out".to_owned())?
 }

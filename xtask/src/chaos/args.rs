@@ -1,0 +1,138 @@
+//! `cargo xtask chaos` arguments.
+
+/// A coordinator the harness runs nodes against.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    Mariadb,
+    Valkey,
+    Redis8,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 5] = [
+        Backend::Sqlite,
+        Backend::Valkey,
+        Backend::Redis8,
+        Backend::Postgres,
+        Backend::Mariadb,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::Mariadb => "mariadb",
+            Backend::Valkey => "valkey9",
+            Backend::Redis8 => "redis8",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == s)
+    }
+}
+
+pub struct Options {
+    pub seed: u64,
+    pub long: bool,
+    pub nodes: usize,
+    pub secs: u64,
+    pub backends: Vec<Backend>,
+    pub guard: bool,
+    /// Extra lease-sql URL options for the nodes (`amnesia_guard=off` to see what the guard
+    /// prevents).
+    pub sql_options: Option<String>,
+}
+
+pub fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        seed: 1,
+        long: false,
+        nodes: 8,
+        secs: 0,
+        backends: Vec::new(),
+        guard: true,
+        sql_options: None,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--long" => o.long = true,
+            "--no-guard" => o.guard = false,
+            "--seed" => {
+                o.seed = value("--seed")?
+                    .parse()
+                    .map_err(|e| format!("--seed: {e}"))?;
+            }
+            "--nodes" => {
+                o.nodes = value("--nodes")?
+                    .parse()
+                    .map_err(|e| format!("--nodes: {e}"))?;
+            }
+            "--secs" => {
+                o.secs = value("--secs")?
+                    .parse()
+                    .map_err(|e| format!("--secs: {e}"))?;
+            }
+            "--sql-options" => o.sql_options = Some(value("--sql-options")?),
+            "--backend" => {
+                for name in value("--backend")?.split(',') {
+                    o.backends.push(Backend::parse(name).ok_or_else(|| {
+                        format!(
+                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb"
+                        )
+                    })?);
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --sql-options K=V[&K=V]"
+                ));
+            }
+        }
+    }
+    if o.nodes < 2 {
+        return Err("--nodes must be at least 2".into());
+    }
+    if o.backends.is_empty() {
+        o.backends = Backend::ALL.to_vec();
+    }
+    if o.secs == 0 {
+        o.secs = if o.long { 150 } else { 30 };
+    }
+    if o.secs < 20 {
+        return Err(
+            "--secs must be at least 20 (5 s of leases first, 8 s of recovery last)".into(),
+        );
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn defaults_and_choices() {
+        let o = parse(&[]).unwrap();
+        assert_eq!((o.seed, o.nodes, o.secs, o.long), (1, 8, 30, false));
+        assert_eq!(o.backends, Backend::ALL);
+        let o = parse(&args("--long --seed 7 --backend postgres,sqlite --nodes 4")).unwrap();
+        assert_eq!((o.seed, o.nodes, o.secs, o.long), (7, 4, 150, true));
+        assert_eq!(o.backends, [Backend::Postgres, Backend::Sqlite]);
+        assert!(parse(&args("--backend oracle")).is_err());
+        assert!(parse(&args("--nodes 1")).is_err());
+        assert!(parse(&args("--seed")).is_err());
+    }
+}

@@ -1,0 +1,165 @@
+//! Node processes: spawning, signals, bounded stops, the fault log.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::proxy::Proxies;
+use super::schedule::{NODE_TIMING, NodeClocks};
+
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Node {
+    /// The store URL the node is given (through its proxy where there is one).
+    pub url: String,
+    pub child: Option<Child>,
+    pub incarnation: u32,
+    pub spawned: Instant,
+}
+
+/// The nodes of one backend run (or the guard scenario), their proxies and the fault log.
+/// Every node still running is killed on drop (the proxies' process too).
+pub struct Cluster {
+    pub bin: PathBuf,
+    pub dir: PathBuf,
+    pub name: String,
+    pub nodes: Vec<Node>,
+    pub clocks: Vec<NodeClocks>,
+    pub proxies: Option<Proxies>,
+    faults: fs::File,
+    pub started: Instant,
+}
+
+impl Cluster {
+    pub fn new(bin: PathBuf, dir: PathBuf, name: String) -> Result<Self, String> {
+        let faults =
+            fs::File::create(dir.join("faults.jsonl")).map_err(|e| format!("faults.jsonl: {e}"))?;
+        Ok(Self {
+            bin,
+            dir,
+            name,
+            nodes: Vec::new(),
+            clocks: Vec::new(),
+            proxies: None,
+            faults,
+            started: Instant::now(),
+        })
+    }
+
+    fn write_log(&mut self, key: &str, name: &str, node: Option<usize>, detail: &str) {
+        let t = self.started.elapsed().as_millis();
+        eprintln!(
+            "    chaos {t:>6} ms  {name} {}{detail}",
+            node.map_or(String::new(), |n| format!("node {n} "))
+        );
+        let line = serde_json::json!({ "t_ms": t, key: name, "node": node, "detail": detail });
+        let _ = writeln!(self.faults, "{line}");
+    }
+
+    /// Logs an injected fault (the checker counts these by name).
+    pub fn log(&mut self, fault: &str, node: Option<usize>, detail: &str) {
+        self.write_log("fault", fault, node, detail);
+    }
+
+    /// Logs a step of a fault already counted.
+    pub fn note(&mut self, event: &str, node: Option<usize>, detail: &str) {
+        self.write_log("event", event, node, detail);
+    }
+
+    /// Starts node `i` as a new process incarnation with its planned clock.
+    pub fn spawn(&mut self, i: usize) -> Result<(), String> {
+        self.spawn_with(i, &[])
+    }
+
+    pub fn spawn_with(&mut self, i: usize, extra: &[String]) -> Result<(), String> {
+        let node = &mut self.nodes[i];
+        node.incarnation += 1;
+        let incarnation = node.incarnation;
+        let stem = format!("node-{i:02}-{incarnation:02}");
+        let (offset, step) = self.clocks.get(i).map_or((0, 0), |c| c.get(incarnation));
+        let log = fs::File::create(self.dir.join(format!("{stem}.log")))
+            .map_err(|e| format!("{stem}.log: {e}"))?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["run", "--node", &i.to_string()])
+            .args(["--store", &node.url, "--name", &self.name])
+            .arg("--out")
+            .arg(self.dir.join(format!("{stem}.bin")))
+            .args(["--clock-offset-ms", &offset.to_string()])
+            .args(["--clock-step-ms", &step.to_string()])
+            .args(extra);
+        for (flag, value) in NODE_TIMING {
+            cmd.args([flag, &value.to_string()]);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("could not start {}: {e}", self.bin.display()))?;
+        node.child = Some(child);
+        node.spawned = Instant::now();
+        if offset != 0 {
+            self.log(
+                "skew",
+                Some(i),
+                &format!("process {incarnation} runs with its clock {offset:+} ms off"),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn signal(&self, i: usize, signal: &str) {
+        if let Some(child) = &self.nodes[i].child {
+            let _ = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Waits up to [`STOP_TIMEOUT`] for node `i` to exit, then kills it.
+    pub fn wait_stopped(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            eprintln!("    chaos: node {i} did not stop within {STOP_TIMEOUT:?}; killing it");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Graceful stop of every node: SIGCONT (a frozen one), SIGTERM, bounded wait.
+    pub fn stop_all(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.signal(i, "-CONT");
+            self.signal(i, "-TERM");
+        }
+        for i in 0..self.nodes.len() {
+            self.wait_stopped(i);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.signal(i, "-CONT");
+            self.kill(i);
+        }
+    }
+}

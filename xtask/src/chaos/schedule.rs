@@ -1,0 +1,306 @@
+//! The seeded fault schedule and every node's clocks.
+
+use super::rng::Rng;
+
+/// Lease timing every node uses (ms): short, so faults outlast leases within seconds.
+pub const LEASE_MS: u64 = 5000;
+/// The nodes' safety margin (ms); clock offsets and steps are multiples of it.
+pub const MARGIN_MS: u64 = 750;
+pub const NODE_TIMING: [(&str, u64); 5] = [
+    ("--lease-ms", LEASE_MS),
+    ("--renew-ms", 1000),
+    ("--min-ttl-ms", 2000),
+    ("--margin-ms", MARGIN_MS),
+    ("--call-timeout-ms", 1500),
+];
+
+/// Clock offsets in margins: ahead and behind by a little, by more than the margin twice
+/// over, and by far more than a lease.
+const OFFSETS: [i64; 7] = [0, 2, -2, 5, -5, 20, -20];
+/// The long run adds an hour's worth of skew at production timing, scaled to the chaos
+/// timing: an hour is 360 default margins (10 s), here 360 x 750 ms = 270 s.
+const HOUR_EQUIVALENT: i64 = 360;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The node's proxy stalls (true) or heals (false).
+    Partition(usize, bool),
+    /// The node's proxy resets every connection (true) until healed (false).
+    Reset(usize, bool),
+    /// The node's proxy delays every chunk by this many ms (0: heal).
+    Latency(usize, u64),
+    Freeze(usize),
+    Thaw(usize),
+    Kill(usize),
+    Restart(usize),
+    /// SIGUSR1: the node steps its clock back.
+    ClockStep(usize),
+    Steal,
+    CoordinatorDown,
+    CoordinatorUp,
+    /// The replica stops receiving WAL.
+    FailoverLag,
+    /// The primary is killed, the lagging replica promoted, the nodes repointed.
+    FailoverPromote,
+    Rolling,
+    Herd,
+}
+
+/// What a backend offers for faults.
+#[derive(Clone, Copy, Debug)]
+pub struct Features {
+    /// Nodes reach the coordinator through proxies.
+    pub proxy: bool,
+    /// The coordinator is a server of the run's own that can be killed and restarted.
+    pub server: bool,
+    /// A streaming replica to fail over to.
+    pub replica: bool,
+}
+
+/// A node's clock offset and step for each process incarnation (1-based).
+#[derive(Clone, Debug, Default)]
+pub struct NodeClocks {
+    pub offsets_ms: Vec<i64>,
+    pub steps_ms: Vec<u64>,
+}
+
+impl NodeClocks {
+    /// (offset, step) for incarnation `k` (the last ones repeat).
+    pub fn get(&self, k: u32) -> (i64, u64) {
+        let i = usize::try_from(k.max(1) - 1).unwrap_or(usize::MAX);
+        let pick = |v: &[i64]| v.get(i).or(v.last()).copied().unwrap_or(0);
+        let step = self
+            .steps_ms
+            .get(i)
+            .or(self.steps_ms.last())
+            .copied()
+            .unwrap_or(0);
+        (pick(&self.offsets_ms), step)
+    }
+}
+
+pub struct Plan {
+    /// (ms after start, action), sorted.
+    pub actions: Vec<(u64, Action)>,
+    /// Per node.
+    pub clocks: Vec<NodeClocks>,
+}
+
+/// How many process incarnations a node's clock plan covers (later ones repeat the last).
+const INCARNATIONS: usize = 24;
+
+fn clocks(rng: &mut Rng, nodes: usize, long: bool) -> Vec<NodeClocks> {
+    let mut choices: Vec<i64> = OFFSETS.to_vec();
+    if long {
+        choices.extend([HOUR_EQUIVALENT, -HOUR_EQUIVALENT]);
+    }
+    // The first start: every offset once (node order seeded); the long run gives one node the
+    // hour's worth of skew, either way.
+    let mut first: Vec<i64> = OFFSETS.to_vec();
+    if long {
+        first.push(if rng.next().is_multiple_of(2) {
+            HOUR_EQUIVALENT
+        } else {
+            -HOUR_EQUIVALENT
+        });
+    }
+    let mut order: Vec<usize> = (0..nodes).collect();
+    rng.shuffle(&mut order);
+    let mut out = vec![NodeClocks::default(); nodes];
+    for (k, &node) in order.iter().enumerate() {
+        let mut offset = first[k % first.len()];
+        let clocks = &mut out[node];
+        for _ in 0..INCARNATIONS {
+            clocks
+                .offsets_ms
+                .push(offset * i64::try_from(MARGIN_MS).unwrap_or(0));
+            clocks.steps_ms.push(rng.range(2, 20) * MARGIN_MS);
+            // Restarts come back with a different offset.
+            let previous = offset;
+            while offset == previous {
+                offset = rng.pick(&choices);
+            }
+        }
+    }
+    out
+}
+
+/// The fault classes a backend gets.
+pub fn classes(features: Features) -> Vec<&'static str> {
+    let mut classes = vec!["freeze", "kill9", "steal", "rolling", "clock_step"];
+    if features.proxy {
+        classes.extend(["partition", "reset", "latency"]);
+    }
+    if features.server {
+        classes.push("coordinator");
+    }
+    if features.replica {
+        classes.push("failover");
+    }
+    classes
+}
+
+/// The seeded schedule over `secs` seconds: the short run injects every class once in a
+/// seeded order, each on a different node; the long run one every ~4 s, every class at
+/// least once (failover once, rolling at most twice), and a herd restart.
+pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Features) -> Plan {
+    let clocks = clocks(rng, nodes, long);
+    let end_ms = secs * 1000;
+    let classes = classes(features);
+    let mut picks: Vec<&str> = classes.clone();
+    rng.shuffle(&mut picks);
+    if long {
+        let slots = usize::try_from((end_ms - 15_000) / 4_000).unwrap_or(0);
+        while picks.len() < slots {
+            let c = rng.pick(&classes);
+            let limit = match c {
+                "failover" => 1,
+                "rolling" => 2,
+                _ => usize::MAX,
+            };
+            if picks.iter().filter(|p| **p == c).count() >= limit {
+                continue;
+            }
+            picks.push(c);
+        }
+        picks.push("herd");
+    }
+    // Leave 5 s at the start for the first leases and ~8 s at the end for recovery.
+    let first = 5_000;
+    let last = end_ms.saturating_sub(8_000).max(first + 1);
+    let step = (last - first) / picks.len() as u64;
+    // Nodes in seeded order, one per fault in turn: faults on one node's proxy never overlap
+    // (a heal would end the other fault early).
+    let mut order: Vec<usize> = (0..nodes).collect();
+    rng.shuffle(&mut order);
+    // Server faults (restart, failover) never overlap each other.
+    let mut server_free_at = 0;
+    let mut out = Vec::new();
+    for (k, class) in picks.iter().enumerate() {
+        let t = first + step * k as u64 + rng.range(0, step / 3);
+        let node = order[k % nodes];
+        let cut = LEASE_MS + rng.range(500, 2000);
+        match *class {
+            "partition" => {
+                out.push((t, Action::Partition(node, true)));
+                out.push((t + cut, Action::Partition(node, false)));
+            }
+            "reset" => {
+                // Sometimes shorter than a lease (renewals retry on a new connection),
+                // sometimes longer (lost).
+                let d = rng.range(1000, LEASE_MS + 2000);
+                out.push((t, Action::Reset(node, true)));
+                out.push((t + d, Action::Reset(node, false)));
+            }
+            "latency" => {
+                out.push((t, Action::Latency(node, rng.range(200, 1200))));
+                out.push((t + rng.range(3000, 5000), Action::Latency(node, 0)));
+            }
+            "freeze" => {
+                out.push((t, Action::Freeze(node)));
+                out.push((t + cut, Action::Thaw(node)));
+            }
+            "kill9" => {
+                out.push((t, Action::Kill(node)));
+                out.push((t + rng.range(300, 1500), Action::Restart(node)));
+            }
+            "clock_step" => out.push((t, Action::ClockStep(node))),
+            "steal" => out.push((t, Action::Steal)),
+            "coordinator" => {
+                let t = t.max(server_free_at);
+                // Sometimes shorter than a lease (renewals retry), sometimes longer (lost).
+                let up = t + rng.range(1000, LEASE_MS + 2000);
+                out.push((t, Action::CoordinatorDown));
+                out.push((up, Action::CoordinatorUp));
+                server_free_at = up + 2_000;
+            }
+            "failover" => {
+                let t = t.max(server_free_at);
+                // The replica misses more than a lease's worth of writes: every lease granted
+                // or renewed meanwhile is unknown to it.
+                let promote = t + LEASE_MS + rng.range(500, 2500);
+                out.push((t, Action::FailoverLag));
+                out.push((promote, Action::FailoverPromote));
+                server_free_at = promote + LEASE_MS + 2_000;
+            }
+            "rolling" => out.push((t, Action::Rolling)),
+            _ => out.push((t, Action::Herd)),
+        }
+    }
+    out.sort_by_key(|(t, _)| *t);
+    Plan {
+        actions: out,
+        clocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: Features = Features {
+        proxy: true,
+        server: true,
+        replica: true,
+    };
+
+    #[test]
+    fn the_short_plan_has_every_class_once_and_is_seeded() {
+        let a = plan(&mut Rng::new(1), 8, 30, false, ALL);
+        let b = plan(&mut Rng::new(1), 8, 30, false, ALL);
+        assert_eq!(a.actions, b.actions);
+        let count = |f: fn(&Action) -> bool| a.actions.iter().filter(|(_, x)| f(x)).count();
+        assert_eq!(count(|a| matches!(a, Action::Partition(_, true))), 1);
+        assert_eq!(count(|a| matches!(a, Action::Reset(_, true))), 1);
+        assert_eq!(count(|a| matches!(a, Action::ClockStep(_))), 1);
+        assert_eq!(count(|a| matches!(a, Action::FailoverPromote)), 1);
+        assert_eq!(count(|a| matches!(a, Action::CoordinatorDown)), 1);
+        assert!(a.actions.windows(2).all(|w| w[0].0 <= w[1].0));
+        let c = plan(&mut Rng::new(2), 8, 30, false, ALL);
+        assert_ne!(a.actions, c.actions);
+    }
+
+    #[test]
+    fn server_faults_never_overlap() {
+        for seed in 0..200 {
+            let p = plan(&mut Rng::new(seed), 8, 150, true, ALL);
+            let mut down = false;
+            for (_, a) in &p.actions {
+                match a {
+                    Action::CoordinatorDown | Action::FailoverLag => {
+                        assert!(!down, "seed {seed}: {:?}", p.actions);
+                        down = true;
+                    }
+                    Action::CoordinatorUp | Action::FailoverPromote => down = false,
+                    _ => {}
+                }
+            }
+            let failovers = p
+                .actions
+                .iter()
+                .filter(|(_, a)| *a == Action::FailoverLag)
+                .count();
+            assert_eq!(failovers, 1, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn clocks_spread_and_change_on_restart() {
+        let p = plan(&mut Rng::new(3), 8, 30, false, ALL);
+        let margin = i64::try_from(MARGIN_MS).unwrap();
+        let mut first: Vec<i64> = p.clocks.iter().map(|c| c.get(1).0 / margin).collect();
+        first.sort_unstable();
+        assert_eq!(first, [-20, -5, -2, 0, 0, 2, 5, 20]);
+        for c in &p.clocks {
+            assert_ne!(c.get(1).0, c.get(2).0);
+            let (_, step) = c.get(1);
+            assert!((2 * MARGIN_MS..=20 * MARGIN_MS).contains(&step));
+        }
+        let long = plan(&mut Rng::new(3), 8, 150, true, ALL);
+        assert!(
+            long.clocks
+                .iter()
+                .any(|c| c.get(1).0.abs() == HOUR_EQUIVALENT * margin)
+        );
+    }
+}
