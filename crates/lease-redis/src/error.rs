@@ -126,6 +126,12 @@ pub enum RedisLeaseError {
 impl RedisLeaseError {
     /// Classifies a failed command.
     pub(crate) fn command(command: &'static str, key: &str, source: redis::RedisError) -> Self {
+        // A pipeline or a MULTI/EXEC transaction reports its commands' errors together (an
+        // aborted transaction as EXECABORT): classify by the first command that failed.
+        let source = match source.clone().into_server_errors() {
+            Some(errors) if !errors.is_empty() => redis::RedisError::from(errors[0].1.clone()),
+            _ => source,
+        };
         let detail = source.detail().unwrap_or_default().to_ascii_lowercase();
         // A server without HSETEX: "unknown command" when sent directly, "Unknown Redis command
         // called from script" from inside a Lua script.

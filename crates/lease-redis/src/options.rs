@@ -80,7 +80,8 @@ impl RedisOptions {
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
     /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long after a server restart.
+    /// amnesia guard holds acquisition off for this long after a server restart. It must not be
+    /// below the lease manager's `min_ttl`: check with [`validate_for`](Self::validate_for).
     #[must_use]
     pub const fn max_lease_duration(mut self, max: Duration) -> Self {
         self.max_lease_duration = max;
@@ -150,5 +151,100 @@ impl RedisOptions {
             );
         }
         Ok(())
+    }
+
+    /// Checks the settings ([`validate`](Self::validate)) and that they suit the lease
+    /// manager's timing `config`: every grant is at most `max_lease_duration`, so a
+    /// `max_lease_duration` below the manager's `min_ttl` would make every grant one the
+    /// manager refuses as an illegal TTL, and each acquisition would block an ID for nothing.
+    ///
+    /// The strategy never sees the manager's configuration: call this where both are known,
+    /// before starting the manager.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lease_core::LeaseConfig;
+    /// use lease_redis::RedisOptions;
+    ///
+    /// let options = RedisOptions::new().max_lease_duration(Duration::from_secs(10));
+    /// assert!(options.validate_for(&LeaseConfig::default()).is_err()); // min_ttl is 30 s
+    /// let short = LeaseConfig::default()
+    ///     .with_lease_duration(Duration::from_secs(10))
+    ///     .with_renew_interval(Duration::from_secs(3))
+    ///     .with_min_ttl(Duration::from_secs(5))
+    ///     .with_margin(Duration::from_secs(1));
+    /// options.validate_for(&short).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`RedisLeaseError::InvalidOptions`] (kind `Misconfigured`) naming the settings to change.
+    pub fn validate_for(&self, config: &lease_core::LeaseConfig) -> Result<(), RedisLeaseError> {
+        self.validate()?;
+        let min_ttl = config.min_ttl();
+        if self.max_lease_duration < min_ttl {
+            return Err(RedisLeaseError::InvalidOptions(format!(
+                "max_lease_duration ({:?}) is below the lease manager's min_ttl ({min_ttl:?}): \
+                 every grant is at most max_lease_duration and would be refused as an illegal \
+                 ttl; raise RedisOptions::max_lease_duration to at least min_ttl, or lower \
+                 LeaseConfig::with_min_ttl (and the margin and renew interval with it)",
+                self.max_lease_duration
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::{ErrorKind, LeaseConfig, LeaseError};
+
+    use super::*;
+
+    #[test]
+    fn a_longest_lease_below_the_minimum_ttl_is_rejected_with_both_settings_named() {
+        let config = LeaseConfig::default();
+        let capped = RedisOptions::new().max_lease_duration(Duration::from_secs(10));
+        // Alone, the options are fine: only the lease manager's minimum makes them useless.
+        capped.validate().unwrap();
+        let error = capped.validate_for(&config).unwrap_err();
+        assert!(
+            matches!(error, RedisLeaseError::InvalidOptions(_)),
+            "{error}"
+        );
+        assert_eq!(error.kind(), ErrorKind::Misconfigured);
+        let message = error.to_string();
+        for needle in ["max_lease_duration", "min_ttl", "10s", "30s"] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+
+        // At the minimum, and above it, every grant is legal.
+        RedisOptions::new()
+            .max_lease_duration(Duration::from_secs(30))
+            .validate_for(&config)
+            .unwrap();
+        RedisOptions::new().validate_for(&config).unwrap();
+        // A lower minimum makes the short cap usable.
+        capped
+            .validate_for(
+                &config
+                    .clone()
+                    .with_min_ttl(Duration::from_secs(3))
+                    .with_margin(Duration::from_secs(1)),
+            )
+            .unwrap();
+        // A lease asked for longer than the cap is fine: it is granted the cap.
+        RedisOptions::new()
+            .max_lease_duration(Duration::from_secs(60))
+            .validate_for(&config)
+            .unwrap();
+    }
+
+    #[test]
+    fn validate_for_checks_the_options_themselves_too() {
+        let error = RedisOptions::new()
+            .acquire_attempts(0)
+            .validate_for(&LeaseConfig::default())
+            .unwrap_err();
+        assert!(error.to_string().contains("acquire_attempts"), "{error}");
     }
 }

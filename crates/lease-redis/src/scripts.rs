@@ -64,13 +64,19 @@ end
 return {renewed, now[1], now[2]}
 ";
 
-/// Release: `ARGV` = id, token, guard ms, floor. `HSETEX FXX PX guard` of both lease fields
-/// and, only if this holder's marker was there, the floor is set to the given one.
+/// Release: `ARGV` = id, token, guard ms, floor. `HSETEX FXX PX guard` of both lease fields,
+/// then this holder's marker is deleted and, only if the marker was there, the floor is set to
+/// the given one.
+///
+/// The ID field stays for the guard, so every node (NoNoncense ones too) sees the ID taken
+/// until then; without the marker, a renewal that reaches the server after the release (its
+/// `HSETEX FXX` needs both fields) fails instead of extending the released lease.
 ///
 /// Reply: 1 = released, 0 = the lease was not this holder's any more.
 const RELEASE: &str = r"
 local released = redis.call('HSETEX', key, 'FXX', 'PX', ARGV[3], 'FIELDS', 2,
   id, token, marker, id)
+redis.call('HDEL', key, marker)
 if released == 1 then
   redis.call('HSET', key, floor_field, ARGV[4])
 end

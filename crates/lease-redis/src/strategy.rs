@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use lease_core::{Grant, MachineId, Renewal, Strategy};
+use lease_core::{Grant, Holder, MachineId, Renewal, Strategy};
 use redis::FromRedisValue;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
@@ -13,10 +13,23 @@ use crate::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT, time_ms};
 use crate::wire;
 
 /// This holder's lease: the machine ID and the random token in its ownership marker.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` shows the ID and the first [`Holder::TOKEN_PREFIX_LEN`] characters of the token
+/// only (as the operator views do): the whole token lets anyone renew or release the lease.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct RedisLease {
     id: MachineId,
     token: String,
+}
+
+impl std::fmt::Debug for RedisLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let prefix: String = self.token.chars().take(Holder::TOKEN_PREFIX_LEN).collect();
+        f.debug_struct("RedisLease")
+            .field("machine_id", &self.id.get())
+            .field("token", &format_args!("{prefix}…"))
+            .finish()
+    }
 }
 
 impl RedisLease {
@@ -52,10 +65,12 @@ struct Seen {
 /// A lease is two fields written by one `HSETEX` with one TTL: `"<id>" => token` and the
 /// ownership marker `"token.<id>.<token>" => "<id>"`. Acquire claims a randomly chosen free ID
 /// with `FNX`; renew and release use `FXX`, which succeeds only while this holder's marker
-/// exists. The floor-aware operations ([`Strategy::acquire_with_floor`] and its companions, what
-/// the lease manager calls) do the same in Lua scripts that also maintain the ID's timestamp
-/// floor, `"floor.<id>" => "<unix ms>"`, a field without TTL. See the crate docs for the
-/// protocol, the amnesia guard and an example.
+/// exists. Release keeps the ID field for the guard and deletes the marker in the same step, so
+/// a renewal that reaches the server after it fails. The floor-aware operations
+/// ([`Strategy::acquire_with_floor`] and its companions, what the lease manager calls) do the
+/// same in Lua scripts that also maintain the ID's timestamp floor, `"floor.<id>" => "<unix
+/// ms>"`, a field without TTL. See the crate docs for the protocol, the amnesia guard and an
+/// example.
 ///
 /// `C` is any `redis` async connection that can be cloned and shared: a [`ConnectionManager`]
 /// (what [`connect`](Self::connect) makes; reconnects by itself), a `MultiplexedConnection`, or
@@ -349,6 +364,25 @@ where
         Ok(ttl)
     }
 
+    /// The floor to record for a grant of `ttl` on a request for `requested` whose bound is
+    /// `floor_ms`: the bound less what `max_lease_duration` cut off, `requested - ttl`.
+    ///
+    /// Safe because of how the lease manager computes the two: it passes `floor_ms = sent +
+    /// requested - margin` (the latest deadline a grant of `requested` could give) and sets its
+    /// deadline to at most `sent + ttl - margin` for the TTL actually granted, whatever it asked
+    /// for. The two differ by exactly `requested - ttl`, so the lowered floor is still at or
+    /// above the deadline, and so above every timestamp issued under this grant (factories
+    /// issue none at or past their deadline). Recording `floor_ms` itself would leave, after a
+    /// crash, a floor `requested - ttl` ahead of anything issued (7 h with the default 8 h
+    /// lease and a 1 h cap), and the successor's nonces would start that far ahead of its
+    /// clock. Any caller that counts its deadline from the granted TTL and its floor from the
+    /// requested duration, from the same instant and margin, gets the same guarantee.
+    fn granted_floor(floor_ms: u64, requested: Duration, ttl: Duration) -> u64 {
+        floor_ms
+            .saturating_sub(millis(requested.saturating_sub(ttl)))
+            .min(wire::MAX_FLOOR_MS)
+    }
+
     /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms`, in one
     /// atomic step.
     async fn claim(
@@ -364,7 +398,7 @@ where
             .arg(id.get().to_string())
             .arg(token)
             .arg(millis(ttl))
-            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .arg(floor_ms.to_string())
             .invoke_async(connection)
             .await
             .map_err(self.fail("EVALSHA (acquire script)"))?;
@@ -440,13 +474,43 @@ where
         Ok(Renewal::new(lease.clone(), ttl))
     }
 
+    /// `MULTI`, `HSETEX FXX PX guard` of both lease fields, `HDEL` of this holder's marker,
+    /// `EXEC`: one round trip, applied as one step.
     async fn release(&self, lease: &RedisLease, guard: Duration) -> Result<(), RedisLeaseError> {
-        // FXX: only while this holder's marker exists. Both fields stay for `guard` more, so a
-        // successor cannot start in this holder's last milliseconds.
+        // FXX: only while this holder's marker exists. The ID field stays for `guard` more, so
+        // a successor (NoNoncense nodes too) cannot start in this holder's last milliseconds.
+        // The marker goes in the same transaction: a renewal that reaches the server after
+        // the release (sent before it, or resent by a reconnecting client) then fails its FXX
+        // and cannot turn the guard back into a whole lease.
+        let id = lease.id.get().to_string();
+        let marker = lease.marker();
         let mut connection = self.connection.clone();
-        self.hsetex(&mut connection, "FXX", guard, lease.id, &lease.token)
+        let (released, _deleted): (i64, i64) = redis::pipe()
+            .atomic()
+            .cmd("HSETEX")
+            .arg(self.key())
+            .arg("FXX")
+            .arg("PX")
+            .arg(millis(guard))
+            .arg("FIELDS")
+            .arg(2)
+            .arg(&id)
+            .arg(&lease.token)
+            .arg(&marker)
+            .arg(&id)
+            .cmd("HDEL")
+            .arg(self.key())
+            .arg(&marker)
+            .query_async(&mut connection)
             .await
-            .map(|_| ())
+            .map_err(self.fail("MULTI/HSETEX/HDEL/EXEC (release)"))?;
+        match released {
+            0 | 1 => Ok(()),
+            other => Err(RedisLeaseError::UnexpectedReply {
+                command: "HSETEX (release)",
+                reply: other.to_string(),
+            }),
+        }
     }
 
     fn records_floor(&self) -> bool {
@@ -455,7 +519,8 @@ where
 
     /// `HGETALL` (with `INFO server` in the same round trip when the amnesia guard is on), a
     /// free ID chosen by its floor, then the acquire script: `HSETEX FNX` of both lease fields
-    /// and `floor.<id>` raised to `floor_ms`, atomically. Two round trips when the claim wins.
+    /// and `floor.<id>` raised to `floor_ms` (less `requested - ttl` when `max_lease_duration`
+    /// shortened the grant), atomically. Two round trips when the claim wins.
     async fn acquire_with_floor(
         &self,
         requested: Duration,
@@ -482,7 +547,13 @@ where
             };
             let token = wire::new_token();
             match self
-                .claim(&mut connection, id, &token, ttl, floor_ms)
+                .claim(
+                    &mut connection,
+                    id,
+                    &token,
+                    ttl,
+                    Self::granted_floor(floor_ms, requested, ttl),
+                )
                 .await?
             {
                 Claim::Won {
@@ -511,7 +582,8 @@ where
     }
 
     /// The renew script, one round trip: `HSETEX FXX` of both lease fields and, only if that
-    /// succeeded, `floor.<id>` raised to `floor_ms`, atomically.
+    /// succeeded, `floor.<id>` raised to `floor_ms` (less `requested - ttl` when
+    /// `max_lease_duration` shortened the grant), atomically.
     async fn renew_with_floor(
         &self,
         lease: &RedisLease,
@@ -525,7 +597,7 @@ where
             .arg(lease.id.get().to_string())
             .arg(&lease.token)
             .arg(millis(ttl))
-            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .arg(Self::granted_floor(floor_ms, requested, ttl).to_string())
             .invoke_async(&mut connection)
             .await
             .map_err(self.fail("EVALSHA (renew script)"))?;
@@ -543,8 +615,9 @@ where
         Ok(Renewal::new(lease.clone(), ttl).with_coordinator_ms(time_ms(seconds, micros)))
     }
 
-    /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields and,
-    /// only if this holder's marker was there, `floor.<id>` set to `floor_ms`, atomically.
+    /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields, `HDEL`
+    /// of this holder's marker and, only if the marker was there, `floor.<id>` set to
+    /// `floor_ms`, atomically.
     async fn release_with_floor(
         &self,
         lease: &RedisLease,
@@ -589,6 +662,28 @@ mod tests {
         move |n| {
             next += 1;
             (next - 1) % n
+        }
+    }
+
+    #[test]
+    fn debug_shows_the_id_and_a_token_prefix_only() {
+        let token = wire::new_token();
+        let lease = RedisLease {
+            id: id(17),
+            token: token.clone(),
+        };
+        let prefix = &token[..Holder::TOKEN_PREFIX_LEN];
+        let expected = format!("RedisLease {{ machine_id: 17, token: {prefix}… }}");
+        assert_eq!(format!("{lease:?}"), expected);
+        // Nothing past the prefix, in any form the lease is printed in.
+        let grant = Grant::new(id(17), lease.clone(), Duration::from_secs(1));
+        for shown in [
+            format!("{lease:#?}"),
+            format!("{grant:?}"),
+            format!("{:?}", Renewal::new(lease.clone(), Duration::from_secs(1))),
+        ] {
+            assert!(shown.contains(prefix), "{shown}");
+            assert!(!shown.contains(&token[prefix.len()..]), "{shown}");
         }
     }
 

@@ -214,6 +214,96 @@ async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
     }
 }
 
+/// A grant shortened by `max_lease_duration` records the floor of the TTL it got: the lease
+/// manager's bound is `sent + requested - margin`, its deadline at most `sent + granted -
+/// margin`, so the stored floor is the bound less `requested - granted`.
+#[tokio::test]
+async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
+    const EIGHT_HOURS: Duration = Duration::from_secs(8 * 3600);
+    for server in servers() {
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 7)).await;
+        let s = RedisStrategy::connect(&server.url, options(&key).max_lease_duration(HOUR))
+            .await
+            .unwrap();
+        let grant = s
+            .acquire_with_floor(EIGHT_HOURS, F, F + 8 * HOUR_MS as u64)
+            .await
+            .unwrap();
+        assert_eq!(grant.machine_id.get(), 7);
+        assert_eq!(grant.ttl, HOUR, "{name}");
+        assert_eq!(
+            floor(&mut c, &key, 7).await,
+            Some((F + HOUR_MS as u64).to_string()),
+            "{name}: acquire"
+        );
+
+        let renewal = s
+            .renew_with_floor(&grant.lease, EIGHT_HOURS, F + 10 + 8 * HOUR_MS as u64)
+            .await
+            .unwrap();
+        assert_eq!(renewal.ttl, HOUR, "{name}");
+        assert_eq!(
+            floor(&mut c, &key, 7).await,
+            Some((F + 10 + HOUR_MS as u64).to_string()),
+            "{name}: renew"
+        );
+        // A request within the cap records the bound as given.
+        s.renew_with_floor(&grant.lease, HOUR, F + 20 + HOUR_MS as u64)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 7).await,
+            Some((F + 20 + HOUR_MS as u64).to_string()),
+            "{name}: renew within the cap"
+        );
+        // Still only ever raised: a shortened bound below the stored floor leaves it.
+        s.renew_with_floor(&grant.lease, EIGHT_HOURS, F + 8 * HOUR_MS as u64)
+            .await
+            .unwrap();
+        assert_eq!(
+            floor(&mut c, &key, 7).await,
+            Some((F + 20 + HOUR_MS as u64).to_string()),
+            "{name}: lowered"
+        );
+    }
+}
+
+/// The same through a real lease manager (default timing: 8 h asked, 10 s margin) that
+/// crashes: the floor it leaves is about an hour ahead of its clock, not eight.
+#[tokio::test]
+async fn a_crashed_manager_on_a_capped_strategy_leaves_the_floor_of_its_grant() {
+    use lease_core::LeaseManager;
+    use nonce_core::{BootClock, Clock};
+    for server in servers() {
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != 8)).await;
+        let s = RedisStrategy::connect(&server.url, options(&key).max_lease_duration(HOUR))
+            .await
+            .unwrap();
+        let clock = BootClock::new();
+        let before = clock.now_ms();
+        let manager = LeaseManager::builder(s).clock(clock).start().await.unwrap();
+        let after = clock.now_ms();
+        assert_eq!(
+            manager.machine_id().map(lease_core::MachineId::get),
+            Some(8)
+        );
+        drop(manager);
+        let stored: u64 = floor(&mut c, &key, 8).await.unwrap().parse().unwrap();
+        let margin = 10_000;
+        assert!(
+            before + HOUR_MS as u64 - margin <= stored && stored <= after + HOUR_MS as u64 - margin,
+            "{name}: floor {stored} ms, {} ms ahead of the node's clock",
+            stored.saturating_sub(after)
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_lost_renewal_after_expiry_writes_nothing_but_the_floor_stays() {
     for server in servers() {
@@ -306,10 +396,14 @@ async fn release_sets_the_floor_token_matched_and_keeps_the_guard() {
             "{name}"
         );
         assert_eq!(hpttl(&mut c, &key, &floor_field(100)).await, -1, "{name}");
-        for field in ["100".to_owned(), grant.lease.marker()] {
-            let ttl = hpttl(&mut c, &key, &field).await;
-            assert!((1..=400).contains(&ttl), "{name}: {field}: {ttl}");
-        }
+        // The ID field stays for the guard; the marker is gone, so no renewal can follow.
+        let ttl = hpttl(&mut c, &key, "100").await;
+        assert!((1..=400).contains(&ttl), "{name}: {ttl}");
+        assert_eq!(
+            hpttl(&mut c, &key, &grant.lease.marker()).await,
+            -2,
+            "{name}"
+        );
         // Blocked during the guard, free after it; the floor outlives both.
         let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
@@ -875,6 +969,7 @@ async fn round_trips_per_operation() {
         let seen = commandstats(&mut c).await;
         let expected: Vec<(String, u64)> = [
             ("evalsha", 3),
+            ("hdel", 1),
             ("hget", 2),
             ("hgetall", 1),
             ("hset", 3),
@@ -887,7 +982,8 @@ async fn round_trips_per_operation() {
         .collect();
         assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
 
-        // The plain operations: NoNoncense's commands, with INFO pipelined into the read.
+        // The plain operations: NoNoncense's commands, with INFO pipelined into the read, and
+        // the release's HSETEX and marker HDEL in one MULTI/EXEC.
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut c)
@@ -900,10 +996,17 @@ async fn round_trips_per_operation() {
         s.release(&grant.lease, second).await.unwrap();
         count("plain release", 1);
         let seen = commandstats(&mut c).await;
-        let expected: Vec<(String, u64)> = [("hkeys", 1), ("hsetex", 3), ("info", 1)]
-            .into_iter()
-            .map(|(n, c)| (n.to_owned(), c))
-            .collect();
+        let expected: Vec<(String, u64)> = [
+            ("exec", 1),
+            ("hdel", 1),
+            ("hkeys", 1),
+            ("hsetex", 3),
+            ("info", 1),
+            ("multi", 1),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n.to_owned(), c))
+        .collect();
         assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
     }
 }

@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lease_redis::redis::{self, aio::MultiplexedConnection};
 use lease_redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
@@ -252,7 +252,8 @@ impl OwnServer {
             .expect("start own server");
         self.child = Some(child);
         self.dir = Some(dir);
-        let started = Instant::now();
+        // Until it answers, or fails: a server that exits (port taken, bad argument) ends the
+        // wait; there is no time limit.
         loop {
             if let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
                 && let Ok(mut connection) =
@@ -261,12 +262,14 @@ impl OwnServer {
             {
                 return;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "own {:?} server did not answer on port {} within 20 s",
-                self.binary,
-                self.port
-            );
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "own {:?} server on port {} exited before answering ({status})",
+                    self.binary, self.port
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
