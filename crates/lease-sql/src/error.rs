@@ -11,9 +11,9 @@ use crate::Dialect;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SqlError {
-    /// The lease table does not exist.
+    /// The lease table (or the coordinator table) does not exist.
     #[error(
-        "lease table `{table}` does not exist: run the migration (`SqlStrategy::migrate`, or migrations/{dialect}.sql with the table name)"
+        "table `{table}` does not exist: run the migration (`SqlStrategy::migrate`, or migrations/{dialect}.sql with the table name)"
     )]
     MissingTable {
         /// The configured table name.
@@ -24,10 +24,10 @@ pub enum SqlError {
         #[source]
         source: sqlx::Error,
     },
-    /// The table exists but its columns are not `id`, `token`, `expires_at`, `lock_version` of the
-    /// expected types.
+    /// The table exists but its columns are not `id`, `token`, `expires_at`, `lock_version`,
+    /// `floor_ms` of the expected types.
     #[error(
-        "lease table `{table}` does not have the expected schema (id smallint, token 16 bytes, expires_at timestamp, lock_version integer): point the strategy at the right table, or drop it and run the migration"
+        "lease table `{table}` does not have the expected schema (id smallint, token 16 bytes, expires_at timestamp, lock_version integer, floor_ms bigint): run the migration, which adds floor_ms to a table made by NoNoncense or an older nononce; otherwise point the strategy at the right table"
     )]
     WrongSchema {
         /// The configured table name.
@@ -36,9 +36,10 @@ pub enum SqlError {
         #[source]
         source: sqlx::Error,
     },
-    /// The database user may not read or write the table (or create it, for the migration).
+    /// The database user may not read or write the lease table or the coordinator table (or
+    /// create them, for the migration).
     #[error(
-        "the database user may not use lease table `{table}`: grant it select and update on the table (and create, for the migration), or make the database file writable"
+        "the database user may not use table `{table}`: grant it select and update on the lease table, select, insert and update on nononce_coordinator (PostgreSQL, MySQL), and create, for the migration; or make the database file writable"
     )]
     PermissionDenied {
         /// The configured table name.
@@ -73,6 +74,28 @@ pub enum SqlError {
         /// The configured table name.
         table: String,
     },
+    /// Acquisition is held off: the database server is not the one recorded as having granted
+    /// the table's leases (see "Coordinator amnesia" in the crate docs).
+    #[error(
+        "acquisition is held off for {} more: the database server is not the one that granted the leases in `{table}` ({}), so it may lack leases that running nodes still hold (failover to a lagging replica, restore into a new cluster); renewals go on meanwhile. If every acknowledged write survives a failover (synchronous replication), turn the guard off: `amnesia_guard=off` in the url or `SqlStrategy::with_amnesia_guard(AmnesiaGuard::Off)`",
+        human(*.remaining),
+        changed(.previous.as_deref(), .current)
+    )]
+    ServerChanged {
+        /// The configured table name.
+        table: String,
+        /// The server recorded before (`None`: no record, though leases had been granted).
+        previous: Option<String>,
+        /// The server now.
+        current: String,
+        /// How much longer acquisition holds off.
+        remaining: std::time::Duration,
+    },
+    /// The PostgreSQL server is a standby (in recovery) and cannot grant leases.
+    #[error(
+        "the database server is a standby (in recovery): it cannot grant leases; point the strategy at the primary; the operation is retried"
+    )]
+    Standby,
     /// Other nodes claimed every candidate ID first.
     #[error(
         "other nodes claimed all {candidates} candidate machine ids first: acquisition is retried"
@@ -98,6 +121,19 @@ pub enum SqlError {
     /// A requested lease duration the strategy refuses.
     #[error("lease duration of {0:?} is too long: ask for at most 366 days")]
     DurationTooLong(std::time::Duration),
+    /// A query option in a database URL that neither lease-sql nor the database driver knows.
+    #[error(
+        "unknown option `{option}` in the database url: lease-sql takes table, max_lease_s and amnesia_guard; the driver takes {driver}"
+    )]
+    UnknownUrlOption {
+        /// The option's name.
+        option: String,
+        /// The driver's own options for this database.
+        driver: &'static str,
+    },
+    /// A setting out of range or a URL option with a bad value.
+    #[error("invalid lease-sql setting: {0}")]
+    InvalidOption(String),
     /// A URL whose database is unknown or not compiled in.
     #[error(
         "unsupported database url `{0}`: use postgres://, mysql://, mariadb:// or sqlite: with the matching lease-sql feature enabled"
@@ -115,7 +151,7 @@ impl LeaseError for SqlError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Lost { .. } => ErrorKind::Lost,
-            Self::Unavailable(_) => ErrorKind::Retry,
+            Self::Unavailable(_) | Self::ServerChanged { .. } | Self::Standby => ErrorKind::Retry,
             Self::Contention(_) | Self::Conflict { .. } => ErrorKind::Conflict,
             Self::Exhausted { .. } => ErrorKind::Exhausted,
             Self::MissingTable { .. }
@@ -125,9 +161,28 @@ impl LeaseError for SqlError {
             | Self::PoolClosed
             | Self::InvalidTableName(_)
             | Self::DurationTooLong(_)
-            | Self::UnsupportedUrl(_) => ErrorKind::Misconfigured,
+            | Self::UnsupportedUrl(_)
+            | Self::UnknownUrlOption { .. }
+            | Self::InvalidOption(_) => ErrorKind::Misconfigured,
             Self::Random(_) | Self::Database(_) => ErrorKind::Other,
         }
+    }
+}
+
+/// A hold-off as hours, minutes and seconds.
+fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
+fn changed(previous: Option<&str>, current: &str) -> String {
+    match previous {
+        Some(previous) => format!("server {previous} is now {current}"),
+        None => format!("there is no record of the server that granted them; this is {current}"),
     }
 }
 

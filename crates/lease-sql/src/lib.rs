@@ -7,17 +7,21 @@
     allow(unused, unreachable_code)
 )]
 
+mod amnesia;
 mod error;
 mod migration;
+mod queries;
 mod strategy;
 mod table;
+mod url;
 
 use core::fmt;
 
+pub use amnesia::AmnesiaGuard;
 pub use error::SqlError;
 pub use migration::migration_sql;
 pub use strategy::{Acquisition, SqlLease, SqlStrategy};
-pub use table::DEFAULT_TABLE;
+pub use table::{COORDINATOR_TABLE, DEFAULT_TABLE};
 
 /// The sqlx version this crate is built on, for building pools and connect options.
 pub use sqlx;

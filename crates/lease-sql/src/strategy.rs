@@ -8,11 +8,16 @@ use lease_core::{Grant, Holder, MachineId, Renewal, Strategy};
 #[allow(unused_imports)]
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::table::{DEFAULT_TABLE, TableName};
-use crate::{Dialect, SqlError};
+use crate::amnesia::{Diagnosis, Verdict};
+use crate::queries::Queries;
+use crate::table::{COORDINATOR_TABLE, DEFAULT_TABLE, TableName};
+use crate::{AmnesiaGuard, Dialect, SqlError};
 
 /// The longest lease duration the strategy accepts.
 const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The default longest lease of the fleet, and amnesia hold-off: NoNoncense's lease duration.
+const DEFAULT_MAX_LEASE: Duration = Duration::from_secs(8 * 3600);
 
 /// Runs the same sqlx code on whichever pool the strategy holds: the pools differ only in type.
 macro_rules! on_pool {
@@ -107,150 +112,6 @@ enum Backend {
     Never(core::convert::Infallible),
 }
 
-/// The statements for one dialect and table, built once.
-// Which fields are read depends on the dialect features enabled.
-#[cfg_attr(
-    not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
-    allow(dead_code)
-)]
-struct Queries {
-    /// Claim the lowest free row in one statement (PostgreSQL, SQLite), returning its id.
-    claim_lowest: Arc<str>,
-    /// Lock the lowest free row (MySQL), returning id and lock_version.
-    lock_lowest: Arc<str>,
-    /// Up to `?` free rows in random order: id, lock_version.
-    candidates: Arc<str>,
-    /// Claim a row if its version is unchanged.
-    claim_version: Arc<str>,
-    renew: Arc<str>,
-    release: Arc<str>,
-    count_free: Arc<str>,
-    /// Held rows: id, token, microseconds left.
-    holders: Arc<str>,
-    /// Free one held row at once, whoever holds it.
-    force_release: Arc<str>,
-}
-
-impl Queries {
-    fn new(dialect: Dialect, table: &TableName) -> Self {
-        let t = table.quoted(dialect);
-        let q = |s: String| Arc::<str>::from(s);
-        match dialect {
-            Dialect::Postgres => {
-                let now = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')";
-                let until = |p: &str| format!("({now} + {p}::bigint * INTERVAL '1 microsecond')");
-                Self {
-                    claim_lowest: q(format!(
-                        "UPDATE {t} SET token = $1, expires_at = {}, lock_version = lock_version + 1 \
-                         WHERE id = (SELECT id FROM {t} WHERE expires_at < {now} \
-                         ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id::bigint",
-                        until("$2")
-                    )),
-                    lock_lowest: q(String::new()),
-                    candidates: q(format!(
-                        "SELECT id::bigint, lock_version::bigint FROM {t} WHERE expires_at < {now} \
-                         ORDER BY random() LIMIT $1"
-                    )),
-                    claim_version: q(format!(
-                        "UPDATE {t} SET token = $1, expires_at = {}, lock_version = lock_version + 1 \
-                         WHERE id = $3 AND lock_version = $4",
-                        until("$2")
-                    )),
-                    renew: q(format!(
-                        "UPDATE {t} SET expires_at = {}, lock_version = lock_version + 1 \
-                         WHERE id = $2 AND token = $3",
-                        until("$1")
-                    )),
-                    release: q(format!(
-                        "UPDATE {t} SET expires_at = LEAST(expires_at, {}), \
-                         lock_version = lock_version + 1 WHERE id = $2 AND token = $3",
-                        until("$1")
-                    )),
-                    count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
-                    holders: q(format!(
-                        "SELECT id::bigint, token, \
-                         (EXTRACT(EPOCH FROM (expires_at - {now})) * 1000000)::bigint \
-                         FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
-                    )),
-                    force_release: q(format!(
-                        "UPDATE {t} SET token = NULL, expires_at = TIMESTAMP '1970-01-01 00:00:00', \
-                         lock_version = lock_version + 1 WHERE id = $1 AND NOT (expires_at < {now})"
-                    )),
-                }
-            }
-            Dialect::MySql => {
-                let now = "UTC_TIMESTAMP(6)";
-                let until = format!("TIMESTAMPADD(MICROSECOND, ?, {now})");
-                Self {
-                    claim_lowest: q(String::new()),
-                    lock_lowest: q(format!(
-                        "SELECT CAST(id AS SIGNED), CAST(lock_version AS SIGNED) FROM {t} \
-                         WHERE expires_at < {now} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
-                    )),
-                    candidates: q(format!(
-                        "SELECT CAST(id AS SIGNED), CAST(lock_version AS SIGNED) FROM {t} \
-                         WHERE expires_at < {now} ORDER BY RAND() LIMIT ?"
-                    )),
-                    claim_version: q(format!(
-                        "UPDATE {t} SET token = ?, expires_at = {until}, lock_version = lock_version + 1 \
-                         WHERE id = ? AND lock_version = ?"
-                    )),
-                    renew: q(format!(
-                        "UPDATE {t} SET expires_at = {until}, lock_version = lock_version + 1 \
-                         WHERE id = ? AND token = ?"
-                    )),
-                    release: q(format!(
-                        "UPDATE {t} SET expires_at = LEAST(expires_at, {until}), \
-                         lock_version = lock_version + 1 WHERE id = ? AND token = ?"
-                    )),
-                    count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
-                    holders: q(format!(
-                        "SELECT CAST(id AS SIGNED), token, \
-                         CAST(TIMESTAMPDIFF(MICROSECOND, {now}, expires_at) AS SIGNED) \
-                         FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
-                    )),
-                    force_release: q(format!(
-                        "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00', \
-                         lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
-                    )),
-                }
-            }
-            Dialect::Sqlite => {
-                let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
-                let until = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)";
-                Self {
-                    claim_lowest: q(format!(
-                        "UPDATE {t} SET token = ?, expires_at = {until}, lock_version = lock_version + 1 \
-                         WHERE id = (SELECT id FROM {t} WHERE expires_at < {now} ORDER BY id LIMIT 1) \
-                         RETURNING id"
-                    )),
-                    lock_lowest: q(String::new()),
-                    candidates: q(String::new()),
-                    claim_version: q(String::new()),
-                    renew: q(format!(
-                        "UPDATE {t} SET expires_at = {until}, lock_version = lock_version + 1 \
-                         WHERE id = ? AND token = ?"
-                    )),
-                    release: q(format!(
-                        "UPDATE {t} SET expires_at = min(expires_at, {until}), \
-                         lock_version = lock_version + 1 WHERE id = ? AND token = ?"
-                    )),
-                    count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
-                    holders: q(format!(
-                        "SELECT id, token, \
-                         CAST(round((julianday(expires_at) - julianday({now})) * 86400000.0) AS INTEGER) * 1000 \
-                         FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
-                    )),
-                    force_release: q(format!(
-                        "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00.000', \
-                         lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
-                    )),
-                }
-            }
-        }
-    }
-}
-
 /// A lease duration as the database applies it: whole microseconds (PostgreSQL, MySQL) or
 /// milliseconds (SQLite).
 #[cfg_attr(
@@ -301,6 +162,16 @@ fn machine_id(id: i64) -> Result<MachineId, SqlError> {
         })
 }
 
+/// A floor or clock reading (Unix ms) as the signed column stores it.
+fn signed(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A stored floor or clock reading as Unix ms (a negative value, only ever written by hand, is 0).
+fn unsigned(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
 /// A small pool for one node's lease traffic.
 #[allow(dead_code)]
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
@@ -311,22 +182,73 @@ fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
 
 /// The outcome of one claim attempt.
 enum Claim {
-    Won(i64),
-    /// No free row could be claimed after trying `tried` candidates.
-    None {
-        tried: usize,
+    Won {
+        id: i64,
+        /// The floor stored before the claim.
+        floor: i64,
+        /// The database clock (Unix ms) when it applied the claim.
+        coordinator_ms: Option<i64>,
     },
+    /// No free row could be claimed after trying `tried` candidates.
+    None { tried: usize },
+}
+
+/// A pooled connection that is closed, not returned to the pool, unless the transaction this
+/// code opened on it by hand was ended: also when the future is dropped half-way.
+#[allow(dead_code)]
+struct CloseUnlessEnded<'a, DB: sqlx::Database> {
+    conn: &'a mut sqlx::pool::PoolConnection<DB>,
+    ended: bool,
+}
+
+impl<DB: sqlx::Database> Drop for CloseUnlessEnded<'_, DB> {
+    fn drop(&mut self) {
+        if !self.ended {
+            // Closing the session makes the server roll the transaction back.
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// A claim batch with its placeholders filled in: the token as hex, numbers, and `amount`, our
+/// own microseconds or `strftime` modifier. Nothing else is spliced, so the text stays safe.
+#[allow(dead_code)]
+fn fill(
+    template: &str,
+    token: &[u8; 16],
+    amount: &str,
+    floor: i64,
+    now_ms: i64,
+    (id, version): (i64, i64),
+) -> String {
+    let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
+    template
+        .replace("{token}", &hex)
+        .replace("{amount}", amount)
+        .replace("{floor}", &floor.to_string())
+        .replace("{now_ms}", &now_ms.to_string())
+        .replace("{id}", &id.to_string())
+        .replace("{version}", &version.to_string())
 }
 
 /// Machine-ID leases in one SQL table, on PostgreSQL, MySQL/MariaDB or SQLite.
 ///
 /// Cheap to clone: clones share the connection pool. See the crate docs for the protocol, the
-/// schema and the migration.
+/// schema, the migration and the amnesia guard.
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | [`with_table`](Self::with_table) | `no_noncense_leases` | the lease table (shared with NoNoncense nodes) |
+/// | [`with_acquisition`](Self::with_acquisition) | [`Acquisition::SkipLocked`] | how a free row is claimed |
+/// | [`with_max_lease_duration`](Self::with_max_lease_duration) | 8 h | longest lease granted; longer requests are shortened to it. Also the amnesia hold-off |
+/// | [`with_amnesia_guard`](Self::with_amnesia_guard) | [`AmnesiaGuard::HoldOff`] | defence against a server that lost lease writes |
 #[derive(Clone)]
 pub struct SqlStrategy {
     backend: Backend,
     table: TableName,
     acquisition: Acquisition,
+    amnesia_guard: AmnesiaGuard,
+    max_lease_duration: Duration,
     queries: Arc<Queries>,
 }
 
@@ -336,6 +258,8 @@ impl fmt::Debug for SqlStrategy {
             .field("dialect", &self.dialect())
             .field("table", &self.table.as_str())
             .field("acquisition", &self.acquisition)
+            .field("amnesia_guard", &self.amnesia_guard)
+            .field("max_lease_duration", &self.max_lease_duration)
             .finish_non_exhaustive()
     }
 }
@@ -343,13 +267,28 @@ impl fmt::Debug for SqlStrategy {
 impl SqlStrategy {
     fn with_backend(backend: Backend) -> Self {
         let table = TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!());
-        let queries = Arc::new(Queries::new(backend.dialect(), &table));
         Self {
+            queries: Arc::new(Queries::new(
+                backend.dialect(),
+                &table,
+                AmnesiaGuard::default(),
+                DEFAULT_MAX_LEASE,
+            )),
             backend,
             table,
             acquisition: Acquisition::default(),
-            queries,
+            amnesia_guard: AmnesiaGuard::default(),
+            max_lease_duration: DEFAULT_MAX_LEASE,
         }
+    }
+
+    fn rebuild(&mut self) {
+        self.queries = Arc::new(Queries::new(
+            self.dialect(),
+            &self.table,
+            self.amnesia_guard,
+            self.max_lease_duration,
+        ));
     }
 
     /// Leases in table `no_noncense_leases` of a PostgreSQL database.
@@ -378,48 +317,84 @@ impl SqlStrategy {
     /// `mariadb://`, `sqlite:`); nothing is connected until the first operation, so a database
     /// that is down shows as a retryable error on acquire, not here.
     ///
+    /// Query options for lease-sql itself are split off before the driver sees the URL:
+    ///
+    /// | option | meaning |
+    /// |---|---|
+    /// | `table=NAME` | [`with_table`](Self::with_table) |
+    /// | `max_lease_s=SECONDS` | [`with_max_lease_duration`](Self::with_max_lease_duration) |
+    /// | `amnesia_guard=off` (or `hold_off`) | [`with_amnesia_guard`](Self::with_amnesia_guard) |
+    ///
+    /// Every other option must be one the driver reads (`sslmode`, `application_name`,
+    /// `ssl-mode`, `charset`, `mode`, ...): a misspelt option is refused, not ignored.
+    ///
     /// SQLite URLs get [`sqlite_options`](crate::sqlite_options)' settings (created if missing,
     /// WAL, 5 s busy timeout).
     ///
     /// # Errors
     /// [`SqlError::UnsupportedUrl`] for an unknown scheme or a dialect whose feature is off,
+    /// [`SqlError::UnknownUrlOption`] naming an option nobody reads,
+    /// [`SqlError::InvalidOption`] for a bad option value, [`SqlError::InvalidTableName`], and
     /// [`SqlError::Connection`] for a URL that does not parse.
     pub fn connect_lazy(url: &str) -> Result<Self, SqlError> {
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
-                let options: sqlx::postgres::PgConnectOptions =
+                let (url, options) = crate::url::split(url, Dialect::Postgres)?;
+                let connect: sqlx::postgres::PgConnectOptions =
                     url.parse().map_err(SqlError::Connection)?;
-                Ok(Self::postgres(pool_options().connect_lazy_with(options)))
+                Self::postgres(pool_options().connect_lazy_with(connect)).with_url_options(options)
             }
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => {
+                let (url, options) = crate::url::split(url, Dialect::MySql)?;
                 let url = url.replacen("mariadb:", "mysql:", 1);
-                let options: sqlx::mysql::MySqlConnectOptions =
+                let connect: sqlx::mysql::MySqlConnectOptions =
                     url.parse().map_err(SqlError::Connection)?;
-                Ok(Self::mysql(pool_options().connect_lazy_with(options)))
+                Self::mysql(pool_options().connect_lazy_with(connect)).with_url_options(options)
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
-                let options: sqlx::sqlite::SqliteConnectOptions =
+                let (url, options) = crate::url::split(url, Dialect::Sqlite)?;
+                let connect: sqlx::sqlite::SqliteConnectOptions =
                     url.parse().map_err(SqlError::Connection)?;
-                Ok(Self::sqlite(
-                    pool_options().connect_lazy_with(crate::configure_sqlite(options)),
-                ))
+                Self::sqlite(pool_options().connect_lazy_with(crate::configure_sqlite(connect)))
+                    .with_url_options(options)
             }
             _ => Err(SqlError::UnsupportedUrl(url.to_owned())),
         }
+    }
+
+    #[allow(dead_code)]
+    fn with_url_options(mut self, options: crate::url::UrlOptions) -> Result<Self, SqlError> {
+        if let Some(table) = options.table {
+            self = self.with_table(&table)?;
+        }
+        if let Some(max) = options.max_lease_duration {
+            self = self.with_max_lease_duration(max)?;
+        }
+        if let Some(guard) = options.amnesia_guard {
+            self = self.with_amnesia_guard(guard);
+        }
+        Ok(self)
     }
 
     /// Uses table `name` instead of `no_noncense_leases`: a lowercase identifier, optionally
     /// `schema.table`.
     ///
     /// # Errors
-    /// [`SqlError::InvalidTableName`] for anything else.
+    /// [`SqlError::InvalidTableName`] for anything else, [`SqlError::InvalidOption`] for
+    /// `nononce_coordinator`, the coordinator table's name.
     pub fn with_table(mut self, name: &str) -> Result<Self, SqlError> {
-        self.table = TableName::new(name)?;
-        self.queries = Arc::new(Queries::new(self.dialect(), &self.table));
+        let table = TableName::new(name)?;
+        if table.is_coordinator() {
+            return Err(SqlError::InvalidOption(format!(
+                "`{name}` is lease-sql's coordinator table: pick another lease table name"
+            )));
+        }
+        self.table = table;
+        self.rebuild();
         Ok(self)
     }
 
@@ -433,6 +408,31 @@ impl SqlStrategy {
             },
             other @ Acquisition::SkipLocked => other,
         };
+        self
+    }
+
+    /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
+    /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
+    /// amnesia guard holds acquisition off for this long after it notices a changed server.
+    ///
+    /// # Errors
+    /// [`SqlError::InvalidOption`] below 1 ms or above 366 days.
+    pub fn with_max_lease_duration(mut self, max: Duration) -> Result<Self, SqlError> {
+        if max < Duration::from_millis(1) || max > MAX_DURATION {
+            return Err(SqlError::InvalidOption(format!(
+                "max_lease_duration of {max:?} is out of range: use 1 ms to 366 days"
+            )));
+        }
+        self.max_lease_duration = max;
+        self.rebuild();
+        Ok(self)
+    }
+
+    /// Sets the amnesia guard (default [`AmnesiaGuard::HoldOff`]; SQLite ignores it).
+    #[must_use]
+    pub fn with_amnesia_guard(mut self, guard: AmnesiaGuard) -> Self {
+        self.amnesia_guard = guard;
+        self.rebuild();
         self
     }
 
@@ -470,16 +470,55 @@ impl SqlStrategy {
         self.acquisition
     }
 
-    fn error(&self, error: sqlx::Error) -> SqlError {
-        SqlError::from_sqlx(error, self.table.as_str(), self.dialect())
+    /// The longest lease granted, and the amnesia hold-off.
+    #[must_use]
+    pub const fn max_lease_duration(&self) -> Duration {
+        self.max_lease_duration
     }
 
-    /// Creates the lease table if it does not exist and adds whichever of the 512 rows are
-    /// missing; returns how many rows it added (0 when everything was there).
+    /// The amnesia guard.
+    #[must_use]
+    pub const fn amnesia_guard(&self) -> AmnesiaGuard {
+        self.amnesia_guard
+    }
+
+    /// A requested lease duration, shortened to the longest lease.
+    fn lease_amount(&self, requested: Duration) -> Result<Amount, SqlError> {
+        if requested > MAX_DURATION {
+            return Err(SqlError::DurationTooLong(requested));
+        }
+        Amount::new(requested.min(self.max_lease_duration), self.dialect())
+    }
+
+    /// Whether acquisitions check the server's identity (guard on, and not SQLite).
+    fn guarded(&self) -> bool {
+        self.amnesia_guard == AmnesiaGuard::HoldOff && self.dialect() != Dialect::Sqlite
+    }
+
+    fn error(&self, error: sqlx::Error) -> SqlError {
+        // A missing or unreadable coordinator table is named as such.
+        let coordinator = matches!(
+            &error,
+            sqlx::Error::Database(db) if db.message().contains(COORDINATOR_TABLE)
+        );
+        let table = if coordinator {
+            self.table.coordinator()
+        } else {
+            self.table.clone()
+        };
+        SqlError::from_sqlx(error, table.as_str(), self.dialect())
+    }
+
+    /// Creates the lease table if it does not exist, adds the `floor_ms` column to a table made
+    /// before it existed, and adds whichever of the 512 rows are missing; returns how many rows
+    /// it added (0 when everything was there). On PostgreSQL and MySQL/MariaDB it also creates
+    /// the coordinator table and, if the lease table has no entry there yet, records the
+    /// current server as the one that granted its leases.
     ///
     /// Idempotent and safe to run from several nodes at once (PostgreSQL and MySQL serialize it
-    /// with an advisory lock). It runs the statements of [`migration_sql`](crate::migration_sql)
-    /// with this strategy's table name.
+    /// with an advisory lock, SQLite with a write transaction). It runs the statements of
+    /// [`migration_sql`](crate::migration_sql) with this strategy's table name (and, on SQLite,
+    /// adds `floor_ms` after checking `PRAGMA table_info`).
     ///
     /// # Errors
     /// [`SqlError::PermissionDenied`] when the user may not create the table,
@@ -493,27 +532,46 @@ impl SqlStrategy {
     }
 
     async fn run_migration(&self, statements: &[String]) -> Result<u64, sqlx::Error> {
-        let count_sql = format!("SELECT COUNT(*) FROM {}", self.table.quoted(self.dialect()));
-        let count = || AssertSqlSafe(count_sql.as_str());
-        // The first statement creates the table if needed; the rest add missing rows.
-        let (create, rest) = statements.split_first().unwrap_or_else(|| unreachable!());
-        let create = || AssertSqlSafe(create.as_str());
+        let t = self.table.quoted(self.dialect());
+        let create = format!("CREATE TABLE IF NOT EXISTS {t}");
+        // Names every column, so a table of that name with other columns fails here, before
+        // anything is added to it.
+        let probe_sql = format!(
+            "SELECT COUNT(*) FROM {t} WHERE id IS NOT NULL OR token IS NOT NULL \
+             OR lock_version IS NOT NULL OR expires_at IS NOT NULL"
+        );
+        let probe = || AssertSqlSafe(probe_sql.as_str());
+        let add_floor_sql =
+            format!("ALTER TABLE {t} ADD COLUMN floor_ms integer NOT NULL DEFAULT 0");
+        let columns = || AssertSqlSafe(Arc::clone(&self.queries.columns));
+        let sqlite = self.dialect() == Dialect::Sqlite;
         let added = |before: i64, after: i64| u64::try_from(after - before).unwrap_or(0);
         #[allow(unused_macros)]
         macro_rules! migrate_on {
             ($conn:expr) => {{
-                sqlx::query(create())
-                    .persistent(false)
-                    .execute($conn)
-                    .await?;
-                let before: i64 = sqlx::query(count()).fetch_one($conn).await?.try_get(0)?;
-                for statement in rest {
-                    sqlx::query(AssertSqlSafe(statement.as_str()))
-                        .persistent(false)
+                let mut before = 0;
+                for statement in statements {
+                    sqlx::raw_sql(AssertSqlSafe(statement.as_str()))
                         .execute($conn)
                         .await?;
+                    if statement.starts_with(&create) {
+                        before = sqlx::query(probe()).fetch_one($conn).await?.try_get(0)?;
+                        if sqlite {
+                            let names: Vec<String> = sqlx::query(columns())
+                                .fetch_all($conn)
+                                .await?
+                                .iter()
+                                .map(|r| r.try_get(0))
+                                .collect::<Result<_, _>>()?;
+                            if !names.iter().any(|n| n == "floor_ms") {
+                                sqlx::raw_sql(AssertSqlSafe(add_floor_sql.as_str()))
+                                    .execute($conn)
+                                    .await?;
+                            }
+                        }
+                    }
                 }
-                let after: i64 = sqlx::query(count()).fetch_one($conn).await?.try_get(0)?;
+                let after: i64 = sqlx::query(probe()).fetch_one($conn).await?.try_get(0)?;
                 Ok::<u64, sqlx::Error>(added(before, after))
             }};
         }
@@ -521,11 +579,14 @@ impl SqlStrategy {
             #[cfg(feature = "postgres")]
             Backend::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                // Serializes concurrent migrations (CREATE TABLE IF NOT EXISTS can race).
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-                    .bind(format!("nononce:{}", self.table.as_str()))
-                    .execute(&mut *tx)
-                    .await?;
+                // Serializes concurrent migrations (CREATE TABLE IF NOT EXISTS can race): of the
+                // coordinator table, shared by every lease table of the schema, then of ours.
+                for name in [self.table.coordinator(), self.table.clone()] {
+                    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                        .bind(format!("nononce:{}", name.as_str()))
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 let added = migrate_on!(&mut *tx)?;
                 tx.commit().await?;
                 Ok(added)
@@ -555,7 +616,12 @@ impl SqlStrategy {
                 result
             }
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => migrate_on!(pool),
+            Backend::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let added = migrate_on!(&mut *tx)?;
+                tx.commit().await?;
+                Ok(added)
+            }
             Backend::Never(never) => match *never {},
         }
     }
@@ -602,9 +668,9 @@ impl SqlStrategy {
     }
 
     /// Frees `id` at once, whoever holds it: its token is cleared and its expiry reset to the
-    /// seed value, 1970-01-01. Only for
-    /// a node known to be dead; a live holder finds out at its next renewal (*lost*), and may
-    /// have used the ID until then. Returns whether the ID was held.
+    /// seed value, 1970-01-01; its timestamp floor stays. Only for a node known to be dead; a
+    /// live holder finds out at its next renewal (*lost*), and may have used the ID until then.
+    /// Returns whether the ID was held.
     ///
     /// # Errors
     /// The errors of any operation on the table.
@@ -627,39 +693,61 @@ impl SqlStrategy {
             .try_get(0))
     }
 
+    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
+    /// server's identity when the amnesia guard is on.
     #[allow(unused_variables)]
-    async fn claim(&self, token: &[u8; 16], amount: &Amount) -> Result<Claim, sqlx::Error> {
+    async fn claim(
+        &self,
+        token: &[u8; 16],
+        amount: &Amount,
+        now_ms: i64,
+        floor: i64,
+    ) -> Result<Claim, sqlx::Error> {
         let q = &self.queries;
+        let sql = |s: &Arc<str>| AssertSqlSafe(Arc::clone(s));
         match (&self.backend, self.acquisition) {
             #[cfg(feature = "postgres")]
             (Backend::Postgres(pool), Acquisition::SkipLocked) => {
-                let row = sqlx::query(AssertSqlSafe(Arc::clone(&q.claim_lowest)))
+                let row = sqlx::query(sql(&q.claim_preferred))
                     .bind(&token[..])
                     .bind(amount.micros)
+                    .bind(floor)
+                    .bind(now_ms)
                     .fetch_optional(pool)
                     .await?;
                 match row {
-                    Some(row) => Ok(Claim::Won(row.try_get(0)?)),
+                    Some(row) => Ok(Claim::Won {
+                        id: row.try_get(0)?,
+                        floor: row.try_get(1)?,
+                        coordinator_ms: Some(row.try_get(2)?),
+                    }),
                     None => Ok(Claim::None { tried: 0 }),
                 }
             }
             #[cfg(feature = "postgres")]
             (Backend::Postgres(pool), Acquisition::Optimistic { candidates }) => {
-                let rows = sqlx::query(AssertSqlSafe(Arc::clone(&q.candidates)))
+                let rows = sqlx::query(sql(&q.candidates))
+                    .bind(now_ms)
                     .bind(i64::from(candidates))
                     .fetch_all(pool)
                     .await?;
                 for row in &rows {
-                    let (id, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-                    let done = sqlx::query(AssertSqlSafe(Arc::clone(&q.claim_version)))
+                    let (id, version, before): (i64, i64, i64) =
+                        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+                    let won = sqlx::query(sql(&q.claim_version))
                         .bind(&token[..])
                         .bind(amount.micros)
+                        .bind(floor)
                         .bind(i16::try_from(id).unwrap_or(-1))
                         .bind(i32::try_from(version).unwrap_or(-1))
-                        .execute(pool)
+                        .fetch_optional(pool)
                         .await?;
-                    if done.rows_affected() == 1 {
-                        return Ok(Claim::Won(id));
+                    if let Some(won) = won {
+                        return Ok(Claim::Won {
+                            id,
+                            floor: before,
+                            coordinator_ms: Some(won.try_get(0)?),
+                        });
                     }
                 }
                 Ok(Claim::None { tried: rows.len() })
@@ -667,63 +755,71 @@ impl SqlStrategy {
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool), Acquisition::SkipLocked) => {
                 let mut conn = pool.acquire().await?;
-                sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                    .execute(&mut *conn)
-                    .await?;
-                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                let row = sqlx::query(AssertSqlSafe(Arc::clone(&q.lock_lowest)))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(row) = row else {
-                    tx.rollback().await?;
-                    return Ok(Claim::None { tried: 0 });
-                };
-                let (id, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-                let done = sqlx::query(AssertSqlSafe(Arc::clone(&q.claim_version)))
-                    .bind(&token[..])
-                    .bind(amount.micros)
-                    .bind(id)
-                    .bind(version)
-                    .execute(&mut *tx)
-                    .await?;
-                if done.rows_affected() == 1 {
-                    tx.commit().await?;
-                    Ok(Claim::Won(id))
-                } else {
-                    tx.rollback().await?;
-                    Ok(Claim::None { tried: 1 })
-                }
+                self.mysql_claim_locked(&mut conn, token, amount, now_ms, floor)
+                    .await
             }
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool), Acquisition::Optimistic { candidates }) => {
-                let rows = sqlx::query(AssertSqlSafe(Arc::clone(&q.candidates)))
+                // Read and claims on one connection: the guard in the read then vouches for
+                // the server the claims reach (a failover breaks the connection).
+                let mut conn = pool.acquire().await?;
+                let rows = sqlx::query(sql(&q.candidates))
+                    .bind(now_ms)
                     .bind(i64::from(candidates))
-                    .fetch_all(pool)
+                    .fetch_all(&mut *conn)
                     .await?;
                 for row in &rows {
-                    let (id, version): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
-                    let done = sqlx::query(AssertSqlSafe(Arc::clone(&q.claim_version)))
+                    let (id, version, before, read_at): (i64, i64, i64, i64) = (
+                        row.try_get(0)?,
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                    );
+                    let done = sqlx::query(sql(&q.claim_version))
                         .bind(&token[..])
                         .bind(amount.micros)
+                        .bind(floor)
                         .bind(id)
                         .bind(version)
-                        .execute(pool)
+                        .execute(&mut *conn)
                         .await?;
                     if done.rows_affected() == 1 {
-                        return Ok(Claim::Won(id));
+                        let clock = i64::try_from(done.last_insert_id()).unwrap_or(read_at);
+                        return Ok(Claim::Won {
+                            id,
+                            floor: before,
+                            coordinator_ms: Some(clock),
+                        });
                     }
                 }
                 Ok(Claim::None { tried: rows.len() })
             }
             #[cfg(feature = "sqlite")]
             (Backend::Sqlite(pool), _) => {
-                let row = sqlx::query(AssertSqlSafe(Arc::clone(&q.claim_lowest)))
-                    .bind(&token[..])
-                    .bind(amount.modifier.as_str())
-                    .fetch_optional(pool)
+                // One round trip to the connection's thread: the write lock is held briefly.
+                let mut conn = pool.acquire().await?;
+                let mut open = CloseUnlessEnded {
+                    conn: &mut conn,
+                    ended: false,
+                };
+                let batch = fill(
+                    &q.claim_batch,
+                    token,
+                    &amount.modifier,
+                    floor,
+                    now_ms,
+                    (0, 0),
+                );
+                let rows = sqlx::raw_sql(AssertSqlSafe(batch))
+                    .fetch_all(&mut **open.conn)
                     .await?;
-                match row {
-                    Some(row) => Ok(Claim::Won(row.try_get(0)?)),
+                open.ended = true;
+                match rows.first() {
+                    Some(row) => Ok(Claim::Won {
+                        id: row.try_get(0)?,
+                        floor: row.try_get(1)?,
+                        coordinator_ms: Some(row.try_get(2)?),
+                    }),
                     None => Ok(Claim::None { tried: 0 }),
                 }
             }
@@ -731,45 +827,225 @@ impl SqlStrategy {
         }
     }
 
-    /// Runs the renew or release statement; `true` when the row (id and token) matched.
+    /// MySQL/MariaDB `SKIP LOCKED` claim in two round trips: isolation level, `START
+    /// TRANSACTION` and the locking read (with the guard) in one; the claim and `COMMIT` in the
+    /// other. Multi-statement text, so the values are spliced in: integers and the token as hex.
+    #[cfg(feature = "mysql")]
+    async fn mysql_claim_locked(
+        &self,
+        conn: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+        token: &[u8; 16],
+        amount: &Amount,
+        now_ms: i64,
+        floor: i64,
+    ) -> Result<Claim, sqlx::Error> {
+        let q = &self.queries;
+        let mut open = CloseUnlessEnded { conn, ended: false };
+        let read = |preferred: bool| {
+            let prefer = if preferred {
+                format!(" AND floor_ms < {now_ms}")
+            } else {
+                String::new()
+            };
+            format!("{}{prefer}{}", q.lock_head, q.lock_tail)
+        };
+        // A caller passing no clock (0) prefers nothing: one read is enough.
+        let preferred = now_ms > 0;
+        let begin = format!(
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; {}",
+            read(preferred)
+        );
+        let mut rows = sqlx::raw_sql(AssertSqlSafe(begin))
+            .fetch_all(&mut **open.conn)
+            .await?;
+        if rows.is_empty() && preferred {
+            rows = sqlx::raw_sql(AssertSqlSafe(read(false)))
+                .fetch_all(&mut **open.conn)
+                .await?;
+        }
+        let Some(row) = rows.first() else {
+            sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
+            open.ended = true;
+            return Ok(Claim::None { tried: 0 });
+        };
+        let (id, version, before, clock): (i64, i64, i64, i64) = (
+            row.try_get(0)?,
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+        );
+        let claim = fill(
+            &q.claim_batch,
+            token,
+            &amount.micros.to_string(),
+            floor,
+            now_ms,
+            (id, version),
+        );
+        let done = sqlx::raw_sql(AssertSqlSafe(claim))
+            .execute(&mut **open.conn)
+            .await?;
+        open.ended = true;
+        if done.rows_affected() == 1 {
+            Ok(Claim::Won {
+                id,
+                floor: before,
+                coordinator_ms: Some(clock),
+            })
+        } else {
+            Ok(Claim::None { tried: 1 })
+        }
+    }
+
+    /// Reads what the database says about the server and the table after a guarded claim
+    /// found nothing.
+    async fn diagnose(&self) -> Result<Diagnosis, sqlx::Error> {
+        let sql = AssertSqlSafe(Arc::clone(&self.queries.diagnose));
+        on_pool!(&self.backend, |pool| {
+            let row = sqlx::query(sql).fetch_one(pool).await?;
+            let claimed: i64 = match row.try_get::<bool, _>(5) {
+                Ok(claimed) => i64::from(claimed),
+                Err(_) => row.try_get(5)?,
+            };
+            Ok(Diagnosis {
+                current: row.try_get(0)?,
+                recorded: row.try_get(1)?,
+                previous: row.try_get(2)?,
+                remaining_us: row.try_get(3)?,
+                free: row.try_get(4)?,
+                claimed: claimed != 0,
+            })
+        })
+    }
+
+    /// Records `identity` for the table if nothing is recorded: trusted (no hold-off) or from
+    /// now on.
+    async fn record(&self, identity: &str, trusted: bool) -> Result<(), sqlx::Error> {
+        let sql = AssertSqlSafe(Arc::clone(&self.queries.record));
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .bind(identity)
+            .bind(trusted)
+            .execute(pool)
+            .await
+            .map(|_| ()))
+    }
+
+    /// Replaces the recorded server `recorded` by `current`, from now on (a no-op if another
+    /// node did it first).
+    async fn replace(&self, current: &str, recorded: &str) -> Result<(), sqlx::Error> {
+        let sql = AssertSqlSafe(Arc::clone(&self.queries.replace));
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .bind(current)
+            .bind(recorded)
+            .execute(pool)
+            .await
+            .map(|_| ()))
+    }
+
+    /// The error for a claim that found nothing: exhausted, a lost race, or held off. `Ok` when
+    /// the server was just recorded as trusted and the claim may be tried again.
+    async fn nothing_claimed(&self, tried: usize) -> Result<(), SqlError> {
+        let fail = |e| self.error(e);
+        let free = if self.guarded() {
+            let table = self.table.as_str().to_owned();
+            let held_off = |previous, current, remaining| SqlError::ServerChanged {
+                table: table.clone(),
+                previous,
+                current,
+                remaining,
+            };
+            match self.diagnose().await.map_err(fail)?.verdict() {
+                Verdict::Standby => return Err(SqlError::Standby),
+                Verdict::Trust { current } => {
+                    self.record(&current, true).await.map_err(fail)?;
+                    return Ok(());
+                }
+                Verdict::RecordAndHoldOff { current } => {
+                    self.record(&current, false).await.map_err(fail)?;
+                    return Err(held_off(None, current, self.max_lease_duration));
+                }
+                Verdict::Changed { recorded, current } => {
+                    self.replace(&current, &recorded).await.map_err(fail)?;
+                    return Err(held_off(Some(recorded), current, self.max_lease_duration));
+                }
+                Verdict::HoldOff {
+                    previous,
+                    current,
+                    remaining,
+                } => return Err(held_off(previous, current, remaining)),
+                Verdict::Passed { free } => free,
+            }
+        } else {
+            self.count_free().await.map_err(fail)?
+        };
+        // Free rows that we could not claim are being claimed by others right now.
+        if free > 0 || tried > 0 {
+            Err(SqlError::Conflict {
+                candidates: tried.max(usize::try_from(free).unwrap_or(0)),
+            })
+        } else {
+            Err(SqlError::Exhausted {
+                table: self.table.as_str().to_owned(),
+            })
+        }
+    }
+
+    /// Runs the renew or release statement; `None` when the row (id and token) did not match,
+    /// else the database clock (Unix ms) if the dialect reports it.
     #[allow(unused_variables)]
     async fn update_own(
         &self,
         sql: &Arc<str>,
         lease: &SqlLease,
         amount: &Amount,
-    ) -> Result<bool, sqlx::Error> {
+        floor: Option<i64>,
+        returns_clock: bool,
+    ) -> Result<Option<Option<i64>>, sqlx::Error> {
         let sql = AssertSqlSafe(Arc::clone(sql));
         let id = i16::try_from(lease.machine_id.get()).unwrap_or(-1);
         let token = &lease.token[..];
-        let rows: u64 = match &self.backend {
+        #[allow(unused_macros)]
+        macro_rules! run {
+            ($pool:expr, $amount:expr) => {{
+                let query = sqlx::query(sql)
+                    .bind($amount)
+                    .bind(floor)
+                    .bind(id)
+                    .bind(token);
+                if returns_clock {
+                    match query.fetch_optional($pool).await? {
+                        Some(row) => Some(Some(row.try_get(0)?)),
+                        None => None,
+                    }
+                } else {
+                    let done = query.execute($pool).await?;
+                    (done.rows_affected() == 1).then_some(None)
+                }
+            }};
+        }
+        Ok(match &self.backend {
             #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => sqlx::query(sql)
-                .bind(amount.micros)
-                .bind(id)
-                .bind(token)
-                .execute(pool)
-                .await?
-                .rows_affected(),
+            Backend::Postgres(pool) => run!(pool, amount.micros),
             #[cfg(feature = "mysql")]
-            Backend::MySql(pool) => sqlx::query(sql)
-                .bind(amount.micros)
-                .bind(id)
-                .bind(token)
-                .execute(pool)
-                .await?
-                .rows_affected(),
+            Backend::MySql(pool) => {
+                let done = sqlx::query(sql)
+                    .bind(amount.micros)
+                    .bind(floor)
+                    .bind(id)
+                    .bind(token)
+                    .execute(pool)
+                    .await?;
+                (done.rows_affected() == 1).then(|| {
+                    // The renewal reports the clock through LAST_INSERT_ID(expr).
+                    returns_clock
+                        .then(|| i64::try_from(done.last_insert_id()).ok())
+                        .flatten()
+                })
+            }
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => sqlx::query(sql)
-                .bind(amount.modifier.as_str())
-                .bind(id)
-                .bind(token)
-                .execute(pool)
-                .await?
-                .rows_affected(),
+            Backend::Sqlite(pool) => run!(pool, amount.modifier.as_str()),
             Backend::Never(never) => match *never {},
-        };
-        Ok(rows == 1)
+        })
     }
 }
 
@@ -778,35 +1054,7 @@ impl Strategy for SqlStrategy {
     type Error = SqlError;
 
     async fn acquire(&self, requested: Duration) -> Result<Grant<SqlLease>, SqlError> {
-        let amount = Amount::new(requested, self.dialect())?;
-        let token = new_token()?;
-        match self
-            .claim(&token, &amount)
-            .await
-            .map_err(|e| self.error(e))?
-        {
-            Claim::Won(id) => {
-                let machine_id = machine_id(id)?;
-                Ok(Grant::new(
-                    machine_id,
-                    SqlLease { machine_id, token },
-                    amount.applied,
-                ))
-            }
-            Claim::None { tried } => {
-                // Free rows that we could not claim are being claimed by others right now.
-                let free = self.count_free().await.map_err(|e| self.error(e))?;
-                if free > 0 || tried > 0 {
-                    Err(SqlError::Conflict {
-                        candidates: tried.max(usize::try_from(free).unwrap_or(0)),
-                    })
-                } else {
-                    Err(SqlError::Exhausted {
-                        table: self.table.as_str().to_owned(),
-                    })
-                }
-            }
-        }
+        self.acquire_with_floor(requested, 0, 0).await
     }
 
     async fn renew(
@@ -814,27 +1062,106 @@ impl Strategy for SqlStrategy {
         lease: &SqlLease,
         requested: Duration,
     ) -> Result<Renewal<SqlLease>, SqlError> {
-        let amount = Amount::new(requested, self.dialect())?;
-        let matched = self
-            .update_own(&self.queries.renew, lease, &amount)
-            .await
-            .map_err(|e| self.error(e))?;
-        if matched {
-            Ok(Renewal::new(*lease, amount.applied))
-        } else {
-            Err(SqlError::Lost {
-                machine_id: lease.machine_id,
-            })
-        }
+        self.renew_with_floor(lease, requested, 0).await
     }
 
     async fn release(&self, lease: &SqlLease, guard: Duration) -> Result<(), SqlError> {
         let amount = Amount::new(guard, self.dialect())?;
-        // A row that no longer carries our token is someone else's: leave it alone.
-        self.update_own(&self.queries.release, lease, &amount)
+        // A row that no longer carries our token is someone else's: leave it alone. No floor:
+        // the stored one stays.
+        self.update_own(&self.queries.release, lease, &amount, None, false)
             .await
             .map(|_| ())
             .map_err(|e| self.error(e))
+    }
+
+    fn records_floor(&self) -> bool {
+        true
+    }
+
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<SqlLease>, SqlError> {
+        let amount = self.lease_amount(requested)?;
+        let token = new_token()?;
+        // A second attempt only after a table without a record was recorded as trusted.
+        for _ in 0..2 {
+            match self
+                .claim(&token, &amount, signed(now_ms), signed(floor_ms))
+                .await
+                .map_err(|e| self.error(e))?
+            {
+                Claim::Won {
+                    id,
+                    floor,
+                    coordinator_ms,
+                } => {
+                    let machine_id = machine_id(id)?;
+                    let grant =
+                        Grant::new(machine_id, SqlLease { machine_id, token }, amount.applied)
+                            .with_floor(unsigned(floor));
+                    return Ok(match coordinator_ms {
+                        Some(ms) => grant.with_coordinator_ms(unsigned(ms)),
+                        None => grant,
+                    });
+                }
+                Claim::None { tried } => self.nothing_claimed(tried).await?,
+            }
+        }
+        Err(SqlError::Conflict { candidates: 0 })
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &SqlLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<SqlLease>, SqlError> {
+        let amount = self.lease_amount(requested)?;
+        let matched = self
+            .update_own(
+                &self.queries.renew,
+                lease,
+                &amount,
+                Some(signed(floor_ms)),
+                true,
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        match matched {
+            Some(clock) => {
+                let renewal = Renewal::new(*lease, amount.applied);
+                Ok(match clock {
+                    Some(ms) => renewal.with_coordinator_ms(unsigned(ms)),
+                    None => renewal,
+                })
+            }
+            None => Err(SqlError::Lost {
+                machine_id: lease.machine_id,
+            }),
+        }
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &SqlLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), SqlError> {
+        let amount = Amount::new(guard, self.dialect())?;
+        self.update_own(
+            &self.queries.release,
+            lease,
+            &amount,
+            Some(signed(floor_ms)),
+            false,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.error(e))
     }
 
     fn name(&self) -> &'static str {

@@ -5,6 +5,11 @@ use crate::{Dialect, SqlError};
 /// The default table name, shared with NoNoncense.
 pub const DEFAULT_TABLE: &str = "no_noncense_leases";
 
+/// The coordinator table: which database server granted the leases of each lease table, and
+/// since when (PostgreSQL and MySQL/MariaDB; see "Coordinator amnesia" in the crate docs). It
+/// lives in the lease table's schema.
+pub const COORDINATOR_TABLE: &str = "nononce_coordinator";
+
 /// A validated table name: `table` or `schema.table`, each part a lowercase identifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TableName(String);
@@ -27,6 +32,32 @@ impl TableName {
 
     pub(crate) fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether this is the coordinator table's own name (in any schema).
+    pub(crate) fn is_coordinator(&self) -> bool {
+        self.0.rsplit('.').next() == Some(COORDINATOR_TABLE)
+    }
+
+    /// The coordinator table in this table's schema.
+    pub(crate) fn coordinator(&self) -> Self {
+        match self.0.split_once('.') {
+            Some((schema, _)) => Self(format!("{schema}.{COORDINATOR_TABLE}")),
+            None => Self(COORDINATOR_TABLE.to_owned()),
+        }
+    }
+
+    /// The name as an SQL string literal (safe: validated above), the coordinator table's key.
+    pub(crate) fn literal(&self) -> String {
+        format!("'{}'", self.0)
+    }
+
+    /// The schema (if the name has one) and the bare table name.
+    pub(crate) fn parts(&self) -> (Option<&str>, &str) {
+        match self.0.split_once('.') {
+            Some((schema, table)) => (Some(schema), table),
+            None => (None, &self.0),
+        }
     }
 
     /// The name quoted for `dialect` (safe to splice into SQL: validated above).
@@ -81,6 +112,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_coordinator_table_lives_in_the_lease_tables_schema() {
+        let t = TableName::new("app.leases").unwrap();
+        assert_eq!(t.coordinator().as_str(), "app.nononce_coordinator");
+        assert_eq!(t.literal(), "'app.leases'");
+        assert_eq!(t.parts(), (Some("app"), "leases"));
+        let t = TableName::new("leases").unwrap();
+        assert_eq!(t.coordinator().as_str(), COORDINATOR_TABLE);
+        assert_eq!(t.parts(), (None, "leases"));
+        assert!(!t.is_coordinator());
+        assert!(
+            TableName::new("x.nononce_coordinator")
+                .unwrap()
+                .is_coordinator()
+        );
     }
 
     #[test]

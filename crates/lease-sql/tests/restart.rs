@@ -8,134 +8,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::cluster::Cluster;
 use common::{Pool, TempDir};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::SqlStrategy;
 
 const TTL: Duration = Duration::from_secs(60);
-
-/// The newest installed PostgreSQL server binaries.
-fn pg_bin() -> PathBuf {
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .expect(
-            "PostgreSQL server binaries in /usr/lib/postgresql/<version>/bin (install postgresql)",
-        )
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .expect("no initdb under /usr/lib/postgresql/<version>/bin")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// Runs a server binary, as user postgres when we are root (PostgreSQL refuses to run as root).
-fn pg(bin: &Path, program: &str, args: &[&str]) {
-    let program = bin.join(program);
-    let out = if is_root() {
-        Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(&program)
-            .args(args)
-            .output()
-    } else {
-        Command::new(&program).args(args).output()
-    }
-    .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed: {}{}",
-        program.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A private PostgreSQL cluster on a free port, stopped and removed on drop.
-struct Cluster {
-    bin: PathBuf,
-    dir: TempDir,
-    port: u16,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let bin = pg_bin();
-        let dir = TempDir::new();
-        if is_root() {
-            let status = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir.path)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
-        let data = dir.path.join("data");
-        let data = data.to_str().unwrap();
-        pg(
-            &bin,
-            "initdb",
-            &["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"],
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let cluster = Self { bin, dir, port };
-        cluster.ctl(&["start"]);
-        cluster
-    }
-
-    fn data(&self) -> String {
-        self.dir.path.join("data").to_str().unwrap().to_owned()
-    }
-
-    fn ctl(&self, action: &[&str]) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on",
-            self.port,
-            self.dir.path.display()
-        );
-        let log = self.dir.path.join("log").display().to_string();
-        let data = self.data();
-        let mut args = vec!["-D", &data, "-w", "-o", &options, "-l", &log];
-        args.extend_from_slice(action);
-        pg(&self.bin, "pg_ctl", &args);
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let data = self.data();
-        let program = self.bin.join("pg_ctl");
-        let args = ["-D", &data, "-m", "immediate", "stop"];
-        let _ = if is_root() {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&program)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&program).args(args).output()
-        };
-    }
-}
 
 /// Renews until the server answers again: every failure meanwhile must be uncertain (`Retry`),
 /// never `Lost`.

@@ -1,6 +1,8 @@
 //! Test support: real servers, one table of its own per test, raw access to the rows.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::time::Duration;
 
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
@@ -137,8 +139,15 @@ impl Pool {
 
     /// Runs a statement, returning the rows affected.
     pub async fn exec(&self, sql: &str) -> u64 {
+        self.try_exec(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Runs a statement, returning the rows affected or the error.
+    pub async fn try_exec(&self, sql: &str) -> Result<u64, sqlx::Error> {
         let sql = sql.to_owned();
-        let result = match self {
+        match self {
             Self::Pg(p) => sqlx::query(AssertSqlSafe(sql.clone()))
                 .execute(p)
                 .await
@@ -151,8 +160,7 @@ impl Pool {
                 .execute(p)
                 .await
                 .map(|r| r.rows_affected()),
-        };
-        result.unwrap_or_else(|e| panic!("{sql}: {e}"))
+        }
     }
 
     /// One `i64` from a query.
@@ -287,6 +295,11 @@ impl Drop for TestTable {
         }
         let dialect = self.pool.dialect();
         let sql = format!("DROP TABLE IF EXISTS {}", self.name);
+        let forget = format!(
+            "DELETE FROM {} WHERE lease_table = '{}'",
+            lease_sql::COORDINATOR_TABLE,
+            self.name
+        );
         // Drop from a thread with its own runtime and connection: this may run inside (or after)
         // the test's runtime.
         let result = std::thread::spawn(move || {
@@ -300,6 +313,8 @@ impl Drop for TestTable {
                     _ => Pool::mysql(1).await,
                 };
                 pool.exec(&sql).await;
+                // The coordinator table exists once any migration ran.
+                let _ = pool.try_exec(&forget).await;
             });
         })
         .join();

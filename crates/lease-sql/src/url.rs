@@ -1,0 +1,173 @@
+//! lease-sql's own query options in a database URL, split off before the driver parses it.
+
+use std::time::Duration;
+
+use crate::{AmnesiaGuard, Dialect, SqlError};
+
+/// lease-sql's options from a URL's query.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct UrlOptions {
+    pub table: Option<String>,
+    pub max_lease_duration: Option<Duration>,
+    pub amnesia_guard: Option<AmnesiaGuard>,
+}
+
+/// The query options sqlx 0.9 reads for each dialect.
+fn driver_options(dialect: Dialect) -> &'static [&'static str] {
+    match dialect {
+        Dialect::Postgres => &[
+            "sslmode",
+            "ssl-mode",
+            "sslrootcert",
+            "ssl-root-cert",
+            "ssl-ca",
+            "sslcert",
+            "ssl-cert",
+            "sslkey",
+            "ssl-key",
+            "statement-cache-capacity",
+            "host",
+            "hostaddr",
+            "port",
+            "dbname",
+            "user",
+            "password",
+            "application_name",
+            "options",
+        ],
+        Dialect::MySql => &[
+            "sslmode",
+            "ssl-mode",
+            "sslca",
+            "ssl-ca",
+            "charset",
+            "collation",
+            "sslcert",
+            "ssl-cert",
+            "sslkey",
+            "ssl-key",
+            "statement-cache-capacity",
+            "socket",
+            "timezone",
+            "time-zone",
+        ],
+        Dialect::Sqlite => &["mode", "cache", "immutable", "vfs"],
+    }
+}
+
+fn driver_list(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => {
+            "sslmode, sslrootcert, sslcert, sslkey, statement-cache-capacity, host, hostaddr, port, dbname, user, password, application_name, options"
+        }
+        Dialect::MySql => {
+            "ssl-mode, ssl-ca, ssl-cert, ssl-key, charset, collation, statement-cache-capacity, socket, timezone"
+        }
+        Dialect::Sqlite => "mode, cache, immutable, vfs",
+    }
+}
+
+/// Splits lease-sql's options (`table`, `max_lease_s`, `amnesia_guard`) off `url`, returning
+/// the URL for the driver and the options.
+///
+/// # Errors
+/// [`SqlError::UnknownUrlOption`] for an option neither lease-sql nor the driver reads,
+/// [`SqlError::InvalidOption`] for a bad value.
+pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions), SqlError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), UrlOptions::default()));
+    };
+    let mut options = UrlOptions::default();
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "table" => options.table = Some(value.to_owned()),
+            "max_lease_s" => {
+                let seconds: u64 = value.parse().map_err(|_| {
+                    SqlError::InvalidOption(format!(
+                        "max_lease_s=`{value}` in the database url is not a whole number of seconds"
+                    ))
+                })?;
+                options.max_lease_duration = Some(Duration::from_secs(seconds));
+            }
+            "amnesia_guard" => {
+                options.amnesia_guard = Some(match value {
+                    "off" => AmnesiaGuard::Off,
+                    "hold_off" => AmnesiaGuard::HoldOff,
+                    _ => {
+                        return Err(SqlError::InvalidOption(format!(
+                            "amnesia_guard=`{value}` in the database url: use off or hold_off"
+                        )));
+                    }
+                });
+            }
+            key if driver_options(dialect).contains(&key)
+                || (dialect == Dialect::Postgres && key.starts_with("options[")) =>
+            {
+                kept.push(pair);
+            }
+            _ => {
+                return Err(SqlError::UnknownUrlOption {
+                    option: key.to_owned(),
+                    driver: driver_list(dialect),
+                });
+            }
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_options_are_split_off_and_driver_options_kept() {
+        let (url, options) = split(
+            "postgres://u@h/db?sslmode=require&amnesia_guard=off&max_lease_s=300&table=app.leases&application_name=x",
+            Dialect::Postgres,
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://u@h/db?sslmode=require&application_name=x");
+        assert_eq!(
+            options,
+            UrlOptions {
+                table: Some("app.leases".into()),
+                max_lease_duration: Some(Duration::from_secs(300)),
+                amnesia_guard: Some(AmnesiaGuard::Off),
+            }
+        );
+        let (url, options) = split("mysql://root@h/db", Dialect::MySql).unwrap();
+        assert_eq!(url, "mysql://root@h/db");
+        assert_eq!(options, UrlOptions::default());
+        let (url, options) =
+            split("mysql://root@h/db?amnesia_guard=hold_off", Dialect::MySql).unwrap();
+        assert_eq!(url, "mysql://root@h/db");
+        assert_eq!(options.amnesia_guard, Some(AmnesiaGuard::HoldOff));
+        let (url, _) = split("sqlite://x.db?mode=rwc&max_lease_s=5", Dialect::Sqlite).unwrap();
+        assert_eq!(url, "sqlite://x.db?mode=rwc");
+    }
+
+    #[test]
+    fn unknown_options_and_bad_values_are_named() {
+        let e = split("postgres://h/db?amnesia=off", Dialect::Postgres).unwrap_err();
+        assert!(matches!(&e, SqlError::UnknownUrlOption { option, .. } if option == "amnesia"));
+        let text = e.to_string();
+        assert!(text.contains("`amnesia`"), "{text}");
+        assert!(text.contains("amnesia_guard"), "{text}");
+        assert!(text.contains("sslmode"), "{text}");
+        // A driver option of another dialect is unknown here.
+        let e = split("mysql://h/db?application_name=x", Dialect::MySql).unwrap_err();
+        assert!(e.to_string().contains("`application_name`"), "{e}");
+        let e = split("mysql://h/db?max_lease_s=1h", Dialect::MySql).unwrap_err();
+        assert!(e.to_string().contains("max_lease_s=`1h`"), "{e}");
+        let e = split("mysql://h/db?amnesia_guard=no", Dialect::MySql).unwrap_err();
+        assert!(e.to_string().contains("use off or hold_off"), "{e}");
+    }
+}
