@@ -36,6 +36,10 @@ pub enum StartError {
     /// No lease could be acquired.
     #[error("could not acquire a machine id lease")]
     Startup(#[from] StartupError),
+    /// The strategy cannot serve leases of this configuration (see
+    /// [`Strategy::check_config`]).
+    #[error("the lease strategy cannot serve this lease configuration")]
+    Strategy(#[source] Failure),
     /// The manager task ended before startup finished (it was cancelled or crashed).
     #[error("lease manager task ended before startup finished")]
     Aborted,
@@ -108,6 +112,9 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     /// [`StartError`] when the configuration is invalid or no lease was acquired in time.
     pub async fn start(self) -> Result<LeaseManager<S>, StartError> {
         self.config.validate()?;
+        self.strategy
+            .check_config(&self.config)
+            .map_err(|e| StartError::Strategy(Failure::from_error(&e)))?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(BootClock::new()));
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(LeaseState::Starting);

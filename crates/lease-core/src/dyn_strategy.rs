@@ -140,6 +140,8 @@ pub trait DynStrategy: Send + Sync {
         guard: Duration,
         floor_ms: u64,
     ) -> BoxFuture<'a, Result<(), DynError>>;
+    /// [`Strategy::check_config`].
+    fn check_config_boxed(&self, config: &crate::LeaseConfig) -> Result<(), DynError>;
     /// [`Strategy::records_floor`].
     fn stores_floor(&self) -> bool;
     /// [`Strategy::deterministic`].
@@ -197,6 +199,10 @@ impl<S: Strategy> DynStrategy for S {
         })
     }
 
+    fn check_config_boxed(&self, config: &crate::LeaseConfig) -> Result<(), DynError> {
+        self.check_config(config).map_err(DynError::new)
+    }
+
     fn stores_floor(&self) -> bool {
         self.records_floor()
     }
@@ -245,6 +251,10 @@ impl Strategy for dyn DynStrategy {
 
     async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), DynError> {
         self.release_boxed(lease, guard, 0).await
+    }
+
+    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), DynError> {
+        self.check_config_boxed(config)
     }
 
     fn records_floor(&self) -> bool {

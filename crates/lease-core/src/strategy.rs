@@ -329,6 +329,8 @@ impl LeaseError for Failure {
 ///   write that releases.
 /// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
 ///   lowered by anything but the holder's own release.
+/// - A strategy that grants less than was asked may record `floor_ms - (requested - ttl)`
+///   instead: the manager's deadline never exceeds `sent + ttl - margin`, which that still bounds.
 ///
 /// The manager starts its factories strictly above the granted floor, so their timestamps never
 /// meet an earlier holder's, whatever the clocks. The defaults forward to the floor-less
@@ -361,6 +363,18 @@ pub trait Strategy: Send + Sync {
         lease: &Self::Lease,
         guard: Duration,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Checks that this strategy can serve leases of `config`, before the manager starts: for
+    /// example that its longest grant is not below `config.min_ttl()`, which would make every
+    /// grant illegal (and, refused, still block an ID each time). The default accepts every
+    /// configuration.
+    ///
+    /// # Errors
+    /// The strategy's own error (kind [`ErrorKind::Misconfigured`]) naming what to change.
+    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
+        let _ = config;
+        Ok(())
+    }
 
     /// Whether this strategy stores a timestamp floor with each ID (see "Timestamp floor").
     /// `false` by default; a strategy that overrides the `*_with_floor` methods answers `true`.
@@ -440,6 +454,9 @@ impl<S: Strategy + ?Sized> Strategy for &S {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send {
         (**self).release(lease, guard)
     }
+    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
+        (**self).check_config(config)
+    }
     fn records_floor(&self) -> bool {
         (**self).records_floor()
     }
@@ -499,6 +516,9 @@ macro_rules! forward_strategy {
                 guard: Duration,
             ) -> impl Future<Output = Result<(), Self::Error>> + Send {
                 (**self).release(lease, guard)
+            }
+            fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
+                (**self).check_config(config)
             }
             fn records_floor(&self) -> bool {
                 (**self).records_floor()

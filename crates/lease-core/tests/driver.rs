@@ -748,3 +748,49 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     );
     drop(signal);
 }
+
+/// A coordinator that cannot serve leases shorter than an hour.
+struct Picky(Arc<TestCoordinator>);
+
+impl Strategy for Picky {
+    type Lease = (u16, u64);
+    type Error = TestError;
+    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
+        self.0.acquire(requested).await
+    }
+    async fn renew(
+        &self,
+        lease: &(u16, u64),
+        requested: Duration,
+    ) -> Result<Renewal<(u16, u64)>, TestError> {
+        self.0.renew(lease, requested).await
+    }
+    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
+        self.0.release(lease, guard).await
+    }
+    fn check_config(&self, config: &LeaseConfig) -> Result<(), TestError> {
+        if config.min_ttl() < Duration::from_secs(3600) {
+            return Err(TestError(ErrorKind::Misconfigured));
+        }
+        Ok(())
+    }
+    fn name(&self) -> &'static str {
+        "picky"
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
+    let s = setup(4, Duration::from_secs(3600));
+    let result = LeaseManager::builder(Picky(Arc::clone(&s.coordinator)))
+        .clock(s.clock)
+        .target(s.target.clone())
+        .start()
+        .await;
+    assert!(
+        matches!(&result, Err(StartError::Strategy(f)) if f.kind == ErrorKind::Misconfigured),
+        "{:?}",
+        result.err()
+    );
+    assert!(entries(&s.log).is_empty(), "{:?}", entries(&s.log));
+}

@@ -432,6 +432,10 @@ where
     type Lease = RedisLease;
     type Error = RedisLeaseError;
 
+    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), RedisLeaseError> {
+        self.options.validate_for(config)
+    }
+
     async fn acquire(&self, requested: Duration) -> Result<Grant<RedisLease>, RedisLeaseError> {
         let ttl = self.acquire_ttl(requested)?;
         let mut connection = self.connection.clone();
