@@ -3,6 +3,7 @@
 //! Each backend's module makes its servers available and records the URLs the tests read
 //! (`NONONCE_TEST_*` variables). Servers this run started are stopped when [`Running`] drops.
 
+pub mod etcd;
 pub mod redis;
 mod sql;
 
@@ -38,6 +39,8 @@ impl Drop for Running {
 /// Makes every server the test suite needs available.
 pub fn start() -> Result<Running, String> {
     let mut running = Running::default();
+    // First: it installs protoc, which building etcd-client needs.
+    etcd::ensure(&mut running)?;
     sql::ensure(&mut running)?;
     redis::ensure(&mut running)?;
     Ok(running)

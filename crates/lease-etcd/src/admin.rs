@@ -1,0 +1,121 @@
+//! Operator views of the lease keys: who holds which ID, how many are free, and freeing a dead
+//! node's ID.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use etcd_client::{DeleteOptions, GetOptions};
+use lease_core::{Holder, MachineId};
+
+use crate::error::EtcdLeaseError;
+use crate::keys::{self, Entry};
+use crate::strategy::EtcdStrategy;
+
+impl EtcdStrategy {
+    /// Every held ID (including IDs blocked by a release guard) with a token prefix and the
+    /// time left on its etcd lease, in ID order. A key without a lease (not written by this
+    /// strategy) shows [`Duration::MAX`].
+    ///
+    /// # Errors
+    /// When the cluster cannot be reached or refuses the reads.
+    pub async fn holders(&self) -> Result<Vec<Holder>, EtcdLeaseError> {
+        let client = self.client().await?;
+        let answer = self
+            .call(
+                "range",
+                client
+                    .kv_client()
+                    .get(self.prefix(), Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+        let mut held: Vec<(MachineId, String, i64)> = answer
+            .kvs()
+            .iter()
+            .filter_map(|kv| match keys::classify(self.prefix(), kv.key()) {
+                Entry::Lease(id) => Some((
+                    id,
+                    String::from_utf8_lossy(kv.value()).into_owned(),
+                    kv.lease(),
+                )),
+                _ => None,
+            })
+            .collect();
+        held.sort_by_key(|(id, _, _)| *id);
+        let mut left: HashMap<i64, Option<Duration>> = HashMap::new();
+        for (_, _, lease) in &held {
+            if *lease == 0 || left.contains_key(lease) {
+                continue;
+            }
+            let ttl = self
+                .call(
+                    "lease time-to-live",
+                    client.lease_client().time_to_live(*lease, None),
+                )
+                .await?
+                .ttl();
+            // -1: the lease ended between the two reads, and its key with it.
+            left.insert(*lease, u64::try_from(ttl).ok().map(Duration::from_secs));
+        }
+        Ok(held
+            .into_iter()
+            .filter_map(|(id, token, lease)| {
+                let expires_in = if lease == 0 {
+                    Duration::MAX
+                } else {
+                    left.get(&lease).copied().flatten()?
+                };
+                Some(Holder::new(id, &token, expires_in))
+            })
+            .collect())
+    }
+
+    /// How many of the 512 IDs have no key (neither held nor blocked by a release guard).
+    ///
+    /// # Errors
+    /// When the cluster cannot be reached or refuses the read.
+    pub async fn free_count(&self) -> Result<u64, EtcdLeaseError> {
+        let client = self.client().await?;
+        let answer = self
+            .call(
+                "range",
+                client.kv_client().get(
+                    self.prefix(),
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                ),
+            )
+            .await?;
+        let held = answer
+            .kvs()
+            .iter()
+            .filter(|kv| matches!(keys::classify(self.prefix(), kv.key()), Entry::Lease(_)))
+            .count();
+        Ok(u64::from(MachineId::COUNT).saturating_sub(u64::try_from(held).unwrap_or(u64::MAX)))
+    }
+
+    /// Frees `id` at once, whoever holds it: its key is deleted and the etcd lease it was
+    /// attached to revoked; its timestamp floor key stays, so the next holder still starts
+    /// above what the dead node may have issued. Only for a node known to be dead; a live
+    /// holder loses its lease at its next renewal. Returns whether the ID was held.
+    ///
+    /// # Errors
+    /// When the cluster cannot be reached or refuses the delete.
+    pub async fn force_release(&self, id: MachineId) -> Result<bool, EtcdLeaseError> {
+        let client = self.client().await?;
+        let answer = self
+            .call(
+                "delete",
+                client.kv_client().delete(
+                    keys::lease_key(self.prefix(), id),
+                    Some(DeleteOptions::new().with_prev_key()),
+                ),
+            )
+            .await?;
+        let Some(previous) = answer.prev_kvs().first() else {
+            return Ok(false);
+        };
+        if previous.lease() != 0 {
+            self.revoke_quietly(&client, previous.lease()).await;
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,192 @@
+//! The key layout under the prefix, the floor's text form, and the choice of a free ID.
+
+use lease_core::MachineId;
+
+/// The default key prefix.
+pub(crate) const DEFAULT_PREFIX: &str = "/nononce/leases/";
+/// Floor keys live under `<prefix>floor/`.
+const FLOOR_DIR: &str = "floor/";
+/// A floor is stored as exactly this many decimal digits (leading zeros), so that etcd's
+/// byte-wise value comparison in a transaction orders floors as numbers.
+const FLOOR_DIGITS: usize = 20;
+
+/// The lease key of `id`: `<prefix><id>`.
+pub(crate) fn lease_key(prefix: &str, id: MachineId) -> String {
+    format!("{prefix}{id}")
+}
+
+/// The floor key of `id`: `<prefix>floor/<id>`.
+pub(crate) fn floor_key(prefix: &str, id: MachineId) -> String {
+    format!("{prefix}{FLOOR_DIR}{id}")
+}
+
+/// A floor in its stored form: 20 digits with leading zeros.
+pub(crate) fn encode_floor(ms: u64) -> String {
+    format!("{ms:0FLOOR_DIGITS$}")
+}
+
+/// A stored floor, if the value is in the stored form.
+pub(crate) fn parse_floor(value: &[u8]) -> Option<u64> {
+    if value.len() != FLOOR_DIGITS || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// What a key under the prefix is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The lease key of an ID.
+    Lease(MachineId),
+    /// The floor key of an ID.
+    Floor(MachineId),
+    /// Something else (not this strategy's).
+    Other,
+}
+
+/// Classifies a key returned by a prefix read.
+pub(crate) fn classify(prefix: &str, key: &[u8]) -> Entry {
+    let Some(rest) = key.strip_prefix(prefix.as_bytes()) else {
+        return Entry::Other;
+    };
+    match rest.strip_prefix(FLOOR_DIR.as_bytes()) {
+        Some(id) => parse_id(id).map_or(Entry::Other, Entry::Floor),
+        None => parse_id(rest).map_or(Entry::Other, Entry::Lease),
+    }
+}
+
+/// A canonical decimal machine ID (no sign, no leading zeros).
+fn parse_id(text: &[u8]) -> Option<MachineId> {
+    if text.is_empty() || text.len() > 3 || (text.len() > 1 && text[0] == b'0') {
+        return None;
+    }
+    if !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u16 = std::str::from_utf8(text).ok()?.parse().ok()?;
+    MachineId::new(n).ok()
+}
+
+/// A fresh random token for a lease key's value: 32 hex digits.
+pub(crate) fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
+/// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
+/// IDs (nodes starting together still spread out, and the factory starts less far ahead).
+/// `random(n)` picks in `0..n`.
+pub(crate) fn pick<T: Copy>(
+    free: &[(MachineId, u64, T)],
+    now_ms: u64,
+    random: &mut impl FnMut(usize) -> usize,
+) -> Option<(MachineId, u64, T)> {
+    let below: Vec<_> = free
+        .iter()
+        .filter(|(_, floor, _)| *floor < now_ms)
+        .collect();
+    if !below.is_empty() {
+        return Some(*below[random(below.len())]);
+    }
+    if free.is_empty() {
+        return None;
+    }
+    let a = free[random(free.len())];
+    let b = free[random(free.len())];
+    Some(if b.1 < a.1 { b } else { a })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u16) -> MachineId {
+        MachineId::new(n).unwrap()
+    }
+
+    #[test]
+    fn layout() {
+        let p = "/nononce/leases/";
+        assert_eq!(lease_key(p, id(7)), "/nononce/leases/7");
+        assert_eq!(floor_key(p, id(511)), "/nononce/leases/floor/511");
+        assert_eq!(classify(p, b"/nononce/leases/0"), Entry::Lease(id(0)));
+        assert_eq!(classify(p, b"/nononce/leases/511"), Entry::Lease(id(511)));
+        assert_eq!(classify(p, b"/nononce/leases/floor/3"), Entry::Floor(id(3)));
+        for other in [
+            &b"/nononce/leases/512"[..],
+            b"/nononce/leases/07",
+            b"/nononce/leases/-1",
+            b"/nononce/leases/",
+            b"/nononce/leases/floor/",
+            b"/nononce/leases/floor/x",
+            b"/nononce/leases/a/1",
+            b"/other/1",
+        ] {
+            assert_eq!(
+                classify(p, other),
+                Entry::Other,
+                "{:?}",
+                String::from_utf8_lossy(other)
+            );
+        }
+    }
+
+    #[test]
+    fn floors_order_as_bytes_and_as_numbers() {
+        assert_eq!(encode_floor(0), "00000000000000000000");
+        assert_eq!(encode_floor(u64::MAX), "18446744073709551615");
+        assert_eq!(
+            parse_floor(encode_floor(1_893_456_000_000).as_bytes()),
+            Some(1_893_456_000_000)
+        );
+        assert_eq!(parse_floor(b"123"), None);
+        assert_eq!(parse_floor(b"0000000000000000000x"), None);
+        assert_eq!(parse_floor(b"99999999999999999999"), None);
+        let values = [
+            0,
+            9,
+            10,
+            999,
+            1_000,
+            1_893_456_000_000,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for a in values {
+            for b in values {
+                assert_eq!(encode_floor(a).cmp(&encode_floor(b)), a.cmp(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn an_id_whose_floor_is_below_now_is_preferred() {
+        let free = [
+            (id(1), 500, ()),
+            (id(2), 99, ()),
+            (id(3), 100, ()),
+            (id(4), 700, ()),
+        ];
+        let mut next = 0;
+        let mut random = move |n: usize| {
+            next += 1;
+            (next - 1) % n
+        };
+        for _ in 0..20 {
+            assert_eq!(pick(&free, 100, &mut random).unwrap().0, id(2));
+        }
+        let mut seen: Vec<u16> = (0..20)
+            .map(|_| pick(&free, 600, &mut random).unwrap().0.get())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, [1, 2, 3]);
+        assert_eq!(pick::<()>(&[], 100, &mut random), None);
+        // Every floor ahead: the lower of two random picks.
+        let ahead = [(id(1), 500, ()), (id(2), 300, ())];
+        let mut answers = [0, 1].into_iter();
+        let mut random = |_| answers.next().unwrap();
+        assert_eq!(pick(&ahead, 100, &mut random).unwrap().0, id(2));
+        assert!(new_token().len() == 32 && new_token() != new_token());
+    }
+}

@@ -1,0 +1,15 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod admin;
+mod error;
+mod keys;
+mod options;
+mod strategy;
+
+pub use error::{EtcdLeaseError, LostReason};
+pub use etcd_client;
+pub use options::EtcdOptions;
+pub use strategy::{EtcdLease, EtcdStrategy};

@@ -1,0 +1,352 @@
+//! Settings of the etcd lease strategy, and the `etcd://` URL form.
+
+use std::time::Duration;
+
+use crate::error::EtcdLeaseError;
+use crate::keys::DEFAULT_PREFIX;
+
+/// Settings of an [`EtcdStrategy`](crate::EtcdStrategy).
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | `endpoints` | (required) | `http://host:port` of the members (`https://` with the `tls` feature); requests are balanced over them |
+/// | `prefix` | `/nononce/leases/` | keys: `<prefix><id>` per leased ID, `<prefix>floor/<id>` per timestamp floor |
+/// | `user` | none | user name and password (etcd authentication) |
+/// | `tls` | none | TLS settings (feature `tls`) |
+/// | `acquire_attempts` | 3 | claims tried per acquire before answering `Conflict` |
+/// | `max_lease_duration` | 8 h | longest lease granted; also how long acquisition holds off after the store was seen to go back in time |
+/// | `connect_timeout` | 5 s | longest wait for a connection to a member |
+/// | `request_timeout` | 5 s | longest wait for one request's answer |
+#[derive(Clone)]
+pub struct EtcdOptions {
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) prefix: String,
+    pub(crate) user: Option<(String, String)>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<etcd_client::TlsOptions>,
+    pub(crate) acquire_attempts: u32,
+    pub(crate) max_lease_duration: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+}
+
+impl std::fmt::Debug for EtcdOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("EtcdOptions");
+        d.field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            // Never the password.
+            .field("user", &self.user.as_ref().map(|(name, _)| name));
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls.is_some());
+        d.field("acquire_attempts", &self.acquire_attempts)
+            .field("max_lease_duration", &self.max_lease_duration)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl EtcdOptions {
+    /// The defaults (see the table above) for the members at `endpoints`
+    /// (`http://127.0.0.1:2379`, ...).
+    #[must_use]
+    pub fn new<I, S>(endpoints: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            user: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+            acquire_attempts: 3,
+            max_lease_duration: Duration::from_secs(8 * 3600),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Options from a store URL:
+    /// `etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N]`
+    /// (`etcds://` for TLS with the system's root certificates, with the `tls` feature). A path
+    /// sets the key prefix (a trailing `/` is added if missing); without one the prefix is
+    /// `/nononce/leases/`. `max_lease_s` sets [`max_lease_duration`](Self::max_lease_duration);
+    /// any other option is refused by name. User name, password and prefix may use `%XX`
+    /// escapes.
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidUrl`] naming what is wrong.
+    pub fn from_url(url: &str) -> Result<Self, EtcdLeaseError> {
+        let invalid = |why: &str| {
+            Err(EtcdLeaseError::InvalidUrl(format!(
+                "{why}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N]"
+            )))
+        };
+        let (scheme, rest) = match url.split_once("://") {
+            Some(("etcd", rest)) => ("http", rest),
+            Some(("etcds", rest)) => {
+                if !cfg!(feature = "tls") {
+                    return invalid("etcds:// needs lease-etcd's `tls` feature");
+                }
+                ("https", rest)
+            }
+            _ => return invalid("not an etcd:// url"),
+        };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = match rest.find('/') {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        let (user, hosts) = match authority.rsplit_once('@') {
+            Some((credentials, hosts)) => {
+                let Some((name, password)) = credentials.split_once(':') else {
+                    return invalid("credentials must be user:password");
+                };
+                if name.is_empty() {
+                    return invalid("the user name is empty");
+                }
+                (
+                    Some((percent_decode(name)?, percent_decode(password)?)),
+                    hosts,
+                )
+            }
+            None => (None, authority),
+        };
+        let mut endpoints = Vec::new();
+        for host in hosts.split(',') {
+            let Some((name, port)) = host.rsplit_once(':') else {
+                return invalid(&format!("endpoint `{host}` has no port"));
+            };
+            if name.is_empty() || port.parse::<u16>().is_err() {
+                return invalid(&format!("endpoint `{host}` is not host:port"));
+            }
+            endpoints.push(format!("{scheme}://{host}"));
+        }
+        let mut options = Self::new(endpoints);
+        if let Some((name, password)) = user {
+            options = options.user(name, password);
+        }
+        if !path.is_empty() && path != "/" {
+            let mut prefix = percent_decode(path)?;
+            if !prefix.ends_with('/') {
+                prefix.push('/');
+            }
+            options = options.prefix(prefix);
+        }
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "max_lease_s" => match value.parse::<u64>() {
+                    Ok(seconds) => {
+                        options = options.max_lease_duration(Duration::from_secs(seconds));
+                    }
+                    Err(_) => return invalid(&format!("max_lease_s={value} is not whole seconds")),
+                },
+                other => return invalid(&format!("unknown option `{other}` (known: max_lease_s)")),
+            }
+        }
+        #[cfg(feature = "tls")]
+        if scheme == "https" {
+            options = options.tls(etcd_client::TlsOptions::new().with_native_roots());
+        }
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Sets the key prefix (default `/nononce/leases/`). Every node of a deployment must use the
+    /// same prefix; give each deployment its own.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Authenticates as `name` with `password` (etcd `--auth` on). The token is refreshed when
+    /// it expires.
+    #[must_use]
+    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Self {
+        self.user = Some((name.into(), password.into()));
+        self
+    }
+
+    /// Sets TLS (server roots, client identity) for `https://` endpoints.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    #[must_use]
+    pub fn tls(mut self, tls: etcd_client::TlsOptions) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sets how many claims one acquire tries before answering `Conflict` (default 3).
+    #[must_use]
+    pub const fn acquire_attempts(mut self, attempts: u32) -> Self {
+        self.acquire_attempts = attempts;
+        self
+    }
+
+    /// Sets the longest lease any node of the deployment may hold (default 8 h). Longer requests
+    /// are granted this long; after this strategy saw the store go back in time (see the crate
+    /// docs, "Amnesia"), acquisition holds off this long.
+    #[must_use]
+    pub const fn max_lease_duration(mut self, max: Duration) -> Self {
+        self.max_lease_duration = max;
+        self
+    }
+
+    /// Sets the longest wait for a connection to a member (default 5 s).
+    #[must_use]
+    pub const fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the longest wait for the answer to one request (default 5 s).
+    #[must_use]
+    pub const fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The endpoints.
+    #[must_use]
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// The key prefix.
+    #[must_use]
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Checks the settings.
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidOptions`] naming the setting to change.
+    pub fn validate(&self) -> Result<(), EtcdLeaseError> {
+        let invalid = |why: &str| Err(EtcdLeaseError::InvalidOptions(why.to_owned()));
+        if self.endpoints.is_empty() {
+            return invalid("at least one endpoint is needed");
+        }
+        if self.prefix.is_empty() {
+            return invalid("prefix must not be empty");
+        }
+        if self.acquire_attempts == 0 {
+            return invalid("acquire_attempts must be at least 1");
+        }
+        if self.max_lease_duration < Duration::from_secs(1) {
+            return invalid(
+                "max_lease_duration must be at least 1 s (etcd leases are whole seconds)",
+            );
+        }
+        if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
+            return invalid("connect_timeout and request_timeout must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Decodes `%XX` escapes (for passwords and prefixes in URLs).
+fn percent_decode(text: &str) -> Result<String, EtcdLeaseError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let Some(byte) = hex else {
+                return Err(EtcdLeaseError::InvalidUrl(format!(
+                    "bad %-escape in `{text}`"
+                )));
+            };
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| EtcdLeaseError::InvalidUrl(format!("`{text}` is not UTF-8 once decoded")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let o = EtcdOptions::from_url("etcd://127.0.0.1:2379").unwrap();
+        assert_eq!(o.endpoints, ["http://127.0.0.1:2379"]);
+        assert_eq!(o.prefix, "/nononce/leases/");
+        assert!(o.user.is_none());
+
+        let o = EtcdOptions::from_url("etcd://a:1,b:2,[::1]:3/team/ids").unwrap();
+        assert_eq!(o.endpoints, ["http://a:1", "http://b:2", "http://[::1]:3"]);
+        assert_eq!(o.prefix, "/team/ids/");
+
+        let o = EtcdOptions::from_url("etcd://me:p%40ss@h:2379/").unwrap();
+        assert_eq!(o.user, Some(("me".into(), "p@ss".into())));
+        assert_eq!(o.prefix, "/nononce/leases/");
+
+        let o = EtcdOptions::from_url("etcd://h:1/p?max_lease_s=300").unwrap();
+        assert_eq!(o.max_lease_duration, Duration::from_secs(300));
+        assert_eq!(o.prefix, "/p/");
+        let o = EtcdOptions::from_url("etcd://h:1?max_lease_s=60").unwrap();
+        assert_eq!(o.prefix, "/nononce/leases/");
+        assert_eq!(o.max_lease_duration, Duration::from_secs(60));
+
+        for bad in [
+            "etcd://h:1?max_lease_s=0",
+            "etcd://h:1?max_lease_s=x",
+            "etcd://h:1?table=t",
+            "redis://h:1",
+            "etcd://h",
+            "etcd://h:x",
+            "etcd://:1",
+            "etcd://me@h:1",
+            "etcd://h:1,",
+            "etcd://u:%zz@h:1",
+        ] {
+            let e = EtcdOptions::from_url(bad).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    EtcdLeaseError::InvalidUrl(_) | EtcdLeaseError::InvalidOptions(_)
+                ),
+                "{bad}: {e}"
+            );
+        }
+        #[cfg(not(feature = "tls"))]
+        assert!(EtcdOptions::from_url("etcds://h:1").is_err());
+        #[cfg(feature = "tls")]
+        assert_eq!(
+            EtcdOptions::from_url("etcds://h:1").unwrap().endpoints,
+            ["https://h:1"]
+        );
+    }
+
+    #[test]
+    fn validation() {
+        assert!(EtcdOptions::new(Vec::<String>::new()).validate().is_err());
+        let ok = EtcdOptions::new(["http://h:1"]);
+        assert!(ok.validate().is_ok());
+        assert!(ok.clone().prefix("").validate().is_err());
+        assert!(ok.clone().acquire_attempts(0).validate().is_err());
+        assert!(
+            ok.clone()
+                .max_lease_duration(Duration::from_millis(999))
+                .validate()
+                .is_err()
+        );
+        assert!(ok.request_timeout(Duration::ZERO).validate().is_err());
+        let debug = format!("{:?}", EtcdOptions::new(["x"]).user("u", "secret"));
+        assert!(!debug.contains("secret"), "{debug}");
+    }
+}

@@ -1,0 +1,719 @@
+//! [`EtcdStrategy`]: the lease protocol on etcd keys, leases and transactions.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, ResponseHeader, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
+};
+use lease_core::{Grant, MachineId, Renewal, Strategy};
+use tokio::sync::OnceCell;
+
+use crate::error::{EtcdLeaseError, LostReason};
+use crate::keys::{self, Entry};
+use crate::options::EtcdOptions;
+
+/// This holder's lease: the machine ID, the etcd lease its key is attached to, the key's create
+/// revision and the random token in the key's value.
+///
+/// The etcd lease ID and the create revision together identify the holding: a key taken over by
+/// another holder has another lease, and a key deleted and created again has another create
+/// revision, even when it is attached to the same etcd lease.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EtcdLease {
+    pub(crate) id: MachineId,
+    pub(crate) lease: i64,
+    pub(crate) revision: i64,
+    pub(crate) token: String,
+}
+
+impl EtcdLease {
+    /// The leased machine ID.
+    #[must_use]
+    pub const fn machine_id(&self) -> MachineId {
+        self.id
+    }
+
+    /// The etcd lease the ID's key is attached to.
+    #[must_use]
+    pub const fn etcd_lease_id(&self) -> i64 {
+        self.lease
+    }
+
+    /// The create revision of the ID's key.
+    #[must_use]
+    pub const fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The random token stored as the key's value (32 hex digits), shown to operators.
+    #[must_use]
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// What this strategy last saw of the store, for the amnesia check.
+#[derive(Debug, Default)]
+struct Seen {
+    cluster_id: Option<u64>,
+    /// The highest revision of an answer to a linearizable request.
+    revision: i64,
+    /// What showed the store went back in time, and when.
+    rewound: Option<(String, Instant)>,
+}
+
+/// Machine-ID leases on etcd v3.
+///
+/// Each held ID is one key, `<prefix><id>`, attached to an etcd lease of the granted TTL; its
+/// value is a random token. Acquire grants an etcd lease and claims a randomly chosen free ID in
+/// one transaction that succeeds only if the key does not exist; renew sends one keep-alive and
+/// proves in a transaction that the key is still attached to this holder's etcd lease; release
+/// moves the key onto a new etcd lease of the guard's length and revokes the holder's. The
+/// floor-aware operations (what the lease manager calls) also keep the ID's timestamp floor,
+/// `<prefix>floor/<id>`, a key without a lease, in the same transactions. See the crate docs.
+///
+/// The client connects on first use: an unreachable cluster makes the first acquire answer
+/// `Retry`, not the constructor fail. Must be used inside a tokio runtime.
+pub struct EtcdStrategy {
+    client: OnceCell<Client>,
+    options: EtcdOptions,
+    seen: Mutex<Seen>,
+}
+
+impl std::fmt::Debug for EtcdStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStrategy")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdStrategy {
+    /// A strategy on the cluster `options` name; connects on first use.
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidOptions`] (kind `Misconfigured`) when `options` are out of range.
+    pub fn new(options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
+        options.validate()?;
+        Ok(Self {
+            client: OnceCell::new(),
+            options,
+            seen: Mutex::new(Seen::default()),
+        })
+    }
+
+    /// A strategy on a store URL, `etcd://host:port[,host:port...][/prefix/]` (see
+    /// [`EtcdOptions::from_url`]), with the other options at their defaults.
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidUrl`] (kind `Misconfigured`).
+    pub fn from_url(url: &str) -> Result<Self, EtcdLeaseError> {
+        Self::new(EtcdOptions::from_url(url)?)
+    }
+
+    /// A strategy on a client you connected yourself; `options` supply the prefix, the attempts,
+    /// the longest lease and the request timeout (their endpoints, user and TLS are not used).
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidOptions`] when `options` are out of range.
+    pub fn with_client(client: Client, options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
+        options.validate()?;
+        Ok(Self {
+            client: OnceCell::new_with(Some(client)),
+            options,
+            seen: Mutex::new(Seen::default()),
+        })
+    }
+
+    /// The settings.
+    pub const fn options(&self) -> &EtcdOptions {
+        &self.options
+    }
+
+    pub(crate) fn prefix(&self) -> &str {
+        &self.options.prefix
+    }
+
+    /// The client, connected on first use.
+    pub(crate) async fn client(&self) -> Result<Client, EtcdLeaseError> {
+        self.client.get_or_try_init(|| self.open()).await.cloned()
+    }
+
+    async fn open(&self) -> Result<Client, EtcdLeaseError> {
+        let options = &self.options;
+        let mut connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            .with_timeout(options.request_timeout)
+            // HTTP/2 pings find a dead connection; etcd refuses pings more often than every 5 s.
+            .with_keep_alive(Duration::from_secs(10), options.request_timeout)
+            // A member without a leader answers at once instead of holding the request.
+            .with_require_leader(true);
+        if let Some((name, password)) = &options.user {
+            connect = connect
+                .with_user(name.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &options.tls {
+            connect = connect.with_tls(tls.clone());
+        }
+        let timeout = options.connect_timeout + options.request_timeout;
+        match tokio::time::timeout(timeout, Client::connect(&options.endpoints, Some(connect)))
+            .await
+        {
+            Ok(result) => result.map_err(|e| EtcdLeaseError::request("connect", e)),
+            Err(_) => Err(EtcdLeaseError::Timeout {
+                operation: "connect",
+                timeout,
+            }),
+        }
+    }
+
+    /// One request, bounded by the request timeout.
+    pub(crate) async fn call<T>(
+        &self,
+        operation: &'static str,
+        request: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, EtcdLeaseError> {
+        match tokio::time::timeout(self.options.request_timeout, request).await {
+            Ok(result) => result.map_err(|e| EtcdLeaseError::request(operation, e)),
+            Err(_) => Err(EtcdLeaseError::Timeout {
+                operation,
+                timeout: self.options.request_timeout,
+            }),
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The highest revision seen so far: taken before a linearizable request, whose answer
+    /// can then never carry a lower one from an intact store.
+    pub(crate) fn revision_before(&self) -> i64 {
+        self.seen().revision
+    }
+
+    /// Records the header of a linearizable answer (a range or a transaction) to a request sent
+    /// when the highest revision seen was `before`.
+    pub(crate) fn observe(&self, before: i64, header: Option<&ResponseHeader>) {
+        let Some(header) = header else { return };
+        let mut seen = self.seen();
+        let cluster = header.cluster_id();
+        if let Some(previous) = seen.cluster_id.replace(cluster)
+            && previous != cluster
+        {
+            seen.rewound = Some((
+                format!("the cluster id was {previous:x}, is now {cluster:x}"),
+                Instant::now(),
+            ));
+            seen.revision = header.revision();
+            return;
+        }
+        if header.revision() < before {
+            seen.rewound = Some((
+                format!(
+                    "revision {} after revision {before} was seen",
+                    header.revision()
+                ),
+                Instant::now(),
+            ));
+            // Compare from now on against the store as it is.
+            seen.revision = header.revision();
+            return;
+        }
+        seen.revision = seen.revision.max(header.revision());
+    }
+
+    /// Fails while acquisition holds off after the store went back in time.
+    fn check_rewound(&self) -> Result<(), EtcdLeaseError> {
+        let mut seen = self.seen();
+        if let Some((what, at)) = &seen.rewound {
+            let elapsed = at.elapsed();
+            let hold = self.options.max_lease_duration;
+            if elapsed < hold {
+                return Err(EtcdLeaseError::StoreRewound {
+                    what: what.clone(),
+                    remaining: hold - elapsed,
+                });
+            }
+            seen.rewound = None;
+        }
+        Ok(())
+    }
+
+    /// Grants an etcd lease of `seconds`; its ID and the TTL etcd granted.
+    async fn grant(
+        &self,
+        client: &Client,
+        seconds: i64,
+    ) -> Result<(i64, Duration), EtcdLeaseError> {
+        let answer = self
+            .call("lease grant", client.lease_client().grant(seconds, None))
+            .await?;
+        let unexpected = |reply: String| EtcdLeaseError::UnexpectedReply {
+            operation: "lease grant",
+            reply,
+        };
+        if !answer.error().is_empty() {
+            return Err(unexpected(answer.error().to_owned()));
+        }
+        let ttl = u64::try_from(answer.ttl())
+            .ok()
+            .filter(|ttl| *ttl > 0)
+            .ok_or_else(|| unexpected(format!("ttl {}", answer.ttl())))?;
+        Ok((answer.id(), Duration::from_secs(ttl)))
+    }
+
+    /// Revokes an etcd lease, best effort (it ends by itself at its TTL anyway).
+    pub(crate) async fn revoke_quietly(&self, client: &Client, lease: i64) {
+        let _ = self
+            .call("lease revoke", client.lease_client().revoke(lease))
+            .await;
+    }
+
+    /// A linearizable transaction, its answer recorded for the amnesia check.
+    pub(crate) async fn txn(
+        &self,
+        client: &Client,
+        operation: &'static str,
+        txn: Txn,
+    ) -> Result<TxnResponse, EtcdLeaseError> {
+        let before = self.revision_before();
+        let answer = self.call(operation, client.kv_client().txn(txn)).await?;
+        self.observe(before, answer.header());
+        Ok(answer)
+    }
+
+    /// One read of every key under the prefix (with values when `floors`), linearizable.
+    async fn read(&self, client: &Client, floors: bool) -> Result<Snapshot, EtcdLeaseError> {
+        let mut get = GetOptions::new().with_prefix();
+        if !floors {
+            get = get.with_keys_only();
+        }
+        let before = self.revision_before();
+        let answer = self
+            .call("range", client.kv_client().get(self.prefix(), Some(get)))
+            .await?;
+        self.observe(before, answer.header());
+        let mut held = [false; MachineId::COUNT as usize];
+        let mut stored: Vec<Option<(Option<u64>, String, i64)>> =
+            vec![None; usize::from(MachineId::COUNT)];
+        for kv in answer.kvs() {
+            match keys::classify(self.prefix(), kv.key()) {
+                Entry::Lease(id) => held[usize::from(id.get())] = true,
+                // Keys only: the floor-less acquire does not look at floors.
+                Entry::Floor(_) if !floors => {}
+                Entry::Floor(id) => {
+                    stored[usize::from(id.get())] = Some((
+                        keys::parse_floor(kv.value()),
+                        String::from_utf8_lossy(kv.value()).into_owned(),
+                        kv.mod_revision(),
+                    ));
+                }
+                Entry::Other => {}
+            }
+        }
+        let mut snapshot = Snapshot::default();
+        for n in 0..MachineId::COUNT {
+            if held[usize::from(n)] {
+                continue;
+            }
+            let id = MachineId::new(n).expect("below 512");
+            match stored[usize::from(n)].take() {
+                None => snapshot.free.push((id, 0, 0)),
+                Some((Some(floor), _, revision)) => snapshot.free.push((id, floor, revision)),
+                Some((None, value, _)) => snapshot.unreadable.push((id, value)),
+            }
+        }
+        Ok(snapshot)
+    }
+
+    /// The TTL an acquire asks for, in whole seconds: `requested` (at most the longest lease),
+    /// rounded down, so the grant never exceeds the request unless etcd's minimum TTL does.
+    fn acquire_seconds(&self, requested: Duration) -> Result<i64, EtcdLeaseError> {
+        let seconds = requested.min(self.options.max_lease_duration).as_secs();
+        if seconds == 0 {
+            return Err(EtcdLeaseError::InvalidOptions(
+                "requested lease duration must be at least 1 s: etcd leases are whole seconds"
+                    .to_owned(),
+            ));
+        }
+        Ok(i64::try_from(seconds).unwrap_or(i64::MAX))
+    }
+
+    /// Acquire, with the floor (`Some((now_ms, floor_ms))`) or without.
+    async fn acquire_inner(
+        &self,
+        requested: Duration,
+        floor: Option<(u64, u64)>,
+    ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        let seconds = self.acquire_seconds(requested)?;
+        let client = self.client().await?;
+        let mut granted = None;
+        let result = self.claim_loop(&client, seconds, floor, &mut granted).await;
+        if result.is_err()
+            && let Some((lease, _)) = granted
+        {
+            // Nothing of ours uses it: an uncertain claim's key goes with it.
+            self.revoke_quietly(&client, lease).await;
+        }
+        result
+    }
+
+    async fn claim_loop(
+        &self,
+        client: &Client,
+        seconds: i64,
+        floor: Option<(u64, u64)>,
+        granted: &mut Option<(i64, Duration)>,
+    ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        let prefix = self.prefix();
+        for _ in 0..self.options.acquire_attempts {
+            let snapshot = self.read(client, floor.is_some()).await?;
+            self.check_rewound()?;
+            let now_ms = floor.map_or(u64::MAX, |(now_ms, _)| now_ms);
+            // A random free ID, not the lowest: nodes starting together spread out.
+            let Some((id, stored, floor_revision)) =
+                keys::pick(&snapshot.free, now_ms, &mut |n| rand::random_range(0..n))
+            else {
+                return Err(match snapshot.unreadable.into_iter().next() {
+                    Some((id, value)) if floor.is_some() => EtcdLeaseError::UnreadableFloor {
+                        key: keys::floor_key(prefix, id),
+                        id,
+                        value,
+                    },
+                    _ => EtcdLeaseError::Exhausted {
+                        prefix: prefix.to_owned(),
+                    },
+                });
+            };
+            let (lease, ttl) = match *granted {
+                Some(granted) => granted,
+                None => *granted.insert(self.grant(client, seconds).await?),
+            };
+            let token = keys::new_token();
+            let lease_key = keys::lease_key(prefix, id);
+            let mut when = vec![Compare::create_revision(
+                lease_key.clone(),
+                CompareOp::Equal,
+                0,
+            )];
+            let mut then = vec![TxnOp::put(
+                lease_key,
+                token.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )];
+            if let Some((_, floor_ms)) = floor {
+                let floor_key = keys::floor_key(prefix, id);
+                // The floor read above, unchanged: the grant reports exactly what was stored.
+                when.push(Compare::mod_revision(
+                    floor_key.clone(),
+                    CompareOp::Equal,
+                    floor_revision,
+                ));
+                if floor_revision == 0 || floor_ms > stored {
+                    then.push(TxnOp::put(
+                        floor_key,
+                        keys::encode_floor(stored.max(floor_ms)),
+                        None,
+                    ));
+                }
+            }
+            let answer = self
+                .txn(client, "txn (claim)", Txn::new().when(when).and_then(then))
+                .await?;
+            if !answer.succeeded() {
+                // Another node claimed it (or its floor moved) since the read: read again.
+                continue;
+            }
+            // Every write of one transaction has its revision: the key's create revision.
+            let revision = answer
+                .header()
+                .map(ResponseHeader::revision)
+                .ok_or_else(|| EtcdLeaseError::UnexpectedReply {
+                    operation: "txn (claim)",
+                    reply: "no header".to_owned(),
+                })?;
+            let grant = Grant::new(
+                id,
+                EtcdLease {
+                    id,
+                    lease,
+                    revision,
+                    token,
+                },
+                ttl,
+            );
+            return Ok(if floor.is_some() {
+                grant.with_floor(stored)
+            } else {
+                grant
+            });
+        }
+        Err(EtcdLeaseError::Conflict {
+            attempts: self.options.acquire_attempts,
+        })
+    }
+
+    /// One keep-alive of the holder's etcd lease: the TTL etcd granted and the Raft term of
+    /// the answer.
+    async fn keep_alive(
+        &self,
+        client: &Client,
+        lease: &EtcdLease,
+    ) -> Result<(Duration, u64), EtcdLeaseError> {
+        const OPERATION: &str = "lease keep-alive";
+        let gone = || EtcdLeaseError::Lost {
+            id: lease.id,
+            reason: LostReason::LeaseGone { lease: lease.lease },
+        };
+        let mut leases = client.lease_client();
+        // The client sends one keep-alive and reads its answer to open the stream, but keeps
+        // only the lease ID of it: a second one on the same stream gives the TTL and header.
+        let (mut keeper, mut stream) =
+            match self.call(OPERATION, leases.keep_alive(lease.lease)).await {
+                Err(EtcdLeaseError::Request {
+                    source: etcd_client::Error::LeaseKeepAliveError(message),
+                    ..
+                }) if message == "lease not found" => return Err(gone()),
+                other => other?,
+            };
+        self.call(OPERATION, keeper.keep_alive()).await?;
+        let answer = self
+            .call(OPERATION, stream.message())
+            .await?
+            .ok_or_else(|| {
+                EtcdLeaseError::request(
+                    OPERATION,
+                    etcd_client::Error::LeaseKeepAliveError(
+                        "the stream closed before its answer".to_owned(),
+                    ),
+                )
+            })?;
+        let ttl = u64::try_from(answer.ttl()).unwrap_or(0);
+        if ttl == 0 {
+            return Err(gone());
+        }
+        let term = answer.header().map_or(0, ResponseHeader::raft_term);
+        Ok((Duration::from_secs(ttl), term))
+    }
+
+    /// Renew, raising the floor to `floor` (`Some`) or leaving it.
+    async fn renew_inner(
+        &self,
+        lease: &EtcdLease,
+        floor: Option<u64>,
+    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
+        let client = self.client().await?;
+        let (ttl, keep_alive_term) = self.keep_alive(&client, lease).await?;
+        let prefix = self.prefix();
+        let lease_key = keys::lease_key(prefix, lease.id);
+        let floor_key = keys::floor_key(prefix, lease.id);
+        let then = match floor {
+            None => Vec::new(),
+            Some(floor_ms) => vec![
+                TxnOp::get(floor_key.clone(), None),
+                TxnOp::txn(raise_floor(&floor_key, floor_ms)),
+            ],
+        };
+        let txn = Txn::new()
+            .when(ours(&lease_key, lease))
+            .and_then(then)
+            .or_else(vec![TxnOp::get(lease_key, None)]);
+        let answer = self.txn(&client, "txn (renewal proof)", txn).await?;
+        let responses = answer.op_responses();
+        if !answer.succeeded() {
+            let reason = match responses.first() {
+                Some(TxnOpResponse::Get(get)) => match get.kvs().first() {
+                    None => LostReason::KeyGone,
+                    Some(kv) => LostReason::TakenOver {
+                        lease: kv.lease(),
+                        revision: kv.create_revision(),
+                    },
+                },
+                _ => {
+                    return Err(EtcdLeaseError::UnexpectedReply {
+                        operation: "txn (renewal proof)",
+                        reply: format!("{responses:?}"),
+                    });
+                }
+            };
+            // The etcd lease is alive but holds nothing of ours any more.
+            self.revoke_quietly(&client, lease.lease).await;
+            return Err(EtcdLeaseError::Lost {
+                id: lease.id,
+                reason,
+            });
+        }
+        if let Some(TxnOpResponse::Get(get)) = responses.first()
+            && let Some(kv) = get.kvs().first()
+            && keys::parse_floor(kv.value()).is_none()
+        {
+            return Err(EtcdLeaseError::UnreadableFloor {
+                key: floor_key,
+                id: lease.id,
+                value: String::from_utf8_lossy(kv.value()).into_owned(),
+            });
+        }
+        let proof_term = answer.header().map_or(0, ResponseHeader::raft_term);
+        if keep_alive_term != proof_term {
+            return Err(EtcdLeaseError::LeaderChanged {
+                id: lease.id,
+                keep_alive_term,
+                proof_term,
+            });
+        }
+        Ok(Renewal::new(lease.clone(), ttl))
+    }
+
+    /// Release, setting the floor to `floor` (`Some`) or leaving it.
+    async fn release_inner(
+        &self,
+        lease: &EtcdLease,
+        guard: Duration,
+        floor: Option<u64>,
+    ) -> Result<(), EtcdLeaseError> {
+        let client = self.client().await?;
+        // Rounded up: the ID stays blocked at least `guard`.
+        let seconds = guard.as_secs() + u64::from(guard.subsec_nanos() > 0);
+        let seconds = i64::try_from(seconds.max(1)).unwrap_or(i64::MAX);
+        let (guard_lease, _) = self.grant(&client, seconds).await?;
+        let prefix = self.prefix();
+        let lease_key = keys::lease_key(prefix, lease.id);
+        let mut then = vec![TxnOp::put(
+            lease_key.clone(),
+            lease.token.clone(),
+            Some(PutOptions::new().with_lease(guard_lease)),
+        )];
+        if let Some(floor_ms) = floor {
+            then.push(TxnOp::put(
+                keys::floor_key(prefix, lease.id),
+                keys::encode_floor(floor_ms),
+                None,
+            ));
+        }
+        let txn = Txn::new().when(ours(&lease_key, lease)).and_then(then);
+        // An uncertain answer may have moved the key onto the guard lease: leave both leases
+        // to their TTLs rather than free the ID early.
+        let answer = self.txn(&client, "txn (release)", txn).await?;
+        if !answer.succeeded() {
+            // Not ours any more: touch nothing but our own leases.
+            self.revoke_quietly(&client, guard_lease).await;
+        }
+        self.revoke_quietly(&client, lease.lease).await;
+        Ok(())
+    }
+}
+
+/// The free IDs of one read.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// Free IDs with their stored floor (0 when none) and the floor key's mod revision (0 when
+    /// none).
+    free: Vec<(MachineId, u64, i64)>,
+    /// Free IDs whose floor key holds no readable floor, with what it holds.
+    unreadable: Vec<(MachineId, String)>,
+}
+
+/// The comparisons that prove `lease` still holds its key.
+fn ours(lease_key: &str, lease: &EtcdLease) -> Vec<Compare> {
+    vec![
+        Compare::lease(lease_key, CompareOp::Equal, lease.lease),
+        Compare::create_revision(lease_key, CompareOp::Equal, lease.revision),
+    ]
+}
+
+/// A nested transaction that sets the floor key to `floor_ms` if it is absent or lower (the
+/// stored form compares byte-wise as the numbers do).
+fn raise_floor(floor_key: &str, floor_ms: u64) -> Txn {
+    let value = keys::encode_floor(floor_ms);
+    let create = Txn::new()
+        .when(vec![Compare::create_revision(
+            floor_key,
+            CompareOp::Equal,
+            0,
+        )])
+        .and_then(vec![TxnOp::put(floor_key, value.clone(), None)]);
+    Txn::new()
+        .when(vec![Compare::value(
+            floor_key,
+            CompareOp::Less,
+            value.clone(),
+        )])
+        .and_then(vec![TxnOp::put(floor_key, value, None)])
+        .or_else(vec![TxnOp::txn(create)])
+}
+
+impl Strategy for EtcdStrategy {
+    type Lease = EtcdLease;
+    type Error = EtcdLeaseError;
+
+    /// A read of the prefix, a lease grant, then the claim transaction on a random free ID.
+    async fn acquire(&self, requested: Duration) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        self.acquire_inner(requested, None).await
+    }
+
+    /// One keep-alive, then the transaction that proves the key is still attached to this
+    /// holder's etcd lease. etcd keeps a lease's TTL: `requested` is not used, the TTL etcd
+    /// granted at acquire is renewed and reported.
+    async fn renew(
+        &self,
+        lease: &EtcdLease,
+        requested: Duration,
+    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
+        let _ = requested;
+        self.renew_inner(lease, None).await
+    }
+
+    /// A guard lease, the transaction that moves this holder's key onto it, and the revoke of
+    /// this holder's etcd lease.
+    async fn release(&self, lease: &EtcdLease, guard: Duration) -> Result<(), EtcdLeaseError> {
+        self.release_inner(lease, guard, None).await
+    }
+
+    fn records_floor(&self) -> bool {
+        true
+    }
+
+    /// As [`acquire`](Strategy::acquire), reading the floors too; the claim transaction also
+    /// requires the floor key unchanged since the read and raises it to `floor_ms`.
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        self.acquire_inner(requested, Some((now_ms, floor_ms)))
+            .await
+    }
+
+    /// As [`renew`](Strategy::renew); the proof transaction also raises the floor key to
+    /// `floor_ms` (a nested transaction), only when the key is still ours.
+    async fn renew_with_floor(
+        &self,
+        lease: &EtcdLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
+        let _ = requested;
+        self.renew_inner(lease, Some(floor_ms)).await
+    }
+
+    /// As [`release`](Strategy::release); the transaction also sets the floor key to
+    /// `floor_ms`.
+    async fn release_with_floor(
+        &self,
+        lease: &EtcdLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), EtcdLeaseError> {
+        self.release_inner(lease, guard, Some(floor_ms)).await
+    }
+
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+}

@@ -1,0 +1,322 @@
+//! Shared test helpers: the test cluster's endpoints, prefixes of a test's own with cleanup,
+//! and etcd servers of a test's own.
+#![allow(dead_code, reason = "each test file uses a different subset")]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lease_etcd::etcd_client::{Client, DeleteOptions, GetOptions};
+use lease_etcd::{EtcdOptions, EtcdStrategy};
+
+/// The endpoints of the shared test server (`cargo xtask test` starts it).
+pub fn endpoints() -> Vec<String> {
+    std::env::var("NONONCE_TEST_ETCD_ENDPOINTS")
+        .unwrap_or_else(|_| "http://127.0.0.1:2390".to_owned())
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A plain client for direct requests; panics (a test failure, never a skip) if the cluster
+/// does not answer.
+pub async fn raw_at(endpoints: &[String]) -> Client {
+    let connect = async {
+        let mut client = Client::connect(endpoints, None).await?;
+        client.status().await?;
+        Ok::<_, lease_etcd::etcd_client::Error>(client)
+    };
+    match tokio::time::timeout(Duration::from_secs(10), connect).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => panic!(
+            "etcd does not answer at {endpoints:?} ({e}): run `cargo xtask test`, which starts it"
+        ),
+        Err(_) => panic!(
+            "etcd does not answer at {endpoints:?} within 10 s: run `cargo xtask test`, which \
+             starts it"
+        ),
+    }
+}
+
+/// A client on the shared test server.
+pub async fn raw() -> Client {
+    raw_at(&endpoints()).await
+}
+
+/// A unique key prefix on the shared server; its keys are deleted and their leases revoked
+/// when dropped.
+pub struct Prefix {
+    pub name: String,
+    endpoints: Vec<String>,
+}
+
+impl Prefix {
+    pub fn new() -> Self {
+        Self::at(endpoints())
+    }
+
+    pub fn at(endpoints: Vec<String>) -> Self {
+        Self {
+            name: format!("/nononce-test/{:016x}/", rand::random::<u64>()),
+            endpoints,
+        }
+    }
+
+    pub fn lease_key(&self, id: u16) -> String {
+        format!("{}{id}", self.name)
+    }
+
+    pub fn floor_key(&self, id: u16) -> String {
+        format!("{}floor/{id}", self.name)
+    }
+}
+
+impl Drop for Prefix {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let endpoints = self.endpoints.clone();
+        // A runtime of its own, off any runtime the test is on.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let work = async {
+                    let mut client = Client::connect(&endpoints, None).await?;
+                    let keys = client
+                        .get(name.as_str(), Some(GetOptions::new().with_prefix()))
+                        .await?;
+                    let mut leases: Vec<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
+                    leases.sort_unstable();
+                    leases.dedup();
+                    for lease in leases.into_iter().filter(|l| *l != 0) {
+                        let _ = client.lease_revoke(lease).await;
+                    }
+                    client
+                        .delete(name.as_str(), Some(DeleteOptions::new().with_prefix()))
+                        .await?;
+                    Ok::<_, lease_etcd::etcd_client::Error>(())
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Options for tests: the given prefix on `endpoints`, short timeouts.
+pub fn options_at(endpoints: &[String], prefix: &Prefix) -> EtcdOptions {
+    EtcdOptions::new(endpoints.iter().cloned())
+        .prefix(prefix.name.clone())
+        .request_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+}
+
+pub fn options(prefix: &Prefix) -> EtcdOptions {
+    options_at(&endpoints(), prefix)
+}
+
+/// A strategy on the shared server using `prefix`.
+pub async fn strategy(prefix: &Prefix) -> EtcdStrategy {
+    // Fail clearly if the server is not there.
+    drop(raw().await);
+    EtcdStrategy::new(options(prefix)).expect("valid options")
+}
+
+/// A port nothing listens on (bound and released).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// The etcd binary (`NONONCE_TEST_ETCD_BIN`, or `etcd` on the `PATH`).
+fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("NONONCE_TEST_ETCD_BIN") {
+        return PathBuf::from(path);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("etcd"))
+                .find(|path| path.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!("etcd not found: set NONONCE_TEST_ETCD_BIN or run `cargo xtask test`, which installs it")
+        })
+}
+
+/// One member of a cluster of a test's own.
+pub struct Member {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Member {
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+/// An etcd cluster of a test's own (one or three members on free loopback ports, data in a
+/// temporary directory), stopped and removed on drop.
+pub struct OwnCluster {
+    pub members: Vec<Member>,
+    initial_cluster: String,
+    token: String,
+}
+
+impl OwnCluster {
+    pub fn start(size: usize) -> Self {
+        let token = format!("nononce-test-{:x}", rand::random::<u64>());
+        let members: Vec<Member> = (0..size)
+            .map(|i| {
+                let name = format!("m{i}");
+                let dir = std::env::temp_dir().join(format!("{token}-{name}"));
+                Member {
+                    name,
+                    client_port: free_port(),
+                    peer_port: free_port(),
+                    dir,
+                    child: None,
+                }
+            })
+            .collect();
+        let initial_cluster = members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Self {
+            members,
+            initial_cluster,
+            token,
+        };
+        for i in 0..size {
+            cluster.spawn(i);
+        }
+        for i in 0..size {
+            cluster.wait_healthy(i);
+        }
+        cluster
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(Member::endpoint).collect()
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let member = &mut self.members[i];
+        std::fs::create_dir_all(&member.dir).expect("member directory");
+        let client = member.endpoint();
+        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let log = std::fs::File::create(member.dir.with_extension("log")).expect("log file");
+        let child = Command::new(binary())
+            .args(["--name", &member.name, "--data-dir"])
+            .arg(member.dir.join("data"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start own etcd");
+        member.child = Some(child);
+    }
+
+    /// Waits until member `i` answers a linearizable read (it has a leader).
+    pub fn wait_healthy(&self, i: usize) {
+        let endpoint = self.members[i].endpoint();
+        let started = Instant::now();
+        let ready = || {
+            let endpoint = endpoint.clone();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async {
+                    let check = async {
+                        let mut client = Client::connect([endpoint], None).await.ok()?;
+                        client.get("health", None).await.ok()
+                    };
+                    tokio::time::timeout(Duration::from_millis(1000), check)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some()
+                })
+            })
+            .join()
+            .unwrap_or(false)
+        };
+        while !ready() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "own etcd member {i} did not answer on {endpoint} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills member `i` (SIGKILL); its data stays.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts member `i` again on its data.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+    }
+
+    /// Kills member `i`, deletes its data and starts it as a new single-member cluster on the
+    /// same ports: an etcd that forgot everything (size-1 clusters only).
+    pub fn wipe_and_restart(&mut self, i: usize) {
+        assert_eq!(
+            self.members.len(),
+            1,
+            "only a single member can be wiped and restarted"
+        );
+        self.kill(i);
+        let _ = std::fs::remove_dir_all(self.members[i].dir.join("data"));
+        self.spawn(i);
+        self.wait_healthy(i);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+            let dir = &self.members[i].dir;
+            let _ = std::fs::remove_dir_all(dir);
+            let _ = std::fs::remove_file(dir.with_extension("log"));
+        }
+    }
+}

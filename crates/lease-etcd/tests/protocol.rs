@@ -1,0 +1,455 @@
+//! The lease protocol on a real etcd: what each operation writes, lost versus retry, the
+//! release guard, the timestamp floor, the operator views and error kinds.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{Prefix, raw};
+use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
+use lease_etcd::etcd_client::{Client, PutOptions};
+use lease_etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy, LostReason};
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+async fn value(client: &mut Client, key: &str) -> Option<(String, i64, i64)> {
+    let answer = client.get(key, None).await.expect("get");
+    answer.kvs().first().map(|kv| {
+        (
+            kv.value_str().expect("utf-8").to_owned(),
+            kv.lease(),
+            kv.create_revision(),
+        )
+    })
+}
+
+/// Granted TTL of an etcd lease (-1 once it is gone).
+async fn granted_ttl(client: &mut Client, lease: i64) -> (i64, i64) {
+    let answer = client.lease_time_to_live(lease, None).await.expect("ttl");
+    (answer.granted_ttl(), answer.ttl())
+}
+
+/// Holds every ID except `free` with keys of a foreign owner (no lease; the prefix is removed
+/// at the end).
+async fn occupy_all_but(client: &mut Client, prefix: &Prefix, free: &[u16]) {
+    for id in (0..MachineId::COUNT).filter(|id| !free.contains(id)) {
+        client
+            .put(prefix.lease_key(id), "foreign", None)
+            .await
+            .expect("put");
+    }
+}
+
+#[tokio::test]
+async fn acquire_claims_one_key_on_an_etcd_lease_of_whole_seconds() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    // 4.7 s asks etcd for 4 s: never more than requested, and what etcd granted is reported.
+    let grant = s.acquire(Duration::from_millis(4700)).await.unwrap();
+    assert_eq!(grant.ttl, Duration::from_secs(4));
+    assert_eq!(grant.floor_ms, 0);
+    assert_eq!(grant.coordinator_ms, None, "etcd reports no server clock");
+    let lease = &grant.lease;
+    assert_eq!(lease.machine_id(), grant.machine_id);
+    assert_eq!(granted_ttl(&mut c, lease.etcd_lease_id()).await.0, 4);
+    let (token, on, created) = value(&mut c, &prefix.lease_key(grant.machine_id.get()))
+        .await
+        .expect("the key exists");
+    assert_eq!(token, lease.token());
+    assert_eq!(on, lease.etcd_lease_id());
+    assert_eq!(created, lease.revision());
+    // The plain acquire writes no floor.
+    assert!(
+        value(&mut c, &prefix.floor_key(grant.machine_id.get()))
+            .await
+            .is_none()
+    );
+
+    let e = s.acquire(Duration::from_millis(999)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+}
+
+#[tokio::test]
+async fn renew_keeps_the_granted_ttl_and_is_idempotent() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let grant = s.acquire(TTL).await.unwrap();
+    // etcd renews a lease to the TTL it was granted with, whatever is asked now.
+    let first = s
+        .renew(&grant.lease, Duration::from_secs(90))
+        .await
+        .unwrap();
+    assert_eq!(first.ttl, TTL);
+    assert_eq!(first.lease, grant.lease);
+    // A retried renewal (its first answer lost) succeeds again.
+    let again = s
+        .renew_with_floor(&grant.lease, TTL, now_ms())
+        .await
+        .unwrap();
+    assert_eq!(again.ttl, TTL);
+    assert_eq!(again.lease, grant.lease);
+}
+
+#[tokio::test]
+async fn renew_is_lost_when_the_etcd_lease_is_gone() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let grant = s.acquire(TTL).await.unwrap();
+    c.lease_revoke(grant.lease.etcd_lease_id()).await.unwrap();
+    for _ in 0..2 {
+        let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+        assert!(
+            matches!(
+                e,
+                EtcdLeaseError::Lost {
+                    reason: LostReason::LeaseGone { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn renew_is_lost_when_another_lease_holds_the_key() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let grant = s.acquire(TTL).await.unwrap();
+    let key = prefix.lease_key(grant.machine_id.get());
+    // Another holder's key on another lease, our etcd lease still alive.
+    let other = c.lease_grant(60, None).await.unwrap().id();
+    c.delete(key.as_str(), None).await.unwrap();
+    c.put(
+        key.as_str(),
+        "other",
+        Some(PutOptions::new().with_lease(other)),
+    )
+    .await
+    .unwrap();
+    let e = s
+        .renew_with_floor(&grant.lease, TTL, now_ms())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert!(
+        matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease, .. }, .. } if *lease == other),
+        "{e}"
+    );
+    // The other holder is untouched; our orphaned etcd lease is revoked; no floor written.
+    assert_eq!(value(&mut c, &key).await.unwrap().1, other);
+    assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
+    assert!(
+        value(&mut c, &prefix.floor_key(grant.machine_id.get()))
+            .await
+            .is_none()
+    );
+    // Releasing the stale handle leaves the other holder alone too.
+    s.release_with_floor(&grant.lease, Duration::from_secs(1), 5)
+        .await
+        .unwrap();
+    assert_eq!(value(&mut c, &key).await.unwrap().1, other);
+    c.lease_revoke(other).await.unwrap();
+}
+
+#[tokio::test]
+async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let grant = s.acquire(TTL).await.unwrap();
+    let key = prefix.lease_key(grant.machine_id.get());
+    c.delete(key.as_str(), None).await.unwrap();
+    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EtcdLeaseError::Lost {
+                reason: LostReason::KeyGone,
+                ..
+            }
+        ),
+        "{e}"
+    );
+
+    // The same etcd lease, but a key created again: another holding.
+    let grant = s.acquire(TTL).await.unwrap();
+    let key = prefix.lease_key(grant.machine_id.get());
+    let lease = grant.lease.etcd_lease_id();
+    c.delete(key.as_str(), None).await.unwrap();
+    c.put(
+        key.as_str(),
+        "again",
+        Some(PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    assert!(
+        matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease: l, revision }, .. }
+            if *l == lease && *revision > grant.lease.revision()),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_retry_not_lost() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let grant = s.acquire(TTL).await.unwrap();
+    let dead = EtcdStrategy::new(common::options_at(
+        &[format!("http://127.0.0.1:{}", common::free_port())],
+        &prefix,
+    ))
+    .unwrap();
+    let e = dead.renew(&grant.lease, TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    let e = dead.acquire(TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    let e = dead.release(&grant.lease, TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    // Nothing happened to the lease.
+    s.renew(&grant.lease, TTL).await.unwrap();
+}
+
+#[tokio::test]
+async fn release_moves_the_key_onto_a_guard_lease_and_revokes_ours() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let grant = s.acquire(TTL).await.unwrap();
+    let key = prefix.lease_key(grant.machine_id.get());
+    s.release(&grant.lease, Duration::from_millis(2500))
+        .await
+        .unwrap();
+    let (token, guard, created) = value(&mut c, &key).await.expect("still blocked");
+    assert_eq!(token, grant.lease.token());
+    assert_eq!(created, grant.lease.revision());
+    assert_ne!(guard, grant.lease.etcd_lease_id());
+    // Rounded up to whole seconds: blocked at least the guard.
+    assert_eq!(granted_ttl(&mut c, guard).await.0, 3);
+    assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
+    // Released: renewing is lost, releasing again changes nothing.
+    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    s.release(&grant.lease, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(value(&mut c, &key).await.unwrap().1, guard);
+    // The guard counts as held.
+    assert_eq!(s.free_count().await.unwrap(), 511);
+}
+
+#[tokio::test]
+async fn the_floor_is_a_key_without_lease_raised_by_claim_and_renewal_set_by_release() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let grant = s.acquire_with_floor(TTL, now_ms(), 1234).await.unwrap();
+    assert_eq!(grant.floor_ms, 0);
+    let id = grant.machine_id.get();
+    let floor = |c: &mut Client| {
+        let key = prefix.floor_key(id);
+        let mut c = c.clone();
+        async move { value(&mut c, &key).await }
+    };
+    let (stored, lease, _) = floor(&mut c).await.expect("floor written with the claim");
+    assert_eq!(stored, "00000000000000001234");
+    assert_eq!(lease, 0, "the floor outlives every lease");
+    s.renew_with_floor(&grant.lease, TTL, 1000).await.unwrap();
+    assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000001234");
+    s.renew_with_floor(&grant.lease, TTL, 98_765).await.unwrap();
+    assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000098765");
+    // Release sets it to what was issued.
+    s.release_with_floor(&grant.lease, Duration::from_secs(1), 50_000)
+        .await
+        .unwrap();
+    assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
+    // Force release keeps it.
+    assert!(s.force_release(grant.machine_id).await.unwrap());
+    assert!(!s.force_release(grant.machine_id).await.unwrap());
+    assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
+    // The next holder is told, and a lower floor does not lower it.
+    occupy_all_but(&mut c, &prefix, &[id]).await;
+    let next = s.acquire_with_floor(TTL, now_ms(), 10).await.unwrap();
+    assert_eq!(next.machine_id, grant.machine_id);
+    assert_eq!(next.floor_ms, 50_000);
+    assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
+}
+
+#[tokio::test]
+async fn a_free_id_whose_floor_is_below_now_is_preferred() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    let now = now_ms();
+    occupy_all_but(&mut c, &prefix, &[10, 20, 30]).await;
+    for (id, floor) in [(10, now + 3_600_000), (20, now - 5_000), (30, now + 60_000)] {
+        c.put(prefix.floor_key(id), format!("{floor:020}"), None)
+            .await
+            .unwrap();
+    }
+    let grant = s.acquire_with_floor(TTL, now, now + 1).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 20);
+    assert_eq!(grant.floor_ms, now - 5_000);
+    // With every free floor ahead, the lower of two random picks: never the highest here when
+    // the two picks differ, and always one of the free IDs.
+    let grant = s.acquire_with_floor(TTL, now, now + 1).await.unwrap();
+    assert!([10, 30].contains(&grant.machine_id.get()));
+}
+
+#[tokio::test]
+async fn an_unreadable_floor_is_never_claimed_or_raised() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    occupy_all_but(&mut c, &prefix, &[7]).await;
+    c.put(prefix.floor_key(7), "soon", None).await.unwrap();
+    let e = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap_err();
+    assert!(
+        matches!(&e, EtcdLeaseError::UnreadableFloor { id, value, .. } if id.get() == 7 && value == "soon"),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Other);
+    // The floor-less acquire does not read floors; its renewal with a floor cannot raise it.
+    let grant = s.acquire(TTL).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 7);
+    let e = s
+        .renew_with_floor(&grant.lease, TTL, now_ms())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EtcdLeaseError::UnreadableFloor { .. }), "{e}");
+    // Exhausted once that ID is taken too.
+    let e = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+}
+
+#[tokio::test]
+async fn operator_views() {
+    let prefix = Prefix::new();
+    let s = common::strategy(&prefix).await;
+    let mut c = raw().await;
+    assert_eq!(s.free_count().await.unwrap(), 512);
+    assert!(s.holders().await.unwrap().is_empty());
+    let a = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
+    let b = s.acquire(Duration::from_secs(60)).await.unwrap();
+    c.put(prefix.lease_key(511), "foreign-holder", None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let holders = s.holders().await.unwrap();
+    let mut expected = vec![
+        (a.machine_id, a.lease.token()[..8].to_owned()),
+        (b.machine_id, b.lease.token()[..8].to_owned()),
+        (MachineId::new(511).unwrap(), "foreign-".to_owned()),
+    ];
+    expected.sort();
+    let got: Vec<_> = holders
+        .iter()
+        .map(|h| (h.machine_id, h.token_prefix.clone()))
+        .collect();
+    assert_eq!(got, expected);
+    for h in &holders {
+        if h.machine_id == a.machine_id {
+            assert!(h.expires_in <= TTL && h.expires_in >= TTL - Duration::from_secs(5));
+        } else if h.machine_id == b.machine_id {
+            assert!(h.expires_in > TTL);
+        } else {
+            assert_eq!(h.expires_in, Duration::MAX, "a key without a lease");
+        }
+    }
+    assert_eq!(s.free_count().await.unwrap(), 509);
+    // Force release frees at once, revokes the holder's lease: its renewal is lost.
+    assert!(s.force_release(a.machine_id).await.unwrap());
+    assert_eq!(s.free_count().await.unwrap(), 510);
+    let e = s.renew(&a.lease, TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+}
+
+#[tokio::test]
+async fn two_prefixes_do_not_see_each_other() {
+    let (p1, p2) = (Prefix::new(), Prefix::new());
+    let mut c = raw().await;
+    occupy_all_but(&mut c, &p1, &[]).await;
+    let s1 = common::strategy(&p1).await;
+    let s2 = common::strategy(&p2).await;
+    assert_eq!(
+        s1.acquire(TTL).await.unwrap_err().kind(),
+        ErrorKind::Exhausted
+    );
+    s2.acquire(TTL).await.unwrap();
+    assert_eq!(s1.free_count().await.unwrap(), 0);
+    assert_eq!(s2.free_count().await.unwrap(), 511);
+}
+
+/// A server of its own with authentication on: a wrong password and a user without access to
+/// the prefix fail startup (`Misconfigured`), the right user works.
+#[tokio::test]
+async fn authentication_errors_are_misconfigured() {
+    let cluster = common::OwnCluster::start(1);
+    let endpoints = cluster.endpoints();
+    let mut c = common::raw_at(&endpoints).await;
+    c.user_add("root", "root-pw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.user_add("outsider", "outsider-pw", None).await.unwrap();
+    c.auth_enable().await.unwrap();
+    let prefix = Prefix::at(endpoints.clone());
+    let with = |user: &str, password: &str| {
+        EtcdStrategy::new(common::options_at(&endpoints, &prefix).user(user, password)).unwrap()
+    };
+
+    let e = with("root", "wrong").acquire(TTL).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    let e = with("outsider", "outsider-pw")
+        .acquire(TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    let root = with("root", "root-pw");
+    let grant = root.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
+    root.renew_with_floor(&grant.lease, TTL, 2).await.unwrap();
+    root.release_with_floor(&grant.lease, Duration::from_secs(1), 3)
+        .await
+        .unwrap();
+    // Without credentials on a cluster that requires them.
+    let e = EtcdStrategy::new(common::options_at(&endpoints, &prefix))
+        .unwrap()
+        .acquire(TTL)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+}
+
+#[tokio::test]
+async fn urls_and_options_are_checked() {
+    let e = EtcdStrategy::from_url("etcd://nohost").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    let s = EtcdStrategy::from_url("etcd://127.0.0.1:2390,127.0.0.1:2391/my/ids").unwrap();
+    assert_eq!(s.options().key_prefix(), "/my/ids/");
+    assert_eq!(
+        s.options().endpoints(),
+        ["http://127.0.0.1:2390", "http://127.0.0.1:2391"]
+    );
+    let e = EtcdStrategy::new(EtcdOptions::new(["http://h:1"]).acquire_attempts(0)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    // An https endpoint without the `tls` feature cannot be served.
+    #[cfg(not(feature = "tls"))]
+    {
+        let s = EtcdStrategy::new(EtcdOptions::new(["https://127.0.0.1:1"])).unwrap();
+        let e = s.acquire(TTL).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    }
+}

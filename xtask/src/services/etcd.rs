@@ -1,0 +1,298 @@
+//! etcd 3.4 for `lease-etcd`, and `protoc` for the `etcd-client` crate's build script.
+//!
+//! Debian packages both: `etcd-server` (the `etcd` binary) and `protobuf-compiler` with
+//! `libprotobuf-dev` (`protoc` and the well-known `.proto` files, which `etcd-client` needs to
+//! generate its gRPC code at build time). Each is installed with
+//! apt-get (as root) only when its binary is missing; this runs before anything is built, so a
+//! fresh machine gets `protoc` before the first `cargo` step. The server runs as a child of this
+//! run on loopback ports 2390 and 2391 (other free ones when a run beside this one holds those)
+//! with a fresh data directory, and is stopped when the run ends; it is never shared with
+//! another run, whose server would stop with it. `NONONCE_TEST_ETCD_ENDPOINTS` set by the caller
+//! is passed through untouched (that server is the caller's to manage).
+//!
+//! Variables for the tests:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `NONONCE_TEST_ETCD_ENDPOINTS` | `http://127.0.0.1:2390` (comma-separated endpoints) |
+//! | `NONONCE_TEST_ETCD_BIN` | the `etcd` binary, for tests that start (and kill) servers of their own |
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::Running;
+
+const ENDPOINTS_VAR: &str = "NONONCE_TEST_ETCD_ENDPOINTS";
+const BIN_VAR: &str = "NONONCE_TEST_ETCD_BIN";
+/// Client and peer ports of the shared test server (away from etcd's default 2379/2380, which
+/// a distribution's own etcd service may hold).
+const CLIENT_PORT: u16 = 2390;
+const PEER_PORT: u16 = 2391;
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Makes `protoc` and an etcd server available to the tests.
+pub fn ensure(running: &mut Running) -> Result<(), String> {
+    ensure_protoc()?;
+    let binary = ensure_etcd()?;
+    running.set_env(BIN_VAR, binary.display().to_string());
+    if let Ok(endpoints) = std::env::var(ENDPOINTS_VAR) {
+        running.set_env(ENDPOINTS_VAR, endpoints);
+        return Ok(());
+    }
+    // A server of this run's own, never one found running: another run's server stops when
+    // that run ends. The usual ports when they are free, others when a run beside this one
+    // holds them.
+    let (client_port, peer_port) = if bindable(CLIENT_PORT) && bindable(PEER_PORT) {
+        (CLIENT_PORT, PEER_PORT)
+    } else {
+        (free_port()?, free_port()?)
+    };
+    let services = crate::workspace_root().join(".services");
+    // Data directories by client port; those of servers no longer running are removed, so
+    // every run starts on a fresh one.
+    let data = services.join("etcd");
+    if let Ok(entries) = fs::read_dir(&data) {
+        for entry in entries.flatten() {
+            let port = entry.file_name().to_string_lossy().parse::<u16>().ok();
+            if port.is_some_and(bindable) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = data.join(client_port.to_string());
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let logs = services.join("logs");
+    fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let log_path = logs.join(format!("etcd-{client_port}.log"));
+    let log = fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let member = Member::single("nononce-test", client_port, peer_port);
+    let child = spawn(&binary, &member, &member.initial_cluster(), &dir, log)
+        .map_err(|e| format!("could not start etcd ({}): {e}", binary.display()))?;
+    running
+        .children
+        .push((format!("etcd on port {client_port}"), child));
+    wait_healthy(running, client_port, &log_path)?;
+    running.set_env(ENDPOINTS_VAR, format!("http://127.0.0.1:{client_port}"));
+    Ok(())
+}
+
+/// `protoc` on the `PATH` (or named by `PROTOC`) with the well-known `.proto` files it
+/// imports, installed from Debian's `protobuf-compiler` and `libprotobuf-dev` when missing.
+fn ensure_protoc() -> Result<(), String> {
+    if std::env::var_os("PROTOC").is_some_and(|p| Path::new(&p).is_file()) {
+        return Ok(());
+    }
+    let include = Path::new("/usr/include/google/protobuf/descriptor.proto");
+    if which("protoc").is_some()
+        && (include.is_file() || std::env::var_os("PROTOC_INCLUDE").is_some())
+    {
+        return Ok(());
+    }
+    apt_install(
+        &["protobuf-compiler", "libprotobuf-dev"],
+        "protoc (needed to build etcd-client)",
+    )?;
+    which("protoc")
+        .map(|_| ())
+        .ok_or_else(|| "protobuf-compiler is installed but protoc is not on the PATH".into())
+}
+
+/// The `etcd` binary, installed from Debian's `etcd-server` when missing.
+fn ensure_etcd() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(BIN_VAR) {
+        return Ok(PathBuf::from(path));
+    }
+    if let Some(path) = which("etcd") {
+        return Ok(path);
+    }
+    apt_install(&["etcd-server"], "etcd")?;
+    which("etcd").ok_or_else(|| "etcd-server is installed but etcd is not on the PATH".into())
+}
+
+/// Installs Debian packages (as root), refreshing the package lists if the first try fails.
+fn apt_install(packages: &[&str], what: &str) -> Result<(), String> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
+    if !root || !Path::new("/usr/bin/apt-get").exists() {
+        return Err(format!(
+            "{what} is not installed: install it (Debian: apt-get install {})",
+            packages.join(" ")
+        ));
+    }
+    eprintln!("xtask: installing {what} ({})", packages.join(" "));
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run apt-get: {e}"))
+    };
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    if apt(&args)?.status.success() {
+        return Ok(());
+    }
+    let update = apt(&["update"])?;
+    if !update.status.success() {
+        return Err(format!(
+            "apt-get update failed: {}",
+            String::from_utf8_lossy(&update.stderr).trim()
+        ));
+    }
+    let out = apt(&args)?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`apt-get {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// One etcd member's name and loopback ports.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The member name (`--name`).
+    pub name: String,
+    /// The client port (gRPC and HTTP).
+    pub client_port: u16,
+    /// The peer (Raft) port.
+    pub peer_port: u16,
+}
+
+impl Member {
+    /// A member called `name` on loopback `client_port` and `peer_port`.
+    pub fn single(name: &str, client_port: u16, peer_port: u16) -> Self {
+        Self {
+            name: name.to_owned(),
+            client_port,
+            peer_port,
+        }
+    }
+
+    /// `--initial-cluster` for a cluster of this member alone.
+    pub fn initial_cluster(&self) -> String {
+        format!("{}=http://127.0.0.1:{}", self.name, self.peer_port)
+    }
+}
+
+/// Starts `binary` as `member` of `initial_cluster` (`name=http://127.0.0.1:port,...`), its
+/// data in `dir`, output to `log`; the server stays in the foreground so the caller can stop it.
+pub fn spawn(
+    binary: &Path,
+    member: &Member,
+    initial_cluster: &str,
+    dir: &Path,
+    log: fs::File,
+) -> Result<Child, String> {
+    let log_err = log.try_clone().map_err(|e| e.to_string())?;
+    let client = format!("http://127.0.0.1:{}", member.client_port);
+    let peer = format!("http://127.0.0.1:{}", member.peer_port);
+    Command::new(binary)
+        .args(["--name", &member.name, "--data-dir"])
+        .arg(dir)
+        .args([
+            "--listen-client-urls",
+            &client,
+            "--advertise-client-urls",
+            &client,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+        ])
+        .args(["--initial-cluster", initial_cluster])
+        .args(["--initial-cluster-state", "new"])
+        .args(["--initial-cluster-token", "nononce-test"])
+        .args(["--logger", "zap", "--log-outputs", "stderr"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| e.to_string())
+}
+
+/// Waits until the last started child answers `/health` on `port`.
+fn wait_healthy(running: &mut Running, port: u16, log_path: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    while started.elapsed() < START_TIMEOUT {
+        if healthy(port) {
+            eprintln!(
+                "xtask: etcd answers on port {port} after {} ms",
+                started.elapsed().as_millis()
+            );
+            return Ok(());
+        }
+        if let Some((_, child)) = running.children.last_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(format!(
+                "etcd exited ({status}) before answering on port {port}; see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "etcd did not report healthy on port {port} within {} s; see {}",
+        START_TIMEOUT.as_secs(),
+        log_path.display()
+    ))
+}
+
+/// Whether loopback `port` is free to listen on.
+fn bindable(port: u16) -> bool {
+    std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).is_ok()
+}
+
+/// A loopback port nothing listens on (bound and released).
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("free port: {e}"))
+}
+
+/// Whether an etcd on loopback `port` reports itself healthy (it has a leader).
+pub fn healthy(port: u16) -> bool {
+    get(port, "/health").is_some_and(|body| body.contains("\"health\":\"true\""))
+}
+
+/// One HTTP/1.0 GET on loopback `port`; the response body.
+fn get(port: u16, path: &str) -> Option<String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = Vec::new();
+    stream.take(64 * 1024).read_to_end(&mut response).ok()?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.").then(|| body.to_owned())
+}
+
+/// `program` on the `PATH`.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|path| path.is_file())
+    })
+}
