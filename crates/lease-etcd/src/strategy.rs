@@ -651,6 +651,26 @@ impl Strategy for EtcdStrategy {
     type Lease = EtcdLease;
     type Error = EtcdLeaseError;
 
+    /// Refuses a configuration whose leases, in the whole seconds etcd grants (the lease
+    /// duration, at most `max_lease_duration`, rounded down), are below the manager's minimum
+    /// TTL: every grant would be refused as an illegal TTL.
+    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), EtcdLeaseError> {
+        let asked = config.lease_duration().min(self.options.max_lease_duration);
+        let granted = Duration::from_secs(asked.as_secs());
+        if granted < config.min_ttl() {
+            return Err(EtcdLeaseError::InvalidOptions(format!(
+                "leases would be granted {granted:?} (the lease duration {:?}, at most \
+                 max_lease_duration {:?}, in whole seconds as etcd grants them), below the lease \
+                 manager's min_ttl ({:?}): raise EtcdOptions::max_lease_duration or the lease \
+                 duration, or lower LeaseConfig::with_min_ttl",
+                config.lease_duration(),
+                self.options.max_lease_duration,
+                config.min_ttl()
+            )));
+        }
+        Ok(())
+    }
+
     /// A read of the prefix, a lease grant, then the claim transaction on a random free ID.
     async fn acquire(&self, requested: Duration) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
         self.acquire_inner(requested, None).await

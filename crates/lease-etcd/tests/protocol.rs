@@ -453,3 +453,20 @@ async fn urls_and_options_are_checked() {
         assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     }
 }
+
+#[test]
+fn a_configuration_whose_grants_fall_below_the_minimum_ttl_is_refused() {
+    use lease_core::LeaseConfig;
+    let s = EtcdStrategy::new(EtcdOptions::new(["http://h:1"])).unwrap();
+    s.check_config(&LeaseConfig::default()).unwrap();
+    let capped = EtcdStrategy::new(
+        EtcdOptions::new(["http://h:1"]).max_lease_duration(Duration::from_secs(20)),
+    )
+    .unwrap();
+    let e = capped.check_config(&LeaseConfig::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    assert!(e.to_string().contains("max_lease_duration"), "{e}");
+    // 30.5 s is granted as 30 s: still the default minimum.
+    let config = LeaseConfig::default().with_lease_duration(Duration::from_millis(30_500));
+    s.check_config(&config).unwrap();
+}
