@@ -41,6 +41,8 @@ pub struct Window {
     pub start_ms: u64,
     /// The same instant on the machine's clock.
     pub start_machine_ms: u64,
+    /// The node's clock offset at the start.
+    pub offset_ms: i64,
     /// Latest deadline the factories were given (node clock).
     pub deadline_ms: u64,
     /// The deadline on the machine's clock, with the offset of its last enable or extend.
@@ -88,6 +90,38 @@ pub struct Duplicate {
     pub files: Vec<String>,
 }
 
+/// Two windows that let the same values through, and how many.
+#[derive(Debug, Clone, Serialize)]
+pub struct DuplicateSource {
+    /// Repeated values between the two.
+    pub duplicates: u64,
+    /// The earlier window (by its start on the machine's clock).
+    pub first: WindowRef,
+    /// The later one.
+    pub second: WindowRef,
+}
+
+/// A window, described for a report.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WindowRef {
+    /// Node file.
+    pub file: String,
+    /// Node index.
+    pub node: u32,
+    /// Leased ID.
+    pub machine_id: u16,
+    /// The floor it came with.
+    pub floor_ms: u64,
+    /// Its start on the node's clock.
+    pub start_ms: u64,
+    /// The node's clock offset at the start.
+    pub offset_ms: i64,
+    /// Start on the machine's clock.
+    pub start_machine_ms: u64,
+    /// End (disable or deadline) on the machine's clock.
+    pub end_machine_ms: u64,
+}
+
 /// Per node figures.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NodeFigures {
@@ -120,6 +154,8 @@ pub struct Report {
     pub duplicates: u64,
     /// Examples of duplicates.
     pub duplicate_examples: Vec<Duplicate>,
+    /// The window pairs the duplicates came from, most duplicates first.
+    pub duplicate_sources: Vec<DuplicateSource>,
     /// Nonces outside every window their node recorded for their ID.
     pub out_of_window: u64,
     /// Examples of out-of-window nonces.
@@ -222,6 +258,27 @@ impl Report {
                 d.files.join(", ")
             ));
         }
+        for d in &self.duplicate_sources {
+            let w = |w: &WindowRef| {
+                format!(
+                    "{} (node {}, clock {:+} ms) id {} floor {} from {} (machine {}..{})",
+                    w.file,
+                    w.node,
+                    w.offset_ms,
+                    w.machine_id,
+                    w.floor_ms,
+                    w.start_ms,
+                    w.start_machine_ms,
+                    w.end_machine_ms
+                )
+            };
+            out.push_str(&format!(
+                "DUPLICATES {} between {} and {}\n",
+                d.duplicates,
+                w(&d.first),
+                w(&d.second)
+            ));
+        }
         for o in &self.out_of_window_examples {
             out.push_str(&format!(
                 "OUT OF WINDOW {} {} id {} timestamp {} produced {} in {}\n",
@@ -318,8 +375,13 @@ fn decode(
     Some((decoded.machine_id, decoded.unix_ms))
 }
 
+/// A value, with the file and window (index in that file's windows; `u32::MAX` for none) it
+/// came from.
+type Occurrence = (u128, u32, u32);
+
+/// Every value of each series.
 struct Series {
-    values: HashMap<(Kind, u16), Vec<u128>>,
+    values: HashMap<(Kind, u16), Vec<Occurrence>>,
 }
 
 /// Whether window `w` allows a nonce with `id` and timestamp `ts`, produced (node clock read
@@ -393,6 +455,7 @@ fn scan_file(
                     machine_id,
                     floor_ms,
                     start_ms: at.at_ms,
+                    offset_ms: i64::from(at.offset_ms),
                     start_machine_ms: machine,
                     deadline_ms,
                     deadline_machine_ms: Stamp {
@@ -438,24 +501,30 @@ fn scan_file(
                 scan.nonces += 1;
                 let label = format!("{}{bits}", kind.name());
                 *report.per_series.entry(label.clone()).or_default() += 1;
-                series.values.entry((kind, bits)).or_default().push(value);
                 let decoded = decode(decrypter, epoch_ms, kind, bits, value);
                 // Windows are recorded before the factories are enabled or extended, so every
                 // window a nonce may rely on precedes it in the file.
                 let mut allowed = false;
                 let mut late = false;
+                let mut window = u32::MAX;
                 if let Some((id, ts)) = decoded {
                     let tick = tick.unwrap_or(at);
-                    if let Some(w) = scan
+                    if let Some(i) = scan
                         .windows
                         .iter()
-                        .rev()
-                        .find(|w| allows(w, id, ts, at, tick))
+                        .rposition(|w| allows(w, id, ts, at, tick))
                     {
                         allowed = true;
-                        late = at.at_ms >= w.deadline_ms;
+                        late = at.at_ms >= scan.windows[i].deadline_ms;
+                        window = u32::try_from(i).unwrap_or(u32::MAX);
                     }
                 }
+                let file = u32::try_from(file_index).unwrap_or(u32::MAX);
+                series
+                    .values
+                    .entry((kind, bits))
+                    .or_default()
+                    .push((value, file, window));
                 if late && kind != Kind::Sortable {
                     report.late_counter_nonces += 1;
                 }
@@ -515,54 +584,76 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
     }
     report.nonces = report.per_series.values().sum();
 
-    // Duplicates: sort each series, then find which files hold a repeated value.
-    let mut repeated: Vec<(Kind, u16, u128)> = Vec::new();
-    for ((kind, bits), mut values) in series.values {
+    // Duplicates: sort each series; equal values are then neighbours.
+    let describe = |file: u32, window: u32| {
+        let scan = scans.get(file as usize)?;
+        let w = scan.windows.get(window as usize)?;
+        Some(WindowRef {
+            file: report.files.get(file as usize)?.clone(),
+            node: w.node,
+            machine_id: w.machine_id,
+            floor_ms: w.floor_ms,
+            start_ms: w.start_ms,
+            offset_ms: w.offset_ms,
+            start_machine_ms: w.start_machine_ms,
+            end_machine_ms: w.effective_end(scan.last_ms),
+        })
+    };
+    let mut sources: BTreeMap<(WindowRef, WindowRef), u64> = BTreeMap::new();
+    let mut examples = Vec::new();
+    let mut keys: Vec<(Kind, u16)> = series.values.keys().copied().collect();
+    keys.sort();
+    for key in keys {
+        let mut values = series.values.remove(&key).unwrap_or_default();
         values.sort_unstable();
-        for pair in values.windows(2) {
-            if pair[0] == pair[1] {
-                report.duplicates += 1;
-                if repeated.len() < EXAMPLES && repeated.last() != Some(&(kind, bits, pair[0])) {
-                    repeated.push((kind, bits, pair[0]));
+        let mut i = 0;
+        while i < values.len() {
+            let mut j = i + 1;
+            while j < values.len() && values[j].0 == values[i].0 {
+                j += 1;
+            }
+            if j - i > 1 {
+                let run = &values[i..j];
+                report.duplicates += (j - i - 1) as u64;
+                if examples.len() < EXAMPLES {
+                    examples.push(Duplicate {
+                        series: format!("{}{}", key.0.name(), key.1),
+                        value: format!("{:x}", run[0].0),
+                        files: run
+                            .iter()
+                            .filter_map(|(_, f, _)| report.files.get(*f as usize).cloned())
+                            .collect(),
+                    });
+                }
+                for pair in run.windows(2) {
+                    if let (Some(a), Some(b)) = (
+                        describe(pair[0].1, pair[0].2),
+                        describe(pair[1].1, pair[1].2),
+                    ) {
+                        let (a, b) = if a.start_machine_ms <= b.start_machine_ms {
+                            (a, b)
+                        } else {
+                            (b, a)
+                        };
+                        *sources.entry((a, b)).or_default() += 1;
+                    }
                 }
             }
+            i = j;
         }
     }
-    if !repeated.is_empty() {
-        let mut where_found: HashMap<(Kind, u16, u128), Vec<String>> = HashMap::new();
-        for path in files {
-            let name = path.display().to_string();
-            let file = fs::File::open(path).map_err(|source| CheckError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            read_all(BufReader::new(file), |r| {
-                if let Record::Nonce {
-                    kind, bits, value, ..
-                } = r
-                    && repeated.contains(&(kind, bits, value))
-                {
-                    where_found
-                        .entry((kind, bits, value))
-                        .or_default()
-                        .push(name.clone());
-                }
-                Ok(())
-            })
-            .map_err(|source| CheckError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        repeated.sort();
-        for key in repeated {
-            report.duplicate_examples.push(Duplicate {
-                series: format!("{}{}", key.0.name(), key.1),
-                value: format!("{:x}", key.2),
-                files: where_found.remove(&key).unwrap_or_default(),
-            });
-        }
-    }
+    report.duplicate_examples = examples;
+    let mut sources: Vec<DuplicateSource> = sources
+        .into_iter()
+        .map(|((first, second), duplicates)| DuplicateSource {
+            duplicates,
+            first,
+            second,
+        })
+        .collect();
+    sources.sort_by_key(|s| std::cmp::Reverse(s.duplicates));
+    sources.truncate(EXAMPLES);
+    report.duplicate_sources = sources;
 
     // Windows: handovers and overlaps per ID, figures per node.
     let mut by_id: BTreeMap<u16, Vec<(&Window, u64)>> = BTreeMap::new();
@@ -866,6 +957,30 @@ mod tests {
         // It also carries node 1's ID, for which node 2 held no window.
         assert_eq!(report.out_of_window, 1);
         assert!(!report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_duplicate_names_the_two_windows_it_came_from() {
+        let dir = tempdir("sources");
+        // Two nodes that both believe they hold ID 5, with no floor between them.
+        let mut b = Node::new(2, -1_000);
+        b.enable(5, 0, 60_000);
+        let mut a = Node::new(1, 0);
+        a.enable(5, 0, 60_000).generate(3);
+        let copied = a.records[4];
+        b.records.push(copied);
+        write(&dir, "node-1.bin", &a.records);
+        write(&dir, "node-2.bin", &b.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.duplicates, 1, "{}", report.summary());
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        let source = &report.duplicate_sources[0];
+        assert_eq!(source.duplicates, 1);
+        assert_eq!((source.first.node, source.second.node), (2, 1));
+        assert_eq!(source.first.offset_ms, -1_000);
+        assert_eq!(source.second.machine_id, 5);
+        assert!(report.summary().contains("DUPLICATES 1 between"));
         fs::remove_dir_all(dir).unwrap();
     }
 

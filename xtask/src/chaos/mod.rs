@@ -423,15 +423,22 @@ fn run_backend(
     // Every fault healed (a server fault may be pushed past the nominal end), then time to
     // recover before the nodes are stopped.
     let last_action = plan.actions.last().map_or(0, |(t, _)| *t);
-    let end = Duration::from_millis((ctx.secs * 1000).max(last_action + RECOVERY_MS));
+    let mut end = Duration::from_millis((ctx.secs * 1000).max(last_action + RECOVERY_MS));
+    // An action that takes long (a rolling restart, a server start) delays every later one by
+    // as much, so that each fault keeps its planned length.
+    let mut late = Duration::ZERO;
     for (t, action) in plan.actions {
-        let at = Duration::from_millis(t);
+        let at = Duration::from_millis(t) + late;
         let now = cluster.started.elapsed();
         if at > now {
             thread::sleep(at - now);
+        } else {
+            late += now - at;
         }
         act(&mut cluster, action, &mut coordinator, &ctx)?;
+        collect_steals(&mut cluster, false);
     }
+    end += late;
     let now = cluster.started.elapsed();
     if end > now {
         thread::sleep(end - now);
@@ -443,6 +450,7 @@ fn run_backend(
     if coordinator.is_down() {
         coordinator.restart()?;
     }
+    collect_steals(&mut cluster, true);
     cluster.stop_all();
     drop(cluster);
     drop(coordinator);
@@ -457,6 +465,31 @@ fn run_backend(
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
     // A failed check shows in the table (the caller fails the run on its figures).
     Ok(report)
+}
+
+/// Logs the steals that finished (all of them with `wait`: each is bounded by its timeout).
+fn collect_steals(cluster: &mut Cluster, wait: bool) {
+    let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut cluster.background)
+        .into_iter()
+        .partition(|h| wait || h.is_finished());
+    cluster.background = pending;
+    for handle in done {
+        let result = handle
+            .join()
+            .unwrap_or_else(|_| Err("steal thread panicked".into()));
+        match result {
+            Ok(out) if out.status.success() => {
+                let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                cluster.log("steal", None, &format!("id {id} given to a foreign token"));
+            }
+            Ok(out) => cluster.note(
+                "steal_failed",
+                None,
+                String::from_utf8_lossy(&out.stderr).trim(),
+            ),
+            Err(e) => cluster.note("steal_failed", None, &e),
+        }
+    }
 }
 
 /// Leaves only IDs `0..keep` to the nodes (`chaos-node reserve`).
@@ -564,6 +597,8 @@ fn act(
             );
         }
         Action::Steal => {
+            // In the background: against a server that is down it takes until its timeout,
+            // and the schedule must go on meanwhile.
             let mut cmd = Command::new(&cluster.bin);
             cmd.args([
                 "steal",
@@ -573,17 +608,9 @@ fn act(
                 &cluster.name,
             ])
             .args(["--ttl-ms", &LEASE_MS.to_string()]);
-            let out = servers::output_within(cmd, "steal", STEAL_TIMEOUT)?;
-            let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            if out.status.success() {
-                cluster.log("steal", None, &format!("id {id} given to a foreign token"));
-            } else {
-                cluster.note(
-                    "steal_failed",
-                    None,
-                    String::from_utf8_lossy(&out.stderr).trim(),
-                );
-            }
+            cluster.background.push(thread::spawn(move || {
+                servers::output_within(cmd, "steal", STEAL_TIMEOUT)
+            }));
         }
         Action::CoordinatorDown => {
             let detail = coordinator.kill();

@@ -29,6 +29,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub clocks: Vec<NodeClocks>,
     pub proxies: Option<Proxies>,
+    /// Faults running in the background (steals), each bounded by its own timeout.
+    pub background: Vec<thread::JoinHandle<Result<std::process::Output, String>>>,
     faults: fs::File,
     pub started: Instant,
 }
@@ -44,6 +46,7 @@ impl Cluster {
             nodes: Vec::new(),
             clocks: Vec::new(),
             proxies: None,
+            background: Vec::new(),
             faults,
             started: Instant::now(),
         })

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -109,12 +108,23 @@ fn output_ok(cmd: Command, what: &str) -> Result<Output, String> {
     }
 }
 
-/// Kills a server and everything in its process group (PostgreSQL's backends too).
-fn kill_group(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-9", "--", &format!("-{}", child.id())])
-        .stderr(Stdio::null())
-        .status();
+/// `kill -9` of a server and of every process it forked (PostgreSQL's backends): the server
+/// is stopped first so it forks no more, its children are killed by parent ID, then the server.
+/// Servers stay in the harness's process group, so a Ctrl-C reaches them too (PostgreSQL shuts
+/// down on SIGINT; MariaDB ignores it and runs under a shell that kills it).
+fn kill_tree(child: &mut Child) {
+    let pid = child.id().to_string();
+    let signal = |args: &[&str]| {
+        let _ = Command::new(args[0])
+            .args(&args[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    };
+    if let Ok(None) = child.try_wait() {
+        signal(&["kill", "-STOP", &pid]);
+        signal(&["pkill", "-9", "-P", &pid]);
+    }
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -385,9 +395,7 @@ impl Postgres {
             ])
             .stdin(Stdio::null())
             .stdout(log)
-            .stderr(err)
-            // Its own process group: a kill reaches the postmaster and every backend.
-            .process_group(0);
+            .stderr(err);
         let child = cmd
             .spawn()
             .map_err(|e| format!("could not start postgres: {e}"))?;
@@ -468,7 +476,7 @@ impl Postgres {
     /// `kill -9` of the primary's postmaster and every backend.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.primary.child.take() {
-            kill_group(&mut child);
+            kill_tree(&mut child);
         }
     }
 
@@ -522,7 +530,7 @@ impl Drop for Postgres {
     fn drop(&mut self) {
         for node in std::iter::once(&mut self.primary).chain(self.replica.as_mut()) {
             if let Some(mut child) = node.child.take() {
-                kill_group(&mut child);
+                kill_tree(&mut child);
             }
         }
     }
@@ -604,7 +612,7 @@ impl Mariadb {
 
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(&mut child);
+            kill_tree(&mut child);
         }
     }
 
@@ -614,25 +622,30 @@ impl Mariadb {
         let log = append(&self.log)?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let dir = &self.root.0;
-        let mut cmd = Command::new(MARIADBD);
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.join("data").display()))
-            .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
-            .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
-            .arg(format!("--port={}", self.port))
-            .args([
-                "--bind-address=127.0.0.1",
-                "--skip-name-resolve",
-                "--skip-log-bin",
-                "--innodb-buffer-pool-size=32M",
-            ]);
+        // mariadbd ignores SIGINT: a shell that kills it on SIGINT/SIGTERM stands between, so a
+        // Ctrl-C of the harness stops it too. `kill_tree` kills the server through it.
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            r#"trap 'kill -9 $server' INT TERM HUP; "$@" & server=$!; wait $server"#,
+            "sh",
+            MARIADBD,
+        ])
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", dir.join("data").display()))
+        .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+        .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+        .arg(format!("--port={}", self.port))
+        .args([
+            "--bind-address=127.0.0.1",
+            "--skip-name-resolve",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=32M",
+        ]);
         if self.as_mysql {
             cmd.arg("--user=mysql");
         }
-        cmd.stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .process_group(0);
+        cmd.stdin(Stdio::null()).stdout(log).stderr(err);
         let child = cmd
             .spawn()
             .map_err(|e| format!("could not start {MARIADBD}: {e}"))?;

@@ -32,6 +32,8 @@ struct Cli {
 /// clock (ms since the file's first record).
 fn dump(path: &std::path::Path) -> Result<(), String> {
     use nononce_chaos::Record;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut first: Option<u64> = None;
     let mut nonces = 0u64;
@@ -44,22 +46,23 @@ fn dump(path: &std::path::Path) -> Result<(), String> {
             Record::Tick { .. } => ticks += 1,
             other => {
                 if nonces > 0 || ticks > 0 {
-                    println!("    {nonces} nonces in {ticks} batches");
+                    writeln!(out, "    {nonces} nonces in {ticks} batches")?;
                     (nonces, ticks) = (0, 0);
                 }
-                println!(
+                writeln!(
+                    out,
                     "{:>8} ms  node clock {} (offset {:+})  {other:?}",
                     at.machine_ms().saturating_sub(t0),
                     at.at_ms,
                     at.offset_ms
-                );
+                )?;
             }
         }
         Ok(())
     })
     .map_err(|e| format!("{}: {e}", path.display()))?;
     if nonces > 0 {
-        println!("    {nonces} nonces in {ticks} batches");
+        writeln!(out, "    {nonces} nonces in {ticks} batches").map_err(|e| e.to_string())?;
     }
     Ok(())
 }
