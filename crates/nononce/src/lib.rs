@@ -36,6 +36,11 @@ pub use lease_sql as sql;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use lease_redis as redis;
 
+/// etcd v3 leases: one key per machine ID on an etcd lease, claimed in transactions.
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub use lease_etcd as etcd;
+
 /// Machine IDs from a StatefulSet pod ordinal (an environment variable's trailing digits).
 #[cfg(feature = "statefulset")]
 #[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
