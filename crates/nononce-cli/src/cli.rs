@@ -1,12 +1,18 @@
 //! Command-line parsing and the commands.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nononce::nonce::{DEFAULT_EPOCH_MS, NO_DEADLINE};
-use nononce::{BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryOptions};
+use nononce::{Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryOptions};
 
-use crate::codec::AnyNonce;
+use crate::codec::{AnyNonce, Input};
+use crate::keys::KeyArgs;
+use crate::output::{Exit, write_error};
+use crate::store::{Access, Store};
 
 /// Unique 64/96/128-bit nonces, and the machine-ID leases that keep them unique.
 #[derive(Debug, Parser)]
@@ -17,73 +23,96 @@ pub struct Cli {
 }
 
 const EXAMPLES: &str = "Examples:
-  nononce gen --machine-id 7 -n 3
+  nononce gen -n 3
+  nononce gen -n 3 | nononce decode -
   nononce gen --kind sortable --bits 128 --machine-id 7 --format base64url
   nononce decode 03be4cb500002000 --format json
-  nononce encrypt 03be4cb500002000 --base-key-hex $(openssl rand -hex 32)";
+  openssl rand -hex 32 > nonce-key.hex
+  nononce encrypt 03be4cb500002000 --base-key-file nonce-key.hex
+  nononce leases list";
+
+const GEN_EXAMPLES: &str = "Examples:
+  nononce gen -n 3
+  nononce gen --machine-id 7 -n 3 --format int
+  export NONCE_KEY=$(openssl rand -hex 32)
+  nononce gen --kind encrypted --bits 128 --base-key-env NONCE_KEY
+  nononce gen --store postgres://app@db/app --quiet
+
+The lease: gen asks for 2 minutes, renewed every 30 s while it runs, and waits up to 10 s for
+it (a progress line on stderr says why, unless --quiet). SIGINT, SIGTERM and SIGHUP stop gen:
+it releases the machine id (free again after a 10 s guard) and exits with status 130, 143 or
+129. A closed stdout (`nononce gen -n 1000000 | head -1`) ends it quietly with status 0.";
+
+const DECODE_EXAMPLES: &str = "How the nonce is read (--input auto):
+  16, 24 or 32 characters        hex (64, 96 or 128 bits); anything else is an error
+  11 or 22 characters            unpadded base64url (64 or 128 bits)
+  other numbers of digits        a decimal integer: 64 bits if it fits, else 96, else 128
+A 96-bit base64url nonce is 16 characters, like 64-bit hex: read it with --input base64url.
+An integer of 11, 16, 22, 24 or 32 digits needs --input int; --bits sets an integer's size.
+
+Examples:
+  nononce decode 03be4cb500002000    # prints bits=64 timestamp_ms=64310400000 unix_ms=1800000000000 time=2027-01-15T08:00:00.000Z machine_id=1 count=0
+  nononce decode A75MtQAAIAA --format json
+  nononce gen -n 3 --machine-id 7 --format int | nononce decode -";
+
+const ENCRYPT_EXAMPLES: &str = "Example:
+  nononce encrypt 03be4cb500002000 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 55728bcb7d191444";
+
+const DECRYPT_EXAMPLES: &str = "Example:
+  nononce decrypt 55728bcb7d191444 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 03be4cb500002000";
+
+const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...";
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Generate nonces and print one per line.
-    #[command(
-        after_help = "Examples:\n  nononce gen --machine-id 7 -n 3\n  nononce gen --kind encrypted --bits 128 --machine-id 7 --base-key-hex 000102...1f"
-    )]
+    #[command(after_help = GEN_EXAMPLES)]
     Gen(GenArgs),
-    /// Print the fields of a nonce: size, timestamp, machine ID, count.
-    #[command(
-        after_help = "Examples:\n  nononce decode 03be4cb500002000\n  nononce decode A75MtQAAIAA --format json"
-    )]
-    Decode {
-        /// The nonce: 16, 24 or 32 hex digits, or 11, 16 or 22 base64url characters.
-        nonce: String,
-        /// The epoch the nonce's timestamp counts from, in Unix ms.
-        #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
-        epoch_ms: u64,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = DecodeFormat::Text)]
-        format: DecodeFormat,
-    },
+    /// Print the fields of nonces: size, timestamp, time, machine ID, count.
+    #[command(after_help = DECODE_EXAMPLES)]
+    Decode(DecodeArgs),
     /// Encrypt a nonce (hex) with keys derived from a base key, as NoNoncense does.
-    #[command(
-        after_help = "Example:\n  nononce encrypt 03be4cb500002000 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-    )]
+    #[command(after_help = ENCRYPT_EXAMPLES)]
     Encrypt(CryptArgs),
     /// Inspect and manage machine-ID leases in a store.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases migrate --store postgres://app@db/app"
+    )]
     Leases(LeasesCommand),
     /// Decrypt a nonce (hex) encrypted with keys derived from a base key.
-    #[command(
-        after_help = "Example:\n  nononce decrypt 6b5e01c1f3f4a3a2 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-    )]
+    #[command(after_help = DECRYPT_EXAMPLES)]
     Decrypt(CryptArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum LeasesCommand {
     /// Who holds which machine ID, and how many of the 512 are free.
-    #[command(after_help = "Example:\n  nononce leases list --store redis://127.0.0.1:6391")]
+    #[command(
+        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --store sqlite://nononce-leases.db --format json"
+    )]
     List {
-        /// The lease store URL.
-        #[arg(long)]
+        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
         store: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
     /// Create or repair the lease table.
     #[command(after_help = "Example:\n  nononce leases migrate --store postgres://app@db/app")]
     Migrate {
-        /// The lease store URL.
-        #[arg(long)]
+        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
         store: String,
     },
     /// Free the machine ID of a node known to be dead.
     #[command(
-        after_help = "Example:\n  nononce leases release --store redis://127.0.0.1:6391 --id 17 --yes"
+        after_help = "Example:\n  nononce leases migrate --store redis://cache:6379\n  nononce leases release --store redis://cache:6379 --id 17 --yes"
     )]
     Release {
-        /// The lease store URL.
-        #[arg(long)]
+        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
         store: String,
         /// The machine ID to free.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_machine_id)]
         id: u16,
         /// Confirms the node holding the ID is dead: a live one would share its ID until its
         /// next renewal.
@@ -112,6 +141,12 @@ enum DecodeFormat {
     Json,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ListFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, clap::Args)]
 struct GenArgs {
     /// Which kind of nonce.
@@ -126,22 +161,41 @@ struct GenArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Hex)]
     format: Format,
-    /// Use this machine ID without a lease; you guarantee no other node uses it.
-    #[arg(long, conflicts_with = "store")]
+    /// Use this machine ID (0..=511) without a lease; you guarantee no other node uses it.
+    #[arg(long, conflicts_with = "store", value_name = "ID", value_parser = parse_machine_id)]
     machine_id: Option<u16>,
-    /// Where machine-ID leases live: sqlite://PATH (default: ./nononce-leases.db, created on
-    /// first use), postgres://..., mysql://..., redis://HOST:PORT, env:VAR (StatefulSet
-    /// ordinal), hosts:NAME,NAME,...
-    #[arg(long)]
+    #[arg(long, help = STORE_HELP)]
     store: Option<String>,
-    /// Base key (hex, at least 32 bytes) for encrypted nonces.
-    #[arg(long)]
-    base_key_hex: Option<String>,
+    /// No progress line while waiting for a lease (errors are still reported).
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    key: KeyArgs,
     /// The epoch timestamps count from, in Unix ms.
     #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
     epoch_ms: u64,
     #[command(flatten)]
     ciphers: CipherArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct DecodeArgs {
+    /// Nonces (hex, base64url or decimal; see below), or `-` to read one a line from stdin.
+    #[arg(required = true)]
+    nonces: Vec<String>,
+    /// How the nonces are written.
+    #[arg(long, value_enum, default_value_t = Input::Auto)]
+    input: Input,
+    /// The size the nonces have: needed for integers whose value does not tell, checked for
+    /// the rest.
+    #[arg(long, value_parser = parse_bits)]
+    bits: Option<u16>,
+    /// The epoch the nonce's timestamp counts from, in Unix ms.
+    #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
+    epoch_ms: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DecodeFormat::Text)]
+    format: DecodeFormat,
 }
 
 #[derive(Debug, clap::Args)]
@@ -161,9 +215,8 @@ struct CipherArgs {
 struct CryptArgs {
     /// The nonce: 16, 24 or 32 hex digits.
     nonce_hex: String,
-    /// Base key (hex, at least 32 bytes).
-    #[arg(long)]
-    base_key_hex: String,
+    #[command(flatten)]
+    key: KeyArgs,
     #[command(flatten)]
     ciphers: CipherArgs,
 }
@@ -177,6 +230,16 @@ fn parse_bits(s: &str) -> Result<u16, String> {
     }
 }
 
+fn parse_machine_id(s: &str) -> Result<u16, String> {
+    match s.parse::<u64>() {
+        Ok(id) if id <= u64::from(nononce::lease::MachineId::MAX) => {
+            Ok(u16::try_from(id).expect("at most 511"))
+        }
+        Ok(id) => Err(format!("machine id {id} is out of range: use 0..=511")),
+        Err(_) => Err(format!("`{s}` is not a machine id: use 0..=511")),
+    }
+}
+
 fn parse_cipher<C: std::str::FromStr>(s: &str) -> Result<C, String>
 where
     C::Err: std::fmt::Display,
@@ -184,22 +247,47 @@ where
     s.parse().map_err(|e: C::Err| e.to_string())
 }
 
-fn parse_key(hex: &str) -> Result<Vec<u8>, String> {
-    let hex = hex.trim();
-    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("base key is not hex: give an even number of hex digits".into());
+/// What clap's own result means: help and version on stdout (status 0), every usage error as
+/// one `nononce:` line naming the help to read (status 2).
+pub fn clap_exit(e: &clap::Error) -> Result<(), Exit> {
+    use clap::error::ErrorKind;
+    let rendered = e.render().to_string();
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return crate::output::print_raw(&rendered);
     }
-    let key: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("checked hex"))
-        .collect();
-    if key.len() < nononce::nonce::MIN_BASE_KEY_LEN {
-        return Err(format!(
-            "base key is {} bytes: use at least 32 random bytes (64 hex digits)",
-            key.len()
-        ));
+    // The command the user ran (`nononce leases list`): the subcommand names in argv.
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut usage = vec!["nononce".to_owned()];
+    for arg in std::env::args().skip(1) {
+        match command.find_subcommand(&arg) {
+            Some(sub) => {
+                usage.push(sub.get_name().to_owned());
+                command = sub.clone();
+            }
+            None => break,
+        }
     }
-    Ok(key)
+    let usage = usage.join(" ");
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return Err(Exit::Usage(format!(
+            "{usage} needs a command: run `{usage} --help` to see them"
+        )));
+    }
+    let mut message = String::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.starts_with("Usage:") {
+            break;
+        }
+        if line.is_empty() || line.starts_with("For more information") {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !message.is_empty() {
+            message.push_str(if line.starts_with("tip:") { "; " } else { " " });
+        }
+        message.push_str(line);
+    }
+    Err(Exit::Usage(format!("{message} (see `{usage} --help`)")))
 }
 
 fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> FactoryOptions {
@@ -214,124 +302,256 @@ fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> Factory
     o
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
 /// Runs the parsed command.
-pub fn run(cli: Cli) -> Result<(), String> {
+pub fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
-        Command::Gen(args) => generate(&args),
-        Command::Decode {
-            nonce,
-            epoch_ms,
-            format,
-        } => decode(&nonce, epoch_ms, format),
+        Command::Gen(args) => generate(args),
+        Command::Decode(args) => decode(&args),
         Command::Encrypt(args) => crypt(&args, true),
         Command::Decrypt(args) => crypt(&args, false),
         Command::Leases(command) => leases(command),
     }
 }
 
-fn leases(command: LeasesCommand) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async {
+fn leases(command: LeasesCommand) -> Result<(), Exit> {
+    runtime()?.block_on(async {
         match command {
-            LeasesCommand::List { store } => {
-                let holders = crate::store::Store::open(&store).await?.holders().await?;
-                println!("{:>4}  {:<10} {:>12}", "id", "token", "expires_in");
-                for h in &holders {
-                    println!("{:>4}  {:<10} {:>11.1}s", h.machine_id.get(), h.token_prefix, h.expires_in.as_secs_f64());
-                }
-                println!("{} held, {} of 512 free", holders.len(), 512 - holders.len());
-                Ok(())
+            LeasesCommand::List { store, format } => {
+                let holders = Store::open(&store, Access::Read).await?.holders().await?;
+                let free = 512 - holders.len();
+                let text = match format {
+                    ListFormat::Text => {
+                        let mut text = format!("{:>4}  {:<10} {:>12}\n", "id", "token", "expires_in");
+                        for h in &holders {
+                            let left = if h.expires_in == Duration::MAX {
+                                "never".to_owned()
+                            } else {
+                                format!("{:.1}s", h.expires_in.as_secs_f64())
+                            };
+                            text.push_str(&format!(
+                                "{:>4}  {:<10} {left:>12}\n",
+                                h.machine_id.get(),
+                                crate::codec::shown(&h.token_prefix),
+                            ));
+                        }
+                        text.push_str(&format!("{} held, {free} of 512 free", holders.len()));
+                        text
+                    }
+                    ListFormat::Json => {
+                        let held: Vec<serde_json::Value> = holders
+                            .iter()
+                            .map(|h| {
+                                serde_json::json!({
+                                    "machine_id": h.machine_id.get(),
+                                    "token": h.token_prefix,
+                                    // No expiry (a field written without a TTL): null.
+                                    "expires_in_s": (h.expires_in != Duration::MAX)
+                                        .then_some(h.expires_in.as_secs_f64()),
+                                })
+                            })
+                            .collect();
+                        serde_json::json!({ "held": held, "free": free }).to_string()
+                    }
+                };
+                crate::output::print(&text)
             }
             LeasesCommand::Migrate { store } => {
-                println!("{}", crate::store::Store::open(&store).await?.migrate().await?);
-                Ok(())
+                let message = Store::open(&store, Access::Migrate).await?.migrate().await?;
+                crate::output::print(&message)
             }
             LeasesCommand::Release { store, id, yes } => {
                 let id = nononce::lease::MachineId::new(id).map_err(|e| e.to_string())?;
                 if !yes {
-                    return Err(format!("freeing machine id {} lets another node take it while its holder may still run: add --yes if that node is dead", id.get()));
+                    return Err(Exit::Fail(format!(
+                        "freeing machine id {} lets another node take it while its holder may still run: add --yes if that node is dead",
+                        id.get()
+                    )));
                 }
-                if crate::store::Store::open(&store).await?.force_release(id).await? {
-                    println!("machine id {} freed", id.get());
+                let freed = Store::open(&store, Access::Read)
+                    .await?
+                    .force_release(id)
+                    .await?;
+                crate::output::print(&if freed {
+                    format!("machine id {} freed", id.get())
                 } else {
-                    println!("machine id {} was not held", id.get());
-                }
-                Ok(())
+                    format!("machine id {} was not held", id.get())
+                })
             }
         }
     })
 }
 
-fn generate(args: &GenArgs) -> Result<(), String> {
-    let key = args.base_key_hex.as_deref().map(parse_key).transpose()?;
+/// SIGINT, SIGTERM and SIGHUP, as signal numbers.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Self, String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let on = |kind| signal(kind).map_err(|e| format!("cannot handle signals: {e}"));
+        Ok(Self {
+            interrupt: on(SignalKind::interrupt())?,
+            terminate: on(SignalKind::terminate())?,
+            hangup: on(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> u8 {
+        tokio::select! {
+            _ = self.interrupt.recv() => 2,
+            _ = self.terminate.recv() => 15,
+            _ = self.hangup.recv() => 1,
+        }
+    }
+}
+
+fn generate(args: GenArgs) -> Result<(), Exit> {
+    let key = args.key.key()?;
     if args.kind == Kind::Encrypted && key.is_none() {
-        return Err(
-            "encrypted nonces need a key: pass --base-key-hex with at least 32 bytes".into(),
-        );
+        return Err(Exit::Fail(format!(
+            "encrypted nonces need a key: {}",
+            crate::keys::HOW
+        )));
     }
-    let options = options(&args.ciphers, key, args.epoch_ms);
-    if let Some(machine_id) = args.machine_id {
-        let factory = options.build(BootClock::new()).map_err(|e| e.to_string())?;
-        factory
-            .enable(machine_id, NO_DEADLINE)
-            .map_err(|e| e.to_string())?;
-        return print_nonces(&factory, args);
-    }
-    let url = args.store.as_deref().unwrap_or(crate::store::DEFAULT_STORE);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async {
-        let store = crate::store::Store::open(url).await?;
-        store.prepare_embedded().await?;
-        let strategy = store.into_strategy();
-        let nonces = nononce::Nononce::builder(strategy)
-            .factory("gen", options)
-            .acquire_timeout(Some(std::time::Duration::from_secs(10)))
-            .start()
-            .await
-            .map_err(|e| chain(&e))?;
-        let factory = nonces.factory("gen").expect("configured above").clone();
-        let printed = print_nonces(&factory, args);
+    // One kind per run: declared, so the factory refuses the other kind from the start.
+    let base = if args.kind == Kind::Sortable {
+        Base::Sortable
+    } else {
+        Base::Counter
+    };
+    let options = options(&args.ciphers, key, args.epoch_ms)
+        .kind64(base)
+        .kind96(base)
+        .kind128(base);
+    // A misconfigured factory fails before any store is touched.
+    let factory = options.build(BootClock::new()).map_err(|e| e.to_string())?;
+    let args = Arc::new(args);
+    runtime()?.block_on(async {
+        let mut signals = Signals::new()?;
+        if let Some(machine_id) = args.machine_id {
+            factory
+                .enable(machine_id, NO_DEADLINE)
+                .map_err(|e| e.to_string())?;
+            let generated = generate_until_signal(Arc::new(factory), &args, &mut signals).await;
+            return generated.result;
+        }
+        let url = args.store.as_deref().unwrap_or(crate::store::DEFAULT_STORE);
+        let nonces = tokio::select! {
+            started = start_lease(url, &args, options) => started?,
+            signal = signals.recv() => return Err(Exit::Signal(signal)),
+        };
+        let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
+        let generated = generate_until_signal(factory, &args, &mut signals).await;
+        // Factories off, then the ID released (blocked only for the release guard).
         nonces.shutdown().await;
-        printed
+        if let Some(finish) = generated.finish {
+            // Lets the generator flush what it produced before the signal, if its reader
+            // still reads; a generator blocked on a full pipe is left behind.
+            let _ = tokio::time::timeout(Duration::from_secs(1), finish).await;
+        }
+        generated.result
     })
 }
 
-/// An error and its sources on one line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        // Many errors already quote their source; say each cause once.
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
+async fn start_lease(
+    url: &str,
+    args: &GenArgs,
+    options: FactoryOptions,
+) -> Result<nononce::Nononce<crate::lease::Watched>, Exit> {
+    let store = Store::open(url, Access::Lease).await?;
+    store.prepare_embedded().await?;
+    let info = store.info().clone();
+    let watched = crate::lease::Watched::new(store.into_strategy(), info.clone(), args.quiet);
+    let log = watched.log();
+    nononce::Nononce::builder(watched)
+        .factory("gen", options)
+        .lease_config(crate::lease::config())
+        .start()
+        .await
+        .map_err(|e| Exit::Fail(crate::lease::start_error(&e, &log, &info)))
 }
 
-fn print_nonces(factory: &Factory<BootClock>, args: &GenArgs) -> Result<(), String> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let handle = factory.handle();
-    for _ in 0..args.count {
-        let n = one(factory, &handle, args.kind, args.bits).map_err(|e| e.to_string())?;
-        let text = match args.format {
-            Format::Hex => n.hex(),
-            Format::Base64url => n.base64url(),
-            Format::Int => n.int(),
-        };
-        writeln!(out, "{text}").map_err(|e| format!("cannot write output: {e}"))?;
+struct Generated {
+    result: Result<(), Exit>,
+    /// After a signal: the generator's end, still to come.
+    finish: Option<tokio::sync::oneshot::Receiver<Result<(), Exit>>>,
+}
+
+/// Prints nonces on a thread of its own (the runtime keeps renewing the lease meanwhile)
+/// until they are all printed, the reader goes away, or a signal arrives.
+async fn generate_until_signal(
+    factory: Arc<Factory<BootClock>>,
+    args: &Arc<GenArgs>,
+    signals: &mut Signals,
+) -> Generated {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, mut finish) = tokio::sync::oneshot::channel();
+    {
+        let (stop, args) = (Arc::clone(&stop), Arc::clone(args));
+        std::thread::spawn(move || {
+            let _ = done.send(print_nonces(&factory, &args, &stop));
+        });
     }
-    out.flush().map_err(|e| format!("cannot write output: {e}"))
+    tokio::select! {
+        result = &mut finish => Generated {
+            result: result.unwrap_or_else(|_| Err(Exit::Fail("the generator thread panicked".into()))),
+            finish: None,
+        },
+        signal = signals.recv() => {
+            stop.store(true, Ordering::Relaxed);
+            Generated { result: Err(Exit::Signal(signal)), finish: Some(finish) }
+        }
+    }
+}
+
+fn print_nonces(
+    factory: &Factory<BootClock>,
+    args: &GenArgs,
+    stop: &AtomicBool,
+) -> Result<(), Exit> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let handle = factory.handle();
+    for i in 0..args.count {
+        if i % 256 == 0 && stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let n = match one(factory, &handle, args.kind, args.bits) {
+            Ok(n) => n,
+            // Stopped by a signal: the factory is off, as it should be.
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(e) => {
+                let _ = out.flush();
+                return Err(Exit::Fail(generation_error(&e)));
+            }
+        };
+        let written = match args.format {
+            Format::Hex => writeln!(out, "{}", n.hex()),
+            Format::Base64url => writeln!(out, "{}", n.base64url()),
+            Format::Int => writeln!(out, "{}", n.int()),
+        };
+        written.map_err(|e| write_error(&e))?;
+    }
+    out.flush().map_err(|e| write_error(&e))
+}
+
+fn generation_error(e: &nononce::nonce::Error) -> String {
+    match e {
+        nononce::nonce::Error::Disabled | nononce::nonce::Error::LeaseExpired => {
+            format!("generation stopped: {e}: the machine-id lease could not be renewed")
+        }
+        _ => e.to_string(),
+    }
 }
 
 fn one(
@@ -353,41 +573,84 @@ fn one(
     })
 }
 
-fn decode(text: &str, epoch_ms: u64, format: DecodeFormat) -> Result<(), String> {
-    let d = AnyNonce::parse(text)?.decode(epoch_ms);
-    match format {
-        DecodeFormat::Text => println!(
-            "bits={} timestamp_ms={} unix_ms={} machine_id={} count={}",
-            d.bits, d.timestamp_ms, d.unix_ms, d.machine_id, d.count
-        ),
-        DecodeFormat::Json => println!(
-            "{}",
-            serde_json::json!({
-                "bits": d.bits,
-                "timestamp_ms": d.timestamp_ms,
-                "unix_ms": d.unix_ms,
-                "machine_id": d.machine_id,
-                "count": d.count,
-            })
-        ),
+fn decode(args: &DecodeArgs) -> Result<(), Exit> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut one = |text: &str, line: Option<usize>| -> Result<(), Exit> {
+        let nonce = AnyNonce::parse(text, args.input, args.bits).map_err(|e| match line {
+            Some(n) => format!("line {n}: {e}"),
+            None => e,
+        });
+        let nonce = match nonce {
+            Ok(n) => n,
+            Err(e) => {
+                out.flush().map_err(|e| write_error(&e))?;
+                return Err(Exit::Fail(e));
+            }
+        };
+        let d = nonce.decode(args.epoch_ms);
+        let time = crate::codec::rfc3339(d.unix_ms);
+        let written = match args.format {
+            DecodeFormat::Text => writeln!(
+                out,
+                "bits={} timestamp_ms={} unix_ms={} time={} machine_id={} count={}",
+                d.bits,
+                d.timestamp_ms,
+                d.unix_ms,
+                time.as_deref().unwrap_or("-"),
+                d.machine_id,
+                d.count
+            ),
+            DecodeFormat::Json => writeln!(
+                out,
+                "{}",
+                serde_json::json!({
+                    "bits": d.bits,
+                    "timestamp_ms": d.timestamp_ms,
+                    "unix_ms": d.unix_ms,
+                    "time": time,
+                    "machine_id": d.machine_id,
+                    "count": d.count,
+                })
+            ),
+        };
+        written.map_err(|e| write_error(&e))
+    };
+    for text in &args.nonces {
+        if text == "-" {
+            for (n, line) in std::io::stdin().lock().lines().enumerate() {
+                let line = line.map_err(|e| format!("cannot read stdin: {e}"))?;
+                if !line.trim().is_empty() {
+                    one(&line, Some(n + 1))?;
+                }
+            }
+        } else {
+            one(text, None)?;
+        }
     }
-    Ok(())
+    out.flush().map_err(|e| write_error(&e))
 }
 
-fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), String> {
+fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
     let nonce = AnyNonce::parse_hex(&args.nonce_hex)?;
-    let key = parse_key(&args.base_key_hex)?;
+    let key = args.key.key()?.ok_or_else(|| {
+        format!(
+            "{} needs the base key: {}",
+            if encrypt { "encrypt" } else { "decrypt" },
+            crate::keys::HOW
+        )
+    })?;
     let f = options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
         .build(BootClock::new())
         .map_err(|e| e.to_string())?;
+    let e = |e: nononce::nonce::Error| Exit::Fail(e.to_string());
     let out = match (nonce, encrypt) {
-        (AnyNonce::N64(n), true) => AnyNonce::N64(f.encrypt64(n).map_err(|e| e.to_string())?),
-        (AnyNonce::N64(n), false) => AnyNonce::N64(f.decrypt64(n).map_err(|e| e.to_string())?),
-        (AnyNonce::N96(n), true) => AnyNonce::N96(f.encrypt96(n).map_err(|e| e.to_string())?),
-        (AnyNonce::N96(n), false) => AnyNonce::N96(f.decrypt96(n).map_err(|e| e.to_string())?),
-        (AnyNonce::N128(n), true) => AnyNonce::N128(f.encrypt128(n).map_err(|e| e.to_string())?),
-        (AnyNonce::N128(n), false) => AnyNonce::N128(f.decrypt128(n).map_err(|e| e.to_string())?),
+        (AnyNonce::N64(n), true) => AnyNonce::N64(f.encrypt64(n).map_err(e)?),
+        (AnyNonce::N64(n), false) => AnyNonce::N64(f.decrypt64(n).map_err(e)?),
+        (AnyNonce::N96(n), true) => AnyNonce::N96(f.encrypt96(n).map_err(e)?),
+        (AnyNonce::N96(n), false) => AnyNonce::N96(f.decrypt96(n).map_err(e)?),
+        (AnyNonce::N128(n), true) => AnyNonce::N128(f.encrypt128(n).map_err(e)?),
+        (AnyNonce::N128(n), false) => AnyNonce::N128(f.decrypt128(n).map_err(e)?),
     };
-    println!("{}", out.hex());
-    Ok(())
+    crate::output::print(&out.hex())
 }

@@ -1,5 +1,18 @@
-//! Nonces of any size on the command line.
+//! Nonces of any size on the command line, and their times.
+//!
+//! How `decode` reads a nonce when `--input` is `auto` (the default):
+//!
+//! | text | read as |
+//! |---|---|
+//! | 16, 24 or 32 characters | hex: 64, 96 or 128 bits; any other character is an error |
+//! | 11 or 22 characters | unpadded base64url: 64 or 128 bits |
+//! | any other number of decimal digits | an integer: 64 bits if it fits, else 96, else 128 |
+//!
+//! So a hex typo is refused, never read as something else. A 96-bit base64url nonce is 16
+//! characters, like 64-bit hex: read it with `--input base64url`. An integer of 11, 16, 22,
+//! 24 or 32 digits needs `--input int`; `--bits` sets an integer's size.
 
+use clap::ValueEnum;
 use nononce::{Decoded, Nonce64, Nonce96, Nonce128};
 
 /// The input as quoted in an error: escaped onto one line, and cut short.
@@ -9,6 +22,19 @@ pub fn shown(text: &str) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// How a nonce is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Input {
+    /// By its length and characters (the rule under "How the nonce is read").
+    Auto,
+    /// 16, 24 or 32 hex digits.
+    Hex,
+    /// 11, 16 or 22 unpadded base64url characters.
+    Base64url,
+    /// A decimal integer (as `gen --format int` prints).
+    Int,
 }
 
 /// A nonce whose size is known only from its text.
@@ -22,34 +48,130 @@ pub enum AnyNonce {
     N128(Nonce128),
 }
 
+const FORMS: &str = "a nonce is 16, 24 or 32 hex digits, 11 or 22 base64url characters (16 with --input base64url), or a decimal integer";
+
 impl AnyNonce {
-    /// Hex (16, 24 or 32 digits) or unpadded base64url (11, 16 or 22 characters). Sixteen hex
-    /// digits read as a 64-bit hex nonce; other 16-character text as 96-bit base64url.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// Reads `text` as `input` says; `bits`, when given, is the size it must have.
+    pub fn parse(text: &str, input: Input, bits: Option<u16>) -> Result<Self, String> {
         let text = text.trim();
-        let is_hex = !text.is_empty() && text.bytes().all(|b| b.is_ascii_hexdigit());
-        let parsed = match (text.len(), is_hex) {
-            (16, true) | (11, _) => text.parse().map(Self::N64).map_err(|e| e.to_string()),
-            (24, true) | (16, false) => text.parse().map(Self::N96).map_err(|e| e.to_string()),
-            (32, true) | (22, _) => text.parse().map(Self::N128).map_err(|e| e.to_string()),
-            (len, _) => Err(format!(
-                "\"{}\" is {len} characters: a nonce is 16, 24 or 32 hex digits, or 11, 16 or 22 base64url characters",
-                shown(text)
-            )),
+        let parsed = match input {
+            Input::Auto => Self::auto(text, bits),
+            Input::Hex => Self::hex_text(text),
+            Input::Base64url => Self::base64url_text(text),
+            Input::Int => Self::int_text(text, bits),
         };
-        parsed.map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))
+        let nonce = parsed.map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))?;
+        match bits {
+            Some(bits) if bits != nonce.bits() => Err(format!(
+                "malformed nonce \"{}\": it is a {}-bit nonce, not {bits} bits (--bits)",
+                shown(text),
+                nonce.bits()
+            )),
+            _ => Ok(nonce),
+        }
+    }
+
+    fn auto(text: &str, bits: Option<u16>) -> Result<Self, String> {
+        let len = text.chars().count();
+        let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+        match len {
+            16 | 24 | 32 => {
+                if let Some((i, c)) = text
+                    .chars()
+                    .enumerate()
+                    .find(|(_, c)| !c.is_ascii_hexdigit())
+                {
+                    let hint = if len == 16 {
+                        "; a 96-bit base64url nonce needs --input base64url"
+                    } else {
+                        ""
+                    };
+                    return Err(format!(
+                        "{len} characters are read as {}-bit hex, and {:?} (character {}) is not a hex digit{hint}",
+                        len * 4,
+                        c,
+                        i + 1
+                    ));
+                }
+                Self::hex_text(text)
+            }
+            11 | 22 => Self::base64url_text(text),
+            _ if digits => Self::int_text(text, bits),
+            _ => Err(format!("\"{}\" is {len} characters: {FORMS}", shown(text))),
+        }
+    }
+
+    fn hex_text(text: &str) -> Result<Self, String> {
+        if !matches!(text.len(), 16 | 24 | 32) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("expected 16, 24 or 32 hex digits".into());
+        }
+        Ok(match text.len() {
+            16 => Self::N64(text.parse().map_err(|e| format!("{e}"))?),
+            24 => Self::N96(text.parse().map_err(|e| format!("{e}"))?),
+            _ => Self::N128(text.parse().map_err(|e| format!("{e}"))?),
+        })
+    }
+
+    fn base64url_text(text: &str) -> Result<Self, String> {
+        let wrong = || "nonce is not valid unpadded base64url".to_owned();
+        let valid = text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(match text.len() {
+                11 | 16 | 22 => wrong(),
+                len => format!("{len} characters: base64url nonces are 11, 16 or 22"),
+            });
+        }
+        Ok(match text.len() {
+            11 => Self::N64(text.parse().map_err(|_| wrong())?),
+            16 => Self::N96(text.parse().map_err(|_| wrong())?),
+            22 => Self::N128(text.parse().map_err(|_| wrong())?),
+            len => {
+                return Err(format!(
+                    "{len} characters: base64url nonces are 11, 16 or 22"
+                ));
+            }
+        })
+    }
+
+    fn int_text(text: &str, bits: Option<u16>) -> Result<Self, String> {
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("expected a decimal integer".into());
+        }
+        let value: u128 = text
+            .parse()
+            .map_err(|_| "the integer is larger than 128 bits".to_owned())?;
+        let bits = bits.unwrap_or(if u64::try_from(value).is_ok() {
+            64
+        } else if value >> 96 == 0 {
+            96
+        } else {
+            128
+        });
+        let too_large = || format!("the integer is larger than {bits} bits");
+        Ok(match bits {
+            64 => Self::N64(Nonce64::from_u64(
+                u64::try_from(value).map_err(|_| too_large())?,
+            )),
+            96 => Self::N96(Nonce96::from_u128(value).ok_or_else(too_large)?),
+            _ => Self::N128(Nonce128::from_u128(value)),
+        })
     }
 
     /// Parses hex only (16, 24 or 32 digits).
     pub fn parse_hex(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        if !matches!(text.len(), 16 | 24 | 32) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
-                "malformed nonce \"{}\": expected 16, 24 or 32 hex digits",
-                shown(text)
-            ));
+        Self::hex_text(text).map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))
+    }
+
+    /// The size in bits.
+    pub const fn bits(self) -> u16 {
+        match self {
+            Self::N64(_) => 64,
+            Self::N96(_) => 96,
+            Self::N128(_) => 128,
         }
-        Self::parse(text)
     }
 
     /// The fields, for the given epoch.
@@ -86,5 +208,82 @@ impl AnyNonce {
             Self::N96(n) => n.to_u128().to_string(),
             Self::N128(n) => n.to_u128().to_string(),
         }
+    }
+}
+
+/// Unix milliseconds as RFC 3339 in UTC (`2025-01-01T00:00:00.001Z`); `None` past year 9999,
+/// which RFC 3339 cannot write.
+pub fn rfc3339(unix_ms: u64) -> Option<String> {
+    let days = unix_ms / 86_400_000;
+    let ms_of_day = unix_ms % 86_400_000;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm), unsigned as the
+    // timestamps are never before 1970.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    if year > 9999 {
+        return None;
+    }
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0).unwrap(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(1_735_689_600_001).unwrap(),
+            "2025-01-01T00:00:00.001Z"
+        );
+        assert_eq!(
+            rfc3339(951_782_400_000).unwrap(),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            rfc3339(4_107_542_399_999).unwrap(),
+            "2100-02-28T23:59:59.999Z"
+        );
+        assert_eq!(
+            rfc3339(253_402_300_799_999).unwrap(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(rfc3339(253_402_300_800_000), None);
+        assert_eq!(rfc3339(u64::MAX), None);
+    }
+
+    #[test]
+    fn the_auto_rule() {
+        let p = |t: &str| AnyNonce::parse(t, Input::Auto, None).map(AnyNonce::bits);
+        assert_eq!(p("0123456789abcdef"), Ok(64));
+        assert_eq!(p("0123456789012345"), Ok(64)); // all digits, 16 long: hex
+        assert_eq!(p(&"0".repeat(24)), Ok(96));
+        assert_eq!(p(&"A".repeat(32)), Ok(128));
+        assert_eq!(p("A75MtQAAIAA"), Ok(64));
+        assert!(
+            p("03be4cb50000200g")
+                .unwrap_err()
+                .contains("not a hex digit")
+        );
+        assert_eq!(p("12345"), Ok(64));
+        assert_eq!(p(&u64::MAX.to_string()), Ok(64));
+        assert_eq!(p(&(u128::from(u64::MAX) + 1).to_string()), Ok(96));
+        assert_eq!(p(&u128::MAX.to_string()), Ok(128));
+        assert!(p("340282366920938463463374607431768211456").is_err());
+        assert!(p("xyz").unwrap_err().contains("3 characters"));
     }
 }

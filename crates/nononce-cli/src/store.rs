@@ -1,21 +1,59 @@
 //! Lease stores named by URL.
+//!
+//! Opening a store checks what can be checked at once, so a command fails fast with the real
+//! cause: a server store gets one direct connection (a refused connection, a wrong password or
+//! a server without `HSETEX` is reported before any lease is asked for, without the pool's or
+//! the lease manager's retries); a SQLite store's file must exist for commands that only read
+//! it, and its directory for those that create it.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nononce::BoxStrategy;
+use nononce::lease::{Holder, MachineId};
+use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
+use nononce::sql::{Dialect, SqlStrategy, sqlx};
 
 use crate::codec::shown;
-use nononce::lease::Holder;
-use nononce::lease::MachineId;
-use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
-use nononce::sql::SqlStrategy;
+use crate::lease::{describe, human};
 
 /// The store `gen` uses without `--store`: a SQLite file in the working directory, so two
 /// `gen` processes on one host never share a machine ID.
 pub const DEFAULT_STORE: &str = "sqlite://nononce-leases.db";
 
+/// The longest wait for the first connection to a server store. Generous: it only bounds a
+/// server that accepts TCP connections and then says nothing.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a command does with a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads or edits what is there (`leases list`, `leases release`): never creates a store.
+    Read,
+    /// Creates or repairs the lease table (`leases migrate`).
+    Migrate,
+    /// Leases a machine ID (`gen`); an embedded SQLite store is created on first use.
+    Lease,
+}
+
+/// A store as messages name it.
+#[derive(Debug, Clone)]
+pub struct StoreInfo {
+    /// `store URL`, the URL without its password.
+    pub shown: String,
+    /// The URL without its password.
+    pub url: String,
+    /// The database file of a SQLite store.
+    pub sqlite: Option<PathBuf>,
+}
+
 /// An opened store: a strategy to lease from and, for dynamic stores, operator views.
-pub enum Store {
+pub struct Store {
+    kind: Kind,
+    info: StoreInfo,
+}
+
+enum Kind {
     /// An environment variable or host list: nothing to list or free.
     Static(BoxStrategy),
     /// Valkey 9 / Redis 8.
@@ -27,12 +65,28 @@ pub enum Store {
 const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), env:VAR or hosts:NAME,NAME,...";
 
 impl Store {
-    /// Opens the store a `--store` URL names.
-    pub async fn open(url: &str) -> Result<Self, String> {
+    /// Opens the store a `--store` URL names, for `access`.
+    pub async fn open(url: &str, access: Access) -> Result<Self, String> {
+        let redacted = shown_url(&redact(url));
+        let mut info = StoreInfo {
+            shown: format!("store {redacted}"),
+            url: redacted,
+            sqlite: None,
+        };
+        let fail = |info: &StoreInfo, e: &(dyn std::error::Error + 'static)| {
+            format!("{}: {}", info.shown, describe(e, info))
+        };
+        let is_static = url.starts_with("env:") || url.starts_with("hosts:");
+        if is_static && access != Access::Lease {
+            return Err(static_store());
+        }
         if let Some(variable) = url.strip_prefix("env:") {
             let s = nononce::statefulset::StatefulSetStrategy::from_env(variable)
-                .map_err(|e| format!("store {}: {e}", shown(url)))?;
-            return Ok(Self::Static(Box::new(s)));
+                .map_err(|e| fail(&info, &e))?;
+            return Ok(Self {
+                kind: Kind::Static(Box::new(s)),
+                info,
+            });
         }
         if let Some(list) = url.strip_prefix("hosts:") {
             let nodes: Vec<&str> = list
@@ -40,85 +94,115 @@ impl Store {
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .collect();
-            let s = nononce::hosts::HostListStrategy::new(&nodes)
-                .map_err(|e| format!("store {}: {e}", shown(url)))?;
-            return Ok(Self::Static(Box::new(s)));
+            let s = nononce::hosts::HostListStrategy::new(&nodes).map_err(|e| fail(&info, &e))?;
+            return Ok(Self {
+                kind: Kind::Static(Box::new(s)),
+                info,
+            });
         }
         if url.starts_with("redis://") || url.starts_with("rediss://") {
             let (base, options) = redis_options(url)?;
             let s = RedisStrategy::connect(&base, options)
                 .await
-                .map_err(|e| format!("store {}: {e}", shown(url)))?;
-            return Ok(Self::Redis(s));
+                .map_err(|e| fail(&info, &e))?;
+            probe_redis(&base, &info).await?;
+            return Ok(Self {
+                kind: Kind::Redis(s),
+                info,
+            });
         }
         if ["sqlite:", "postgres:", "postgresql:", "mysql:", "mariadb:"]
             .iter()
             .any(|p| url.starts_with(p))
         {
-            let (base, table) = match url.split_once("?table=") {
-                Some((base, table)) => (base, Some(table)),
-                None => (url, None),
-            };
-            let mut s = SqlStrategy::connect_lazy(base)
-                .map_err(|e| format!("store {}: {e}", shown(url)))?;
-            if let Some(table) = table {
-                s = s
-                    .with_table(table)
-                    .map_err(|e| format!("store {}: {e}", shown(url)))?;
+            // Nothing is connected yet: an error here is the URL's.
+            let s = SqlStrategy::connect_lazy(url)
+                .map_err(|e| format!("{}: {}", info.shown, crate::lease::chain(&e)))?;
+            if access == Access::Lease && s.max_lease_duration() < crate::lease::config().min_ttl()
+            {
+                return Err(short_max_lease(&info, s.max_lease_duration()));
             }
-            return Ok(Self::Sql(s));
+            if s.dialect() == Dialect::Sqlite {
+                info.sqlite = sqlite_path(url);
+                if let Some(path) = &info.sqlite {
+                    check_sqlite(path, access, &info)?;
+                }
+            } else {
+                probe_sql(url, s.dialect(), &info).await?;
+            }
+            return Ok(Self {
+                kind: Kind::Sql(s),
+                info,
+            });
         }
         Err(format!("unknown store \"{}\": {USAGE}", shown(url)))
+    }
+
+    /// How messages name this store.
+    pub fn info(&self) -> &StoreInfo {
+        &self.info
     }
 
     /// Creates the lease table of an embedded SQLite store on first use; servers are migrated
     /// by an operator (`nononce leases migrate`).
     pub async fn prepare_embedded(&self) -> Result<(), String> {
-        if let Self::Sql(s) = self
-            && s.dialect() == nononce::sql::Dialect::Sqlite
+        if let Kind::Sql(s) = &self.kind
+            && s.dialect() == Dialect::Sqlite
         {
-            s.migrate().await.map_err(|e| crate::cli::chain(&e))?;
+            s.migrate().await.map_err(|e| self.fail(&e))?;
         }
         Ok(())
     }
 
     /// The strategy to lease with.
     pub fn into_strategy(self) -> BoxStrategy {
-        match self {
-            Self::Static(s) => s,
-            Self::Redis(s) => Box::new(s),
-            Self::Sql(s) => Box::new(s),
+        match self.kind {
+            Kind::Static(s) => s,
+            Kind::Redis(s) => Box::new(s),
+            Kind::Sql(s) => Box::new(s),
+        }
+    }
+
+    fn fail(&self, e: &(dyn std::error::Error + 'static)) -> String {
+        let text = describe(e, &self.info);
+        if text.contains(&self.info.shown) {
+            text
+        } else {
+            format!("{}: {text}", self.info.shown)
         }
     }
 
     /// Who holds which ID.
     pub async fn holders(&self) -> Result<Vec<Holder>, String> {
-        match self {
-            Self::Static(_) => Err(static_store()),
-            Self::Redis(s) => s.holders().await.map_err(|e| crate::cli::chain(&e)),
-            Self::Sql(s) => s.holders().await.map_err(|e| crate::cli::chain(&e)),
+        match &self.kind {
+            Kind::Static(_) => Err(static_store()),
+            Kind::Redis(s) => s.holders().await.map_err(|e| self.fail(&e)),
+            Kind::Sql(s) => s.holders().await.map_err(|e| self.fail(&e)),
         }
     }
 
     /// Frees `id` whoever holds it; whether it was held.
     pub async fn force_release(&self, id: MachineId) -> Result<bool, String> {
-        match self {
-            Self::Static(_) => Err(static_store()),
-            Self::Redis(s) => s.force_release(id).await.map_err(|e| crate::cli::chain(&e)),
-            Self::Sql(s) => s.force_release(id).await.map_err(|e| crate::cli::chain(&e)),
+        match &self.kind {
+            Kind::Static(_) => Err(static_store()),
+            Kind::Redis(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
+            Kind::Sql(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
         }
     }
 
-    /// Creates or repairs the lease table; a hash needs none.
+    /// Creates or repairs the lease table; a hash needs none, but must be one.
     pub async fn migrate(&self) -> Result<String, String> {
-        match self {
-            Self::Static(_) => Err(static_store()),
-            Self::Redis(s) => Ok(format!(
-                "nothing to migrate: the hash `{}` needs no schema",
-                s.options().hash_key()
-            )),
-            Self::Sql(s) => {
-                let added = s.migrate().await.map_err(|e| crate::cli::chain(&e))?;
+        match &self.kind {
+            Kind::Static(_) => Err(static_store()),
+            Kind::Redis(s) => {
+                s.holders().await.map_err(|e| self.fail(&e))?;
+                Ok(format!(
+                    "nothing to migrate: the hash `{}` needs no schema",
+                    s.options().hash_key()
+                ))
+            }
+            Kind::Sql(s) => {
+                let added = s.migrate().await.map_err(|e| self.fail(&e))?;
                 Ok(format!("table `{}` ready: {added} rows added", s.table()))
             }
         }
@@ -130,6 +214,208 @@ fn static_store() -> String {
         .into()
 }
 
+fn short_max_lease(info: &StoreInfo, max: Duration) -> String {
+    format!(
+        "{}: max_lease_s={} is shorter than the {} s minimum lease nononce gen accepts: use max_lease_s={} or more",
+        info.shown,
+        max.as_secs(),
+        crate::lease::config().min_ttl().as_secs(),
+        crate::lease::config().min_ttl().as_secs()
+    )
+}
+
+/// A URL as quoted in messages: escaped onto one line, cut short only when very long.
+fn shown_url(url: &str) -> String {
+    let mut out: String = url.chars().take(300).flat_map(char::escape_debug).collect();
+    if url.chars().nth(300).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// `url` with its password (in the user info or a `password=` option) replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let end = out[start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| start + i);
+        if let Some(at) = out[start..end].rfind('@').map(|i| start + i)
+            && let Some(colon) = out[start..at].find(':').map(|i| start + i)
+        {
+            out.replace_range(colon + 1..at, "***");
+        }
+    }
+    if let Some((base, query)) = out.split_once('?') {
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some(("password", _)) => "password=***".to_owned(),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{base}?{}", query.join("&"));
+    }
+    out
+}
+
+/// The database file a SQLite URL names, as sqlx reads it; `None` in memory.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (db, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if db.is_empty() || db == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
+        return None;
+    }
+    let options: sqlx::sqlite::SqliteConnectOptions = format!("sqlite:{db}").parse().ok()?;
+    Some(options.get_filename().to_path_buf())
+}
+
+fn check_sqlite(path: &Path, access: Access, info: &StoreInfo) -> Result<(), String> {
+    if access == Access::Read {
+        if !path.exists() {
+            return Err(format!(
+                "{}: no SQLite database at {}: check the path (`nononce leases migrate --store '{}'` creates one; gen creates it on first use)",
+                info.shown,
+                path.display(),
+                info.url
+            ));
+        }
+        return Ok(());
+    }
+    if path.exists() {
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "{}: cannot create the SQLite database {}: the directory {} does not exist",
+            info.shown,
+            path.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The URL the database driver reads: lease-sql's own options taken out.
+fn driver_url(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
+            !pair.is_empty() && !["table", "max_lease_s", "amnesia_guard"].contains(&key)
+        })
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+/// One direct connection to a database server, without the pool's retries.
+async fn probe_sql(url: &str, dialect: Dialect, info: &StoreInfo) -> Result<(), String> {
+    use sqlx::{ConnectOptions, Connection};
+    let url = driver_url(url);
+    let attempt = async {
+        match dialect {
+            Dialect::Postgres => {
+                let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+                options.connect().await?.close().await
+            }
+            _ => {
+                let options: sqlx::mysql::MySqlConnectOptions =
+                    url.replacen("mariadb:", "mysql:", 1).parse()?;
+                options.connect().await?.close().await
+            }
+        }
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(sql_connect_error(&e, info)),
+        Err(_) => Err(format!(
+            "{}: no answer within {}: check the host and port",
+            info.shown,
+            human(PROBE_TIMEOUT)
+        )),
+    }
+}
+
+fn sql_connect_error(e: &sqlx::Error, info: &StoreInfo) -> String {
+    let shown = &info.shown;
+    match e {
+        sqlx::Error::Io(io) => format!("{shown}: cannot connect: {io}"),
+        sqlx::Error::Database(db) => format!(
+            "{shown} refused the connection: {}: check the user, password and database name in the store URL",
+            db.message()
+        ),
+        sqlx::Error::Tls(tls) => format!(
+            "{shown}: TLS failed: {}: check the sslmode / ssl-mode option and the certificates",
+            crate::lease::chain(&**tls)
+        ),
+        sqlx::Error::Configuration(c) => format!("{shown}: invalid URL: {c}"),
+        other => format!("{shown}: cannot connect: {}", crate::lease::chain(other)),
+    }
+}
+
+/// One direct connection to a Redis server: it must answer, and know `HSETEX`.
+async fn probe_redis(base: &str, info: &StoreInfo) -> Result<(), String> {
+    use nononce::redis::redis;
+    let shown = &info.shown;
+    let fail = |e: &redis::RedisError| {
+        if e.is_io_error() || e.is_connection_refusal() {
+            format!("{shown}: cannot connect: {}", crate::lease::chain(e))
+        } else {
+            format!("{shown}: {}", crate::lease::chain(e))
+        }
+    };
+    let client = redis::Client::open(base).map_err(|e| fail(&e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(PROBE_TIMEOUT))
+        .set_response_timeout(Some(PROBE_TIMEOUT));
+    let mut connection = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| fail(&e))?;
+    let hsetex: redis::Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("HSETEX")
+        .query_async(&mut connection)
+        .await
+        .map_err(|e| fail(&e))?;
+    let known = match &hsetex {
+        redis::Value::Array(items) => items.first().is_some_and(|i| *i != redis::Value::Nil),
+        _ => true,
+    };
+    if !known {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        let version = ["valkey_version:", "redis_version:"]
+            .iter()
+            .find_map(|k| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .map(|v| format!(" ({} {})", k.trim_end_matches("_version:"), v.trim()))
+            })
+            .unwrap_or_default();
+        return Err(format!(
+            "{shown}: the server{version} does not support HSETEX: nononce needs Redis 8.0 or later, or Valkey 9.0 or later"
+        ));
+    }
+    Ok(())
+}
+
 /// Splits `?key=..&max_lease_s=..&amnesia_guard=off` off a Redis URL.
 fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -138,10 +424,18 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         options = match k {
             "key" => options.key(v),
-            "max_lease_s" => options.max_lease_duration(Duration::from_secs(
-                v.parse()
-                    .map_err(|_| format!("max_lease_s=`{v}` is not a number of seconds"))?,
-            )),
+            "max_lease_s" => {
+                let seconds: u64 = v
+                    .parse()
+                    .map_err(|_| format!("max_lease_s=`{v}` is not a number of seconds"))?;
+                let min = crate::lease::config().min_ttl().as_secs();
+                if seconds < min {
+                    return Err(format!(
+                        "max_lease_s={seconds} is shorter than the {min} s minimum lease nononce gen accepts: use max_lease_s={min} or more"
+                    ));
+                }
+                options.max_lease_duration(Duration::from_secs(seconds))
+            }
             "amnesia_guard" => options.amnesia_guard(match v {
                 "off" => AmnesiaGuard::Off,
                 "hold_off" => AmnesiaGuard::HoldOff,
@@ -154,6 +448,58 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
             }
         };
     }
-    options.validate().map_err(|e| crate::cli::chain(&e))?;
+    options
+        .validate_for(&crate::lease::config())
+        .map_err(|e| crate::lease::chain(&e))?;
     Ok((base.to_owned(), options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/app?table=t"),
+            "postgres://app:***@db:5432/app?table=t"
+        );
+        assert_eq!(redact("mysql://root@db/app"), "mysql://root@db/app");
+        assert_eq!(
+            redact("redis://:pw@cache:6379/0?key=k"),
+            "redis://:***@cache:6379/0?key=k"
+        );
+        assert_eq!(
+            redact("postgres://db/app?user=a&password=b"),
+            "postgres://db/app?user=a&password=***"
+        );
+        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+    }
+
+    #[test]
+    fn lease_sql_options_are_not_sent_to_the_driver() {
+        assert_eq!(
+            driver_url("postgres://h/db?table=t&sslmode=disable&amnesia_guard=off&max_lease_s=60"),
+            "postgres://h/db?sslmode=disable"
+        );
+        assert_eq!(driver_url("mysql://h/db?table=t"), "mysql://h/db");
+    }
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(
+            sqlite_path("sqlite://a/b.db"),
+            Some(PathBuf::from("a/b.db"))
+        );
+        assert_eq!(
+            sqlite_path("sqlite:///a/b.db?mode=rwc"),
+            Some(PathBuf::from("/a/b.db"))
+        );
+        assert_eq!(
+            sqlite_path("sqlite:x%3Fy.db"),
+            Some(PathBuf::from("x?y.db"))
+        );
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("sqlite://?mode=memory"), None);
+    }
 }

@@ -162,7 +162,15 @@ fn gen_then_decode_round_trips_every_kind_and_size() {
         "base64url",
     ]);
     assert_eq!(b64.trim().len(), 16);
-    assert_eq!(json(b64.trim())["machine_id"], 3);
+    let d = run_ok(&[
+        "decode",
+        "--input",
+        "base64url",
+        b64.trim(),
+        "--format",
+        "json",
+    ]);
+    assert!(d.contains("\"machine_id\":3"), "{d}");
     let int = run_ok(&["gen", "--machine-id", "3", "--format", "int"]);
     assert!(int.trim().parse::<u64>().is_ok());
 }
@@ -229,15 +237,6 @@ fn encrypt_decrypt_round_trip_and_known_answer() {
         .trim(),
         "0123456789abcdef"
     );
-}
-
-#[test]
-fn decode_text_output() {
-    nononce()
-        .args(["decode", "0000000000402001"])
-        .assert()
-        .success()
-        .stdout("bits=64 timestamp_ms=1 unix_ms=1735689600001 machine_id=1 count=1\n");
 }
 
 #[test]
@@ -419,4 +418,213 @@ fn leases_on_redis_two_concurrent_gens_list_and_release() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("no lease table"));
+}
+
+/// Sixteen characters are hex: a typo is refused, never read as 96-bit base64url.
+#[test]
+fn a_hex_typo_is_refused_not_decoded_as_base64url() {
+    let out = nononce()
+        .args(["decode", "03be4cb50000200g"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.starts_with("nononce: malformed nonce \"03be4cb50000200g\""),
+        "{err}"
+    );
+    assert!(err.contains("hex"), "{err}");
+    assert!(err.contains("--input base64url"), "{err}");
+    // A 96-bit base64url nonce is read when asked for.
+    let b64 = run_ok(&[
+        "gen",
+        "--bits",
+        "96",
+        "--machine-id",
+        "3",
+        "--format",
+        "base64url",
+    ]);
+    let out = run_ok(&[
+        "decode",
+        "--input",
+        "base64url",
+        b64.trim(),
+        "--format",
+        "json",
+    ]);
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["machine_id"], 3);
+    assert_eq!(d["bits"], 96);
+}
+
+/// `decode -` reads one nonce a line from stdin, in any output format of `gen`.
+#[test]
+fn decode_reads_stdin_and_integers() {
+    for (format, bits) in [
+        ("hex", "64"),
+        ("int", "64"),
+        ("int", "96"),
+        ("int", "128"),
+        ("base64url", "128"),
+    ] {
+        let nonces = run_ok(&[
+            "gen",
+            "--machine-id",
+            "21",
+            "-n",
+            "3",
+            "--format",
+            format,
+            "--bits",
+            bits,
+        ]);
+        let out = nononce()
+            .args(["decode", "-", "--format", "json"])
+            .write_stdin(nonces.clone())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(lines.len(), 3, "{format} {bits}");
+        for line in &lines {
+            let d: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(d["machine_id"], 21, "{format} {bits}: {line}");
+            assert_eq!(d["bits"].to_string(), bits, "{format} {bits}: {line}");
+        }
+        // The same as arguments.
+        let first = nonces.lines().next().unwrap();
+        let d = run_ok(&["decode", first, "--format", "json", "--bits", bits]);
+        assert!(d.contains("\"machine_id\":21"), "{d}");
+    }
+    // A bad line is named by its number.
+    let out = nononce()
+        .args(["decode", "-"])
+        .write_stdin("0000000000402001\nnope\n")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("nononce: line 2: malformed nonce \"nope\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn decode_shows_an_rfc3339_time() {
+    nononce()
+        .args(["decode", "0000000000402001"])
+        .assert()
+        .success()
+        .stdout("bits=64 timestamp_ms=1 unix_ms=1735689600001 time=2025-01-01T00:00:00.001Z machine_id=1 count=1\n");
+    let d = json("03be4cb500002000");
+    assert_eq!(d["time"], "2027-01-15T08:00:00.000Z");
+}
+
+/// The base key from the command line, an environment variable or a file: the same key, hex.
+#[test]
+fn keys_from_the_environment_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("key");
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let expected = run_ok(&["encrypt", "03be4cb500002000", "--base-key-hex", KEY]);
+    let from_env = nononce()
+        .args(["encrypt", "03be4cb500002000", "--base-key-env", "NONCE_KEY"])
+        .env("NONCE_KEY", KEY)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&from_env.stdout), expected);
+    let from_file = run_ok(&[
+        "encrypt",
+        "03be4cb500002000",
+        "--base-key-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(from_file, expected);
+    let e = nononce()
+        .args([
+            "gen",
+            "--kind",
+            "encrypted",
+            "--machine-id",
+            "4",
+            "--base-key-env",
+            "NONCE_KEY",
+        ])
+        .env("NONCE_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(e.status.success());
+    let d = run_ok(&[
+        "decrypt",
+        String::from_utf8_lossy(&e.stdout).trim(),
+        "--base-key-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(json(d.trim())["machine_id"], 4);
+    // Missing sources are named.
+    let out = nononce()
+        .args([
+            "encrypt",
+            "03be4cb500002000",
+            "--base-key-env",
+            "NONONCE_NO_SUCH_VAR",
+        ])
+        .env_remove("NONONCE_NO_SUCH_VAR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("NONONCE_NO_SUCH_VAR"), "{err}");
+    let missing = dir.path().join("missing");
+    let out = run_args(&[
+        "encrypt",
+        "03be4cb500002000",
+        "--base-key-file",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(missing.to_str().unwrap()));
+}
+
+fn run_args(args: &[&str]) -> std::process::Output {
+    nononce().args(args).output().unwrap()
+}
+
+/// Usage errors are one `nononce:` line too (status 2, as usage errors have).
+#[test]
+fn usage_errors_are_one_line() {
+    for args in [
+        &["gen", "--bits", "32"][..],
+        &["gen", "--machine-id", "70000"],
+        &["gen", "--nope"],
+        &["frobnicate"],
+        &[],
+        &["decode"],
+        &[
+            "encrypt",
+            "03be4cb500002000",
+            "--cipher64",
+            "rot13",
+            "--base-key-hex",
+            KEY,
+        ],
+    ] {
+        let out = run_args(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("nononce: "), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
 }

@@ -3,7 +3,8 @@
 //! Each case runs the binary, so the case count is a fraction of the other fuzz targets':
 //! `NONONCE_FUZZ_CASES / 16` (16 when unset). The crate has no proptest, so inputs come from a
 //! seeded generator (a failure names its seed and case): arbitrary strings plus structure-aware
-//! ones (right-length text from the hex and base64url alphabets, with stray characters).
+//! ones (right-length text from the hex and base64url alphabets, decimal integers, with stray
+//! characters).
 //! Properties: input the documented rules reject makes the command fail with exit code 1 and
 //! one line on stderr starting `nononce: ` (never a panic, never a usage dump); valid input
 //! succeeds; stderr stays proportional to the input.
@@ -48,11 +49,17 @@ fn is_b64(t: &str, n: usize) -> bool {
     last & ((1 << unused) - 1) == 0
 }
 
-/// The documented nonce text: 16, 24 or 32 hex digits, or 11, 16 or 22 base64url characters,
-/// surrounding whitespace ignored.
+/// The documented rule of `decode` (`--input auto`): 16, 24 or 32 hex digits; 11 or 22
+/// base64url characters; any other number of decimal digits, as an integer of at most 128
+/// bits; surrounding whitespace ignored.
 fn valid_nonce(text: &str) -> bool {
     let t = text.trim();
-    (matches!(t.len(), 16 | 24 | 32) && is_hex(t)) || is_b64(t, 8) || is_b64(t, 12) || is_b64(t, 16)
+    match t.chars().count() {
+        16 | 24 | 32 => is_hex(t),
+        11 => is_b64(t, 8),
+        22 => is_b64(t, 16),
+        _ => !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u128>().is_ok(),
+    }
 }
 
 /// A failure the user can act on: exit code 1, `nononce: ` and one short line.
@@ -128,10 +135,11 @@ impl Gen {
             .collect()
     }
 
-    /// An argument: arbitrary text, near-valid nonce text, padded hex, or a long run.
+    /// An argument: arbitrary text, near-valid nonce text, padded hex, decimal integers, or a
+    /// long run.
     fn arg(&mut self) -> String {
         let lens = [10, 11, 12, 15, 16, 17, 21, 22, 23, 24, 31, 32, 33, 64];
-        match self.below(6) {
+        match self.below(7) {
             0 => {
                 let len = self.below(40);
                 (0..len).map(|_| self.any_char()).collect()
@@ -149,6 +157,10 @@ impl Gen {
                 let (a, b) = (self.pick(&pad), self.pick(&pad));
                 let len = self.pick(&[16, 24, 32]);
                 format!("{a}{}{b}", self.text_from(b"0123456789abcdef", len))
+            }
+            5 => {
+                let len = 1 + self.below(45);
+                self.text_from(b"0123456789", len)
             }
             _ => "f".repeat(1 + self.below(100_000)),
         }

@@ -1,0 +1,83 @@
+//! The base key: hex everywhere (on the command line, in an environment variable, in a file),
+//! the encoding the library examples use too.
+
+use std::path::PathBuf;
+
+/// Where the base key comes from; at most one of the three.
+#[derive(Debug, clap::Args)]
+#[group(multiple = false)]
+pub struct KeyArgs {
+    /// Base key in hex, at least 32 bytes (64 hex digits). Shows in `ps` and shell history:
+    /// prefer --base-key-env or --base-key-file.
+    #[arg(long, value_name = "HEX")]
+    base_key_hex: Option<String>,
+    /// Read the base key (hex) from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    base_key_env: Option<String>,
+    /// Read the base key (hex) from this file; surrounding whitespace is ignored.
+    #[arg(long, value_name = "PATH")]
+    base_key_file: Option<PathBuf>,
+}
+
+/// How to give a key, for messages.
+pub const HOW: &str = "pass --base-key-env VAR, --base-key-file PATH or --base-key-hex HEX (at least 32 bytes: `openssl rand -hex 32` makes one)";
+
+impl KeyArgs {
+    /// The key, if one was given.
+    pub fn key(&self) -> Result<Option<Vec<u8>>, String> {
+        if let Some(hex) = &self.base_key_hex {
+            return parse_key(hex, "").map(Some);
+        }
+        if let Some(var) = &self.base_key_env {
+            let hex = match std::env::var(var) {
+                Ok(hex) => hex,
+                Err(std::env::VarError::NotPresent) => {
+                    return Err(format!(
+                        "environment variable {var} is not set: set it to the base key in hex (`openssl rand -hex 32` makes one)"
+                    ));
+                }
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!(
+                        "environment variable {var} is not text: it must hold the base key in hex"
+                    ));
+                }
+            };
+            return parse_key(&hex, &format!(" in environment variable {var}")).map(Some);
+        }
+        if let Some(path) = &self.base_key_file {
+            let text = std::fs::read(path)
+                .map_err(|e| format!("cannot read the base key file {}: {e}", path.display()))?;
+            let hex = String::from_utf8(text).map_err(|_| {
+                format!(
+                    "base key in {} is not hex: the file must hold hex digits (`openssl rand -hex 32 > {}`), not raw bytes",
+                    path.display(),
+                    path.display()
+                )
+            })?;
+            return parse_key(&hex, &format!(" in {}", path.display())).map(Some);
+        }
+        Ok(None)
+    }
+}
+
+/// Hex (an even number of digits, surrounding whitespace ignored) of at least 32 bytes.
+/// `place` says where the key came from (` in environment variable X`), or is empty.
+fn parse_key(hex: &str, place: &str) -> Result<Vec<u8>, String> {
+    let hex = hex.trim();
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "base key{place} is not hex: give an even number of hex digits"
+        ));
+    }
+    let key: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("checked hex"))
+        .collect();
+    if key.len() < nononce::nonce::MIN_BASE_KEY_LEN {
+        return Err(format!(
+            "base key{place} is {} bytes: use at least 32 random bytes (64 hex digits)",
+            key.len()
+        ));
+    }
+    Ok(key)
+}

@@ -1,0 +1,403 @@
+//! How `gen` holds a lease: short and renewed (a killed process leaks its ID for minutes, not
+//! hours), waiting a bounded time with a progress line, and failing at once, in the CLI's own
+//! words, when waiting cannot help.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use nononce::lease::{
+    AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, Renewal, StartError, StartupError,
+};
+use nononce::{BoxStrategy, LeaseConfig, Strategy};
+
+use crate::store::StoreInfo;
+
+/// How long `gen` waits for its first lease.
+pub const ACQUIRE_WAIT: Duration = Duration::from_secs(10);
+/// The lease `gen` asks for; renewed every [`RENEW_INTERVAL`] while it runs.
+pub const LEASE_DURATION: Duration = Duration::from_secs(120);
+/// The longest time between renewals.
+pub const RENEW_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The lease timing of `gen`: a 2-minute lease renewed every 30 s, the library's margins and
+/// release guard (10 s), and a 10 s wait for the first lease.
+pub fn config() -> LeaseConfig {
+    LeaseConfig::default()
+        .with_lease_duration(LEASE_DURATION)
+        .with_renew_interval(RENEW_INTERVAL)
+        .with_acquire_timeout(Some(ACQUIRE_WAIT))
+}
+
+/// What the acquisitions went through, for the progress line and the final message.
+#[derive(Debug, Default)]
+pub struct Log {
+    attempts: u32,
+    /// The last failure: its text as the lease manager saw it, and as the CLI says it.
+    last: Option<(String, String)>,
+    /// The last progress line shown.
+    shown: Option<String>,
+}
+
+/// A strategy that reports every failed acquisition (a progress line on stderr unless quiet),
+/// turns failures waiting cannot cure within [`ACQUIRE_WAIT`] into immediate ones, and keeps
+/// the original errors for the final message.
+pub struct Watched {
+    inner: BoxStrategy,
+    store: StoreInfo,
+    log: Arc<Mutex<Log>>,
+    quiet: bool,
+    began: Instant,
+}
+
+impl Watched {
+    pub fn new(inner: BoxStrategy, store: StoreInfo, quiet: bool) -> Self {
+        Self {
+            inner,
+            store,
+            log: Arc::default(),
+            quiet,
+            began: Instant::now(),
+        }
+    }
+
+    /// The log, to read once `start` has failed.
+    pub fn log(&self) -> Arc<Mutex<Log>> {
+        Arc::clone(&self.log)
+    }
+
+    fn failed(&self, error: DynError) -> WatchedError {
+        let mut kind = error.kind();
+        let left = ACQUIRE_WAIT.saturating_sub(self.began.elapsed());
+        let mut text = describe(&error, &self.store);
+        if !text.contains(&self.store.shown) {
+            text = format!("{}: {text}", self.store.shown);
+        }
+        if let Some(hold_off) = hold_off(&error, &self.store)
+            && kind.is_retryable()
+        {
+            if hold_off.remaining > left {
+                // Waiting cannot help: say so now.
+                kind = ErrorKind::Misconfigured;
+            }
+            text = hold_off.message;
+        }
+        let error = WatchedError { kind, error };
+        let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        log.attempts += 1;
+        // The reason as the lease manager will quote it, to recognise it at the end.
+        log.last = Some((Failure::from_error(&error).reason, text.clone()));
+        if kind.is_retryable() && !self.quiet && log.shown.as_deref() != Some(&text) {
+            crate::output::say(&format!(
+                "waiting up to {} s for a machine id: {text}",
+                ACQUIRE_WAIT.as_secs()
+            ));
+            log.shown = Some(text);
+        }
+        error
+    }
+}
+
+/// A strategy error with the kind the CLI gives it.
+#[derive(Debug)]
+pub struct WatchedError {
+    kind: ErrorKind,
+    error: DynError,
+}
+
+impl std::fmt::Display for WatchedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for WatchedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl LeaseError for WatchedError {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl From<DynError> for WatchedError {
+    fn from(error: DynError) -> Self {
+        Self {
+            kind: error.kind(),
+            error,
+        }
+    }
+}
+
+impl Strategy for Watched {
+    type Lease = AnyLease;
+    type Error = WatchedError;
+
+    async fn acquire(&self, requested: Duration) -> Result<Grant<AnyLease>, WatchedError> {
+        self.acquire_with_floor(requested, 0, 0).await
+    }
+
+    async fn renew(
+        &self,
+        lease: &AnyLease,
+        requested: Duration,
+    ) -> Result<Renewal<AnyLease>, WatchedError> {
+        self.renew_with_floor(lease, requested, 0).await
+    }
+
+    async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), WatchedError> {
+        self.release_with_floor(lease, guard, 0).await
+    }
+
+    fn records_floor(&self) -> bool {
+        self.inner.records_floor()
+    }
+
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<AnyLease>, WatchedError> {
+        self.inner
+            .acquire_with_floor(requested, now_ms, floor_ms)
+            .await
+            .map_err(|e| self.failed(e))
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &AnyLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<AnyLease>, WatchedError> {
+        Ok(self
+            .inner
+            .renew_with_floor(lease, requested, floor_ms)
+            .await?)
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &AnyLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), WatchedError> {
+        Ok(self
+            .inner
+            .release_with_floor(lease, guard, floor_ms)
+            .await?)
+    }
+
+    fn deterministic(&self) -> bool {
+        self.inner.deterministic()
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
+/// Why `start` failed, in one line.
+pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) -> String {
+    let log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    let described = |reason: &str| match &log.last {
+        Some((raw, text)) if raw == reason => text.clone(),
+        _ if reason.starts_with("timed out after") => {
+            format!("{} did not answer: the last request {reason}", store.shown)
+        }
+        _ => reason.to_owned(),
+    };
+    match error {
+        nononce::Error::Lease(StartError::Startup(StartupError::Timeout {
+            attempts,
+            last_error,
+            ..
+        })) => {
+            let why = last_error.as_ref().map_or_else(
+                || "no answer from the store".to_owned(),
+                |f| described(&f.reason),
+            );
+            let attempts = if *attempts == 1 {
+                "1 attempt".to_owned()
+            } else {
+                format!("{attempts} attempts")
+            };
+            format!(
+                "no machine id within {} s ({attempts}): {why}",
+                ACQUIRE_WAIT.as_secs()
+            )
+        }
+        nononce::Error::Lease(StartError::Startup(StartupError::Fatal(failure))) => {
+            described(&failure.reason)
+        }
+        other => chain(other),
+    }
+}
+
+/// A hold-off of the amnesia guard: how long, and what to say about it.
+struct HoldOff {
+    remaining: Duration,
+    message: String,
+}
+
+fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
+    use nononce::redis::RedisLeaseError;
+    use nononce::sql::SqlError;
+    let inner: &(dyn std::error::Error + 'static) = error.inner();
+    let (remaining, why) = match inner.downcast_ref::<RedisLeaseError>() {
+        Some(RedisLeaseError::AmnesiaWindow {
+            uptime, max_lease, ..
+        }) => (
+            remaining(error)?,
+            format!(
+                "the server has been up for only {}, less than the longest lease ({}), so it may have forgotten leases still in use",
+                human(*uptime),
+                human(*max_lease)
+            ),
+        ),
+        Some(RedisLeaseError::ServerChanged { .. }) => (
+            remaining(error)?,
+            "the server changed (restart or failover), so it may have missed leases still in use"
+                .to_owned(),
+        ),
+        _ => match inner.downcast_ref::<SqlError>() {
+            Some(SqlError::ServerChanged { .. }) => (
+                remaining(error)?,
+                "the database server is not the one that granted the leases (failover or restore), so it may lack leases still in use".to_owned(),
+            ),
+            _ => return None,
+        },
+    };
+    Some(HoldOff {
+        remaining,
+        message: format!(
+            "{} holds new leases off for {} more: {why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS shortens the hold-off to the longest lease any node of this store holds (nononce gen holds {} s)",
+            store.shown,
+            human(remaining),
+            LEASE_DURATION.as_secs()
+        ),
+    })
+}
+
+/// The hold-off left, from whichever error carries it.
+fn remaining(error: &DynError) -> Option<Duration> {
+    use nononce::redis::RedisLeaseError;
+    use nononce::sql::SqlError;
+    let inner: &(dyn std::error::Error + 'static) = error.inner();
+    match inner.downcast_ref::<RedisLeaseError>() {
+        Some(
+            RedisLeaseError::AmnesiaWindow { remaining, .. }
+            | RedisLeaseError::ServerChanged { remaining, .. },
+        ) => Some(*remaining),
+        _ => match inner.downcast_ref::<SqlError>() {
+            Some(SqlError::ServerChanged { remaining, .. }) => Some(*remaining),
+            _ => None,
+        },
+    }
+}
+
+/// A duration as hours, minutes and seconds.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
+/// A store error in one line, with the CLI's remedies.
+pub fn describe(error: &(dyn std::error::Error + 'static), store: &StoreInfo) -> String {
+    use nononce::redis::RedisLeaseError;
+    use nononce::sql::SqlError;
+    if let Some(e) = error.downcast_ref::<DynError>() {
+        return describe(e.inner(), store);
+    }
+    if let Some(e) = error.downcast_ref::<WatchedError>() {
+        return describe(&e.error, store);
+    }
+    if let Some(e) = error.downcast_ref::<SqlError>() {
+        let cause = || std::error::Error::source(e).map(chain);
+        return match e {
+            SqlError::Exhausted { table } => exhausted(&format!("lease table `{table}`"), store),
+            SqlError::WrongSchema { table, .. } => format!(
+                "lease table `{table}` in {} does not have the expected columns: run `nononce leases migrate --store '{}'`, which adds floor_ms to a table made by NoNoncense or an older nononce; otherwise point the store URL at the right table (?table=NAME)",
+                store.shown, store.url
+            ),
+            SqlError::MissingTable { table, .. } => format!(
+                "table `{table}` does not exist in {}: create it with `nononce leases migrate --store '{}'`",
+                store.shown, store.url
+            ),
+            SqlError::Connection(_) | SqlError::PermissionDenied { .. }
+                if store.sqlite.is_some() =>
+            {
+                let path = store.sqlite.as_deref().unwrap_or(std::path::Path::new(""));
+                let dir = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+                    _ => ".".to_owned(),
+                };
+                format!(
+                    "cannot use the SQLite file {}: {}: check that the directory {dir} exists and is writable (SQLite also writes -wal and -shm files beside the database)",
+                    path.display(),
+                    cause().unwrap_or_else(|| e.to_string())
+                )
+            }
+            SqlError::Unavailable(_) => format!(
+                "{} did not answer or dropped the connection: {}",
+                store.shown,
+                cause().unwrap_or_default()
+            ),
+            SqlError::Connection(_) => format!(
+                "{} refused the connection: {}: check the user, password, database name and tls options in the store URL",
+                store.shown,
+                cause().unwrap_or_default()
+            ),
+            _ => chain(e),
+        };
+    }
+    match error.downcast_ref::<RedisLeaseError>() {
+        Some(RedisLeaseError::InvalidUrl(source)) => {
+            return format!(
+                "invalid redis url: {}: use redis://[user:password@]host:port[/db], or rediss://... for TLS",
+                chain(source)
+            );
+        }
+        Some(RedisLeaseError::Exhausted { key }) => {
+            return exhausted(&format!("hash `{key}`"), store);
+        }
+        _ => {}
+    }
+    chain(error)
+}
+
+fn exhausted(what: &str, store: &StoreInfo) -> String {
+    format!(
+        "all 512 machine ids in {what} of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
+        store.shown, store.url
+    )
+}
+
+/// An error and its sources on one line, each cause once; database errors by their message
+/// alone (without PostgreSQL's source line).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(error) = next {
+        let (text, last) = match error.downcast_ref::<nononce::sql::sqlx::Error>() {
+            Some(nononce::sql::sqlx::Error::Database(db)) => (db.message().to_owned(), true),
+            _ => (error.to_string(), false),
+        };
+        // Many errors already quote their source; say each cause once.
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        if last {
+            break;
+        }
+        next = error.source();
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,249 @@
+//! Helpers shared by the tests of the real `nononce` binary.
+//!
+//! Servers: PostgreSQL and MariaDB on their usual ports (or `NONONCE_TEST_POSTGRES_URL`,
+//! `NONONCE_TEST_MYSQL_URL`), Valkey 9 and Redis 8 as `cargo xtask with-services` starts them
+//! (`NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`), the machine's Redis 7
+//! (`NONONCE_TEST_REDIS7_URL`). A server that is not there fails the test that needs it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command as StdCommand, Output, Stdio};
+
+use assert_cmd::Command;
+
+/// A 32-byte key in hex.
+pub const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("nononce")
+}
+
+pub fn nononce() -> Command {
+    Command::cargo_bin("nononce").unwrap()
+}
+
+pub fn std_nononce() -> StdCommand {
+    StdCommand::new(bin())
+}
+
+/// Runs `args`, asserts success and returns stdout.
+pub fn run_ok(args: &[&str]) -> String {
+    let out = nononce().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `args` and returns the output, whatever the status.
+pub fn run(args: &[&str]) -> Output {
+    nononce().args(args).output().unwrap()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A failure the user can act on: status 1, nothing on stdout, one `nononce: ` line.
+pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(err.starts_with("nononce: "), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    err
+}
+
+pub fn json(nonce: &str) -> serde_json::Value {
+    serde_json::from_str(&run_ok(&["decode", nonce, "--format", "json"])).unwrap()
+}
+
+pub fn pg_url() -> String {
+    std::env::var("NONONCE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("NONONCE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+}
+
+pub fn redis8_url() -> String {
+    std::env::var("NONONCE_TEST_REDIS8_URL").unwrap_or_else(|_| "redis://127.0.0.1:6391".into())
+}
+
+pub fn valkey_url() -> String {
+    std::env::var("NONONCE_TEST_VALKEY_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390".into())
+}
+
+pub fn redis7_url() -> String {
+    std::env::var("NONONCE_TEST_REDIS7_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A name no other test run uses: process ID, a counter and the time.
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A Redis store URL on a hash of its own, the amnesia guard off (the shared test servers are
+/// restarted by other suites).
+pub fn redis_store(base: &str) -> String {
+    format!(
+        "{}/?key={}&amnesia_guard=off",
+        base.trim_end_matches('/'),
+        unique("nononce_cli")
+    )
+}
+
+/// A SQL store URL on a fresh, migrated table.
+pub fn sql_store(base: &str) -> String {
+    let store = format!("{base}?table={}", unique("nononce_cli"));
+    run_ok(&["leases", "migrate", "--store", &store]);
+    store
+}
+
+/// Runs SQL through `psql` or `mariadb`.
+pub fn sql(base: &str, statement: &str) {
+    let status = if base.starts_with("postgres") {
+        StdCommand::new("psql")
+            .args([base, "-qc", statement])
+            .status()
+            .unwrap()
+    } else {
+        let rest = base.trim_start_matches("mysql://");
+        let (user_host, db) = rest.split_once('/').unwrap();
+        let (user, host) = user_host.split_once('@').unwrap();
+        let (host, port) = host.split_once(':').unwrap_or((host, "3306"));
+        StdCommand::new("mariadb")
+            .args([
+                &format!("-h{host}"),
+                &format!("-P{port}"),
+                &format!("-u{user}"),
+                db,
+                "-e",
+                statement,
+            ])
+            .status()
+            .unwrap()
+    };
+    assert!(status.success(), "{statement}");
+}
+
+/// Drops a test table.
+pub fn drop_table(store: &str) {
+    let (base, query) = store.split_once('?').unwrap();
+    let table = query
+        .split('&')
+        .find_map(|p| p.strip_prefix("table="))
+        .unwrap();
+    sql(base, &format!("drop table {table}"));
+}
+
+/// A SQLite store in `dir`.
+pub fn sqlite_store(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("leases.db").display())
+}
+
+/// `leases list --format json`: the held IDs with their seconds left.
+pub fn held(store: &str) -> Vec<(u64, f64)> {
+    let out = run_ok(&["leases", "list", "--store", store, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["machine_id"].as_u64().unwrap(),
+                h["expires_in_s"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A `gen` that runs until stopped, once it printed its first nonce (so it holds its lease);
+/// the rest of its output is drained by a thread.
+pub struct RunningGen {
+    pub child: Child,
+    pub first: String,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RunningGen {
+    pub fn start(args: &[&str], dir: &Path) -> Self {
+        let mut child = std_nononce()
+            .args(["gen", "-n", "1000000000000"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out: BufReader<ChildStdout> = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        if first.is_empty() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("gen {args:?} printed nothing: {err}");
+        }
+        let drain = std::thread::spawn(move || {
+            std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+        });
+        Self {
+            child,
+            first: first.trim().to_owned(),
+            drain: Some(drain),
+        }
+    }
+
+    /// The machine ID of the first nonce.
+    pub fn machine_id(&self) -> u64 {
+        json(&self.first)["machine_id"].as_u64().unwrap()
+    }
+
+    /// Sends `signal` (a name for `kill -s`) and waits: the exit status and stderr.
+    pub fn signal(mut self, signal: &str) -> (std::process::ExitStatus, String) {
+        let status = StdCommand::new("kill")
+            .args(["-s", signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = self.child.wait().unwrap();
+        if let Some(drain) = self.drain.take() {
+            drain.join().unwrap();
+        }
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, err)
+    }
+}

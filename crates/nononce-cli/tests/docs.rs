@@ -1,0 +1,581 @@
+//! The documentation of the `nononce` command, run: a change that alters what the command
+//! does or says fails here until the docs follow.
+//!
+//! What is run, each in a fresh scratch directory, with the binary under test first on `PATH`:
+//!
+//! - every `sh` code block of `README.md` and `docs/*.md` that runs `nononce`, line by line
+//!   (`cargo run -p nononce-cli -- ` stands for `nononce `; other `cargo` lines build or test
+//!   the workspace and are left out);
+//! - the examples of every `--help` (the lines after `Example:` / `Examples:`);
+//! - every row of the bad-input tables of `docs/reliability.md` and `docs/operations.md` (the
+//!   tables with a "what you get" column): the first code span holding a `nononce` command is
+//!   run with `sh -c`, and the "what you get" cell says what it must print: its first code
+//!   span starting `nononce: `, else its last code span. A `nononce: ` span is the last line
+//!   of stderr (earlier lines may only be
+//!   progress lines) and the status is 1, or 2 when the cell says "status 2"; any other span
+//!   is the last line of stdout, and the status 0. A row without a command must name, in a
+//!   "where" column, a test file that exists (or say "read, not run").
+//!
+//! A script line ending in `# prints TEXT` must print exactly TEXT. In expected text `…`
+//! stands for any text (times, tokens, paths); everything else is compared exactly. An
+//! `export NAME=...` line is evaluated once and its value kept for the lines after it.
+//!
+//! The examples name placeholder servers, replaced here by the test servers:
+//! `postgres://app@db/app` and `mysql://root@db/app` by a fresh, migrated table on PostgreSQL
+//! and MariaDB, `redis://cache:6379` by
+//! a fresh hash on Redis 8 (amnesia guard off: the shared test servers restart). The
+//! variables `$PG`, `$REDIS` and `$REDIS7` hold the PostgreSQL, Redis 8 and Redis 7 URLs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// One thing to run.
+#[derive(Debug)]
+enum Example {
+    /// Lines run in order in one directory; `prints` is a line's exact stdout.
+    Script {
+        origin: String,
+        lines: Vec<(String, Option<String>)>,
+    },
+    /// A table row: a command and what it must print.
+    Row {
+        origin: String,
+        command: String,
+        expected: String,
+        failure: bool,
+        status: i32,
+    },
+}
+
+/// Splits a script line into the command and its `# prints` text.
+fn script_line(line: &str) -> (String, Option<String>) {
+    match line.split_once("# prints ") {
+        Some((command, prints)) => (command.trim().to_owned(), Some(prints.trim().to_owned())),
+        None => (line.trim().to_owned(), None),
+    }
+}
+
+fn is_nononce_command(text: &str) -> bool {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    // `VAR=value nononce ...` sets a variable for the command.
+    let first = words.iter().position(|w| !w.contains('='));
+    first.is_some_and(|i| words[i] == "nononce")
+        || text.contains(" nononce ")
+        || text.starts_with("nononce ")
+}
+
+fn markdown_files() -> Vec<PathBuf> {
+    let mut files = vec![root().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+}
+
+/// The `sh` blocks that run `nononce`.
+fn code_blocks(path: &Path) -> Vec<Example> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let name = path
+        .strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let mut out = Vec::new();
+    let mut block: Option<(usize, Vec<String>)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match &mut block {
+            None if line.trim_start() == "```sh" => block = Some((n + 1, Vec::new())),
+            None => {}
+            Some((start, lines)) => {
+                if line.trim_start().starts_with("```") {
+                    let lines: Vec<(String, Option<String>)> = lines
+                        .iter()
+                        .map(|l| l.replace("cargo run -p nononce-cli -- ", "nononce "))
+                        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                        .filter(|l| !l.trim_start().starts_with("cargo "))
+                        .map(|l| script_line(&l))
+                        .collect();
+                    if lines.iter().any(|(l, _)| is_nononce_command(l)) {
+                        out.push(Example::Script {
+                            origin: format!("{name}:{start}"),
+                            lines,
+                        });
+                    }
+                    block = None;
+                } else {
+                    lines.push(line.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The code spans of a markdown table cell (CommonMark: a run of N backticks up to the next
+/// run of exactly N).
+fn code_spans(cell: &str) -> Vec<String> {
+    let bytes = cell.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let run = bytes[i..].iter().take_while(|b| **b == b'`').count();
+        let start = i + run;
+        let mut j = start;
+        let mut found = None;
+        while j < bytes.len() {
+            if bytes[j] == b'`' {
+                let close = bytes[j..].iter().take_while(|b| **b == b'`').count();
+                if close == run {
+                    found = Some(j);
+                    break;
+                }
+                j += close;
+            } else {
+                j += 1;
+            }
+        }
+        let Some(end) = found else {
+            i = start;
+            continue;
+        };
+        let mut span = &cell[start..end];
+        if span.len() > 1 && span.starts_with(' ') && span.ends_with(' ') {
+            span = &span[1..span.len() - 1];
+        }
+        spans.push(span.to_owned());
+        i = end + run;
+    }
+    spans
+}
+
+/// The cells of a table row, `\|` unescaped.
+fn cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cells.last_mut().unwrap().push('|');
+                chars.next();
+            }
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().unwrap().push(c),
+        }
+    }
+    cells.iter().map(|c| c.trim().to_owned()).collect()
+}
+
+/// The rows of the bad-input tables (those with a "what you get" column).
+fn table_rows(path: &Path) -> Vec<Example> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let name = path
+        .strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut n = 0;
+    while n < lines.len() {
+        if !lines[n].trim_start().starts_with('|') {
+            n += 1;
+            continue;
+        }
+        let header = cells(lines[n]);
+        let Some(got) = header.iter().position(|h| h == "what you get") else {
+            while n < lines.len() && lines[n].trim_start().starts_with('|') {
+                n += 1;
+            }
+            continue;
+        };
+        let where_column = header.iter().position(|h| h == "where");
+        n += 2; // the header and its separator
+        while n < lines.len() && lines[n].trim_start().starts_with('|') {
+            let row = cells(lines[n]);
+            let origin = format!("{name}:{}", n + 1);
+            let command = row
+                .iter()
+                .take(got)
+                .flat_map(|c| code_spans(c))
+                .find(|s| is_nononce_command(s));
+            match command {
+                Some(command) => {
+                    let cell = &row[got];
+                    let spans = code_spans(cell);
+                    let expected = spans
+                        .iter()
+                        .find(|s| s.starts_with("nononce: "))
+                        .or(spans.last())
+                        .cloned()
+                        .unwrap_or_else(|| panic!("{origin}: no code span in \"what you get\""));
+                    let failure = expected.starts_with("nononce: ");
+                    let status = if !failure {
+                        0
+                    } else if cell.contains("status 2") {
+                        2
+                    } else {
+                        1
+                    };
+                    out.push(Example::Row {
+                        origin,
+                        command,
+                        expected,
+                        failure,
+                        status,
+                    });
+                }
+                None => {
+                    let place = where_column
+                        .and_then(|w| row.get(w))
+                        .cloned()
+                        .unwrap_or_default();
+                    let named = code_spans(&place).iter().any(|s| test_file_exists(s));
+                    assert!(
+                        named || place.contains("read, not run"),
+                        "{origin}: a row without a nononce command must name an existing test file in its \"where\" column: {place:?}"
+                    );
+                }
+            }
+            n += 1;
+        }
+    }
+    out
+}
+
+/// Whether some crate has the test file `tests/NAME.rs` (or a source file `src/...`).
+fn test_file_exists(span: &str) -> bool {
+    let span = span.split_whitespace().next().unwrap_or("");
+    if !(span.starts_with("tests/") || span.starts_with("src/")) {
+        return false;
+    }
+    std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .any(|c| c.unwrap().path().join(span).is_file())
+}
+
+/// The examples of every `--help`, found by walking the "Commands:" lists.
+fn help_examples() -> Vec<Example> {
+    let mut out = Vec::new();
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    while let Some(path) = todo.pop() {
+        let mut args = path.clone();
+        args.push("--help".into());
+        let help = run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let origin = format!("nononce {}", args.join(" "));
+        let mut in_commands = false;
+        for line in help.lines() {
+            if line == "Commands:" {
+                in_commands = true;
+                continue;
+            }
+            if in_commands {
+                match line.split_whitespace().next() {
+                    Some(sub) if line.starts_with("  ") && sub != "help" => {
+                        let mut p = path.clone();
+                        p.push(sub.to_owned());
+                        todo.push(p);
+                    }
+                    Some(_) if line.starts_with("  ") => {}
+                    _ => in_commands = false,
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        let mut in_examples = false;
+        for line in help.lines() {
+            if line == "Examples:" || line == "Example:" {
+                in_examples = true;
+                continue;
+            }
+            if in_examples {
+                if let Some(l) = line.strip_prefix("  ") {
+                    lines.push(script_line(l));
+                } else {
+                    in_examples = false;
+                }
+            }
+        }
+        assert!(!lines.is_empty(), "{origin} has no examples");
+        out.push(Example::Script { origin, lines });
+    }
+    out
+}
+
+/// Whether `text` is `pattern`, `…` standing for any text.
+fn matches(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('…').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The test servers behind the placeholders, fresh for one example.
+struct Servers {
+    pg: Option<String>,
+    mysql: Option<String>,
+    redis: Option<String>,
+}
+
+impl Servers {
+    fn new() -> Self {
+        Self {
+            pg: None,
+            mysql: None,
+            redis: None,
+        }
+    }
+
+    fn apply(&mut self, command: &str) -> String {
+        let mut command = command.to_owned();
+        // A deployment's database has its lease table: the placeholders' tables are migrated.
+        let migrated = |base: String| {
+            let store = format!("{base}?table={}", unique("nononce_doc"));
+            run_ok(&["leases", "migrate", "--store", &store]);
+            store
+        };
+        if command.contains("postgres://app@db/app") {
+            let url = self.pg.get_or_insert_with(|| migrated(pg_url()));
+            command = command.replace("postgres://app@db/app", &format!("'{url}'"));
+        }
+        if command.contains("mysql://root@db/app") {
+            let url = self.mysql.get_or_insert_with(|| migrated(mysql_url()));
+            command = command.replace("mysql://root@db/app", &format!("'{url}'"));
+        }
+        if command.contains("redis://cache:6379") {
+            let url = self.redis.get_or_insert_with(|| {
+                format!(
+                    "{}/?key={}&amnesia_guard=off",
+                    redis8_url().trim_end_matches('/'),
+                    unique("nononce_doc")
+                )
+            });
+            command = command.replace("redis://cache:6379", &format!("'{url}'"));
+        }
+        command
+    }
+
+    fn clean(&self) {
+        for store in [&self.pg, &self.mysql].into_iter().flatten() {
+            let (base, query) = store.split_once('?').unwrap();
+            let table = query.trim_start_matches("table=");
+            sql(base, &format!("drop table if exists {table}"));
+        }
+    }
+}
+
+fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Output {
+    let bin_dir = bin().parent().unwrap().to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("REDIS", redis8_url().trim_end_matches('/'))
+        .env("REDIS7", redis7_url().trim_end_matches('/'))
+        .env("PG", pg_url())
+        .env_remove("POD")
+        .env_remove("NONCE_KEY")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap()
+}
+
+/// Runs one example; the problems found.
+fn check(example: &Example) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = Servers::new();
+    let mut problems = Vec::new();
+    match example {
+        Example::Script { origin, lines } => {
+            let mut env: Vec<(String, String)> = Vec::new();
+            for (line, prints) in lines {
+                let command = servers.apply(line);
+                if let Some(assignment) = line.strip_prefix("export ") {
+                    let name = assignment.split('=').next().unwrap().to_owned();
+                    let out = shell(
+                        &format!("{command}\nprintf %s \"${name}\""),
+                        dir.path(),
+                        &env,
+                    );
+                    env.push((name, String::from_utf8_lossy(&out.stdout).into_owned()));
+                    continue;
+                }
+                let out = shell(&command, dir.path(), &env);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                if !out.status.success() {
+                    problems.push(format!(
+                        "{origin}: `{line}` failed ({}): {}",
+                        out.status,
+                        stderr(&out).trim()
+                    ));
+                    break;
+                }
+                if let Some(prints) = prints
+                    && !matches(prints, stdout.trim_end())
+                {
+                    problems.push(format!(
+                        "{origin}: `{line}` printed\n  {}\nnot\n  {prints}",
+                        stdout.trim_end()
+                    ));
+                }
+            }
+        }
+        Example::Row {
+            origin,
+            command,
+            expected,
+            failure,
+            status,
+        } => {
+            // Rows write their own Redis keys (`key=doc_...`): start from nothing.
+            for key in command.split("key=doc_").skip(1) {
+                let key: String = key
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                shell(
+                    &format!("redis-cli -u \"$REDIS\" DEL doc_{key} >/dev/null"),
+                    dir.path(),
+                    &[],
+                );
+            }
+            for key in command.split(" doc_").skip(1) {
+                let key: String = key
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                shell(
+                    &format!("redis-cli -u \"$REDIS\" DEL doc_{key} >/dev/null"),
+                    dir.path(),
+                    &[],
+                );
+            }
+            let out = shell(&servers.apply(command), dir.path(), &[]);
+            let (stream, other) = if *failure {
+                (
+                    stderr(&out),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                )
+            } else {
+                (
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    stderr(&out),
+                )
+            };
+            let lines: Vec<&str> = stream.lines().collect();
+            let last = lines.last().copied().unwrap_or("");
+            if out.status.code() != Some(*status) {
+                problems.push(format!(
+                    "{origin}: `{command}` exited with {} instead of {status}: {}{}",
+                    out.status,
+                    stream.trim(),
+                    other.trim()
+                ));
+            } else if !matches(expected, last) {
+                problems.push(format!(
+                    "{origin}: `{command}` printed\n  {last}\nnot\n  {expected}"
+                ));
+            } else if *failure
+                && lines[..lines.len() - 1]
+                    .iter()
+                    .any(|l| !l.starts_with("nononce: waiting"))
+            {
+                problems.push(format!(
+                    "{origin}: `{command}` printed more than its one line: {stream}"
+                ));
+            }
+        }
+    }
+    servers.clean();
+    problems
+}
+
+fn run_all(examples: &[Example]) {
+    let problems: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = examples.iter().map(|e| s.spawn(|| check(e))).collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert!(
+        problems.is_empty(),
+        "{} of {} examples disagree with the command:\n\n{}",
+        problems.len(),
+        examples.len(),
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn help_examples_work_as_written() {
+    run_all(&help_examples());
+}
+
+#[test]
+fn markdown_examples_work_as_written() {
+    let examples: Vec<Example> = markdown_files()
+        .iter()
+        .flat_map(|p| code_blocks(p))
+        .collect();
+    assert!(examples.len() >= 3, "{examples:?}");
+    run_all(&examples);
+}
+
+#[test]
+fn bad_input_tables_say_what_the_command_says() {
+    let mut examples = Vec::new();
+    for doc in ["docs/reliability.md", "docs/operations.md"] {
+        examples.extend(table_rows(&root().join(doc)));
+    }
+    assert!(examples.len() >= 30, "{}", examples.len());
+    run_all(&examples);
+}
+
+#[test]
+fn the_matcher() {
+    assert!(matches("a…c", "abbbc"));
+    assert!(matches("a…", "a"));
+    assert!(!matches("a…c", "ab"));
+    assert!(matches("x … y … z", "x 1 y 2 z"));
+    assert!(!matches("x", "x "));
+    assert_eq!(
+        code_spans("a `one` and `` two `x` `` end"),
+        vec!["one".to_owned(), "two `x`".to_owned()]
+    );
+    assert_eq!(cells("| a \\| b | `c` |"), vec!["a | b", "`c`"]);
+}

@@ -1,0 +1,123 @@
+//! `nononce gen` holds its lease like a good citizen: a signal stops it, releases the ID (which
+//! then stays blocked only for the release guard) and exits with the signal's conventional
+//! status; a lease is short and renewed, so even `kill -9` leaks it for minutes, not hours.
+//! Checked on the store itself, with `leases list --format json`.
+
+mod common;
+
+use common::*;
+
+/// The release guard of the CLI's lease timing (the lease-core default margin, 10 s).
+const RELEASE_GUARD_S: f64 = 10.0;
+/// The lease `gen` asks for.
+const CLI_LEASE_S: f64 = 120.0;
+
+/// Stops a running `gen` with each signal in turn and checks the status and the store.
+fn signals_release(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    for (signal, code) in [("INT", 130), ("TERM", 143), ("HUP", 129)] {
+        let running = RunningGen::start(&["--store", store], dir.path());
+        let id = running.machine_id();
+        let held_before = held(store);
+        let (_, left) = *held_before.iter().find(|(i, _)| *i == id).unwrap();
+        assert!(left > RELEASE_GUARD_S, "{store}: {held_before:?}");
+        let (status, err) = running.signal(signal);
+        assert_eq!(status.code(), Some(code), "{store} SIG{signal}: {err}");
+        assert!(err.is_empty(), "{store} SIG{signal}: {err}");
+        // Released: blocked for the guard at most, never for the rest of a lease.
+        for (i, left) in held(store) {
+            if i == id {
+                assert!(left <= RELEASE_GUARD_S, "{store} SIG{signal}: {id} {left}");
+            }
+        }
+    }
+}
+
+#[test]
+fn signals_release_the_lease_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    signals_release(&sqlite_store(dir.path()));
+}
+
+#[test]
+fn signals_release_the_lease_on_postgres_and_mariadb() {
+    for base in [pg_url(), mysql_url()] {
+        let store = sql_store(&base);
+        signals_release(&store);
+        drop_table(&store);
+    }
+}
+
+#[test]
+fn signals_release_the_lease_on_valkey_and_redis8() {
+    for base in [valkey_url(), redis8_url()] {
+        signals_release(&redis_store(&base));
+    }
+}
+
+/// A machine ID without a lease: nothing to release, the status is still the signal's.
+#[test]
+fn signals_stop_gen_without_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = RunningGen::start(&["--machine-id", "5"], dir.path());
+    let (status, err) = running.signal("INT");
+    assert_eq!(status.code(), Some(130), "{err}");
+}
+
+/// `kill -9` cannot be caught: the lease expires by itself, after the CLI's short lease.
+#[test]
+fn kill_9_leaks_the_id_for_minutes_not_hours() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stores = vec![sqlite_store(dir.path()), redis_store(&redis8_url())];
+    let pg = sql_store(&pg_url());
+    stores.push(pg.clone());
+    for store in &stores {
+        let running = RunningGen::start(&["--store", store], dir.path());
+        let id = running.machine_id();
+        let (status, _) = running.signal("KILL");
+        assert!(!status.success());
+        let held = held(store);
+        let (_, left) = *held.iter().find(|(i, _)| *i == id).unwrap();
+        assert!(left <= CLI_LEASE_S, "{store}: {left} s left");
+    }
+    drop_table(&pg);
+}
+
+/// A signal while `gen` still waits for its lease ends the wait at once, with the signal's
+/// status.
+#[test]
+fn a_signal_ends_the_wait_for_a_lease() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path());
+    run_ok(&["leases", "migrate", "--store", &store]);
+    let status = std::process::Command::new("sqlite3")
+        .arg(dir.path().join("leases.db"))
+        .arg(
+            "update no_noncense_leases set token = x'0102', expires_at = '9999-01-01 00:00:00.000'",
+        )
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut child = std_nononce()
+        .args(["gen", "--store", &store])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut progress = String::new();
+    err.read_line(&mut progress).unwrap();
+    assert!(progress.starts_with("nononce: waiting"), "{progress}");
+    let killed = std::process::Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert_eq!(out.status.code(), Some(143), "{rest}");
+    assert!(rest.is_empty(), "{rest}");
+    assert!(out.stdout.is_empty());
+}
