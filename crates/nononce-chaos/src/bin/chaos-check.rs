@@ -30,11 +30,11 @@ struct Cli {
 
 /// One line per record, runs of nonces folded into one line; times as node clock and machine
 /// clock (ms since the file's first record).
-fn dump(path: &std::path::Path) -> Result<(), String> {
+fn dump(path: &std::path::Path) -> std::io::Result<()> {
     use nononce_chaos::Record;
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = std::fs::File::open(path)?;
     let mut first: Option<u64> = None;
     let mut nonces = 0u64;
     let mut ticks = 0u64;
@@ -59,10 +59,9 @@ fn dump(path: &std::path::Path) -> Result<(), String> {
             }
         }
         Ok(())
-    })
-    .map_err(|e| format!("{}: {e}", path.display()))?;
+    })?;
     if nonces > 0 {
-        writeln!(out, "    {nonces} nonces in {ticks} batches").map_err(|e| e.to_string())?;
+        writeln!(out, "    {nonces} nonces in {ticks} batches")?;
     }
     Ok(())
 }
@@ -71,9 +70,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.dump {
         return match dump(&cli.dir) {
+            // A pager or `head` that stops reading is not an error.
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("chaos-check: {e}");
+                eprintln!("chaos-check: {}: {e}", cli.dir.display());
                 ExitCode::from(2)
             }
         };
