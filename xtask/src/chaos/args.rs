@@ -44,6 +44,9 @@ pub struct Options {
     /// Extra lease-sql URL options for the nodes (`amnesia_guard=off` to see what the guard
     /// prevents).
     pub sql_options: Option<String>,
+    /// Clocks within the margin of each other (the condition the guarantee still needs on
+    /// stores that can lose writes; see docs/safety.md, "Remaining conditions").
+    pub within_margin: bool,
 }
 
 pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -55,6 +58,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         backends: Vec::new(),
         guard: true,
         sql_options: None,
+        within_margin: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -66,6 +70,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--long" => o.long = true,
             "--no-guard" => o.guard = false,
+            "--within-margin" => o.within_margin = true,
             "--seed" => {
                 o.seed = value("--seed")?
                     .parse()

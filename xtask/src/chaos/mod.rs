@@ -129,6 +129,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             nodes: opts.nodes,
             secs: opts.secs,
             long: opts.long,
+            within_margin: opts.within_margin,
             sql_options: opts.sql_options.as_deref(),
             rng: Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };
@@ -253,6 +254,8 @@ struct Ctx<'a> {
     nodes: usize,
     secs: u64,
     long: bool,
+    /// Keep every clock within a quarter margin of the machine's, steps included.
+    within_margin: bool,
     sql_options: Option<&'a str>,
     rng: Rng,
 }
@@ -407,6 +410,20 @@ fn run_backend(
         coordinator.features(),
     );
     cluster.clocks = plan.clocks;
+    if ctx.within_margin {
+        // The guarantee's documented condition on stores that can lose writes: clocks within
+        // the margin of each other (a quarter each way, plus a quarter for a step).
+        let bound = schedule::MARGIN_MS / 4;
+        let signed = i64::try_from(bound).unwrap_or(0);
+        for clocks in &mut cluster.clocks {
+            for offset in &mut clocks.offsets_ms {
+                *offset = (*offset).clamp(-signed, signed);
+            }
+            for step in &mut clocks.steps_ms {
+                *step = (*step).min(bound);
+            }
+        }
+    }
 
     if matches!(coordinator, Coordinator::Redis(_)) {
         // The amnesia guard holds acquisitions off while the server's uptime is below the
