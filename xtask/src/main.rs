@@ -269,16 +269,21 @@ fn test() -> Result<(), String> {
         eprintln!("==> chaos: short seeded run");
         let started = std::time::Instant::now();
         let arg = |s: &str| s.to_owned();
-        result = chaos::run(&[arg("--seed"), arg("1"), arg("--backend"), arg("sqlite,mariadb")])
-            .and_then(|()| {
-                chaos::run(&[
-                    arg("--seed"),
-                    arg("1"),
-                    arg("--within-margin"),
-                    arg("--backend"),
-                    arg("valkey9,redis8,postgres"),
-                ])
-            });
+        result = chaos::run(&[
+            arg("--seed"),
+            arg("1"),
+            arg("--backend"),
+            arg("sqlite,mariadb"),
+        ])
+        .and_then(|()| {
+            chaos::run(&[
+                arg("--seed"),
+                arg("1"),
+                arg("--within-margin"),
+                arg("--backend"),
+                arg("valkey9,redis8,postgres"),
+            ])
+        });
         if result.is_ok() {
             runner.passed += 1;
             eprintln!("<== chaos: ok in {:.1} s", started.elapsed().as_secs_f64());
