@@ -121,6 +121,19 @@ pub enum SqlError {
     /// A requested lease duration the strategy refuses.
     #[error("lease duration of {0:?} is too long: ask for at most 366 days")]
     DurationTooLong(std::time::Duration),
+    /// The longest lease is below the lease manager's minimum TTL: every grant would be refused
+    /// as an illegal TTL (see [`Strategy::check_config`](lease_core::Strategy::check_config)).
+    #[error(
+        "max_lease_duration ({}, `max_lease_s` in the database url) is below the lease manager's min_ttl ({}): every grant is at most max_lease_duration, and the manager would refuse each one as an illegal ttl and block a machine id with it; raise `max_lease_s=` or `SqlStrategy::with_max_lease_duration` to at least min_ttl, or lower `LeaseConfig::with_min_ttl` (with the margin and renew interval)",
+        seconds(*.max_lease),
+        seconds(*.min_ttl)
+    )]
+    MaxLeaseBelowMinTtl {
+        /// The longest lease the strategy grants, as the database applies it.
+        max_lease: std::time::Duration,
+        /// The lease manager's minimum TTL.
+        min_ttl: std::time::Duration,
+    },
     /// A query option in a database URL that neither lease-sql nor the database driver knows.
     #[error(
         "unknown option `{option}` in the database url: lease-sql takes table, max_lease_s and amnesia_guard; the driver takes {driver}"
@@ -134,7 +147,8 @@ pub enum SqlError {
     /// A setting out of range or a URL option with a bad value.
     #[error("invalid lease-sql setting: {0}")]
     InvalidOption(String),
-    /// A URL whose database is unknown or not compiled in.
+    /// A URL whose database is unknown or not compiled in; it holds the URL with its password
+    /// hidden ([`redacted_url`](crate::redacted_url)).
     #[error(
         "unsupported database url `{0}`: use postgres://, mysql://, mariadb:// or sqlite: with the matching lease-sql feature enabled"
     )]
@@ -163,7 +177,8 @@ impl LeaseError for SqlError {
             | Self::DurationTooLong(_)
             | Self::UnsupportedUrl(_)
             | Self::UnknownUrlOption { .. }
-            | Self::InvalidOption(_) => ErrorKind::Misconfigured,
+            | Self::InvalidOption(_)
+            | Self::MaxLeaseBelowMinTtl { .. } => ErrorKind::Misconfigured,
             Self::Random(_) | Self::Database(_) => ErrorKind::Other,
         }
     }
@@ -176,6 +191,14 @@ fn human(d: std::time::Duration) -> String {
         (0, 0, s) => format!("{s} s"),
         (0, m, s) => format!("{m} min {s} s"),
         (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
+/// Whole seconds, or seconds and milliseconds: `10 s`, `30.001 s`.
+fn seconds(d: std::time::Duration) -> String {
+    match d.subsec_millis() {
+        0 => format!("{} s", d.as_secs()),
+        ms => format!("{}.{ms:03} s", d.as_secs()),
     }
 }
 

@@ -22,6 +22,7 @@ pub use error::SqlError;
 pub use migration::migration_sql;
 pub use strategy::{Acquisition, SqlLease, SqlStrategy};
 pub use table::{COORDINATOR_TABLE, DEFAULT_TABLE};
+pub use url::redacted_url;
 
 /// The sqlx version this crate is built on, for building pools and connect options.
 pub use sqlx;

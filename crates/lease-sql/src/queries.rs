@@ -40,8 +40,9 @@ pub(crate) struct Queries {
     /// Extend a lease and raise its floor (params amount, floor, id, token); the clock (ms) as
     /// for `claim_version` (SQLite: returned too).
     pub renew: Arc<str>,
-    /// Release with a guard and set the floor unless it is NULL (params amount, floor, id,
-    /// token).
+    /// Release with a guard, clear the token and set the floor unless it is NULL (params
+    /// amount, floor, id, token). The row stays held until the guard has passed (NoNoncense
+    /// nodes look at `expires_at` only); without the token no late renewal can extend it.
     pub release: Arc<str>,
     pub count_free: Arc<str>,
     /// Held rows: id, token, microseconds left.
@@ -126,7 +127,7 @@ impl Queries {
                         until("$1")
                     )),
                     release: q(format!(
-                        "UPDATE {t} SET expires_at = LEAST(expires_at, {}), \
+                        "UPDATE {t} SET token = NULL, expires_at = LEAST(expires_at, {}), \
                          lock_version = lock_version + 1, floor_ms = COALESCE($2::bigint, floor_ms) \
                          WHERE id = $3 AND token = $4",
                         until("$1")
@@ -209,7 +210,7 @@ impl Queries {
                          floor_ms = GREATEST(floor_ms, ?) WHERE id = ? AND token = ?"
                     )),
                     release: q(format!(
-                        "UPDATE {t} SET expires_at = LEAST(expires_at, {until}), \
+                        "UPDATE {t} SET token = NULL, expires_at = LEAST(expires_at, {until}), \
                          lock_version = lock_version + 1, floor_ms = COALESCE(?, floor_ms) \
                          WHERE id = ? AND token = ?"
                     )),
@@ -274,7 +275,7 @@ impl Queries {
                          floor_ms = max(floor_ms, ?) WHERE id = ? AND token = ? RETURNING {now_ms}"
                     )),
                     release: q(format!(
-                        "UPDATE {t} SET expires_at = min(expires_at, {until}), \
+                        "UPDATE {t} SET token = NULL, expires_at = min(expires_at, {until}), \
                          lock_version = lock_version + 1, floor_ms = coalesce(?, floor_ms) \
                          WHERE id = ? AND token = ?"
                     )),

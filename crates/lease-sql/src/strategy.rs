@@ -60,7 +60,8 @@ pub enum Acquisition {
 /// A held lease: the machine ID and the random 16-byte token that proves it is ours.
 ///
 /// Renewals and releases match the row on both; a node whose lease expired and was claimed by
-/// another node can neither extend nor free the new holder's lease.
+/// another node can neither extend nor free the new holder's lease. A release clears the row's
+/// token, so once released the handle renews nothing (*lost*).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SqlLease {
     machine_id: MachineId,
@@ -362,7 +363,7 @@ impl SqlStrategy {
                 Self::sqlite(pool_options().connect_lazy_with(crate::configure_sqlite(connect)))
                     .with_url_options(options)
             }
-            _ => Err(SqlError::UnsupportedUrl(url.to_owned())),
+            _ => Err(SqlError::UnsupportedUrl(crate::url::redacted_url(url))),
         }
     }
 
@@ -413,7 +414,10 @@ impl SqlStrategy {
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
     /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long after it notices a changed server.
+    /// amnesia guard holds acquisition off for this long after it notices a changed server. It
+    /// must not be below the lease manager's `min_ttl` (30 s by default): the manager's start
+    /// fails with [`SqlError::MaxLeaseBelowMinTtl`] if it is
+    /// ([`Strategy::check_config`](lease_core::Strategy::check_config)).
     ///
     /// # Errors
     /// [`SqlError::InvalidOption`] below 1 ms or above 366 days.
@@ -1053,6 +1057,18 @@ impl Strategy for SqlStrategy {
     type Lease = SqlLease;
     type Error = SqlError;
 
+    /// Refuses a longest lease below the manager's `min_ttl`: every grant would be an illegal
+    /// TTL. Compared in whole milliseconds, as the manager compares, with the duration the
+    /// database applies (SQLite: whole milliseconds).
+    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), SqlError> {
+        let max_lease = Amount::new(self.max_lease_duration, self.dialect())?.applied;
+        let min_ttl = config.min_ttl();
+        if max_lease.as_millis() < min_ttl.as_millis() {
+            return Err(SqlError::MaxLeaseBelowMinTtl { max_lease, min_ttl });
+        }
+        Ok(())
+    }
+
     async fn acquire(&self, requested: Duration) -> Result<Grant<SqlLease>, SqlError> {
         self.acquire_with_floor(requested, 0, 0).await
     }
@@ -1068,7 +1084,7 @@ impl Strategy for SqlStrategy {
     async fn release(&self, lease: &SqlLease, guard: Duration) -> Result<(), SqlError> {
         let amount = Amount::new(guard, self.dialect())?;
         // A row that no longer carries our token is someone else's: leave it alone. No floor:
-        // the stored one stays.
+        // the stored one stays. The token is cleared, so a renewal that arrives later is lost.
         self.update_own(&self.queries.release, lease, &amount, None, false)
             .await
             .map(|_| ())

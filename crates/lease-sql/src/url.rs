@@ -123,9 +123,91 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
     Ok((url, options))
 }
 
+/// `url` as it may be shown in a message or a log line: the password replaced by `***`
+/// (`postgres://app:***@db/app`), and so is the value of a `password=` query option.
+///
+/// Conservative with URLs that should have percent-encoded their password: everything between
+/// the first `:` after the scheme and the last `@` is hidden, so a raw `/`, `?` or `@` in a
+/// password does not leak the rest of it (at worst more than the password is hidden). A URL
+/// without a password is returned as it is.
+///
+/// ```
+/// assert_eq!(
+///     lease_sql::redacted_url("postgres://app:secret@db.internal:5432/app?sslmode=require"),
+///     "postgres://app:***@db.internal:5432/app?sslmode=require"
+/// );
+/// assert_eq!(
+///     lease_sql::redacted_url("postgres://app@db/app?password=secret"),
+///     "postgres://app@db/app?password=***"
+/// );
+/// assert_eq!(lease_sql::redacted_url("sqlite://leases.db"), "sqlite://leases.db");
+/// ```
+#[must_use]
+pub fn redacted_url(url: &str) -> String {
+    let split_at = url
+        .find("://")
+        .map(|i| i + 3)
+        .or_else(|| url.find(':').map(|i| i + 1))
+        .unwrap_or(0);
+    let (scheme, rest) = url.split_at(split_at);
+    let rest = match (rest.find(':'), rest.rfind('@')) {
+        (Some(colon), Some(at)) if colon < at => {
+            format!("{}:***{}", &rest[..colon], &rest[at..])
+        }
+        _ => rest.to_owned(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((before, query)) => {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.to_ascii_lowercase().contains("password") => {
+                        format!("{key}=***")
+                    }
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{before}?{}", pairs.join("&"))
+        }
+        None => rest,
+    };
+    format!("{scheme}{rest}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        for (url, shown) in [
+            (
+                "postgres://app:pw@db:5432/app",
+                "postgres://app:***@db:5432/app",
+            ),
+            ("postgres://app:@db/app", "postgres://app:***@db/app"),
+            ("mysql://root:p%40ss@db/app", "mysql://root:***@db/app"),
+            ("mysql://root:p@ss@db/app", "mysql://root:***@db/app"),
+            ("redis://:pw@cache:6379/0", "redis://:***@cache:6379/0"),
+            ("postgres://app:p/w?x@db/app", "postgres://app:***@db/app"),
+            (
+                "postgres://db/app?user=app&Password=pw&sslmode=require",
+                "postgres://db/app?user=app&Password=***&sslmode=require",
+            ),
+            ("mysql:root:pw@db", "mysql:root:***@db"),
+            // Nothing to hide.
+            ("postgres://app@db:5432/app", "postgres://app@db:5432/app"),
+            (
+                "postgres://db:5432/app?sslmode=require",
+                "postgres://db:5432/app?sslmode=require",
+            ),
+            ("sqlite://leases.db?mode=rwc", "sqlite://leases.db?mode=rwc"),
+            ("sqlite::memory:", "sqlite::memory:"),
+            ("", ""),
+        ] {
+            assert_eq!(redacted_url(url), shown, "{url}");
+        }
+    }
 
     #[test]
     fn own_options_are_split_off_and_driver_options_kept() {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::{Pool, TempDir};
@@ -18,9 +18,9 @@ use lease_sql::SqlStrategy;
 const TTL: Duration = Duration::from_secs(60);
 
 /// Renews until the server answers again: every failure meanwhile must be uncertain (`Retry`),
-/// never `Lost`.
+/// never `Lost`. No time limit: `pg_ctl -w start` has returned once the server accepts
+/// connections.
 async fn renew_through_outage(s: &SqlStrategy, lease: &lease_sql::SqlLease) -> usize {
-    let start = Instant::now();
     let mut retries = 0;
     loop {
         match s.renew(lease, TTL).await {
@@ -33,10 +33,6 @@ async fn renew_through_outage(s: &SqlStrategy, lease: &lease_sql::SqlLease) -> u
                 retries += 1;
             }
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server never came back"
-        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -84,11 +84,18 @@ pub struct Cluster {
     bin: PathBuf,
     dir: TempDir,
     pub port: u16,
+    /// Extra `-c name=value` settings of this server.
+    settings: Vec<String>,
 }
 
 impl Cluster {
     /// A new primary, started (trust authentication, replication allowed from loopback).
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A new primary, started with extra server settings (`"log_statement=all"`).
+    pub fn start_with(settings: &[&str]) -> Self {
         let bin = pg_bin();
         let dir = server_dir();
         let data = dir.path.join("data");
@@ -102,6 +109,7 @@ impl Cluster {
             bin,
             dir,
             port: free_port(),
+            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
         };
         cluster.ctl(&["start"]);
         cluster
@@ -136,9 +144,15 @@ impl Cluster {
             bin: primary.bin.clone(),
             dir,
             port: free_port(),
+            settings: Vec::new(),
         };
         replica.ctl(&["start"]);
         replica
+    }
+
+    /// The server's log (`pg_ctl -l`), as written so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path.join("log")).unwrap_or_default()
     }
 
     fn data(&self) -> String {
@@ -147,11 +161,15 @@ impl Cluster {
 
     /// Runs `pg_ctl -D <data> -w -o <this cluster's options> -l <log> ACTION...`.
     pub fn ctl(&self, action: &[&str]) {
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on",
             self.port,
             self.dir.path.display()
         );
+        for setting in &self.settings {
+            options.push_str(" -c ");
+            options.push_str(setting);
+        }
         let log = self.dir.path.join("log").display().to_string();
         let data = self.data();
         let mut args = vec!["-D", &data, "-w", "-o", &options, "-l", &log];

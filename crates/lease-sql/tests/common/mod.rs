@@ -36,7 +36,8 @@ pub enum Pool {
 
 fn unreachable_server(what: &str, url: &str, env: &str, e: impl std::fmt::Display) -> ! {
     panic!(
-        "{what} at {url} did not answer ({e}): start it (`cargo xtask test` does) or point {env} at a running server"
+        "{what} at {} did not answer ({e}): start it (`cargo xtask test` does) or point {env} at a running server",
+        lease_sql::redacted_url(url)
     )
 }
 

@@ -1,0 +1,623 @@
+//! Round trips per lease operation, counted three ways and required to agree with the crate
+//! docs ("Round trips"):
+//!
+//! - **on the server**: PostgreSQL (a private cluster with `log_statement = all`) logs every
+//!   statement it executes, one line per simple query (a multi-statement text counts once) and
+//!   one per extended-protocol execute; MariaDB counts the statements of the session
+//!   (`SHOW SESSION STATUS`: `Questions`, `Com_*`);
+//! - **on the wire**: a TCP proxy between the pool and the server counts request flights (bytes
+//!   from the client after an answer from the server), so it also sees the pool's pings (one
+//!   before it hands a connection out, `test_before_acquire`, on by default; one when the
+//!   connection comes back) and any prepare;
+//! - **in sqlx**: its statement log (`sqlx::query` events), one event per request sent; the only
+//!   count for SQLite, which runs in the process (a request is one call to the connection's
+//!   worker thread).
+//!
+//! Every operation is measured the second time it runs on its connection, with the prepared
+//! statements cached, as in a running node. Prints the table;
+//! `cargo xtask with-services cargo test -p lease-sql --all-features --test round_trips -- --nocapture`.
+#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+
+mod common;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::cluster::Cluster;
+use common::{Pool, TempDir, mysql_url, suffix};
+use lease_core::Strategy;
+use lease_sql::sqlx::{self, AssertSqlSafe, Row};
+use lease_sql::{Acquisition, Dialect, SqlLease, SqlStrategy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const HOUR_MS: u64 = 3_600_000;
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// sqlx's statement log
+
+/// Counts sqlx's `sqlx::query` events (one per request) and keeps their statements.
+struct StatementLog {
+    events: AtomicUsize,
+    statements: Mutex<Vec<String>>,
+}
+
+struct Visit<'a>(&'a mut String, &'a mut String);
+
+impl tracing::field::Visit for Visit<'_> {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "summary" => value.clone_into(self.0),
+            "db.statement" => value.trim().clone_into(self.1),
+            _ => {}
+        }
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl tracing::Subscriber for StatementLog {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target() == "sqlx::query"
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if event.metadata().target() != "sqlx::query" {
+            return;
+        }
+        let (mut summary, mut full) = (String::new(), String::new());
+        event.record(&mut Visit(&mut summary, &mut full));
+        self.statements
+            .lock()
+            .unwrap()
+            .push(if full.is_empty() { summary } else { full });
+        self.events.fetch_add(1, Ordering::SeqCst);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn statement_log() -> &'static StatementLog {
+    static LOG: OnceLock<&'static StatementLog> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log: &'static StatementLog = Box::leak(Box::new(StatementLog {
+            events: AtomicUsize::new(0),
+            statements: Mutex::new(Vec::new()),
+        }));
+        tracing::subscriber::set_global_default(Forward(log)).expect("one subscriber");
+        log
+    })
+}
+
+/// The global subscriber: the static log.
+struct Forward(&'static StatementLog);
+
+impl tracing::Subscriber for Forward {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        self.0.enabled(metadata)
+    }
+    fn new_span(&self, attributes: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        self.0.new_span(attributes)
+    }
+    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        self.0.record(span, values);
+    }
+    fn record_follows_from(&self, span: &tracing::span::Id, follows: &tracing::span::Id) {
+        self.0.record_follows_from(span, follows);
+    }
+    fn event(&self, event: &tracing::Event<'_>) {
+        self.0.event(event);
+    }
+    fn enter(&self, span: &tracing::span::Id) {
+        self.0.enter(span);
+    }
+    fn exit(&self, span: &tracing::span::Id) {
+        self.0.exit(span);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire
+
+/// A TCP proxy to the database that counts request flights: data from the client after the
+/// server last sent something (or first).
+struct CountingProxy {
+    addr: SocketAddr,
+    flights: Arc<AtomicUsize>,
+}
+
+impl CountingProxy {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let flights = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&flights);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(upstream).await.unwrap();
+                let (mut client_rx, mut client_tx) = client.into_split();
+                let (mut server_rx, mut server_tx) = server.into_split();
+                // true: the server spoke last (the start of a session counts as that too).
+                let answered = Arc::new(AtomicBool::new(true));
+                let (a, counter) = (Arc::clone(&answered), Arc::clone(&counter));
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+                        if a.swap(false, Ordering::SeqCst) {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if server_tx.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
+                        // Marked before it is forwarded: the client cannot send its next
+                        // request before it has this answer.
+                        answered.store(true, Ordering::SeqCst);
+                        if client_tx.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, flights }
+    }
+
+    fn flights(&self) -> usize {
+        self.flights.load(Ordering::SeqCst)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+
+/// What the server counts for one session.
+enum Server {
+    /// The private cluster and the backend PID of the measured connection.
+    Postgres {
+        cluster: Cluster,
+        pid: i64,
+    },
+    /// The measured pool itself (one connection): its session status.
+    MariaDb,
+    Sqlite,
+}
+
+/// One server-side count: statements executed (and, on MariaDB, the counters that moved).
+#[derive(Default)]
+struct ServerCount {
+    statements: Option<i64>,
+    detail: String,
+}
+
+const MARIADB_COUNTERS: &[&str] = &[
+    "Questions",
+    "Com_stmt_prepare",
+    "Com_stmt_execute",
+    "Com_select",
+    "Com_update",
+    "Com_set_option",
+    "Com_begin",
+    "Com_commit",
+    "Com_rollback",
+    "Com_show_status",
+];
+
+async fn mariadb_status(pool: &sqlx::MySqlPool) -> Vec<i64> {
+    // Text protocol: one question, counted as `Com_show_status`, nothing prepared.
+    let rows = sqlx::raw_sql(AssertSqlSafe("SHOW SESSION STATUS"))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    MARIADB_COUNTERS
+        .iter()
+        .map(|name| {
+            rows.iter()
+                .find(|r| {
+                    r.try_get::<String, _>(0)
+                        .unwrap()
+                        .eq_ignore_ascii_case(name)
+                })
+                .map_or(0, |r| r.try_get::<String, _>(1).unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// Lines `pid<pid>:LOG:  statement: ...` / `... execute ...` of the cluster's log.
+fn pg_logged(cluster: &Cluster, pid: i64) -> Vec<String> {
+    let prefix = format!("pid{pid}:LOG:  ");
+    cluster
+        .log()
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter(|l| l.starts_with("statement: ") || l.starts_with("execute "))
+        .map(str::to_owned)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// One connection, pinged before each use as by default (what `connect_lazy` makes).
+fn one_connection<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .test_before_acquire(true)
+}
+
+struct Setup {
+    /// The measured strategy: one connection, through the proxy (not SQLite).
+    strategy: SqlStrategy,
+    measured: Pool,
+    /// Direct access for set-up, not measured.
+    direct: Pool,
+    proxy: Option<CountingProxy>,
+    server: Server,
+    table: String,
+    _dir: Option<TempDir>,
+}
+
+/// One measured operation's counts.
+struct Counted {
+    wire: Option<usize>,
+    sqlx: usize,
+    server: ServerCount,
+    statements: Vec<String>,
+}
+
+impl Setup {
+    async fn new(dialect: Dialect) -> Self {
+        let table = format!("lease_rt_{}", suffix());
+        let setup = match dialect {
+            Dialect::Postgres => {
+                let cluster = Cluster::start_with(&["log_statement=all", "log_line_prefix=pid%p:"]);
+                let proxy = CountingProxy::start(([127, 0, 0, 1], cluster.port).into()).await;
+                let url = cluster.url();
+                let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+                let pool: sqlx::PgPool = one_connection()
+                    .connect_with(options.clone().port(proxy.addr.port()))
+                    .await
+                    .unwrap();
+                let pid: i64 = sqlx::query(AssertSqlSafe("SELECT pg_backend_pid()::bigint"))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    .try_get(0)
+                    .unwrap();
+                let direct = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(2)
+                    .connect_with(options)
+                    .await
+                    .unwrap();
+                Self {
+                    strategy: SqlStrategy::postgres(pool.clone()),
+                    measured: Pool::Pg(pool),
+                    direct: Pool::Pg(direct),
+                    proxy: Some(proxy),
+                    server: Server::Postgres { cluster, pid },
+                    table,
+                    _dir: None,
+                }
+            }
+            Dialect::MySql => {
+                let url = mysql_url();
+                let options: sqlx::mysql::MySqlConnectOptions = url.parse().unwrap();
+                let host_port = url
+                    .split('@')
+                    .next_back()
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap();
+                let proxy = CountingProxy::start(host_port.parse().unwrap_or_else(|_| {
+                    panic!(
+                        "test urls must use an ip address and port: {}",
+                        lease_sql::redacted_url(&url)
+                    )
+                }))
+                .await;
+                let pool: sqlx::MySqlPool = one_connection()
+                    .connect_with(options.port(proxy.addr.port()))
+                    .await
+                    .unwrap();
+                Self {
+                    strategy: SqlStrategy::mysql(pool.clone()),
+                    measured: Pool::My(pool),
+                    direct: Pool::mysql(2).await,
+                    proxy: Some(proxy),
+                    server: Server::MariaDb,
+                    table,
+                    _dir: None,
+                }
+            }
+            _ => {
+                let dir = TempDir::new();
+                let path = dir.path.join("leases.db");
+                let pool: sqlx::SqlitePool = one_connection()
+                    .connect_with(lease_sql::sqlite_options(&path))
+                    .await
+                    .unwrap();
+                Self {
+                    strategy: SqlStrategy::sqlite(pool.clone()),
+                    measured: Pool::Lite(pool),
+                    direct: Pool::sqlite(&path, 1).await,
+                    proxy: None,
+                    server: Server::Sqlite,
+                    table,
+                    _dir: Some(dir),
+                }
+            }
+        };
+        let s = setup.strategy.clone().with_table(&setup.table).unwrap();
+        let setup = Self {
+            strategy: s,
+            ..setup
+        };
+        assert_eq!(setup.strategy.migrate().await.unwrap(), 512);
+        setup
+    }
+
+    /// Runs `op` on the measured connection and counts what it sent.
+    async fn count<T>(&self, op: impl AsyncFnOnce(&SqlStrategy) -> T) -> (T, Counted) {
+        let log = statement_log();
+        let server_before = match (&self.server, &self.measured) {
+            (Server::MariaDb, Pool::My(pool)) => Some(mariadb_status(pool).await),
+            _ => None,
+        };
+        let logged_before = match &self.server {
+            Server::Postgres { cluster, pid } => pg_logged(cluster, *pid).len(),
+            _ => 0,
+        };
+        // SQLite's worker thread logs a statement when it has finished with it, which may be
+        // just after the caller has its rows: let it settle on both sides of the operation.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let wire_before = self.proxy.as_ref().map(CountingProxy::flights);
+        let events_before = log.events.load(Ordering::SeqCst);
+        let statements_before = log.statements.lock().unwrap().len();
+        let value = op(&self.strategy).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let sqlx = log.events.load(Ordering::SeqCst) - events_before;
+        let statements = log.statements.lock().unwrap()[statements_before..].to_vec();
+        let wire = self
+            .proxy
+            .as_ref()
+            .map(|p| p.flights() - wire_before.unwrap());
+        let server = match (&self.server, &self.measured) {
+            (Server::Postgres { cluster, pid }, _) => {
+                // The log is written as the server executes; give it the same settling time.
+                let logged = pg_logged(cluster, *pid);
+                ServerCount {
+                    statements: Some(i64::try_from(logged.len() - logged_before).unwrap()),
+                    detail: String::new(),
+                }
+            }
+            (Server::MariaDb, Pool::My(pool)) => {
+                let after = mariadb_status(pool).await;
+                let mut detail = String::new();
+                let mut delta = Vec::new();
+                for ((name, b), a) in MARIADB_COUNTERS
+                    .iter()
+                    .zip(server_before.unwrap())
+                    .zip(after)
+                {
+                    // The SHOW that read these counters is one question itself.
+                    let d = a - b - i64::from(*name == "Questions" || *name == "Com_show_status");
+                    delta.push(d);
+                    if d != 0 && *name != "Questions" {
+                        let _ = write!(
+                            detail,
+                            "{}{name} {d}",
+                            if detail.is_empty() { "" } else { ", " }
+                        );
+                    }
+                }
+                ServerCount {
+                    statements: Some(delta[0]),
+                    detail,
+                }
+            }
+            _ => ServerCount::default(),
+        };
+        (
+            value,
+            Counted {
+                wire,
+                sqlx,
+                server,
+                statements,
+            },
+        )
+    }
+
+    async fn set_floors(&self, floor: u64) {
+        self.direct
+            .exec(&format!("UPDATE {} SET floor_ms = {floor}", self.table))
+            .await;
+    }
+}
+
+/// The operations, each run twice: the second run is measured.
+async fn measure(dialect: Dialect) -> Vec<(&'static str, Counted)> {
+    let setup = Setup::new(dialect).await;
+    let optimistic = setup
+        .strategy
+        .clone()
+        .with_acquisition(Acquisition::Optimistic { candidates: 8 });
+    let mut rows = Vec::new();
+    for pass in 0..2 {
+        let mut measured: Vec<(&'static str, Counted)> = Vec::new();
+        let (grant, c) = setup
+            .count(async |s| {
+                s.acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
+                    .await
+            })
+            .await;
+        let lease: SqlLease = grant.unwrap().lease;
+        measured.push(("acquire_with_floor, `SkipLocked`", c));
+        let (r, c) = setup
+            .count(async |s| s.renew_with_floor(&lease, HOUR, now_ms() + HOUR_MS).await)
+            .await;
+        r.unwrap();
+        measured.push(("renew_with_floor", c));
+        let (r, c) = setup
+            .count(async |s| s.release_with_floor(&lease, Duration::ZERO, now_ms()).await)
+            .await;
+        r.unwrap();
+        measured.push(("release_with_floor", c));
+
+        // Every free ID's floor ahead of the acquirer's clock.
+        setup.set_floors(now_ms() + 10 * HOUR_MS).await;
+        let (grant, c) = setup
+            .count(async |s| {
+                s.acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
+                    .await
+            })
+            .await;
+        let lease = grant.unwrap().lease;
+        measured.push(("acquire_with_floor, `SkipLocked`, every floor ahead", c));
+        setup
+            .strategy
+            .release(&lease, Duration::ZERO)
+            .await
+            .unwrap();
+        setup.set_floors(0).await;
+
+        let (grant, c) = setup
+            .count(async |_| {
+                optimistic
+                    .acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
+                    .await
+            })
+            .await;
+        let lease = grant.unwrap().lease;
+        if dialect != Dialect::Sqlite {
+            measured.push(("acquire_with_floor, `Optimistic`, first candidate won", c));
+        }
+        setup
+            .strategy
+            .release(&lease, Duration::ZERO)
+            .await
+            .unwrap();
+
+        let (grant, c) = setup.count(async |s| s.acquire(HOUR).await).await;
+        let lease = grant.unwrap().lease;
+        measured.push(("acquire (plain), `SkipLocked`", c));
+        let (r, c) = setup.count(async |s| s.renew(&lease, HOUR).await).await;
+        r.unwrap();
+        measured.push(("renew (plain)", c));
+        let (r, c) = setup
+            .count(async |s| s.release(&lease, Duration::ZERO).await)
+            .await;
+        r.unwrap();
+        measured.push(("release (plain)", c));
+        if pass == 1 {
+            rows = measured;
+        }
+    }
+    setup.measured.close().await;
+    setup.direct.close().await;
+    if dialect == Dialect::MySql {
+        let pool = Pool::mysql(1).await;
+        pool.exec(&format!("DROP TABLE IF EXISTS {}", setup.table))
+            .await;
+        let _ = pool
+            .try_exec(&format!(
+                "DELETE FROM {} WHERE lease_table = '{}'",
+                lease_sql::COORDINATOR_TABLE,
+                setup.table
+            ))
+            .await;
+    }
+    rows
+}
+
+/// Requests per operation, as the crate docs state them (prepared statements cached, no ping).
+fn expected(dialect: Dialect, operation: &str) -> usize {
+    match (dialect, operation) {
+        (Dialect::MySql, "acquire_with_floor, `SkipLocked`, every floor ahead") => 3,
+        (Dialect::MySql, "acquire_with_floor, `SkipLocked`") => 2,
+        (Dialect::MySql, "acquire (plain), `SkipLocked`") => 2,
+        (_, "acquire_with_floor, `Optimistic`, first candidate won") => 2,
+        _ => 1,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_operation() {
+    statement_log();
+    let mut table = String::from(
+        "| dialect | operation | requests (sqlx log) | round trips on the wire (incl. pings) | statements on the server |\n|---|---|---|---|---|\n",
+    );
+    let mut wrong = Vec::new();
+    for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+        for (operation, counted) in measure(dialect).await {
+            let requests = expected(dialect, operation);
+            if counted.sqlx != requests {
+                wrong.push(format!(
+                    "{dialect} {operation}: {} requests, not {requests}: {:?}",
+                    counted.sqlx, counted.statements
+                ));
+            }
+            // The wire adds two pings each time the connection is taken from the pool: before
+            // it is handed out (`test_before_acquire`) and when it is given back (always, in
+            // the background). Each request takes it, except in the MySQL claims, which hold
+            // it for their whole transaction.
+            if let Some(wire) = counted.wire {
+                let checkouts = match (dialect, operation) {
+                    (Dialect::MySql, op) if op.starts_with("acquire") => 1,
+                    _ => requests,
+                };
+                let pings = 2 * checkouts;
+                if wire != requests + pings {
+                    wrong.push(format!(
+                        "{dialect} {operation}: {wire} round trips, not {requests} + {pings} pings"
+                    ));
+                }
+            }
+            // PostgreSQL logs one statement per request.
+            if dialect == Dialect::Postgres
+                && counted.server.statements != Some(i64::try_from(requests).unwrap())
+            {
+                wrong.push(format!(
+                    "{dialect} {operation}: {:?} statements logged, not {requests}",
+                    counted.server.statements
+                ));
+            }
+            let server = match counted.server.statements {
+                Some(n) if counted.server.detail.is_empty() => n.to_string(),
+                Some(n) => format!("{n} ({})", counted.server.detail),
+                None => "-".to_owned(),
+            };
+            let wire = counted.wire.map_or("-".to_owned(), |w| w.to_string());
+            let _ = writeln!(
+                table,
+                "| {dialect} | {operation} | {} | {wire} | {server} |",
+                counted.sqlx
+            );
+        }
+    }
+    println!("{table}");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
