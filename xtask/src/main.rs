@@ -9,6 +9,7 @@
 mod chaos;
 mod fuzz;
 mod services;
+mod sim;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         Some("bench-report") => bench_report(),
         Some("chaos") => chaos::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("sim") => sim::run(&args[1..]),
         Some("with-services") => with_services(&args[1..]),
         _ => {
             eprintln!(
@@ -204,6 +206,7 @@ fn test() -> Result<(), String> {
             ],
         ),
         tests,
+        Step::cargo("sim", &["xtask", "sim", "--seeds", "5000"]),
         Step::cargo(
             "loom",
             &[

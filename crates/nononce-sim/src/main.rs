@@ -1,0 +1,131 @@
+//! `nononce-sim`: runs many seeds of the fleet simulation and prints what they saw.
+//!
+//! ```text
+//! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|static]
+//!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
+//!             [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind]
+//! ```
+//!
+//! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
+//! seeds `S..S+N`. Exits with status 1 if any seed failed.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use nononce_sim::{Backend, Clocks, Config, Fault, Summary, run_seed};
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|static] \
+         [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
+         [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind]"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut seeds: Option<u64> = None;
+    let mut first: Option<u64> = None;
+    let mut jobs = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut config = Config::default();
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_default();
+        match arg.as_str() {
+            "--seeds" => seeds = value().parse().ok(),
+            "--seed" => first = value().parse().ok(),
+            "--nodes" => config.nodes = value().parse().ok(),
+            "--trace" => config.trace_len = value().parse().unwrap_or(config.trace_len),
+            "--jobs" => jobs = value().parse().unwrap_or(jobs).max(1),
+            "--backend" => {
+                config.backend = match value().as_str() {
+                    "sql" => Some(Backend::Sql),
+                    "redis" => Some(Backend::Redis),
+                    "static" => Some(Backend::Static),
+                    _ => return usage(),
+                };
+            }
+            "--clocks" => {
+                config.clocks = match value().as_str() {
+                    "tight" => Some(Clocks::Tight),
+                    "wide" => Some(Clocks::Wide),
+                    _ => return usage(),
+                };
+            }
+            "--without" => {
+                let name = value();
+                match Fault::ALL.into_iter().find(|f| f.name() == name) {
+                    Some(fault) => config.without.push(fault),
+                    None => return usage(),
+                }
+            }
+            "--keep-going" => config.stop_at_first = false,
+            "--without-floor" => config.guards.floor = false,
+            "--without-release-guard" => config.guards.release_guard = false,
+            "--without-amnesia-guard" => config.guards.amnesia = false,
+            "--gap" => match value().as_str() {
+                "amnesia-wide" => config.gaps.amnesia_with_wide_clocks = true,
+                "redis-failover" => config.gaps.redis_failover = true,
+                "sql-lost-commits" => config.gaps.sql_lost_commits = true,
+                "static-clock-behind" => config.gaps.static_clock_behind = true,
+                _ => return usage(),
+            },
+            _ => return usage(),
+        }
+    }
+    if seeds.is_none()
+        && let Some(seed) = first
+    {
+        let report = run_seed(seed, &config);
+        print!("{report}");
+        println!(
+            "events {}, fingerprint {:016x}",
+            report.events, report.fingerprint
+        );
+        return if report.failed() {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let count = seeds.unwrap_or(1000);
+    let start = first.unwrap_or(1);
+    let started = Instant::now();
+    let next = AtomicU64::new(0);
+    let summary = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut summary = Summary::default();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            break summary;
+                        }
+                        summary.add(&run_seed(start + i, &config));
+                    }
+                })
+            })
+            .collect();
+        let mut total = Summary::default();
+        for worker in workers {
+            if let Ok(part) = worker.join() {
+                total.merge(&part);
+            }
+        }
+        total
+    });
+    let secs = started.elapsed().as_secs_f64();
+    println!("{summary}");
+    println!(
+        "seeds {start}..{}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s",
+        start + count,
+        f64::from(u32::try_from(count).unwrap_or(u32::MAX)) / secs.max(1e-9)
+    );
+    if summary.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,159 @@
+//! Models of each coordinator's semantics, and the [`Strategy`](lease_core::Strategy)
+//! implementations that talk to them.
+//!
+//! A model is split where the real backend is split: the *server* (a SQL lease table with the
+//! database's clock, a Redis hash with field TTLs) is a plain state machine that applies one
+//! request at a time at a given coordinator time; the *client* (the strategy) runs the real
+//! backend's client-side logic (retries, the amnesia guard's verdicts, which free ID to try)
+//! and sends requests over a [`Link`]. In the simulation a link is the simulated network; in
+//! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
+//! the test controls.
+
+pub mod fixed;
+pub mod redis;
+pub mod sql;
+mod store;
+
+use core::fmt;
+use std::time::Duration;
+
+use lease_core::MachineId;
+
+pub use store::{ClockFn, DirectLink, RedisStore, SqlStore};
+
+/// Which of the protections under test are on. All are on by default; each can be switched off
+/// to prove that the simulation finds the duplicates it prevents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(clippy::struct_excessive_bools)]
+pub struct Guards {
+    /// A release leaves the ID blocked for the guard interval (off: it frees the ID at once,
+    /// as NoNoncense does).
+    pub release_guard: bool,
+    /// The timestamp floor (off: the strategy answers `records_floor() == false` and every
+    /// grant reports floor 0).
+    pub floor: bool,
+    /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID).
+    pub amnesia: bool,
+}
+
+impl Guards {
+    /// Every guard on.
+    pub const ALL: Self = Self {
+        release_guard: true,
+        floor: true,
+        amnesia: true,
+    };
+}
+
+impl Default for Guards {
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
+/// The lease handle of every model: the ID and a token unique to one acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelLease {
+    /// The leased ID.
+    pub id: MachineId,
+    /// The acquisition's token (the ID itself for the fixed model).
+    pub token: u128,
+}
+
+/// The transport could not deliver a request or its reply: refused, reset or unreachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetError;
+
+impl fmt::Display for NetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("connection refused or reset")
+    }
+}
+
+/// A request to a coordinator model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// To the SQL table model.
+    Sql(sql::SqlRequest),
+    /// To the Redis hash model.
+    Redis(redis::RedisRequest),
+}
+
+/// A coordinator model's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// From the SQL table model.
+    Sql(sql::SqlResponse),
+    /// From the Redis hash model.
+    Redis(redis::RedisResponse),
+}
+
+/// How a model strategy reaches its server.
+pub trait Link: Send + Sync + 'static {
+    /// Sends `request` and waits for its reply. A request may be applied although the reply
+    /// never arrives; the future then never completes (the caller's timeout ends it).
+    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send;
+
+    /// The client's own monotonic clock (Unix ms), for client-side timers such as the Redis
+    /// amnesia guard's hold-off after a run-ID change.
+    fn now_ms(&self) -> u64;
+}
+
+/// A coordinator model's server side.
+#[derive(Debug, Clone)]
+pub enum Server {
+    /// A SQL lease table.
+    Sql(sql::SqlServer),
+    /// A Redis hash.
+    Redis(redis::RedisServer),
+}
+
+impl Server {
+    /// Applies `request` at true time `t` and coordinator time `now_ms`.
+    pub fn handle(&mut self, t: u64, now_ms: u64, request: Request) -> Response {
+        match (self, request) {
+            (Self::Sql(server), Request::Sql(r)) => Response::Sql(server.handle(t, now_ms, r)),
+            (Self::Redis(server), Request::Redis(r)) => Response::Redis(server.handle(now_ms, r)),
+            (Self::Sql(_), Request::Redis(_)) => Response::Sql(sql::SqlResponse::WrongServer),
+            (Self::Redis(_), Request::Sql(_)) => Response::Redis(redis::RedisResponse::WrongServer),
+        }
+    }
+
+    /// Ends whatever lease holds `id`, as if its TTL had run out (the conformance harness).
+    pub fn expire(&mut self, now_ms: u64, id: MachineId) {
+        match self {
+            Self::Sql(server) => server.expire(now_ms, id),
+            Self::Redis(server) => server.expire(id),
+        }
+    }
+
+    /// An operator frees `id` at once, whoever holds it; its floor stays. Whether it was held.
+    pub fn force_release(&mut self, t: u64, now_ms: u64, id: MachineId) -> bool {
+        match self {
+            Self::Sql(server) => server.force_release(t, now_ms, id),
+            Self::Redis(server) => server.force_release(now_ms, id),
+        }
+    }
+
+    /// The IDs leased right now.
+    #[must_use]
+    pub fn held(&self, now_ms: u64) -> Vec<MachineId> {
+        match self {
+            Self::Sql(server) => server.held(now_ms),
+            Self::Redis(server) => server.held(now_ms),
+        }
+    }
+}
+
+/// Whole milliseconds of `d`, saturating.
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A machine ID from a row index below 512.
+pub(crate) fn machine_id(index: usize) -> MachineId {
+    MachineId::new(u16::try_from(index).unwrap_or(u16::MAX)).unwrap_or_else(|_| {
+        // Tables hold at most 512 rows; an index past them is a bug in the model.
+        panic!("model row {index} is outside the 512 machine ids")
+    })
+}

@@ -1,0 +1,747 @@
+//! A model of `lease-redis` on Valkey 9 / Redis 8, held to its commands and scripts:
+//!
+//! - the hash: per ID a lease (the ID field and its ownership marker, written together by one
+//!   `HSETEX`, sharing one field TTL on the server's clock) and a floor field without TTL;
+//! - acquire: `INFO server` with the first `HGETALL` (the amnesia guard: uptime below the
+//!   longest lease, or a run ID this process saw change), a random free ID among those whose
+//!   floor is below the acquirer's clock (else the lower-floored of two random picks), then the
+//!   acquire script (`HSETEX FNX`, floor raised, `TIME`), up to three attempts;
+//! - renew: the renew script (`HSETEX FXX`, floor raised only if that succeeded, `TIME`);
+//! - release: the release script (`HSETEX FXX PX guard`: the guard becomes the fields' TTL;
+//!   then the holder's marker is deleted, so the ID field blocks the ID for the guard while a
+//!   renewal arriving later fails; the floor set only if the marker was there);
+//! - floors recorded by acquire and renew are lowered by what `max_lease_duration` cut off the
+//!   request (`granted_floor`), which keeps them at the deadline the grant allows.
+//!
+//! A restart may forget everything (no persistence), keep the last snapshot (RDB) or keep
+//! everything (AOF with `appendfsync always`); it always gets a new run ID and an uptime of 0.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
+
+use super::{Guards, Link, ModelLease, Request, Response, machine_id, ms};
+use crate::rng::Rng;
+
+/// A command (or script) the Redis strategy model sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisRequest {
+    /// `HGETALL` (or `HKEYS`), with `INFO server` in the same pipeline when `info`.
+    Read {
+        /// Whether `INFO server` goes with it.
+        info: bool,
+    },
+    /// The acquire script (`floor_ms: Some`) or a plain `HSETEX FNX` (`None`).
+    Claim {
+        /// The ID.
+        id: u16,
+        /// The new token.
+        token: u128,
+        /// Field TTL in ms.
+        ttl_ms: u64,
+        /// The floor to raise to.
+        floor_ms: Option<u64>,
+    },
+    /// The renew script, or a plain `HSETEX FXX`.
+    Renew {
+        /// The ID.
+        id: u16,
+        /// The token.
+        token: u128,
+        /// Field TTL in ms.
+        ttl_ms: u64,
+        /// The floor to raise to.
+        floor_ms: Option<u64>,
+    },
+    /// The release script, or a plain `HSETEX FXX PX guard`.
+    Release {
+        /// The ID.
+        id: u16,
+        /// The token.
+        token: u128,
+        /// The fields' new TTL (`None`: deleted at once).
+        guard_ms: Option<u64>,
+        /// The floor to set.
+        floor_ms: Option<u64>,
+    },
+}
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisResponse {
+    /// The read: `INFO server` (uptime in whole seconds, run ID) if asked, and the free IDs
+    /// with their floors.
+    Read {
+        /// `uptime_in_seconds` and `run_id`.
+        info: Option<(u64, u64)>,
+        /// Free IDs and their floors (0 when absent).
+        free: Vec<(u16, u64)>,
+    },
+    /// The claim: whether it won, the floor before, the server's `TIME` in ms.
+    Claimed {
+        /// Both fields were set.
+        won: bool,
+        /// The floor stored before.
+        floor_before: u64,
+        /// `TIME`.
+        time_ms: u64,
+    },
+    /// The renewal.
+    Renewed {
+        /// Both fields were there and were set.
+        ok: bool,
+        /// `TIME`.
+        time_ms: u64,
+    },
+    /// Whether the release found this holder's marker.
+    Released(bool),
+    /// The request was for another kind of server.
+    WrongServer,
+}
+
+/// The ID field and the ownership marker of one lease: set together with one TTL; the
+/// release deletes the marker and leaves the ID field for the guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fields {
+    token: u128,
+    expires_at: u64,
+    marker: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hash {
+    leases: Vec<Option<Fields>>,
+    floors: Vec<u64>,
+}
+
+impl Hash {
+    fn new(capacity: u16) -> Self {
+        let n = usize::from(capacity.min(MachineId::COUNT));
+        Self {
+            leases: vec![None; n],
+            floors: vec![0; n],
+        }
+    }
+
+    fn live(&self, index: usize, now: u64) -> Option<Fields> {
+        self.leases
+            .get(index)
+            .copied()
+            .flatten()
+            .filter(|f| f.expires_at > now)
+    }
+}
+
+/// How a restart treats the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Persistence {
+    /// `save ""`, `appendonly no`: everything forgotten.
+    None,
+    /// RDB snapshots: the state of the last snapshot.
+    Snapshot,
+    /// `appendonly yes`, `appendfsync always`: nothing acknowledged lost.
+    Always,
+}
+
+/// How often the RDB snapshot is taken, in server ms.
+const SNAPSHOT_EVERY_MS: u64 = 60_000;
+/// Writes older than this have reached the replica whatever its lag.
+const MAX_LAG_MS: u64 = 300_000;
+
+/// A Valkey/Redis server holding one lease hash.
+#[derive(Debug, Clone)]
+pub struct RedisServer {
+    hash: Hash,
+    snapshot: Hash,
+    snapshot_at: u64,
+    replica: Hash,
+    log: VecDeque<(u64, usize, Option<Fields>, u64)>,
+    run_id: u64,
+    started_at: u64,
+}
+
+impl RedisServer {
+    /// An empty hash of `capacity` IDs (at most 512; the rest count as held by foreign owners)
+    /// on a server started at `started_at` (server ms) with run ID `run_id`.
+    #[must_use]
+    pub fn new(capacity: u16, started_at: u64, run_id: u64) -> Self {
+        let hash = Hash::new(capacity);
+        Self {
+            snapshot: hash.clone(),
+            replica: hash.clone(),
+            hash,
+            snapshot_at: started_at,
+            log: VecDeque::new(),
+            run_id,
+            started_at,
+        }
+    }
+
+    /// The run ID.
+    #[must_use]
+    pub const fn run_id(&self) -> u64 {
+        self.run_id
+    }
+
+    /// The server comes back from a restart at server time `now` with run ID `run_id`,
+    /// keeping what `persistence` kept. Returns how many leases were forgotten.
+    pub fn restart(&mut self, now: u64, run_id: u64, persistence: Persistence) -> usize {
+        let before = self.hash.leases.iter().filter(|l| l.is_some()).count();
+        match persistence {
+            Persistence::None => self.hash = Hash::new(self.capacity()),
+            Persistence::Snapshot => self.hash = self.snapshot.clone(),
+            Persistence::Always => {}
+        }
+        let after = self.hash.leases.iter().filter(|l| l.is_some()).count();
+        self.run_id = run_id;
+        self.started_at = now;
+        self.snapshot = self.hash.clone();
+        self.snapshot_at = now;
+        self.replica = self.hash.clone();
+        self.log.clear();
+        before.saturating_sub(after)
+    }
+
+    /// Fails over to a replica that has every write of at least `lag_ms` before server time
+    /// `now`, has been up long, and has its own run ID.
+    pub fn fail_over(&mut self, now: u64, lag_ms: u64, run_id: u64) -> usize {
+        self.replicate_until(now.saturating_sub(lag_ms));
+        let lost = self.log.len();
+        self.log.clear();
+        self.hash = self.replica.clone();
+        self.run_id = run_id;
+        self.started_at = 0;
+        lost
+    }
+
+    fn capacity(&self) -> u16 {
+        u16::try_from(self.hash.leases.len()).unwrap_or(MachineId::COUNT)
+    }
+
+    fn set(&mut self, now: u64, index: usize, fields: Option<Fields>) {
+        self.hash.leases[index] = fields;
+        self.log
+            .push_back((now, index, fields, self.hash.floors[index]));
+    }
+
+    fn set_floor(&mut self, now: u64, index: usize, floor: u64) {
+        self.hash.floors[index] = floor;
+        let fields = self.hash.leases[index];
+        self.log.push_back((now, index, fields, floor));
+    }
+
+    fn replicate_until(&mut self, t: u64) {
+        while let Some(&(at, index, fields, floor)) = self.log.front() {
+            if at > t {
+                break;
+            }
+            self.replica.leases[index] = fields;
+            self.replica.floors[index] = floor;
+            self.log.pop_front();
+        }
+    }
+
+    /// Applies one command at server time `now`.
+    pub fn handle(&mut self, now: u64, request: RedisRequest) -> RedisResponse {
+        self.replicate_until(now.saturating_sub(MAX_LAG_MS));
+        if now.saturating_sub(self.snapshot_at) >= SNAPSHOT_EVERY_MS {
+            self.snapshot = self.hash.clone();
+            self.snapshot_at = now;
+        }
+        match request {
+            RedisRequest::Read { info } => {
+                let free = (0..self.hash.leases.len())
+                    .filter(|&i| self.hash.live(i, now).is_none())
+                    .map(|i| (machine_id(i).get(), self.hash.floors[i]))
+                    .collect();
+                let uptime = now.saturating_sub(self.started_at) / 1000;
+                RedisResponse::Read {
+                    info: info.then_some((uptime, self.run_id)),
+                    free,
+                }
+            }
+            RedisRequest::Claim {
+                id,
+                token,
+                ttl_ms,
+                floor_ms,
+            } => {
+                let index = usize::from(id);
+                let floor_before = self.hash.floors.get(index).copied().unwrap_or(0);
+                let won = index < self.hash.leases.len() && self.hash.live(index, now).is_none();
+                if won {
+                    let fields = Fields {
+                        token,
+                        expires_at: now.saturating_add(ttl_ms),
+                        marker: true,
+                    };
+                    self.set(now, index, Some(fields));
+                    if let Some(floor) = floor_ms
+                        && floor > floor_before
+                    {
+                        self.set_floor(now, index, floor);
+                    }
+                }
+                RedisResponse::Claimed {
+                    won,
+                    floor_before,
+                    time_ms: now,
+                }
+            }
+            RedisRequest::Renew {
+                id,
+                token,
+                ttl_ms,
+                floor_ms,
+            } => {
+                let index = usize::from(id);
+                // FXX: both the ID field and this holder's marker must be there.
+                let ok = self
+                    .hash
+                    .live(index, now)
+                    .is_some_and(|f| f.token == token && f.marker);
+                if ok {
+                    let fields = Fields {
+                        token,
+                        expires_at: now.saturating_add(ttl_ms),
+                        marker: true,
+                    };
+                    self.set(now, index, Some(fields));
+                    if let Some(floor) = floor_ms
+                        && floor > self.hash.floors[index]
+                    {
+                        self.set_floor(now, index, floor);
+                    }
+                }
+                RedisResponse::Renewed { ok, time_ms: now }
+            }
+            RedisRequest::Release {
+                id,
+                token,
+                guard_ms,
+                floor_ms,
+            } => {
+                let index = usize::from(id);
+                let ours = self
+                    .hash
+                    .live(index, now)
+                    .is_some_and(|f| f.token == token && f.marker);
+                if ours {
+                    // HSETEX FXX PX guard, then HDEL of the marker.
+                    let fields = guard_ms.map(|guard| Fields {
+                        token,
+                        expires_at: now.saturating_add(guard),
+                        marker: false,
+                    });
+                    self.set(now, index, fields);
+                    if let Some(floor) = floor_ms {
+                        self.set_floor(now, index, floor);
+                    }
+                }
+                RedisResponse::Released(ours)
+            }
+        }
+    }
+
+    /// Deletes the ID field and its marker (the conformance harness).
+    pub fn expire(&mut self, id: MachineId) {
+        let index = usize::from(id.get());
+        if index < self.hash.leases.len() {
+            self.hash.leases[index] = None;
+        }
+    }
+
+    /// `force_release`: `HDEL` of the ID field and the holder's marker; the floor stays.
+    pub fn force_release(&mut self, now: u64, id: MachineId) -> bool {
+        let index = usize::from(id.get());
+        if self.hash.live(index, now).is_some() {
+            self.set(now, index, None);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The IDs leased at `now`.
+    #[must_use]
+    pub fn held(&self, now: u64) -> Vec<MachineId> {
+        (0..self.hash.leases.len())
+            .filter(|&i| self.hash.live(i, now).is_some())
+            .map(machine_id)
+            .collect()
+    }
+
+    /// The floor stored with `id`.
+    #[must_use]
+    pub fn floor(&self, id: MachineId) -> u64 {
+        self.hash
+            .floors
+            .get(usize::from(id.get()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    run_id: Option<u64>,
+    /// The run ID before the last change, and this client's clock when the change was seen.
+    changed: Option<(u64, u64)>,
+}
+
+/// The `lease-redis` strategy's client logic over a [`Link`] to a [`RedisServer`].
+#[derive(Debug)]
+pub struct RedisModel<L> {
+    link: L,
+    guards: Guards,
+    max_lease_ms: u64,
+    rng: Mutex<Rng>,
+    seen: Mutex<Seen>,
+}
+
+const ACQUIRE_ATTEMPTS: u32 = 3;
+
+impl<L: Link> RedisModel<L> {
+    /// A strategy with `guards` and `max_lease_duration` = `max_lease` (also the amnesia
+    /// hold-off), its random choices drawn from `seed`.
+    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
+        Self {
+            link,
+            guards,
+            max_lease_ms: ms(max_lease).max(1),
+            rng: Mutex::new(Rng::new(seed)),
+            seen: Mutex::new(Seen::default()),
+        }
+    }
+
+    fn rng(&self) -> std::sync::MutexGuard<'_, Rng> {
+        self.rng
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn call(&self, request: RedisRequest) -> Result<RedisResponse, Failure> {
+        match self.link.call(Request::Redis(request)).await {
+            Ok(Response::Redis(RedisResponse::WrongServer) | Response::Sql(_)) => Err(
+                Failure::new(ErrorKind::Misconfigured, "not a Redis lease hash"),
+            ),
+            Ok(Response::Redis(reply)) => Ok(reply),
+            Err(e) => Err(Failure::new(
+                ErrorKind::Retry,
+                format!("redis command failed: {e}"),
+            )),
+        }
+    }
+
+    fn unexpected(reply: &RedisResponse) -> Failure {
+        Failure::new(ErrorKind::Other, format!("unexpected reply {reply:?}"))
+    }
+
+    /// `check_amnesia` on an `INFO server` reply.
+    fn check_amnesia(&self, uptime_s: u64, run_id: u64) -> Result<(), Failure> {
+        let now = self.link.now_ms();
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(previous) = seen.run_id.replace(run_id)
+            && previous != run_id
+        {
+            seen.changed = Some((previous, now));
+        }
+        if let Some((_, at)) = seen.changed {
+            if now.saturating_sub(at) < self.max_lease_ms {
+                return Err(Failure::new(
+                    ErrorKind::Retry,
+                    "the server's run id changed: acquisitions are held off",
+                ));
+            }
+            seen.changed = None;
+        }
+        let uptime_ms = uptime_s.saturating_sub(1).saturating_mul(1000);
+        if uptime_ms < self.max_lease_ms {
+            return Err(Failure::new(
+                ErrorKind::Retry,
+                "the server has been up for less than the longest lease",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The real strategy's `pick`.
+    fn pick(&self, free: &[(u16, u64)], now_ms: u64) -> Option<u16> {
+        let mut rng = self.rng();
+        let below: Vec<u16> = free
+            .iter()
+            .filter(|(_, floor)| *floor < now_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        if !below.is_empty() {
+            return Some(below[rng.index(below.len())]);
+        }
+        if free.is_empty() {
+            return None;
+        }
+        let a = free[rng.index(free.len())];
+        let b = free[rng.index(free.len())];
+        Some(if b.1 < a.1 { b.0 } else { a.0 })
+    }
+
+    /// `granted_floor`: the floor less what `max_lease_duration` cut off the request.
+    fn granted_floor(floor_ms: Option<u64>, requested: Duration, ttl_ms: u64) -> Option<u64> {
+        floor_ms.map(|f| f.saturating_sub(ms(requested).saturating_sub(ttl_ms)))
+    }
+
+    async fn claim(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: Option<u64>,
+    ) -> Result<Grant<ModelLease>, Failure> {
+        let ttl_ms = ms(requested).min(self.max_lease_ms).max(1);
+        let floor_ms = Self::granted_floor(floor_ms, requested, ttl_ms);
+        for attempt in 0..ACQUIRE_ATTEMPTS {
+            let info = attempt == 0 && self.guards.amnesia;
+            let reply = self.call(RedisRequest::Read { info }).await?;
+            let RedisResponse::Read { info, free } = reply else {
+                return Err(Self::unexpected(&reply));
+            };
+            if let Some((uptime, run_id)) = info {
+                self.check_amnesia(uptime, run_id)?;
+            }
+            let id = if floor_ms.is_some() {
+                self.pick(&free, now_ms)
+            } else if free.is_empty() {
+                None
+            } else {
+                let i = self.rng().index(free.len());
+                Some(free[i].0)
+            };
+            let Some(id) = id else {
+                return Err(Failure::new(
+                    ErrorKind::Exhausted,
+                    "all machine ids in the hash are leased",
+                ));
+            };
+            let token = self.rng().next_u128();
+            let reply = self
+                .call(RedisRequest::Claim {
+                    id,
+                    token,
+                    ttl_ms,
+                    floor_ms,
+                })
+                .await?;
+            match reply {
+                RedisResponse::Claimed {
+                    won: true,
+                    floor_before,
+                    time_ms,
+                } => {
+                    let id = machine_id(usize::from(id));
+                    let grant =
+                        Grant::new(id, ModelLease { id, token }, Duration::from_millis(ttl_ms));
+                    return Ok(if floor_ms.is_some() {
+                        grant.with_floor(floor_before).with_coordinator_ms(time_ms)
+                    } else {
+                        grant
+                    });
+                }
+                RedisResponse::Claimed { won: false, .. } => {}
+                other => return Err(Self::unexpected(&other)),
+            }
+        }
+        Err(Failure::new(
+            ErrorKind::Conflict,
+            "every claim lost its race",
+        ))
+    }
+
+    async fn renew_floor(
+        &self,
+        lease: &ModelLease,
+        requested: Duration,
+        floor_ms: Option<u64>,
+    ) -> Result<Renewal<ModelLease>, Failure> {
+        let ttl_ms = ms(requested).min(self.max_lease_ms).max(1);
+        let floor_ms = Self::granted_floor(floor_ms, requested, ttl_ms);
+        let reply = self
+            .call(RedisRequest::Renew {
+                id: lease.id.get(),
+                token: lease.token,
+                ttl_ms,
+                floor_ms,
+            })
+            .await?;
+        match reply {
+            RedisResponse::Renewed { ok: true, time_ms } => {
+                let renewal = Renewal::new(*lease, Duration::from_millis(ttl_ms));
+                Ok(if floor_ms.is_some() {
+                    renewal.with_coordinator_ms(time_ms)
+                } else {
+                    renewal
+                })
+            }
+            RedisResponse::Renewed { ok: false, .. } => Err(Failure::new(
+                ErrorKind::Lost,
+                format!("lease on machine id {} is no longer ours", lease.id),
+            )),
+            other => Err(Self::unexpected(&other)),
+        }
+    }
+
+    async fn release_floor(
+        &self,
+        lease: &ModelLease,
+        guard: Duration,
+        floor_ms: Option<u64>,
+    ) -> Result<(), Failure> {
+        let guard_ms = self.guards.release_guard.then(|| ms(guard).max(1));
+        match self
+            .call(RedisRequest::Release {
+                id: lease.id.get(),
+                token: lease.token,
+                guard_ms,
+                floor_ms,
+            })
+            .await?
+        {
+            RedisResponse::Released(_) => Ok(()),
+            other => Err(Self::unexpected(&other)),
+        }
+    }
+}
+
+impl<L: Link> Strategy for RedisModel<L> {
+    type Lease = ModelLease;
+    type Error = Failure;
+
+    async fn acquire(&self, requested: Duration) -> Result<Grant<ModelLease>, Failure> {
+        self.claim(requested, 0, None).await
+    }
+
+    async fn renew(
+        &self,
+        lease: &ModelLease,
+        requested: Duration,
+    ) -> Result<Renewal<ModelLease>, Failure> {
+        self.renew_floor(lease, requested, None).await
+    }
+
+    async fn release(&self, lease: &ModelLease, guard: Duration) -> Result<(), Failure> {
+        self.release_floor(lease, guard, None).await
+    }
+
+    /// `RedisOptions::validate_for`: a longest lease below the minimum TTL is refused.
+    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
+        if self.max_lease_ms < ms(config.min_ttl()) {
+            return Err(Failure::new(
+                ErrorKind::Misconfigured,
+                "max_lease_duration is below the lease manager's min_ttl",
+            ));
+        }
+        Ok(())
+    }
+
+    fn records_floor(&self) -> bool {
+        self.guards.floor
+    }
+
+    async fn acquire_with_floor(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<ModelLease>, Failure> {
+        let floor = self.guards.floor.then_some(floor_ms);
+        self.claim(requested, now_ms, floor).await
+    }
+
+    async fn renew_with_floor(
+        &self,
+        lease: &ModelLease,
+        requested: Duration,
+        floor_ms: u64,
+    ) -> Result<Renewal<ModelLease>, Failure> {
+        let floor = self.guards.floor.then_some(floor_ms);
+        self.renew_floor(lease, requested, floor).await
+    }
+
+    async fn release_with_floor(
+        &self,
+        lease: &ModelLease,
+        guard: Duration,
+        floor_ms: u64,
+    ) -> Result<(), Failure> {
+        let floor = self.guards.floor.then_some(floor_ms);
+        self.release_floor(lease, guard, floor).await
+    }
+
+    fn name(&self) -> &'static str {
+        "redis-model"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(id: u16, token: u128, floor: u64) -> RedisRequest {
+        RedisRequest::Claim {
+            id,
+            token,
+            ttl_ms: 1000,
+            floor_ms: Some(floor),
+        }
+    }
+
+    #[test]
+    fn fnx_fxx_and_field_ttls() {
+        let mut s = RedisServer::new(2, 0, 1);
+        let won = |r| matches!(r, RedisResponse::Claimed { won: true, .. });
+        assert!(won(s.handle(100, claim(0, 7, 50))));
+        assert!(!won(s.handle(200, claim(0, 8, 60))));
+        // Release sets the TTL to the guard, even past the lease's own end.
+        let release = RedisRequest::Release {
+            id: 0,
+            token: 7,
+            guard_ms: Some(5000),
+            floor_ms: Some(70),
+        };
+        assert_eq!(
+            s.handle(1000, release.clone()),
+            RedisResponse::Released(true)
+        );
+        assert_eq!(s.held(5999), vec![MachineId::new(0).unwrap()]);
+        assert_eq!(s.floor(MachineId::new(0).unwrap()), 70);
+        // An expired lease cannot be renewed.
+        let renew = RedisRequest::Renew {
+            id: 0,
+            token: 7,
+            ttl_ms: 1000,
+            floor_ms: Some(80),
+        };
+        assert_eq!(
+            s.handle(6001, renew),
+            RedisResponse::Renewed {
+                ok: false,
+                time_ms: 6001
+            }
+        );
+        assert_eq!(s.floor(MachineId::new(0).unwrap()), 70);
+    }
+
+    #[test]
+    fn restarts_forget_what_was_not_persisted() {
+        let mut s = RedisServer::new(4, 0, 1);
+        s.handle(10, claim(1, 1, 5));
+        assert_eq!(s.restart(20, 2, Persistence::Always), 0);
+        assert_eq!(s.held(30).len(), 1);
+        assert_eq!(s.restart(40, 3, Persistence::None), 1);
+        assert!(s.held(50).is_empty());
+        assert_eq!(s.floor(MachineId::new(1).unwrap()), 0);
+        assert_eq!(s.run_id(), 3);
+    }
+}

@@ -1,0 +1,1736 @@
+//! The discrete-event simulation of one seed.
+//!
+//! One event queue ordered by true time (ties broken by the seeded generator), one generator,
+//! no threads and no real time. Each node runs the real [`LeaseMachine`] through a sans-IO
+//! driver written here (the same loop as `lease-core`'s tokio driver: poll the action, do it,
+//! report the result, apply the effects in order) and real [`Factory`]s on its own process
+//! clock. Strategy calls are the model strategies' futures, polled whenever a reply reaches
+//! the node.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use lease_core::backoff::Jitter;
+use lease_core::machine::LeaseEvent;
+use lease_core::{
+    Action, Effect, Failure, Grant, LeaseCache, LeaseConfig, LeaseMachine, LeaseState, LeaseTarget,
+    LossReason, MachineId, Renewal, Strategy,
+};
+use nonce_core::{Base, Clock, Error as NonceError, Factory, FactoryConfig};
+
+use crate::check::{Checker, KindSet, Violation, Window};
+use crate::clock::{LinearClock, SimClock};
+use crate::link::SimLink;
+use crate::model::fixed::FixedModel;
+use crate::model::redis::{Persistence, RedisModel, RedisRequest, RedisResponse, RedisServer};
+use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
+use crate::model::{Guards, ModelLease, NetError, Request, Response, Server};
+use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
+use crate::report::{SeedReport, Stats};
+use crate::rng::Rng;
+use crate::trace::{Entry as TraceEntry, Trace};
+
+/// Nonces of one kind one factory issues per tick, at most.
+const MAX_PER_KIND: u64 = 4;
+/// A burst of generation covers up to this many consecutive grid slots.
+const MAX_BURST: u64 = 12;
+/// Regular generation ticks per node per run, on average.
+const TICKS_PER_RUN: u64 = 40;
+
+/// Makes each node's strategy.
+trait Backend {
+    type S: Strategy<Lease = ModelLease, Error = Failure> + 'static;
+    fn strategy(&self, link: SimLink, ordinal: u16, seed: u64) -> Self::S;
+}
+
+struct Sql {
+    guards: Guards,
+    max_lease: Duration,
+}
+
+impl Backend for Sql {
+    type S = SqlModel<SimLink>;
+    fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
+        SqlModel::new(link, self.guards, self.max_lease, seed)
+    }
+}
+
+struct Redis {
+    guards: Guards,
+    max_lease: Duration,
+}
+
+impl Backend for Redis {
+    type S = RedisModel<SimLink>;
+    fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
+        RedisModel::new(link, self.guards, self.max_lease, seed)
+    }
+}
+
+struct Fixed;
+
+impl Backend for Fixed {
+    type S = FixedModel;
+    fn strategy(&self, _: SimLink, ordinal: u16, _: u64) -> Self::S {
+        FixedModel::new(MachineId::new(ordinal).unwrap_or_else(|_| unreachable!()))
+    }
+}
+
+/// Runs one seed's plan.
+pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
+    let max_lease = Duration::from_millis(plan.profile.lease);
+    let guards = plan.guards;
+    match plan.backend {
+        BackendKind::Sql => Sim::new(plan, rng, Sql { guards, max_lease }).run(),
+        BackendKind::Redis => Sim::new(plan, rng, Redis { guards, max_lease }).run(),
+        BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    Start {
+        node: u16,
+    },
+    Wake {
+        node: u16,
+        inc: u32,
+        seq: u64,
+    },
+    Tick {
+        node: u16,
+        inc: u32,
+        seq: u64,
+        chain: bool,
+        burst: u8,
+    },
+    ToServer {
+        node: u16,
+        order: u64,
+        request: Request,
+        id: u64,
+        inc: u32,
+    },
+    ToNode {
+        node: u16,
+        order: u64,
+        response: Result<Response, NetError>,
+        id: u64,
+        inc: u32,
+    },
+    Resume {
+        node: u16,
+        inc: u32,
+    },
+    Kill {
+        node: u16,
+        inc: u32,
+    },
+    Shutdown {
+        node: u16,
+    },
+    StormEnd {
+        node: u16,
+        seq: u64,
+    },
+    ServerUp {
+        seq: u64,
+    },
+    Fault(Fault),
+    End,
+}
+
+struct Queued {
+    at: u64,
+    tie: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.tie, self.seq).cmp(&(other.at, other.tie, other.seq))
+    }
+}
+
+/// Everything but the nodes and the server.
+struct Ctx {
+    now: u64,
+    rng: Rng,
+    queue: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    network: Network,
+    profile: Profile,
+    config: LeaseConfig,
+    checker: Checker,
+    stats: Stats,
+    trace: Trace,
+    violation: Option<String>,
+    next_holder: u32,
+    mean_tick_gap: u64,
+}
+
+impl Ctx {
+    fn at(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        let tie = self.rng.next_u64();
+        self.queue.push(Reverse(Queued {
+            at: at.max(self.now),
+            tie,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn trace(&mut self, node: Option<u16>, what: &'static str, a: u64, b: u64, c: u64) {
+        self.trace.push(TraceEntry {
+            at: self.now,
+            node,
+            what,
+            a,
+            b,
+            c,
+        });
+    }
+
+    fn fail(&mut self, violation: &Violation) {
+        if self.violation.is_none() {
+            self.trace(None, "VIOLATION", 0, 0, 0);
+            self.violation = Some(format!(
+                "{}\nlast events:\n{}",
+                violation.message(),
+                self.trace.render()
+            ));
+        }
+    }
+
+    /// Sends a message over the simulated network, subject to the sender's partition.
+    fn transmit(&mut self, partition: Option<Partition>, ev: Ev, node: u16) {
+        self.stats.net("messages");
+        let mut earliest = self.now;
+        if let Some(p) = partition
+            && p.until > self.now
+        {
+            if p.hold {
+                earliest = p.until;
+                self.stats.net("held-by-partition");
+            } else {
+                self.stats.net("dropped-by-partition");
+                self.trace(Some(node), "message lost in a partition", 0, 0, 0);
+                return;
+            }
+        }
+        if self.rng.chance(self.network.drop_ppm) {
+            self.stats.net("dropped");
+            let toward = u64::from(matches!(ev, Ev::ToNode { .. }));
+            self.trace(Some(node), "message dropped (to node: {a})", toward, 0, 0);
+            return;
+        }
+        if self.rng.chance(self.network.duplicate_ppm) {
+            self.stats.net("duplicated");
+            let again = earliest + self.network.delay(&mut self.rng);
+            self.at(again, ev.clone());
+        }
+        let arrival = earliest + self.network.delay(&mut self.rng);
+        if arrival.saturating_sub(self.now) >= 50 {
+            self.stats.net("delayed-50ms-plus");
+        }
+        self.at(arrival, ev);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Partition {
+    until: u64,
+    hold: bool,
+}
+
+/// A node apart from its process: the machine's clock and network.
+struct Shell {
+    idx: u16,
+    ordinal: u16,
+    kinds: Vec<KindSet>,
+    declare_kinds: bool,
+    kernel: LinearClock,
+    base_ppm: i64,
+    storm_seq: u64,
+    wall_steps: i64,
+    next_inc: u32,
+    /// Consecutive processes that failed to start: the restart backs off (`CrashLoopBackOff`).
+    failed_starts: u32,
+    partition: Option<Partition>,
+    sent: [u64; 2],
+    delivered: [u64; 2],
+}
+
+struct Node<S: Strategy<Lease = ModelLease, Error = Failure>> {
+    shell: Shell,
+    proc: Option<Proc<S>>,
+}
+
+enum Outcome {
+    Acquired(Result<Grant<ModelLease>, Failure>),
+    Renewed(Result<Renewal<ModelLease>, Failure>),
+    Released(Result<(), Failure>),
+}
+
+struct Pending {
+    fut: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+    expires: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frozen {
+    /// The process clock when a suspend it does not count began.
+    uncounted_from: Option<u64>,
+    tick_missed: bool,
+}
+
+/// Why a process ends.
+enum Exit {
+    Failed,
+    Stopped,
+    Halted,
+}
+
+/// One process of a node: its clock, factories, strategy and lease machine.
+struct Proc<S: Strategy<Lease = ModelLease, Error = Failure>> {
+    inc: u32,
+    clock: SimClock,
+    offset: i64,
+    factories: Vec<(Factory<SimClock>, KindSet)>,
+    strategy: Arc<S>,
+    link: SimLink,
+    cache: LeaseCache<ModelLease>,
+    machine: LeaseMachine<ModelLease>,
+    /// A lease was held at least once (a manager restart then never gives up).
+    started: bool,
+    call: Option<Pending>,
+    window: Option<Window>,
+    holder: Option<u32>,
+    lease_key: Option<u128>,
+    enable_pending: bool,
+    range_slot: Option<(u16, usize)>,
+    frozen: Option<Frozen>,
+    held_replies: Vec<(u64, Result<Response, NetError>)>,
+    wake_seq: u64,
+    tick_seq: u64,
+    state: &'static str,
+    halted: bool,
+    /// Shut down by a rolling deployment: the replacement starts soon.
+    quick_restart: bool,
+}
+
+fn state_name(state: LeaseState) -> &'static str {
+    match state {
+        LeaseState::Starting => "starting",
+        LeaseState::Recovering => "recovering",
+        LeaseState::Held { .. } => "held",
+        LeaseState::Reacquiring => "reacquiring",
+        LeaseState::Halted => "halted",
+        LeaseState::Releasing => "releasing",
+        LeaseState::Stopped => "stopped",
+        LeaseState::Failed => "failed",
+        _ => "other",
+    }
+}
+
+fn loss_name(reason: &LossReason) -> &'static str {
+    match reason {
+        LossReason::Lost(_) => "lost",
+        LossReason::IllegalTtl { .. } => "illegal-ttl",
+        LossReason::LocalExpiry => "local-expiry",
+        LossReason::External(_) => "external",
+        LossReason::CoordinatorClockJump { .. } => "coordinator-clock-jump",
+        _ => "other",
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
+    /// Brings the process clock to true time `ctx.now`; returns it.
+    fn sync(&self, ctx: &Ctx, shell: &Shell) -> u64 {
+        let local = shell.kernel.at(ctx.now).saturating_add(self.offset);
+        self.clock.set(u64::try_from(local).unwrap_or(0));
+        self.clock.now_ms()
+    }
+
+    fn trace(&self, ctx: &mut Ctx, shell: &Shell, what: &'static str, a: u64, b: u64, c: u64) {
+        ctx.trace(Some(shell.idx), what, a, b, c);
+    }
+
+    fn drop_call(&mut self) {
+        self.call = None;
+        self.link.reset();
+    }
+
+    /// Runs the machine until it waits: the driver loop.
+    fn drive(&mut self, ctx: &mut Ctx, shell: &mut Shell) -> Option<Exit> {
+        if self.frozen.is_some() || self.halted {
+            return None;
+        }
+        let local = self.sync(ctx, shell);
+        if self.call.as_ref().is_some_and(|c| local >= c.expires) {
+            // The machine treats it as timed out at this poll: its reply must not be reported.
+            self.drop_call();
+            self.trace(ctx, shell, "call timed out", 0, 0, 0);
+        }
+        for _ in 0..64 {
+            let action = self.machine.poll_action(local);
+            self.apply_effects(ctx, shell, local);
+            match action {
+                Action::Acquire {
+                    requested,
+                    timeout,
+                    now_ms,
+                    floor_ms,
+                    ..
+                } => {
+                    let s = Arc::clone(&self.strategy);
+                    let fut = async move {
+                        Outcome::Acquired(s.acquire_with_floor(requested, now_ms, floor_ms).await)
+                    };
+                    self.trace(ctx, shell, "acquire sent (floor {a})", floor_ms, 0, 0);
+                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                }
+                Action::Renew {
+                    lease,
+                    requested,
+                    timeout,
+                    floor_ms,
+                    ..
+                } => {
+                    let s = Arc::clone(&self.strategy);
+                    let id = u64::from(lease.id.get());
+                    let fut = async move {
+                        Outcome::Renewed(s.renew_with_floor(&lease, requested, floor_ms).await)
+                    };
+                    self.trace(
+                        ctx,
+                        shell,
+                        "renew of id {a} sent (floor {b})",
+                        id,
+                        floor_ms,
+                        0,
+                    );
+                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                }
+                Action::Release {
+                    lease,
+                    guard,
+                    timeout,
+                    floor_ms,
+                } => {
+                    // The targets are disabled by now: what they report is exact.
+                    let floor = self
+                        .factories
+                        .iter()
+                        .map(|(f, _)| LeaseTarget::issued_up_to_ms(f))
+                        .max()
+                        .unwrap_or(0)
+                        .max(floor_ms);
+                    let s = Arc::clone(&self.strategy);
+                    let id = u64::from(lease.id.get());
+                    let fut = async move {
+                        Outcome::Released(s.release_with_floor(&lease, guard, floor).await)
+                    };
+                    self.trace(
+                        ctx,
+                        shell,
+                        "release of id {a} sent (floor {b})",
+                        id,
+                        floor,
+                        0,
+                    );
+                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                }
+                Action::Wait { until } => {
+                    self.wake_seq += 1;
+                    let t = shell.kernel.when(ctx.now, self.offset, until);
+                    ctx.at(
+                        t,
+                        Ev::Wake {
+                            node: shell.idx,
+                            inc: self.inc,
+                            seq: self.wake_seq,
+                        },
+                    );
+                    return None;
+                }
+                Action::Halted => {
+                    self.halted = true;
+                    return Some(Exit::Halted);
+                }
+                Action::Failed(_) => return Some(Exit::Failed),
+                Action::Stopped => return Some(Exit::Stopped),
+                _ => return None,
+            }
+        }
+        panic!("node {}: the lease machine did not settle", shell.idx);
+    }
+
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx,
+        shell: &mut Shell,
+        local: u64,
+        timeout: Duration,
+        fut: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+    ) {
+        self.drop_call();
+        self.call = Some(Pending {
+            fut,
+            expires: local.saturating_add(ms(timeout)),
+        });
+        self.poll_call(ctx, shell);
+    }
+
+    /// Polls the call in progress; whether it finished (its result is then reported).
+    fn poll_call(&mut self, ctx: &mut Ctx, shell: &mut Shell) -> bool {
+        let local = self.sync(ctx, shell);
+        let Some(call) = self.call.as_mut() else {
+            return false;
+        };
+        if local >= call.expires {
+            self.drop_call();
+            return true;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        match call.fut.as_mut().poll(&mut cx) {
+            Poll::Pending => {
+                self.flush(ctx, shell);
+                false
+            }
+            Poll::Ready(outcome) => {
+                self.drop_call();
+                match outcome {
+                    Outcome::Acquired(result) => {
+                        match &result {
+                            Ok(g) => self.trace(
+                                ctx,
+                                shell,
+                                "granted id {a}, floor {b}, ttl {c} ms",
+                                u64::from(g.machine_id.get()),
+                                g.floor_ms,
+                                ms(g.ttl),
+                            ),
+                            Err(e) => self.trace(ctx, shell, e.kind.as_str(), 0, 0, 0),
+                        }
+                        self.machine.on_acquire_result(local, result);
+                    }
+                    Outcome::Renewed(result) => {
+                        if let Err(e) = &result {
+                            self.trace(ctx, shell, e.kind.as_str(), 0, 0, 0);
+                        }
+                        self.machine.on_renew_result(local, result);
+                    }
+                    Outcome::Released(result) => self.machine.on_release_result(local, result),
+                }
+                self.apply_effects(ctx, shell, local);
+                true
+            }
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Ctx, shell: &mut Shell) {
+        for (id, request) in self.link.take_outbox() {
+            shell.sent[0] += 1;
+            let ev = Ev::ToServer {
+                node: shell.idx,
+                order: shell.sent[0],
+                request,
+                id,
+                inc: self.inc,
+            };
+            ctx.transmit(shell.partition, ev, shell.idx);
+        }
+    }
+
+    fn apply_effects(&mut self, ctx: &mut Ctx, shell: &Shell, local: u64) {
+        while let Some(effect) = self.machine.poll_effect() {
+            match effect {
+                Effect::EnableFactories {
+                    machine_id,
+                    floor_ms,
+                    deadline_ms,
+                } => {
+                    for (f, _) in &self.factories {
+                        LeaseTarget::enable(f, machine_id.get(), floor_ms, deadline_ms);
+                    }
+                    let id = machine_id.get();
+                    self.window = Some(Window {
+                        id,
+                        floor: floor_ms,
+                        deadline: deadline_ms,
+                    });
+                    self.enable_pending = true;
+                    self.started = true;
+                    ctx.stats.node("enables");
+                    self.trace(
+                        ctx,
+                        shell,
+                        "enable id {a} above floor {b} until {c}",
+                        u64::from(id),
+                        floor_ms,
+                        deadline_ms,
+                    );
+                    // Generate at once, and just before the deadline.
+                    let soon = local + ctx.rng.below(3) * ctx.profile.grid;
+                    let burst = Self::burst(ctx);
+                    self.extra_tick(ctx, shell, soon, burst);
+                    if ctx.rng.chance(500_000) {
+                        self.near_deadline_tick(ctx, shell, deadline_ms);
+                    }
+                }
+                Effect::ExtendDeadline { deadline_ms } => {
+                    for (f, _) in &self.factories {
+                        LeaseTarget::extend_deadline(f, deadline_ms);
+                    }
+                    if let Some(w) = self.window.as_mut() {
+                        w.deadline = deadline_ms;
+                    }
+                    self.trace(ctx, shell, "deadline {a}", deadline_ms, 0, 0);
+                    if ctx.rng.chance(200_000) {
+                        self.near_deadline_tick(ctx, shell, deadline_ms);
+                    }
+                }
+                Effect::DisableFactories => {
+                    for (f, _) in &self.factories {
+                        LeaseTarget::disable(f);
+                    }
+                    if self.window.take().is_some() {
+                        self.trace(ctx, shell, "disable", 0, 0, 0);
+                    }
+                }
+                Effect::LeaseLost { reason, .. } => {
+                    let name = loss_name(&reason);
+                    ctx.stats.loss(name);
+                    self.trace(ctx, shell, name, 0, 0, 0);
+                }
+                Effect::StoreCache(cached) => {
+                    let key = cached.lease.token;
+                    if self.enable_pending {
+                        self.enable_pending = false;
+                        if self.lease_key != Some(key) || self.holder.is_none() {
+                            self.new_holder(ctx, key);
+                        }
+                    }
+                    self.cache.store(cached);
+                }
+                Effect::ClearCache => self.cache.clear(),
+                Effect::Event(LeaseEvent::Operation(op)) => {
+                    let outcome = op.error.as_ref().map_or("ok", |e| e.kind.as_str());
+                    ctx.stats.operation(op.operation.as_str(), outcome);
+                }
+                Effect::Event(LeaseEvent::Retry(_)) => ctx.stats.node("retries scheduled"),
+                Effect::Event(LeaseEvent::FloorAhead { ahead_ms, .. }) => {
+                    ctx.stats.node("granted a floor ahead of its clock");
+                    self.trace(ctx, shell, "floor {a} ms ahead", ahead_ms, 0, 0);
+                }
+                _ => {}
+            }
+        }
+        let state = state_name(self.machine.state());
+        if state != self.state {
+            ctx.stats.transition(self.state, state);
+            self.state = state;
+        }
+    }
+
+    fn new_holder(&mut self, ctx: &mut Ctx, key: u128) {
+        ctx.next_holder += 1;
+        self.holder = Some(ctx.next_holder);
+        self.lease_key = Some(key);
+        self.range_slot = None;
+    }
+
+    /// A burst of generation starting at the first grid slot at or after `local` (process
+    /// clock), `burst` slots more after it.
+    fn extra_tick(&self, ctx: &mut Ctx, shell: &Shell, local: u64, burst: u8) {
+        let grid = ctx.profile.grid;
+        let aligned = local.div_ceil(grid) * grid;
+        let t = shell.kernel.when(ctx.now, self.offset, aligned);
+        ctx.at(
+            t,
+            Ev::Tick {
+                node: shell.idx,
+                inc: self.inc,
+                seq: 0,
+                chain: false,
+                burst,
+            },
+        );
+    }
+
+    fn burst(ctx: &mut Ctx) -> u8 {
+        u8::try_from(ctx.rng.below(MAX_BURST)).unwrap_or(0)
+    }
+
+    fn near_deadline_tick(&self, ctx: &mut Ctx, shell: &Shell, deadline: u64) {
+        let before = ctx.rng.between(1, ctx.profile.margin.max(2));
+        let burst = Self::burst(ctx);
+        self.extra_tick(ctx, shell, deadline.saturating_sub(before), burst);
+    }
+
+    fn chain_tick(&mut self, ctx: &mut Ctx, shell: &Shell, local: u64) {
+        self.tick_seq += 1;
+        let grid = ctx.profile.grid;
+        let gap = ctx.rng.between(grid, 2 * ctx.mean_tick_gap);
+        let aligned = (local + gap).div_ceil(grid) * grid;
+        let t = shell.kernel.when(ctx.now, self.offset, aligned);
+        ctx.at(
+            t,
+            Ev::Tick {
+                node: shell.idx,
+                inc: self.inc,
+                seq: self.tick_seq,
+                chain: true,
+                burst: 0,
+            },
+        );
+    }
+
+    /// Generates a batch on every factory and checks each nonce.
+    fn tick(&mut self, ctx: &mut Ctx, shell: &Shell) {
+        self.sync(ctx, shell);
+        if self.enable_pending {
+            self.enable_pending = false;
+            ctx.next_holder += 1;
+            self.holder = Some(ctx.next_holder);
+            self.range_slot = None;
+        }
+        let window = self.window;
+        let (mut lo, mut hi, mut count) = (u64::MAX, 0, 0u64);
+        let mut id_seen = None;
+        for (factory, set) in &self.factories {
+            for kind in set.kinds() {
+                let n = ctx.rng.between(1, MAX_PER_KIND);
+                for _ in 0..n {
+                    match kind.generate(factory) {
+                        Ok((value, ts, id)) => {
+                            if let Err(v) =
+                                ctx.checker.nonce(shell.idx, window, kind, value, ts, id)
+                            {
+                                ctx.fail(&v);
+                                return;
+                            }
+                            lo = lo.min(ts);
+                            hi = hi.max(ts);
+                            count += 1;
+                            id_seen = Some(id);
+                        }
+                        Err(NonceError::WouldBlock { .. }) => {
+                            ctx.stats.node("refused: would block");
+                            break;
+                        }
+                        Err(NonceError::LeaseExpired) => {
+                            ctx.stats.node("refused: lease expired");
+                            break;
+                        }
+                        Err(NonceError::Disabled) => {
+                            ctx.stats.node("refused: disabled");
+                            break;
+                        }
+                        Err(e) => {
+                            let v = ctx.checker.unexpected(shell.idx, kind, &e);
+                            ctx.fail(&v);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if let (Some(id), Some(holder)) = (id_seen, self.holder) {
+            if let Err(v) = ctx
+                .checker
+                .range(&mut self.range_slot, holder, shell.idx, id, lo, hi)
+            {
+                ctx.fail(&v);
+                return;
+            }
+            ctx.trace(
+                Some(shell.idx),
+                "issued {a} nonces, timestamps {b}..{c}",
+                count,
+                lo,
+                hi,
+            );
+            ctx.stats.node("ticks with nonces");
+        } else {
+            ctx.stats.node("ticks without nonces");
+        }
+    }
+}
+
+struct ServerState {
+    server: Server,
+    clock: LinearClock,
+    down: bool,
+    up_seq: u64,
+    on_up: Option<Persistence>,
+    run_ids: u64,
+}
+
+struct Sim<B: Backend> {
+    plan: Plan,
+    backend: B,
+    ctx: Ctx,
+    nodes: Vec<Node<B::S>>,
+    server: Option<ServerState>,
+}
+
+impl<B: Backend> Sim<B> {
+    fn new(plan: Plan, mut rng: Rng, backend: B) -> Self {
+        let profile = plan.profile;
+        let spread = match plan.clocks {
+            Clocks::Tight => profile.margin / 4,
+            Clocks::Wide => [profile.margin * 3, 3_600_000][rng.index(2)],
+        };
+        let max_ppm = match plan.clocks {
+            // Accumulated drift over the run stays within an eighth of the margin.
+            Clocks::Tight => {
+                let bound = profile.margin.saturating_mul(125_000) / plan.duration.max(1);
+                i64::try_from(bound.min(100)).unwrap_or(100)
+            }
+            Clocks::Wide => 100,
+        };
+        let nodes = (0..plan.nodes)
+            .map(|i| {
+                let kinds = match rng.below(3) {
+                    0 => vec![KindSet::A],
+                    1 => vec![KindSet::B],
+                    _ => vec![KindSet::A, KindSet::B],
+                };
+                let ppm = rng.signed(u64::try_from(max_ppm).unwrap_or(0));
+                let idx = u16::try_from(i).unwrap_or(u16::MAX);
+                Node {
+                    shell: Shell {
+                        idx,
+                        ordinal: idx,
+                        kinds,
+                        declare_kinds: rng.chance(500_000),
+                        kernel: LinearClock::new(rng.signed(spread), ppm),
+                        base_ppm: ppm,
+                        storm_seq: 0,
+                        wall_steps: 0,
+                        next_inc: 0,
+                        failed_starts: 0,
+                        partition: None,
+                        sent: [0; 2],
+                        delivered: [0; 2],
+                    },
+                    proc: None,
+                }
+            })
+            .collect();
+        let coordinator = LinearClock::new(rng.signed(3_600_000), rng.signed(100));
+        let server = match plan.backend {
+            BackendKind::Sql => Some(Server::Sql(SqlServer::new(plan.capacity))),
+            BackendKind::Redis => {
+                let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
+                Some(Server::Redis(RedisServer::new(plan.capacity, up_since, 1)))
+            }
+            BackendKind::Static => None,
+        }
+        .map(|server| ServerState {
+            server,
+            clock: coordinator,
+            down: false,
+            up_seq: 0,
+            on_up: None,
+            run_ids: 1,
+        });
+        let ctx = Ctx {
+            now: 0,
+            network: plan.network,
+            profile,
+            config: profile.lease_config(),
+            checker: Checker::new(),
+            stats: Stats::default(),
+            trace: Trace::new(plan.trace_len),
+            violation: None,
+            next_holder: 0,
+            mean_tick_gap: (plan.duration / TICKS_PER_RUN).max(profile.grid),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            rng,
+        };
+        Self {
+            plan,
+            backend,
+            ctx,
+            nodes,
+            server,
+        }
+    }
+
+    fn run(mut self) -> SeedReport {
+        let stagger = (self.plan.profile.lease / 2).min(120_000);
+        for i in 0..self.nodes.len() {
+            let at = if self.plan.herd {
+                self.ctx.rng.below(100)
+            } else {
+                self.ctx.rng.below(stagger)
+            };
+            let node = u16::try_from(i).unwrap_or(u16::MAX);
+            self.ctx.at(at, Ev::Start { node });
+        }
+        for &(at, fault) in &self.plan.faults {
+            self.ctx.at(at, Ev::Fault(fault));
+        }
+        self.ctx.at(self.plan.duration, Ev::End);
+        while let Some(Reverse(next)) = self.ctx.queue.pop() {
+            self.ctx.now = next.at;
+            if matches!(next.ev, Ev::End) {
+                break;
+            }
+            self.handle(next.ev);
+            if self.plan.stop_at_first && self.ctx.violation.is_some() {
+                break;
+            }
+        }
+        self.report()
+    }
+
+    fn report(self) -> SeedReport {
+        let c = &self.ctx.checker;
+        SeedReport {
+            seed: self.plan.seed,
+            backend: self.plan.backend,
+            profile: self.plan.profile.name,
+            clocks: self.plan.clocks,
+            nodes: self.plan.nodes,
+            capacity: self.plan.capacity,
+            sim_ms: self.ctx.now,
+            nonces: c.nonces,
+            duplicates: c.duplicates,
+            overlaps: c.overlaps,
+            out_of_window: c.out_of_window,
+            unexpected: c.unexpected,
+            events: self.ctx.trace.events(),
+            fingerprint: self.ctx.trace.fingerprint(),
+            stats: self.ctx.stats,
+            violation: self.ctx.violation,
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Start { node } => self.start(usize::from(node)),
+            Ev::Wake { node, inc, seq } => {
+                let n = usize::from(node);
+                if self.nodes[n]
+                    .proc
+                    .as_ref()
+                    .is_some_and(|p| p.inc == inc && p.wake_seq == seq)
+                {
+                    self.drive(n);
+                }
+            }
+            Ev::Tick {
+                node,
+                inc,
+                seq,
+                chain,
+                burst,
+            } => self.tick(usize::from(node), inc, seq, chain, burst),
+            Ev::ToServer {
+                node,
+                order,
+                request,
+                id,
+                inc,
+            } => self.at_server(node, order, request, id, inc),
+            Ev::ToNode {
+                node,
+                order,
+                response,
+                id,
+                inc,
+            } => self.at_node(usize::from(node), order, response, id, inc),
+            Ev::Resume { node, inc } => self.resume(usize::from(node), inc),
+            Ev::Kill { node, inc } => {
+                let n = usize::from(node);
+                if self.nodes[n].proc.as_ref().is_some_and(|p| p.inc == inc) {
+                    self.ctx
+                        .trace(Some(node), "halted process restarted", 0, 0, 0);
+                    self.exit(n);
+                }
+            }
+            Ev::Shutdown { node } => {
+                let n = usize::from(node);
+                if self.nodes[n]
+                    .proc
+                    .as_ref()
+                    .is_some_and(|p| p.frozen.is_none())
+                {
+                    self.shutdown(n, true);
+                }
+            }
+            Ev::StormEnd { node, seq } => {
+                let shell = &mut self.nodes[usize::from(node)].shell;
+                if shell.storm_seq == seq {
+                    shell.kernel.set_rate(self.ctx.now, shell.base_ppm);
+                }
+            }
+            Ev::ServerUp { seq } => self.server_up(seq),
+            Ev::Fault(fault) => self.fault(fault),
+            Ev::End => {}
+        }
+    }
+
+    fn start(&mut self, n: usize) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        if proc.is_some() {
+            return;
+        }
+        let inc = shell.next_inc;
+        shell.next_inc += 1;
+        let offset = shell.wall_steps;
+        let local = u64::try_from(shell.kernel.at(ctx.now).saturating_add(offset)).unwrap_or(0);
+        let clock = SimClock::new(local);
+        let factories = shell
+            .kinds
+            .iter()
+            .map(|&set| {
+                let mut config = FactoryConfig::new();
+                if shell.declare_kinds {
+                    let [k64, k96, k128] = match set {
+                        KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],
+                        KindSet::B => [Base::Sortable, Base::Counter, Base::Sortable],
+                    };
+                    config = config.kind64(k64).kind96(k96).kind128(k128);
+                }
+                let factory = Factory::new(clock.clone(), config)
+                    .unwrap_or_else(|e| panic!("factory on a clock at {local}: {e:?}"));
+                (factory, set)
+            })
+            .collect();
+        let link = SimLink::new(clock.clone());
+        let strategy = Arc::new(self.backend.strategy(
+            link.clone(),
+            shell.ordinal,
+            ctx.rng.next_u64(),
+        ));
+        // What `LeaseManagerBuilder::start` asks before anything else.
+        if let Err(e) = strategy.check_config(&ctx.config) {
+            panic!("the strategy refuses the simulated lease configuration: {e}");
+        }
+        let machine = LeaseMachine::new(
+            ctx.config.clone(),
+            strategy.deterministic(),
+            None,
+            Jitter::new(ctx.rng.next_u64()),
+        )
+        .unwrap_or_else(|e| panic!("lease config: {e}"));
+        ctx.trace(
+            Some(shell.idx),
+            "process {a} starts, clock {b}",
+            u64::from(inc),
+            local,
+            0,
+        );
+        ctx.stats.node("process starts");
+        let mut p = Proc {
+            inc,
+            clock,
+            offset,
+            factories,
+            strategy,
+            link,
+            cache: LeaseCache::new(),
+            machine,
+            started: false,
+            call: None,
+            window: None,
+            holder: None,
+            lease_key: None,
+            enable_pending: false,
+            range_slot: None,
+            frozen: None,
+            held_replies: Vec::new(),
+            wake_seq: 0,
+            tick_seq: 0,
+            state: "starting",
+            halted: false,
+            quick_restart: false,
+        };
+        p.chain_tick(ctx, shell, local);
+        *proc = Some(p);
+        self.drive(n);
+    }
+
+    fn drive(&mut self, n: usize) {
+        let Node { shell, proc } = &mut self.nodes[n];
+        let Some(p) = proc.as_mut() else { return };
+        match p.drive(&mut self.ctx, shell) {
+            None => {}
+            Some(Exit::Halted) => {
+                // A liveness probe restarts a pod whose lease manager halted.
+                let (lo, hi) = self.plan.profile.restart;
+                let later = self.ctx.now + 10 * self.ctx.rng.between(lo, hi);
+                let (node, inc) = (shell.idx, p.inc);
+                self.ctx.at(later, Ev::Kill { node, inc });
+            }
+            Some(Exit::Failed) => {
+                self.ctx.stats.node("startup failures");
+                let shell = &mut self.nodes[n].shell;
+                shell.failed_starts = shell.failed_starts.saturating_add(1);
+                self.exit(n);
+            }
+            Some(Exit::Stopped) => self.exit(n),
+        }
+    }
+
+    /// The process ends; a new one starts after the restart delay.
+    fn exit(&mut self, n: usize) {
+        let Node { shell, proc } = &mut self.nodes[n];
+        let mut quick = false;
+        if let Some(p) = proc.take() {
+            quick = p.quick_restart;
+            if p.started {
+                shell.failed_starts = 0;
+            }
+            self.ctx
+                .trace(Some(shell.idx), "process {a} exits", u64::from(p.inc), 0, 0);
+        }
+        let (lo, hi) = if quick {
+            (10, 3_000)
+        } else {
+            self.plan.profile.restart
+        };
+        let mut delay = self.ctx.rng.between(lo, hi);
+        if shell.failed_starts > 0 {
+            // Restarts of a process that keeps failing to start back off, up to five minutes
+            // (or a lease, if shorter).
+            let cap = self.plan.profile.lease.min(300_000);
+            let factor = 1u64 << shell.failed_starts.min(16);
+            delay = delay.saturating_mul(factor).min(cap);
+        }
+        let later = self.ctx.now + delay;
+        self.ctx.at(later, Ev::Start { node: shell.idx });
+    }
+
+    fn tick(&mut self, n: usize, inc: u32, seq: u64, chain: bool, burst: u8) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+            return;
+        };
+        if chain && seq != p.tick_seq {
+            return;
+        }
+        if let Some(frozen) = p.frozen.as_mut() {
+            frozen.tick_missed |= chain;
+            return;
+        }
+        p.tick(ctx, shell);
+        let local = p.clock.now_ms();
+        let grid = ctx.profile.grid;
+        if chain {
+            p.chain_tick(ctx, shell, local);
+            let burst = Proc::<B::S>::burst(ctx);
+            if burst > 0 {
+                p.extra_tick(ctx, shell, local + grid, burst - 1);
+            }
+        } else if burst > 0 {
+            p.extra_tick(ctx, shell, local + grid, burst - 1);
+        }
+    }
+
+    fn at_server(&mut self, node: u16, order: u64, request: Request, id: u64, inc: u32) {
+        let shell = &mut self.nodes[usize::from(node)].shell;
+        if order < shell.delivered[0] {
+            self.ctx.stats.net("reordered");
+        }
+        shell.delivered[0] = shell.delivered[0].max(order);
+        let partition = shell.partition;
+        let Some(state) = self.server.as_mut() else {
+            return;
+        };
+        let response = if state.down {
+            self.ctx.stats.net("refused: coordinator down");
+            if !self.ctx.rng.chance(700_000) {
+                return;
+            }
+            Err(NetError)
+        } else {
+            let now = state.clock.ms(self.ctx.now);
+            let summary = summarize(&request);
+            let response = state.server.handle(self.ctx.now, now, request);
+            let (what, a, b) = summary.outcome(&response);
+            self.ctx.trace(Some(node), what, a, b, now);
+            Ok(response)
+        };
+        let shell = &mut self.nodes[usize::from(node)].shell;
+        shell.sent[1] += 1;
+        let ev = Ev::ToNode {
+            node,
+            order: shell.sent[1],
+            response,
+            id,
+            inc,
+        };
+        self.ctx.transmit(partition, ev, node);
+    }
+
+    fn at_node(
+        &mut self,
+        n: usize,
+        order: u64,
+        response: Result<Response, NetError>,
+        id: u64,
+        inc: u32,
+    ) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        if order < shell.delivered[1] {
+            ctx.stats.net("reordered");
+        }
+        shell.delivered[1] = shell.delivered[1].max(order);
+        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+            return;
+        };
+        if p.frozen.is_some() {
+            // Waits in the kernel's socket buffer until the process runs again.
+            p.held_replies.push((id, response));
+            return;
+        }
+        if p.link.deliver(id, response) && p.poll_call(ctx, shell) {
+            self.drive(n);
+        }
+    }
+
+    fn resume(&mut self, n: usize, inc: u32) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+            return;
+        };
+        let Some(frozen) = p.frozen.take() else {
+            return;
+        };
+        if let Some(from) = frozen.uncounted_from {
+            // The clock stood still while the machine slept.
+            let kernel_now = shell.kernel.at(ctx.now);
+            p.offset = i64::try_from(from).unwrap_or(i64::MAX) - kernel_now;
+        }
+        let local = p.sync(ctx, shell);
+        ctx.trace(Some(shell.idx), "resumes, clock {a}", local, 0, 0);
+        // Generating threads race the lease manager after SIGCONT.
+        let tick_first = ctx.rng.chance(500_000);
+        if tick_first {
+            p.tick(ctx, shell);
+        }
+        for (id, response) in std::mem::take(&mut p.held_replies) {
+            if p.link.deliver(id, response) {
+                p.poll_call(ctx, shell);
+            }
+        }
+        if frozen.tick_missed {
+            p.chain_tick(ctx, shell, local);
+        }
+        self.drive(n);
+        if !tick_first {
+            let ctx = &mut self.ctx;
+            let Node { shell, proc } = &mut self.nodes[n];
+            if let Some(p) = proc.as_mut().filter(|p| p.inc == inc && p.frozen.is_none()) {
+                p.tick(ctx, shell);
+            }
+        }
+    }
+
+    fn server_up(&mut self, seq: u64) {
+        let Some(state) = self.server.as_mut() else {
+            return;
+        };
+        if state.up_seq != seq {
+            return;
+        }
+        state.down = false;
+        let now = state.clock.ms(self.ctx.now);
+        if let (Some(persistence), Server::Redis(server)) = (state.on_up.take(), &mut state.server)
+        {
+            state.run_ids += 1;
+            let lost = server.restart(now, state.run_ids, persistence);
+            self.ctx.trace(
+                None,
+                "redis up, run id {a}, {b} leases forgotten",
+                state.run_ids,
+                u64::try_from(lost).unwrap_or(0),
+                0,
+            );
+        } else {
+            self.ctx.trace(None, "coordinator up", 0, 0, 0);
+        }
+    }
+
+    /// A node with a running, unfrozen process (the fault's target), if any.
+    fn pick_running(&mut self, started_only: bool) -> Option<usize> {
+        let candidates: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i]
+                    .proc
+                    .as_ref()
+                    .is_some_and(|p| p.frozen.is_none() && (!started_only || p.started))
+            })
+            .collect();
+        (!candidates.is_empty()).then(|| candidates[self.ctx.rng.index(candidates.len())])
+    }
+
+    /// Graceful shutdown: factories off, then the release.
+    fn shutdown(&mut self, n: usize, quick: bool) {
+        self.busy(n);
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        let Some(p) = proc.as_mut() else {
+            return;
+        };
+        let local = p.sync(ctx, shell);
+        p.drop_call();
+        p.halted = false;
+        p.quick_restart = quick;
+        p.machine.shutdown(local);
+        ctx.trace(Some(shell.idx), "graceful shutdown", 0, 0, 0);
+        self.drive(n);
+    }
+
+    /// A busy node was generating when the fault hit it (half the time).
+    fn busy(&mut self, n: usize) {
+        if !self.ctx.rng.chance(500_000) {
+            return;
+        }
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        if let Some(p) = proc.as_mut().filter(|p| p.frozen.is_none()) {
+            p.tick(ctx, shell);
+        }
+    }
+
+    fn lease_fraction(&mut self, lo_permille: u64, hi_permille: u64) -> u64 {
+        self.plan.profile.lease * self.ctx.rng.between(lo_permille, hi_permille) / 1000
+    }
+
+    fn fault(&mut self, fault: Fault) {
+        let applied = self.apply_fault(fault);
+        if applied {
+            self.ctx.stats.fault(fault.name());
+        }
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn apply_fault(&mut self, fault: Fault) -> bool {
+        let now = self.ctx.now;
+        let profile = self.plan.profile;
+        match fault {
+            Fault::Partition => {
+                let n = self.ctx.rng.index(self.nodes.len());
+                let until = now + self.lease_fraction(50, 1500);
+                let hold = self.ctx.rng.chance(500_000);
+                self.nodes[n].shell.partition = Some(Partition { until, hold });
+                let node = self.nodes[n].shell.idx;
+                self.ctx.trace(
+                    Some(node),
+                    "partitioned until {a} (held: {b})",
+                    until,
+                    u64::from(hold),
+                    0,
+                );
+                true
+            }
+            Fault::Crash => {
+                let Some(n) = self.pick_running(false) else {
+                    return false;
+                };
+                self.busy(n);
+                self.ctx
+                    .trace(Some(self.nodes[n].shell.idx), "crash", 0, 0, 0);
+                self.exit(n);
+                true
+            }
+            Fault::Freeze | Fault::Suspend | Fault::SuspendUncounted => {
+                let Some(n) = self.pick_running(false) else {
+                    return false;
+                };
+                let duration = match fault {
+                    Fault::Freeze if self.ctx.rng.chance(600_000) => {
+                        // Past the lease.
+                        self.lease_fraction(1000, 1300) + profile.margin
+                    }
+                    Fault::Freeze => self.lease_fraction(10, 500),
+                    _ => self.lease_fraction(100, 2000),
+                };
+                self.busy(n);
+                let ctx = &mut self.ctx;
+                let Node { shell, proc } = &mut self.nodes[n];
+                let Some(p) = proc.as_mut() else {
+                    return false;
+                };
+                let local = p.sync(ctx, shell);
+                p.frozen = Some(Frozen {
+                    uncounted_from: (fault == Fault::SuspendUncounted).then_some(local),
+                    tick_missed: false,
+                });
+                ctx.trace(Some(shell.idx), "frozen for {a} ms", duration, 0, 0);
+                let (node, inc) = (shell.idx, p.inc);
+                ctx.at(now + duration, Ev::Resume { node, inc });
+                true
+            }
+            Fault::ManagerRestartCached | Fault::ManagerRestartUncached => {
+                let Some(n) = self.pick_running(true) else {
+                    return false;
+                };
+                let ctx = &mut self.ctx;
+                let Node { shell, proc } = &mut self.nodes[n];
+                let Some(p) = proc.as_mut() else {
+                    return false;
+                };
+                if p.halted {
+                    return false;
+                }
+                // What the tokio driver does after a panic in its task.
+                p.drop_call();
+                for (f, _) in &p.factories {
+                    LeaseTarget::disable(f);
+                }
+                p.window = None;
+                if fault == Fault::ManagerRestartUncached {
+                    p.cache.clear();
+                }
+                let config = ctx.config.clone().with_acquire_timeout(None);
+                p.machine = LeaseMachine::new(
+                    config,
+                    p.strategy.deterministic(),
+                    p.cache.get(),
+                    Jitter::new(ctx.rng.next_u64()),
+                )
+                .unwrap_or_else(|e| panic!("lease config: {e}"))
+                .after_startup();
+                p.state = "starting";
+                let cached = u64::from(fault == Fault::ManagerRestartCached);
+                ctx.trace(
+                    Some(shell.idx),
+                    "lease manager restarts (cache: {a})",
+                    cached,
+                    0,
+                    0,
+                );
+                self.drive(n);
+                true
+            }
+            Fault::Rolling => {
+                let Some(n) = self.pick_running(false) else {
+                    return false;
+                };
+                self.shutdown(n, false);
+                true
+            }
+            Fault::RollingDeploy => {
+                let mut order: Vec<u16> = (0..self.nodes.len())
+                    .map(|i| self.nodes[i].shell.idx)
+                    .collect();
+                for i in (1..order.len()).rev() {
+                    let j = self.ctx.rng.index(i + 1);
+                    order.swap(i, j);
+                }
+                let stagger = self.ctx.rng.between(20, 2_000);
+                let mut at = now;
+                for node in order {
+                    self.ctx.at(at, Ev::Shutdown { node });
+                    at += self.ctx.rng.between(stagger / 2, stagger);
+                }
+                self.ctx.trace(
+                    None,
+                    "rolling deployment, one node every {a} ms",
+                    stagger,
+                    0,
+                    0,
+                );
+                true
+            }
+            Fault::ExternalLoss => {
+                let Some(n) = self.pick_running(true) else {
+                    return false;
+                };
+                let ctx = &mut self.ctx;
+                let Node { shell, proc } = &mut self.nodes[n];
+                let Some(p) = proc.as_mut() else {
+                    return false;
+                };
+                let local = p.sync(ctx, shell);
+                if p.machine.lease_lost(local, "conflict guard") {
+                    p.drop_call();
+                }
+                ctx.trace(Some(shell.idx), "external loss signal", 0, 0, 0);
+                self.drive(n);
+                true
+            }
+            Fault::WallStepForward | Fault::WallStepBackward => {
+                let n = self.ctx.rng.index(self.nodes.len());
+                let step = if self.plan.backend == BackendKind::Static {
+                    // Within the margin plus the release guard: the documented condition.
+                    self.ctx.rng.between(1, 2 * profile.margin)
+                } else if self.ctx.rng.chance(300_000) {
+                    self.ctx.rng.between(60_000, 3_600_000)
+                } else {
+                    self.ctx.rng.between(1, 2 * profile.margin)
+                };
+                let step = i64::try_from(step).unwrap_or(0);
+                let delta = if fault == Fault::WallStepForward {
+                    step
+                } else {
+                    -step
+                };
+                let shell = &mut self.nodes[n].shell;
+                shell.wall_steps += delta;
+                let (node, magnitude) = (shell.idx, step.unsigned_abs());
+                self.ctx.trace(
+                    Some(node),
+                    "wall clock steps {a} ms (back: {b})",
+                    magnitude,
+                    u64::from(delta < 0),
+                    0,
+                );
+                if self.plan.backend == BackendKind::Static
+                    && delta < 0
+                    && self.nodes[n]
+                        .proc
+                        .as_ref()
+                        .is_some_and(|p| p.frozen.is_none())
+                {
+                    // The pod is restarted on the stepped clock: its new process starts behind
+                    // the old one's last timestamps, by up to the step.
+                    self.busy(n);
+                    self.ctx
+                        .trace(Some(node), "restarted after the step", 0, 0, 0);
+                    self.exit(n);
+                }
+                true
+            }
+            Fault::DriftStorm => {
+                let n = self.ctx.rng.index(self.nodes.len());
+                let ppm = self.ctx.rng.signed(20_000);
+                let until = now + self.lease_fraction(100, 1000);
+                let shell = &mut self.nodes[n].shell;
+                shell.kernel.set_rate(now, ppm);
+                shell.storm_seq += 1;
+                let (node, seq) = (shell.idx, shell.storm_seq);
+                self.ctx.at(until, Ev::StormEnd { node, seq });
+                self.ctx.trace(
+                    Some(node),
+                    "clock rate off by {a} ppm",
+                    ppm.unsigned_abs(),
+                    0,
+                    0,
+                );
+                true
+            }
+            Fault::CoordinatorClockForward | Fault::CoordinatorClockBackward => {
+                let jump = match self.plan.clocks {
+                    Clocks::Tight => self.ctx.rng.between(1, (profile.margin / 4).max(1)),
+                    Clocks::Wide if self.ctx.rng.chance(300_000) => self.lease_fraction(100, 1000),
+                    Clocks::Wide => self.ctx.rng.between(1, 3 * profile.margin),
+                };
+                let Some(state) = self.server.as_mut() else {
+                    return false;
+                };
+                let delta = i64::try_from(jump).unwrap_or(0);
+                let delta = if fault == Fault::CoordinatorClockForward {
+                    delta
+                } else {
+                    -delta
+                };
+                state.clock.step(now, delta);
+                self.ctx.trace(
+                    None,
+                    "coordinator clock jumps {a} ms (back: {b})",
+                    jump,
+                    u64::from(delta < 0),
+                    0,
+                );
+                true
+            }
+            Fault::ForceRelease => {
+                let Some(state) = self.server.as_mut() else {
+                    return false;
+                };
+                if state.down {
+                    return false;
+                }
+                let now_c = state.clock.ms(now);
+                let held = state.server.held(now_c);
+                if held.is_empty() {
+                    return false;
+                }
+                let id = held[self.ctx.rng.index(held.len())];
+                state.server.force_release(now, now_c, id);
+                self.ctx.trace(
+                    None,
+                    "operator force-releases id {a}",
+                    u64::from(id.get()),
+                    0,
+                    0,
+                );
+                true
+            }
+            Fault::CoordinatorRestart
+            | Fault::RedisAmnesia
+            | Fault::RedisSnapshot
+            | Fault::SqlFailover
+            | Fault::SqlLostCommits
+            | Fault::RedisFailover => self.coordinator_down(fault),
+        }
+    }
+
+    fn coordinator_down(&mut self, fault: Fault) -> bool {
+        let now = self.ctx.now;
+        let short = self.plan.profile.lease <= 5_000;
+        let down_for = if short {
+            self.ctx.rng.between(100, 3_000)
+        } else {
+            self.ctx.rng.between(500, 20_000)
+        };
+        let lag = if self.ctx.rng.chance(200_000) {
+            self.ctx.rng.between(10_000, 60_000)
+        } else {
+            self.ctx.rng.between(0, 10_000)
+        };
+        let Some(state) = self.server.as_mut() else {
+            return false;
+        };
+        if state.down {
+            return false;
+        }
+        let now_c = state.clock.ms(now);
+        let mut lost = 0;
+        match (&mut state.server, fault) {
+            (Server::Redis(_), Fault::CoordinatorRestart) => {
+                state.on_up = Some(Persistence::Always)
+            }
+            (Server::Redis(_), Fault::RedisAmnesia) => state.on_up = Some(Persistence::None),
+            (Server::Redis(_), Fault::RedisSnapshot) => state.on_up = Some(Persistence::Snapshot),
+            (Server::Redis(server), Fault::RedisFailover) => {
+                state.run_ids += 1;
+                lost = server.fail_over(now_c, lag, state.run_ids);
+            }
+            (Server::Sql(_), Fault::CoordinatorRestart) => {}
+            (Server::Sql(server), Fault::SqlFailover) => lost = server.fail_over(now, lag),
+            (Server::Sql(server), Fault::SqlLostCommits) => {
+                lost = server.lose_recent_commits(now, lag);
+            }
+            _ => return false,
+        }
+        state.down = true;
+        state.up_seq += 1;
+        let seq = state.up_seq;
+        self.ctx.trace(
+            None,
+            "coordinator down for {a} ms (lag {b} ms, {c} writes lost)",
+            down_for,
+            lag,
+            u64::try_from(lost).unwrap_or(0),
+        );
+        self.ctx.at(now + down_for, Ev::ServerUp { seq });
+        true
+    }
+}
+
+/// A request, remembered to describe its outcome in the trace.
+enum Summary {
+    SqlClaim,
+    SqlOther(&'static str, u64),
+    RedisRead,
+    RedisClaim(u64),
+    RedisOther(&'static str, u64),
+}
+
+fn summarize(request: &Request) -> Summary {
+    match request {
+        Request::Sql(SqlRequest::Claim { .. }) => Summary::SqlClaim,
+        Request::Sql(SqlRequest::Renew { id, .. }) => {
+            Summary::SqlOther("sql renew id {a}: {b}", u64::from(*id))
+        }
+        Request::Sql(SqlRequest::Release { id, .. }) => {
+            Summary::SqlOther("sql release id {a}: {b}", u64::from(*id))
+        }
+        Request::Sql(SqlRequest::Diagnose { .. }) => Summary::SqlOther("sql diagnose", 0),
+        Request::Sql(_) => Summary::SqlOther("sql guard bookkeeping", 0),
+        Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,
+        Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(*id)),
+        Request::Redis(RedisRequest::Renew { id, .. }) => {
+            Summary::RedisOther("redis renew id {a}: {b}", u64::from(*id))
+        }
+        Request::Redis(RedisRequest::Release { id, .. }) => {
+            Summary::RedisOther("redis release id {a}: {b}", u64::from(*id))
+        }
+    }
+}
+
+impl Summary {
+    fn outcome(&self, response: &Response) -> (&'static str, u64, u64) {
+        match (self, response) {
+            (Self::SqlClaim, Response::Sql(SqlResponse::Claimed(Some((id, floor, _))))) => (
+                "sql claim: id {a}, floor before {b}, db clock {c}",
+                u64::from(*id),
+                *floor,
+            ),
+            (Self::SqlClaim, _) => ("sql claim: nothing (db clock {c})", 0, 0),
+            (Self::SqlOther(what, id), Response::Sql(SqlResponse::Renewed(r))) => {
+                (what, *id, u64::from(r.is_some()))
+            }
+            (Self::SqlOther(what, id), Response::Sql(SqlResponse::Released(r))) => {
+                (what, *id, u64::from(*r))
+            }
+            (Self::SqlOther(what, id), _) => (what, *id, 0),
+            (Self::RedisRead, Response::Redis(RedisResponse::Read { free, .. })) => (
+                "redis read: {a} free",
+                u64::try_from(free.len()).unwrap_or(0),
+                0,
+            ),
+            (
+                Self::RedisClaim(id),
+                Response::Redis(RedisResponse::Claimed {
+                    won, floor_before, ..
+                }),
+            ) => {
+                if *won {
+                    (
+                        "redis claim id {a}: won, floor before {b}",
+                        *id,
+                        *floor_before,
+                    )
+                } else {
+                    ("redis claim id {a}: taken", *id, 0)
+                }
+            }
+            (Self::RedisOther(what, id), Response::Redis(RedisResponse::Renewed { ok, .. })) => {
+                (what, *id, u64::from(*ok))
+            }
+            (Self::RedisOther(what, id), Response::Redis(RedisResponse::Released(ok))) => {
+                (what, *id, u64::from(*ok))
+            }
+            (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
+                ("redis: unexpected reply", 0, 0)
+            }
+        }
+    }
+}

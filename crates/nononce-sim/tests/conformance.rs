@@ -1,0 +1,123 @@
+//! Each coordinator model passes the `lease-testkit` conformance suite, floor checks included,
+//! on tokio's paused clock (leases of an hour, checked in milliseconds).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::MachineId;
+use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
+use nononce_sim::Guards;
+use nononce_sim::clock::START_UNIX_MS;
+use nononce_sim::model::fixed::FixedModel;
+use nononce_sim::model::redis::RedisModel;
+use nononce_sim::model::sql::SqlModel;
+use nononce_sim::model::{ClockFn, DirectLink, RedisStore, SqlStore};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Unix ms on tokio's clock.
+fn clock() -> ClockFn {
+    let start = tokio::time::Instant::now();
+    Arc::new(move || START_UNIX_MS + u64::try_from(start.elapsed().as_millis()).unwrap_or(0))
+}
+
+/// The same, pausing this test's own runtime first (the suite builds one per check).
+fn paused() -> ClockFn {
+    tokio::time::pause();
+    clock()
+}
+
+struct Sql(SqlStore);
+
+impl Harness for Sql {
+    type Strategy = SqlModel<DirectLink>;
+    async fn node(&self) -> Self::Strategy {
+        self.0.strategy()
+    }
+    async fn expire(&self, id: MachineId) -> bool {
+        self.0.expire(id);
+        true
+    }
+}
+
+struct Redis(RedisStore);
+
+impl Harness for Redis {
+    type Strategy = RedisModel<DirectLink>;
+    async fn node(&self) -> Self::Strategy {
+        self.0.strategy()
+    }
+    async fn expire(&self, id: MachineId) -> bool {
+        self.0.expire(id);
+        true
+    }
+}
+
+mod sql_model {
+    lease_testkit::conformance_tests!(
+        || async { super::Sql(super::SqlStore::new(super::paused(), 8 * super::HOUR)) },
+        super::Options::new(super::HOUR)
+    );
+}
+
+mod redis_model {
+    lease_testkit::conformance_tests!(
+        || async { super::Redis(super::RedisStore::new(super::paused(), 8 * super::HOUR)) },
+        super::Options::new(super::HOUR)
+    );
+}
+
+mod static_model {
+    lease_testkit::conformance_tests!(
+        || async { || async { super::FixedModel::new(super::MachineId::new(7).unwrap()) } },
+        super::Options::new(super::HOUR).with_capabilities(super::Capabilities::STATIC)
+    );
+}
+
+/// The switches are real: the suite sees each one the simulation turns off.
+#[tokio::test(start_paused = true)]
+async fn the_suite_sees_the_switched_off_guards() {
+    let options = Options::new(HOUR);
+    let no_guard = Guards {
+        release_guard: false,
+        ..Guards::ALL
+    };
+    let sql = SqlStore::new(clock(), 8 * HOUR).with_guards(no_guard);
+    let outcome = lease_testkit::run_check(
+        Check::ReleaseGuard,
+        || {
+            let sql = sql.clone();
+            async move { Sql(sql) }
+        },
+        &options,
+    )
+    .await;
+    assert!(outcome.is_failed(), "{outcome:?}");
+    let redis = RedisStore::new(clock(), 8 * HOUR).with_guards(no_guard);
+    let outcome = lease_testkit::run_check(
+        Check::ReleaseGuard,
+        || {
+            let redis = redis.clone();
+            async move { Redis(redis) }
+        },
+        &options,
+    )
+    .await;
+    assert!(outcome.is_failed(), "{outcome:?}");
+
+    let no_floor = Guards {
+        floor: false,
+        ..Guards::ALL
+    };
+    let sql = SqlStore::new(clock(), 8 * HOUR).with_guards(no_floor);
+    let outcome = lease_testkit::run_check(
+        Check::FloorTravels,
+        || {
+            let sql = sql.clone();
+            async move { Sql(sql) }
+        },
+        &options,
+    )
+    .await;
+    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
+}
