@@ -441,14 +441,10 @@ enum Phase<L> {
         held: Held<L>,
         step: RenewStep,
     },
+    /// Giving `lease` back, then going on with `then`: `Stopped` on shutdown, or acquisition
+    /// after a refused grant (illegal TTL, arrived too late), which must not keep its ID
+    /// blocked for a whole lease.
     Releasing {
-        lease: Arc<L>,
-        floor_ms: u64,
-        call: Option<InFlight>,
-    },
-    /// Giving back a grant that was refused (illegal TTL, arrived too late), then going on
-    /// with `then`: a refused grant must not keep the ID blocked for a whole lease.
-    Refusing {
         lease: Arc<L>,
         floor_ms: u64,
         call: Option<InFlight>,
@@ -522,7 +518,10 @@ impl<L> LeaseMachine<L> {
 
     fn phase_state(phase: &Phase<L>) -> LeaseState {
         match phase {
-            Phase::Refusing { then, .. } => Self::phase_state(then),
+            // A refused grant is given back on the way to `then`.
+            Phase::Releasing { then, .. } if !matches!(**then, Phase::Stopped) => {
+                Self::phase_state(then)
+            }
             Phase::New { .. } => LeaseState::Starting,
             Phase::Recovering { .. } => LeaseState::Recovering,
             Phase::Acquiring {
@@ -711,52 +710,9 @@ impl<L> LeaseMachine<L> {
                 lease,
                 floor_ms,
                 call: None,
-            } => {
-                let timeout = self.config.call_timeout();
-                let action = Action::Release {
-                    lease: Arc::clone(&lease),
-                    guard: self.config.release_guard(),
-                    timeout,
-                    floor_ms,
-                };
-                (
-                    Phase::Releasing {
-                        lease,
-                        floor_ms,
-                        call: Some(InFlight { sent: now, timeout }),
-                    },
-                    Some(action),
-                )
-            }
-            Phase::Releasing {
-                lease,
-                floor_ms,
-                call: Some(call),
-            } => {
-                if now >= call.expires() {
-                    self.release_finished(call, Err(Failure::timeout(call.timeout)), now);
-                    (Phase::Stopped, Some(Action::Stopped))
-                } else {
-                    (
-                        Phase::Releasing {
-                            lease,
-                            floor_ms,
-                            call: Some(call),
-                        },
-                        Some(Action::Wait {
-                            until: call.expires(),
-                        }),
-                    )
-                }
-            }
-            Phase::Refusing {
-                lease,
-                floor_ms,
-                call: None,
                 then,
             } => {
                 let timeout = self.config.call_timeout();
-                // Nothing was issued under the refused grant: its floor stays as it was.
                 let action = Action::Release {
                     lease: Arc::clone(&lease),
                     guard: self.config.release_guard(),
@@ -764,17 +720,15 @@ impl<L> LeaseMachine<L> {
                     floor_ms,
                 };
                 let call = Some(InFlight { sent: now, timeout });
-                (
-                    Phase::Refusing {
-                        lease,
-                        floor_ms,
-                        call,
-                        then,
-                    },
-                    Some(action),
-                )
+                let phase = Phase::Releasing {
+                    lease,
+                    floor_ms,
+                    call,
+                    then,
+                };
+                (phase, Some(action))
             }
-            Phase::Refusing {
+            Phase::Releasing {
                 lease,
                 floor_ms,
                 call: Some(call),
@@ -785,7 +739,7 @@ impl<L> LeaseMachine<L> {
                     (*then, None)
                 } else {
                     let until = call.expires();
-                    let phase = Phase::Refusing {
+                    let phase = Phase::Releasing {
                         lease,
                         floor_ms,
                         call: Some(call),
@@ -899,7 +853,8 @@ impl<L> LeaseMachine<L> {
             Ok(deadline) => deadline,
             Err(failure) => {
                 let then = self.acquire_failed(source, attempts, call, failure, now);
-                self.phase = Phase::Refusing {
+                // Nothing was issued under the refused grant: its floor stays as it was.
+                self.phase = Phase::Releasing {
                     lease: Arc::new(grant.lease),
                     floor_ms: grant.floor_ms,
                     call: None,
@@ -1020,9 +975,6 @@ impl<L> LeaseMachine<L> {
     pub fn on_release_result(&mut self, now: u64, result: Result<(), Failure>) {
         match mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Releasing {
-                call: Some(call), ..
-            } => self.release_finished(call, result, now),
-            Phase::Refusing {
                 call: Some(call),
                 then,
                 ..
@@ -1058,14 +1010,18 @@ impl<L> LeaseMachine<L> {
         let _ = now;
         let phase = mem::replace(&mut self.phase, Phase::Stopped);
         let lease = match phase {
-            Phase::Releasing { .. } | Phase::Stopped => {
+            Phase::Releasing { ref then, .. } if matches!(**then, Phase::Stopped) => {
+                self.phase = phase;
+                return;
+            }
+            Phase::Stopped => {
                 self.phase = phase;
                 return;
             }
             Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
             Phase::Recovering { cached, .. } => Some((cached.lease, cached.floor_ms)),
-            // The refused grant is given back all the same.
-            Phase::Refusing {
+            // A refused grant being given back is released all the same, then the machine stops.
+            Phase::Releasing {
                 lease, floor_ms, ..
             } => Some((lease, floor_ms)),
             Phase::New { .. } | Phase::Acquiring { .. } | Phase::Halted | Phase::Failed(_) => None,
@@ -1078,6 +1034,7 @@ impl<L> LeaseMachine<L> {
                 lease,
                 floor_ms,
                 call: None,
+                then: Box::new(Phase::Stopped),
             },
             None => Phase::Stopped,
         };
