@@ -42,9 +42,17 @@ async fn acquire<S: Strategy>(
     strategy: &S,
     options: &Options,
 ) -> Result<Grant<S::Lease>, S::Error> {
+    retrying(|| strategy.acquire(options.ttl)).await
+}
+
+/// Calls `call` until it succeeds or fails with something other than `Retry` or `Conflict`,
+/// at most [`ACQUIRE_ATTEMPTS`] times: what a lease manager would do with an acquire.
+async fn retrying<T, E: LeaseError, F: Future<Output = Result<T, E>>>(
+    call: impl Fn() -> F,
+) -> Result<T, E> {
     let mut attempt = 1;
     loop {
-        match strategy.acquire(options.ttl).await {
+        match call().await {
             Err(e)
                 if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
                     && attempt < ACQUIRE_ATTEMPTS =>
@@ -491,20 +499,9 @@ async fn acquire_with_floor<S: Strategy>(
     options: &Options,
     floor_ms: u64,
 ) -> Result<Grant<S::Lease>, String> {
-    let mut attempt = 1;
-    loop {
-        match strategy.acquire_with_floor(options.ttl, 0, floor_ms).await {
-            Err(e)
-                if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
-                    && attempt < ACQUIRE_ATTEMPTS =>
-            {
-                sleep(Duration::from_millis(10) * attempt).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(describe(&e)),
-            Ok(grant) => return Ok(grant),
-        }
-    }
+    retrying(|| strategy.acquire_with_floor(options.ttl, 0, floor_ms))
+        .await
+        .map_err(|e| describe(&e))
 }
 
 /// The floor below which this check's own floors start; far below any real clock, so a store
