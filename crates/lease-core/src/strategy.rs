@@ -431,70 +431,10 @@ pub trait Strategy: Send + Sync {
     fn name(&self) -> &'static str;
 }
 
-impl<S: Strategy + ?Sized> Strategy for &S {
-    type Lease = S::Lease;
-    type Error = S::Error;
-    fn acquire(
-        &self,
-        requested: Duration,
-    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
-        (**self).acquire(requested)
-    }
-    fn renew(
-        &self,
-        lease: &Self::Lease,
-        requested: Duration,
-    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
-        (**self).renew(lease, requested)
-    }
-    fn release(
-        &self,
-        lease: &Self::Lease,
-        guard: Duration,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        (**self).release(lease, guard)
-    }
-    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
-        (**self).check_config(config)
-    }
-    fn records_floor(&self) -> bool {
-        (**self).records_floor()
-    }
-    fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
-        (**self).acquire_with_floor(requested, now_ms, floor_ms)
-    }
-    fn renew_with_floor(
-        &self,
-        lease: &Self::Lease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
-        (**self).renew_with_floor(lease, requested, floor_ms)
-    }
-    fn release_with_floor(
-        &self,
-        lease: &Self::Lease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        (**self).release_with_floor(lease, guard, floor_ms)
-    }
-    fn deterministic(&self) -> bool {
-        (**self).deterministic()
-    }
-    fn name(&self) -> &'static str {
-        (**self).name()
-    }
-}
-
+/// Forwards every method, defaulted ones included (a default here would drop the floor).
 macro_rules! forward_strategy {
-    ($($ptr:ident)::+) => {
-        impl<S: Strategy + ?Sized> Strategy for $($ptr)::+<S> {
+    ($ty:ty) => {
+        impl<S: Strategy + ?Sized> Strategy for $ty {
             type Lease = S::Lease;
             type Error = S::Error;
             fn acquire(
@@ -557,5 +497,6 @@ macro_rules! forward_strategy {
     };
 }
 
-forward_strategy!(Box);
-forward_strategy!(std::sync::Arc);
+forward_strategy!(&S);
+forward_strategy!(Box<S>);
+forward_strategy!(std::sync::Arc<S>);
