@@ -254,7 +254,7 @@ fn wait_healthy(running: &mut Running, port: u16, log_path: &Path) -> Result<(),
 }
 
 /// Whether loopback `port` is free to listen on.
-fn bindable(port: u16) -> bool {
+pub fn bindable(port: u16) -> bool {
     std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).is_ok()
 }
 

