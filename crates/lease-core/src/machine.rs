@@ -19,7 +19,7 @@
 //!              |  ^  | deadline passed (startup only)                  | local expiry / external:
 //!              |  |  v                                                 | disable, lease lost
 //!              |  | failed                                             v
-//!              |  +------------------------ dynamic ---------------- loss ---- deterministic --> halted
+//!              |  +--- release (its floor) --- dynamic ---------- loss ---- deterministic --> halted
 //!              |
 //!   shutdown from held/recovering: disable, then release (guard) --> stopped
 //! ```
@@ -39,9 +39,9 @@ use crate::strategy::{ErrorKind, Failure, Grant, MachineId, Renewal};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Source {
-    /// Startup acquisition.
+    /// Startup acquisition (and the release of a grant it refused).
     Initial,
-    /// Acquisition after a loss.
+    /// Acquisition after a loss (and the release of the lost lease before it).
     Reacquire,
     /// Renewal of a cached lease after a manager restart.
     Cache,
@@ -441,9 +441,10 @@ enum Phase<L> {
         held: Held<L>,
         step: RenewStep,
     },
-    /// Giving `lease` back, then going on with `then`: `Stopped` on shutdown, or acquisition
+    /// Giving `lease` back, then going on with `then`: `Stopped` on shutdown; or acquisition
     /// after a refused grant (illegal TTL, arrived too late), which must not keep its ID
-    /// blocked for a whole lease.
+    /// blocked for a whole lease, or after a loss, so that the floor of what was issued reaches
+    /// a coordinator that forgot the lease.
     Releasing {
         lease: Arc<L>,
         floor_ms: u64,
@@ -735,7 +736,8 @@ impl<L> LeaseMachine<L> {
                 then,
             } => {
                 if now >= call.expires() {
-                    self.release_finished(call, Err(Failure::timeout(call.timeout)), now);
+                    let source = Self::release_source(&then);
+                    self.release_finished(call, source, Err(Failure::timeout(call.timeout)), now);
                     (*then, None)
                 } else {
                     let until = call.expires();
@@ -762,7 +764,8 @@ impl<L> LeaseMachine<L> {
     ) -> (Phase<L>, Option<Action<L>>) {
         if now >= held.deadline {
             // Covers a clock that jumped past the deadline (suspend) as well as failed renewals.
-            return (self.lose(held.deadline, LossReason::LocalExpiry, now), None);
+            let lost = (Arc::clone(&held.lease), held.floor_ms);
+            return (self.lose(lost, held.deadline, LossReason::LocalExpiry, now), None);
         }
         let deadline = held.deadline;
         let (at, failures) = match step {
@@ -935,7 +938,8 @@ impl<L> LeaseMachine<L> {
                             Err(reason) => {
                                 event.result = OpResult::Lost;
                                 self.event(event);
-                                self.lose(held.deadline, reason, now)
+                                let lost = (Arc::new(renewal.lease), held.floor_ms);
+                                self.lose(lost, held.deadline, reason, now)
                             }
                             Ok(deadline) => {
                                 self.event(event);
@@ -949,7 +953,8 @@ impl<L> LeaseMachine<L> {
                                 held.ttl = renewal.ttl;
                                 held.deadline = deadline;
                                 if deadline <= now {
-                                    self.lose(deadline, LossReason::LocalExpiry, now)
+                                    let lost = (Arc::clone(&held.lease), held.floor_ms);
+                                    self.lose(lost, deadline, LossReason::LocalExpiry, now)
                                 } else {
                                     self.effects.push_back(Effect::ExtendDeadline {
                                         deadline_ms: deadline,
@@ -979,7 +984,7 @@ impl<L> LeaseMachine<L> {
                 then,
                 ..
             } => {
-                self.release_finished(call, result, now);
+                self.release_finished(call, Self::release_source(&then), result, now);
                 self.phase = *then;
             }
             other => self.phase = other,
@@ -992,15 +997,17 @@ impl<L> LeaseMachine<L> {
     /// outstanding renew call.
     pub fn lease_lost(&mut self, now: u64, reason: impl Into<String>) -> bool {
         let phase = mem::replace(&mut self.phase, Phase::Stopped);
-        let deadline = match &phase {
-            Phase::Held { held, .. } => held.deadline,
-            Phase::Recovering { cached, .. } => cached.deadline_ms,
+        let (lost, deadline) = match &phase {
+            Phase::Held { held, .. } => ((Arc::clone(&held.lease), held.floor_ms), held.deadline),
+            Phase::Recovering { cached, .. } => {
+                ((Arc::clone(&cached.lease), cached.floor_ms), cached.deadline_ms)
+            }
             _ => {
                 self.phase = phase;
                 return false;
             }
         };
-        self.phase = self.lose(deadline, LossReason::External(reason.into()), now);
+        self.phase = self.lose(lost, deadline, LossReason::External(reason.into()), now);
         true
     }
 
@@ -1122,7 +1129,8 @@ impl<L> LeaseMachine<L> {
         });
         if self.started {
             // The ID was in use before the restart: stopping is a loss the application hears of.
-            return self.lose(cached.deadline_ms, LossReason::Lost(failure.reason), now);
+            let lost = (Arc::clone(&cached.lease), cached.floor_ms);
+            return self.lose(lost, cached.deadline_ms, LossReason::Lost(failure.reason), now);
         }
         // The previous manager may have left factories enabled with this ID.
         self.effects.push_back(Effect::DisableFactories);
@@ -1208,7 +1216,8 @@ impl<L> LeaseMachine<L> {
             error: Some(failure.clone()),
         });
         if failure.kind == ErrorKind::Lost {
-            return self.lose(held.deadline, LossReason::Lost(failure.reason), now);
+            let lost = (Arc::clone(&held.lease), held.floor_ms);
+            return self.lose(lost, held.deadline, LossReason::Lost(failure.reason), now);
         }
         // Uncertain: the lease stays usable until its local deadline, which step_held enforces.
         let failures = failures.saturating_add(1);
@@ -1227,11 +1236,26 @@ impl<L> LeaseMachine<L> {
         }
     }
 
-    fn release_finished(&mut self, call: InFlight, result: Result<(), Failure>, now: u64) {
+    /// Why a release going on to `then` was made: shutdown, or the acquisition it makes way
+    /// for (a refused grant at startup, a loss).
+    fn release_source(then: &Phase<L>) -> Source {
+        match then {
+            Phase::Acquiring { source, .. } => *source,
+            _ => Source::Shutdown,
+        }
+    }
+
+    fn release_finished(
+        &mut self,
+        call: InFlight,
+        source: Source,
+        result: Result<(), Failure>,
+        now: u64,
+    ) {
         let error = result.err();
         self.event(OperationEvent {
             operation: Operation::Release,
-            source: Source::Shutdown,
+            source,
             result: error
                 .as_ref()
                 .map_or(OpResult::Ok, |f| OpResult::of(f.kind)),
@@ -1243,7 +1267,22 @@ impl<L> LeaseMachine<L> {
     }
 
     /// Disable, tell the application, then reacquire (dynamic) or halt (deterministic).
-    fn lose(&mut self, deadline: u64, reason: LossReason, now: u64) -> Phase<L> {
+    ///
+    /// A dynamic strategy first gets the lost lease back in a release (`lost`: the lease and
+    /// the floor it was granted with), which records what was issued under it. When the
+    /// coordinator forgot the lease (a restart without persistence, a failover to a replica
+    /// that missed the last writes), it forgot the floor the renewals recorded too: this
+    /// release puts it back, before the coordinator's amnesia guard lets a successor in (the
+    /// guard holds acquisitions off for the longest lease, and this node notices the loss by
+    /// its deadline at the latest, which comes before that). Releasing a lease that is no
+    /// longer ours touches nobody else's (the [`Strategy`](crate::Strategy) contract).
+    fn lose(
+        &mut self,
+        lost: (Arc<L>, u64),
+        deadline: u64,
+        reason: LossReason,
+        now: u64,
+    ) -> Phase<L> {
         self.effects.push_back(Effect::DisableFactories);
         self.effects.push_back(Effect::LeaseLost {
             reason,
@@ -1254,12 +1293,18 @@ impl<L> LeaseMachine<L> {
             // The same ID would come back: reacquiring it cannot resolve a loss or a conflict.
             Phase::Halted
         } else {
-            Phase::Acquiring {
-                source: Source::Reacquire,
-                attempts: 0,
-                next_at: now,
+            let (lease, floor_ms) = lost;
+            Phase::Releasing {
+                lease,
+                floor_ms,
                 call: None,
-                last_error: None,
+                then: Box::new(Phase::Acquiring {
+                    source: Source::Reacquire,
+                    attempts: 0,
+                    next_at: now,
+                    call: None,
+                    last_error: None,
+                }),
             }
         }
     }

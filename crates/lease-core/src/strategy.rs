@@ -326,7 +326,12 @@ impl LeaseError for Failure {
 /// - [`release_with_floor`](Strategy::release_with_floor) sets the floor to `floor_ms` (the
 ///   exact bound of what was issued, which the manager computes after disabling its factories
 ///   and which is never below the floor the lease was granted with), token-matched, in the same
-///   write that releases.
+///   write that releases. When the lease is no longer ours, it still *raises* the ID's floor to
+///   at least `floor_ms` (never lowers it) and touches nothing else: the manager also releases
+///   a lease it lost (renewal answered `Lost`, deadline passed), so that a coordinator that
+///   forgot the lease, and the floor with it (a restart without persistence, a failover to a
+///   replica that missed the last writes), learns again what was issued under the ID before
+///   its amnesia guard lets a successor in.
 /// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
 ///   lowered by anything but the holder's own release.
 /// - A strategy that grants less than was asked may record `floor_ms - (requested - ttl)`
@@ -409,7 +414,8 @@ pub trait Strategy: Send + Sync {
     }
 
     /// [`release`](Strategy::release), setting the lease's floor to `floor_ms` in the same
-    /// token-matched write. The default ignores the floor.
+    /// token-matched write; when the lease is no longer ours, raising the ID's floor to at least
+    /// `floor_ms` and nothing else (see "Timestamp floor"). The default ignores the floor.
     fn release_with_floor(
         &self,
         lease: &Self::Lease,

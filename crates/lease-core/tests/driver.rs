@@ -410,10 +410,18 @@ async fn external_loss_disables_calls_back_and_reacquires() {
         *s.lost.lock().unwrap(),
         [LossReason::External("conflict with node b".into())]
     );
-    // ID 0 is still leased on the coordinator, so the new lease is ID 1.
+    // The lost lease is released first (recording its floor); ID 0 is then in its guard, so
+    // the new lease is ID 1.
     assert_eq!(
         entries(&s.log),
-        ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
+        [
+            "acquire 0",
+            "enable 0",
+            "disable",
+            "release 0",
+            "acquire 1",
+            "enable 1"
+        ]
     );
     assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
     manager.shutdown().await;
@@ -436,7 +444,14 @@ async fn confirmed_loss_and_retries() {
     );
     assert_eq!(
         entries(&s.log),
-        ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
+        [
+            "acquire 0",
+            "enable 0",
+            "disable",
+            "release 0",
+            "acquire 1",
+            "enable 1"
+        ]
     );
     manager.shutdown().await;
 }
@@ -458,10 +473,11 @@ async fn hung_renewal_cannot_hold_the_node_past_its_deadline() {
     assert_eq!(*s.lost.lock().unwrap(), [LossReason::LocalExpiry]);
     let log = s.log.lock().unwrap().clone();
     assert_eq!(log[2], (BASE + 50_000, "disable".to_owned()));
-    // ID 0 is still held on the coordinator until 60 s, so the node moves to ID 1.
+    // The lost lease is released (the hung renewal dropped); ID 0 stays blocked, so the node
+    // moves to ID 1.
     assert_eq!(
         log[3..].iter().map(|e| e.1.as_str()).collect::<Vec<_>>(),
-        ["acquire 1", "enable 1"]
+        ["release 0", "acquire 1", "enable 1"]
     );
     drop(log);
     manager.shutdown().await;
@@ -666,11 +682,12 @@ async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
         s.lost.lock().unwrap(),
         entries(&s.log)
     );
-    // The old lease ran out on the coordinator too (its clock counts the suspend): the
-    // manager took the lowest free ID again, with a fresh deadline.
+    // The old lease ran out on the coordinator too (its clock counts the suspend): its
+    // release (recording the floor) blocks nothing, and the manager took the lowest free ID
+    // again, with a fresh deadline.
     assert_eq!(
         entries(&s.log)[2..],
-        ["disable", "acquire 0", "enable 0"],
+        ["disable", "release 0", "acquire 0", "enable 0"],
         "{:?}",
         entries(&s.log)
     );

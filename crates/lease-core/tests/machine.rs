@@ -340,6 +340,7 @@ fn ttl_below_minimum_is_not_used() {
         f.ops(Operation::Renew),
         [(Source::Scheduled, OpResult::Lost)]
     );
+    expect_loss_release(&mut m, at + 2, 1);
     assert_eq!(expect_acquire(&mut m, at + 2).0, Source::Reacquire);
 }
 
@@ -421,6 +422,10 @@ fn ambiguous_failure_keeps_factories_on_until_local_expiry() {
                 assert!(until <= deadline);
                 now = until;
             }
+            Action::Release { lease, .. } => {
+                assert_eq!(*lease, 1, "only the lost lease is released");
+                m.on_release_result(now, Ok(()));
+            }
             Action::Acquire { source, .. } => {
                 assert_eq!(source, Source::Reacquire);
                 break;
@@ -468,6 +473,19 @@ fn renew_backoff_is_capped_at_the_renew_interval() {
     f.apply(&mut m);
 }
 
+/// The lost lease `lease` is released (to record its floor) before reacquisition begins.
+#[track_caller]
+fn expect_loss_release(m: &mut LeaseMachine<u32>, now: u64, lease: u32) {
+    match m.poll_action(now) {
+        Action::Release {
+            lease: released, ..
+        } => assert_eq!(*released, lease),
+        other => panic!("expected the lost lease to be released at {now}, got {other:?}"),
+    }
+    assert_eq!(m.state(), LeaseState::Reacquiring);
+    m.on_release_result(now, Ok(()));
+}
+
 #[test]
 fn confirmed_loss_disables_calls_back_and_reacquires() {
     let (mut m, mut f) = held(false, 9, 8 * HOUR);
@@ -486,6 +504,7 @@ fn confirmed_loss_disables_calls_back_and_reacquires() {
     assert!(f.cache.is_none());
     assert_eq!(m.state(), LeaseState::Reacquiring);
     assert_eq!(m.machine_id(), None);
+    expect_loss_release(&mut m, at + 7, 1);
     // Reacquisition: immediately, then with backoff, and without a startup deadline.
     let (source, timeout) = expect_acquire(&mut m, at + 7);
     assert_eq!((source, timeout), (Source::Reacquire, secs(30)));
@@ -543,6 +562,7 @@ fn external_loss_signal() {
     m.on_renew_result(at + 2, Ok(Renewal::new(1, secs(3600))));
     f.apply(&mut m);
     assert_eq!(f.enabled, None);
+    expect_loss_release(&mut m, at + 2, 1);
     assert_eq!(expect_acquire(&mut m, at + 2).0, Source::Reacquire);
     // Nothing held: the signal is a no-op.
     assert!(!m.lease_lost(at + 3, "again"));
@@ -684,6 +704,7 @@ fn hung_renew_is_bounded_by_the_remaining_validity() {
     assert_eq!(timeout, secs(10));
     // The call hangs: the machine's own timeout and the local deadline coincide.
     assert_eq!(expect_wait(&mut m, at + 1), T0 + 50_000);
+    expect_loss_release(&mut m, T0 + 50_000, 1);
     assert_eq!(expect_acquire(&mut m, T0 + 50_000).0, Source::Reacquire);
     f.apply(&mut m);
     assert_eq!(f.enabled, None);
@@ -702,13 +723,9 @@ fn clock_suspend_past_the_deadline_disables_at_once() {
     f.apply(&mut m);
     assert_eq!(f.log, ["enable", "disable", "lost"]);
     assert_eq!(f.lost, [(LossReason::LocalExpiry, 0)]);
-    assert!(matches!(
-        action,
-        Action::Acquire {
-            source: Source::Reacquire,
-            ..
-        }
-    ));
+    assert!(matches!(action, Action::Release { .. }), "{action:?}");
+    m.on_release_result(resumed, Ok(()));
+    assert_eq!(expect_acquire(&mut m, resumed).0, Source::Reacquire);
     assert!(!f.can_generate(resumed));
 
     // A suspend during an outstanding renewal whose reply then arrives with a stale deadline.
@@ -1172,6 +1189,7 @@ fn a_coordinator_clock_that_jumps_forward_past_the_margin_is_a_loss() {
     );
     let message = f.lost[0].0.to_string();
     assert!(message.contains("time synchronisation"), "{message}");
+    expect_loss_release(&mut m, at + 5, 1);
     assert_eq!(expect_acquire(&mut m, at + 5).0, Source::Reacquire);
 }
 
@@ -1221,6 +1239,7 @@ fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
     f.apply(&mut m);
     assert_eq!(f.enabled, None);
     assert_eq!(f.lost.len(), 1, "the lost cached lease is reported");
+    expect_loss_release(&mut m, T0 + 5, 5);
     let (source, _) = expect_acquire(&mut m, T0 + 5);
     assert_eq!(source, Source::Reacquire);
     m.on_acquire_result(
@@ -1298,6 +1317,7 @@ fn reacquisition_backoff_is_capped_at_the_renew_interval() {
     assert!(m.lease_lost(T0 + 1, "outage"));
     f.apply(&mut m);
     let mut now = T0 + 1;
+    expect_loss_release(&mut m, now, 1);
     for attempt in 0..40 {
         match m.poll_action(now) {
             Action::Acquire { .. } => {
@@ -1315,4 +1335,45 @@ fn reacquisition_backoff_is_capped_at_the_renew_interval() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+#[test]
+fn a_lost_lease_is_released_with_its_floor_before_reacquiring() {
+    // A coordinator restarted without persistence forgets the lease and the floor its renewals
+    // recorded; the holder's renewal is `Lost`. Releasing the lost lease (the manager adds what
+    // its factories issued) writes the floor back before anyone can be granted the ID again.
+    let mut m = machine(false);
+    let mut f = Factories::default();
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(
+        T0,
+        Ok(Grant::new(id(6), 3, secs(8 * 3600)).with_floor(T0 - 500)),
+    );
+    f.apply(&mut m);
+    let at = expect_wait(&mut m, T0);
+    expect_renew(&mut m, at);
+    m.on_renew_result(at + 1, Err(Failure::new(ErrorKind::Lost, "marker gone")));
+    f.apply(&mut m);
+    assert_eq!(f.log, ["enable", "disable", "lost"]);
+    match m.poll_action(at + 1) {
+        Action::Release {
+            lease, floor_ms, ..
+        } => assert_eq!((*lease, floor_ms), (3, T0 - 500)),
+        other => panic!("expected the lost lease to be released, got {other:?}"),
+    }
+    assert_eq!(m.state(), LeaseState::Reacquiring);
+    // A release that fails (the coordinator is still down) does not stop reacquisition.
+    m.on_release_result(at + 2, Err(retry("connection refused")));
+    assert_eq!(expect_acquire(&mut m, at + 2).0, Source::Reacquire);
+    f.apply(&mut m);
+    assert_eq!(
+        f.ops(Operation::Release),
+        [(Source::Reacquire, OpResult::Retry)]
+    );
+
+    // The same after the local deadline passed with renewals unanswered.
+    let (mut m, mut f) = held(false, 9, 60_000);
+    assert!(matches!(m.poll_action(T0 + 60_000), Action::Release { .. }));
+    f.apply(&mut m);
+    assert_eq!(f.lost, [(LossReason::LocalExpiry, 0)]);
 }

@@ -577,8 +577,10 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         }
     }
 
-    // The second holder releases with the exact bound of what it issued; a stale release by
-    // the first holder must not touch it.
+    // The second holder releases with the exact bound of what it issued. Then the first
+    // holder, whose lease was lost, releases it too (as the lease manager does after a loss):
+    // a higher floor must raise the stored one (a coordinator that forgot the lease learns
+    // what was issued under it), a lower one must not lower it.
     let released = FLOOR_BASE + 2000;
     second
         .release_with_floor(&taken.lease, options.guard, released)
@@ -586,6 +588,16 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         .map_err(|e| format!("release with a floor failed: {}", describe(&e)))?;
     let released_at = Instant::now();
     renew_all(&filler, &fillers, options).await?;
+    let raised = FLOOR_BASE + 3000;
+    first
+        .release_with_floor(&grant.lease, options.guard, raised)
+        .await
+        .map_err(|e| {
+            format!(
+                "releasing a lost lease with a floor failed: {}",
+                describe(&e)
+            )
+        })?;
     let _ = first
         .release_with_floor(&grant.lease, options.guard, FLOOR_BASE + 1)
         .await;
@@ -601,14 +613,21 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         ));
     }
     match again.floor_ms {
-        f if f == released => Ok(Outcome::Passed),
+        f if f == raised => Ok(Outcome::Passed),
         f if f == FLOOR_BASE + 1 => Err(format!(
             "a release by a holder whose lease on machine id {id} had expired and been taken set \
-             the floor: release must match the token before it touches the floor"
+             the floor: release must match the token before it sets the floor, and may only \
+             raise it otherwise"
+        )),
+        f if f == released => Err(format!(
+            "a release of a lost lease on machine id {id} with a floor of {raised}, above the \
+             stored {released}, did not raise it: a lost lease's release must raise the floor \
+             to what was issued under it (a coordinator that forgot the lease forgot its floor)"
         )),
         f => Err(format!(
-            "after the holder of machine id {id} released it with a floor of {released}, the next \
-             grant reported {f}: release must store the floor it is given"
+            "after the holder of machine id {id} released it with a floor of {released} and the \
+             holder it was lost by with {raised}, the next grant reported {f}: release must \
+             store the floor it is given, and a lost lease's release raise it"
         )),
     }
 }

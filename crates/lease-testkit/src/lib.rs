@@ -223,7 +223,8 @@ pub enum Check {
     Deterministic,
     /// A strategy that [records floors](lease_core::Strategy::records_floor) keeps an ID's
     /// timestamp floor across holders: raised by acquire and renew (never lowered by them),
-    /// surviving expiry, set by the holder's release only. Needs `holds_all_ids`.
+    /// surviving expiry, set by the holder's release, only raised by the release of a lease
+    /// that was lost. Needs `holds_all_ids`.
     FloorTravels,
 }
 

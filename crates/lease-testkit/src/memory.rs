@@ -45,6 +45,9 @@ pub enum Flaw {
     RenewLowersFloor,
     /// Release sets the floor whoever holds the ID, without matching the token.
     ReleaseFloorIgnoresToken,
+    /// Release of a lease that is no longer ours leaves the floor as it is, instead of raising
+    /// it to what was issued under the lease.
+    LostReleaseKeepsFloor,
 }
 
 /// An error of the in-memory strategy.
@@ -423,9 +426,14 @@ impl Strategy for MemoryStrategy {
             .copied()
             .flatten()
             .is_some_and(|row| row.token == lease.token);
-        // `floor_ms == 0`: the floor-less `release`, which leaves the floor alone.
-        if floor_ms > 0 && (ours || store.has(Flaw::ReleaseFloorIgnoresToken)) {
-            store.record_floor(index, floor_ms, true);
+        // `floor_ms == 0`: the floor-less `release`, which leaves the floor alone. Ours: the
+        // exact bound of what was issued. Not ours (a lost lease): only ever raised.
+        if floor_ms > 0 {
+            if ours || store.has(Flaw::ReleaseFloorIgnoresToken) {
+                store.record_floor(index, floor_ms, true);
+            } else if !store.has(Flaw::LostReleaseKeepsFloor) {
+                store.record_floor(index, floor_ms, false);
+            }
         }
         if let Some(row) = rows.get_mut(index).and_then(Option::as_mut)
             && (row.token == lease.token || store.has(Flaw::ReleaseIgnoresToken))

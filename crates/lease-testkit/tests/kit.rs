@@ -133,6 +133,7 @@ async fn floor_flaws_are_caught() {
         assert_caught(Flaw::ForgetsFloor, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::RenewLowersFloor, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::ReleaseFloorIgnoresToken, Check::FloorTravels, hooks).await;
+        assert_caught(Flaw::LostReleaseKeepsFloor, Check::FloorTravels, hooks).await;
     }
 }
 
