@@ -25,22 +25,34 @@ local marker = 'token.' .. id .. '.' .. token
 local floor_field = 'floor.' .. id
 ";
 
-/// Claim: `ARGV` = id, token, TTL ms, floor. The floor is read first; an unreadable one stops
-/// the claim. Otherwise `HSETEX FNX` of both lease fields and, if it won, the floor is raised to
-/// the given one.
+/// Claim: `ARGV` = id, token, TTL ms, floor (empty: the plain, floor-less acquire), run ID.
+/// When a run ID is given (the amnesia guard checked that server's uptime), the claim is made
+/// only on that same server process: a server restarted (or swapped behind the connection)
+/// since the check has forgotten leases its uptime no longer speaks for. With a floor, the
+/// stored one is read next; an unreadable one stops the claim. Then `HSETEX FNX` of both lease
+/// fields and, if it won, the floor is raised to the given one.
 ///
 /// Reply: `{status, floor before, TIME seconds, TIME microseconds}`, status 1 = claimed,
-/// 0 = the ID is taken, 2 = its floor is unreadable (the floor before is then that value).
+/// 0 = the ID is taken, 2 = its floor is unreadable (the floor before is then that value),
+/// 3 = the server is not the one checked (the floor before is then its run ID).
 const ACQUIRE: &str = r"
 local now = redis.call('TIME')
-local stored = redis.call('HGET', key, floor_field)
-if stored and not readable(stored) then
-  return {2, stored, now[1], now[2]}
+if ARGV[5] ~= '' then
+  local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  if run_id ~= ARGV[5] then
+    return {3, run_id, now[1], now[2]}
+  end
 end
-stored = stored or '0'
+local stored = '0'
+if ARGV[4] ~= '' then
+  stored = redis.call('HGET', key, floor_field) or '0'
+  if not readable(stored) then
+    return {2, stored, now[1], now[2]}
+  end
+end
 local claimed = redis.call('HSETEX', key, 'FNX', 'PX', ARGV[3], 'FIELDS', 2,
   id, token, marker, id)
-if claimed == 1 and above(ARGV[4], stored) then
+if claimed == 1 and ARGV[4] ~= '' and above(ARGV[4], stored) then
   redis.call('HSET', key, floor_field, ARGV[4])
 end
 return {claimed, stored, now[1], now[2]}
@@ -65,8 +77,9 @@ return {renewed, now[1], now[2]}
 ";
 
 /// Release: `ARGV` = id, token, guard ms, floor. `HSETEX FXX PX guard` of both lease fields,
-/// then this holder's marker is deleted and, only if the marker was there, the floor is set to
-/// the given one.
+/// then this holder's marker is deleted and, if the marker was there, the floor is set to the
+/// given one; if it was not (the lease was lost: expired, taken over, or forgotten by a
+/// restarted server), the floor is only raised to the given one, never lowered.
 ///
 /// The ID field stays for the guard, so every node (NoNoncense ones too) sees the ID taken
 /// until then; without the marker, a renewal that reaches the server after the release (its
@@ -79,6 +92,11 @@ local released = redis.call('HSETEX', key, 'FXX', 'PX', ARGV[3], 'FIELDS', 2,
 redis.call('HDEL', key, marker)
 if released == 1 then
   redis.call('HSET', key, floor_field, ARGV[4])
+else
+  local stored = redis.call('HGET', key, floor_field) or '0'
+  if readable(stored) and above(ARGV[4], stored) then
+    redis.call('HSET', key, floor_field, ARGV[4])
+  end
 end
 return released
 ";

@@ -60,6 +60,17 @@ struct Seen {
     changed: Option<(String, Instant)>,
 }
 
+impl Seen {
+    /// Records the server's run ID; a new one starts the hold-off.
+    fn record(&mut self, run_id: &str) {
+        if let Some(previous) = self.run_id.replace(run_id.to_owned())
+            && previous != run_id
+        {
+            self.changed = Some((previous, Instant::now()));
+        }
+    }
+}
+
 /// Machine-ID leases in one Valkey 9 / Redis 8 hash, compatible with NoNoncense 2.0.
 ///
 /// A lease is two fields written by one `HSETEX` with one TTL: `"<id>" => token` and the
@@ -218,12 +229,15 @@ where
     /// One read of the hash for an acquire: `HKEYS` or `HGETALL`. The first read of an acquire
     /// (`guard`) also runs the amnesia guard: `INFO server` goes in the same round trip, in one
     /// pipeline, and is checked before anything is claimed.
+    ///
+    /// Returns what was read and, when the guard ran, the run ID of the server it checked: the
+    /// claim that follows is made only on that server process.
     async fn read<T: FromRedisValue>(
         &self,
         connection: &mut C,
         read: Read,
         guard: bool,
-    ) -> Result<T, RedisLeaseError> {
+    ) -> Result<(T, Option<String>), RedisLeaseError> {
         let (command, both) = match read {
             Read::Keys => ("HKEYS", "INFO server + HKEYS"),
             Read::All => ("HGETALL", "INFO server + HGETALL"),
@@ -234,6 +248,7 @@ where
             return cmd
                 .query_async(connection)
                 .await
+                .map(|value| (value, None))
                 .map_err(self.fail(command));
         }
         let (info, value): (String, T) = redis::pipe()
@@ -243,13 +258,13 @@ where
             .query_async(connection)
             .await
             .map_err(self.fail(both))?;
-        self.check_amnesia(&info)?;
-        Ok(value)
+        let run_id = self.check_amnesia(&info)?;
+        Ok((value, Some(run_id)))
     }
 
     /// The amnesia guard on an `INFO server` reply: fails with a `Retry` error while the server
-    /// may have forgotten leases.
-    fn check_amnesia(&self, info: &str) -> Result<(), RedisLeaseError> {
+    /// may have forgotten leases; otherwise returns the server's run ID.
+    fn check_amnesia(&self, info: &str) -> Result<String, RedisLeaseError> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
@@ -270,11 +285,7 @@ where
                 .seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(previous) = seen.run_id.replace(run_id.clone())
-                && previous != run_id
-            {
-                seen.changed = Some((previous, Instant::now()));
-            }
+            seen.record(&run_id);
             if let Some((previous, at)) = &seen.changed {
                 let elapsed = at.elapsed();
                 if elapsed < max_lease {
@@ -297,7 +308,7 @@ where
                 remaining: max_lease - uptime,
             });
         }
-        Ok(())
+        Ok(run_id)
     }
 }
 
@@ -322,6 +333,8 @@ enum Claim {
     Taken,
     /// The ID's floor field holds this, which is no floor.
     Unreadable(String),
+    /// The server is not the process the amnesia guard checked: this is its run ID.
+    ServerChanged(String),
 }
 
 /// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
@@ -383,22 +396,25 @@ where
             .min(wire::MAX_FLOOR_MS)
     }
 
-    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms`, in one
-    /// atomic step.
+    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms` (none:
+    /// floor-less), in one atomic step, on the server process whose run ID is `run_id` when
+    /// one is given.
     async fn claim(
         &self,
         connection: &mut C,
         id: MachineId,
         token: &str,
         ttl: Duration,
-        floor_ms: u64,
+        floor_ms: Option<u64>,
+        run_id: Option<&str>,
     ) -> Result<Claim, RedisLeaseError> {
         let (status, stored, seconds, micros): (i64, Vec<u8>, u64, u64) = ACQUIRE_SCRIPT
             .key(self.key())
             .arg(id.get().to_string())
             .arg(token)
             .arg(millis(ttl))
-            .arg(floor_ms.to_string())
+            .arg(floor_ms.map_or_else(String::new, |f| f.to_string()))
+            .arg(run_id.unwrap_or(""))
             .invoke_async(connection)
             .await
             .map_err(self.fail("EVALSHA (acquire script)"))?;
@@ -420,8 +436,107 @@ where
             2 => Ok(Claim::Unreadable(
                 String::from_utf8_lossy(&stored).into_owned(),
             )),
+            3 => Ok(Claim::ServerChanged(
+                String::from_utf8_lossy(&stored).into_owned(),
+            )),
             other => Err(unexpected(other.to_string())),
         }
+    }
+
+    /// The acquire both entry points share: read the hash (`HGETALL` when choosing by floor,
+    /// for an acquirer whose clock reads `now_ms`; `HKEYS` otherwise), choose a free ID, claim
+    /// it with the acquire script, recording `floor_ms`; again on a lost race.
+    async fn acquire_where(
+        &self,
+        requested: Duration,
+        now_ms: Option<u64>,
+        floor_ms: u64,
+    ) -> Result<Grant<RedisLease>, RedisLeaseError> {
+        let ttl = self.acquire_ttl(requested)?;
+        let mut connection = self.connection.clone();
+        let exhausted = || RedisLeaseError::Exhausted {
+            key: self.options.key.clone(),
+        };
+        // The run ID of the server whose uptime the guard checked (first read only): every
+        // claim of this acquire must land on that same server process.
+        let mut checked = None;
+        for attempt in 0..self.options.acquire_attempts {
+            let guard = attempt == 0;
+            let id = match now_ms {
+                None => {
+                    let (fields, run_id): (Vec<Vec<u8>>, _) =
+                        self.read(&mut connection, Read::Keys, guard).await?;
+                    checked = checked.or(run_id);
+                    let free = wire::free_ids(&fields);
+                    if free.is_empty() {
+                        return Err(exhausted());
+                    }
+                    // A random free ID, not the lowest: nodes starting together spread out.
+                    free[rand::random_range(0..free.len())]
+                }
+                Some(now_ms) => {
+                    let (pairs, run_id): (Vec<(Vec<u8>, Vec<u8>)>, _) =
+                        self.read(&mut connection, Read::All, guard).await?;
+                    checked = checked.or(run_id);
+                    let free = wire::free_ids_with_floors(&pairs);
+                    let Some(id) = pick(&free.readable, now_ms, &mut |n| rand::random_range(0..n))
+                    else {
+                        return Err(match free.unreadable.into_iter().next() {
+                            Some((id, value)) => RedisLeaseError::UnreadableFloor {
+                                key: self.options.key.clone(),
+                                id,
+                                value,
+                            },
+                            None => exhausted(),
+                        });
+                    };
+                    id
+                }
+            };
+            let token = wire::new_token();
+            let floor = now_ms.map(|_| Self::granted_floor(floor_ms, requested, ttl));
+            match self
+                .claim(&mut connection, id, &token, ttl, floor, checked.as_deref())
+                .await?
+            {
+                Claim::Won {
+                    floor_ms,
+                    server_ms,
+                } => {
+                    self.wait_for_replicas(&mut connection).await?;
+                    let grant = Grant::new(id, RedisLease { id, token }, ttl);
+                    // The plain acquire is floor-less: it reports no floor and no clock.
+                    return Ok(if now_ms.is_some() {
+                        grant.with_floor(floor_ms).with_coordinator_ms(server_ms)
+                    } else {
+                        grant
+                    });
+                }
+                // Somebody claimed it between the read and the script: read again.
+                Claim::Taken => {}
+                Claim::Unreadable(value) => {
+                    return Err(RedisLeaseError::UnreadableFloor {
+                        key: self.options.key.clone(),
+                        id,
+                        value,
+                    });
+                }
+                Claim::ServerChanged(current) => {
+                    self.seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .record(&current);
+                    return Err(RedisLeaseError::ServerChanged {
+                        previous: checked.unwrap_or_default(),
+                        current,
+                        remaining: self.options.max_lease_duration,
+                    });
+                }
+            }
+        }
+        Err(RedisLeaseError::Conflict {
+            attempts: self.options.acquire_attempts,
+        })
     }
 }
 
@@ -436,29 +551,12 @@ where
         self.options.validate_for(config)
     }
 
+    /// `HKEYS` (with `INFO server` in the same round trip when the amnesia guard is on), a
+    /// random free ID, then the acquire script without a floor (it neither reads nor writes
+    /// floors; it checks the server as for [`acquire_with_floor`](Self::acquire_with_floor)).
+    /// Two round trips when the claim wins.
     async fn acquire(&self, requested: Duration) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        let ttl = self.acquire_ttl(requested)?;
-        let mut connection = self.connection.clone();
-        for attempt in 0..self.options.acquire_attempts {
-            let fields: Vec<Vec<u8>> = self.read(&mut connection, Read::Keys, attempt == 0).await?;
-            let free = wire::free_ids(&fields);
-            if free.is_empty() {
-                return Err(RedisLeaseError::Exhausted {
-                    key: self.options.key.clone(),
-                });
-            }
-            // A random free ID, not the lowest: nodes starting together spread out.
-            let id = free[rand::random_range(0..free.len())];
-            let token = wire::new_token();
-            if self.hsetex(&mut connection, "FNX", ttl, id, &token).await? {
-                self.wait_for_replicas(&mut connection).await?;
-                return Ok(Grant::new(id, RedisLease { id, token }, ttl));
-            }
-            // Somebody claimed it between HKEYS and HSETEX: read again.
-        }
-        Err(RedisLeaseError::Conflict {
-            attempts: self.options.acquire_attempts,
-        })
+        self.acquire_where(requested, None, 0).await
     }
 
     async fn renew(
@@ -531,58 +629,7 @@ where
         now_ms: u64,
         floor_ms: u64,
     ) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        let ttl = self.acquire_ttl(requested)?;
-        let mut connection = self.connection.clone();
-        for attempt in 0..self.options.acquire_attempts {
-            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
-                self.read(&mut connection, Read::All, attempt == 0).await?;
-            let free = wire::free_ids_with_floors(&pairs);
-            let Some(id) = pick(&free.readable, now_ms, &mut |n| rand::random_range(0..n)) else {
-                return Err(match free.unreadable.into_iter().next() {
-                    Some((id, value)) => RedisLeaseError::UnreadableFloor {
-                        key: self.options.key.clone(),
-                        id,
-                        value,
-                    },
-                    None => RedisLeaseError::Exhausted {
-                        key: self.options.key.clone(),
-                    },
-                });
-            };
-            let token = wire::new_token();
-            match self
-                .claim(
-                    &mut connection,
-                    id,
-                    &token,
-                    ttl,
-                    Self::granted_floor(floor_ms, requested, ttl),
-                )
-                .await?
-            {
-                Claim::Won {
-                    floor_ms,
-                    server_ms,
-                } => {
-                    self.wait_for_replicas(&mut connection).await?;
-                    return Ok(Grant::new(id, RedisLease { id, token }, ttl)
-                        .with_floor(floor_ms)
-                        .with_coordinator_ms(server_ms));
-                }
-                // Somebody claimed it between HGETALL and the script: read again.
-                Claim::Taken => {}
-                Claim::Unreadable(value) => {
-                    return Err(RedisLeaseError::UnreadableFloor {
-                        key: self.options.key.clone(),
-                        id,
-                        value,
-                    });
-                }
-            }
-        }
-        Err(RedisLeaseError::Conflict {
-            attempts: self.options.acquire_attempts,
-        })
+        self.acquire_where(requested, Some(now_ms), floor_ms).await
     }
 
     /// The renew script, one round trip: `HSETEX FXX` of both lease fields and, only if that
@@ -620,8 +667,8 @@ where
     }
 
     /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields, `HDEL`
-    /// of this holder's marker and, only if the marker was there, `floor.<id>` set to
-    /// `floor_ms`, atomically.
+    /// of this holder's marker and `floor.<id>` set to `floor_ms` if the marker was there,
+    /// raised to it if not (a lost lease), atomically.
     async fn release_with_floor(
         &self,
         lease: &RedisLease,

@@ -281,3 +281,88 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     target.factory.counter64().expect("generates again");
     manager.shutdown().await;
 }
+
+/// A connection that answers its first request from server `a` and every later one from server
+/// `b`: a restart (or failover) landing between an acquire's check of the server and its claim.
+#[derive(Clone)]
+struct SwappedAfterFirst {
+    a: redis::aio::MultiplexedConnection,
+    b: redis::aio::MultiplexedConnection,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SwappedAfterFirst {
+    fn next(&mut self) -> &mut redis::aio::MultiplexedConnection {
+        if self
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            == 0
+        {
+            &mut self.a
+        } else {
+            &mut self.b
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for SwappedAfterFirst {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        self.next().req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        self.next().req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.a.get_db()
+    }
+}
+
+#[tokio::test]
+async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
+    let max_lease = Duration::from_secs(1);
+    let own_a = OwnServer::start(Binary::Valkey, &[]);
+    let own_b = OwnServer::start(Binary::Valkey, &[]);
+    // Both up for longer than the longest lease: each alone would pass the uptime check.
+    tokio::time::sleep(max_lease + Duration::from_millis(1300)).await;
+    let (server_a, server_b) = (own_a.server(), own_b.server());
+    let key = Key::new(&server_a);
+    let guarded = options(&key)
+        .amnesia_guard(AmnesiaGuard::HoldOff)
+        .max_lease_duration(max_lease);
+
+    for floor_aware in [false, true] {
+        let connection = SwappedAfterFirst {
+            a: raw(&server_a).await,
+            b: raw(&server_b).await,
+            requests: Arc::default(),
+        };
+        let strategy = RedisStrategy::with_connection(connection, guarded.clone()).unwrap();
+        let result = if floor_aware {
+            strategy.acquire_with_floor(max_lease, 0, 0).await
+        } else {
+            strategy.acquire(max_lease).await
+        };
+        let error = result.expect_err("claimed on a server the amnesia guard never checked");
+        assert!(
+            matches!(error, RedisLeaseError::ServerChanged { .. }),
+            "{error}"
+        );
+        assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(&key.name)
+            .query_async(&mut raw(&server_b).await)
+            .await
+            .unwrap();
+        assert!(fields.is_empty(), "claimed on the second server: {fields:?}");
+    }
+}

@@ -530,7 +530,8 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
             server.name
         );
 
-        // The plain operations are NoNoncense's commands: no script, no clock, no floor.
+        // The plain operations are floor-less: no clock, no floor (the plain acquire claims
+        // through the acquire script, which checks the server, with no floor to record).
         let plain = s.acquire(HOUR).await.unwrap();
         assert_eq!(plain.coordinator_ms, None);
         assert_eq!(plain.floor_ms, 0);
@@ -651,7 +652,7 @@ enum Steal {
 }
 
 /// A real connection that interferes just before each of the first `steals` acquire scripts
-/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor>`) reaches the server.
+/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor> <run id>`) reaches the server.
 #[derive(Clone)]
 struct Racer {
     inner: MultiplexedConnection,
@@ -686,7 +687,7 @@ impl ConnectionLike for Racer {
                 })
                 .collect();
             // Only acquire scripts go through a racer in these tests.
-            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 8 {
+            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 9 {
                 self.claims.fetch_add(1, Ordering::SeqCst);
                 let steal = self
                     .steals
@@ -974,7 +975,8 @@ async fn round_trips_per_operation() {
             ("hgetall", 1),
             ("hset", 3),
             ("hsetex", 3),
-            ("info", 1),
+            // One with the read, one in the acquire script (the same server process?).
+            ("info", 2),
             ("time", 2),
         ]
         .into_iter()
@@ -982,8 +984,9 @@ async fn round_trips_per_operation() {
         .collect();
         assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
 
-        // The plain operations: NoNoncense's commands, with INFO pipelined into the read, and
-        // the release's HSETEX and marker HDEL in one MULTI/EXEC.
+        // The plain operations: INFO pipelined into the read, the claim through the acquire
+        // script (NoNoncense's HSETEX FNX, after checking the server), the renewal's HSETEX,
+        // and the release's HSETEX and marker HDEL in one MULTI/EXEC.
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query_async(&mut c)
@@ -997,12 +1000,14 @@ async fn round_trips_per_operation() {
         count("plain release", 1);
         let seen = commandstats(&mut c).await;
         let expected: Vec<(String, u64)> = [
+            ("evalsha", 1),
             ("exec", 1),
             ("hdel", 1),
             ("hkeys", 1),
             ("hsetex", 3),
-            ("info", 1),
+            ("info", 2),
             ("multi", 1),
+            ("time", 1),
         ]
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c))

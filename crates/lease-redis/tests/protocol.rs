@@ -123,7 +123,8 @@ async fn markers_and_foreign_fields_never_block_an_id() {
 }
 
 /// A real connection that lets a competitor claim the chosen ID just before each of our
-/// `HSETEX ... FNX` reaches the server, for the first `steals` claims.
+/// claims (the acquire script, `EVALSHA <sha> 1 <key> <id> ...`) reaches the server, for the
+/// first `steals` claims.
 #[derive(Clone)]
 struct Racer {
     inner: MultiplexedConnection,
@@ -143,19 +144,17 @@ impl ConnectionLike for Racer {
                     _ => Vec::new(),
                 })
                 .collect();
-            if args.first().map(Vec::as_slice) == Some(b"HSETEX")
-                && args.get(2).map(Vec::as_slice) == Some(b"FNX")
-            {
+            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 9 {
                 self.claims.fetch_add(1, Ordering::SeqCst);
                 let steal = self
                     .steals
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                     .is_ok();
                 if steal {
-                    // The ID field is args[7]: HSETEX key FNX PX ttl FIELDS 2 <id> ...
+                    // The ID is args[4]: EVALSHA sha 1 key <id> ...
                     let _: i64 = redis::cmd("HSET")
                         .arg(&self.key)
-                        .arg(&args[7])
+                        .arg(&args[4])
                         .arg("competitor")
                         .query_async(&mut self.competitor)
                         .await?;
