@@ -44,6 +44,10 @@ pub(crate) struct Queries {
     /// amount, floor, id, token). The row stays held until the guard has passed (NoNoncense
     /// nodes look at `expires_at` only); without the token no late renewal can extend it.
     pub release: Arc<str>,
+    /// Raise an ID's floor, whoever holds it (params floor, id): the release of a lease that
+    /// is no longer ours records what was issued under it, and touches nothing else. Bumps the
+    /// version, so a claim that read the row's floor before this write loses its race.
+    pub raise_floor: Arc<str>,
     pub count_free: Arc<str>,
     /// Held rows: id, token, microseconds left.
     pub holders: Arc<str>,
@@ -132,6 +136,10 @@ impl Queries {
                          WHERE id = $3 AND token = $4",
                         until("$1")
                     )),
+                    raise_floor: q(format!(
+                        "UPDATE {t} SET lock_version = lock_version + 1, \
+                         floor_ms = GREATEST(floor_ms, $1::bigint) WHERE id = $2"
+                    )),
                     count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
                     holders: q(format!(
                         "SELECT id::bigint, token, \
@@ -214,6 +222,10 @@ impl Queries {
                          lock_version = lock_version + 1, floor_ms = COALESCE(?, floor_ms) \
                          WHERE id = ? AND token = ?"
                     )),
+                    raise_floor: q(format!(
+                        "UPDATE {t} SET lock_version = lock_version + 1, \
+                         floor_ms = GREATEST(floor_ms, ?) WHERE id = ?"
+                    )),
                     count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
                     holders: q(format!(
                         "SELECT CAST(id AS SIGNED), token, \
@@ -278,6 +290,10 @@ impl Queries {
                         "UPDATE {t} SET token = NULL, expires_at = min(expires_at, {until}), \
                          lock_version = lock_version + 1, floor_ms = coalesce(?, floor_ms) \
                          WHERE id = ? AND token = ?"
+                    )),
+                    raise_floor: q(format!(
+                        "UPDATE {t} SET lock_version = lock_version + 1, \
+                         floor_ms = max(floor_ms, ?) WHERE id = ?"
                     )),
                     count_free: q(format!("SELECT COUNT(*) FROM {t} WHERE expires_at < {now}")),
                     holders: q(format!(

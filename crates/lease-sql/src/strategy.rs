@@ -997,6 +997,28 @@ impl SqlStrategy {
     /// Runs the renew or release statement; `None` when the row (id and token) did not match,
     /// else the database clock (Unix ms) if the dialect reports it.
     #[allow(unused_variables)]
+    /// Raises `id`'s floor to at least `floor`, whoever holds it.
+    async fn raise_floor(&self, id: MachineId, floor: i64) -> Result<(), sqlx::Error> {
+        let sql = AssertSqlSafe(Arc::clone(&self.queries.raise_floor));
+        let id = i16::try_from(id.get()).unwrap_or(-1);
+        match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(pool) => {
+                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
+            }
+            #[cfg(feature = "mysql")]
+            Backend::MySql(pool) => {
+                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
+            }
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(pool) => {
+                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
+            }
+            Backend::Never(never) => match *never {},
+        }
+        Ok(())
+    }
+
     async fn update_own(
         &self,
         sql: &Arc<str>,
@@ -1168,16 +1190,24 @@ impl Strategy for SqlStrategy {
         floor_ms: u64,
     ) -> Result<(), SqlError> {
         let amount = Amount::new(guard, self.dialect())?;
-        self.update_own(
-            &self.queries.release,
-            lease,
-            &amount,
-            Some(signed(floor_ms)),
-            false,
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| self.error(e))
+        let released = self
+            .update_own(
+                &self.queries.release,
+                lease,
+                &amount,
+                Some(signed(floor_ms)),
+                false,
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        if released.is_none() {
+            // Not ours any more (expired, taken over, or forgotten by a database that lost
+            // writes): only raise the floor, so what was issued under the lease is known.
+            self.raise_floor(lease.machine_id, signed(floor_ms))
+                .await
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(())
     }
 
     fn name(&self) -> &'static str {
