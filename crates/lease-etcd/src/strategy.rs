@@ -595,7 +595,15 @@ impl EtcdStrategy {
                 None,
             ));
         }
-        let txn = Txn::new().when(ours(&lease_key, lease)).and_then(then);
+        let mut txn = Txn::new().when(ours(&lease_key, lease)).and_then(then);
+        if let Some(floor_ms) = floor {
+            // Not ours any more (expired, taken over): only raise the floor, so what was
+            // issued under the lease is known; the lease manager releases a lost lease too.
+            txn = txn.or_else(vec![TxnOp::txn(raise_floor(
+                &keys::floor_key(prefix, lease.id),
+                floor_ms,
+            ))]);
+        }
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
         // to their TTLs rather than free the ID early.
         let answer = self.txn(&client, "txn (release)", txn).await?;
@@ -723,7 +731,7 @@ impl Strategy for EtcdStrategy {
     }
 
     /// As [`release`](Strategy::release); the transaction also sets the floor key to
-    /// `floor_ms`.
+    /// `floor_ms`, or, when the key is no longer ours, only raises it to `floor_ms`.
     async fn release_with_floor(
         &self,
         lease: &EtcdLease,
