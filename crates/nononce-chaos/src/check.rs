@@ -966,6 +966,9 @@ mod tests {
         // Two nodes that both believe they hold ID 5, with no floor between them.
         let mut b = Node::new(2, -1_000);
         b.enable(5, 0, 60_000);
+        // Node 2's window begins first on the machine's clock (in an earlier millisecond: a
+        // tie would order the windows by file).
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let mut a = Node::new(1, 0);
         a.enable(5, 0, 60_000).generate(3);
         let copied = a.records[4];

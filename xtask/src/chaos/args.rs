@@ -8,15 +8,17 @@ pub enum Backend {
     Mariadb,
     Valkey,
     Redis8,
+    Etcd,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 5] = [
+    pub const ALL: [Backend; 6] = [
         Backend::Sqlite,
         Backend::Valkey,
         Backend::Redis8,
         Backend::Postgres,
         Backend::Mariadb,
+        Backend::Etcd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -26,6 +28,7 @@ impl Backend {
             Backend::Mariadb => "mariadb",
             Backend::Valkey => "valkey9",
             Backend::Redis8 => "redis8",
+            Backend::Etcd => "etcd",
         }
     }
 
@@ -91,7 +94,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
                         format!(
-                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb"
+                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb, etcd"
                         )
                     })?);
                 }
@@ -133,9 +136,14 @@ mod tests {
         let o = parse(&[]).unwrap();
         assert_eq!((o.seed, o.nodes, o.secs, o.long), (1, 8, 30, false));
         assert_eq!(o.backends, Backend::ALL);
+        assert!(o.backends.contains(&Backend::Etcd));
         let o = parse(&args("--long --seed 7 --backend postgres,sqlite --nodes 4")).unwrap();
         assert_eq!((o.seed, o.nodes, o.secs, o.long), (7, 4, 150, true));
         assert_eq!(o.backends, [Backend::Postgres, Backend::Sqlite]);
+        assert_eq!(
+            parse(&args("--backend etcd")).unwrap().backends,
+            [Backend::Etcd]
+        );
         assert!(parse(&args("--backend oracle")).is_err());
         assert!(parse(&args("--nodes 1")).is_err());
         assert!(parse(&args("--seed")).is_err());

@@ -14,8 +14,8 @@
 //! - `kill9`: SIGKILL, restart a moment later (a new record file).
 //! - `steal`: a direct write to the store gives one held ID to a foreign token.
 //! - `coordinator`: the run's own server is killed (`kill -9`) and restarted: Valkey/Redis
-//!   empty (the amnesia guard must hold acquisitions off), PostgreSQL/MariaDB with their data
-//!   (crash recovery); SQLite: not applicable.
+//!   empty (the amnesia guard must hold acquisitions off), PostgreSQL/MariaDB/etcd with their
+//!   data (crash recovery); SQLite: not applicable.
 //! - `failover` (PostgreSQL): the streaming replica stops receiving WAL, the primary is killed
 //!   more than a lease later, the lagging replica is promoted and every node's proxy repointed.
 //! - `rolling`: every node in turn is stopped gracefully (releasing its ID) and restarted.
@@ -43,7 +43,7 @@ use nodes::{Cluster, Node};
 use proxy::{Mode, Proxies};
 use rng::Rng;
 use schedule::{Action, Features, LEASE_MS};
-use servers::{Mariadb, Postgres, RedisServer, loopback};
+use servers::{EtcdServer, Mariadb, Postgres, RedisServer, loopback};
 
 /// Longest the checker may take over one backend's files.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
@@ -72,10 +72,17 @@ fn sql_options(extra: Option<&str>) -> String {
     options
 }
 
+/// Options of the nodes' etcd URLs: the amnesia hold-off is the longest lease (the nodes').
+fn etcd_options() -> String {
+    format!("max_lease_s={}", LEASE_MS.div_ceil(1000))
+}
+
 /// Runs the chaos harness; `Err` when a check failed or the harness could not run.
 pub fn run(args: &[String]) -> Result<(), String> {
     let opts = args::parse(args)?;
     let root = crate::workspace_root();
+    // First: it installs protoc, which building the nodes' etcd client needs.
+    let services = crate::services::start()?;
     eprintln!("==> chaos: building nononce-chaos");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "-p", "nononce-chaos", "--bins"])
@@ -92,7 +99,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         check: target.join("debug/chaos-check"),
         proxy: target.join("debug/chaos-proxy"),
     };
-    let services = crate::services::start()?;
     let env = |key: &str| {
         services
             .env
@@ -152,6 +158,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .and_then(|bin| RedisServer::start(PathBuf::from(bin), &dir))
                     .map(Coordinator::Redis)
             }
+            Backend::Etcd => env("NONONCE_TEST_ETCD_BIN")
+                .ok_or_else(|| "NONONCE_TEST_ETCD_BIN is not set".to_owned())
+                .and_then(|bin| EtcdServer::start(PathBuf::from(bin), &dir))
+                .map(Coordinator::Etcd),
         };
         let result = coordinator.and_then(|c| run_backend(ctx, c));
         if let Err(e) = &result {
@@ -269,6 +279,8 @@ enum Coordinator {
     Postgres(Postgres),
     /// Our own MariaDB server, reached through the proxies.
     Mariadb(Mariadb),
+    /// Our own etcd member, reached through the proxies.
+    Etcd(EtcdServer),
 }
 
 impl Coordinator {
@@ -279,6 +291,7 @@ impl Coordinator {
             Coordinator::Redis(s) => Some(loopback(s.port)),
             Coordinator::Postgres(s) => Some(loopback(s.port())),
             Coordinator::Mariadb(s) => Some(loopback(s.port())),
+            Coordinator::Etcd(s) => Some(loopback(s.port())),
         }
     }
 
@@ -289,6 +302,7 @@ impl Coordinator {
             Coordinator::Redis(s) => s.url(),
             Coordinator::Postgres(s) => s.url(),
             Coordinator::Mariadb(s) => s.url(),
+            Coordinator::Etcd(s) => s.url(),
         }
     }
 
@@ -309,6 +323,7 @@ impl Coordinator {
             Coordinator::Redis(s) => through(s.url(), port, None),
             Coordinator::Postgres(s) => through(s.url(), port, Some(sql_options(sql_extra))),
             Coordinator::Mariadb(s) => through(s.url(), port, Some(sql_options(sql_extra))),
+            Coordinator::Etcd(s) => through(s.url(), port, Some(etcd_options())),
         }
     }
 
@@ -326,6 +341,7 @@ impl Coordinator {
             Coordinator::Redis(s) => s.is_down(),
             Coordinator::Postgres(s) => s.is_down(),
             Coordinator::Mariadb(s) => s.is_down(),
+            Coordinator::Etcd(s) => s.is_down(),
         }
     }
 
@@ -344,6 +360,10 @@ impl Coordinator {
                 s.kill();
                 "server killed (kill -9; restarts with InnoDB crash recovery)"
             }
+            Coordinator::Etcd(s) => {
+                s.kill();
+                "member killed (kill -9; restarts with its data: keys, floors and etcd leases)"
+            }
         }
     }
 
@@ -353,6 +373,7 @@ impl Coordinator {
             Coordinator::Redis(s) => s.restart(),
             Coordinator::Postgres(s) => s.restart(),
             Coordinator::Mariadb(s) => s.restart(),
+            Coordinator::Etcd(s) => s.restart(),
         }
     }
 }
@@ -712,5 +733,6 @@ mod tests {
             with_port("redis://127.0.0.1:6390", 9),
             "redis://127.0.0.1:9"
         );
+        assert_eq!(with_port("etcd://127.0.0.1:2390", 9), "etcd://127.0.0.1:9");
     }
 }

@@ -1,7 +1,8 @@
 //! Coordinator servers of the run's own, never the shared ones the tests use: Valkey/Redis
 //! without persistence (a restart forgets every lease), a PostgreSQL primary with a streaming
-//! replica, and a MariaDB server, each on free loopback ports with its files in a temporary
-//! directory. Every server is killed on drop, and the directory removed.
+//! replica, a MariaDB server, and a single etcd member (a restart keeps its data), each on free
+//! loopback ports with its files in a temporary directory (etcd: under the run's directory).
+//! Every server is killed on drop, and its data removed.
 
 use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -675,5 +676,87 @@ impl Mariadb {
 impl Drop for Mariadb {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A single-member etcd cluster of this run's own on free loopback ports, its data under the
+/// run's directory: a `kill -9` and restart is crash recovery from its WAL, which keeps every
+/// committed write (keys, floors and etcd leases; etcd restarts each lease's TTL when its
+/// member becomes leader again).
+pub struct EtcdServer {
+    bin: PathBuf,
+    member: crate::services::etcd::Member,
+    data: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl EtcdServer {
+    pub fn start(bin: PathBuf, dir: &Path) -> Result<Self, String> {
+        let client_port = free_port()?;
+        let mut peer_port = free_port()?;
+        while peer_port == client_port {
+            peer_port = free_port()?;
+        }
+        let data = dir.join("etcd-data");
+        let _ = fs::remove_dir_all(&data);
+        fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+        let mut server = Self {
+            bin,
+            member: crate::services::etcd::Member::single("chaos", client_port, peer_port),
+            data,
+            log: dir.join("etcd.log"),
+            child: None,
+        };
+        server.restart()?;
+        Ok(server)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.member.client_port
+    }
+
+    pub fn url(&self) -> String {
+        format!("etcd://127.0.0.1:{}", self.port())
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.child.is_none()
+    }
+
+    /// `kill -9` (etcd is one process).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the member (again, after a kill: on the same ports and data) and waits until it
+    /// reports itself healthy (it has a leader).
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        let log = append(&self.log)?;
+        let child = crate::services::etcd::spawn(
+            &self.bin,
+            &self.member,
+            &self.member.initial_cluster(),
+            &self.data,
+            log,
+        )
+        .map_err(|e| format!("could not start {}: {e}", self.bin.display()))?;
+        let child = self.child.insert(child);
+        let port = self.member.client_port;
+        wait_until("etcd", child, &self.log, || {
+            crate::services::etcd::healthy(port)
+        })
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+        // The WAL preallocates 64 MB: the run's directory keeps only the log.
+        let _ = fs::remove_dir_all(&self.data);
     }
 }

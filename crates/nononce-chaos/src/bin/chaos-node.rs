@@ -1,7 +1,10 @@
 //! A chaos node: leases a machine ID, generates nonces continuously and records everything.
 //!
 //! `chaos-node run ...` is one node; `chaos-node steal ...` overwrites one held lease in the
-//! store (the "stolen lease" fault). Started by `cargo xtask chaos`.
+//! store (the "stolen lease" fault); `chaos-node reserve ...` gives every ID but a few to a
+//! foreign holder. Started by `cargo xtask chaos`. Stores: SQL (`postgres://`, `mysql://`,
+//! `sqlite:`), `redis://` and `etcd://host:port[,host:port...][?max_lease_s=N]`; `--name` is the
+//! table, the hash key or, on etcd, the key prefix `/<name>/`.
 //!
 //! The node's factories and lease manager share one [`NodeClock`]: the machine's clock plus
 //! `--clock-offset-ms`; each SIGUSR1 steps it back by `--clock-step-ms`.
@@ -26,6 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use nononce::etcd::etcd_client::{
+    Client as EtcdClient, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp,
+};
+use nononce::etcd::{EtcdOptions, EtcdStrategy};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
 use nononce::lease::{LeaseManager, LeaseTarget};
 use nononce::nonce::{Base, Factory, FactoryConfig};
@@ -71,16 +78,21 @@ struct ReserveArgs {
 const RESERVED_TOKEN: [u8; 16] = *b"chaos-reserved!!";
 /// The Redis holder name of reserved IDs.
 const RESERVED_REDIS: &str = "chaos-reserved";
+/// The etcd lease key value of reserved IDs: a token in lease-etcd's form (32 hex digits),
+/// [`RESERVED_TOKEN`]'s bytes.
+const RESERVED_ETCD: &str = "6368616f732d72657365727665642121";
+/// Operations per etcd transaction of the reservation (etcd allows 128 by default).
+const ETCD_TXN_OPS: usize = 100;
 
 #[derive(clap::Args)]
 struct RunArgs {
     /// Node index (stable across restarts).
     #[arg(long)]
     node: u32,
-    /// Coordinator: postgres://, mysql://, sqlite:PATH, redis://, or `statefulset`.
+    /// Coordinator: postgres://, mysql://, sqlite:PATH, redis://, etcd://, or `statefulset`.
     #[arg(long)]
     store: String,
-    /// Lease table (SQL) or hash key (Redis).
+    /// Lease table (SQL), hash key (Redis) or key prefix `/<name>/` (etcd).
     #[arg(long, default_value = "chaos_leases")]
     name: String,
     /// The node's record file (created; an existing file is appended to).
@@ -326,6 +338,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
             }
         };
         serve(strategy, config, recorder, factories, log, &args).await
+    } else if store.starts_with("etcd://") {
+        // The client connects on first use: a cluster that is down makes acquire retry.
+        let options = EtcdOptions::from_url(&store)
+            .map_err(|e| e.to_string())?
+            .prefix(etcd_prefix(&args.name))
+            .connect_timeout(ms(args.call_timeout_ms))
+            .request_timeout(ms(args.call_timeout_ms));
+        let strategy = EtcdStrategy::new(options).map_err(|e| e.to_string())?;
+        serve(strategy, config, recorder, factories, log, &args).await
     } else {
         let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
             .and_then(|s| s.with_table(&args.name))
@@ -564,6 +585,8 @@ async fn steal(args: StealArgs) -> Result<(), String> {
     let work = async {
         let id: Option<i64> = if args.store.starts_with("redis://") {
             steal_redis(&args).await?
+        } else if args.store.starts_with("etcd://") {
+            steal_etcd(&args).await?
         } else if args.store.starts_with("postgres") {
             let pool = sqlx::PgPool::connect(&args.store)
                 .await
@@ -712,6 +735,127 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
         .map_err(|e: std::num::ParseIntError| e.to_string())
 }
 
+/// The etcd key prefix of a run: `/<name>/`.
+fn etcd_prefix(name: &str) -> String {
+    format!("/{name}/")
+}
+
+/// A client of the cluster `store` names (`etcd://...`), for direct writes.
+async fn etcd_connect(store: &str) -> Result<EtcdClient, String> {
+    let options = EtcdOptions::from_url(store).map_err(|e| e.to_string())?;
+    let connect = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3));
+    EtcdClient::connect(options.endpoints(), Some(connect))
+        .await
+        .map_err(|e| format!("etcd connect: {e}"))
+}
+
+/// The ID of a lease key, `<prefix><id>` with `id` in lease-etcd's form (decimal, no leading
+/// zero, below 512); `None` for floor keys and anything else.
+fn etcd_lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
+    let id = key.strip_prefix(prefix.as_bytes())?;
+    if id.is_empty() || id.len() > 3 || (id.len() > 1 && id[0] == b'0') {
+        return None;
+    }
+    if !id.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(id)
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|id| *id < 512)
+}
+
+/// Gives one held ID's key (never a reserved one) to a foreign etcd lease of `ttl_ms`, as
+/// another holder taking it over would: the key keeps its create revision, its value is a new
+/// token and it is attached to the thief's lease, so the holder's next renewal proof (its
+/// lease and the create revision) fails with the key taken over. The key must be unchanged
+/// since it was read (a few tries).
+async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
+    let mut client = etcd_connect(&args.store).await?;
+    let prefix = etcd_prefix(&args.name);
+    let seconds = i64::try_from(args.ttl_ms.div_ceil(1000).max(1)).map_err(|e| e.to_string())?;
+    for _ in 0..3 {
+        let answer = client
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let held: Vec<(u16, i64)> = answer
+            .kvs()
+            .iter()
+            .filter(|kv| kv.value() != RESERVED_ETCD.as_bytes())
+            .filter_map(|kv| Some((etcd_lease_id(&prefix, kv.key())?, kv.mod_revision())))
+            .collect();
+        if held.is_empty() {
+            return Ok(None);
+        }
+        let (id, revision) = held[rand::random_range(0..held.len())];
+        let lease = client
+            .lease_grant(seconds, None)
+            .await
+            .map_err(|e| e.to_string())?
+            .id();
+        let key = format!("{prefix}{id}");
+        let token = format!("{:032x}", rand::random::<u128>());
+        let txn = Txn::new()
+            .when(vec![Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                revision,
+            )])
+            .and_then(vec![TxnOp::put(
+                key,
+                token,
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        if client
+            .txn(txn)
+            .await
+            .map_err(|e| e.to_string())?
+            .succeeded()
+        {
+            return Ok(Some(i64::from(id)));
+        }
+        // The key changed since the read: nothing of the thief's uses this lease.
+        let _ = client.lease_revoke(lease).await;
+    }
+    Ok(None)
+}
+
+/// Gives IDs `keep..512` to a foreign holder on etcd: their lease keys, in lease-etcd's layout
+/// (`<prefix><id>`, a 32-hex-digit token), attached to one etcd lease of `ttl_ms`. Floors are
+/// left absent (0), as for a never-used ID.
+async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
+    let mut client = etcd_connect(&args.store).await?;
+    let prefix = etcd_prefix(&args.name);
+    let seconds = i64::try_from(args.ttl_ms.div_ceil(1000).max(1)).map_err(|e| e.to_string())?;
+    let lease = client
+        .lease_grant(seconds, None)
+        .await
+        .map_err(|e| e.to_string())?
+        .id();
+    let ids: Vec<u16> = (args.keep.min(512)..512).collect();
+    for chunk in ids.chunks(ETCD_TXN_OPS) {
+        let puts: Vec<TxnOp> = chunk
+            .iter()
+            .map(|id| {
+                TxnOp::put(
+                    format!("{prefix}{id}"),
+                    RESERVED_ETCD,
+                    Some(PutOptions::new().with_lease(lease)),
+                )
+            })
+            .collect();
+        client
+            .txn(Txn::new().and_then(puts))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Gives every ID from `keep` to 511 to a foreign holder for `ttl_ms` (migrating the table
 /// first), so the nodes hand the remaining few IDs to each other: every handover then crosses
 /// clocks, and the floor is what keeps their timestamps apart.
@@ -746,6 +890,9 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
                 let _: i64 = cmd.query_async(&mut con).await.map_err(|e| e.to_string())?;
             }
             return Ok::<_, String>(());
+        }
+        if args.store.starts_with("etcd://") {
+            return reserve_etcd(&args).await;
         }
         let strategy = lease_sql::SqlStrategy::connect_lazy(&args.store)
             .and_then(|s| s.with_table(&args.name))
@@ -809,4 +956,29 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
     tokio::time::timeout(Duration::from_secs(20), work)
         .await
         .map_err(|_| "reserve timed out".to_owned())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_keys_follow_lease_etcds_layout() {
+        let p = etcd_prefix("chaos_etcd_1_2");
+        assert_eq!(p, "/chaos_etcd_1_2/");
+        assert_eq!(etcd_lease_id(&p, b"/chaos_etcd_1_2/0"), Some(0));
+        assert_eq!(etcd_lease_id(&p, b"/chaos_etcd_1_2/511"), Some(511));
+        for other in [
+            &b"/chaos_etcd_1_2/512"[..],
+            b"/chaos_etcd_1_2/07",
+            b"/chaos_etcd_1_2/floor/7",
+            b"/chaos_etcd_1_2/",
+            b"/other/7",
+        ] {
+            assert_eq!(etcd_lease_id(&p, other), None);
+        }
+        // The reserved token is a token in lease-etcd's form: 32 hex digits.
+        let hex: String = RESERVED_TOKEN.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(RESERVED_ETCD, hex);
+    }
 }
