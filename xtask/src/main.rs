@@ -276,7 +276,7 @@ fn test() -> Result<(), String> {
             arg("--seed"),
             arg("1"),
             arg("--backend"),
-            arg("sqlite,mariadb"),
+            arg("sqlite,mariadb,etcd"),
         ])
         .and_then(|()| {
             chaos::run(&[

@@ -765,7 +765,10 @@ impl<L> LeaseMachine<L> {
         if now >= held.deadline {
             // Covers a clock that jumped past the deadline (suspend) as well as failed renewals.
             let lost = (Arc::clone(&held.lease), held.floor_ms);
-            return (self.lose(lost, held.deadline, LossReason::LocalExpiry, now), None);
+            return (
+                self.lose(lost, held.deadline, LossReason::LocalExpiry, now),
+                None,
+            );
         }
         let deadline = held.deadline;
         let (at, failures) = match step {
@@ -999,9 +1002,10 @@ impl<L> LeaseMachine<L> {
         let phase = mem::replace(&mut self.phase, Phase::Stopped);
         let (lost, deadline) = match &phase {
             Phase::Held { held, .. } => ((Arc::clone(&held.lease), held.floor_ms), held.deadline),
-            Phase::Recovering { cached, .. } => {
-                ((Arc::clone(&cached.lease), cached.floor_ms), cached.deadline_ms)
-            }
+            Phase::Recovering { cached, .. } => (
+                (Arc::clone(&cached.lease), cached.floor_ms),
+                cached.deadline_ms,
+            ),
             _ => {
                 self.phase = phase;
                 return false;
@@ -1130,7 +1134,12 @@ impl<L> LeaseMachine<L> {
         if self.started {
             // The ID was in use before the restart: stopping is a loss the application hears of.
             let lost = (Arc::clone(&cached.lease), cached.floor_ms);
-            return self.lose(lost, cached.deadline_ms, LossReason::Lost(failure.reason), now);
+            return self.lose(
+                lost,
+                cached.deadline_ms,
+                LossReason::Lost(failure.reason),
+                now,
+            );
         }
         // The previous manager may have left factories enabled with this ID.
         self.effects.push_back(Effect::DisableFactories);

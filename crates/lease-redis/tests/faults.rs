@@ -363,6 +363,9 @@ async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
             .query_async(&mut raw(&server_b).await)
             .await
             .unwrap();
-        assert!(fields.is_empty(), "claimed on the second server: {fields:?}");
+        assert!(
+            fields.is_empty(),
+            "claimed on the second server: {fields:?}"
+        );
     }
 }
