@@ -37,6 +37,7 @@ const GEN_EXAMPLES: &str = "Examples:
   export NONCE_KEY=$(openssl rand -hex 32)
   nononce gen --kind encrypted --bits 128 --base-key-env NONCE_KEY
   nononce gen --store postgres://app@db/app --quiet
+  nononce gen --store etcd://etcd:2379 -n 3
 
 The lease: gen asks for 2 minutes, renewed every 30 s while it runs, and waits up to 10 s for
 it (a progress line on stderr says why, unless --quiet). SIGINT, SIGTERM and SIGHUP stop gen:
@@ -61,7 +62,7 @@ const ENCRYPT_EXAMPLES: &str = "Example:
 const DECRYPT_EXAMPLES: &str = "Example:
   nononce decrypt 55728bcb7d191444 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 03be4cb500002000";
 
-const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...";
+const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -89,7 +90,7 @@ enum Command {
 enum LeasesCommand {
     /// Who holds which machine ID, and how many of the 512 are free.
     #[command(
-        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --store sqlite://nononce-leases.db --format json"
+        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --store sqlite://nononce-leases.db --format json\n  nononce leases list --store etcd://etcd:2379"
     )]
     List {
         #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
@@ -98,7 +99,8 @@ enum LeasesCommand {
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
     },
-    /// Create or repair the lease table.
+    /// Create or repair the lease table (Redis and etcd stores need none: it checks that they
+    /// answer).
     #[command(after_help = "Example:\n  nononce leases migrate --store postgres://app@db/app")]
     Migrate {
         #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]

@@ -244,9 +244,25 @@ struct HoldOff {
 }
 
 fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
+    use nononce::etcd::EtcdLeaseError;
     use nononce::redis::RedisLeaseError;
     use nononce::sql::SqlError;
     let inner: &(dyn std::error::Error + 'static) = error.inner();
+    if let Some(EtcdLeaseError::StoreRewound { what, remaining }) =
+        inner.downcast_ref::<EtcdLeaseError>()
+    {
+        // etcd keeps every acknowledged write: there is no guard to turn off, only the
+        // longest lease to shorten.
+        return Some(HoldOff {
+            remaining: *remaining,
+            message: format!(
+                "{} holds new leases off for {} more: the etcd store went back in time ({what}: a snapshot restore, or a member started on an empty data directory), so it may lack leases still in use; max_lease_s=SECONDS shortens the hold-off to the longest lease any node of this store holds (nononce gen holds {} s)",
+                store.shown,
+                human(*remaining),
+                LEASE_DURATION.as_secs()
+            ),
+        });
+    }
     let (remaining, why) = match inner.downcast_ref::<RedisLeaseError>() {
         Some(RedisLeaseError::AmnesiaWindow {
             uptime, max_lease, ..
@@ -358,6 +374,9 @@ pub fn describe(error: &(dyn std::error::Error + 'static), store: &StoreInfo) ->
             _ => chain(e),
         };
     }
+    if let Some(e) = error.downcast_ref::<nononce::etcd::EtcdLeaseError>() {
+        return describe_etcd(e, store);
+    }
     match error.downcast_ref::<RedisLeaseError>() {
         Some(RedisLeaseError::InvalidUrl(source)) => {
             return format!(
@@ -371,6 +390,65 @@ pub fn describe(error: &(dyn std::error::Error + 'static), store: &StoreInfo) ->
         _ => {}
     }
     chain(error)
+}
+
+/// An etcd store error in one line, with the CLI's remedies.
+fn describe_etcd(e: &nononce::etcd::EtcdLeaseError, store: &StoreInfo) -> String {
+    use nononce::etcd::EtcdLeaseError as E;
+    use nononce::etcd::etcd_client::Error as Client;
+    let shown = &store.shown;
+    let prefix = store.etcd_prefix.as_deref().unwrap_or("/nononce/leases/");
+    match e {
+        E::Exhausted { prefix } => exhausted(&format!("prefix `{prefix}`"), store),
+        E::InvalidUrl(why) if !why.contains("use etcd://") => format!(
+            "{e}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N], with %XX escapes in the user name, password and prefix"
+        ),
+        E::Timeout { .. } => format!(
+            "{shown}: {e}: check that the endpoints are etcd client URLs (port 2379 by default) and the cluster has a leader"
+        ),
+        E::Request { operation, source } => {
+            let cause = match source {
+                // The status's message alone ("etcdserver: permission denied"), not its
+                // metadata.
+                Client::GRpcStatus(status) if !status.message().is_empty() => {
+                    status.message().to_owned()
+                }
+                other => chain(other),
+            };
+            let text = if cause.contains("etcd") {
+                cause.clone()
+            } else {
+                format!("etcd {operation} failed: {cause}")
+            };
+            if cause.contains("authentication is not enabled") {
+                format!(
+                    "{shown}: {text}: remove user:password@ from the store URL, or turn authentication on in the cluster"
+                )
+            } else if cause.contains("authentication failed")
+                || cause.contains("user name")
+                || cause.contains("invalid auth token")
+            {
+                format!(
+                    "{shown} refused the credentials: {text}: check the user and password in the store URL"
+                )
+            } else if cause.contains("permission denied") {
+                format!(
+                    "{shown}: {text}: the user's role needs readwrite on the prefix `{prefix}` (etcdctl role grant-permission ROLE readwrite {prefix} --prefix=true)"
+                )
+            } else if cause.contains("space exceeded") {
+                format!(
+                    "{shown}: {text}: the etcd database is full: compact and defragment it, then disarm the alarm (etcdctl alarm disarm)"
+                )
+            } else if nononce::lease::LeaseError::kind(e).is_retryable() {
+                format!(
+                    "{shown} did not answer or dropped the connection: {text}: check that the endpoints are etcd client URLs (port 2379 by default) and the cluster has a leader"
+                )
+            } else {
+                format!("{shown}: {text}")
+            }
+        }
+        _ => chain(e),
+    }
 }
 
 fn exhausted(what: &str, store: &StoreInfo) -> String {

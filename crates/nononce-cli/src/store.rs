@@ -3,13 +3,17 @@
 //! Opening a store checks what can be checked at once, so a command fails fast with the real
 //! cause: a server store gets one direct connection (a refused connection, a wrong password or
 //! a server without `HSETEX` is reported before any lease is asked for, without the pool's or
-//! the lease manager's retries); a SQLite store's file must exist for commands that only read
-//! it, and its directory for those that create it.
+//! the lease manager's retries); an etcd store's endpoints must accept a TCP connection (the
+//! etcd client balances over them and would only time out; members that are down are left out
+//! for the command's run) and answer one read of the prefix;
+//! a SQLite store's file must exist for commands that only read it, and its directory for those
+//! that create it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nononce::BoxStrategy;
+use nononce::etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy};
 use nononce::lease::{Holder, MachineId};
 use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
 use nononce::sql::{Dialect, SqlStrategy, sqlx};
@@ -45,6 +49,8 @@ pub struct StoreInfo {
     pub url: String,
     /// The database file of a SQLite store.
     pub sqlite: Option<PathBuf>,
+    /// The key prefix of an etcd store.
+    pub etcd_prefix: Option<String>,
 }
 
 /// An opened store: a strategy to lease from and, for dynamic stores, operator views.
@@ -60,6 +66,8 @@ enum Kind {
     Redis(RedisStrategy),
     /// PostgreSQL, MySQL/MariaDB or SQLite.
     Sql(SqlStrategy),
+    /// etcd v3 (boxed: its client is large).
+    Etcd(Box<EtcdStrategy>),
 }
 
 const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), env:VAR or hosts:NAME,NAME,...";
@@ -72,6 +80,7 @@ impl Store {
             shown: format!("store {redacted}"),
             url: redacted,
             sqlite: None,
+            etcd_prefix: None,
         };
         let fail = |info: &StoreInfo, e: &(dyn std::error::Error + 'static)| {
             format!("{}: {}", info.shown, describe(e, info))
@@ -108,6 +117,31 @@ impl Store {
             probe_redis(&base, &info).await?;
             return Ok(Self {
                 kind: Kind::Redis(s),
+                info,
+            });
+        }
+        if url.starts_with("etcd://") || url.starts_with("etcds://") {
+            // lease-etcd quotes a password it cannot decode: hidden here as in the URL.
+            let options = EtcdOptions::from_url(url).map_err(|e| match password(url) {
+                Some(password) => fail(&info, &e).replace(password, "***"),
+                None => fail(&info, &e),
+            })?;
+            info.etcd_prefix = Some(options.key_prefix().to_owned());
+            let s = EtcdStrategy::new(options).map_err(|e| fail(&info, &e))?;
+            if access == Access::Lease
+                && nononce::Strategy::check_config(&s, &crate::lease::config()).is_err()
+            {
+                return Err(short_max_lease(&info, etcd_max_lease(url)));
+            }
+            let s = match etcd_reachable(&s, &info).await? {
+                // The client would keep sending part of the requests to a member that is down.
+                Some(hosts) => EtcdStrategy::from_url(&etcd_with_hosts(url, &hosts))
+                    .map_err(|e| fail(&info, &e))?,
+                None => s,
+            };
+            probe_etcd(&s, &info).await?;
+            return Ok(Self {
+                kind: Kind::Etcd(Box::new(s)),
                 info,
             });
         }
@@ -160,6 +194,7 @@ impl Store {
             Kind::Static(s) => s,
             Kind::Redis(s) => Box::new(s),
             Kind::Sql(s) => Box::new(s),
+            Kind::Etcd(s) => Box::new(*s),
         }
     }
 
@@ -178,6 +213,9 @@ impl Store {
             Kind::Static(_) => Err(static_store()),
             Kind::Redis(s) => s.holders().await.map_err(|e| self.fail(&e)),
             Kind::Sql(s) => s.holders().await.map_err(|e| self.fail(&e)),
+            Kind::Etcd(s) => etcd_retry(s, || s.holders())
+                .await
+                .map_err(|e| self.fail(&e)),
         }
     }
 
@@ -187,10 +225,14 @@ impl Store {
             Kind::Static(_) => Err(static_store()),
             Kind::Redis(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
             Kind::Sql(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
+            Kind::Etcd(s) => etcd_retry(s, || s.force_release(id))
+                .await
+                .map_err(|e| self.fail(&e)),
         }
     }
 
-    /// Creates or repairs the lease table; a hash needs none, but must be one.
+    /// Creates or repairs the lease table; a hash or an etcd prefix needs none (the store must
+    /// answer all the same).
     pub async fn migrate(&self) -> Result<String, String> {
         match &self.kind {
             Kind::Static(_) => Err(static_store()),
@@ -204,6 +246,15 @@ impl Store {
             Kind::Sql(s) => {
                 let added = s.migrate().await.map_err(|e| self.fail(&e))?;
                 Ok(format!("table `{}` ready: {added} rows added", s.table()))
+            }
+            Kind::Etcd(s) => {
+                etcd_retry(s, || s.holders())
+                    .await
+                    .map_err(|e| self.fail(&e))?;
+                Ok(format!(
+                    "nothing to migrate: the etcd keys under `{}` need no schema",
+                    s.options().key_prefix()
+                ))
             }
         }
     }
@@ -231,6 +282,17 @@ fn shown_url(url: &str) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// The password in the user info of `url`, as written.
+fn password(url: &str) -> Option<&str> {
+    let start = url.find("://")? + 3;
+    let end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| start + i);
+    let at = url[start..end].rfind('@').map(|i| start + i)?;
+    let colon = url[start..at].find(':').map(|i| start + i)?;
+    Some(&url[colon + 1..at]).filter(|p| !p.is_empty())
 }
 
 /// `url` with its password (in the user info or a `password=` option) replaced by `***`.
@@ -416,6 +478,163 @@ async fn probe_redis(base: &str, info: &StoreInfo) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest lease an etcd URL sets (`max_lease_s`), lease-etcd's 8 h without one.
+fn etcd_max_lease(url: &str) -> Duration {
+    url.split_once('?')
+        .and_then(|(_, query)| {
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("max_lease_s="))
+        })
+        .and_then(|seconds| seconds.parse().ok())
+        .map_or(Duration::from_secs(8 * 3600), Duration::from_secs)
+}
+
+/// How long the other endpoints of an etcd store may take to accept a TCP connection once one
+/// has; those that take longer are left out with those that refuse.
+const ETCD_GRACE: Duration = Duration::from_millis(500);
+
+/// The `host:port` of an endpoint (`http://host:port`).
+fn etcd_host(endpoint: &str) -> &str {
+    endpoint.split_once("://").map_or(endpoint, |(_, a)| a)
+}
+
+/// Which endpoints of an etcd store accept a TCP connection: `None` when all do, the hosts
+/// that do (in the URL's order) when only some do, and an error naming each one's cause when
+/// none does (the etcd client, balancing over them, would only time out).
+async fn etcd_reachable(s: &EtcdStrategy, info: &StoreInfo) -> Result<Option<Vec<String>>, String> {
+    let shown = &info.shown;
+    let hosts: Vec<String> = s
+        .options()
+        .endpoints()
+        .iter()
+        .map(|e| etcd_host(e).to_owned())
+        .collect();
+    let mut attempts = tokio::task::JoinSet::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let host = host.clone();
+        attempts.spawn(async move {
+            let connected =
+                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&host)).await;
+            let result = match connected {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {}", human(PROBE_TIMEOUT))),
+            };
+            (i, result)
+        });
+    }
+    let mut results: Vec<Option<Result<(), String>>> = vec![None; hosts.len()];
+    let mut grace: Option<tokio::time::Instant> = None;
+    loop {
+        let next = match grace {
+            Some(until) => match tokio::time::timeout_at(until, attempts.join_next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => attempts.join_next().await,
+        };
+        let Some(joined) = next else { break };
+        if let Ok((i, result)) = joined {
+            if result.is_ok() && grace.is_none() {
+                grace = Some(tokio::time::Instant::now() + ETCD_GRACE);
+            }
+            results[i] = Some(result);
+        }
+    }
+    attempts.abort_all();
+    let live: Vec<String> = hosts
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| matches!(r, Some(Ok(()))))
+        .map(|(h, _)| h.clone())
+        .collect();
+    if live.len() == hosts.len() {
+        return Ok(None);
+    }
+    if !live.is_empty() {
+        return Ok(Some(live));
+    }
+    let why = |r: &Option<Result<(), String>>| match r {
+        Some(Err(why)) => why.clone(),
+        _ => "no answer".to_owned(),
+    };
+    Err(match results.as_slice() {
+        [only] => format!("{shown}: cannot connect: {}", why(only)),
+        _ => format!(
+            "{shown}: cannot connect to any endpoint: {}",
+            hosts
+                .iter()
+                .zip(&results)
+                .map(|(h, r)| format!("{h}: {}", why(r)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    })
+}
+
+/// An etcd URL with only `hosts` in its host list.
+fn etcd_with_hosts(url: &str, hosts: &[String]) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let credentials = authority
+        .rsplit_once('@')
+        .map_or(String::new(), |(c, _)| format!("{c}@"));
+    format!("{scheme}://{credentials}{}{tail}", hosts.join(","))
+}
+
+/// An etcd store must answer one read of the prefix, which also checks the credentials and
+/// the read permission.
+async fn probe_etcd(s: &EtcdStrategy, info: &StoreInfo) -> Result<(), String> {
+    let shown = &info.shown;
+    match tokio::time::timeout(PROBE_TIMEOUT, etcd_retry(s, || s.free_count())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => {
+            let text = describe(&e, info);
+            Err(if text.contains(shown.as_str()) {
+                text
+            } else {
+                format!("{shown}: {text}")
+            })
+        }
+        Err(_) => Err(format!(
+            "{shown}: no answer within {}: check that the endpoints are etcd client URLs (port 2379 by default)",
+            human(PROBE_TIMEOUT)
+        )),
+    }
+}
+
+/// How long an operator request to an etcd store of several endpoints is retried while it
+/// fails in a way a retry can cure.
+const ETCD_RETRY_FOR: Duration = Duration::from_secs(3);
+
+/// `request`, tried again for up to [`ETCD_RETRY_FOR`] while it fails retryably, when the store
+/// has several endpoints: the etcd client balances requests over them and may send one to a
+/// member that is down even while another answers. With one endpoint there is nothing else to
+/// try, and the failure is reported at once.
+async fn etcd_retry<T, F, R>(s: &EtcdStrategy, mut request: R) -> Result<T, EtcdLeaseError>
+where
+    R: FnMut() -> F,
+    F: Future<Output = Result<T, EtcdLeaseError>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        match request().await {
+            Err(e)
+                if s.options().endpoints().len() > 1
+                    && nononce::lease::LeaseError::kind(&e).is_retryable()
+                    && started.elapsed() < ETCD_RETRY_FOR =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Splits `?key=..&max_lease_s=..&amnesia_guard=off` off a Redis URL.
 fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -474,6 +693,43 @@ mod tests {
             "postgres://db/app?user=a&password=***"
         );
         assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+        assert_eq!(
+            redact("etcd://me:p%40ss@a:1,b:2/team/?max_lease_s=60"),
+            "etcd://me:***@a:1,b:2/team/?max_lease_s=60"
+        );
+    }
+
+    #[test]
+    fn passwords_in_user_info() {
+        assert_eq!(password("etcd://me:p%zz@a:1/p/"), Some("p%zz"));
+        assert_eq!(password("redis://:pw@cache:6379/0"), Some("pw"));
+        assert_eq!(password("etcd://me@a:1"), None);
+        assert_eq!(password("etcd://a:1/x@y"), None);
+    }
+
+    #[test]
+    fn etcd_host_lists() {
+        let hosts = |h: &[&str]| h.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            etcd_with_hosts(
+                "etcd://me:pw@a:1,b:2,c:3/p/?max_lease_s=60",
+                &hosts(&["b:2"])
+            ),
+            "etcd://me:pw@b:2/p/?max_lease_s=60"
+        );
+        assert_eq!(
+            etcd_with_hosts("etcds://a:1,[::1]:3", &hosts(&["a:1", "[::1]:3"])),
+            "etcds://a:1,[::1]:3"
+        );
+        assert_eq!(
+            etcd_with_hosts("etcd://a:1,b:2?max_lease_s=60", &hosts(&["a:1"])),
+            "etcd://a:1?max_lease_s=60"
+        );
+        assert_eq!(
+            etcd_max_lease("etcd://a:1/p?max_lease_s=60"),
+            Duration::from_secs(60)
+        );
+        assert_eq!(etcd_max_lease("etcd://a:1"), Duration::from_secs(8 * 3600));
     }
 
     #[test]

@@ -23,8 +23,10 @@
 //! The examples name placeholder servers, replaced here by the test servers:
 //! `postgres://app@db/app` and `mysql://root@db/app` by a fresh, migrated table on PostgreSQL
 //! and MariaDB, `redis://cache:6379` by
-//! a fresh hash on Redis 8 (amnesia guard off: the shared test servers restart). The
-//! variables `$PG`, `$REDIS` and `$REDIS7` hold the PostgreSQL, Redis 8 and Redis 7 URLs.
+//! a fresh hash on Redis 8 (amnesia guard off: the shared test servers restart),
+//! `etcd://etcd:2379` by a fresh key prefix on the etcd test server. The variables `$PG`,
+//! `$REDIS` and `$REDIS7` hold the PostgreSQL, Redis 8 and Redis 7 URLs, `$ETCD` the etcd
+//! server's `host:port` list.
 
 mod common;
 
@@ -343,6 +345,7 @@ struct Servers {
     pg: Option<String>,
     mysql: Option<String>,
     redis: Option<String>,
+    etcd: Option<String>,
 }
 
 impl Servers {
@@ -351,6 +354,7 @@ impl Servers {
             pg: None,
             mysql: None,
             redis: None,
+            etcd: None,
         }
     }
 
@@ -380,6 +384,12 @@ impl Servers {
             });
             command = command.replace("redis://cache:6379", &format!("'{url}'"));
         }
+        if command.contains("etcd://etcd:2379") {
+            let url = self.etcd.get_or_insert_with(|| {
+                format!("etcd://{}/nononce-doc/{}/", etcd_hosts(), unique("d"))
+            });
+            command = command.replace("etcd://etcd:2379", &format!("'{url}'"));
+        }
         command
     }
 
@@ -407,6 +417,7 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Output {
         .env("REDIS", redis8_url().trim_end_matches('/'))
         .env("REDIS7", redis7_url().trim_end_matches('/'))
         .env("PG", pg_url())
+        .env("ETCD", etcd_hosts())
         .env_remove("POD")
         .env_remove("NONCE_KEY")
         .envs(env.iter().map(|(k, v)| (k, v)))

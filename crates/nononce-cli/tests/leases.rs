@@ -55,6 +55,11 @@ fn signals_release_the_lease_on_valkey_and_redis8() {
     }
 }
 
+#[test]
+fn signals_release_the_lease_on_etcd() {
+    signals_release(&etcd_store());
+}
+
 /// A machine ID without a lease: nothing to release, the status is still the signal's.
 #[test]
 fn signals_stop_gen_without_a_store() {
@@ -68,7 +73,11 @@ fn signals_stop_gen_without_a_store() {
 #[test]
 fn kill_9_leaks_the_id_for_minutes_not_hours() {
     let dir = tempfile::tempdir().unwrap();
-    let mut stores = vec![sqlite_store(dir.path()), redis_store(&redis8_url())];
+    let mut stores = vec![
+        sqlite_store(dir.path()),
+        redis_store(&redis8_url()),
+        etcd_store(),
+    ];
     let pg = sql_store(&pg_url());
     stores.push(pg.clone());
     for store in &stores {

@@ -25,6 +25,7 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
         "postgres://postgres@127.0.0.1:1/test",
         "mysql://root@127.0.0.1:1/test",
         "redis://127.0.0.1:1",
+        "etcd://127.0.0.1:1",
     ] {
         for args in store_commands(store) {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -107,6 +108,7 @@ fn store_url_options() {
         format!("{}?tabel=x", pg_url()),
         format!("{}?amnesia=off", mysql_url()),
         format!("{}?foo=1", redis8_url()),
+        format!("{}?foo=1", etcd_store()),
     ] {
         let err = assert_one_line_failure(&run(&["gen", "--store", &bad]), &bad);
         assert!(err.contains("unknown"), "{bad}: {err}");

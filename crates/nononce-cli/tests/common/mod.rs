@@ -3,7 +3,8 @@
 //! Servers: PostgreSQL and MariaDB on their usual ports (or `NONONCE_TEST_POSTGRES_URL`,
 //! `NONONCE_TEST_MYSQL_URL`), Valkey 9 and Redis 8 as `cargo xtask with-services` starts them
 //! (`NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`), the machine's Redis 7
-//! (`NONONCE_TEST_REDIS7_URL`). A server that is not there fails the test that needs it.
+//! (`NONONCE_TEST_REDIS7_URL`), etcd as `cargo xtask with-services` starts it
+//! (`NONONCE_TEST_ETCD_ENDPOINTS`). A server that is not there fails the test that needs it.
 
 #![allow(dead_code)]
 
@@ -87,6 +88,27 @@ pub fn valkey_url() -> String {
 
 pub fn redis7_url() -> String {
     std::env::var("NONONCE_TEST_REDIS7_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The etcd test server's endpoints as the `host:port,...` of an `etcd://` URL
+/// (`NONONCE_TEST_ETCD_ENDPOINTS` holds `http://host:port,...`).
+pub fn etcd_hosts() -> String {
+    std::env::var("NONONCE_TEST_ETCD_ENDPOINTS")
+        .unwrap_or_else(|_| "http://127.0.0.1:2390".into())
+        .split(',')
+        .map(|e| {
+            e.trim()
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// An etcd store URL on a key prefix of its own.
+pub fn etcd_store() -> String {
+    format!("etcd://{}/nononce-cli/{}/", etcd_hosts(), unique("t"))
 }
 
 /// A name no other test run uses: process ID, a counter and the time.

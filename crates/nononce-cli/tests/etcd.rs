@@ -1,0 +1,279 @@
+//! etcd stores (`etcd://host:port[,host:port...][/prefix/]`) on the etcd test server: `gen`
+//! leases and releases, `leases list` / `release` / `migrate` see and free the keys, and a dead
+//! endpoint, a bad URL or needless credentials fail at once, in one line naming the cause, with
+//! the password hidden. Every test has a key prefix of its own.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The release guard of the CLI's lease timing (the lease-core default margin, 10 s).
+const RELEASE_GUARD_S: f64 = 10.0;
+/// The lease `gen` asks for.
+const CLI_LEASE_S: f64 = 120.0;
+
+fn store_commands(store: &str) -> Vec<Vec<String>> {
+    [
+        &["gen", "--store", store][..],
+        &["leases", "list", "--store", store],
+        &["leases", "migrate", "--store", store],
+        &["leases", "release", "--store", store, "--id", "1", "--yes"],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|s| (*s).to_owned()).collect())
+    .collect()
+}
+
+fn machine_ids(out: &str) -> Vec<u64> {
+    out.lines()
+        .map(|n| json(n)["machine_id"].as_u64().unwrap())
+        .collect()
+}
+
+/// `gen` prints its nonces under one leased ID and releases it when done: the ID is then held
+/// only by the release guard.
+#[test]
+fn gen_on_etcd_prints_nonces_and_releases_its_lease() {
+    let store = etcd_store();
+    let out = run_ok(&["gen", "--store", &store, "-n", "5"]);
+    let ids = machine_ids(&out);
+    assert_eq!(ids.len(), 5, "{out}");
+    assert!(ids.iter().all(|id| *id == ids[0]), "{out}");
+    let mut nonces: Vec<&str> = out.lines().collect();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 5, "{out}");
+    for (id, left) in held(&store) {
+        assert_eq!(id, ids[0], "only gen's ID is held");
+        assert!(left <= RELEASE_GUARD_S, "released: {left} s left");
+    }
+}
+
+/// Two `gen`s at once get distinct IDs; `leases list` shows the running one, `leases release`
+/// frees an ID (with `--yes` only), and `leases migrate` says there is nothing to migrate.
+#[test]
+fn leases_on_etcd_list_release_and_migrate() {
+    let store = etcd_store();
+    let empty = run_ok(&["leases", "list", "--store", &store]);
+    assert!(empty.ends_with("0 held, 512 of 512 free\n"), "{empty}");
+    let dir = tempfile::tempdir().unwrap();
+    let running = RunningGen::start(&["--store", &store], dir.path());
+    let a = running.machine_id();
+    let b = machine_ids(&run_ok(&["gen", "--store", &store, "-n", "1"]))[0];
+    assert_ne!(a, b);
+
+    let list = run_ok(&["leases", "list", "--store", &store]);
+    let row = list
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(a.to_string().as_str()))
+        .unwrap_or_else(|| panic!("{a} is not listed: {list}"));
+    // id, a token prefix, the time left on the running gen's etcd lease.
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.len(), 3, "{row}");
+    let left: f64 = cells[2].trim_end_matches('s').parse().unwrap();
+    assert!(left > RELEASE_GUARD_S && left <= CLI_LEASE_S, "{row}");
+    assert!(list.contains(" held, "), "{list}");
+    let json_list = held(&store);
+    assert!(json_list.iter().any(|(id, _)| *id == a), "{json_list:?}");
+
+    let refused = run(&[
+        "leases",
+        "release",
+        "--store",
+        &store,
+        "--id",
+        &a.to_string(),
+    ]);
+    let err = assert_one_line_failure(&refused, "release without --yes");
+    assert!(err.contains("--yes"), "{err}");
+    assert!(held(&store).iter().any(|(id, _)| *id == a));
+
+    let freed = run_ok(&[
+        "leases",
+        "release",
+        "--store",
+        &store,
+        "--id",
+        &a.to_string(),
+        "--yes",
+    ]);
+    assert_eq!(freed.trim(), format!("machine id {a} freed"));
+    assert!(held(&store).iter().all(|(id, _)| *id != a));
+    let again = run_ok(&[
+        "leases",
+        "release",
+        "--store",
+        &store,
+        "--id",
+        &a.to_string(),
+        "--yes",
+    ]);
+    assert_eq!(again.trim(), format!("machine id {a} was not held"));
+
+    let migrate = run_ok(&["leases", "migrate", "--store", &store]);
+    let prefix = store.split_once(&etcd_hosts()).unwrap().1;
+    assert_eq!(
+        migrate.trim(),
+        format!("nothing to migrate: the etcd keys under `{prefix}` need no schema")
+    );
+    let (status, err) = running.signal("TERM");
+    assert_eq!(status.code(), Some(143), "{err}");
+}
+
+/// Nothing listens: every command fails within seconds, in one line naming the refused
+/// connection once; with several endpoints, each one's cause.
+#[test]
+fn a_dead_etcd_endpoint_fails_fast_naming_the_cause() {
+    for store in ["etcd://127.0.0.1:1", "etcd://me:s3cret@127.0.0.1:1/p/"] {
+        for args in store_commands(store) {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let started = Instant::now();
+            let out = run(&args);
+            let took = started.elapsed();
+            let err = assert_one_line_failure(&out, &format!("{args:?}"));
+            assert!(took < Duration::from_secs(3), "{args:?} took {took:?}");
+            assert_eq!(
+                err.matches("Connection refused").count(),
+                1,
+                "{args:?}: {err}"
+            );
+            assert!(err.contains("cannot connect"), "{args:?}: {err}");
+            assert!(err.contains("127.0.0.1:1"), "{args:?}: {err}");
+            assert!(!err.contains("s3cret"), "{args:?}: {err}");
+            for stale in ["timed out", "within", "attempts"] {
+                assert!(!err.contains(stale), "{args:?}: {err}");
+            }
+        }
+    }
+    let err = assert_one_line_failure(
+        &run(&[
+            "leases",
+            "list",
+            "--store",
+            "etcd://127.0.0.1:1,127.0.0.1:2",
+        ]),
+        "two dead endpoints",
+    );
+    assert!(
+        err.contains("cannot connect to any endpoint: 127.0.0.1:1: Connection refused (os error 111); 127.0.0.1:2: Connection refused (os error 111)"),
+        "{err}"
+    );
+    let err = assert_one_line_failure(
+        &run(&["gen", "--store", "etcd://no-such-host.invalid:2379"]),
+        "unknown host",
+    );
+    assert!(err.contains("no-such-host.invalid"), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+}
+
+/// Members that are down beside a live one: every command works, every time (the etcd client
+/// would send part of the requests to the dead ones; the CLI leaves them out).
+#[test]
+fn one_live_endpoint_is_enough() {
+    let store = format!(
+        "etcd://127.0.0.1:1,{},127.0.0.1:2/nononce-cli/{}/",
+        etcd_hosts(),
+        unique("t")
+    );
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let out = run(&["gen", "--store", &store, "-n", "2", "--quiet"]);
+        assert!(out.status.success(), "{store}: {}", stderr(&out));
+        assert!(out.stderr.is_empty(), "{}", stderr(&out));
+        let got = machine_ids(&String::from_utf8(out.stdout).unwrap());
+        assert_eq!(got.len(), 2);
+        ids.push(got[0]);
+    }
+    let listed: Vec<u64> = held(&store).into_iter().map(|(id, _)| id).collect();
+    for id in &ids {
+        assert!(listed.contains(id), "{id} in {listed:?}");
+    }
+    let freed = run_ok(&[
+        "leases",
+        "release",
+        "--store",
+        &store,
+        "--id",
+        &ids[0].to_string(),
+        "--yes",
+    ]);
+    assert!(freed.contains("freed"), "{freed}");
+    assert!(run_ok(&["leases", "migrate", "--store", &store]).starts_with("nothing to migrate"));
+}
+
+/// Malformed URLs are refused before anything is connected, naming the mistake and the form.
+#[test]
+fn bad_etcd_urls_are_refused_naming_the_mistake() {
+    for (url, needle) in [
+        ("etcd://etcd-0", "endpoint `etcd-0` has no port"),
+        (
+            "etcd://etcd-0:port",
+            "endpoint `etcd-0:port` is not host:port",
+        ),
+        ("etcd://:2379", "endpoint `:2379` is not host:port"),
+        ("etcd://a:2379,", "endpoint `` has no port"),
+        ("etcd://me@a:2379", "credentials must be user:password"),
+        ("etcd://me:p%zz@a:2379", "bad %-escape"),
+        (
+            "etcd://a:2379?table=t",
+            "unknown option `table` (known: max_lease_s)",
+        ),
+        (
+            "etcd://a:2379?max_lease_s=x",
+            "max_lease_s=x is not whole seconds",
+        ),
+    ] {
+        for args in store_commands(url) {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let started = Instant::now();
+            let err = assert_one_line_failure(&run(&args), url);
+            assert!(started.elapsed() < Duration::from_secs(2), "{url}");
+            assert!(err.contains("invalid etcd url"), "{url}: {err}");
+            assert!(err.contains(needle), "{url}: {err}");
+            assert!(
+                err.contains("use etcd://[user:password@]host:port[,host:port...][/prefix/]"),
+                "{url}: {err}"
+            );
+            assert!(!err.contains("p%zz"), "the password is not echoed: {err}");
+            if url.contains("p%zz") {
+                assert!(err.contains("etcd://me:***@a:2379"), "{err}");
+                assert!(err.contains("bad %-escape in `***`"), "{err}");
+            }
+        }
+    }
+    // gen's leases are 2 minutes: a shorter longest lease is refused, naming the option.
+    let short = format!("{}?max_lease_s=10", etcd_store());
+    let err = assert_one_line_failure(&run(&["gen", "--store", &short]), &short);
+    assert!(
+        err.ends_with(
+            "max_lease_s=10 is shorter than the 30 s minimum lease nononce gen accepts: use max_lease_s=30 or more\n"
+        ),
+        "{err}"
+    );
+    // Reading needs no lease: the same URL lists.
+    assert!(run_ok(&["leases", "list", "--store", &short]).contains("512 of 512 free"));
+    let long = format!("{}?max_lease_s=300", etcd_store());
+    assert_eq!(
+        machine_ids(&run_ok(&["gen", "--store", &long, "-n", "1"])).len(),
+        1
+    );
+}
+
+/// Credentials for a cluster without authentication: refused at once, with the password
+/// hidden and what to change.
+#[test]
+fn credentials_without_authentication_are_refused_with_the_password_hidden() {
+    let store = etcd_store().replacen("etcd://", "etcd://me:s3cret@", 1);
+    for args in store_commands(&store) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
+        assert!(err.contains("etcd://me:***@"), "{args:?}: {err}");
+        assert!(!err.contains("s3cret"), "{args:?}: {err}");
+        assert!(
+            err.contains("authentication is not enabled"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("remove user:password@"), "{args:?}: {err}");
+    }
+}
