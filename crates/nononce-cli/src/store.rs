@@ -70,7 +70,7 @@ enum Kind {
     Etcd(Box<EtcdStrategy>),
 }
 
-const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), env:VAR or hosts:NAME,NAME,...";
+const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), etcd://HOST:PORT[,HOST:PORT...] (or etcds://), env:VAR or hosts:NAME,NAME,...";
 
 impl Store {
     /// Opens the store a `--store` URL names, for `access`.
