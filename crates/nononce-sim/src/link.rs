@@ -13,14 +13,14 @@ use std::task::{Context, Poll};
 use nonce_core::Clock;
 
 use crate::clock::SimClock;
-use crate::model::{Link, NetError, Request, Response};
+use crate::model::{Link, NetError, Reply, Request};
 
 #[derive(Debug, Default)]
 struct State {
     next_id: u64,
     outbox: Vec<(u64, Request)>,
     awaiting: Option<u64>,
-    reply: Option<(u64, Result<Response, NetError>)>,
+    reply: Option<(u64, Result<Reply, NetError>)>,
 }
 
 /// A node's link to the coordinator in the simulation.
@@ -50,7 +50,7 @@ impl SimLink {
     }
 
     /// Hands over the reply to request `id`; whether it was the one awaited.
-    pub fn deliver(&self, id: u64, reply: Result<Response, NetError>) -> bool {
+    pub fn deliver(&self, id: u64, reply: Result<Reply, NetError>) -> bool {
         let mut state = self.lock();
         if state.awaiting == Some(id) {
             state.awaiting = None;
@@ -78,7 +78,7 @@ struct Call {
 }
 
 impl Future for Call {
-    type Output = Result<Response, NetError>;
+    type Output = Result<Reply, NetError>;
 
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -106,7 +106,7 @@ impl Future for Call {
 }
 
 impl Link for SimLink {
-    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send {
+    fn exchange(&self, request: Request) -> impl Future<Output = Result<Reply, NetError>> + Send {
         Call {
             link: self.clone(),
             request: Some(request),

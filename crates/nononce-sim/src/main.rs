@@ -1,9 +1,9 @@
 //! `nononce-sim`: runs many seeds of the fleet simulation and prints what they saw.
 //!
 //! ```text
-//! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|static]
+//! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
-//!             [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind]
+//!             [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
@@ -17,9 +17,9 @@ use nononce_sim::{Backend, Clocks, Config, Fault, Summary, run_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|static] \
+        "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind]"
+         [--without-amnesia-guard] [--gap amnesia-wide|redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
     );
     ExitCode::from(2)
 }
@@ -42,6 +42,7 @@ fn main() -> ExitCode {
                 config.backend = match value().as_str() {
                     "sql" => Some(Backend::Sql),
                     "redis" => Some(Backend::Redis),
+                    "etcd" => Some(Backend::Etcd),
                     "static" => Some(Backend::Static),
                     _ => return usage(),
                 };
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
                 "redis-failover" => config.gaps.redis_failover = true,
                 "sql-lost-commits" => config.gaps.sql_lost_commits = true,
                 "static-clock-behind" => config.gaps.static_clock_behind = true,
+                "etcd-restore" => config.gaps.etcd_restore = true,
                 _ => return usage(),
             },
             _ => return usage(),

@@ -16,6 +16,8 @@ pub enum Backend {
     Sql,
     /// The Redis hash model (Valkey 9 / Redis 8 semantics).
     Redis,
+    /// The etcd cluster model (etcd v3 semantics).
+    Etcd,
     /// Fixed IDs (StatefulSet ordinals): no coordinator, no floor.
     Static,
 }
@@ -27,6 +29,7 @@ impl Backend {
         match self {
             Self::Sql => "sql",
             Self::Redis => "redis",
+            Self::Etcd => "etcd",
             Self::Static => "static",
         }
     }
@@ -94,7 +97,8 @@ pub enum Fault {
     WallStepBackward,
     /// The node's clock rate is off by up to 2 % for a while.
     DriftStorm,
-    /// The coordinator restarts without losing data (Redis: AOF `always`, new run ID).
+    /// The coordinator restarts without losing data (Redis: AOF `always`, new run ID; etcd: a
+    /// new leader, which restarts every lease's TTL).
     CoordinatorRestart,
     /// Redis restarts without persistence: every lease and floor is forgotten.
     RedisAmnesia,
@@ -102,7 +106,8 @@ pub enum Fault {
     RedisSnapshot,
     /// SQL fails over to a lagging asynchronous replica (new timeline).
     SqlFailover,
-    /// The coordinator's clock jumps forward.
+    /// The coordinator's clock jumps forward (etcd's leases run on its monotonic clock, which
+    /// does not jump).
     CoordinatorClockForward,
     /// The coordinator's clock jumps back.
     CoordinatorClockBackward,
@@ -114,11 +119,20 @@ pub enum Fault {
     /// SQL loses its last commits without changing identity (`synchronous_commit = off`
     /// crash: documented as undetected).
     SqlLostCommits,
+    /// The etcd leader is cut off and another is elected: a second or two without a leader,
+    /// every lease's TTL restarted by the new one, and the old leader still answering
+    /// keep-alives in its term for a moment.
+    EtcdLeaderChange,
+    /// An operator restores etcd from its last backup, or restarts it on an empty data
+    /// directory, possibly under a new cluster ID, and keeps new processes from starting for the
+    /// longest lease, as lease-etcd's documentation asks (a process that never saw the old store
+    /// cannot tell: documented).
+    EtcdRestore,
 }
 
 impl Fault {
     /// Every class.
-    pub const ALL: [Self; 22] = [
+    pub const ALL: [Self; 24] = [
         Self::Partition,
         Self::Crash,
         Self::Freeze,
@@ -141,6 +155,8 @@ impl Fault {
         Self::ForceRelease,
         Self::RedisFailover,
         Self::SqlLostCommits,
+        Self::EtcdLeaderChange,
+        Self::EtcdRestore,
     ];
 
     /// Kebab-case name.
@@ -169,6 +185,8 @@ impl Fault {
             Self::ForceRelease => "force-release",
             Self::RedisFailover => "redis-failover",
             Self::SqlLostCommits => "sql-lost-commits",
+            Self::EtcdLeaderChange => "etcd-leader-change",
+            Self::EtcdRestore => "etcd-restore",
         }
     }
 
@@ -182,6 +200,7 @@ impl Fault {
                 | Self::SqlFailover
                 | Self::RedisFailover
                 | Self::SqlLostCommits
+                | Self::EtcdRestore
         )
     }
 }
@@ -197,7 +216,8 @@ impl fmt::Display for Fault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[allow(clippy::struct_excessive_bools)]
 pub struct Gaps {
-    /// Amnesia faults (Redis restarts, SQL failovers) also in runs with wide clocks: the store
+    /// Amnesia faults (Redis restarts, SQL failovers, etcd restores) also in runs with wide
+    /// clocks: the store
     /// forgets floors, so handover rests on clocks again.
     pub amnesia_with_wide_clocks: bool,
     /// Redis failovers to a long-running replica.
@@ -207,6 +227,10 @@ pub struct Gaps {
     /// Static strategies with wall clock steps back of up to the margin plus the release
     /// guard before a restart.
     pub static_clock_behind: bool,
+    /// etcd restores (from the last backup, or onto an empty data directory), new processes kept
+    /// from starting for the longest lease afterwards: the revision check misses a process that
+    /// did not see the revisions the restore lost.
+    pub etcd_restore: bool,
 }
 
 /// What a run simulates. [`Config::default`]: every guard on, the backend, clocks and fleet
@@ -391,6 +415,8 @@ pub struct Plan {
     pub herd: bool,
     /// Which guards are on.
     pub guards: Guards,
+    /// Which documented gaps are probed.
+    pub gaps: Gaps,
     /// Stop at the first violation.
     pub stop_at_first: bool,
     /// Trace length.
@@ -402,8 +428,9 @@ impl Plan {
     /// run itself draws from the same generator afterwards.
     pub fn new(seed: u64, config: &Config, rng: &mut Rng) -> Self {
         let backend = config.backend.unwrap_or_else(|| match rng.below(100) {
-            0..45 => Backend::Sql,
-            45..87 => Backend::Redis,
+            0..29 => Backend::Sql,
+            29..58 => Backend::Etcd,
+            58..87 => Backend::Redis,
             _ => Backend::Static,
         });
         let profile = match rng.below(10) {
@@ -469,6 +496,7 @@ impl Plan {
             faults,
             herd: rng.chance(500_000),
             guards: config.guards,
+            gaps: config.gaps,
             stop_at_first: config.stop_at_first,
             trace_len: config.trace_len,
         }
@@ -504,6 +532,8 @@ impl Plan {
                 Fault::SqlFailover => backend == Backend::Sql && amnesia,
                 Fault::RedisFailover => backend == Backend::Redis && gaps.redis_failover,
                 Fault::SqlLostCommits => backend == Backend::Sql && gaps.sql_lost_commits,
+                Fault::EtcdLeaderChange => backend == Backend::Etcd,
+                Fault::EtcdRestore => backend == Backend::Etcd && amnesia && gaps.etcd_restore,
             })
             .filter(|f| !config.without.contains(f))
             .collect()

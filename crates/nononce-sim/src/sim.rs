@@ -25,10 +25,13 @@ use nonce_core::{Base, Clock, Error as NonceError, Factory, FactoryConfig};
 use crate::check::{Checker, KindSet, Violation, Window};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
+use crate::model::etcd::{
+    EtcdModel, EtcdRequest, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery, TxnOp,
+};
 use crate::model::fixed::FixedModel;
 use crate::model::redis::{Persistence, RedisModel, RedisRequest, RedisResponse, RedisServer};
 use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
-use crate::model::{Guards, ModelLease, NetError, Request, Response, Server};
+use crate::model::{Guards, ModelLease, NetError, Reply, Request, Server};
 use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
@@ -71,6 +74,18 @@ impl Backend for Redis {
     }
 }
 
+struct Etcd {
+    guards: Guards,
+    max_lease: Duration,
+}
+
+impl Backend for Etcd {
+    type S = EtcdModel<SimLink>;
+    fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
+        EtcdModel::new(link, self.guards, self.max_lease, seed)
+    }
+}
+
 struct Fixed;
 
 impl Backend for Fixed {
@@ -87,6 +102,7 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     match plan.backend {
         BackendKind::Sql => Sim::new(plan, rng, Sql { guards, max_lease }).run(),
         BackendKind::Redis => Sim::new(plan, rng, Redis { guards, max_lease }).run(),
+        BackendKind::Etcd => Sim::new(plan, rng, Etcd { guards, max_lease }).run(),
         BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
     }
 }
@@ -118,7 +134,7 @@ enum Ev {
     ToNode {
         node: u16,
         order: u64,
-        response: Result<Response, NetError>,
+        response: Result<Reply, NetError>,
         id: u64,
         inc: u32,
     },
@@ -327,7 +343,7 @@ struct Proc<S: Strategy<Lease = ModelLease, Error = Failure>> {
     enable_pending: bool,
     range_slot: Option<(u16, usize)>,
     frozen: Option<Frozen>,
-    held_replies: Vec<(u64, Result<Response, NetError>)>,
+    held_replies: Vec<(u64, Result<Reply, NetError>)>,
     wake_seq: u64,
     tick_seq: u64,
     state: &'static str,
@@ -780,12 +796,20 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     }
 }
 
+/// How a coordinator that is down comes back.
+enum OnUp {
+    /// Redis restarts, keeping what its persistence kept.
+    Redis(Persistence),
+    /// etcd has a leader again.
+    Etcd(Recovery),
+}
+
 struct ServerState {
     server: Server,
     clock: LinearClock,
     down: bool,
     up_seq: u64,
-    on_up: Option<Persistence>,
+    on_up: Option<OnUp>,
     run_ids: u64,
 }
 
@@ -795,6 +819,8 @@ struct Sim<B: Backend> {
     ctx: Ctx,
     nodes: Vec<Node<B::S>>,
     server: Option<ServerState>,
+    /// No process starts before this true time (after an etcd restore, for the longest lease).
+    starts_held_until: u64,
 }
 
 impl<B: Backend> Sim<B> {
@@ -848,6 +874,10 @@ impl<B: Backend> Sim<B> {
                 let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
                 Some(Server::Redis(RedisServer::new(plan.capacity, up_since, 1)))
             }
+            BackendKind::Etcd => Some(Server::Etcd(EtcdServer::new(
+                plan.capacity,
+                0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff,
+            ))),
             BackendKind::Static => None,
         }
         .map(|server| ServerState {
@@ -879,6 +909,7 @@ impl<B: Backend> Sim<B> {
             ctx,
             nodes,
             server,
+            starts_held_until: 0,
         }
     }
 
@@ -998,6 +1029,13 @@ impl<B: Backend> Sim<B> {
     }
 
     fn start(&mut self, n: usize) {
+        if self.ctx.now < self.starts_held_until && self.nodes[n].proc.is_none() {
+            // The operator keeps new processes from starting until the hold ends.
+            let later = self.starts_held_until + self.ctx.rng.below(self.plan.profile.restart.1);
+            let node = self.nodes[n].shell.idx;
+            self.ctx.at(later, Ev::Start { node });
+            return;
+        }
         let ctx = &mut self.ctx;
         let Node { shell, proc } = &mut self.nodes[n];
         if proc.is_some() {
@@ -1167,7 +1205,25 @@ impl<B: Backend> Sim<B> {
         let Some(state) = self.server.as_mut() else {
             return;
         };
-        let response = if state.down {
+        let cut_off = if state.down {
+            let now = state.clock.ms(self.ctx.now);
+            state
+                .server
+                .answer_while_down(now, &request, &mut self.ctx.rng)
+        } else {
+            None
+        };
+        let response = if let Some(reply) = cut_off {
+            self.ctx.stats.net("answered by a deposed etcd leader");
+            self.ctx.trace(
+                Some(node),
+                "keep-alive answered by the deposed etcd leader",
+                0,
+                0,
+                0,
+            );
+            Ok(reply)
+        } else if state.down {
             self.ctx.stats.net("refused: coordinator down");
             if !self.ctx.rng.chance(700_000) {
                 return;
@@ -1197,7 +1253,7 @@ impl<B: Backend> Sim<B> {
         &mut self,
         n: usize,
         order: u64,
-        response: Result<Response, NetError>,
+        response: Result<Reply, NetError>,
         id: u64,
         inc: u32,
     ) {
@@ -1268,19 +1324,29 @@ impl<B: Backend> Sim<B> {
         }
         state.down = false;
         let now = state.clock.ms(self.ctx.now);
-        if let (Some(persistence), Server::Redis(server)) = (state.on_up.take(), &mut state.server)
-        {
-            state.run_ids += 1;
-            let lost = server.restart(now, state.run_ids, persistence);
-            self.ctx.trace(
-                None,
-                "redis up, run id {a}, {b} leases forgotten",
-                state.run_ids,
-                u64::try_from(lost).unwrap_or(0),
-                0,
-            );
-        } else {
-            self.ctx.trace(None, "coordinator up", 0, 0, 0);
+        match (state.on_up.take(), &mut state.server) {
+            (Some(OnUp::Redis(persistence)), Server::Redis(server)) => {
+                state.run_ids += 1;
+                let lost = server.restart(now, state.run_ids, persistence);
+                self.ctx.trace(
+                    None,
+                    "redis up, run id {a}, {b} leases forgotten",
+                    state.run_ids,
+                    u64::try_from(lost).unwrap_or(0),
+                    0,
+                );
+            }
+            (Some(OnUp::Etcd(recovery)), Server::Etcd(server)) => {
+                let forgotten = server.start(now, recovery);
+                self.ctx.trace(
+                    None,
+                    "etcd has a leader, term {a}, revision {b}, {c} leases forgotten",
+                    server.term(),
+                    u64::try_from(server.revision()).unwrap_or(0),
+                    u64::try_from(forgotten).unwrap_or(0),
+                );
+            }
+            _ => self.ctx.trace(None, "coordinator up", 0, 0, 0),
         }
     }
 
@@ -1559,14 +1625,13 @@ impl<B: Backend> Sim<B> {
                 } else {
                     -delta
                 };
-                state.clock.step(now, delta);
-                self.ctx.trace(
-                    None,
-                    "coordinator clock jumps {a} ms (back: {b})",
-                    jump,
-                    u64::from(delta < 0),
-                    0,
-                );
+                let what = if state.server.leases_on_wall_clock() {
+                    state.clock.step(now, delta);
+                    "coordinator clock jumps {a} ms (back: {b})"
+                } else {
+                    "etcd's wall clock jumps {a} ms (back: {b}); its leases run on its monotonic clock"
+                };
+                self.ctx.trace(None, what, jump, u64::from(delta < 0), 0);
                 true
             }
             Fault::ForceRelease => {
@@ -1597,14 +1662,16 @@ impl<B: Backend> Sim<B> {
             | Fault::RedisSnapshot
             | Fault::SqlFailover
             | Fault::SqlLostCommits
-            | Fault::RedisFailover => self.coordinator_down(fault),
+            | Fault::RedisFailover
+            | Fault::EtcdLeaderChange
+            | Fault::EtcdRestore => self.coordinator_down(fault),
         }
     }
 
     fn coordinator_down(&mut self, fault: Fault) -> bool {
         let now = self.ctx.now;
         let short = self.plan.profile.lease <= 5_000;
-        let down_for = if short {
+        let mut down_for = if short {
             self.ctx.rng.between(100, 3_000)
         } else {
             self.ctx.rng.between(500, 20_000)
@@ -1624,10 +1691,14 @@ impl<B: Backend> Sim<B> {
         let mut lost = 0;
         match (&mut state.server, fault) {
             (Server::Redis(_), Fault::CoordinatorRestart) => {
-                state.on_up = Some(Persistence::Always)
+                state.on_up = Some(OnUp::Redis(Persistence::Always));
             }
-            (Server::Redis(_), Fault::RedisAmnesia) => state.on_up = Some(Persistence::None),
-            (Server::Redis(_), Fault::RedisSnapshot) => state.on_up = Some(Persistence::Snapshot),
+            (Server::Redis(_), Fault::RedisAmnesia) => {
+                state.on_up = Some(OnUp::Redis(Persistence::None));
+            }
+            (Server::Redis(_), Fault::RedisSnapshot) => {
+                state.on_up = Some(OnUp::Redis(Persistence::Snapshot));
+            }
             (Server::Redis(server), Fault::RedisFailover) => {
                 state.run_ids += 1;
                 lost = server.fail_over(now_c, lag, state.run_ids);
@@ -1636,6 +1707,34 @@ impl<B: Backend> Sim<B> {
             (Server::Sql(server), Fault::SqlFailover) => lost = server.fail_over(now, lag),
             (Server::Sql(server), Fault::SqlLostCommits) => {
                 lost = server.lose_recent_commits(now, lag);
+            }
+            (Server::Etcd(server), Fault::CoordinatorRestart) => {
+                server.stop(now_c);
+                state.on_up = Some(OnUp::Etcd(Recovery::Restart));
+            }
+            (Server::Etcd(server), Fault::EtcdLeaderChange) => {
+                // Followers wait one to two election timeouts; the cut-off leader steps down
+                // within one (check quorum), unless the leadership moved on purpose.
+                down_for = self.ctx.rng.between(1_000, 2_500);
+                let deposed = self
+                    .ctx
+                    .rng
+                    .chance(500_000)
+                    .then(|| now_c + self.ctx.rng.between(0, down_for));
+                server.lose_leader(now_c, deposed);
+                state.on_up = Some(OnUp::Etcd(Recovery::Election));
+            }
+            (Server::Etcd(server), Fault::EtcdRestore) => {
+                server.stop(now_c);
+                let from_backup = self.ctx.rng.chance(700_000);
+                let new_cluster_id = self.ctx.rng.chance(500_000);
+                state.on_up = Some(OnUp::Etcd(Recovery::Restore {
+                    from_backup,
+                    new_cluster_id,
+                }));
+                // As lease-etcd's documentation asks: no new process for the longest lease.
+                let until = now + down_for + self.plan.profile.lease;
+                self.starts_held_until = self.starts_held_until.max(until);
             }
             _ => return false,
         }
@@ -1661,6 +1760,9 @@ enum Summary {
     RedisRead,
     RedisClaim(u64),
     RedisOther(&'static str, u64),
+    EtcdRange,
+    EtcdTxn(u64),
+    EtcdLease,
 }
 
 fn summarize(request: &Request) -> Summary {
@@ -1682,33 +1784,50 @@ fn summarize(request: &Request) -> Summary {
         Request::Redis(RedisRequest::Release { id, .. }) => {
             Summary::RedisOther("redis release id {a}: {b}", u64::from(*id))
         }
+        Request::Etcd(EtcdRequest::Range { .. }) => Summary::EtcdRange,
+        Request::Etcd(EtcdRequest::Txn(txn)) => {
+            let id = match txn.then.first() {
+                Some(TxnOp::Put {
+                    key: EtcdKey::Lease(id),
+                    ..
+                }) => Some(*id),
+                _ => txn.when.iter().find_map(|c| match c.key {
+                    EtcdKey::Lease(id) => Some(id),
+                    EtcdKey::Floor(_) => None,
+                }),
+            };
+            Summary::EtcdTxn(id.map_or(u64::MAX, u64::from))
+        }
+        Request::Etcd(
+            EtcdRequest::Grant { .. } | EtcdRequest::KeepAlive { .. } | EtcdRequest::Revoke { .. },
+        ) => Summary::EtcdLease,
     }
 }
 
 impl Summary {
-    fn outcome(&self, response: &Response) -> (&'static str, u64, u64) {
+    fn outcome(&self, response: &Reply) -> (&'static str, u64, u64) {
         match (self, response) {
-            (Self::SqlClaim, Response::Sql(SqlResponse::Claimed(Some((id, floor, _))))) => (
+            (Self::SqlClaim, Reply::Sql(SqlResponse::Claimed(Some((id, floor, _))))) => (
                 "sql claim: id {a}, floor before {b}, db clock {c}",
                 u64::from(*id),
                 *floor,
             ),
             (Self::SqlClaim, _) => ("sql claim: nothing (db clock {c})", 0, 0),
-            (Self::SqlOther(what, id), Response::Sql(SqlResponse::Renewed(r))) => {
+            (Self::SqlOther(what, id), Reply::Sql(SqlResponse::Renewed(r))) => {
                 (what, *id, u64::from(r.is_some()))
             }
-            (Self::SqlOther(what, id), Response::Sql(SqlResponse::Released(r))) => {
+            (Self::SqlOther(what, id), Reply::Sql(SqlResponse::Released(r))) => {
                 (what, *id, u64::from(*r))
             }
             (Self::SqlOther(what, id), _) => (what, *id, 0),
-            (Self::RedisRead, Response::Redis(RedisResponse::Read { free, .. })) => (
+            (Self::RedisRead, Reply::Redis(RedisResponse::Read { free, .. })) => (
                 "redis read: {a} free",
                 u64::try_from(free.len()).unwrap_or(0),
                 0,
             ),
             (
                 Self::RedisClaim(id),
-                Response::Redis(RedisResponse::Claimed {
+                Reply::Redis(RedisResponse::Claimed {
                     won, floor_before, ..
                 }),
             ) => {
@@ -1722,15 +1841,48 @@ impl Summary {
                     ("redis claim id {a}: taken", *id, 0)
                 }
             }
-            (Self::RedisOther(what, id), Response::Redis(RedisResponse::Renewed { ok, .. })) => {
+            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::Renewed { ok, .. })) => {
                 (what, *id, u64::from(*ok))
             }
-            (Self::RedisOther(what, id), Response::Redis(RedisResponse::Released(ok))) => {
+            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::Released(ok))) => {
                 (what, *id, u64::from(*ok))
             }
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }
+            (Self::EtcdRange, Reply::Etcd(EtcdResponse::Range { header, kvs })) => (
+                "etcd range: {a} keys, revision {b}",
+                u64::try_from(kvs.len()).unwrap_or(0),
+                u64::try_from(header.revision).unwrap_or(0),
+            ),
+            (
+                Self::EtcdTxn(id),
+                Reply::Etcd(EtcdResponse::Txn {
+                    header, succeeded, ..
+                }),
+            ) => {
+                let revision = u64::try_from(header.revision).unwrap_or(0);
+                if *succeeded {
+                    ("etcd txn on id {a}: succeeded, revision {b}", *id, revision)
+                } else {
+                    ("etcd txn on id {a}: failed, revision {b}", *id, revision)
+                }
+            }
+            (Self::EtcdTxn(id), _) => ("etcd txn on id {a}: refused", *id, 0),
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Granted { ttl_s, .. })) => (
+                "etcd lease grant: ttl {a} s",
+                u64::try_from(*ttl_s).unwrap_or(0),
+                0,
+            ),
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::KeptAlive { header, ttl_s })) => (
+                "etcd keep-alive: ttl {a} s, term {b}",
+                u64::try_from(*ttl_s).unwrap_or(0),
+                header.raft_term,
+            ),
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Revoked { found, .. })) => {
+                ("etcd lease revoke: found {a}", u64::from(*found), 0)
+            }
+            (Self::EtcdRange | Self::EtcdLease, _) => ("etcd: unexpected reply", 0, 0),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Each coordinator model passes the `lease-testkit` conformance suite, floor checks included,
-//! on tokio's paused clock (leases of an hour, checked in milliseconds).
+//! on tokio's paused clock (leases of an hour, checked in milliseconds); the etcd model also with
+//! the options lease-etcd's own suite runs on a real etcd (8 s leases, a 2 s guard).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,10 +9,11 @@ use lease_core::MachineId;
 use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
+use nononce_sim::model::etcd::EtcdModel;
 use nononce_sim::model::fixed::FixedModel;
 use nononce_sim::model::redis::RedisModel;
 use nononce_sim::model::sql::SqlModel;
-use nononce_sim::model::{ClockFn, DirectLink, RedisStore, SqlStore};
+use nononce_sim::model::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -53,6 +55,19 @@ impl Harness for Redis {
     }
 }
 
+struct Etcd(EtcdStore);
+
+impl Harness for Etcd {
+    type Strategy = EtcdModel<DirectLink>;
+    async fn node(&self) -> Self::Strategy {
+        self.0.strategy()
+    }
+    async fn expire(&self, id: MachineId) -> bool {
+        self.0.expire(id);
+        true
+    }
+}
+
 mod sql_model {
     lease_testkit::conformance_tests!(
         || async { super::Sql(super::SqlStore::new(super::paused(), 8 * super::HOUR)) },
@@ -64,6 +79,24 @@ mod redis_model {
     lease_testkit::conformance_tests!(
         || async { super::Redis(super::RedisStore::new(super::paused(), 8 * super::HOUR)) },
         super::Options::new(super::HOUR)
+    );
+}
+
+mod etcd_model {
+    lease_testkit::conformance_tests!(
+        || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
+        super::Options::new(super::HOUR)
+    );
+}
+
+/// lease-etcd's own conformance options: whole-second leases, a guard etcd grants as its 2 s
+/// minimum, and slack for its lessor's sweep.
+mod etcd_model_seconds {
+    lease_testkit::conformance_tests!(
+        || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
+        super::Options::new(std::time::Duration::from_secs(8))
+            .with_guard(std::time::Duration::from_secs(2))
+            .with_slack(std::time::Duration::from_millis(900))
     );
 }
 
@@ -104,6 +137,17 @@ async fn the_suite_sees_the_switched_off_guards() {
     )
     .await;
     assert!(outcome.is_failed(), "{outcome:?}");
+    let etcd = EtcdStore::new(clock(), 8 * HOUR).with_guards(no_guard);
+    let outcome = lease_testkit::run_check(
+        Check::ReleaseGuard,
+        || {
+            let etcd = etcd.clone();
+            async move { Etcd(etcd) }
+        },
+        &options,
+    )
+    .await;
+    assert!(outcome.is_failed(), "{outcome:?}");
 
     let no_floor = Guards {
         floor: false,
@@ -115,6 +159,17 @@ async fn the_suite_sees_the_switched_off_guards() {
         || {
             let sql = sql.clone();
             async move { Sql(sql) }
+        },
+        &options,
+    )
+    .await;
+    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
+    let etcd = EtcdStore::new(clock(), 8 * HOUR).with_guards(no_floor);
+    let outcome = lease_testkit::run_check(
+        Check::FloorTravels,
+        || {
+            let etcd = etcd.clone();
+            async move { Etcd(etcd) }
         },
         &options,
     )

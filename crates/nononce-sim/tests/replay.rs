@@ -1,24 +1,28 @@
 //! One recorded sequence of operations (acquire, renew, release and expiry, with their
 //! timings) replayed against each model and against the real server it models: the outcomes
 //! must be the same (granted, lost, exhausted; which ID, symbolically, where the store picks it
-//! at random; the floors; whether the coordinator's clock came back).
+//! at random; the floors; whether the coordinator's clock came back). etcd has a sequence of its
+//! own, timed around its whole-second leases, its 2 s minimum TTL and its lessor's sweep.
 //!
 //! The servers are the ones `cargo xtask test` and `cargo xtask with-services` start
-//! (`NONONCE_TEST_POSTGRES_URL`, `NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`, with the
-//! same defaults as the backends' own tests). A server that does not answer fails the test.
+//! (`NONONCE_TEST_POSTGRES_URL`, `NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`,
+//! `NONONCE_TEST_ETCD_ENDPOINTS`, with the same defaults as the backends' own tests). A server
+//! that does not answer fails the test.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{LeaseError, MachineId, Strategy};
+use lease_etcd::etcd_client::{self, DeleteOptions, GetOptions};
+use lease_etcd::{EtcdOptions, EtcdStrategy};
 use lease_redis::redis;
 use lease_redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
 use lease_sql::SqlStrategy;
 use lease_sql::sqlx::{self, AssertSqlSafe};
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
-use nononce_sim::model::{ClockFn, RedisStore, SqlStore};
+use nononce_sim::model::{ClockFn, EtcdStore, RedisStore, SqlStore};
 
 /// Floors far below any real clock, as the conformance suite's.
 const F: u64 = 1_000_000;
@@ -107,6 +111,54 @@ fn script() -> Vec<Op> {
     ]
 }
 
+/// The sequence for etcd. Its leases are whole seconds of at least 2 s (the guard of 1 s is
+/// granted as 2 s), and its leader ends an expired lease within half a second: a step that needs
+/// a lease alive comes at most 1.7 s after its last grant or keep-alive, one that needs it ended
+/// at least 2.9 s after.
+fn etcd_script() -> Vec<Op> {
+    let ms = Duration::from_millis;
+    vec![
+        acquire(A, 0, F + 100),
+        acquire(B, 0, F + 200),
+        acquire(C, 0, F + 300),
+        renew(A, F + 150),
+        renew(A, F + 120),
+        release(A, F + 160),
+        // Within the guard: nothing free.
+        acquire(C, 0, F + 300),
+        Op::Sleep(ms(1300)),
+        renew(B, F + 250),
+        // Past the guard asked for, within the 2 s etcd granted: still nothing free.
+        acquire(C, F + 170, F + 400),
+        Op::Sleep(ms(1700)),
+        renew(B, F + 260),
+        // A's ID, with the floor its release set.
+        acquire(C, F + 170, F + 400),
+        Op::Expire { who: B },
+        // B's ID, with the floor B's renewal raised it to.
+        acquire(D, F + 170, F + 250),
+        // Its etcd lease is gone: lost, and lost again when retried; B's release of the lost
+        // lease only raises the floor, so a lower one changes nothing.
+        renew(B, F + 900),
+        renew(B, F + 900),
+        release(B, F + 1),
+        renew(D, F + 270),
+        release(D, F + 500),
+        // A renewal after the release: its etcd lease was revoked. A second release changes
+        // nothing; B's release of its lost lease with a higher floor raises it.
+        renew(D, F + 510),
+        release(D, F + 500),
+        release(B, F + 600),
+        // C's lease and D's guard run out.
+        Op::Sleep(ms(3000)),
+        renew(C, F + 450),
+        // A clock between the two floors prefers the ID whose floor it has passed.
+        acquire(E, F + 480, F + 600),
+        acquire(A, F + 480, F + 700),
+        acquire(B, F + 480, F + 800),
+    ]
+}
+
 /// Names IDs by order of first appearance: stores that pick at random still compare.
 #[derive(Default)]
 struct Names(BTreeMap<u16, usize>);
@@ -123,9 +175,9 @@ fn describe<E: LeaseError>(e: &E) -> String {
     format!("error {}", e.kind())
 }
 
-/// Plays the script on strategies from `node`; `expire` ends a lease in the store. Returns one
+/// Plays `script` on strategies from `node`; `expire` ends a lease in the store. Returns one
 /// line per operation, plus the literal IDs granted.
-async fn play<S, N, X, XF>(node: N, expire: X) -> (Vec<String>, Vec<u16>)
+async fn play<S, N, X, XF>(script: Vec<Op>, node: N, expire: X) -> (Vec<String>, Vec<u16>)
 where
     S: Strategy,
     N: Fn() -> S,
@@ -145,7 +197,7 @@ where
     let mut names = Names::default();
     let mut out = Vec::new();
     let mut ids = Vec::new();
-    for op in script() {
+    for op in script {
         let line = match op {
             Op::Acquire { who, now, floor } => {
                 match actors[who].acquire_with_floor(TTL, now, floor).await {
@@ -267,7 +319,7 @@ fn sql_model_replays_like_postgres() {
             store.expire(id);
             async {}
         };
-        play(|| store.strategy(), expire).await
+        play(script(), || store.strategy(), expire).await
     });
     let url = env_or(
         "NONONCE_TEST_POSTGRES_URL",
@@ -308,7 +360,7 @@ fn sql_model_replays_like_postgres() {
                     .expect("expire");
             }
         };
-        let played = play(|| strategy.clone(), expire).await;
+        let played = play(script(), || strategy.clone(), expire).await;
         for sql in [
             format!("DROP TABLE {table}"),
             format!("DELETE FROM nononce_coordinator WHERE lease_table = '{table}'"),
@@ -335,7 +387,7 @@ fn redis_replay(name: &str, var: &str, default: &str) {
             store.expire(id);
             async {}
         };
-        play(|| store.strategy(), expire).await
+        play(script(), || store.strategy(), expire).await
     });
     let url = env_or(var, default);
     let key = format!("nononce_sim_{}", suffix());
@@ -377,7 +429,7 @@ fn redis_replay(name: &str, var: &str, default: &str) {
                 let _: i64 = del.query_async(&mut connection).await.expect("HDEL");
             }
         };
-        let played = play(|| Arc::clone(&strategy), expire).await;
+        let played = play(script(), || Arc::clone(&strategy), expire).await;
         let _: Result<i64, _> = redis::cmd("DEL").arg(&key).query_async(&mut raw).await;
         played
     });
@@ -404,5 +456,94 @@ fn redis_model_replays_like_redis_8() {
         "redis 8",
         "NONONCE_TEST_REDIS8_URL",
         "redis://127.0.0.1:6391",
+    );
+}
+
+#[test]
+fn etcd_model_replays_like_etcd() {
+    let (model, _) = on_model(|clock| async move {
+        let store = EtcdStore::new(clock, Duration::from_secs(8 * 3600));
+        let expire = |id| {
+            store.expire(id);
+            async {}
+        };
+        play(etcd_script(), || store.strategy(), expire).await
+    });
+    let endpoints: Vec<String> = env_or("NONONCE_TEST_ETCD_ENDPOINTS", "http://127.0.0.1:2390")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let prefix = format!("/nononce-sim/{}/", suffix());
+    let (real, _) = on_server(async {
+        let connect = async {
+            let mut client = etcd_client::Client::connect(&endpoints, None).await?;
+            client.status().await?;
+            Ok::<_, etcd_client::Error>(client)
+        };
+        let client = match tokio::time::timeout(Duration::from_secs(10), connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => panic!(
+                "etcd at {endpoints:?} did not answer ({e}): run `cargo xtask test`, which starts it"
+            ),
+            Err(_) => panic!(
+                "etcd at {endpoints:?} did not answer within 10 s: run `cargo xtask test`, which \
+                 starts it"
+            ),
+        };
+        let options = EtcdOptions::new(endpoints.clone()).prefix(prefix.clone());
+        let strategy =
+            Arc::new(EtcdStrategy::with_client(client.clone(), options).expect("etcd strategy"));
+        // As lease-etcd's conformance harness: revoke the lease the key is on, as its expiry
+        // would; a key on no lease is deleted.
+        let expire = |id: MachineId| {
+            let mut client = client.clone();
+            let key = format!("{prefix}{id}");
+            async move {
+                let answer = client.get(key.as_str(), None).await.expect("get");
+                if let Some(kv) = answer.kvs().first() {
+                    if kv.lease() == 0 {
+                        client.delete(key.as_str(), None).await.expect("delete");
+                    } else {
+                        client.lease_revoke(kv.lease()).await.expect("revoke");
+                    }
+                }
+            }
+        };
+        let played = play(etcd_script(), || Arc::clone(&strategy), expire).await;
+        let mut client = client.clone();
+        let keys = client
+            .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
+            .await
+            .expect("the replay's keys");
+        let mut leases: Vec<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
+        leases.sort_unstable();
+        leases.dedup();
+        for lease in leases.into_iter().filter(|l| *l != 0) {
+            let _ = client.lease_revoke(lease).await;
+        }
+        let _ = client
+            .delete(prefix.as_str(), Some(DeleteOptions::new().with_prefix()))
+            .await;
+        played
+    });
+    compare("etcd", &model, &real);
+    // The 2 s minimum TTL kept A's ID blocked past the 1 s guard asked for; a lease whose TTL
+    // ran out is not revived.
+    assert!(
+        model
+            .iter()
+            .any(|l| l.starts_with("Acquire { who: 2, now: 1000170") && l.ends_with("exhausted"))
+    );
+    assert!(
+        model
+            .iter()
+            .any(|l| l.contains("Renew { who: 2") && l.ends_with("error lost"))
+    );
+    // B's release of its lost lease raised the floor A is granted with.
+    assert!(model.last().is_some_and(|l| l.ends_with("error exhausted")));
+    assert!(
+        model
+            .iter()
+            .any(|l| l.contains("Acquire { who: 0, now: 1000480") && l.contains("floor 1000600"))
     );
 }

@@ -2,13 +2,14 @@
 //! implementations that talk to them.
 //!
 //! A model is split where the real backend is split: the *server* (a SQL lease table with the
-//! database's clock, a Redis hash with field TTLs) is a plain state machine that applies one
-//! request at a time at a given coordinator time; the *client* (the strategy) runs the real
+//! database's clock, a Redis hash with field TTLs, an etcd keyspace with leases and revisions)
+//! is a plain state machine that applies one request at a time at a given coordinator time; the *client* (the strategy) runs the real
 //! backend's client-side logic (retries, the amnesia guard's verdicts, which free ID to try)
 //! and sends requests over a [`Link`]. In the simulation a link is the simulated network; in
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
 //! the test controls.
 
+pub mod etcd;
 pub mod fixed;
 pub mod redis;
 pub mod sql;
@@ -19,7 +20,9 @@ use std::time::Duration;
 
 use lease_core::MachineId;
 
-pub use store::{ClockFn, DirectLink, RedisStore, SqlStore};
+pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
+
+use crate::rng::Rng;
 
 /// Which of the protections under test are on. All are on by default; each can be switched off
 /// to prove that the simulation finds the duplicates it prevents.
@@ -32,7 +35,8 @@ pub struct Guards {
     /// The timestamp floor (off: the strategy answers `records_floor() == false` and every
     /// grant reports floor 0).
     pub floor: bool,
-    /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID).
+    /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID; etcd: store
+    /// revision and cluster ID).
     pub amnesia: bool,
 }
 
@@ -77,9 +81,24 @@ pub enum Request {
     Sql(sql::SqlRequest),
     /// To the Redis hash model.
     Redis(redis::RedisRequest),
+    /// To the etcd cluster model.
+    Etcd(etcd::EtcdRequest),
 }
 
 /// A coordinator model's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// From the SQL table model.
+    Sql(sql::SqlResponse),
+    /// From the Redis hash model.
+    Redis(redis::RedisResponse),
+    /// From the etcd cluster model.
+    Etcd(etcd::EtcdResponse),
+}
+
+/// A reply as the SQL and Redis models read it ([`Link::call`]): one of theirs, or, from an
+/// etcd cluster, a SQL server's refusal of a request that was not for it (which both read as
+/// the wrong kind of server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// From the SQL table model.
@@ -88,11 +107,27 @@ pub enum Response {
     Redis(redis::RedisResponse),
 }
 
+impl From<Reply> for Response {
+    fn from(reply: Reply) -> Self {
+        match reply {
+            Reply::Sql(r) => Self::Sql(r),
+            Reply::Redis(r) => Self::Redis(r),
+            Reply::Etcd(_) => Self::Sql(sql::SqlResponse::WrongServer),
+        }
+    }
+}
+
 /// How a model strategy reaches its server.
 pub trait Link: Send + Sync + 'static {
     /// Sends `request` and waits for its reply. A request may be applied although the reply
     /// never arrives; the future then never completes (the caller's timeout ends it).
-    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send;
+    fn exchange(&self, request: Request) -> impl Future<Output = Result<Reply, NetError>> + Send;
+
+    /// As [`exchange`](Link::exchange), the reply read as a [`Response`].
+    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send {
+        let reply = self.exchange(request);
+        async move { reply.await.map(Response::from) }
+    }
 
     /// The client's own monotonic clock (Unix ms), for client-side timers such as the Redis
     /// amnesia guard's hold-off after a run-ID change.
@@ -106,17 +141,45 @@ pub enum Server {
     Sql(sql::SqlServer),
     /// A Redis hash.
     Redis(redis::RedisServer),
+    /// An etcd cluster.
+    Etcd(etcd::EtcdServer),
 }
 
 impl Server {
     /// Applies `request` at true time `t` and coordinator time `now_ms`.
-    pub fn handle(&mut self, t: u64, now_ms: u64, request: Request) -> Response {
+    pub fn handle(&mut self, t: u64, now_ms: u64, request: Request) -> Reply {
         match (self, request) {
-            (Self::Sql(server), Request::Sql(r)) => Response::Sql(server.handle(t, now_ms, r)),
-            (Self::Redis(server), Request::Redis(r)) => Response::Redis(server.handle(now_ms, r)),
-            (Self::Sql(_), Request::Redis(_)) => Response::Sql(sql::SqlResponse::WrongServer),
-            (Self::Redis(_), Request::Sql(_)) => Response::Redis(redis::RedisResponse::WrongServer),
+            (Self::Sql(server), Request::Sql(r)) => Reply::Sql(server.handle(t, now_ms, r)),
+            (Self::Redis(server), Request::Redis(r)) => Reply::Redis(server.handle(now_ms, r)),
+            (Self::Etcd(server), Request::Etcd(r)) => Reply::Etcd(server.handle(now_ms, r)),
+            (Self::Sql(_), _) => Reply::Sql(sql::SqlResponse::WrongServer),
+            (Self::Redis(_), _) => Reply::Redis(redis::RedisResponse::WrongServer),
+            (Self::Etcd(_), _) => Reply::Etcd(etcd::EtcdResponse::WrongServer),
         }
+    }
+
+    /// What the server answers while it is down or without a leader, if anything: an etcd
+    /// leader that was cut off still answers keep-alives for a moment (`rng` draws which member
+    /// a request reached).
+    pub fn answer_while_down(
+        &self,
+        now_ms: u64,
+        request: &Request,
+        rng: &mut Rng,
+    ) -> Option<Reply> {
+        match (self, request) {
+            (Self::Etcd(server), Request::Etcd(r)) => {
+                server.answer_cut_off(now_ms, r, rng).map(Reply::Etcd)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the server's leases run on its wall clock, which a clock jump moves (etcd's run
+    /// on its monotonic clock).
+    #[must_use]
+    pub const fn leases_on_wall_clock(&self) -> bool {
+        !matches!(self, Self::Etcd(_))
     }
 
     /// Ends whatever lease holds `id`, as if its TTL had run out (the conformance harness).
@@ -124,6 +187,7 @@ impl Server {
         match self {
             Self::Sql(server) => server.expire(now_ms, id),
             Self::Redis(server) => server.expire(id),
+            Self::Etcd(server) => server.expire(now_ms, id),
         }
     }
 
@@ -132,6 +196,7 @@ impl Server {
         match self {
             Self::Sql(server) => server.force_release(t, now_ms, id),
             Self::Redis(server) => server.force_release(now_ms, id),
+            Self::Etcd(server) => server.force_release(now_ms, id),
         }
     }
 
@@ -141,8 +206,30 @@ impl Server {
         match self {
             Self::Sql(server) => server.held(now_ms),
             Self::Redis(server) => server.held(now_ms),
+            Self::Etcd(server) => server.held(now_ms),
         }
     }
+}
+
+/// The free ID a floor-aware acquire tries (lease-redis's and lease-etcd's `pick`): a random one
+/// among the free IDs whose floor (`floor` of an entry) is below the acquirer's clock `now_ms`;
+/// when there is none, the lower-floored of two random free IDs.
+pub(crate) fn pick<T: Copy>(
+    free: &[T],
+    floor: impl Fn(&T) -> u64,
+    now_ms: u64,
+    rng: &mut Rng,
+) -> Option<T> {
+    let below: Vec<&T> = free.iter().filter(|f| floor(f) < now_ms).collect();
+    if !below.is_empty() {
+        return Some(*below[rng.index(below.len())]);
+    }
+    if free.is_empty() {
+        return None;
+    }
+    let a = free[rng.index(free.len())];
+    let b = free[rng.index(free.len())];
+    Some(if floor(&b) < floor(&a) { b } else { a })
 }
 
 /// Whole milliseconds of `d`, saturating.

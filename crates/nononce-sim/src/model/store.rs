@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use lease_core::MachineId;
 
+use super::etcd::{EtcdModel, EtcdServer};
 use super::redis::{RedisModel, RedisServer};
 use super::sql::{SqlModel, SqlServer};
-use super::{Guards, Link, NetError, Request, Response, Server};
+use super::{Guards, Link, NetError, Reply, Request, Server};
 
 /// A clock read by a [`DirectLink`]: Unix ms, for example from `tokio::time::Instant` on a
 /// paused runtime.
@@ -36,7 +37,7 @@ impl DirectLink {
 }
 
 impl Link for DirectLink {
-    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send {
+    fn exchange(&self, request: Request) -> impl Future<Output = Result<Reply, NetError>> + Send {
         let now = (self.clock)();
         let response = self.lock().handle(now, now, request);
         async move { Ok(response) }
@@ -65,6 +66,19 @@ macro_rules! store {
         }
 
         impl $store {
+            /// A store on `server`, read at `clock`'s time, granting at most `max_lease`.
+            fn on(server: Server, clock: ClockFn, max_lease: Duration) -> Self {
+                Self {
+                    link: DirectLink {
+                        server: Arc::new(Mutex::new(server)),
+                        clock,
+                    },
+                    guards: Guards::ALL,
+                    max_lease,
+                    seeds: Arc::new(AtomicU64::new(1)),
+                }
+            }
+
             /// The same store, making strategies with `guards`.
             #[must_use]
             pub fn with_guards(mut self, guards: Guards) -> Self {
@@ -115,20 +129,21 @@ store!(
     RedisModel,
     "RedisStore"
 );
+store!(
+    /// An etcd cluster's lease prefix shared by every [`EtcdModel`] made from it.
+    EtcdStore,
+    EtcdModel,
+    "EtcdStore"
+);
 
 impl SqlStore {
     /// A fresh table on `clock`, granting at most `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
-        let server = Server::Sql(SqlServer::new(MachineId::COUNT));
-        Self {
-            link: DirectLink {
-                server: Arc::new(Mutex::new(server)),
-                clock,
-            },
-            guards: Guards::ALL,
+        Self::on(
+            Server::Sql(SqlServer::new(MachineId::COUNT)),
+            clock,
             max_lease,
-            seeds: Arc::new(AtomicU64::new(1)),
-        }
+        )
     }
 }
 
@@ -138,14 +153,17 @@ impl RedisStore {
         let now = clock();
         let up_since = now.saturating_sub(super::ms(max_lease).saturating_mul(2) + 10_000);
         let server = Server::Redis(RedisServer::new(MachineId::COUNT, up_since, 1));
-        Self {
-            link: DirectLink {
-                server: Arc::new(Mutex::new(server)),
-                clock,
-            },
-            guards: Guards::ALL,
+        Self::on(server, clock, max_lease)
+    }
+}
+
+impl EtcdStore {
+    /// A new cluster with an empty prefix on `clock`, `max_lease_duration` = `max_lease`.
+    pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
+        Self::on(
+            Server::Etcd(EtcdServer::new(MachineId::COUNT, 1)),
+            clock,
             max_lease,
-            seeds: Arc::new(AtomicU64::new(1)),
-        }
+        )
     }
 }
