@@ -35,6 +35,11 @@ use crate::cache::CachedLease;
 use crate::config::{ConfigError, LeaseConfig, ms};
 use crate::strategy::{ErrorKind, Failure, Grant, MachineId, Renewal};
 
+/// How many failed releases a machine keeps to try again. A node loses at most one lease per
+/// grant and gets no new grant while the coordinator is unreachable, so more than a few means
+/// a coordinator that answers acquisitions but keeps failing releases.
+const UNRELEASED_MAX: usize = 8;
+
 /// Why a lease operation was started (telemetry `source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -468,6 +473,12 @@ pub struct LeaseMachine<L> {
     started: bool,
     startup_began: u64,
     startup_deadline: Option<u64>,
+    /// Leases whose release failed on the way to acquisition (a lost lease, a refused grant),
+    /// with their floors: released again between acquire attempts until one gets through,
+    /// so a coordinator that was unreachable at the loss still learns what was issued.
+    unreleased: Vec<(Arc<L>, u64)>,
+    /// An acquire attempt failed since the last retried release: the next may go first.
+    release_retry_due: bool,
 }
 
 impl<L> LeaseMachine<L> {
@@ -494,6 +505,8 @@ impl<L> LeaseMachine<L> {
             started: false,
             startup_began: 0,
             startup_deadline: None,
+            unreleased: Vec::new(),
+            release_retry_due: false,
         })
     }
 
@@ -688,6 +701,27 @@ impl<L> LeaseMachine<L> {
                     };
                     return (phase, Some(Action::Wait { until: next_at }));
                 }
+                if self.release_retry_due
+                    && let Some((lease, floor_ms)) = self.unreleased.pop()
+                {
+                    self.release_retry_due = false;
+                    // First the release that did not get through (a lost lease's floor must
+                    // reach the coordinator before any successor's acquire can).
+                    let then = Phase::Acquiring {
+                        source,
+                        attempts,
+                        next_at,
+                        call: None,
+                        last_error,
+                    };
+                    let phase = Phase::Releasing {
+                        lease,
+                        floor_ms,
+                        call: None,
+                        then: Box::new(then),
+                    };
+                    return (phase, None);
+                }
                 let timeout = self.timeout(now, [self.startup_limit(), None]);
                 let call = InFlight { sent: now, timeout };
                 let action = Action::Acquire {
@@ -737,7 +771,9 @@ impl<L> LeaseMachine<L> {
             } => {
                 if now >= call.expires() {
                     let source = Self::release_source(&then);
-                    self.release_finished(call, source, Err(Failure::timeout(call.timeout)), now);
+                    let failure = Failure::timeout(call.timeout);
+                    self.release_failed(lease, floor_ms, &then);
+                    self.release_finished(call, source, Err(failure), now);
                     (*then, None)
                 } else {
                     let until = call.expires();
@@ -983,10 +1019,14 @@ impl<L> LeaseMachine<L> {
     pub fn on_release_result(&mut self, now: u64, result: Result<(), Failure>) {
         match mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Releasing {
+                lease,
+                floor_ms,
                 call: Some(call),
                 then,
-                ..
             } => {
+                if result.is_err() {
+                    self.release_failed(lease, floor_ms, &then);
+                }
                 self.release_finished(call, Self::release_source(&then), result, now);
                 self.phase = *then;
             }
@@ -1161,6 +1201,8 @@ impl<L> LeaseMachine<L> {
         failure: Failure,
         now: u64,
     ) -> Phase<L> {
+        // One retry of a failed release (if any) before the next attempt.
+        self.release_retry_due = true;
         self.event(OperationEvent {
             operation: Operation::Acquire,
             source,
@@ -1243,6 +1285,19 @@ impl<L> LeaseMachine<L> {
                 failures,
             },
         }
+    }
+
+    /// A release on the way to acquisition that did not get through is tried again after the
+    /// next failed acquire attempt, before the one after it (once per attempt) (at most `UNRELEASED_MAX` are kept: the oldest go first). One on
+    /// the way to `Stopped` (shutdown) is not: the process is going away.
+    fn release_failed(&mut self, lease: Arc<L>, floor_ms: u64, then: &Phase<L>) {
+        if matches!(then, Phase::Stopped) {
+            return;
+        }
+        if self.unreleased.len() >= UNRELEASED_MAX {
+            self.unreleased.remove(0);
+        }
+        self.unreleased.push((lease, floor_ms));
     }
 
     /// Why a release going on to `then` was made: shutdown, or the acquisition it makes way

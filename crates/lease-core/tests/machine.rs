@@ -1287,13 +1287,22 @@ fn a_grant_that_arrives_after_its_deadline_is_given_back() {
         } => assert_eq!((*lease, floor_ms), (9, T0 - 1)),
         other => panic!("{other:?}"),
     }
-    // A release that never answers does not hold acquisition up past its timeout.
+    // A release that never answers does not hold acquisition up past its timeout; it is sent
+    // again before the next acquire attempt (the refused grant counted as a failed one).
     assert_eq!(expect_wait(&mut m, late + 1), late + 30_000);
-    let next = m.poll_action(late + 30_000);
-    assert!(
-        matches!(next, Action::Wait { .. } | Action::Acquire { .. }),
-        "{next:?}"
-    );
+    let mut now = late + 30_000;
+    let next = loop {
+        match m.poll_action(now) {
+            Action::Wait { until } => now = until,
+            other => break other,
+        }
+    };
+    match next {
+        Action::Release { lease, .. } => assert_eq!(*lease, 9),
+        other => panic!("{other:?}"),
+    }
+    m.on_release_result(now, Ok(()));
+    assert!(matches!(m.poll_action(now), Action::Acquire { .. }));
 }
 
 #[test]
@@ -1362,13 +1371,45 @@ fn a_lost_lease_is_released_with_its_floor_before_reacquiring() {
         other => panic!("expected the lost lease to be released, got {other:?}"),
     }
     assert_eq!(m.state(), LeaseState::Reacquiring);
-    // A release that fails (the coordinator is still down) does not stop reacquisition.
+    // A release that fails (the coordinator is still down) is tried again between acquire
+    // attempts until it gets through: the floor must reach the coordinator before a successor
+    // can be granted the ID there.
     m.on_release_result(at + 2, Err(retry("connection refused")));
     assert_eq!(expect_acquire(&mut m, at + 2).0, Source::Reacquire);
+    m.on_acquire_result(at + 3, Err(retry("connection refused")));
+    let mut now = expect_wait(&mut m, at + 3);
+    for _ in 0..3 {
+        match m.poll_action(now) {
+            Action::Release {
+                lease, floor_ms, ..
+            } => assert_eq!((*lease, floor_ms), (3, T0 - 500)),
+            other => panic!("expected the failed release again, got {other:?}"),
+        }
+        m.on_release_result(now + 1, Err(retry("connection refused")));
+        assert_eq!(expect_acquire(&mut m, now + 1).0, Source::Reacquire);
+        m.on_acquire_result(now + 2, Err(retry("connection refused")));
+        now = expect_wait(&mut m, now + 2);
+    }
+    match m.poll_action(now) {
+        Action::Release { lease, .. } => assert_eq!(*lease, 3),
+        other => panic!("{other:?}"),
+    }
+    m.on_release_result(now + 1, Ok(()));
+    expect_acquire(&mut m, now + 1);
+    m.on_acquire_result(now + 2, Err(retry("connection refused")));
+    let later = expect_wait(&mut m, now + 2);
+    // Once through, it is not sent again.
+    expect_acquire(&mut m, later);
     f.apply(&mut m);
     assert_eq!(
         f.ops(Operation::Release),
-        [(Source::Reacquire, OpResult::Retry)]
+        [
+            (Source::Reacquire, OpResult::Retry),
+            (Source::Reacquire, OpResult::Retry),
+            (Source::Reacquire, OpResult::Retry),
+            (Source::Reacquire, OpResult::Retry),
+            (Source::Reacquire, OpResult::Ok)
+        ]
     );
 
     // The same after the local deadline passed with renewals unanswered.
