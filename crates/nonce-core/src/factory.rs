@@ -9,6 +9,16 @@
 //! value is a gap in the sequence, never a duplicate, and a nonce never mixes the machine ID of
 //! one generation with the counter of another.
 //!
+//! # A refused call takes nothing
+//!
+//! The 64-bit counter and the sortable state are advanced with a compare-and-swap of a value
+//! that has already passed the deadline, the 64-bit throttle and the 8192-per-ms cap: a call
+//! refused with [`Error::WouldBlock`] or [`Error::LeaseExpired`] leaves them as they were, so
+//! callers that retry in a loop (on a clock that cannot wait) never push the generator ahead
+//! of the clock. The counters of 96 and 128-bit nonces, which no throttle holds back, are
+//! advanced with one `fetch_add` after the generation's start is checked against the
+//! deadline, so a generation past its deadline refuses them without taking anything either.
+//!
 //! # One kind per size
 //!
 //! Counter and sortable nonces of one size share one layout, so a factory that issued both
@@ -27,7 +37,7 @@ use crate::layout::{
     MAX_TIMESTAMP, SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
 };
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
-use crate::sync::{AtomicU64, Padded, SeqCst};
+use crate::sync::{AtomicU64, Padded, Relaxed, SeqCst};
 
 const ENABLED: u64 = 1;
 const WRITING: u64 = 2;
@@ -257,6 +267,11 @@ pub struct Factory<C: Clock> {
     /// Highest clock reading (in timestamp units) the 64-bit counter throttle has seen.
     observed_ts: AtomicU64,
     c64: Padded<AtomicU64>,
+    /// A recent value of `c64`, stored (relaxed) by each call that took one: the guess the
+    /// next call's compare-and-swap starts from. Loading `c64` itself right after a locked
+    /// write to it made every counter64 call several ns slower; a wrong guess only fails the
+    /// compare-and-swap, which then reports the true value.
+    c64_hint: Padded<AtomicU64>,
     c96: Padded<AtomicU64>,
     sortable: Padded<AtomicU64>,
 }
@@ -289,6 +304,7 @@ impl<C: Clock> Factory<C> {
             deadline_ts: AtomicU64::new(0),
             observed_ts: AtomicU64::new(0),
             c64: Padded(AtomicU64::new(0)),
+            c64_hint: Padded(AtomicU64::new(0)),
             c96: Padded(AtomicU64::new(u64::MAX)),
             sortable: Padded(AtomicU64::new(0)),
         };
@@ -360,8 +376,9 @@ impl<C: Clock> Factory<C> {
     ///   waits or returns [`Error::WouldBlock`]; sortable96 and sortable128 keep counting,
     ///   spilling into the following milliseconds after 4 194 304 values each.
     ///
-    /// Each refused 64-bit call skips a value, so retry at the `until_ms` the error names,
-    /// not in a tight loop, or the generator moves further ahead of the clock.
+    /// A refused call takes no value, so retrying, even in a tight loop, never moves the
+    /// generator ahead of the clock; retrying at the `until_ms` the error names saves the
+    /// spinning.
     ///
     /// A floor at or past the deadline leaves nothing to issue: every call returns
     /// [`Error::LeaseExpired`]. A floor so late that the 42-bit timestamp would overflow
@@ -408,8 +425,9 @@ impl<C: Clock> Factory<C> {
     ///
     /// While the factory is enabled, generation may pass it a moment later; once the factory
     /// is disabled it is final. It counts values the counters have handed out, including
-    /// those reserved by handles or refused and skipped, so it can be a little above the
-    /// latest timestamp actually returned.
+    /// those reserved by handles and not yet used, or dropped by a call that raced with a
+    /// change of generation, so it can be a little above the latest timestamp actually
+    /// returned.
     pub fn issued_up_to_ms(&self) -> u64 {
         loop {
             let s = self.state.load(SeqCst);
@@ -683,13 +701,55 @@ impl<C: Clock> Factory<C> {
         }
     }
 
-    /// Takes one value of the 64-bit counter: `(snapshot, value)`.
+    /// Takes one value of the 64-bit counter that may be issued now: `(snapshot, value)`.
+    ///
+    /// The value is committed (compare-and-swap) only once it passed the deadline and the
+    /// throttle, so a refused call leaves the counter where it was.
     #[inline]
     fn take64(&self) -> Result<(Snapshot, u64), Error> {
-        loop {
+        let snap = self.snapshot()?;
+        self.claim(Kind::COUNTER64)?;
+        let last = self.c64_hint.load(Relaxed);
+        let v = last.wrapping_add(1);
+        let ts = v >> COUNT64_BITS;
+        // The common case, kept small enough to inline: the guess is right, and its successor
+        // is below the deadline and within what the throttle has seen of the clock.
+        if Self::check_ts(ts, &snap).is_ok()
+            && ts <= self.observed_ts.load(SeqCst)
+            && self.c64.compare_exchange(last, v, SeqCst, SeqCst).is_ok()
+        {
+            self.c64_hint.store(v, Relaxed);
+            if self.unchanged(&snap) {
+                return Ok((snap, v));
+            }
+        }
+        self.take64_slow()
+    }
+
+    /// [`take64`](Self::take64) past the common case: a race, the throttle's clock reading or
+    /// wait, a refusal, or a change of generation.
+    #[cold]
+    #[inline(never)]
+    fn take64_slow(&self) -> Result<(Snapshot, u64), Error> {
+        'generation: loop {
             let snap = self.snapshot()?;
             self.claim(Kind::COUNTER64)?;
-            let v = self.c64.fetch_add(1, SeqCst).wrapping_add(1);
+            let mut last = self.c64.load(SeqCst);
+            let v = loop {
+                let v = last.wrapping_add(1);
+                if let Err(e) = self.admit64(&snap, v) {
+                    // A value of another generation may fail checks of this one's snapshot.
+                    if self.unchanged(&snap) {
+                        return Err(e);
+                    }
+                    continue 'generation;
+                }
+                match self.c64.compare_exchange_weak(last, v, SeqCst, SeqCst) {
+                    Ok(_) => break v,
+                    Err(actual) => last = actual,
+                }
+            };
+            self.c64_hint.store(v, Relaxed);
             if self.unchanged(&snap) {
                 return Ok((snap, v));
             }
@@ -712,6 +772,14 @@ impl<C: Clock> Factory<C> {
         loop {
             let snap = self.snapshot()?;
             self.claim(kind)?;
+            // Every value of the generation carries its start or later: if the start is past
+            // the deadline, refuse before taking anything.
+            if let Err(e) = Self::check_ts(snap.init_ts, &snap) {
+                if self.unchanged(&snap) {
+                    return Err(e);
+                }
+                continue;
+            }
             let v = atomic.fetch_add(n, SeqCst).wrapping_add(1);
             if self.unchanged(&snap) {
                 return Ok((snap, v));
@@ -719,16 +787,28 @@ impl<C: Clock> Factory<C> {
         }
     }
 
+    /// Whether the 64-bit counter value `v` may be issued now: below the deadline and not
+    /// ahead of the clock (waiting for it, if the clock can wait).
     #[inline]
-    pub(crate) fn finish64(&self, snap: &Snapshot, v: u64) -> Result<Nonce64, Error> {
+    fn admit64(&self, snap: &Snapshot, v: u64) -> Result<(), Error> {
         let ts = v >> COUNT64_BITS;
         Self::check_ts(ts, snap)?;
-        self.throttle(ts)?;
-        Ok(Nonce64::from_u64(layout::pack64(
-            ts,
+        self.throttle(ts)
+    }
+
+    #[inline]
+    fn pack_counter64(snap: &Snapshot, v: u64) -> Nonce64 {
+        Nonce64::from_u64(layout::pack64(
+            v >> COUNT64_BITS,
             snap.machine_id,
             v & COUNT64_MASK,
-        )))
+        ))
+    }
+
+    #[inline]
+    pub(crate) fn finish64(&self, snap: &Snapshot, v: u64) -> Result<Nonce64, Error> {
+        self.admit64(snap, v)?;
+        Ok(Self::pack_counter64(snap, v))
     }
 
     #[inline]
@@ -756,7 +836,7 @@ impl<C: Clock> Factory<C> {
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
         let (snap, v) = self.take64()?;
-        self.finish64(&snap, v)
+        Ok(Self::pack_counter64(&snap, v))
     }
 
     /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
@@ -775,40 +855,57 @@ impl<C: Clock> Factory<C> {
 
     /// Takes a sortable `(snapshot, timestamp, count)` for nonces of `kind`; 64-bit ones have
     /// the 13-bit count limit.
+    ///
+    /// The state is committed (compare-and-swap) only once the value passed the cap and the
+    /// deadline, so a refused call leaves it where it was: retries cannot carry the 22-bit
+    /// count into the timestamp.
     fn take_sortable(&self, kind: Kind) -> Result<(Snapshot, u64, u64), Error> {
         let cap64 = kind.bits == 64;
-        loop {
+        'generation: loop {
             let snap = self.snapshot()?;
             self.claim(kind)?;
             let now = self.now_ts();
-            let v = self.sortable.fetch_add(1, SeqCst).wrapping_add(1);
-            let prev_ts = v >> SORTABLE_COUNT_BITS;
-            let (ts, count) = if now > prev_ts {
-                if self
-                    .sortable
-                    .compare_exchange(v, now << SORTABLE_COUNT_BITS, SeqCst, SeqCst)
-                    .is_err()
-                {
-                    continue;
-                }
-                (now, 0)
-            } else {
-                let count = v & SORTABLE_COUNT_MASK;
-                if cap64 && count > COUNT64_MASK {
-                    let until_ms = prev_ts + 1 + self.epoch_ms;
-                    if !self.clock.wait_until_ms(until_ms) {
-                        return Err(Error::WouldBlock { until_ms });
+            let mut last = self.sortable.load(SeqCst);
+            let (ts, count) = loop {
+                let (next, ts, count) = if now > last >> SORTABLE_COUNT_BITS {
+                    (now << SORTABLE_COUNT_BITS, now, 0)
+                } else {
+                    // The state's timestamp, not `now`: a generation may start a little ahead
+                    // of the clock.
+                    let next = last.wrapping_add(1);
+                    (
+                        next,
+                        next >> SORTABLE_COUNT_BITS,
+                        next & SORTABLE_COUNT_MASK,
+                    )
+                };
+                let admitted = if cap64 && count > COUNT64_MASK {
+                    let until_ms = ts + 1 + self.epoch_ms;
+                    if self.clock.wait_until_ms(until_ms) {
+                        // Read the clock again.
+                        continue 'generation;
                     }
-                    continue;
+                    Err(Error::WouldBlock { until_ms })
+                } else {
+                    Self::check_ts(ts, &snap)
+                };
+                if let Err(e) = admitted {
+                    if self.unchanged(&snap) {
+                        return Err(e);
+                    }
+                    continue 'generation;
                 }
-                // `prev_ts`, not `now`: a generation may start a little ahead of the clock.
-                (prev_ts, count)
+                match self
+                    .sortable
+                    .compare_exchange_weak(last, next, SeqCst, SeqCst)
+                {
+                    Ok(_) => break (ts, count),
+                    Err(actual) => last = actual,
+                }
             };
-            if !self.unchanged(&snap) {
-                continue;
+            if self.unchanged(&snap) {
+                return Ok((snap, ts, count));
             }
-            Self::check_ts(ts, &snap)?;
-            return Ok((snap, ts, count));
         }
     }
 
@@ -886,20 +983,23 @@ impl<C: Clock> Factory<C> {
     }
 
     /// Fills `out` with encrypted 128-bit counter nonces, several times faster than one at a
-    /// time: the run of counter values is reserved at once and encrypted as a CTR keystream.
-    /// On error nothing is written.
+    /// time: the run of counter values for the whole of `out` is reserved at once, in one
+    /// generation, and encrypted as a CTR keystream. Every check comes before the first
+    /// write, so on error nothing is written (and no counter value is taken); a `disable`
+    /// that lands while the fill is writing does not stop it, as for any call that began
+    /// before it.
     pub fn fill_encrypted128(&self, out: &mut [Nonce128]) -> Result<(), Error> {
         let engine = self
             .engines
             .e128
             .as_ref()
             .ok_or(Error::NoKey { bits: 128 })?;
-        for chunk in out.chunks_mut(RUN) {
-            let n = chunk.len() as u64;
-            let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, n)?;
-            let plain = Self::finish128(&snap, first)?;
-            encrypt_run(engine, plain, chunk);
+        if out.is_empty() {
+            return Ok(());
         }
+        let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, out.len() as u64)?;
+        let plain = Self::finish128(&snap, first)?;
+        encrypt_run(engine, plain, out);
         Ok(())
     }
 
@@ -954,9 +1054,6 @@ impl<C: Clock> Factory<C> {
         Ok(Nonce128::from_bytes(e.decrypt(nonce.to_bytes())))
     }
 }
-
-/// Longest run reserved at once by the batch API, so one call cannot hold a huge range.
-pub(crate) const RUN: usize = 4096;
 
 #[derive(Clone, Copy)]
 pub(crate) enum Counter {

@@ -6,7 +6,7 @@ pub(crate) use loom::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::AtomicU64;
 
-pub(crate) use core::sync::atomic::Ordering::SeqCst;
+pub(crate) use core::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 /// Keeps a hot counter on its own cache line so that counters written by different threads do
 /// not invalidate each other or the read-mostly state.

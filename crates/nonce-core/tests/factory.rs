@@ -125,11 +125,11 @@ fn counter64_layout_and_burst_then_throttle() {
     }
     // The 13-bit count is spent and the clock has not moved: no waiting clock, so say so.
     assert_eq!(f.counter64(), Err(Error::WouldBlock { until_ms: T0 + 1 }));
-    // Ten unused milliseconds are saved up and can be burst through at once.
-    // The refused value was skipped (never reused), so ten ms hold one value fewer.
+    // Ten unused milliseconds are saved up and can be burst through at once; the refused
+    // call took nothing, so all of them are there.
     clock.advance(10);
     let mut last = 0;
-    for _ in 0..8192 * 10 - 1 {
+    for _ in 0..8192 * 10 {
         last = f.counter64().unwrap().decode(EPOCH).timestamp_ms;
     }
     assert_eq!(last, T0 - EPOCH + 10);
@@ -221,6 +221,94 @@ fn sortable64_is_capped_at_8192_per_ms_and_96_128_are_not() {
     }
     clock.advance(1);
     assert_eq!(f.sortable64().unwrap().decode(EPOCH).count, 0);
+}
+
+/// Calls `next` until it is refused; the values it gave and the refusal.
+fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
+    let mut issued = Vec::new();
+    loop {
+        match next() {
+            Ok(n) => issued.push(n),
+            Err(e) => return (issued, e),
+        }
+    }
+}
+
+#[test]
+fn refused_counter64_retries_consume_nothing() {
+    // `f` is retried in a tight loop on a clock that does not move; `calm` never retries.
+    let (clock, calm_clock) = (ManualClock::new(T0), ManualClock::new(T0));
+    let (f, calm) = (factory(&clock), factory(&calm_clock));
+    let refused = Error::WouldBlock { until_ms: T0 + 1 };
+    assert_eq!(until_refused(|| f.counter64()).1, refused);
+    assert_eq!(until_refused(|| calm.counter64()).1, refused);
+    for _ in 0..100_000 {
+        assert_eq!(f.counter64(), Err(refused));
+        assert_eq!(f.encrypted64(Base::Counter), Err(refused));
+        assert_eq!(f.encrypted96(Base::Counter), Err(refused));
+    }
+    assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
+    clock.advance(1);
+    calm_clock.advance(1);
+    // The retries moved nothing: the next millisecond is issued exactly as if they never
+    // happened, every count of it, and never past the clock.
+    let (next, e) = until_refused(|| f.counter64());
+    assert_eq!((next.clone(), e), until_refused(|| calm.counter64()));
+    assert_eq!(next.len(), 8192);
+    assert_eq!(e, Error::WouldBlock { until_ms: T0 + 2 });
+    for (count, n) in (0..).zip(&next) {
+        let d = n.decode(EPOCH);
+        assert_eq!((d.unix_ms, d.count), (T0 + 1, count));
+    }
+}
+
+#[test]
+fn counter64_retries_past_the_deadline_consume_nothing() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    f.enable(5, T0 + 1).unwrap();
+    assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
+    // The clock moves on, but the next counter timestamp is the deadline's millisecond.
+    clock.advance(5);
+    for _ in 0..100_000 {
+        assert_eq!(f.counter64(), Err(Error::LeaseExpired));
+    }
+    // After a renewal the counter resumes where it stopped: it did not run ahead of the
+    // clock while refused, so the saved-up milliseconds are all there.
+    f.set_deadline(NO_DEADLINE);
+    let (issued, e) = until_refused(|| f.counter64());
+    assert_eq!(e, Error::WouldBlock { until_ms: T0 + 6 });
+    assert_eq!(issued.len(), 8192 * 5);
+    let first = issued[0].decode(EPOCH);
+    assert_eq!((first.unix_ms, first.count), (T0 + 1, 0));
+}
+
+#[test]
+fn refused_sortable64_retries_never_run_past_the_clock() {
+    let (clock, calm_clock) = (ManualClock::new(T0 + 1), ManualClock::new(T0 + 1));
+    let (f, calm) = (factory(&clock), factory(&calm_clock));
+    let refused = Error::WouldBlock { until_ms: T0 + 2 };
+    assert_eq!(until_refused(|| f.sortable64()).1, refused);
+    assert_eq!(until_refused(|| calm.sortable64()).1, refused);
+    // More retries than the sortable state's 22-bit count holds: were each to take a count,
+    // they would carry into the timestamp and issue nonces from the future.
+    for _ in 0..1 << 22 {
+        match f.sortable64() {
+            Ok(n) => panic!(
+                "issued at {} with the clock at {}",
+                n.decode(EPOCH).unix_ms,
+                clock.now_ms_for_test()
+            ),
+            Err(e) => assert_eq!(e, refused),
+        }
+    }
+    assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
+    clock.advance(1);
+    calm_clock.advance(1);
+    let (next, e) = until_refused(|| f.sortable64());
+    assert_eq!((next.clone(), e), until_refused(|| calm.sortable64()));
+    assert_eq!(next.len(), 8192);
+    assert!(next.iter().all(|n| n.decode(EPOCH).unix_ms == T0 + 2));
 }
 
 #[test]

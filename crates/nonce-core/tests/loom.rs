@@ -4,7 +4,7 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
-use nonce_core::{Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+use nonce_core::{Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce128};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -163,5 +163,94 @@ fn racing_first_uses_claim_one_kind() {
         };
         assert_eq!(f.counter128().is_ok(), winner == Base::Counter);
         assert_eq!(f.sortable128().is_ok(), winner == Base::Sortable);
+    });
+}
+
+/// Refused counter64 calls on a clock that cannot wait, racing with each other and with the
+/// clock reaching the generation's start: a refusal takes no value, so the values issued are
+/// exactly the first counts of that millisecond, without gaps or repeats.
+#[test]
+fn refused_counter64_calls_take_no_value() {
+    model(|| {
+        let f = Factory::new(ManualClock::new(T0), FactoryConfig::new()).unwrap();
+        // A floor at the clock: the generation starts one millisecond ahead of it.
+        f.enable_above(1, T0, NO_DEADLINE).unwrap();
+        let f = Arc::new(f);
+        // Loom orders only its own operations; this flag, set just before the clock moves,
+        // lets it run the other thread's calls before the move as well as after it.
+        let moving = Arc::new(AtomicBool::new(false));
+        let (f2, moving2) = (f.clone(), moving.clone());
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let a = f2.counter64();
+                let _ = moving2.load(SeqCst);
+                [a, f2.counter64()]
+            })
+            .unwrap();
+        assert_eq!(f.counter64(), Err(Error::WouldBlock { until_ms: T0 + 1 }));
+        moving.store(true, SeqCst);
+        f.clock().set(T0 + 1);
+        let mine = f.counter64();
+        let mut counts = Vec::new();
+        for r in t.join().unwrap().into_iter().chain([mine]) {
+            match r {
+                Ok(n) => {
+                    let d = n.decode(f.epoch_ms());
+                    assert_eq!(d.unix_ms, T0 + 1);
+                    counts.push(d.count);
+                }
+                Err(e) => assert_eq!(e, Error::WouldBlock { until_ms: T0 + 1 }),
+            }
+        }
+        counts.sort_unstable();
+        let next = f.counter64().unwrap().decode(f.epoch_ms());
+        assert_eq!(counts, (0..next.count).collect::<Vec<_>>());
+        assert_eq!(next.unix_ms, T0 + 1);
+    });
+}
+
+/// A fill racing with another call and `disable`: it writes every nonce, one consecutive run
+/// of counts, or, refused, none.
+#[test]
+fn fill_encrypted128_is_all_or_nothing() {
+    model(|| {
+        let key = [7u8; 32];
+        let f = Factory::new(ManualClock::new(T0), FactoryConfig::new().key128(&key)).unwrap();
+        f.enable(2, NO_DEADLINE).unwrap();
+        let f = Arc::new(f);
+        let f2 = f.clone();
+        // The counter128 call touches the fill's counter, so loom also runs the disable
+        // between any two of the fill's reservations.
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let other = f2.counter128();
+                f2.disable();
+                other
+            })
+            .unwrap();
+        // More than the 4096 nonces of one CTR keystream run.
+        let mut out = vec![Nonce128::from_u128(0); 4097];
+        let filled = f.fill_encrypted128(&mut out);
+        let other = t.join().unwrap().map(|n| n.decode(f.epoch_ms()).count);
+        match filled {
+            Ok(()) => {
+                let counts: Vec<u64> = out
+                    .iter()
+                    .map(|n| f.decrypt128(*n).unwrap().decode(f.epoch_ms()).count)
+                    .collect();
+                let first = counts[0];
+                assert_eq!(counts, (first..first + 4097).collect::<Vec<_>>());
+                if let Ok(other) = other {
+                    assert!(!counts.contains(&other));
+                }
+            }
+            Err(e) => {
+                assert_eq!(e, Error::Disabled);
+                let written = out.iter().filter(|n| n.to_u128() != 0).count();
+                assert_eq!(written, 0, "a refused fill wrote {written} nonces");
+            }
+        }
     });
 }

@@ -157,6 +157,53 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A refused 64-bit call takes nothing: a factory whose refused calls are retried in a
+    /// tight loop issues exactly what one whose callers never retry does, step by step, and
+    /// no sortable nonce carries a time past the clock.
+    #[test]
+    fn retrying_refused_64_bit_calls_changes_nothing(
+        sortable in any::<bool>(),
+        steps in proptest::collection::vec((0u64..3, 0usize..12_000, 0usize..3_000), 1..10),
+    ) {
+        let t0 = 1_800_000_000_000;
+        let (clock, calm_clock) = (ManualClock::new(t0), ManualClock::new(t0));
+        let enabled = |clock| {
+            let f = Factory::new(clock, FactoryConfig::new()).unwrap();
+            f.enable(12, NO_DEADLINE).unwrap();
+            f
+        };
+        let (f, calm) = (enabled(&clock), enabled(&calm_clock));
+        let next = |f: &Factory<&ManualClock>| {
+            if sortable { f.sortable64() } else { f.counter64() }
+        };
+        let epoch = f.epoch_ms();
+        for (advance, wanted, retries) in steps {
+            clock.advance(advance);
+            calm_clock.advance(advance);
+            let now = nonce_core::Clock::now_ms(&clock);
+            for _ in 0..wanted {
+                let (a, b) = (next(&f), next(&calm));
+                prop_assert_eq!(a, b);
+                match a {
+                    Ok(n) => prop_assert!(n.decode(epoch).unix_ms <= now),
+                    Err(e) => {
+                        let would_block = matches!(e, nonce_core::Error::WouldBlock { .. });
+                        prop_assert!(would_block, "{:?}", e);
+                        for _ in 0..retries {
+                            prop_assert_eq!(next(&f), Err(e));
+                        }
+                        break;
+                    }
+                }
+            }
+            prop_assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
+        }
+    }
+}
+
 /// Generation racing with re-enables on other threads never repeats a value and never mixes
 /// one generation's machine ID with another's counters.
 #[test]
