@@ -606,11 +606,11 @@ impl EtcdStrategy {
         }
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
         // to their TTLs rather than free the ID early.
-        let answer = self.txn(&client, "txn (release)", txn).await?;
-        if !answer.succeeded() {
-            // Not ours any more: touch nothing but our own leases.
-            self.revoke_quietly(&client, guard_lease).await;
-        }
+        self.txn(&client, "txn (release)", txn).await?;
+        // The guard lease is left to expire even when the answer is "not ours": that answer
+        // may be a duplicate's, after the first delivery already moved the key onto the guard
+        // lease, and revoking it would delete the key and free the ID at once. Unused, it
+        // blocks nothing and ends with its TTL.
         self.revoke_quietly(&client, lease.lease).await;
         Ok(())
     }

@@ -1774,6 +1774,9 @@ fn summarize(request: &Request) -> Summary {
         Request::Sql(SqlRequest::Release { id, .. }) => {
             Summary::SqlOther("sql release id {a}: {b}", u64::from(*id))
         }
+        Request::Sql(SqlRequest::RaiseFloor { id, .. }) => {
+            Summary::SqlOther("sql raise floor id {a}: {b}", u64::from(*id))
+        }
         Request::Sql(SqlRequest::Diagnose { .. }) => Summary::SqlOther("sql diagnose", 0),
         Request::Sql(_) => Summary::SqlOther("sql guard bookkeeping", 0),
         Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,

@@ -117,43 +117,23 @@ fn with_the_release_guard_and_close_clocks_handover_needs_no_floor() {
 }
 
 /// Found by the etcd control run (release guard on, floor off, tight clocks, no force
-/// releases: 4 of 200 seeds fail): lease-etcd's release revokes its guard lease when the release
-/// transaction answers "not ours". A duplicated transaction answers so after the first one moved
-/// the key onto that guard lease; the answer that reaches the node is the duplicate's, and the
-/// revoke deletes the key: the ID is free at once, and a successor whose clock is behind starts
-/// among the last timestamps. The floor covers it (with the floor on nothing repeats); the model
-/// follows the real strategy, so the seed keeps finding it until the strategy changes.
+/// releases: 4 of 200 seeds failed): lease-etcd's release revoked its guard lease when the
+/// release transaction answered "not ours". A duplicated transaction answers so after the
+/// first one moved the key onto that guard lease; the answer that reached the node was the
+/// duplicate's, and the revoke deleted the key: the ID was free at once, and a successor whose
+/// clock was behind started among the last timestamps (seed 59: node 41 granted id 16 right
+/// after node 35's release). The strategy (and the model with it) now leaves the guard lease
+/// to expire: the seed passes without the floor.
 #[test]
-fn found_etcd_release_revoking_its_guard_lease_on_a_duplicated_answer() {
+fn etcd_release_never_revokes_its_guard_lease_on_a_duplicated_answer() {
     let config = Config {
         trace_len: 2000,
         ..on_etcd(release_config(true))
     };
     let report = run_seed(59, &config);
-    assert!(report.failed(), "{report}");
-    let violation = report.violation.as_deref().unwrap_or_default();
-    assert!(violation.contains("machine id 16"), "{report}");
-    // In this order, each after the one before.
-    let mut at = 0;
-    for step in [
-        "node 35: release of id 16 sent",
-        "node 35: etcd lease grant: ttl 3 s",
-        "node 35: etcd txn on id 16: succeeded",
-        "node 35: etcd txn on id 16: failed",
-        "node 35: etcd lease revoke: found 1",
-        "node 35: etcd lease revoke: found 1",
-        "node 41: granted id 16, floor 0",
-    ] {
-        let found = violation[at..].find(step);
-        assert!(found.is_some(), "{step:?} after byte {at}: {report}");
-        at += found.unwrap_or(0) + step.len();
-    }
-    // With the floor the successor starts above what was issued.
-    let floor_on = Config {
-        guards: Guards::ALL,
-        ..config
-    };
-    assert!(!run_seed(59, &floor_on).failed());
+    assert!(!report.failed(), "{report}");
+    let summary = run_seeds(1..=200, &config);
+    assert_eq!(summary.failed, 0, "{summary}");
 }
 
 #[test]
@@ -293,10 +273,11 @@ fn gap_redis_failover_to_a_long_running_replica() {
 /// etcd keeps what it committed; what makes it go back is an operator's restore. lease-etcd's
 /// revision check holds off the processes that saw a later revision than the restored store
 /// answers, and its documentation asks to keep new processes from starting for the longest
-/// lease. Still a restore hands out IDs in use: to a process that started before the restore
-/// but never reached the store, and to one whose last answer was older than the revisions the
-/// restore lost, once the restored store has written past it. Without the revision check,
-/// many more seeds fail.
+/// lease. Still a restore can hand out IDs in use: to a process that started before the
+/// restore but never reached the store, and to one whose last answer was older than the
+/// revisions the restore lost, once the restored store has written past it (6 of 1000 seeds,
+/// before lost leases' releases were retried until they got through; those releases now put
+/// most lost floors back). Without the revision check, many more seeds fail.
 #[test]
 fn gap_etcd_restore_hands_out_ids_in_use() {
     let config = Config {
@@ -309,9 +290,10 @@ fn gap_etcd_restore_hands_out_ids_in_use() {
         ..Config::default()
     };
     let guarded = run_seeds(1..=BOUND / 2, &config);
-    let first = guarded.failures.first().expect("a seed that repeats");
-    assert!(first.stats.faults.contains_key("etcd-restore"), "{first}");
-    println!("etcd restore: found by seed {}\n{first}", first.seed);
+    for failure in &guarded.failures {
+        assert!(failure.stats.faults.contains_key("etcd-restore"), "{failure}");
+        println!("etcd restore: found by seed {}\n{failure}", failure.seed);
+    }
     let unguarded = run_seeds(
         1..=BOUND / 2,
         &Config {
@@ -329,7 +311,7 @@ fn gap_etcd_restore_hands_out_ids_in_use() {
         unguarded.failed
     );
     assert!(
-        unguarded.failed > 4 * guarded.failed,
+        unguarded.failed > 0 && unguarded.failed > 4 * guarded.failed,
         "{guarded}\n{unguarded}"
     );
 }
@@ -347,30 +329,17 @@ fn gap_sql_crash_losing_commits_on_the_same_server() {
     found("sql lost commits", &config);
 }
 
-/// Found by the 20 000-seed run (docs/reliability.md, "Simulation"): lease-redis checks the
-/// amnesia guard in its first read of an acquire (`INFO server` with `HGETALL`) and claims in a
-/// later round trip. Here the server restarts without persistence between the two: the read's
-/// reply was delayed past the restart, and the claim runs on a server that forgot the lease of
-/// the ID it hands out. The model follows the real strategy, so the seed keeps finding it until
-/// the strategy (and with it the model) changes.
+/// Found by the fleet simulation (seed 14413, before the fix): lease-redis checked the
+/// server's uptime and run ID with its first read, and claimed a round trip later; a restart
+/// between the two emptied the hash, and the claim won an ID a running node still held. The
+/// acquire script now compares the run ID the check saw and claims nothing on another server
+/// process (`model::redis` tests the exact interleaving; `lease-redis` on real servers).
 #[test]
-fn found_redis_claim_on_a_server_that_restarted_after_the_guard_check() {
-    // A longer trace shows more of the same run.
-    let config = Config {
-        trace_len: 2000,
-        ..Config::default()
-    };
-    let report = run_seed(14_413, &config);
-    assert!(report.failed(), "{report}");
+fn redis_claims_only_on_the_server_the_guard_checked() {
+    let report = run_seed(14_413, &Config::default());
+    assert!(!report.failed(), "{report}");
     assert_eq!(
         report.fingerprint,
         run_seed(14_413, &Config::default()).fingerprint
     );
-    let violation = report.violation.as_deref().unwrap_or_default();
-    assert!(violation.contains("machine id 338"), "{report}");
-    let restart = violation.find("redis up, run id 5").expect("the restart");
-    let claim = violation
-        .find("node 22: redis claim id 338: won")
-        .expect("the claim");
-    assert!(restart < claim, "{report}");
 }

@@ -1246,11 +1246,9 @@ impl<L: Link> EtcdModel<L> {
         };
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
         // to their TTLs rather than free the ID early.
-        let (succeeded, _, _) = self.txn(txn).await?;
-        if !succeeded && let Some(lease) = guard_lease {
-            // Not ours any more: touch nothing but our own leases.
-            self.revoke_quietly(lease).await;
-        }
+        // The guard lease is left to expire even on "not ours" (it may be a duplicate's answer,
+        // after the first delivery moved the key onto it), as lease-etcd does.
+        self.txn(txn).await?;
         self.revoke_quietly(parts(handle).0).await;
         Ok(())
     }

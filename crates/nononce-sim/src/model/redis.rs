@@ -5,11 +5,12 @@
 //! - acquire: `INFO server` with the first `HGETALL` (the amnesia guard: uptime below the
 //!   longest lease, or a run ID this process saw change), a random free ID among those whose
 //!   floor is below the acquirer's clock (else the lower-floored of two random picks), then the
-//!   acquire script (`HSETEX FNX`, floor raised, `TIME`), up to three attempts;
+//!   acquire script (the server's run ID compared with the one the guard checked, `HSETEX FNX`,
+//!   floor raised, `TIME`), up to three attempts;
 //! - renew: the renew script (`HSETEX FXX`, floor raised only if that succeeded, `TIME`);
 //! - release: the release script (`HSETEX FXX PX guard`: the guard becomes the fields' TTL;
 //!   then the holder's marker is deleted, so the ID field blocks the ID for the guard while a
-//!   renewal arriving later fails; the floor set only if the marker was there);
+//!   renewal arriving later fails; the floor set if the marker was there, else only raised);
 //! - floors recorded by acquire and renew are lowered by what `max_lease_duration` cut off the
 //!   request (`granted_floor`), which keeps them at the deadline the grant allows.
 //!
@@ -43,6 +44,8 @@ pub enum RedisRequest {
         ttl_ms: u64,
         /// The floor to raise to.
         floor_ms: Option<u64>,
+        /// The run ID the amnesia guard checked: no claim on another server process.
+        run_id: Option<u64>,
     },
     /// The renew script, or a plain `HSETEX FXX`.
     Renew {
@@ -88,6 +91,8 @@ pub enum RedisResponse {
         /// `TIME`.
         time_ms: u64,
     },
+    /// The claim found another server process than the guard checked: its run ID.
+    ServerChanged(u64),
     /// The renewal.
     Renewed {
         /// Both fields were there and were set.
@@ -267,7 +272,11 @@ impl RedisServer {
                 token,
                 ttl_ms,
                 floor_ms,
+                run_id,
             } => {
+                if run_id.is_some_and(|checked| checked != self.run_id) {
+                    return RedisResponse::ServerChanged(self.run_id);
+                }
                 let index = usize::from(id);
                 let floor_before = self.hash.floors.get(index).copied().unwrap_or(0);
                 let won = index < self.hash.leases.len() && self.hash.live(index, now).is_none();
@@ -339,6 +348,11 @@ impl RedisServer {
                     if let Some(floor) = floor_ms {
                         self.set_floor(now, index, floor);
                     }
+                } else if let Some(floor) = floor_ms
+                    && floor > self.hash.floors.get(index).copied().unwrap_or(u64::MAX)
+                {
+                    // A lost lease's release only raises the floor.
+                    self.set_floor(now, index, floor);
                 }
                 RedisResponse::Released(ours)
             }
@@ -439,6 +453,15 @@ impl<L: Link> RedisModel<L> {
         Failure::new(ErrorKind::Other, format!("unexpected reply {reply:?}"))
     }
 
+    /// Records the server's run ID; a new one starts the hold-off (`Seen::record`).
+    fn record_run_id(&self, seen: &mut Seen, run_id: u64) {
+        if let Some(previous) = seen.run_id.replace(run_id)
+            && previous != run_id
+        {
+            seen.changed = Some((previous, self.link.now_ms()));
+        }
+    }
+
     /// `check_amnesia` on an `INFO server` reply.
     fn check_amnesia(&self, uptime_s: u64, run_id: u64) -> Result<(), Failure> {
         let now = self.link.now_ms();
@@ -446,11 +469,7 @@ impl<L: Link> RedisModel<L> {
             .seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(previous) = seen.run_id.replace(run_id)
-            && previous != run_id
-        {
-            seen.changed = Some((previous, now));
-        }
+        self.record_run_id(&mut seen, run_id);
         if let Some((_, at)) = seen.changed {
             if now.saturating_sub(at) < self.max_lease_ms {
                 return Err(Failure::new(
@@ -502,6 +521,7 @@ impl<L: Link> RedisModel<L> {
     ) -> Result<Grant<ModelLease>, Failure> {
         let ttl_ms = ms(requested).min(self.max_lease_ms).max(1);
         let floor_ms = Self::granted_floor(floor_ms, requested, ttl_ms);
+        let mut checked = None;
         for attempt in 0..ACQUIRE_ATTEMPTS {
             let info = attempt == 0 && self.guards.amnesia;
             let reply = self.call(RedisRequest::Read { info }).await?;
@@ -510,6 +530,7 @@ impl<L: Link> RedisModel<L> {
             };
             if let Some((uptime, run_id)) = info {
                 self.check_amnesia(uptime, run_id)?;
+                checked = Some(run_id);
             }
             let id = if floor_ms.is_some() {
                 self.pick(&free, now_ms)
@@ -532,6 +553,7 @@ impl<L: Link> RedisModel<L> {
                     token,
                     ttl_ms,
                     floor_ms,
+                    run_id: checked,
                 })
                 .await?;
             match reply {
@@ -550,6 +572,17 @@ impl<L: Link> RedisModel<L> {
                     });
                 }
                 RedisResponse::Claimed { won: false, .. } => {}
+                RedisResponse::ServerChanged(current) => {
+                    let mut seen = self
+                        .seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    self.record_run_id(&mut seen, current);
+                    return Err(Failure::new(
+                        ErrorKind::Retry,
+                        "the server changed between the amnesia check and the claim",
+                    ));
+                }
                 other => return Err(Self::unexpected(&other)),
             }
         }
@@ -694,7 +727,47 @@ mod tests {
             token,
             ttl_ms: 1000,
             floor_ms: Some(floor),
+            run_id: None,
         }
+    }
+
+    #[test]
+    fn a_claim_lands_only_on_the_server_process_the_guard_checked() {
+        let mut s = RedisServer::new(2, 0, 1);
+        let checked = |run_id| RedisRequest::Claim {
+            id: 0,
+            token: 7,
+            ttl_ms: 1000,
+            floor_ms: Some(50),
+            run_id: Some(run_id),
+        };
+        assert_eq!(s.handle(100, checked(2)), RedisResponse::ServerChanged(1));
+        assert!(s.held(100).is_empty());
+        assert!(matches!(
+            s.handle(100, checked(1)),
+            RedisResponse::Claimed { won: true, .. }
+        ));
+    }
+
+    #[test]
+    fn a_lost_lease_release_only_raises_the_floor() {
+        let mut s = RedisServer::new(2, 0, 1);
+        let release = |floor| RedisRequest::Release {
+            id: 1,
+            token: 9,
+            guard_ms: Some(5000),
+            floor_ms: Some(floor),
+        };
+        assert!(matches!(
+            s.handle(100, claim(1, 8, 50)),
+            RedisResponse::Claimed { won: true, .. }
+        ));
+        assert_eq!(s.handle(200, release(40)), RedisResponse::Released(false));
+        assert_eq!(s.floor(MachineId::new(1).unwrap()), 50);
+        assert_eq!(s.handle(200, release(90)), RedisResponse::Released(false));
+        assert_eq!(s.floor(MachineId::new(1).unwrap()), 90);
+        // Someone else's lease is untouched.
+        assert_eq!(s.held(300), vec![MachineId::new(1).unwrap()]);
     }
 
     #[test]

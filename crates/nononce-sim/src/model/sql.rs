@@ -6,7 +6,8 @@
 //!   before and the database clock;
 //! - renew: `WHERE id AND token` (an expired lease nobody took is revived), raising the floor;
 //! - release: `expires_at = LEAST(expires_at, now + guard)`, the token cleared (a renewal
-//!   arriving later is lost), the floor set, token-matched;
+//!   arriving later is lost), the floor set, token-matched; when it matched nothing (a lost
+//!   lease), a second statement raises the floor, whoever holds the row;
 //! - the amnesia guard's diagnosis after a claim found nothing: trust a fresh table, record a
 //!   changed server identity and hold acquisitions off for the longest lease.
 //!
@@ -90,6 +91,14 @@ pub enum SqlRequest {
         guard_ms: Option<u64>,
         /// The floor to set (`None`: keep it).
         floor_ms: Option<u64>,
+    },
+    /// `raise_floor`, after a release that matched nothing: `GREATEST(floor_ms, floor)` and a
+    /// version bump, whoever holds the row.
+    RaiseFloor {
+        /// Row.
+        id: u16,
+        /// The floor to raise to.
+        floor_ms: u64,
     },
 }
 
@@ -392,6 +401,18 @@ impl SqlServer {
                     }
                     _ => SqlResponse::Released(false),
                 }
+            }
+            SqlRequest::RaiseFloor { id, floor_ms } => {
+                let index = usize::from(id);
+                if let Some(row) = self.primary.rows.get(index).copied() {
+                    let raised = Row {
+                        lock_version: row.lock_version.wrapping_add(1),
+                        floor_ms: row.floor_ms.max(floor_ms),
+                        ..row
+                    };
+                    self.write_row(t, index, raised);
+                }
+                SqlResponse::Done
             }
         }
     }
@@ -708,7 +729,21 @@ impl<L: Link> SqlModel<L> {
             })
             .await?
         {
-            SqlResponse::Released(_) => Ok(()),
+            SqlResponse::Released(true) => Ok(()),
+            // Not ours any more: a second statement only raises the floor.
+            SqlResponse::Released(false) => match floor_ms {
+                Some(floor_ms) => match self
+                    .call(SqlRequest::RaiseFloor {
+                        id: lease.id.get(),
+                        floor_ms,
+                    })
+                    .await?
+                {
+                    SqlResponse::Done => Ok(()),
+                    other => Err(Self::unexpected(&other)),
+                },
+                None => Ok(()),
+            },
             other => Err(Self::unexpected(&other)),
         }
     }
