@@ -291,7 +291,10 @@ fn gap_etcd_restore_hands_out_ids_in_use() {
     };
     let guarded = run_seeds(1..=BOUND / 2, &config);
     for failure in &guarded.failures {
-        assert!(failure.stats.faults.contains_key("etcd-restore"), "{failure}");
+        assert!(
+            failure.stats.faults.contains_key("etcd-restore"),
+            "{failure}"
+        );
         println!("etcd restore: found by seed {}\n{failure}", failure.seed);
     }
     let unguarded = run_seeds(
