@@ -994,31 +994,21 @@ impl SqlStrategy {
         }
     }
 
-    /// Runs the renew or release statement; `None` when the row (id and token) did not match,
-    /// else the database clock (Unix ms) if the dialect reports it.
-    #[allow(unused_variables)]
     /// Raises `id`'s floor to at least `floor`, whoever holds it.
     async fn raise_floor(&self, id: MachineId, floor: i64) -> Result<(), sqlx::Error> {
         let sql = AssertSqlSafe(Arc::clone(&self.queries.raise_floor));
         let id = i16::try_from(id.get()).unwrap_or(-1);
-        match &self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => {
-                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
-            }
-            #[cfg(feature = "mysql")]
-            Backend::MySql(pool) => {
-                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
-            }
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(pool) => {
-                sqlx::query(sql).bind(floor).bind(id).execute(pool).await?;
-            }
-            Backend::Never(never) => match *never {},
-        }
-        Ok(())
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .bind(floor)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|_| ()))
     }
 
+    /// Runs the renew or release statement; `None` when the row (id and token) did not match,
+    /// else the database clock (Unix ms) if the dialect reports it.
+    #[allow(unused_variables)]
     async fn update_own(
         &self,
         sql: &Arc<str>,
