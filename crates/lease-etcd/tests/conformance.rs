@@ -55,7 +55,11 @@ fn options() -> lease_testkit::Options {
         .with_slack(Duration::from_millis(900))
 }
 
-lease_testkit::conformance_tests!(EtcdHarness::new, options());
+lease_testkit::conformance_tests!(
+    EtcdHarness::new,
+    options(),
+    does_not_apply: [deterministic]
+);
 
 /// The handover scenarios of `lease-testkit`: one ID from node A to node B whose clock is up to
 /// an hour off, through real lease managers and factories; with the floor nothing repeats.

@@ -55,14 +55,16 @@ fn options() -> lease_testkit::Options {
 mod valkey {
     lease_testkit::conformance_tests!(
         || super::RedisHarness::new(super::common::valkey()),
-        super::options()
+        super::options(),
+        does_not_apply: [deterministic]
     );
 }
 
 mod redis8 {
     lease_testkit::conformance_tests!(
         || super::RedisHarness::new(super::common::redis8()),
-        super::options()
+        super::options(),
+        does_not_apply: [deterministic]
     );
 }
 

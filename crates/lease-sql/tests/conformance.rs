@@ -46,32 +46,43 @@ mod postgres {
     use super::*;
     lease_testkit::conformance_tests!(
         || harness(Dialect::Postgres, Acquisition::SkipLocked),
-        options()
+        options(),
+        does_not_apply: [deterministic]
     );
 }
 
 mod postgres_optimistic {
     use super::*;
-    lease_testkit::conformance_tests!(|| harness(Dialect::Postgres, OPTIMISTIC), options());
+    lease_testkit::conformance_tests!(
+        || harness(Dialect::Postgres, OPTIMISTIC),
+        options(),
+        does_not_apply: [deterministic]
+    );
 }
 
 mod mysql {
     use super::*;
     lease_testkit::conformance_tests!(
         || harness(Dialect::MySql, Acquisition::SkipLocked),
-        options()
+        options(),
+        does_not_apply: [deterministic]
     );
 }
 
 mod mysql_optimistic {
     use super::*;
-    lease_testkit::conformance_tests!(|| harness(Dialect::MySql, OPTIMISTIC), options());
+    lease_testkit::conformance_tests!(
+        || harness(Dialect::MySql, OPTIMISTIC),
+        options(),
+        does_not_apply: [deterministic]
+    );
 }
 
 mod sqlite {
     use super::*;
     lease_testkit::conformance_tests!(
         || harness(Dialect::Sqlite, Acquisition::SkipLocked),
-        options()
+        options(),
+        does_not_apply: [deterministic]
     );
 }

@@ -398,9 +398,22 @@ where
 pub mod __private {
     use super::{Check, Harness, Options, Outcome, run_check};
 
-    /// Runs one check on a new current-thread runtime and panics if it failed.
-    #[track_caller]
-    pub fn run_test<F, Fut, H>(check: Check, new_harness: F, options: &Options)
+    /// The checks that may not apply, by the names
+    /// [`conformance_tests!`](crate::conformance_tests) takes in its `does_not_apply` list: any
+    /// other name (a check that applies to every strategy, a misspelling) fails to compile.
+    #[allow(non_upper_case_globals)]
+    pub mod names {
+        use crate::Check;
+
+        pub const distinct_ids: Check = Check::DistinctIds;
+        pub const lost_after_takeover: Check = Check::LostAfterTakeover;
+        pub const release_guard: Check = Check::ReleaseGuard;
+        pub const exhausted: Check = Check::Exhausted;
+        pub const deterministic: Check = Check::Deterministic;
+        pub const floor_travels: Check = Check::FloorTravels;
+    }
+
+    fn outcome<F, Fut, H>(check: Check, new_harness: F, options: &Options) -> Outcome
     where
         F: Fn() -> Fut,
         Fut: Future<Output = H>,
@@ -410,10 +423,51 @@ pub mod __private {
             .enable_all()
             .build()
             .expect("lease-testkit: cannot build a tokio runtime");
-        match runtime.block_on(run_check(check, new_harness, options)) {
+        runtime.block_on(run_check(check, new_harness, options))
+    }
+
+    /// Runs one check on a new current-thread runtime and panics unless it passed: a check that
+    /// does not apply fails too, since a test that ran nothing must not be reported as passed.
+    #[track_caller]
+    pub fn run_test<F, Fut, H>(check: Check, new_harness: F, options: &Options)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = H>,
+        H: Harness,
+    {
+        match outcome(check, new_harness, options) {
             Outcome::Passed => {}
-            Outcome::Skipped(why) => println!("skipped {check}: {why}"),
+            Outcome::Skipped(why) => panic!(
+                "conformance check {check} does not apply ({why}): list it in \
+                 `does_not_apply: [{check}]` of `conformance_tests!`, so that it is reported as \
+                 ignored instead of passed"
+            ),
             Outcome::Failed(why) => panic!("conformance check {check} failed: {why}"),
+        }
+    }
+
+    /// Runs each of `checks`, listed as not applying, and panics unless every one is skipped:
+    /// the list cannot hide a check that applies. The body of the generated
+    /// `listed_checks_do_not_apply` test, and of each listed check's ignored test.
+    #[track_caller]
+    pub fn run_not_applying<F, Fut, H>(checks: &[Check], new_harness: F, options: &Options)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = H>,
+        H: Harness,
+    {
+        for &check in checks {
+            match outcome(check, &new_harness, options) {
+                Outcome::Skipped(why) => println!("{check} does not apply: {why}"),
+                Outcome::Passed => panic!(
+                    "conformance check {check} is listed in `does_not_apply` but applies (and \
+                     passed): remove it from the list"
+                ),
+                Outcome::Failed(why) => panic!(
+                    "conformance check {check} is listed in `does_not_apply` but applies, and \
+                     failed: {why}"
+                ),
+            }
         }
     }
 }
@@ -425,7 +479,15 @@ pub mod __private {
 /// `Fn() -> impl Future<Output = impl Harness>`, `options` an expression of [`Options`]; both are
 /// evaluated once per test. Each test runs on its own current-thread tokio runtime (timers and,
 /// if your tokio has them enabled, I/O), so the calling crate does not need tokio's macros.
-/// Checks that do not apply print why and pass.
+///
+/// Checks that do not apply to the strategy (see [`Capabilities`], [`Strategy::deterministic`]
+/// and [`Strategy::records_floor`]) are listed after the options, by name:
+/// `conformance_tests!(new_harness, options, does_not_apply: [deterministic, floor_travels])`.
+/// Their tests are generated `#[ignore = "does not apply: ..."]`, so `cargo test` reports them as
+/// ignored, never as passed. One more test, `listed_checks_do_not_apply`, runs the listed checks
+/// and fails if any of them applies, so the list cannot hide a check. A check that does not
+/// apply but is not listed fails its test, saying what to add. `renew_keeps_id`,
+/// `renew_is_idempotent` and `ttl_honoured` apply to every strategy and cannot be listed.
 ///
 /// ```
 /// mod memory_conformance {
@@ -434,14 +496,21 @@ pub mod __private {
 ///
 ///     lease_testkit::conformance_tests!(
 ///         || async { MemoryStore::new() },
-///         Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20))
+///         Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20)),
+///         does_not_apply: [deterministic]
 ///     );
 /// }
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
     ($new_harness:expr, $options:expr $(,)?) => {
-        $crate::conformance_tests!(@tests ($new_harness) ($options)
+        $crate::conformance_tests!($new_harness, $options, does_not_apply: []);
+    };
+    ($new_harness:expr, $options:expr, does_not_apply: [$($skip:ident),* $(,)?] $(,)?) => {
+        // Every listed name is a check that may not apply.
+        $(const _: $crate::Check = $crate::__private::names::$skip;)*
+        $crate::conformance_tests!(@listed ($new_harness) ($options) [$($skip)*]);
+        $crate::conformance_tests!(@each ($new_harness) ($options) [$($skip)*]
             distinct_ids DistinctIds,
             renew_keeps_id RenewKeepsId,
             renew_is_idempotent RenewIsIdempotent,
@@ -453,12 +522,65 @@ macro_rules! conformance_tests {
             floor_travels FloorTravels,
         );
     };
-    (@tests ($new_harness:expr) ($options:expr) $($name:ident $check:ident,)*) => {
+    (@listed $h:tt $o:tt []) => {};
+    (@listed ($new_harness:expr) ($options:expr) [$($skip:ident)+]) => {
+        #[test]
+        fn listed_checks_do_not_apply() {
+            $crate::__private::run_not_applying(
+                &[$($crate::__private::names::$skip),+],
+                $new_harness,
+                &$options,
+            );
+        }
+    };
+    (@each ($new_harness:expr) ($options:expr) $skip:tt $($name:ident $check:ident,)*) => {
         $(
-            #[test]
-            fn $name() {
-                $crate::__private::run_test($crate::Check::$check, $new_harness, &$options);
-            }
+            $crate::conformance_tests!(@one $name $check ($new_harness) ($options) $skip $skip);
         )*
+    };
+    // `@one name Check (harness) (options) [names left to look at] [all listed names]`: the
+    // check is generated ignored when its name is listed, with the reason it may not apply.
+    (@one distinct_ids $check:ident $h:tt $o:tt [distinct_ids $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored distinct_ids $check $h $o
+            "does not apply: needs an exclusive strategy (Capabilities::exclusive)");
+    };
+    (@one lost_after_takeover $check:ident $h:tt $o:tt [lost_after_takeover $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored lost_after_takeover $check $h $o
+            "does not apply: needs an exclusive strategy (Capabilities::exclusive)");
+    };
+    (@one release_guard $check:ident $h:tt $o:tt [release_guard $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored release_guard $check $h $o
+            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one exhausted $check:ident $h:tt $o:tt [exhausted $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored exhausted $check $h $o
+            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one deterministic $check:ident $h:tt $o:tt [deterministic $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored deterministic $check $h $o
+            "does not apply: needs a deterministic strategy (Strategy::deterministic)");
+    };
+    (@one floor_travels $check:ident $h:tt $o:tt [floor_travels $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored floor_travels $check $h $o
+            "does not apply: needs a strategy that records floors (Strategy::records_floor) \
+             and holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    // Another name first: look further.
+    (@one $name:ident $check:ident $h:tt $o:tt [$other:ident $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@one $name $check $h $o [$($rest)*] $all);
+    };
+    // Not listed: the check must apply, and pass.
+    (@one $name:ident $check:ident ($new_harness:expr) ($options:expr) [] $all:tt) => {
+        #[test]
+        fn $name() {
+            $crate::__private::run_test($crate::Check::$check, $new_harness, &$options);
+        }
+    };
+    (@ignored $name:ident $check:ident ($new_harness:expr) ($options:expr) $why:literal) => {
+        #[test]
+        #[ignore = $why]
+        fn $name() {
+            $crate::__private::run_not_applying(&[$crate::Check::$check], $new_harness, &$options);
+        }
     };
 }

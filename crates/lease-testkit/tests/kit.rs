@@ -261,15 +261,127 @@ fn options_validation_names_the_setting() {
     assert!(err.contains("min_ttl"), "{err}");
 }
 
-/// The generated tests, on real time with short leases.
+fn generated_options() -> Options {
+    Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20))
+}
+
+/// The generated tests, on real time with short leases. The memory store is not deterministic.
 mod generated {
-    use lease_testkit::{Options, memory::MemoryStore};
-    use std::time::Duration;
+    use lease_testkit::memory::MemoryStore;
 
     lease_testkit::conformance_tests!(
         || async { MemoryStore::new() },
-        Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20))
+        super::generated_options(),
+        does_not_apply: [deterministic]
     );
+}
+
+/// The generated tests with the capabilities of a static strategy: only the checks every
+/// strategy must pass apply.
+mod generated_static {
+    use lease_testkit::{Capabilities, memory::MemoryStore};
+
+    lease_testkit::conformance_tests!(
+        || async { MemoryStore::new() },
+        super::generated_options().with_capabilities(Capabilities::STATIC),
+        does_not_apply: [
+            distinct_ids,
+            lost_after_takeover,
+            release_guard,
+            exhausted,
+            deterministic,
+            floor_travels,
+        ]
+    );
+}
+
+/// The tests of this binary that libtest lists, with `--ignored` only the ignored ones.
+fn listed_tests(ignored: bool) -> Vec<String> {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command.args(["--list", "--format", "terse"]);
+    if ignored {
+        command.arg("--ignored");
+    }
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_suffix(": test"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A check that does not apply is reported by cargo as ignored, never as passed: for each
+/// generated module, the checks the suite skips for its harness are exactly the ones generated
+/// ignored, and each check that applies is a test that runs.
+#[test]
+fn checks_that_do_not_apply_are_reported_as_ignored() {
+    let all = listed_tests(false);
+    let ignored = listed_tests(true);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    for (module, capabilities) in [
+        ("generated", Capabilities::DYNAMIC),
+        ("generated_static", Capabilities::STATIC),
+    ] {
+        let options = options().with_capabilities(capabilities);
+        let report = runtime.block_on(lease_testkit::run(
+            || async { MemoryStore::new() },
+            &options,
+        ));
+        report.assert_passed();
+        for (check, outcome) in &report.results {
+            let test = format!("{module}::{check}");
+            assert!(all.contains(&test), "{test} is not generated: {all:?}");
+            let skipped = matches!(outcome, Outcome::Skipped(_));
+            assert_eq!(
+                ignored.contains(&test),
+                skipped,
+                "{test}: the suite says {outcome:?}; ignored tests: {ignored:?}"
+            );
+        }
+        // The list of checks that do not apply is itself checked by a test that runs.
+        let listed = format!("{module}::listed_checks_do_not_apply");
+        assert!(
+            all.contains(&listed) && !ignored.contains(&listed),
+            "{all:?}"
+        );
+    }
+}
+
+/// A generated test of a check that does not apply fails unless the check is listed as not
+/// applying, and the test of a listed check fails if the check applies.
+#[test]
+fn a_check_that_does_not_apply_never_passes_unlisted() {
+    let options = generated_options();
+    let run = |check, listed: bool| {
+        std::panic::catch_unwind(|| {
+            if listed {
+                lease_testkit::__private::run_not_applying(
+                    &[check],
+                    || async { MemoryStore::new() },
+                    &options,
+                );
+            } else {
+                lease_testkit::__private::run_test(
+                    check,
+                    || async { MemoryStore::new() },
+                    &options,
+                );
+            }
+        })
+        .is_ok()
+    };
+    // The memory store is not deterministic: the check does not apply.
+    assert!(!run(Check::Deterministic, false));
+    assert!(run(Check::Deterministic, true));
+    // Exhaustion applies to it.
+    assert!(run(Check::Exhausted, false));
+    assert!(!run(Check::Exhausted, true));
 }
 
 /// A generated test fails when its check fails (`run_test` is what each generated test calls).

@@ -71,21 +71,24 @@ impl Harness for Etcd {
 mod sql_model {
     lease_testkit::conformance_tests!(
         || async { super::Sql(super::SqlStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR)
+        super::Options::new(super::HOUR),
+        does_not_apply: [deterministic]
     );
 }
 
 mod redis_model {
     lease_testkit::conformance_tests!(
         || async { super::Redis(super::RedisStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR)
+        super::Options::new(super::HOUR),
+        does_not_apply: [deterministic]
     );
 }
 
 mod etcd_model {
     lease_testkit::conformance_tests!(
         || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR)
+        super::Options::new(super::HOUR),
+        does_not_apply: [deterministic]
     );
 }
 
@@ -96,14 +99,22 @@ mod etcd_model_seconds {
         || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
         super::Options::new(std::time::Duration::from_secs(8))
             .with_guard(std::time::Duration::from_secs(2))
-            .with_slack(std::time::Duration::from_millis(900))
+            .with_slack(std::time::Duration::from_millis(900)),
+        does_not_apply: [deterministic]
     );
 }
 
 mod static_model {
     lease_testkit::conformance_tests!(
         || async { || async { super::FixedModel::new(super::MachineId::new(7).unwrap()) } },
-        super::Options::new(super::HOUR).with_capabilities(super::Capabilities::STATIC)
+        super::Options::new(super::HOUR).with_capabilities(super::Capabilities::STATIC),
+        does_not_apply: [
+            distinct_ids,
+            lost_after_takeover,
+            release_guard,
+            exhausted,
+            floor_travels,
+        ]
     );
 }
 

@@ -25,4 +25,9 @@ async fn harness() -> TableHarness {
     TableHarness(Table::new())
 }
 
-lease_testkit::conformance_tests!(harness, Options::new(Duration::from_secs(2)));
+// The table hands out any free ID and stores no timestamp floor.
+lease_testkit::conformance_tests!(
+    harness,
+    Options::new(Duration::from_secs(2)),
+    does_not_apply: [deterministic, floor_travels]
+);
