@@ -5,7 +5,7 @@
 //! Prints the time until all 512 held a lease and how many attempts lost a race (`conflict`);
 //! for figures without other tests competing for the CPU run
 //! `cargo xtask with-services cargo test -p lease-sql --all-features --test herd -- --nocapture --test-threads=1`.
-#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
 
@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Pool, TempDir, TestTable};
+#[cfg(feature = "sqlite")]
+use common::TempDir;
+use common::{Pool, TestTable};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::{Acquisition, Dialect};
 
@@ -38,8 +40,11 @@ async fn warm(pool: &Pool) {
     let mut held = Vec::new();
     for _ in 0..CONNECTIONS {
         match pool {
+            #[cfg(feature = "postgres")]
             Pool::Pg(p) => held.push(Box::new(p.acquire().await.unwrap()) as Box<dyn Send>),
+            #[cfg(feature = "mysql")]
             Pool::My(p) => held.push(Box::new(p.acquire().await.unwrap()) as Box<dyn Send>),
+            #[cfg(feature = "sqlite")]
             Pool::Lite(p) => held.push(Box::new(p.acquire().await.unwrap()) as Box<dyn Send>),
         }
     }
@@ -50,15 +55,19 @@ async fn herd(dialect: Dialect, acquisition: Acquisition, label: &str) {
     let mut pools = Vec::new();
     for _ in 0..POOLS {
         let pool = match dialect {
+            #[cfg(feature = "postgres")]
             Dialect::Postgres => Pool::postgres(CONNECTIONS).await,
+            #[cfg(feature = "mysql")]
             Dialect::MySql => Pool::mysql(CONNECTIONS).await,
-            _ => {
+            #[cfg(feature = "sqlite")]
+            Dialect::Sqlite => {
                 let dir = table
                     .dir
                     .as_ref()
                     .map(|d: &TempDir| d.path.join("leases.db"));
                 Pool::sqlite(&dir.unwrap(), CONNECTIONS).await
             }
+            other => panic!("lease-sql is built without the {other} feature"),
         };
         warm(&pool).await;
         pools.push(pool);
@@ -115,10 +124,12 @@ async fn herd(dialect: Dialect, acquisition: Acquisition, label: &str) {
     );
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 const OPTIMISTIC: Acquisition = Acquisition::Optimistic { candidates: 8 };
 
 // One test per server, modes one after the other, so a server never sees two herds at once.
 
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     herd(
@@ -130,6 +141,7 @@ async fn postgres() {
     herd(Dialect::Postgres, OPTIMISTIC, "postgres optimistic(8)").await;
 }
 
+#[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb() {
     herd(
@@ -141,6 +153,7 @@ async fn mariadb() {
     herd(Dialect::MySql, OPTIMISTIC, "mariadb optimistic(8)").await;
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_one_file() {
     herd(

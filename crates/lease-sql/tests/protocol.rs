@@ -1,6 +1,6 @@
 //! The lease protocol on real servers: PostgreSQL, MariaDB and a SQLite file, each test on a
 //! table of its own.
-#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
 

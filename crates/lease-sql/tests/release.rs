@@ -3,7 +3,7 @@
 //! the release (sent before it and delayed, or resent after a reconnect) is lost and extends
 //! nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this crate's
 //! acquirers, and is free after it.
-#![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 mod common;
 

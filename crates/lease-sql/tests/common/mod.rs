@@ -1,6 +1,10 @@
 //! Test support: real servers, one table of its own per test, raw access to the rows.
-#![allow(dead_code)]
+//!
+//! Everything for a dialect is compiled with that dialect's feature only, so the tests of one
+//! dialect build and run without the others (`--features sqlite` needs no server at all).
+#![allow(dead_code, unused_imports)]
 
+#[cfg(feature = "postgres")]
 pub mod cluster;
 
 use std::time::Duration;
@@ -29,9 +33,26 @@ pub fn suffix() -> String {
 /// A pool on one of the servers.
 #[derive(Clone)]
 pub enum Pool {
+    #[cfg(feature = "postgres")]
     Pg(sqlx::PgPool),
+    #[cfg(feature = "mysql")]
     My(sqlx::MySqlPool),
+    #[cfg(feature = "sqlite")]
     Lite(sqlx::SqlitePool),
+}
+
+/// `$body` with `$p` bound to the pool, whichever dialect it is on.
+macro_rules! on_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            #[cfg(feature = "postgres")]
+            Pool::Pg($p) => $body,
+            #[cfg(feature = "mysql")]
+            Pool::My($p) => $body,
+            #[cfg(feature = "sqlite")]
+            Pool::Lite($p) => $body,
+        }
+    };
 }
 
 fn unreachable_server(what: &str, url: &str, env: &str, e: impl std::fmt::Display) -> ! {
@@ -42,10 +63,12 @@ fn unreachable_server(what: &str, url: &str, env: &str, e: impl std::fmt::Displa
 }
 
 impl Pool {
+    #[cfg(feature = "postgres")]
     pub async fn postgres(max: u32) -> Self {
         Self::postgres_with(max, |o| o).await
     }
 
+    #[cfg(feature = "postgres")]
     pub async fn postgres_with(
         max: u32,
         f: impl FnOnce(sqlx::postgres::PgConnectOptions) -> sqlx::postgres::PgConnectOptions,
@@ -64,6 +87,7 @@ impl Pool {
     }
 
     /// A pool whose sessions run `SET TIME ZONE zone` after connecting (sqlx itself asks for UTC).
+    #[cfg(feature = "postgres")]
     pub async fn postgres_in_zone(max: u32, zone: String) -> Self {
         let url = pg_url();
         let options: sqlx::postgres::PgConnectOptions = url.parse().expect("postgres url");
@@ -85,10 +109,12 @@ impl Pool {
         Self::Pg(pool)
     }
 
+    #[cfg(feature = "mysql")]
     pub async fn mysql(max: u32) -> Self {
         Self::mysql_with(max, |o| o).await
     }
 
+    #[cfg(feature = "mysql")]
     pub async fn mysql_with(
         max: u32,
         f: impl FnOnce(sqlx::mysql::MySqlConnectOptions) -> sqlx::mysql::MySqlConnectOptions,
@@ -104,6 +130,7 @@ impl Pool {
         Self::My(pool)
     }
 
+    #[cfg(feature = "sqlite")]
     pub async fn sqlite(path: &std::path::Path, max: u32) -> Self {
         let pool = sqlx::sqlite::SqlitePoolOptions::new()
             .max_connections(max)
@@ -114,25 +141,27 @@ impl Pool {
     }
 
     pub async fn close(&self) {
-        match self {
-            Self::Pg(p) => p.close().await,
-            Self::My(p) => p.close().await,
-            Self::Lite(p) => p.close().await,
-        }
+        on_pool!(self, p => p.close().await)
     }
 
     pub fn dialect(&self) -> Dialect {
         match self {
+            #[cfg(feature = "postgres")]
             Self::Pg(_) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
             Self::My(_) => Dialect::MySql,
+            #[cfg(feature = "sqlite")]
             Self::Lite(_) => Dialect::Sqlite,
         }
     }
 
     pub fn strategy(&self, table: &str) -> SqlStrategy {
         let s = match self {
+            #[cfg(feature = "postgres")]
             Self::Pg(p) => SqlStrategy::postgres(p.clone()),
+            #[cfg(feature = "mysql")]
             Self::My(p) => SqlStrategy::mysql(p.clone()),
+            #[cfg(feature = "sqlite")]
             Self::Lite(p) => SqlStrategy::sqlite(p.clone()),
         };
         s.with_table(table).unwrap()
@@ -148,39 +177,19 @@ impl Pool {
     /// Runs a statement, returning the rows affected or the error.
     pub async fn try_exec(&self, sql: &str) -> Result<u64, sqlx::Error> {
         let sql = sql.to_owned();
-        match self {
-            Self::Pg(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()),
-            Self::My(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()),
-            Self::Lite(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .execute(p)
-                .await
-                .map(|r| r.rows_affected()),
-        }
+        on_pool!(self, p => sqlx::query(AssertSqlSafe(sql.clone()))
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
     }
 
     /// One `i64` from a query.
     pub async fn scalar(&self, sql: &str) -> i64 {
         let sql = sql.to_owned();
-        let result: Result<i64, sqlx::Error> = match self {
-            Self::Pg(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .fetch_one(p)
-                .await
-                .and_then(|r| r.try_get(0)),
-            Self::My(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .fetch_one(p)
-                .await
-                .and_then(|r| r.try_get(0)),
-            Self::Lite(p) => sqlx::query(AssertSqlSafe(sql.clone()))
-                .fetch_one(p)
-                .await
-                .and_then(|r| r.try_get(0)),
-        };
+        let result: Result<i64, sqlx::Error> = on_pool!(self, p => sqlx::query(AssertSqlSafe(sql.clone()))
+            .fetch_one(p)
+            .await
+            .and_then(|r| r.try_get(0)));
         result.unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
@@ -213,11 +222,7 @@ impl Pool {
                 )
             }};
         }
-        match self {
-            Self::Pg(p) => get!(p),
-            Self::My(p) => get!(p),
-            Self::Lite(p) => get!(p),
-        }
+        on_pool!(self, p => get!(p))
     }
 
     /// SQL setting `expires_at` to the db's UTC now plus `seconds` (may be negative).
@@ -271,15 +276,19 @@ impl TestTable {
     pub async fn unmigrated(dialect: Dialect) -> Self {
         let name = format!("lease_test_{}", suffix());
         let (pool, dir) = match dialect {
+            #[cfg(feature = "postgres")]
             Dialect::Postgres => (Pool::postgres(8).await, None),
+            #[cfg(feature = "mysql")]
             Dialect::MySql => (Pool::mysql(8).await, None),
-            _ => {
+            #[cfg(feature = "sqlite")]
+            Dialect::Sqlite => {
                 let dir = TempDir::new();
                 (
                     Pool::sqlite(&dir.path.join("leases.db"), 8).await,
                     Some(dir),
                 )
             }
+            other => panic!("lease-sql is built without the {other} feature"),
         };
         Self { pool, name, dir }
     }
@@ -294,6 +303,15 @@ impl Drop for TestTable {
         if self.dir.is_some() {
             return; // the directory goes with it
         }
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
+        self.drop_on_server();
+    }
+}
+
+impl TestTable {
+    /// Drops the table of a server, and its coordinator record.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    fn drop_on_server(&self) {
         let dialect = self.pool.dialect();
         let sql = format!("DROP TABLE IF EXISTS {}", self.name);
         let forget = format!(
@@ -310,8 +328,11 @@ impl Drop for TestTable {
                 .unwrap();
             rt.block_on(async move {
                 let pool = match dialect {
+                    #[cfg(feature = "postgres")]
                     Dialect::Postgres => Pool::postgres(1).await,
-                    _ => Pool::mysql(1).await,
+                    #[cfg(feature = "mysql")]
+                    Dialect::MySql => Pool::mysql(1).await,
+                    other => unreachable!("a {other} table lives in a directory of its own"),
                 };
                 pool.exec(&sql).await;
                 // The coordinator table exists once any migration ran.
@@ -344,10 +365,12 @@ impl Drop for TempDir {
     }
 }
 
-/// Generates one `#[tokio::test]` per dialect for each `async fn name(Dialect)` listed.
+/// Generates one `#[tokio::test]` per dialect for each `async fn name(Dialect)` listed, in a
+/// module per dialect that is compiled with the dialect's feature.
 #[macro_export]
 macro_rules! per_dialect {
     ($($name:ident),* $(,)?) => {
+        #[cfg(feature = "postgres")]
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,6 +379,7 @@ macro_rules! per_dialect {
                 }
             )*
         }
+        #[cfg(feature = "mysql")]
         mod mysql {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,6 +388,7 @@ macro_rules! per_dialect {
                 }
             )*
         }
+        #[cfg(feature = "sqlite")]
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
