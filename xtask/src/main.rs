@@ -166,18 +166,25 @@ fn with_services(command: &[String]) -> Result<(), String> {
     }
 }
 
-fn test() -> Result<(), String> {
-    let root = workspace_root();
-    // Stopped when dropped, at the end of this function, whatever the outcome.
-    let services = services::start()?;
-    let mut tests = Step::cargo(
-        "tests",
-        &["test", "--workspace", "--all-features", "--locked"],
-    );
-    for (k, v) in &services.env {
-        tests = tests.env(k, v.clone());
-    }
-    let mut steps = vec![
+/// Crates whose features carry behaviour: their tests run with no features and with each
+/// feature alone (their defaults are empty or, for `nononce`, `tracing` alone), besides the
+/// workspace run with every feature.
+const FEATURE_TESTED: [&str; 7] = [
+    "nonce-core",
+    "lease-core",
+    "lease-sql",
+    "lease-redis",
+    "lease-etcd",
+    "lease-guard",
+    "nononce",
+];
+
+/// The steps that need no server: format and lints, then every feature combination checked.
+/// `hack` is the folder of the `cargo-hack` binary.
+fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
+    let path = services::cargo_hack::path_with(hack)?;
+    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone());
+    Ok(vec![
         Step::cargo("format", &["fmt", "--all", "--check"]),
         Step::cargo(
             "clippy",
@@ -205,7 +212,127 @@ fn test() -> Result<(), String> {
                 "warnings",
             ],
         ),
-        tests,
+        // What users build: each library and binary alone (no dev-dependencies unified in), in
+        // every combination of its features. `default` adds nothing a combination lacks.
+        hack_step(
+            "features: check, every combination",
+            &[
+                "hack",
+                "check",
+                "--workspace",
+                "--exclude",
+                "nononce",
+                "--feature-powerset",
+                "--exclude-features",
+                "default",
+                "--locked",
+            ],
+        ),
+        // The facade's backend features only re-export a crate checked above: each alone, and
+        // every combination of the features its own code depends on.
+        hack_step(
+            "features: check, nononce each feature",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--each-feature",
+                "--exclude-features",
+                "default",
+                "--exclude-all-features",
+                "--locked",
+            ],
+        ),
+        hack_step(
+            "features: check, nononce guard x tracing x metrics",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--feature-powerset",
+                "--include-features",
+                "guard,tracing,metrics",
+                "--locked",
+            ],
+        ),
+        // The tests of the crates without features, each built alone (the workspace run unifies
+        // the features of every crate).
+        hack_step(
+            "features: check, tests of each crate alone",
+            &[
+                &["hack", "check", "--workspace", "--all-targets"][..],
+                &FEATURE_TESTED
+                    .iter()
+                    .flat_map(|p| ["--exclude", p])
+                    .collect::<Vec<_>>(),
+                &["--locked"],
+            ]
+            .concat(),
+        ),
+    ])
+}
+
+/// The tests of [`FEATURE_TESTED`] with no features and with each feature alone, and
+/// `nonce-core` with its default features (`nononce`'s default is its `tracing` run).
+fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
+    let path = services::cargo_hack::path_with(hack)?;
+    let packages: Vec<&str> = FEATURE_TESTED.iter().flat_map(|p| ["-p", p]).collect();
+    let mut each = Step::cargo(
+        "features: tests, each feature alone",
+        &[
+            &["hack", "test"][..],
+            &packages,
+            &[
+                "--each-feature",
+                "--exclude-features",
+                "default",
+                "--exclude-all-features",
+                "--locked",
+            ],
+        ]
+        .concat(),
+    )
+    .env("PATH", path);
+    let mut default = Step::cargo(
+        "features: tests, nonce-core default features",
+        &["test", "-p", "nonce-core", "--locked"],
+    );
+    for (k, v) in env {
+        each = each.env(k, v.clone());
+        default = default.env(k, v.clone());
+    }
+    Ok(vec![default, each])
+}
+
+fn test() -> Result<(), String> {
+    let mut runner = Steps::new();
+    let result = test_steps(&mut runner);
+    let failed = usize::from(result.is_err());
+    println!("xtask: {} passed, {failed} failed", runner.passed);
+    result
+}
+
+fn test_steps(runner: &mut Steps) -> Result<(), String> {
+    let root = workspace_root();
+    // Before any step: building etcd-client (clippy already does) needs protoc.
+    services::etcd::ensure_protoc()?;
+    let hack = services::cargo_hack::ensure()?;
+    // Format, lints and the feature checks fail fast, before any server starts.
+    runner.run_all(&static_steps(&hack)?)?;
+    // Stopped when dropped, at the end of this function, whatever the outcome.
+    let services = services::start()?;
+    let mut tests = Step::cargo(
+        "tests",
+        &["test", "--workspace", "--all-features", "--locked"],
+    );
+    for (k, v) in &services.env {
+        tests = tests.env(k, v.clone());
+    }
+    let mut steps = vec![tests];
+    steps.extend(feature_test_steps(&hack, &services.env)?);
+    steps.extend([
         Step::cargo("sim", &["xtask", "sim", "--seeds", "5000"]),
         Step::cargo(
             "loom",
@@ -235,7 +362,7 @@ fn test() -> Result<(), String> {
             ],
         )
         .env("RUSTDOCFLAGS", "-D warnings"),
-    ];
+    ]);
     // The README's first command, as a newcomer runs it, in an empty folder.
     let scratch = root.join("target/readme-gen");
     let _ = std::fs::remove_dir_all(&scratch);
@@ -261,40 +388,34 @@ fn test() -> Result<(), String> {
         .dir(scratch),
     );
     steps.extend(nostd_steps());
-    let mut runner = Steps::new();
-    let mut result = runner.run_all(&steps);
-    if result.is_ok() {
-        // A short seeded chaos run over every backend: 0 duplicates, 0 out-of-window nonces.
-        // Stores that can lose writes (Valkey/Redis restarted empty, the PostgreSQL failover)
-        // lose their floors with them, so there the guarantee still needs clocks within the
-        // margin (docs/safety.md, "Remaining conditions"): those run with clocks kept within
-        // it; the others with every skew. `cargo xtask chaos` without the flag shows the gap.
-        eprintln!("==> chaos: short seeded run");
-        let started = std::time::Instant::now();
-        let arg = |s: &str| s.to_owned();
-        result = chaos::run(&[
+    runner.run_all(&steps)?;
+    // A short seeded chaos run over every backend: 0 duplicates, 0 out-of-window nonces.
+    // Stores that can lose writes (Valkey/Redis restarted empty, the PostgreSQL failover)
+    // lose their floors with them, so there the guarantee still needs clocks within the
+    // margin (docs/safety.md, "Remaining conditions"): those run with clocks kept within
+    // it; the others with every skew. `cargo xtask chaos` without the flag shows the gap.
+    eprintln!("==> chaos: short seeded run");
+    let started = std::time::Instant::now();
+    let arg = |s: &str| s.to_owned();
+    chaos::run(&[
+        arg("--seed"),
+        arg("1"),
+        arg("--backend"),
+        arg("sqlite,mariadb,etcd"),
+    ])
+    .and_then(|()| {
+        chaos::run(&[
             arg("--seed"),
             arg("1"),
+            arg("--within-margin"),
             arg("--backend"),
-            arg("sqlite,mariadb,etcd"),
+            arg("valkey9,redis8,postgres"),
         ])
-        .and_then(|()| {
-            chaos::run(&[
-                arg("--seed"),
-                arg("1"),
-                arg("--within-margin"),
-                arg("--backend"),
-                arg("valkey9,redis8,postgres"),
-            ])
-        });
-        if result.is_ok() {
-            runner.passed += 1;
-            eprintln!("<== chaos: ok in {:.1} s", started.elapsed().as_secs_f64());
-        }
-    }
-    let failed = usize::from(result.is_err());
-    println!("xtask: {} passed, {failed} failed", runner.passed);
-    result
+    })?;
+    runner.passed += 1;
+    eprintln!("<== chaos: ok in {:.1} s", started.elapsed().as_secs_f64());
+    drop(services);
+    Ok(())
 }
 
 /// Mean time in ns of one criterion benchmark of the last run.

@@ -83,7 +83,9 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
 
 /// `protoc` on the `PATH` (or named by `PROTOC`) with the well-known `.proto` files it
 /// imports, installed from Debian's `protobuf-compiler` and `libprotobuf-dev` when missing.
-fn ensure_protoc() -> Result<(), String> {
+/// Anything that builds `etcd-client` needs it: `cargo xtask test` makes sure of it before its
+/// first step (clippy), and [`ensure`] again.
+pub fn ensure_protoc() -> Result<(), String> {
     if std::env::var_os("PROTOC").is_some_and(|p| Path::new(&p).is_file()) {
         return Ok(());
     }

@@ -3,6 +3,7 @@
 //! Each backend's module makes its servers available and records the URLs the tests read
 //! (`NONONCE_TEST_*` variables). Servers this run started are stopped when [`Running`] drops.
 
+pub mod cargo_hack;
 pub mod etcd;
 pub mod redis;
 mod sql;
