@@ -153,6 +153,16 @@ pub enum LossReason {
         /// The margin it exceeded, in ms.
         margin_ms: u64,
     },
+    /// This node's clock may be further from the coordinator's than the strategy allows
+    /// ([`Grant::max_clock_offset`]): a successor's floor could not cover what it issued.
+    ClockOffset {
+        /// Whether this node's clock is ahead of the coordinator's (else behind).
+        ahead: bool,
+        /// By how much, in ms, counting the call's round trip against the node.
+        offset_ms: u64,
+        /// The allowed offset, in ms.
+        max_ms: u64,
+    },
 }
 
 impl fmt::Display for LossReason {
@@ -175,6 +185,19 @@ impl fmt::Display for LossReason {
                 "the coordinator's clock jumped {ahead_ms} ms ahead of this node's elapsed time \
                  (more than the {margin_ms} ms margin), so leases on it may expire early; the \
                  lease is treated as lost: check the coordinator's time synchronisation"
+            ),
+            Self::ClockOffset {
+                ahead,
+                offset_ms,
+                max_ms,
+            } => write!(
+                f,
+                "this node's clock is {offset_ms} ms {} the coordinator's (the call's round \
+                 trip included), more than the {max_ms} ms the store's settings allow \
+                 (max_clock_offset): synchronise this node's clock (NTP), or raise \
+                 max_clock_offset for every node of the store, which lengthens its amnesia \
+                 hold-off by twice the increase",
+                if *ahead { "ahead of" } else { "behind" }
             ),
         }
     }
@@ -883,8 +906,15 @@ impl<L> LeaseMachine<L> {
             }
         };
         let ttl_ms = ms(grant.ttl);
+        let offset =
+            Self::clock_offset(call.sent, now, grant.coordinator_ms, grant.max_clock_offset);
         let deadline = match self.deadline_for(call.sent, ttl_ms) {
             Err(reason) => Err(Failure::new(ErrorKind::Other, reason.to_string())),
+            // Not retried at startup: the clock is the operator's to fix.
+            Ok(_) if offset.is_some() => Err(Failure::new(
+                ErrorKind::Misconfigured,
+                offset.map(|o| o.to_string()).unwrap_or_default(),
+            )),
             Ok(deadline) if deadline <= now => Err(Failure::new(
                 ErrorKind::Retry,
                 "grant arrived after its local deadline",
@@ -968,8 +998,16 @@ impl<L> LeaseMachine<L> {
                             error: None,
                         };
                         let deadline = self.deadline_for(call.sent, ttl_ms).and_then(|deadline| {
-                            match self.clock_jump(&held, renewal.coordinator_ms, now) {
-                                Some(jump) => Err(jump),
+                            let offset = Self::clock_offset(
+                                call.sent,
+                                now,
+                                renewal.coordinator_ms,
+                                renewal.max_clock_offset,
+                            );
+                            match offset
+                                .or_else(|| self.clock_jump(&held, renewal.coordinator_ms, now))
+                            {
+                                Some(reason) => Err(reason),
                                 None => Ok(deadline),
                             }
                         });
@@ -1103,6 +1141,19 @@ impl<L> LeaseMachine<L> {
             Err(failure) => return self.recovery_failed(cached, call, failure, now),
         };
         let ttl_ms = ms(renewal.ttl);
+        if let Some(offset) = Self::clock_offset(
+            call.sent,
+            now,
+            renewal.coordinator_ms,
+            renewal.max_clock_offset,
+        ) {
+            return self.recovery_failed(
+                cached,
+                call,
+                Failure::new(ErrorKind::Lost, offset.to_string()),
+                now,
+            );
+        }
         let deadline = match self.deadline_for(call.sent, ttl_ms) {
             Ok(deadline) if deadline > now => deadline,
             Ok(_) => {
@@ -1430,6 +1481,37 @@ impl<L> LeaseMachine<L> {
             ahead_ms,
             margin_ms,
         })
+    }
+
+    /// This node's clock (read at `sent` and `now`) not proven within `max` of the coordinator's
+    /// reading, taken somewhere in between: ahead when even `now` is more than `max` past it,
+    /// behind when even `sent` is more than `max` short of it. Strategies that count on a bound
+    /// (an amnesia hold-off that outlasts a forgotten holder's timestamps) get it enforced here,
+    /// at every grant and renewal; between them clock rates drift within the margin.
+    fn clock_offset(
+        sent: u64,
+        now: u64,
+        coordinator_ms: Option<u64>,
+        max: Option<Duration>,
+    ) -> Option<LossReason> {
+        let (coordinator_ms, max_ms) = (coordinator_ms?, ms(max?));
+        let ahead_ms = now.saturating_sub(coordinator_ms);
+        let behind_ms = coordinator_ms.saturating_sub(sent);
+        if ahead_ms > max_ms {
+            Some(LossReason::ClockOffset {
+                ahead: true,
+                offset_ms: ahead_ms,
+                max_ms,
+            })
+        } else if behind_ms > max_ms {
+            Some(LossReason::ClockOffset {
+                ahead: false,
+                offset_ms: behind_ms,
+                max_ms,
+            })
+        } else {
+            None
+        }
     }
 
     /// `sent + min(renew_interval, ttl - margin) - margin`; positive by config validation.

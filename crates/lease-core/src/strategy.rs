@@ -76,6 +76,11 @@ pub struct Grant<L> {
     /// The coordinator's own clock when it applied the request (Unix ms), if the strategy reads
     /// it; lets the manager notice a coordinator clock that jumps forward.
     pub coordinator_ms: Option<u64>,
+    /// The largest offset between this node's clock and [`coordinator_ms`](Self::coordinator_ms)
+    /// that the strategy's own safety rests on (an amnesia hold-off that outlasts the longest
+    /// lease by twice this offset, say). The manager refuses a grant whose reading does not
+    /// prove its clock within it, and gives up a lease on such a renewal. `None`: no limit.
+    pub max_clock_offset: Option<Duration>,
 }
 
 impl<L> Grant<L> {
@@ -87,6 +92,7 @@ impl<L> Grant<L> {
             ttl,
             floor_ms: 0,
             coordinator_ms: None,
+            max_clock_offset: None,
         }
     }
 
@@ -104,6 +110,14 @@ impl<L> Grant<L> {
         self
     }
 
+    /// The same grant, asking the manager to keep this node's clock within `max` of the
+    /// coordinator's (see [`max_clock_offset`](Self::max_clock_offset)).
+    #[must_use]
+    pub const fn with_max_clock_offset(mut self, max: Duration) -> Self {
+        self.max_clock_offset = Some(max);
+        self
+    }
+
     /// The same grant with another lease handle (for wrappers such as [`DynStrategy`](crate::DynStrategy)).
     pub fn map_lease<M>(self, f: impl FnOnce(L) -> M) -> Grant<M> {
         Grant {
@@ -112,6 +126,7 @@ impl<L> Grant<L> {
             ttl: self.ttl,
             floor_ms: self.floor_ms,
             coordinator_ms: self.coordinator_ms,
+            max_clock_offset: self.max_clock_offset,
         }
     }
 }
@@ -129,6 +144,8 @@ pub struct Renewal<L> {
     /// The coordinator's own clock when it applied the renewal (Unix ms), if the strategy
     /// reads it.
     pub coordinator_ms: Option<u64>,
+    /// As [`Grant::max_clock_offset`].
+    pub max_clock_offset: Option<Duration>,
 }
 
 impl<L> Renewal<L> {
@@ -138,6 +155,7 @@ impl<L> Renewal<L> {
             lease,
             ttl,
             coordinator_ms: None,
+            max_clock_offset: None,
         }
     }
 
@@ -148,12 +166,20 @@ impl<L> Renewal<L> {
         self
     }
 
+    /// As [`Grant::with_max_clock_offset`].
+    #[must_use]
+    pub const fn with_max_clock_offset(mut self, max: Duration) -> Self {
+        self.max_clock_offset = Some(max);
+        self
+    }
+
     /// The same renewal with another lease handle.
     pub fn map_lease<M>(self, f: impl FnOnce(L) -> M) -> Renewal<M> {
         Renewal {
             lease: f(self.lease),
             ttl: self.ttl,
             coordinator_ms: self.coordinator_ms,
+            max_clock_offset: self.max_clock_offset,
         }
     }
 }

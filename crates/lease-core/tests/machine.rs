@@ -1212,6 +1212,128 @@ fn coordinator_clock_moves_within_the_margin_or_backwards_are_no_loss() {
     }
 }
 
+const MAX_OFFSET: u64 = 60_000;
+
+/// A grant sent at T0, answered at T0 + 5, read on a coordinator clock at `coordinator_ms` by a
+/// strategy that allows a minute of clock offset.
+fn offset_grant(coordinator_ms: u64) -> Grant<u32> {
+    Grant::new(id(3), 1, secs(8 * 3600))
+        .with_coordinator_ms(coordinator_ms)
+        .with_max_clock_offset(Duration::from_millis(MAX_OFFSET))
+}
+
+#[test]
+fn a_grant_that_does_not_prove_the_clock_within_the_allowed_offset_fails_startup() {
+    // Ahead: even the reply's arrival is more than a minute past the coordinator's reading.
+    // Behind: even the request's departure is more than a minute short of it.
+    for (coordinator_ms, words) in [
+        (T0 + 5 - MAX_OFFSET - 1, "60001 ms ahead of"),
+        (T0 + MAX_OFFSET + 1, "60001 ms behind"),
+    ] {
+        let mut m = machine(false);
+        let mut f = Factories::default();
+        expect_acquire(&mut m, T0);
+        m.on_acquire_result(T0 + 5, Ok(offset_grant(coordinator_ms)));
+        f.apply(&mut m);
+        assert_eq!(f.enabled, None, "{words}");
+        expect_grant_given_back(&mut m, T0 + 5, 1);
+        match m.poll_action(T0 + 5) {
+            Action::Failed(StartupError::Fatal(failure)) => {
+                assert_eq!(failure.kind, ErrorKind::Misconfigured);
+                for needle in [words, "60000 ms", "max_clock_offset", "NTP"] {
+                    assert!(
+                        failure.reason.contains(needle),
+                        "{needle}: {}",
+                        failure.reason
+                    );
+                }
+            }
+            other => panic!("{words}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_grant_within_the_allowed_offset_either_way_is_used() {
+    for coordinator_ms in [T0 + 5 - MAX_OFFSET, T0 + MAX_OFFSET] {
+        let mut m = machine(false);
+        let mut f = Factories::default();
+        expect_acquire(&mut m, T0);
+        m.on_acquire_result(T0 + 5, Ok(offset_grant(coordinator_ms)));
+        f.apply(&mut m);
+        assert!(f.can_generate(T0 + 6), "{coordinator_ms}");
+    }
+    // Without a limit, any offset is accepted.
+    let mut m = machine(false);
+    let mut f = Factories::default();
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(
+        T0 + 5,
+        Ok(Grant::new(id(3), 1, secs(8 * 3600)).with_coordinator_ms(T0 + 50 * HOUR)),
+    );
+    f.apply(&mut m);
+    assert!(f.can_generate(T0 + 6));
+}
+
+#[test]
+fn a_renewal_that_shows_the_clock_drifted_past_the_allowed_offset_is_a_loss() {
+    let mut m = machine(false);
+    let mut f = Factories::default();
+    expect_acquire(&mut m, T0);
+    m.on_acquire_result(T0 + 5, Ok(offset_grant(T0)));
+    f.apply(&mut m);
+    assert!(f.can_generate(T0 + 6));
+    let at = expect_wait(&mut m, T0 + 5);
+    expect_renew(&mut m, at);
+    // The coordinator's clock now reads 61 s less than ours (ours stepped forward, say): its
+    // rate is within the margin, so this is no coordinator jump, but the offset is too large.
+    let coordinator_ms = at + 5 - MAX_OFFSET - 1_000;
+    m.on_renew_result(
+        at + 5,
+        Ok(Renewal::new(1, secs(8 * 3600))
+            .with_coordinator_ms(coordinator_ms)
+            .with_max_clock_offset(Duration::from_millis(MAX_OFFSET))),
+    );
+    f.apply(&mut m);
+    assert_eq!(f.enabled, None);
+    assert!(
+        matches!(
+            &f.lost[..],
+            [(
+                LossReason::ClockOffset {
+                    ahead: true,
+                    offset_ms: 61_000,
+                    max_ms: MAX_OFFSET
+                },
+                _
+            )]
+        ),
+        "{:?}",
+        f.lost
+    );
+    expect_loss_release(&mut m, at + 5, 1);
+    // After a loss, the refusal is retried (the clock may be fixed), never a startup failure.
+    assert_eq!(expect_acquire(&mut m, at + 5).0, Source::Reacquire);
+    m.on_acquire_result(at + 10, Ok(offset_grant(coordinator_ms)));
+    f.apply(&mut m);
+    assert_eq!(f.enabled, None);
+    expect_grant_given_back(&mut m, at + 10, 1);
+    assert!(matches!(m.poll_action(at + 10), Action::Wait { .. }));
+    assert_eq!(m.state(), LeaseState::Reacquiring);
+}
+
+/// The refused grant `lease` is given back, whatever the machine does next.
+#[track_caller]
+fn expect_grant_given_back(m: &mut LeaseMachine<u32>, now: u64, lease: u32) {
+    match m.poll_action(now) {
+        Action::Release {
+            lease: released, ..
+        } => assert_eq!(*released, lease),
+        other => panic!("expected the refused grant to be released at {now}, got {other:?}"),
+    }
+    m.on_release_result(now, Ok(()));
+}
+
 #[test]
 fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
     let cached = CachedLease {

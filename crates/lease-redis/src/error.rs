@@ -56,13 +56,13 @@ pub enum RedisLeaseError {
     /// The server started too recently to be trusted: it may have forgotten leases that
     /// running nodes still use.
     #[error(
-        "the server has been up for only {uptime:?}, less than the longest lease ({max_lease:?}): it may have forgotten leases still in use, so acquisition waits {remaining:?} more (see the amnesia guard in the lease-redis docs)"
+        "the server has been up for only {uptime:?}, less than the amnesia hold-off ({hold_off:?}: the longest lease and twice the largest clock offset): it may have forgotten leases still in use, so acquisition waits {remaining:?} more (see the amnesia guard in the lease-redis docs)"
     )]
     AmnesiaWindow {
         /// How long the server has been up.
         uptime: Duration,
-        /// The configured longest lease any node may hold.
-        max_lease: Duration,
+        /// The hold-off: [`RedisOptions::amnesia_hold_off`](crate::RedisOptions::amnesia_hold_off).
+        hold_off: Duration,
         /// How much longer acquisition holds off.
         remaining: Duration,
     },

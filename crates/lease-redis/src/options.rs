@@ -11,8 +11,10 @@ use crate::wire::DEFAULT_KEY;
 #[non_exhaustive]
 pub enum AmnesiaGuard {
     /// Acquisition holds off (answers [`ErrorKind::Retry`](lease_core::ErrorKind::Retry)) while
-    /// the server has been up for less than the longest lease, and, in this process, for the
-    /// longest lease after the server's run ID changed. Safe with any persistence setting.
+    /// the server has been up for less than the hold-off, and, in this process, for the hold-off
+    /// after the server's run ID changed ([`RedisOptions::amnesia_hold_off`]: the longest lease
+    /// and twice [`RedisOptions::max_clock_offset`], which nodes are held to). Safe with any
+    /// persistence setting.
     #[default]
     HoldOff,
     /// No hold-off: only for servers whose every acknowledged write survives a restart and a
@@ -21,14 +23,22 @@ pub enum AmnesiaGuard {
     Off,
 }
 
+/// The default [`RedisOptions::max_clock_offset`]: an hour, the clock difference between nodes
+/// that a handover tolerates anyway.
+pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
+
 /// Settings of a [`RedisStrategy`](crate::RedisStrategy).
 ///
 /// | setting | default | meaning |
 /// |---|---|---|
 /// | `key` | `no_noncense_leases` | the hash holding every lease (shared with NoNoncense nodes) |
 /// | `acquire_attempts` | 3 | claims tried per acquire before answering `Conflict` |
-/// | `max_lease_duration` | 8 h | longest lease granted; longer requests are shortened to it. Also the amnesia hold-off |
+/// | `max_lease_duration` | 8 h | longest lease granted; longer requests are shortened to it |
 /// | `amnesia_guard` | [`AmnesiaGuard::HoldOff`] | defence against a server that forgot leases |
+/// | `max_clock_offset` | 1 h | with the guard on: largest offset of a node's clock from the server's that nodes accept |
+///
+/// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
+/// ([`amnesia_hold_off`](RedisOptions::amnesia_hold_off)).
 /// | `wait_for_replicas` | none | after each claim and renewal, `WAIT` for this many replicas |
 /// | `response_timeout` | 5 s | longest wait for one reply (for [`RedisStrategy::connect`](crate::RedisStrategy::connect)) |
 /// | `connection_timeout` | 2 s | longest wait for a connection (for `connect`) |
@@ -38,6 +48,7 @@ pub struct RedisOptions {
     pub(crate) acquire_attempts: u32,
     pub(crate) max_lease_duration: Duration,
     pub(crate) amnesia_guard: AmnesiaGuard,
+    pub(crate) max_clock_offset: Duration,
     pub(crate) replicas: Option<(u32, Duration)>,
     pub(crate) response_timeout: Duration,
     pub(crate) connection_timeout: Duration,
@@ -50,6 +61,7 @@ impl Default for RedisOptions {
             acquire_attempts: 3,
             max_lease_duration: Duration::from_secs(8 * 3600),
             amnesia_guard: AmnesiaGuard::HoldOff,
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
             replicas: None,
             response_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(2),
@@ -80,7 +92,8 @@ impl RedisOptions {
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
     /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long after a server restart. It must not be
+    /// amnesia guard holds acquisition off for this long (plus twice
+    /// [`max_clock_offset`](Self::max_clock_offset)) after a server restart. It must not be
     /// below the lease manager's `min_ttl`: check with [`validate_for`](Self::validate_for).
     #[must_use]
     pub const fn max_lease_duration(mut self, max: Duration) -> Self {
@@ -93,6 +106,27 @@ impl RedisOptions {
     pub const fn amnesia_guard(mut self, guard: AmnesiaGuard) -> Self {
         self.amnesia_guard = guard;
         self
+    }
+
+    /// Sets the largest offset between a node's clock and the server's (default 1 h) that the
+    /// amnesia guard allows for. A forgotten holder may have issued timestamps up to its own
+    /// clock at its lease's end, and a successor starts at its own clock: so the hold-off
+    /// outlasts the longest lease by twice this offset, and with the guard on, every grant and
+    /// renewal asks the lease manager to refuse the lease when the node's clock is further off
+    /// the server's `TIME` than this (an error that names this setting). Ignored with
+    /// [`AmnesiaGuard::Off`]. Every node of the deployment needs the same value.
+    #[must_use]
+    pub const fn max_clock_offset(mut self, max: Duration) -> Self {
+        self.max_clock_offset = max;
+        self
+    }
+
+    /// How long the amnesia guard holds acquisition off after the server restarted or changed:
+    /// `max_lease_duration + 2 × max_clock_offset`.
+    #[must_use]
+    pub fn amnesia_hold_off(&self) -> Duration {
+        self.max_lease_duration
+            .saturating_add(self.max_clock_offset.saturating_mul(2))
     }
 
     /// After every claim and renewal, sends `WAIT replicas timeout` and treats fewer

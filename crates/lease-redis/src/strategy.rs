@@ -262,6 +262,15 @@ where
         Ok((value, Some(run_id)))
     }
 
+    /// The grant, asking the manager to hold the node's clock within what the hold-off allows
+    /// for (with the guard on).
+    fn clock_bound(&self, grant: Grant<RedisLease>) -> Grant<RedisLease> {
+        match self.options.amnesia_guard {
+            AmnesiaGuard::HoldOff => grant.with_max_clock_offset(self.options.max_clock_offset),
+            AmnesiaGuard::Off => grant,
+        }
+    }
+
     /// The amnesia guard on an `INFO server` reply: fails with a `Retry` error while the server
     /// may have forgotten leases; otherwise returns the server's run ID.
     fn check_amnesia(&self, info: &str) -> Result<String, RedisLeaseError> {
@@ -279,7 +288,7 @@ where
             .map(Duration::from_secs)
             .ok_or_else(unexpected)?;
         let run_id = field("run_id").ok_or_else(unexpected)?.to_owned();
-        let max_lease = self.options.max_lease_duration;
+        let hold_off = self.options.amnesia_hold_off();
         {
             let mut seen = self
                 .seen
@@ -288,11 +297,11 @@ where
             seen.record(&run_id);
             if let Some((previous, at)) = &seen.changed {
                 let elapsed = at.elapsed();
-                if elapsed < max_lease {
+                if elapsed < hold_off {
                     return Err(RedisLeaseError::ServerChanged {
                         previous: previous.clone(),
                         current: run_id,
-                        remaining: max_lease - elapsed,
+                        remaining: hold_off - elapsed,
                     });
                 }
                 seen.changed = None;
@@ -301,11 +310,11 @@ where
         // `uptime_in_seconds` is a difference of whole wall-clock seconds, so it may exceed
         // the real uptime by up to a second: count one second less.
         let uptime = uptime.saturating_sub(Duration::from_secs(1));
-        if uptime < max_lease {
+        if uptime < hold_off {
             return Err(RedisLeaseError::AmnesiaWindow {
                 uptime,
-                max_lease,
-                remaining: max_lease - uptime,
+                hold_off,
+                remaining: hold_off - uptime,
             });
         }
         Ok(run_id)
@@ -507,7 +516,7 @@ where
                     let grant = Grant::new(id, RedisLease { id, token }, ttl);
                     // The plain acquire is floor-less: it reports no floor and no clock.
                     return Ok(if now_ms.is_some() {
-                        grant.with_floor(floor_ms).with_coordinator_ms(server_ms)
+                        self.clock_bound(grant.with_floor(floor_ms).with_coordinator_ms(server_ms))
                     } else {
                         grant
                     });
@@ -529,7 +538,7 @@ where
                     return Err(RedisLeaseError::ServerChanged {
                         previous: checked.unwrap_or_default(),
                         current,
-                        remaining: self.options.max_lease_duration,
+                        remaining: self.options.amnesia_hold_off(),
                     });
                 }
             }
@@ -663,7 +672,12 @@ where
             }
         }
         self.wait_for_replicas(&mut connection).await?;
-        Ok(Renewal::new(lease.clone(), ttl).with_coordinator_ms(time_ms(seconds, micros)))
+        let renewal =
+            Renewal::new(lease.clone(), ttl).with_coordinator_ms(time_ms(seconds, micros));
+        Ok(match self.options.amnesia_guard {
+            AmnesiaGuard::HoldOff => renewal.with_max_clock_offset(self.options.max_clock_offset),
+            AmnesiaGuard::Off => renewal,
+        })
     }
 
     /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields, `HDEL`

@@ -26,6 +26,9 @@ fn short_config() -> LeaseConfig {
 #[tokio::test]
 async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     let max_lease = Duration::from_secs(3);
+    let max_offset = Duration::from_millis(750);
+    // The longest lease, and twice the clock offset a forgotten holder may have had.
+    let hold_off = max_lease + 2 * max_offset;
     let mut own = OwnServer::start(Binary::Valkey, &[]);
     let server = own.server();
     let key = Key::new(&server);
@@ -33,9 +36,10 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
         options(&key)
             .amnesia_guard(AmnesiaGuard::HoldOff)
             .max_lease_duration(max_lease)
+            .max_clock_offset(max_offset)
     };
 
-    // A server up for less than the longest lease may have forgotten some: hold off.
+    // A server up for less than the hold-off may have forgotten some: hold off.
     let node_a = RedisStrategy::connect(&server.url, guarded())
         .await
         .unwrap();
@@ -47,8 +51,21 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     );
     assert!(error.to_string().contains("up for only"), "{error}");
 
-    tokio::time::sleep(max_lease + Duration::from_millis(1300)).await;
+    assert!(
+        error.to_string().contains("twice the largest clock offset"),
+        "{error}"
+    );
+
+    tokio::time::sleep(hold_off + Duration::from_millis(1300)).await;
     let held = node_a.acquire(max_lease).await.unwrap();
+    // Grants read on the server's clock ask the manager to keep the node within the offset.
+    let checked = node_a.acquire_with_floor(max_lease, 1, 0).await.unwrap();
+    assert_eq!(checked.max_clock_offset, Some(max_offset));
+    let renewed = node_a
+        .renew_with_floor(&checked.lease, max_lease, 1)
+        .await
+        .unwrap();
+    assert_eq!(renewed.max_clock_offset, Some(max_offset));
 
     own.restart();
     let restarted = Instant::now();
@@ -77,8 +94,9 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
         "{error}"
     );
 
-    // Once every lease the old server could have granted has run out, acquisition resumes.
-    while restarted.elapsed() < max_lease - Duration::from_millis(300) {
+    // Once every lease the old server could have granted has run out, and the clock offsets
+    // its holders may have had, acquisition resumes.
+    while restarted.elapsed() < hold_off - Duration::from_millis(300) {
         let result = node_b.acquire(max_lease).await;
         let error = result.expect_err("acquired inside the amnesia window");
         assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
@@ -232,7 +250,8 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     let max_lease = Duration::from_secs(6);
     let guarded = options(&key)
         .amnesia_guard(AmnesiaGuard::HoldOff)
-        .max_lease_duration(max_lease);
+        .max_lease_duration(max_lease)
+        .max_clock_offset(Duration::from_millis(500));
     let offset = BootClock::new().offset_ms();
     let target = Recorded::new(offset);
     let losses: Arc<Mutex<Vec<LossReason>>> = Arc::default();
@@ -274,7 +293,7 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     }
     let (again, _) = target.enables.lock().unwrap()[1];
     assert!(
-        again >= restarted_at + 6000,
+        again >= restarted_at + 7000,
         "re-enabled {} ms after the restart",
         again - restarted_at
     );
@@ -330,15 +349,17 @@ impl redis::aio::ConnectionLike for SwappedAfterFirst {
 #[tokio::test]
 async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
     let max_lease = Duration::from_secs(1);
+    let max_offset = Duration::from_millis(100);
     let own_a = OwnServer::start(Binary::Valkey, &[]);
     let own_b = OwnServer::start(Binary::Valkey, &[]);
-    // Both up for longer than the longest lease: each alone would pass the uptime check.
-    tokio::time::sleep(max_lease + Duration::from_millis(1300)).await;
+    // Both up for longer than the hold-off: each alone would pass the uptime check.
+    tokio::time::sleep(max_lease + 2 * max_offset + Duration::from_millis(1300)).await;
     let (server_a, server_b) = (own_a.server(), own_b.server());
     let key = Key::new(&server_a);
     let guarded = options(&key)
         .amnesia_guard(AmnesiaGuard::HoldOff)
-        .max_lease_duration(max_lease);
+        .max_lease_duration(max_lease)
+        .max_clock_offset(max_offset);
 
     for floor_aware in [false, true] {
         let connection = SwappedAfterFirst {

@@ -530,6 +530,10 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
             server.name
         );
 
+        // With the amnesia guard off, no clock offset is asked for.
+        assert_eq!(grant.max_clock_offset, None);
+        assert_eq!(renewal.max_clock_offset, None);
+
         // The plain operations are floor-less: no clock, no floor (the plain acquire claims
         // through the acquire script, which checks the server, with no floor to record).
         let plain = s.acquire(HOUR).await.unwrap();
@@ -925,7 +929,8 @@ async fn round_trips_per_operation() {
         };
         let guarded = options(&key)
             .amnesia_guard(AmnesiaGuard::HoldOff)
-            .max_lease_duration(Duration::from_secs(1));
+            .max_lease_duration(Duration::from_secs(1))
+            .max_clock_offset(Duration::from_millis(250));
         let s = RedisStrategy::with_connection(connection, guarded).unwrap();
         let count = |what: &str, expected: u32| {
             let n = round_trips.swap(0, Ordering::SeqCst);

@@ -77,7 +77,7 @@ pub enum SqlError {
     /// Acquisition is held off: the database server is not the one recorded as having granted
     /// the table's leases (see "Coordinator amnesia" in the crate docs).
     #[error(
-        "acquisition is held off for {} more: the database server is not the one that granted the leases in `{table}` ({}), so it may lack leases that running nodes still hold (failover to a lagging replica, restore into a new cluster); renewals go on meanwhile. If every acknowledged write survives a failover (synchronous replication), turn the guard off: `amnesia_guard=off` in the url or `SqlStrategy::with_amnesia_guard(AmnesiaGuard::Off)`",
+        "acquisition is held off for {} more: the database server is not the one that granted the leases in `{table}` ({}), so it may lack leases that running nodes still hold (failover to a lagging replica, restore into a new cluster); renewals go on meanwhile. If every acknowledged write survives a failover (synchronous replication), turn the guard off: `amnesia_guard=off` in the url or `SqlStrategy::with_amnesia_guard(AmnesiaGuard::Off)`. The hold-off is the longest lease and twice the largest clock offset of a node (`max_lease_s` and `max_clock_offset_s` in the url)",
         human(*.remaining),
         changed(.previous.as_deref(), .current)
     )]
@@ -136,7 +136,7 @@ pub enum SqlError {
     },
     /// A query option in a database URL that neither lease-sql nor the database driver knows.
     #[error(
-        "unknown option `{option}` in the database url: lease-sql takes table, max_lease_s and amnesia_guard; the driver takes {driver}"
+        "unknown option `{option}` in the database url: lease-sql takes table, max_lease_s, amnesia_guard and max_clock_offset_s; the driver takes {driver}"
     )]
     UnknownUrlOption {
         /// The option's name.

@@ -69,12 +69,12 @@ impl Queries {
         dialect: Dialect,
         table: &TableName,
         guard: AmnesiaGuard,
-        max_lease: Duration,
+        hold_off: Duration,
     ) -> Self {
         let t = table.quoted(dialect);
         let m = table.coordinator().quoted(dialect);
         let key = table.literal();
-        let max_us = i64::try_from(max_lease.as_micros()).unwrap_or(i64::MAX);
+        let max_us = i64::try_from(hold_off.as_micros()).unwrap_or(i64::MAX);
         let q = |s: String| Arc::<str>::from(s);
         let none = || Arc::<str>::from("");
         match dialect {

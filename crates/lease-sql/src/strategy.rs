@@ -16,8 +16,18 @@ use crate::{AmnesiaGuard, Dialect, SqlError};
 /// The longest lease duration the strategy accepts.
 const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// The default longest lease of the fleet, and amnesia hold-off: NoNoncense's lease duration.
+/// The default longest lease of the fleet: NoNoncense's lease duration.
 const DEFAULT_MAX_LEASE: Duration = Duration::from_secs(8 * 3600);
+
+/// The default largest clock offset between a node and the database: an hour, the clock
+/// difference between nodes that a handover tolerates anyway.
+const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
+
+/// The amnesia hold-off: a forgotten holder stops issuing by the end of its lease, and its
+/// timestamps and a successor's may each be `max_clock_offset` off the database's clock.
+fn hold_off(max_lease: Duration, max_clock_offset: Duration) -> Duration {
+    max_lease.saturating_add(max_clock_offset.saturating_mul(2))
+}
 
 /// Runs the same sqlx code on whichever pool the strategy holds: the pools differ only in type.
 macro_rules! on_pool {
@@ -241,8 +251,12 @@ fn fill(
 /// |---|---|---|
 /// | [`with_table`](Self::with_table) | `no_noncense_leases` | the lease table (shared with NoNoncense nodes) |
 /// | [`with_acquisition`](Self::with_acquisition) | [`Acquisition::SkipLocked`] | how a free row is claimed |
-/// | [`with_max_lease_duration`](Self::with_max_lease_duration) | 8 h | longest lease granted; longer requests are shortened to it. Also the amnesia hold-off |
+/// | [`with_max_lease_duration`](Self::with_max_lease_duration) | 8 h | longest lease granted; longer requests are shortened to it |
 /// | [`with_amnesia_guard`](Self::with_amnesia_guard) | [`AmnesiaGuard::HoldOff`] | defence against a server that lost lease writes |
+/// | [`with_max_clock_offset`](Self::with_max_clock_offset) | 1 h | with the guard on: largest offset of a node's clock from the database's that nodes accept |
+///
+/// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
+/// ([`amnesia_hold_off`](Self::amnesia_hold_off)).
 #[derive(Clone)]
 pub struct SqlStrategy {
     backend: Backend,
@@ -250,6 +264,7 @@ pub struct SqlStrategy {
     acquisition: Acquisition,
     amnesia_guard: AmnesiaGuard,
     max_lease_duration: Duration,
+    max_clock_offset: Duration,
     queries: Arc<Queries>,
 }
 
@@ -261,6 +276,7 @@ impl fmt::Debug for SqlStrategy {
             .field("acquisition", &self.acquisition)
             .field("amnesia_guard", &self.amnesia_guard)
             .field("max_lease_duration", &self.max_lease_duration)
+            .field("max_clock_offset", &self.max_clock_offset)
             .finish_non_exhaustive()
     }
 }
@@ -273,13 +289,14 @@ impl SqlStrategy {
                 backend.dialect(),
                 &table,
                 AmnesiaGuard::default(),
-                DEFAULT_MAX_LEASE,
+                hold_off(DEFAULT_MAX_LEASE, DEFAULT_MAX_CLOCK_OFFSET),
             )),
             backend,
             table,
             acquisition: Acquisition::default(),
             amnesia_guard: AmnesiaGuard::default(),
             max_lease_duration: DEFAULT_MAX_LEASE,
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
         }
     }
 
@@ -288,7 +305,7 @@ impl SqlStrategy {
             self.dialect(),
             &self.table,
             self.amnesia_guard,
-            self.max_lease_duration,
+            self.amnesia_hold_off(),
         ));
     }
 
@@ -325,6 +342,7 @@ impl SqlStrategy {
     /// | `table=NAME` | [`with_table`](Self::with_table) |
     /// | `max_lease_s=SECONDS` | [`with_max_lease_duration`](Self::with_max_lease_duration) |
     /// | `amnesia_guard=off` (or `hold_off`) | [`with_amnesia_guard`](Self::with_amnesia_guard) |
+    /// | `max_clock_offset_s=SECONDS` | [`with_max_clock_offset`](Self::with_max_clock_offset) |
     ///
     /// Every other option must be one the driver reads (`sslmode`, `application_name`,
     /// `ssl-mode`, `charset`, `mode`, ...): a misspelt option is refused, not ignored.
@@ -378,6 +396,9 @@ impl SqlStrategy {
         if let Some(guard) = options.amnesia_guard {
             self = self.with_amnesia_guard(guard);
         }
+        if let Some(max) = options.max_clock_offset {
+            self = self.with_max_clock_offset(max)?;
+        }
         Ok(self)
     }
 
@@ -414,7 +435,8 @@ impl SqlStrategy {
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
     /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long after it notices a changed server. It
+    /// amnesia guard holds acquisition off for this long (plus twice
+    /// [`max_clock_offset`](Self::with_max_clock_offset)) after it notices a changed server. It
     /// must not be below the lease manager's `min_ttl` (30 s by default): the manager's start
     /// fails with [`SqlError::MaxLeaseBelowMinTtl`] if it is
     /// ([`Strategy::check_config`](lease_core::Strategy::check_config)).
@@ -438,6 +460,28 @@ impl SqlStrategy {
         self.amnesia_guard = guard;
         self.rebuild();
         self
+    }
+
+    /// Sets the largest offset between a node's clock and the database's (default 1 h) that
+    /// the amnesia guard allows for. A holder the new server forgot may have issued timestamps
+    /// up to its own clock at its lease's end, and a successor starts at its own clock: so the
+    /// hold-off outlasts the longest lease by twice this offset, and with the guard on, every
+    /// grant and renewal asks the lease manager to refuse the lease when the node's clock is
+    /// further off the database's than this (an error that names this setting). Ignored with
+    /// [`AmnesiaGuard::Off`] and on SQLite. Every node of the deployment needs the same value.
+    ///
+    /// # Errors
+    /// [`SqlError::InvalidOption`] when the hold-off would pass 366 days.
+    pub fn with_max_clock_offset(mut self, max: Duration) -> Result<Self, SqlError> {
+        if hold_off(self.max_lease_duration, max) > MAX_DURATION {
+            return Err(SqlError::InvalidOption(format!(
+                "max_clock_offset of {max:?} is out of range: the amnesia hold-off, \
+                 max_lease_duration plus twice it, must stay within 366 days"
+            )));
+        }
+        self.max_clock_offset = max;
+        self.rebuild();
+        Ok(self)
     }
 
     /// The database this strategy talks to.
@@ -474,10 +518,23 @@ impl SqlStrategy {
         self.acquisition
     }
 
-    /// The longest lease granted, and the amnesia hold-off.
+    /// The longest lease granted.
     #[must_use]
     pub const fn max_lease_duration(&self) -> Duration {
         self.max_lease_duration
+    }
+
+    /// The largest clock offset the amnesia guard allows for.
+    #[must_use]
+    pub const fn max_clock_offset(&self) -> Duration {
+        self.max_clock_offset
+    }
+
+    /// How long the amnesia guard holds acquisition off after it noticed a changed server:
+    /// `max_lease_duration + 2 × max_clock_offset`.
+    #[must_use]
+    pub fn amnesia_hold_off(&self) -> Duration {
+        hold_off(self.max_lease_duration, self.max_clock_offset)
     }
 
     /// The amnesia guard.
@@ -966,11 +1023,11 @@ impl SqlStrategy {
                 }
                 Verdict::RecordAndHoldOff { current } => {
                     self.record(&current, false).await.map_err(fail)?;
-                    return Err(held_off(None, current, self.max_lease_duration));
+                    return Err(held_off(None, current, self.amnesia_hold_off()));
                 }
                 Verdict::Changed { recorded, current } => {
                     self.replace(&current, &recorded).await.map_err(fail)?;
-                    return Err(held_off(Some(recorded), current, self.max_lease_duration));
+                    return Err(held_off(Some(recorded), current, self.amnesia_hold_off()));
                 }
                 Verdict::HoldOff {
                     previous,
@@ -1132,6 +1189,9 @@ impl Strategy for SqlStrategy {
                         Grant::new(machine_id, SqlLease { machine_id, token }, amount.applied)
                             .with_floor(unsigned(floor));
                     return Ok(match coordinator_ms {
+                        Some(ms) if self.guarded() => grant
+                            .with_coordinator_ms(unsigned(ms))
+                            .with_max_clock_offset(self.max_clock_offset),
                         Some(ms) => grant.with_coordinator_ms(unsigned(ms)),
                         None => grant,
                     });
@@ -1163,6 +1223,9 @@ impl Strategy for SqlStrategy {
             Some(clock) => {
                 let renewal = Renewal::new(*lease, amount.applied);
                 Ok(match clock {
+                    Some(ms) if self.guarded() => renewal
+                        .with_coordinator_ms(unsigned(ms))
+                        .with_max_clock_offset(self.max_clock_offset),
                     Some(ms) => renewal.with_coordinator_ms(unsigned(ms)),
                     None => renewal,
                 })

@@ -10,6 +10,7 @@ pub(crate) struct UrlOptions {
     pub table: Option<String>,
     pub max_lease_duration: Option<Duration>,
     pub amnesia_guard: Option<AmnesiaGuard>,
+    pub max_clock_offset: Option<Duration>,
 }
 
 /// The query options sqlx 0.9 reads for each dialect.
@@ -67,7 +68,8 @@ fn driver_list(dialect: Dialect) -> &'static str {
     }
 }
 
-/// Splits lease-sql's options (`table`, `max_lease_s`, `amnesia_guard`) off `url`, returning
+/// Splits lease-sql's options (`table`, `max_lease_s`, `amnesia_guard`, `max_clock_offset_s`)
+/// off `url`, returning
 /// the URL for the driver and the options.
 ///
 /// # Errors
@@ -90,6 +92,14 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
                     ))
                 })?;
                 options.max_lease_duration = Some(Duration::from_secs(seconds));
+            }
+            "max_clock_offset_s" => {
+                let seconds: u64 = value.parse().map_err(|_| {
+                    SqlError::InvalidOption(format!(
+                        "max_clock_offset_s=`{value}` in the database url is not a whole number of seconds"
+                    ))
+                })?;
+                options.max_clock_offset = Some(Duration::from_secs(seconds));
             }
             "amnesia_guard" => {
                 options.amnesia_guard = Some(match value {
@@ -212,7 +222,7 @@ mod tests {
     #[test]
     fn own_options_are_split_off_and_driver_options_kept() {
         let (url, options) = split(
-            "postgres://u@h/db?sslmode=require&amnesia_guard=off&max_lease_s=300&table=app.leases&application_name=x",
+            "postgres://u@h/db?sslmode=require&amnesia_guard=off&max_lease_s=300&table=app.leases&application_name=x&max_clock_offset_s=90",
             Dialect::Postgres,
         )
         .unwrap();
@@ -223,6 +233,7 @@ mod tests {
                 table: Some("app.leases".into()),
                 max_lease_duration: Some(Duration::from_secs(300)),
                 amnesia_guard: Some(AmnesiaGuard::Off),
+                max_clock_offset: Some(Duration::from_secs(90)),
             }
         );
         let (url, options) = split("mysql://root@h/db", Dialect::MySql).unwrap();

@@ -265,13 +265,13 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
     }
     let (remaining, why) = match inner.downcast_ref::<RedisLeaseError>() {
         Some(RedisLeaseError::AmnesiaWindow {
-            uptime, max_lease, ..
+            uptime, hold_off, ..
         }) => (
             remaining(error)?,
             format!(
-                "the server has been up for only {}, less than the longest lease ({}), so it may have forgotten leases still in use",
+                "the server has been up for only {}, less than the amnesia hold-off ({}: the longest lease and twice the largest clock offset), so it may have forgotten leases still in use",
                 human(*uptime),
-                human(*max_lease)
+                human(*hold_off)
             ),
         ),
         Some(RedisLeaseError::ServerChanged { .. }) => (
@@ -290,7 +290,7 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
     Some(HoldOff {
         remaining,
         message: format!(
-            "{} holds new leases off for {} more: {why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS shortens the hold-off to the longest lease any node of this store holds (nononce gen holds {} s)",
+            "{} holds new leases off for {} more: {why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the server's; 3600 by default) shorten the hold-off",
             store.shown,
             human(remaining),
             LEASE_DURATION.as_secs()

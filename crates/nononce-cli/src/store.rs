@@ -373,7 +373,8 @@ fn driver_url(url: &str) -> String {
         .split('&')
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            !pair.is_empty() && !["table", "max_lease_s", "amnesia_guard"].contains(&key)
+            !pair.is_empty()
+                && !["table", "max_lease_s", "amnesia_guard", "max_clock_offset_s"].contains(&key)
         })
         .collect();
     if kept.is_empty() {
@@ -635,7 +636,7 @@ where
     }
 }
 
-/// Splits `?key=..&max_lease_s=..&amnesia_guard=off` off a Redis URL.
+/// Splits `?key=..&max_lease_s=..&amnesia_guard=off&max_clock_offset_s=..` off a Redis URL.
 fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut options = RedisOptions::new();
@@ -660,9 +661,15 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
                 "hold_off" => AmnesiaGuard::HoldOff,
                 _ => return Err(format!("amnesia_guard=`{v}`: use off or hold_off")),
             }),
+            "max_clock_offset_s" => {
+                let seconds: u64 = v.parse().map_err(|_| {
+                    format!("max_clock_offset_s=`{v}` is not a number of seconds")
+                })?;
+                options.max_clock_offset(Duration::from_secs(seconds))
+            }
             _ => {
                 return Err(format!(
-                    "unknown redis store option `{k}`: use key, max_lease_s or amnesia_guard"
+                    "unknown redis store option `{k}`: use key, max_lease_s, amnesia_guard or max_clock_offset_s"
                 ));
             }
         };

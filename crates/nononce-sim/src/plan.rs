@@ -216,10 +216,6 @@ impl fmt::Display for Fault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[allow(clippy::struct_excessive_bools)]
 pub struct Gaps {
-    /// Amnesia faults (Redis restarts, SQL failovers, etcd restores) also in runs with wide
-    /// clocks: the store
-    /// forgets floors, so handover rests on clocks again.
-    pub amnesia_with_wide_clocks: bool,
     /// Redis failovers to a long-running replica.
     pub redis_failover: bool,
     /// SQL crashes that lose recent commits on the same server.
@@ -275,7 +271,8 @@ impl Default for Config {
 pub struct Profile {
     /// Name for reports.
     pub name: &'static str,
-    /// Lease duration, also the store's longest lease and amnesia hold-off (ms).
+    /// Lease duration, also the store's longest lease (ms); the amnesia hold-off adds twice
+    /// the clock offset.
     pub lease: u64,
     /// Renew interval (ms).
     pub renew: u64,
@@ -507,7 +504,6 @@ impl Plan {
         let wide = clocks == Clocks::Wide;
         let dynamic = backend != Backend::Static;
         let gaps = config.gaps;
-        let amnesia = !wide || gaps.amnesia_with_wide_clocks;
         Fault::ALL
             .into_iter()
             .filter(|f| match f {
@@ -528,12 +524,14 @@ impl Plan {
                 | Fault::CoordinatorClockForward
                 | Fault::CoordinatorClockBackward
                 | Fault::ForceRelease => dynamic,
-                Fault::RedisAmnesia | Fault::RedisSnapshot => backend == Backend::Redis && amnesia,
-                Fault::SqlFailover => backend == Backend::Sql && amnesia,
+                // With wide clocks too: the amnesia hold-off outlasts a forgotten holder's
+                // timestamps by the clock offset every node keeps to the store's clock.
+                Fault::RedisAmnesia | Fault::RedisSnapshot => backend == Backend::Redis,
+                Fault::SqlFailover => backend == Backend::Sql,
                 Fault::RedisFailover => backend == Backend::Redis && gaps.redis_failover,
                 Fault::SqlLostCommits => backend == Backend::Sql && gaps.sql_lost_commits,
                 Fault::EtcdLeaderChange => backend == Backend::Etcd,
-                Fault::EtcdRestore => backend == Backend::Etcd && amnesia && gaps.etcd_restore,
+                Fault::EtcdRestore => backend == Backend::Etcd && !wide && gaps.etcd_restore,
             })
             .filter(|f| !config.without.contains(f))
             .collect()

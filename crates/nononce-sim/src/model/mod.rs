@@ -40,6 +40,39 @@ pub struct Guards {
     pub amnesia: bool,
 }
 
+/// The largest offset of a node's clock from the store's that the Redis and SQL amnesia guards
+/// allow for, as lease-redis and lease-sql default to: their hold-off outlasts the longest
+/// lease by twice it, and nodes refuse grants read on a store clock further off.
+pub const MAX_CLOCK_OFFSET_MS: u64 = 3_600_000;
+
+/// The amnesia hold-off of a store granting at most `max_lease_ms`.
+#[must_use]
+pub const fn amnesia_hold_off_ms(max_lease_ms: u64) -> u64 {
+    max_lease_ms.saturating_add(2 * MAX_CLOCK_OFFSET_MS)
+}
+
+/// `grant` asking the manager to keep the node's clock within [`MAX_CLOCK_OFFSET_MS`] of the
+/// store's, when the amnesia guard that relies on it is on.
+fn clock_bound<L>(guards: Guards, grant: lease_core::Grant<L>) -> lease_core::Grant<L> {
+    if guards.amnesia {
+        grant.with_max_clock_offset(Duration::from_millis(MAX_CLOCK_OFFSET_MS))
+    } else {
+        grant
+    }
+}
+
+/// As [`clock_bound`], for a renewal.
+fn renewal_clock_bound<L>(
+    guards: Guards,
+    renewal: lease_core::Renewal<L>,
+) -> lease_core::Renewal<L> {
+    if guards.amnesia {
+        renewal.with_max_clock_offset(Duration::from_millis(MAX_CLOCK_OFFSET_MS))
+    } else {
+        renewal
+    }
+}
+
 impl Guards {
     /// Every guard on.
     pub const ALL: Self = Self {

@@ -418,8 +418,9 @@ pub struct RedisModel<L> {
 const ACQUIRE_ATTEMPTS: u32 = 3;
 
 impl<L: Link> RedisModel<L> {
-    /// A strategy with `guards` and `max_lease_duration` = `max_lease` (also the amnesia
-    /// hold-off), its random choices drawn from `seed`.
+    /// A strategy with `guards` and `max_lease_duration` = `max_lease` (the amnesia hold-off
+    /// is [`amnesia_hold_off_ms`](super::amnesia_hold_off_ms) of it), its random choices
+    /// drawn from `seed`.
     pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
         Self {
             link,
@@ -471,7 +472,7 @@ impl<L: Link> RedisModel<L> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.record_run_id(&mut seen, run_id);
         if let Some((_, at)) = seen.changed {
-            if now.saturating_sub(at) < self.max_lease_ms {
+            if now.saturating_sub(at) < super::amnesia_hold_off_ms(self.max_lease_ms) {
                 return Err(Failure::new(
                     ErrorKind::Retry,
                     "the server's run id changed: acquisitions are held off",
@@ -480,10 +481,10 @@ impl<L: Link> RedisModel<L> {
             seen.changed = None;
         }
         let uptime_ms = uptime_s.saturating_sub(1).saturating_mul(1000);
-        if uptime_ms < self.max_lease_ms {
+        if uptime_ms < super::amnesia_hold_off_ms(self.max_lease_ms) {
             return Err(Failure::new(
                 ErrorKind::Retry,
-                "the server has been up for less than the longest lease",
+                "the server has been up for less than the amnesia hold-off",
             ));
         }
         Ok(())
@@ -566,7 +567,10 @@ impl<L: Link> RedisModel<L> {
                     let grant =
                         Grant::new(id, ModelLease { id, token }, Duration::from_millis(ttl_ms));
                     return Ok(if floor_ms.is_some() {
-                        grant.with_floor(floor_before).with_coordinator_ms(time_ms)
+                        super::clock_bound(
+                            self.guards,
+                            grant.with_floor(floor_before).with_coordinator_ms(time_ms),
+                        )
                     } else {
                         grant
                     });
@@ -612,7 +616,7 @@ impl<L: Link> RedisModel<L> {
             RedisResponse::Renewed { ok: true, time_ms } => {
                 let renewal = Renewal::new(*lease, Duration::from_millis(ttl_ms));
                 Ok(if floor_ms.is_some() {
-                    renewal.with_coordinator_ms(time_ms)
+                    super::renewal_clock_bound(self.guards, renewal.with_coordinator_ms(time_ms))
                 } else {
                     renewal
                 })

@@ -51,8 +51,8 @@ pub enum SqlRequest {
     },
     /// The amnesia guard's diagnosis.
     Diagnose {
-        /// The longest lease: the hold-off.
-        max_lease_ms: u64,
+        /// The amnesia hold-off.
+        hold_off_ms: u64,
     },
     /// Records the server for the table if nothing is recorded.
     Record {
@@ -269,9 +269,9 @@ impl SqlServer {
         row.expires_at < now
     }
 
-    fn guard_passes(&self, now: u64, max_lease_ms: u64) -> bool {
+    fn guard_passes(&self, now: u64, hold_off_ms: u64) -> bool {
         self.primary.record.is_some_and(|r| {
-            r.identity == self.identity && r.since.saturating_add(max_lease_ms) <= now
+            r.identity == self.identity && r.since.saturating_add(hold_off_ms) <= now
         })
     }
 
@@ -310,14 +310,14 @@ impl SqlServer {
                 self.write_row(t, index, claimed);
                 SqlResponse::Claimed(Some((machine_id(index).get(), row.floor_ms, now)))
             }
-            SqlRequest::Diagnose { max_lease_ms } => {
+            SqlRequest::Diagnose { hold_off_ms } => {
                 let record = self.primary.record;
                 SqlResponse::Diagnosis(Diagnosis {
                     current: Some(self.identity),
                     recorded: record.map(|r| r.identity),
                     previous: record.and_then(|r| r.previous),
                     remaining_ms: record.map(|r| {
-                        let end = i128::from(r.since) + i128::from(max_lease_ms);
+                        let end = i128::from(r.since) + i128::from(hold_off_ms);
                         i64::try_from(end - i128::from(now)).unwrap_or(i64::MAX)
                     }),
                     free: self.count_free(now),
@@ -486,8 +486,8 @@ pub struct SqlModel<L> {
 }
 
 impl<L: Link> SqlModel<L> {
-    /// A strategy with `guards`, granting at most `max_lease` (also the amnesia hold-off), its
-    /// tokens drawn from `seed`.
+    /// A strategy with `guards`, granting at most `max_lease` (the amnesia hold-off is
+    /// [`amnesia_hold_off_ms`](super::amnesia_hold_off_ms) of it), its tokens drawn from `seed`.
     pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
         Self {
             link,
@@ -525,7 +525,7 @@ impl<L: Link> SqlModel<L> {
     fn held_off() -> Failure {
         Failure::new(
             ErrorKind::Retry,
-            "the database server changed: acquisitions are held off for the longest lease",
+            "the database server changed: acquisitions are held off for the amnesia hold-off",
         )
     }
 
@@ -534,7 +534,7 @@ impl<L: Link> SqlModel<L> {
         let free = if self.guards.amnesia {
             let reply = self
                 .call(SqlRequest::Diagnose {
-                    max_lease_ms: self.max_lease_ms,
+                    hold_off_ms: super::amnesia_hold_off_ms(self.max_lease_ms),
                 })
                 .await?;
             let SqlResponse::Diagnosis(d) = reply else {
@@ -601,7 +601,10 @@ impl<L: Link> SqlModel<L> {
                     amount_ms,
                     floor_ms,
                     now_ms,
-                    guard_ms: self.guards.amnesia.then_some(self.max_lease_ms),
+                    guard_ms: self
+                        .guards
+                        .amnesia
+                        .then_some(super::amnesia_hold_off_ms(self.max_lease_ms)),
                 })
                 .await?;
             match reply {
@@ -609,9 +612,12 @@ impl<L: Link> SqlModel<L> {
                     let id = machine_id(usize::from(id));
                     let lease = ModelLease { id, token };
                     let floor = if self.guards.floor { before } else { 0 };
-                    return Ok(Grant::new(id, lease, Duration::from_millis(amount_ms))
-                        .with_floor(floor)
-                        .with_coordinator_ms(clock));
+                    return Ok(super::clock_bound(
+                        self.guards,
+                        Grant::new(id, lease, Duration::from_millis(amount_ms))
+                            .with_floor(floor)
+                            .with_coordinator_ms(clock),
+                    ));
                 }
                 SqlResponse::Claimed(None) => self.nothing_claimed().await?,
                 other => return Err(Self::unexpected(&other)),
@@ -685,10 +691,10 @@ impl<L: Link> Strategy for SqlModel<L> {
             })
             .await?;
         match reply {
-            SqlResponse::Renewed(Some(clock)) => {
-                Ok(Renewal::new(*lease, Duration::from_millis(amount_ms))
-                    .with_coordinator_ms(clock))
-            }
+            SqlResponse::Renewed(Some(clock)) => Ok(super::renewal_clock_bound(
+                self.guards,
+                Renewal::new(*lease, Duration::from_millis(amount_ms)).with_coordinator_ms(clock),
+            )),
             SqlResponse::Renewed(None) => Err(Failure::new(
                 ErrorKind::Lost,
                 format!("lease on machine id {} is no longer ours", lease.id),

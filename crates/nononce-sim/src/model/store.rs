@@ -151,7 +151,10 @@ impl RedisStore {
     /// A fresh hash on `clock`, `max_lease_duration` = `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
         let now = clock();
-        let up_since = now.saturating_sub(super::ms(max_lease).saturating_mul(2) + 10_000);
+        // Up for longer than the amnesia hold-off: a long-running server.
+        let up_since = now.saturating_sub(
+            super::amnesia_hold_off_ms(super::ms(max_lease)).saturating_mul(2) + 10_000,
+        );
         let server = Server::Redis(RedisServer::new(MachineId::COUNT, up_since, 1));
         Self::on(server, clock, max_lease)
     }
