@@ -439,6 +439,13 @@ async fn url_options() {
     assert_eq!(s.amnesia_guard(), AmnesiaGuard::Off);
     assert_eq!(s.max_lease_duration(), Duration::from_secs(300));
     assert_eq!(s.table(), "app_leases");
+    let s = SqlStrategy::connect_lazy(&format!(
+        "{}?max_clock_offset_s=120&max_lease_s=60",
+        pg_url()
+    ))
+    .unwrap();
+    assert_eq!(s.max_clock_offset(), Duration::from_secs(120));
+    assert_eq!(s.amnesia_hold_off(), Duration::from_secs(300));
     let s = SqlStrategy::connect_lazy("mariadb://root@127.0.0.1:1/test?ssl-mode=DISABLED").unwrap();
     assert_eq!(
         (s.amnesia_guard(), s.max_lease_duration()),
@@ -450,6 +457,10 @@ async fn url_options() {
         ("sqlite://x.db?tables=x", "`tables`"),
         ("postgres://h/db?max_lease_s=0", "out of range"),
         ("postgres://h/db?max_lease_s=soon", "max_lease_s=`soon`"),
+        (
+            "postgres://h/db?max_clock_offset_s=1m",
+            "max_clock_offset_s=`1m`",
+        ),
         ("postgres://h/db?table=Leases", "invalid lease table name"),
         (
             "postgres://h/db?table=nononce_coordinator",
