@@ -121,6 +121,7 @@ pub struct FactoryConfig<'k> {
     epoch_ms: u64,
     keys: Keys<'k>,
     kinds: u64,
+    thread_cache: bool,
 }
 
 impl Default for FactoryConfig<'_> {
@@ -144,6 +145,7 @@ impl<'k> FactoryConfig<'k> {
                 cipher128: crate::Cipher128::Aes,
             },
             kinds: 0,
+            thread_cache: false,
         }
     }
 
@@ -216,6 +218,28 @@ impl<'k> FactoryConfig<'k> {
         self.kind(Kind::new(128, base))
     }
 
+    /// Lets the factory's own counter calls (`counter64`, `counter96`, `counter128`,
+    /// `encrypted64`/`encrypted96`/`encrypted128` with [`Base::Counter`]) draw on blocks of
+    /// counter values reserved per thread, as a [`Handle`](crate::Handle) does, so that a
+    /// factory shared between threads scales with them without handles. Off by default; the
+    /// `nononce` facade turns it on.
+    ///
+    /// The guarantees are those of the shared calls: every call checks the factory's
+    /// generation, so `disable`, `enable` and `set_deadline` reach cached blocks at once; a
+    /// refused counter64 call takes nothing, and 64-bit blocks never run ahead of the clock;
+    /// values left in a block when a thread exits or a generation ends are skipped, never
+    /// reused. What changes: counter nonces no longer follow call order across threads (each
+    /// thread's own still increase), and a thread's first calls of a size reserve a small
+    /// block (1 value, doubling per refill up to 1024). Each thread keeps blocks for a few
+    /// factories at once; a thread that turns through more drops one's blocks for the next.
+    /// Sortable nonces and `fill_encrypted128` do not use it.
+    #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+    pub const fn thread_cache(mut self, on: bool) -> Self {
+        self.thread_cache = on;
+        self
+    }
+
     const fn kind(mut self, kind: Kind) -> Self {
         self.kinds = (self.kinds & !kind.mask()) | kind.value();
         self
@@ -234,8 +258,10 @@ pub(crate) struct Snapshot {
 /// Generates unique 64/96/128-bit nonces for one machine ID at a time.
 ///
 /// A factory starts disabled; [`enable`](Factory::enable) gives it a machine ID and a lease
-/// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`), or take a
-/// per-thread [`Handle`](crate::Handle) for generation that scales with cores.
+/// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`). Shared
+/// calls contend on the factory's counters; for generation that scales with cores, take a
+/// per-thread [`Handle`](crate::Handle), or (with `std`) build the factory with
+/// `FactoryConfig::thread_cache`, which gives its own counter calls per-thread blocks.
 ///
 /// A factory issues one kind of base nonce per size, counter or sortable, fixed by the first
 /// call of that size (or declared with [`FactoryConfig::kind64`] and its siblings); a call of
@@ -257,6 +283,8 @@ pub(crate) struct Snapshot {
 pub struct Factory<C: Clock> {
     clock: C,
     epoch_ms: u64,
+    /// This factory's ID in the per-thread caches ([`FactoryConfig::thread_cache`]); 0: none.
+    cache_id: u64,
     engines: Engines,
     state: AtomicU64,
     /// The kind each base size is claimed for (see the module docs); read next to `state`.
@@ -284,6 +312,7 @@ impl<C: Clock> fmt::Debug for Factory<C> {
             .field("machine_id", &self.machine_id())
             .field("deadline_ms", &self.deadline_ms())
             .field("kinds", &self.kinds_debug())
+            .field("thread_cache", &(self.cache_id != 0))
             .field("keys", &"<redacted>")
             .finish_non_exhaustive()
     }
@@ -296,6 +325,7 @@ impl<C: Clock> Factory<C> {
         let factory = Self {
             clock,
             epoch_ms: config.epoch_ms,
+            cache_id: cache_id(config.thread_cache),
             engines,
             state: AtomicU64::new(0),
             kinds: AtomicU64::new(config.kinds),
@@ -796,8 +826,51 @@ impl<C: Clock> Factory<C> {
         self.throttle(ts)
     }
 
+    /// Reserves up to `want` values of the 64-bit counter that may all be issued now (below
+    /// the deadline and within what the throttle has seen of the clock): `(snapshot, first,
+    /// count)`, or `None` when not even the next value may be issued now, and nothing taken.
+    #[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+    pub(crate) fn reserve64(&self, want: u64) -> Result<Option<(Snapshot, u64, u64)>, Error> {
+        'generation: loop {
+            let snap = self.snapshot()?;
+            self.claim(Kind::COUNTER64)?;
+            // A guess; a wrong one only fails the compare-and-swap, which reports the truth.
+            let mut last = self.c64_hint.load(Relaxed);
+            loop {
+                let first = last.wrapping_add(1);
+                let ts = first >> COUNT64_BITS;
+                let limit = self
+                    .observed_ts
+                    .load(SeqCst)
+                    .min(snap.deadline_ts.saturating_sub(1))
+                    .min(MAX_TIMESTAMP);
+                if ts > limit {
+                    // A value of another generation may fail checks of this one's snapshot.
+                    if self.unchanged(&snap) {
+                        return Ok(None);
+                    }
+                    continue 'generation;
+                }
+                // Up to the end of the last admissible millisecond.
+                let end = first
+                    .saturating_add(want.max(1))
+                    .min((limit + 1) << COUNT64_BITS);
+                match self.c64.compare_exchange(last, end - 1, SeqCst, SeqCst) {
+                    Ok(_) => {
+                        self.c64_hint.store(end - 1, Relaxed);
+                        if self.unchanged(&snap) {
+                            return Ok(Some((snap, first, end - first)));
+                        }
+                        continue 'generation;
+                    }
+                    Err(actual) => last = actual,
+                }
+            }
+        }
+    }
+
     #[inline]
-    fn pack_counter64(snap: &Snapshot, v: u64) -> Nonce64 {
+    pub(crate) fn pack_counter64(snap: &Snapshot, v: u64) -> Nonce64 {
         Nonce64::from_u64(layout::pack64(
             v >> COUNT64_BITS,
             snap.machine_id,
@@ -835,6 +908,16 @@ impl<C: Clock> Factory<C> {
     /// waits for the clock (8192 per ms sustained).
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 {
+            return crate::thread_cache::counter64(self);
+        }
+        self.shared_counter64()
+    }
+
+    /// [`counter64`](Self::counter64) on the shared counter.
+    #[inline]
+    pub(crate) fn shared_counter64(&self) -> Result<Nonce64, Error> {
         let (snap, v) = self.take64()?;
         Ok(Self::pack_counter64(&snap, v))
     }
@@ -842,6 +925,15 @@ impl<C: Clock> Factory<C> {
     /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 {
+            return crate::thread_cache::counter96(self);
+        }
+        self.shared_counter96()
+    }
+
+    #[inline]
+    pub(crate) fn shared_counter96(&self) -> Result<Nonce96, Error> {
         let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER96, 1)?;
         Self::finish96(&snap, v)
     }
@@ -849,8 +941,23 @@ impl<C: Clock> Factory<C> {
     /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
     #[inline]
     pub fn counter128(&self) -> Result<Nonce128, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 {
+            return crate::thread_cache::counter128(self);
+        }
+        self.shared_counter128()
+    }
+
+    #[inline]
+    pub(crate) fn shared_counter128(&self) -> Result<Nonce128, Error> {
         let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER128, 1)?;
         Self::finish128(&snap, v)
+    }
+
+    #[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+    #[inline]
+    pub(crate) fn cache_id(&self) -> u64 {
+        self.cache_id
     }
 
     /// Takes a sortable `(snapshot, timestamp, count)` for nonces of `kind`; 64-bit ones have
@@ -970,6 +1077,15 @@ impl<C: Clock> Factory<C> {
     /// A 128-bit encrypted nonce.
     #[inline]
     pub fn encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 && base == Base::Counter {
+            return crate::thread_cache::encrypted128(self);
+        }
+        self.shared_encrypted128(base)
+    }
+
+    #[inline]
+    pub(crate) fn shared_encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
         let engine = self
             .engines
             .e128
@@ -1053,6 +1169,16 @@ impl<C: Clock> Factory<C> {
             .ok_or(Error::NoKey { bits: 128 })?;
         Ok(Nonce128::from_bytes(e.decrypt(nonce.to_bytes())))
     }
+}
+
+/// A cache ID for a new factory: 0 (none) unless the thread cache is on and compiled in.
+fn cache_id(on: bool) -> u64 {
+    #[cfg(all(feature = "std", not(loom)))]
+    if on {
+        return crate::thread_cache::next_id();
+    }
+    let _ = on;
+    0
 }
 
 #[derive(Clone, Copy)]

@@ -21,6 +21,8 @@ pub mod layout;
 mod manual_clock;
 mod nonce;
 mod sync;
+#[cfg(all(feature = "std", not(loom)))]
+mod thread_cache;
 
 pub use crate::cipher::{
     Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key,

@@ -314,9 +314,10 @@ fn run(f: &common::F<'_>, ops: &[Op], steps: &[Step], clock: &ManualClock) -> Ve
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// A mix of kinds, with handles, across several enables: once disabled, every timestamp
-    /// issued is at most `issued_up_to_ms`, and a successor enabled above it, on a clock an
-    /// hour (or any lag) behind or ahead, repeats none of them.
+    /// A mix of kinds, with handles and with or without the thread cache, across several
+    /// enables: once disabled, every timestamp issued is at most `issued_up_to_ms`, and a
+    /// successor enabled above it, on a clock an hour (or any lag) behind or ahead, repeats
+    /// none of them.
     #[test]
     fn a_successor_above_issued_up_to_never_repeats(
         cipher96 in proptest::sample::select(ciphers96()),
@@ -330,8 +331,14 @@ proptest! {
             -HOUR_LAG..=HOUR_LAG,
         ],
         id in 0u16..3,
+        thread_cache in any::<bool>(),
     ) {
         let cfg = config(cipher96).kind64(kinds[0]).kind96(kinds[1]).kind128(kinds[2]);
+        // Per-thread blocks behind the factory's own calls, or not.
+        #[cfg(feature = "std")]
+        let cfg = cfg.thread_cache(thread_cache);
+        #[cfg(not(feature = "std"))]
+        let _ = thread_cache;
         let ops = ops_for(kinds, cipher96);
         let clock_a = ManualClock::new(T0).jump_on_wait(true);
         let a = factory(&clock_a, cfg);

@@ -3,14 +3,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{LeaseConfig, LeaseManager, LeaseState, LossReason, MachineId, Strategy};
-use nonce_core::{Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig};
+use nonce_core::{Base, BootClock, Cipher64, Cipher96, Cipher128, Clock, Factory, FactoryConfig};
 use zeroize::Zeroizing;
 
 use crate::Error;
 
 /// An owned factory configuration: epoch, keys, ciphers. Keys are zeroized on drop and never
 /// printed.
-#[derive(Clone, Default)]
+///
+/// Factories built from it draw counter nonces on blocks reserved per thread
+/// ([`thread_cache`](Self::thread_cache), on by default), so one factory shared by every
+/// thread scales with them: no per-thread handle needed.
+#[derive(Clone)]
 pub struct FactoryOptions {
     epoch_ms: Option<u64>,
     base_key: Option<Zeroizing<Vec<u8>>>,
@@ -23,6 +27,26 @@ pub struct FactoryOptions {
     kind64: Option<Base>,
     kind96: Option<Base>,
     kind128: Option<Base>,
+    thread_cache: bool,
+}
+
+impl Default for FactoryOptions {
+    fn default() -> Self {
+        Self {
+            epoch_ms: None,
+            base_key: None,
+            key64: None,
+            key96: None,
+            key128: None,
+            cipher64: Cipher64::default(),
+            cipher96: Cipher96::default(),
+            cipher128: Cipher128::default(),
+            kind64: None,
+            kind96: None,
+            kind128: None,
+            thread_cache: true,
+        }
+    }
 }
 
 impl fmt::Debug for FactoryOptions {
@@ -36,6 +60,7 @@ impl fmt::Debug for FactoryOptions {
             .field("kind64", &self.kind64)
             .field("kind96", &self.kind96)
             .field("kind128", &self.kind128)
+            .field("thread_cache", &self.thread_cache)
             .finish_non_exhaustive()
     }
 }
@@ -127,15 +152,29 @@ impl FactoryOptions {
         self
     }
 
-    /// Builds a disabled factory on `clock`.
+    /// Whether the factory's own counter calls (`counter64/96/128`, `encrypted*` with
+    /// [`Base::Counter`]) draw on blocks reserved per thread (default: on). Calls from many
+    /// threads on one factory then scale as [`Factory::handle`]s do, with the same
+    /// guarantees; counter nonces of different threads no longer follow call order (each
+    /// thread's own still increase). See
+    /// [`FactoryConfig::thread_cache`](nonce_core::FactoryConfig::thread_cache).
+    #[must_use]
+    pub const fn thread_cache(mut self, on: bool) -> Self {
+        self.thread_cache = on;
+        self
+    }
+
+    /// Builds a disabled factory on `clock` ([`BootClock`] in the builder; any [`Clock`],
+    /// for example a `ManualClock` in tests).
     ///
     /// # Errors
     /// When a key, cipher or the epoch is invalid.
-    pub fn build(&self, clock: BootClock) -> Result<Factory<BootClock>, nonce_core::ConfigError> {
+    pub fn build<C: Clock>(&self, clock: C) -> Result<Factory<C>, nonce_core::ConfigError> {
         let mut config = FactoryConfig::new()
             .cipher64(self.cipher64)
             .cipher96(self.cipher96)
-            .cipher128(self.cipher128);
+            .cipher128(self.cipher128)
+            .thread_cache(self.thread_cache);
         if let Some(epoch) = self.epoch_ms {
             config = config.epoch_ms(epoch);
         }
@@ -312,8 +351,9 @@ impl<S: Strategy + 'static> Builder<S> {
 
 /// Running factories under a held machine-ID lease.
 ///
-/// Generate with [`factory`](Nononce::factory) (or [`Factory::handle`] per thread); the
-/// factories stop by themselves the moment the lease can no longer be proven.
+/// Generate with [`factory`](Nononce::factory): share it between threads as it is (its counter
+/// calls draw on per-thread blocks, see [`FactoryOptions::thread_cache`]). The factories stop
+/// by themselves the moment the lease can no longer be proven.
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
     factories: Vec<(String, Arc<Factory<BootClock>>)>,

@@ -1,0 +1,419 @@
+//! Per-thread blocks behind a shared factory's own calls ([`FactoryConfig::thread_cache`]).
+//!
+//! Each thread keeps, in a thread-local, a few slots; a slot belongs to one factory (by an ID
+//! no other factory ever gets, so a new factory in the place of a dropped one finds nothing of
+//! it) and holds what a [`Handle`](crate::Handle) holds: a block of 64-bit counter values, a
+//! block of the 96/128-bit counter, and a run of encrypted 128-bit nonces, each valid for the
+//! generation (sequence word) it was reserved in. Every call compares that word with the
+//! factory's, as a handle does, so `disable`, `enable` and `set_deadline` reach cached blocks
+//! at once. Values left in a block when a thread exits, a slot is reused or a generation ends
+//! are gaps, never reused.
+//!
+//! Between taking a cached value and recording it as taken no other code runs (no clock, no
+//! user code), so nothing on the same thread can take it twice. 64-bit blocks hold only values
+//! that may be issued now: below the deadline and within what the throttle has seen of the
+//! clock, so a refused counter64 call still takes nothing and the counter never runs ahead of
+//! the clock for a cache. Blocks start at one value and double with every refill up to
+//! [`MAX_BLOCK`], so a thread that makes a few nonces and exits, or one that turns through
+//! more factories than there are slots, wastes next to nothing.
+//!
+//! [`FactoryConfig::thread_cache`]: crate::FactoryConfig::thread_cache
+
+extern crate std;
+
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::factory::{Counter, Factory, Kind, Snapshot, encrypt_run};
+use crate::layout::{self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK};
+use crate::nonce::{Nonce64, Nonce96, Nonce128};
+
+/// Factories with a thread cache, numbered from 1; never reused.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A new factory's cache ID.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Factories one thread keeps blocks for at once; the next one takes the place of another.
+const SLOTS: usize = 4;
+
+/// The largest block a refill reserves, as a handle's.
+const MAX_BLOCK: u64 = 1024;
+
+/// Encrypted 128-bit counter nonces made ahead in one pipelined run, as a handle's.
+const RUN: usize = 32;
+
+const NONE: Snapshot = Snapshot {
+    state: 0,
+    machine_id: 0,
+    init_ts: 0,
+    deadline_ts: 0,
+};
+
+const ZERO128: Nonce128 = Nonce128::from_bytes([0; 16]);
+
+#[inline]
+fn raw64(snap: &Snapshot, v: u64) -> u64 {
+    layout::pack64(v >> COUNT64_BITS, snap.machine_id, v & COUNT64_MASK)
+}
+
+/// A reserved run of one counter, valid while `snap.state` is the factory's sequence word
+/// (an enabled factory's word is never 0).
+struct Block {
+    snap: Cell<Snapshot>,
+    next: Cell<u64>,
+    left: Cell<u64>,
+    /// What the next refill reserves.
+    size: Cell<u64>,
+}
+
+impl Block {
+    const fn new() -> Self {
+        Self {
+            snap: Cell::new(NONE),
+            next: Cell::new(0),
+            left: Cell::new(0),
+            size: Cell::new(1),
+        }
+    }
+
+    fn reset(&self) {
+        self.drop_values();
+        self.size.set(1);
+    }
+
+    fn drop_values(&self) {
+        self.snap.set(NONE);
+        self.left.set(0);
+    }
+
+    #[inline]
+    fn valid<C: Clock>(&self, factory: &Factory<C>) -> bool {
+        self.left.get() > 0 && self.snap.get().state == factory.state_word()
+    }
+
+    /// Records `n` values from `first` on, the first of them already taken.
+    fn fill_taken(&self, snap: Snapshot, first: u64, n: u64) {
+        self.snap.set(snap);
+        self.next.set(first.wrapping_add(1));
+        self.left.set(n - 1);
+        self.size.set((n.max(self.size.get()) * 2).min(MAX_BLOCK));
+    }
+
+    #[inline]
+    fn consume(&self) {
+        self.next.set(self.next.get().wrapping_add(1));
+        self.left.set(self.left.get() - 1);
+    }
+}
+
+/// One factory's blocks on one thread.
+struct Slot {
+    /// The factory's cache ID; 0: free.
+    factory: Cell<u64>,
+    /// Kinds bits seen claimed in the factory (a claim is never undone).
+    verified: Cell<u64>,
+    b64: Block,
+    b96: Block,
+    enc_state: Cell<u64>,
+    enc_next: Cell<usize>,
+    enc: [Cell<u128>; RUN],
+}
+
+impl Slot {
+    const fn new() -> Self {
+        Self {
+            factory: Cell::new(0),
+            verified: Cell::new(0),
+            b64: Block::new(),
+            b96: Block::new(),
+            enc_state: Cell::new(0),
+            enc_next: Cell::new(RUN),
+            enc: [const { Cell::new(0) }; RUN],
+        }
+    }
+
+    /// Gives the slot to another factory: everything cached for the last one is dropped.
+    fn assign(&self, id: u64) {
+        self.factory.set(id);
+        self.verified.set(0);
+        self.b64.reset();
+        self.b96.reset();
+        self.enc_state.set(0);
+        self.enc_next.set(RUN);
+    }
+
+    /// The next 64-bit counter nonce from the block, if it holds one for this generation.
+    #[inline]
+    fn hit64<C: Clock>(&self, f: &Factory<C>) -> Option<u64> {
+        let b = &self.b64;
+        if !b.valid(f) {
+            return None;
+        }
+        // Admitted when reserved (deadline and throttle), and nothing in a generation can
+        // take that back; the deadline check costs nothing and stays.
+        let snap = b.snap.get();
+        let v = b.next.get();
+        Factory::<C>::check_ts(v >> COUNT64_BITS, &snap).ok()?;
+        b.consume();
+        Some(raw64(&snap, v))
+    }
+
+    fn miss64<C: Clock>(&self, f: &Factory<C>) -> Result<u64, Error> {
+        let b = &self.b64;
+        if b.valid(f) {
+            let v = b.next.get();
+            Factory::<C>::check_ts(v >> COUNT64_BITS, &b.snap.get())?;
+        }
+        b.drop_values();
+        match f.reserve64(b.size.get())? {
+            Some((snap, first, n)) => {
+                b.fill_taken(snap, first, n);
+                Ok(raw64(&snap, first))
+            }
+            // Not one value may be issued now: the shared call waits for the clock or
+            // refuses, taking nothing.
+            None => f.shared_counter64().map(Nonce64::to_u64),
+        }
+    }
+
+    /// The 96/128-bit block's next value for `kind`, not yet taken: refilled if it belongs
+    /// to another generation or is used up, and checked against `kind` once.
+    fn peek96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<(Snapshot, u64), Error> {
+        let b = &self.b96;
+        if b.valid(f) {
+            // counter96 and counter128 share the block: a block the other size filled is
+            // checked against this size's kind once (the factory is enabled: the block's
+            // generation is current).
+            f.claim(kind)?;
+        } else {
+            b.drop_values();
+            let n = b.size.get();
+            // Checks the generation, then claims `kind`.
+            let (snap, first) = f.reserve(Counter::C96, kind, n)?;
+            b.snap.set(snap);
+            b.next.set(first);
+            b.left.set(n);
+            b.size.set((n * 2).min(MAX_BLOCK));
+        }
+        self.verified.set(self.verified.get() | kind.value());
+        Ok((b.snap.get(), b.next.get()))
+    }
+
+    /// The block's next value for `kind` and its snapshot, if the block holds one for this
+    /// generation and `kind` was checked.
+    #[inline]
+    fn valid96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<(Snapshot, u64)> {
+        let b = &self.b96;
+        if b.valid(f) && self.verified.get() & kind.mask() == kind.value() {
+            return Some((b.snap.get(), b.next.get()));
+        }
+        None
+    }
+
+    /// As [`Factory::finish96`], as an integer.
+    #[inline]
+    fn pack96<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
+        let ts = snap.init_ts + (v >> COUNT96_BITS);
+        Factory::<C>::check_ts(ts, snap)?;
+        Ok(layout::pack96(ts, snap.machine_id, v & COUNT96_MASK))
+    }
+
+    /// As [`Factory::finish128`], as an integer.
+    #[inline]
+    fn pack128<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
+        Factory::<C>::check_ts(snap.init_ts, snap)?;
+        Ok(layout::pack128(snap.init_ts, snap.machine_id, v))
+    }
+
+    #[inline]
+    fn hit96<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
+        let (snap, v) = self.valid96(f, Kind::COUNTER96)?;
+        let n = Self::pack96::<C>(&snap, v).ok()?;
+        self.b96.consume();
+        Some(n)
+    }
+
+    fn miss96<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        let (snap, v) = self.peek96(f, Kind::COUNTER96)?;
+        let n = Self::pack96::<C>(&snap, v)?;
+        self.b96.consume();
+        Ok(n)
+    }
+
+    #[inline]
+    fn hit128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
+        let (snap, v) = self.valid96(f, Kind::COUNTER128)?;
+        let n = Self::pack128::<C>(&snap, v).ok()?;
+        self.b96.consume();
+        Some(n)
+    }
+
+    fn miss128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        let (snap, v) = self.peek96(f, Kind::COUNTER128)?;
+        let n = Self::pack128::<C>(&snap, v)?;
+        self.b96.consume();
+        Ok(n)
+    }
+
+    /// An encrypted 128-bit counter nonce from the slot's run, if it holds one for this
+    /// generation (a counter128 nonce's timestamp is its generation's start, so the run's
+    /// one deadline check holds for all of it).
+    #[inline]
+    fn hit_encrypted128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
+        let next = self.enc_next.get();
+        if next < RUN && self.enc_state.get() == f.state_word() {
+            self.enc_next.set(next + 1);
+            return Some(self.enc[next].get());
+        }
+        None
+    }
+
+    fn miss_encrypted128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        self.enc_next.set(RUN);
+        let engine = f
+            .engines()
+            .e128
+            .as_ref()
+            .ok_or(Error::NoKey { bits: 128 })?;
+        let (snap, first) = f.reserve(Counter::C96, Kind::COUNTER128, RUN as u64)?;
+        let plain = Factory::<C>::finish128(&snap, first)?;
+        let mut items = [ZERO128; RUN];
+        encrypt_run(engine, plain, &mut items);
+        for (cell, n) in self.enc.iter().zip(items) {
+            cell.set(n.to_u128());
+        }
+        self.enc_state.set(snap.state);
+        self.enc_next.set(1);
+        Ok(items[0].to_u128())
+    }
+}
+
+struct Cache {
+    slots: [Slot; SLOTS],
+    /// The slot the next factory without one takes once all are in use.
+    victim: Cell<usize>,
+}
+
+impl Cache {
+    const fn new() -> Self {
+        Self {
+            slots: [const { Slot::new() }; SLOTS],
+            victim: Cell::new(0),
+        }
+    }
+
+    #[inline]
+    fn slot(&self, id: u64) -> &Slot {
+        for slot in &self.slots {
+            if slot.factory.get() == id {
+                return slot;
+            }
+        }
+        self.assign(id)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn assign(&self, id: u64) -> &Slot {
+        let i = self
+            .slots
+            .iter()
+            .position(|s| s.factory.get() == 0)
+            .unwrap_or_else(|| {
+                let v = self.victim.get();
+                self.victim.set((v + 1) % SLOTS);
+                v
+            });
+        let slot = &self.slots[i];
+        slot.assign(id);
+        slot
+    }
+}
+
+std::thread_local! {
+    // Plain data without a destructor: nothing to register per thread, and a thread's
+    // reserved values simply end with it.
+    static CACHE: Cache = const { Cache::new() };
+}
+
+// The fast path hands a plain integer out of the thread-local's closure, and the `Result`
+// is built outside it: a `Result` of a byte-array nonce returned through the closure was
+// copied through the stack in overlapping pieces that stalled every call.
+
+/// `hit` on this thread's slot for `factory`, if it has the value at hand.
+#[inline]
+fn hit<C: Clock, T>(
+    factory: &Factory<C>,
+    hit: impl FnOnce(&Slot, &Factory<C>) -> Option<T>,
+) -> Option<T> {
+    let id = factory.cache_id();
+    CACHE
+        .try_with(move |cache| hit(cache.slot(id), factory))
+        .ok()
+        .flatten()
+}
+
+/// `miss` on this thread's slot for `factory` (a refill, or the error), or `shared` when the
+/// thread has no thread-locals any more (it is exiting).
+#[cold]
+#[inline(never)]
+fn miss<C: Clock, T>(
+    factory: &Factory<C>,
+    miss: impl FnOnce(&Slot, &Factory<C>) -> Result<T, Error>,
+    shared: impl FnOnce(&Factory<C>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let id = factory.cache_id();
+    CACHE
+        .try_with(move |cache| miss(cache.slot(id), factory))
+        .unwrap_or_else(|_| shared(factory))
+}
+
+#[inline]
+pub(crate) fn counter64<C: Clock>(f: &Factory<C>) -> Result<Nonce64, Error> {
+    if let Some(v) = hit(f, Slot::hit64) {
+        return Ok(Nonce64::from_u64(v));
+    }
+    miss(f, Slot::miss64, |f| {
+        f.shared_counter64().map(Nonce64::to_u64)
+    })
+    .map(Nonce64::from_u64)
+}
+
+#[inline]
+pub(crate) fn counter96<C: Clock>(f: &Factory<C>) -> Result<Nonce96, Error> {
+    let v = match hit(f, Slot::hit96) {
+        Some(v) => v,
+        None => miss(f, Slot::miss96, |f| {
+            f.shared_counter96().map(Nonce96::to_u128)
+        })?,
+    };
+    Ok(Nonce96::from_u128(v).expect("96 bits"))
+}
+
+#[inline]
+pub(crate) fn counter128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> {
+    if let Some(v) = hit(f, Slot::hit128) {
+        return Ok(Nonce128::from_u128(v));
+    }
+    miss(f, Slot::miss128, |f| {
+        f.shared_counter128().map(Nonce128::to_u128)
+    })
+    .map(Nonce128::from_u128)
+}
+
+#[inline]
+pub(crate) fn encrypted128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> {
+    if let Some(v) = hit(f, Slot::hit_encrypted128) {
+        return Ok(Nonce128::from_u128(v));
+    }
+    miss(f, Slot::miss_encrypted128, |f| {
+        f.shared_encrypted128(crate::Base::Counter)
+            .map(Nonce128::to_u128)
+    })
+    .map(Nonce128::from_u128)
+}

@@ -1,0 +1,405 @@
+//! Per-thread blocks behind the factory's own calls (`FactoryConfig::thread_cache`): calls on a
+//! shared factory draw on blocks reserved for their thread, and a block never outlives what
+//! makes its values safe (generation, deadline, kind, the factory itself).
+#![cfg(all(
+    feature = "std",
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
+
+use nonce_core::{
+    Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+};
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+
+const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
+const T0: u64 = 1_800_000_000_000;
+const KEY: [u8; 32] = [9; 32];
+
+fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
+    let f = Factory::new(
+        clock,
+        FactoryConfig::new().base_key(&KEY).thread_cache(true),
+    )
+    .unwrap();
+    f.enable(id, NO_DEADLINE).unwrap();
+    f
+}
+
+fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
+    let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    f.enable(id, NO_DEADLINE).unwrap();
+    f
+}
+
+/// `(unix_ms, count)` of the next nonce of each counter kind, encrypted128 decrypted.
+fn counts(f: &Factory<&ManualClock>) -> [(u64, u64); 4] {
+    let d64 = f.counter64().unwrap().decode(EPOCH);
+    let d96 = f.counter96().unwrap().decode(EPOCH);
+    let d128 = f.counter128().unwrap().decode(EPOCH);
+    let e128 = f
+        .decrypt128(f.encrypted128(Base::Counter).unwrap())
+        .unwrap()
+        .decode(EPOCH);
+    [d64, d96, d128, e128].map(|d| (d.unix_ms, d.count))
+}
+
+type Op = fn(&Factory<&ManualClock>) -> (u64, u64);
+
+/// `(unix_ms, count)` of one counter kind's next nonce, encrypted128 decrypted.
+const OPS: [Op; 4] = [
+    |f| f.counter64().unwrap().decode(EPOCH).pair(),
+    |f| f.counter96().unwrap().decode(EPOCH).pair(),
+    |f| f.counter128().unwrap().decode(EPOCH).pair(),
+    |f| {
+        f.decrypt128(f.encrypted128(Base::Counter).unwrap())
+            .unwrap()
+            .decode(EPOCH)
+            .pair()
+    },
+];
+
+trait Pair {
+    fn pair(&self) -> (u64, u64);
+}
+
+impl Pair for nonce_core::Decoded {
+    fn pair(&self) -> (u64, u64) {
+        (self.unix_ms, self.count)
+    }
+}
+
+/// Calls of one thread alternating with another thread's calls, of one kind: what this
+/// thread got.
+fn alternate(f: &Factory<&ManualClock>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
+    let (to_other, other_rx) = mpsc::channel::<()>();
+    let (to_main, main_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while other_rx.recv().is_ok() {
+                op(f);
+                to_main.send(()).unwrap();
+            }
+        });
+        let mut mine = Vec::new();
+        for _ in 0..rounds {
+            mine.push(op(f));
+            to_other.send(()).unwrap();
+            main_rx.recv().unwrap();
+        }
+        drop(to_other);
+        mine
+    })
+}
+
+/// How many of this thread's successive calls got the very next count.
+fn followed_on(mine: &[(u64, u64)]) -> usize {
+    mine.windows(2)
+        .filter(|w| w[1] == (w[0].0, w[0].1 + 1))
+        .count()
+}
+
+#[test]
+fn calls_from_one_thread_draw_on_a_block_of_their_own() {
+    for (kind, op) in OPS.into_iter().enumerate() {
+        // The other thread called in between, yet this thread's counts follow on, except
+        // where it reserved its next block.
+        let clock = ManualClock::new(T0);
+        let mine = alternate(&cached(&clock, 3), op, 40);
+        assert!(followed_on(&mine) >= 30, "kind {kind}: {mine:?}");
+        // Without the cache the two threads take turns on one counter.
+        let clock = ManualClock::new(T0);
+        let mine = alternate(&plain(&clock, 3), op, 40);
+        assert_eq!(followed_on(&mine), 0, "kind {kind}: {mine:?}");
+    }
+}
+
+#[test]
+fn cached_blocks_follow_disable_enable_and_the_deadline() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 1);
+    let before = counts(&f);
+    assert!(before.iter().all(|&(ms, _)| ms == T0));
+
+    f.disable();
+    assert_eq!(f.counter64(), Err(Error::Disabled));
+    assert_eq!(f.counter96(), Err(Error::Disabled));
+    assert_eq!(f.counter128(), Err(Error::Disabled));
+    assert_eq!(f.encrypted128(Base::Counter), Err(Error::Disabled));
+    assert_eq!(f.encrypted64(Base::Counter), Err(Error::Disabled));
+
+    // Enabled again under another ID: nothing of the old generation comes out.
+    clock.advance(10);
+    f.enable(2, NO_DEADLINE).unwrap();
+    let id = |n: Nonce128| n.decode(EPOCH).machine_id;
+    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(f.counter96().unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(id(f.counter128().unwrap()), 2);
+    assert_eq!(
+        id(f.decrypt128(f.encrypted128(Base::Counter).unwrap())
+            .unwrap()),
+        2
+    );
+    let after = counts(&f);
+    assert!(after.iter().all(|&(ms, _)| ms >= T0 + 10), "{after:?}");
+
+    // Enabled again without a disable in between (a new lease): the same.
+    f.enable(4, NO_DEADLINE).unwrap();
+    assert_eq!(id(f.counter128().unwrap()), 4);
+
+    // A deadline moved to the generation's start stops every cached block at once.
+    let start = f.counter128().unwrap().decode(EPOCH).unix_ms;
+    f.set_deadline(start);
+    assert_eq!(f.counter64(), Err(Error::LeaseExpired));
+    assert_eq!(f.counter96(), Err(Error::LeaseExpired));
+    assert_eq!(f.counter128(), Err(Error::LeaseExpired));
+    assert_eq!(f.encrypted128(Base::Counter), Err(Error::LeaseExpired));
+    f.set_deadline(NO_DEADLINE);
+    assert_eq!(id(f.counter128().unwrap()), 4);
+}
+
+#[test]
+fn a_lost_lease_stops_the_blocks_of_every_thread() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 6);
+    let threads = 4;
+    let filled = Barrier::new(threads + 1);
+    let disabled = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    counts(&f);
+                    filled.wait();
+                    disabled.wait();
+                    (
+                        f.counter64().err(),
+                        f.counter96().err(),
+                        f.counter128().err(),
+                        f.encrypted128(Base::Counter).err(),
+                    )
+                })
+            })
+            .collect();
+        filled.wait();
+        f.disable();
+        disabled.wait();
+        for w in workers {
+            let d = Some(Error::Disabled);
+            assert_eq!(w.join().unwrap(), (d, d, d, d));
+        }
+    });
+}
+
+#[test]
+fn factories_in_one_thread_never_share_a_block() {
+    let clock = ManualClock::new(T0);
+    // More factories than the cache has places: some are evicted and come back.
+    let factories: Vec<_> = (0..7).map(|id| cached(&clock, id)).collect();
+    let mut seen: Vec<HashSet<u128>> = vec![HashSet::new(); factories.len()];
+    for _ in 0..3000 {
+        for (id, f) in (0u16..).zip(&factories) {
+            let n64 = f.counter64().unwrap();
+            let n96 = f.counter96().unwrap();
+            let n128 = f.counter128().unwrap();
+            let e128 = f
+                .decrypt128(f.encrypted128(Base::Counter).unwrap())
+                .unwrap();
+            assert_eq!(n64.decode(EPOCH).machine_id, id);
+            assert_eq!(n96.decode(EPOCH).machine_id, id);
+            assert_eq!(n128.decode(EPOCH).machine_id, id);
+            assert_eq!(e128.decode(EPOCH).machine_id, id);
+            let set = &mut seen[usize::from(id)];
+            assert!(set.insert(u128::from(n64.to_u64())));
+            assert!(set.insert(n96.to_u128() | 1 << 100));
+            assert!(set.insert(n128.to_u128()));
+            assert!(set.insert(e128.to_u128()));
+        }
+    }
+}
+
+#[test]
+fn a_new_factory_never_inherits_an_old_one_s_block() {
+    let clock = ManualClock::new(T0);
+    // Each factory lives in the same place in turn; its first nonces are its own.
+    for id in 0..20 {
+        let f = cached(&clock, id);
+        let n = f.counter128().unwrap().decode(EPOCH);
+        assert_eq!((n.machine_id, n.count), (id, 0));
+        let n = f.counter64().unwrap().decode(EPOCH);
+        assert_eq!((n.machine_id, n.count), (id, 0));
+        let n = f
+            .decrypt128(f.encrypted128(Base::Counter).unwrap())
+            .unwrap();
+        assert_eq!(n.decode(EPOCH).machine_id, id);
+    }
+}
+
+#[test]
+fn threads_that_exit_leave_gaps_never_repeats() {
+    let clock = ManualClock::new(T0);
+    let f = Arc::new(cached(&clock, 9));
+    let mut seen = HashSet::new();
+    let mut latest = 0;
+    for _ in 0..50 {
+        let batch = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut out = Vec::new();
+                for _ in 0..3 {
+                    out.push(u128::from(f.counter64().unwrap().to_u64()));
+                    out.push(f.counter96().unwrap().to_u128() | 1 << 100);
+                    out.push(f.counter128().unwrap().to_u128());
+                    out.push(f.encrypted128(Base::Counter).unwrap().to_u128() ^ 1 << 127);
+                }
+                out
+            })
+            .join()
+            .unwrap()
+        });
+        for v in batch {
+            assert!(seen.insert(v), "{v:x} twice");
+        }
+        latest = latest.max(f.counter96().unwrap().decode(EPOCH).unix_ms);
+        latest = latest.max(f.counter64().unwrap().decode(EPOCH).unix_ms);
+    }
+    f.disable();
+    assert!(f.issued_up_to_ms() >= latest);
+}
+
+#[test]
+fn the_cache_keeps_one_kind_per_size() {
+    let clock = ManualClock::new(T0);
+    let config = FactoryConfig::new()
+        .base_key(&KEY)
+        .thread_cache(true)
+        .kind128(Base::Sortable);
+    let f = Factory::new(&clock, config).unwrap();
+    f.enable(1, NO_DEADLINE).unwrap();
+    // counter96 fills the block counter128 would draw on; counter128 is still refused.
+    f.counter96().unwrap();
+    let conflict = Error::KindConflict {
+        bits: 128,
+        locked: Base::Sortable,
+    };
+    assert_eq!(f.counter128(), Err(conflict));
+    assert_eq!(f.encrypted128(Base::Counter), Err(conflict));
+    f.sortable128().unwrap();
+
+    // Undeclared: the cached counter call claims the size, the other kind is refused.
+    let f = cached(&clock, 2);
+    f.counter64().unwrap();
+    f.counter128().unwrap();
+    assert!(matches!(
+        f.sortable64(),
+        Err(Error::KindConflict { bits: 64, .. })
+    ));
+    assert!(matches!(
+        f.sortable128(),
+        Err(Error::KindConflict { bits: 128, .. })
+    ));
+    let f = cached(&clock, 3);
+    f.sortable96().unwrap();
+    assert!(matches!(
+        f.counter96(),
+        Err(Error::KindConflict { bits: 96, .. })
+    ));
+}
+
+fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
+    let mut issued = Vec::new();
+    loop {
+        match next() {
+            Ok(n) => issued.push(n),
+            Err(e) => return (issued, e),
+        }
+        assert!(issued.len() <= 1 << 20, "never refused");
+    }
+}
+
+/// The cache reserves only counter64 values that may be issued now: a refused call takes
+/// nothing, and the counter never runs ahead of the clock, exactly as without the cache.
+#[test]
+fn refused_counter64_with_the_cache_consumes_nothing() {
+    let (clock, calm_clock) = (ManualClock::new(T0), ManualClock::new(T0));
+    let (f, calm) = (cached(&clock, 5), plain(&calm_clock, 5));
+    let refused = Error::WouldBlock { until_ms: T0 + 1 };
+    let (first, e) = until_refused(|| f.counter64());
+    assert_eq!((first.len(), e), (8192, refused));
+    assert_eq!(until_refused(|| calm.counter64()).1, refused);
+    for _ in 0..100_000 {
+        assert_eq!(f.counter64(), Err(refused));
+        assert_eq!(f.encrypted64(Base::Counter), Err(refused));
+    }
+    assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
+    clock.advance(1);
+    calm_clock.advance(1);
+    let (next, e) = until_refused(|| f.counter64());
+    assert_eq!((next.clone(), e), until_refused(|| calm.counter64()));
+    assert_eq!(next.len(), 8192);
+    for (count, n) in (0..).zip(&next) {
+        let d = n.decode(EPOCH);
+        assert_eq!((d.unix_ms, d.count), (T0 + 1, count));
+    }
+    assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
+}
+
+#[test]
+fn counter64_with_the_cache_stops_at_the_deadline_and_bursts_after_renewal() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new().thread_cache(true)).unwrap();
+    f.enable(5, T0 + 1).unwrap();
+    assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
+    clock.advance(5);
+    for _ in 0..10_000 {
+        assert_eq!(f.counter64(), Err(Error::LeaseExpired));
+    }
+    f.set_deadline(NO_DEADLINE);
+    let (issued, e) = until_refused(|| f.counter64());
+    assert_eq!(e, Error::WouldBlock { until_ms: T0 + 6 });
+    assert_eq!(issued.len(), 8192 * 5);
+    let mut seen = HashSet::new();
+    for (i, n) in issued.iter().enumerate() {
+        let d = n.decode(EPOCH);
+        let i = u64::try_from(i).unwrap();
+        assert_eq!((d.unix_ms, d.count), (T0 + 1 + i / 8192, i % 8192));
+        assert!(seen.insert(*n));
+    }
+}
+
+#[test]
+fn many_threads_on_one_cached_factory_never_repeat() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 11);
+    // Far behind the clock: counter64 bursts.
+    clock.set(T0 + 1_000_000);
+    let all: Vec<(Vec<Nonce64>, Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = (Vec::new(), Vec::new(), Vec::new());
+                    for _ in 0..20_000 {
+                        out.0.push(f.counter64().unwrap());
+                        out.1.push(f.counter96().unwrap());
+                        out.2.push(f.encrypted128(Base::Counter).unwrap());
+                        out.2.push(f.counter128().unwrap());
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let (mut s64, mut s96, mut s128) = (HashSet::new(), HashSet::new(), HashSet::new());
+    for (a, b, c) in all {
+        // Each thread's counter nonces increase.
+        assert!(a.windows(2).all(|w| w[0].to_u64() < w[1].to_u64()));
+        assert!(b.windows(2).all(|w| w[0].to_u128() < w[1].to_u128()));
+        assert!(a.into_iter().all(|n| s64.insert(n)));
+        assert!(b.into_iter().all(|n| s96.insert(n)));
+        assert!(c.into_iter().all(|n| s128.insert(n)));
+    }
+}

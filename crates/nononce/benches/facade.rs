@@ -1,0 +1,157 @@
+//! The facade's factories called as users call them (one factory shared by every thread), side
+//! by side in one run with per-thread handles and the `fetch_add` baseline.
+//!
+//! `cargo xtask bench` runs this after nonce-core's benchmarks and prints the goal ratios; see
+//! docs/performance.md.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use nononce::FactoryOptions;
+use nononce::nonce::{Base, Factory, ManualClock};
+
+const KEY: [u8; 32] = [0x5a; 32];
+const T0: u64 = 1_800_000_000_000;
+/// As in nonce-core's benchmarks: the clock far past the generation's start, so the 64-bit
+/// counter runs below its throttle, and the deadline further still.
+const AHEAD_MS: u64 = 1_000_000_000;
+
+/// A factory as the facade builds it (`FactoryOptions`, thread cache on by default), or with
+/// the thread cache off: what every thread shared before.
+fn factory(options: FactoryOptions) -> Factory<ManualClock> {
+    let f = options
+        .base_key(KEY.to_vec())
+        .build(ManualClock::new(T0))
+        .unwrap();
+    f.enable(17, T0 + 2 * AHEAD_MS).unwrap();
+    f.clock().set(T0 + AHEAD_MS);
+    f
+}
+
+fn one_thread(c: &mut Criterion) {
+    let f = factory(FactoryOptions::new());
+    let mut g = c.benchmark_group("facade");
+    let counter = AtomicU64::new(0);
+    g.bench_function("fetch_add_pack64", |b| {
+        b.iter(|| {
+            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
+        })
+    });
+    g.bench_function("counter64", |b| b.iter(|| f.counter64()));
+    g.bench_function("counter128", |b| b.iter(|| f.counter128()));
+    g.bench_function("encrypted128_aes", |b| {
+        b.iter(|| f.encrypted128(Base::Counter))
+    });
+    let h = f.handle();
+    g.bench_function("handle_counter64", |b| b.iter(|| h.counter64()));
+    g.bench_function("handle_counter128", |b| b.iter(|| h.counter128()));
+    g.bench_function("handle_encrypted128_aes", |b| b.iter(|| h.encrypted128()));
+    g.finish();
+}
+
+/// Aggregate time per nonce with `threads` threads each running `worker` (`iters` nonces).
+fn parallel(threads: u32, worker: &(dyn Fn() + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(worker);
+        }
+    });
+    start.elapsed() / threads
+}
+
+fn threads(c: &mut Criterion) {
+    let f = factory(FactoryOptions::new());
+    let plain = factory(FactoryOptions::new().thread_cache(false));
+    let counter = AtomicU64::new(0);
+    let mut g = c.benchmark_group("facade_threads");
+    for threads in [1u32, 2] {
+        g.bench_function(format!("fetch_add_pack64_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                        black_box(((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF));
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("counter64_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.counter64().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("counter128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.counter128().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("encrypted128_aes_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.encrypted128(Base::Counter).unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("handle_counter64_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    let h = f.handle();
+                    for _ in 0..iters {
+                        black_box(h.counter64().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("handle_counter128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    let h = f.handle();
+                    for _ in 0..iters {
+                        black_box(h.counter128().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("handle_encrypted128_aes_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    let h = f.handle();
+                    for _ in 0..iters {
+                        black_box(h.encrypted128().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("no_thread_cache_counter128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(plain.counter128().unwrap());
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = one_thread, threads
+}
+criterion_main!(benches);
