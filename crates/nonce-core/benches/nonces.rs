@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use cipher::{Array, BlockCipherEncrypt, KeyInit};
 use criterion::{Criterion, criterion_group, criterion_main};
+use ferroid::generator::AtomicSnowflakeGenerator;
+use ferroid::generator::thread_local::Ulid;
+use ferroid::id::SnowflakeTwitterId;
+use ferroid::time::{MonotonicClock, TWITTER_EPOCH};
 use nonce_core::{Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, ManualClock, Nonce128};
 
 const KEY: [u8; 32] = [0x5a; 32];
@@ -80,11 +84,24 @@ fn baselines(c: &mut Criterion) {
     g.bench_function("instant_now", |b| b.iter(Instant::now));
     g.finish();
 
+    // Each peer in its fastest configuration (see docs/performance.md).
     let mut g = c.benchmark_group("peers");
+    // Built with the `fast-rng` feature.
     g.bench_function("uuid_now_v7", |b| b.iter(uuid::Uuid::now_v7));
     let mut ulids = ulid::Generator::new();
     g.bench_function("ulid_generate", |b| {
         b.iter(|| ulids.generate().map(u128::from).unwrap_or(0))
+    });
+    // ferroid's thread-local generators read a clock a ticker thread publishes in an atomic.
+    g.bench_function("ferroid_ulid_mono_thread_local", |b| {
+        b.iter(|| Ulid::new_ulid_mono(|_| std::thread::yield_now()))
+    });
+    g.bench_function("ferroid_ulid_thread_local", |b| b.iter(Ulid::new_ulid));
+    // Its atomic generator: Snowflake IDs (41-bit ms, 10-bit machine, 12-bit sequence: at most
+    // 4096 per ms), the one atomic generator on targets without 128-bit atomics.
+    let atomic = AtomicSnowflakeGenerator::new(17, MonotonicClock::<1>::with_epoch(TWITTER_EPOCH));
+    g.bench_function("ferroid_atomic_snowflake", |b| {
+        b.iter(|| -> SnowflakeTwitterId { atomic.next_id(|_| std::thread::yield_now()) })
     });
     g.finish();
 }
