@@ -502,6 +502,15 @@ fn bench_report() -> Result<(), String> {
             1.5,
         ));
     }
+    for kind in ["sortable96", "sortable128"] {
+        let one = ns(&format!("sortable_threads/handle_{kind}_x1"))?;
+        let two = ns(&format!("sortable_threads/handle_{kind}_x2"))?;
+        rows.push((
+            format!("handle {kind}: 2 threads vs 1 (aggregate)"),
+            one / two,
+            1.8,
+        ));
+    }
     rows.push((
         "encrypted128 (aes) vs fetch_add + aes".into(),
         (fetch_add + aes) / single_aes,
@@ -586,6 +595,14 @@ fn bench_report() -> Result<(), String> {
         "sortable/sortable64",
         "sortable/sortable96",
         "sortable/sortable128",
+        "sortable/handle_sortable96",
+        "sortable/handle_sortable128",
+        "sortable_threads/shared_sortable128_x1",
+        "sortable_threads/shared_sortable128_x2",
+        "sortable_threads/handle_sortable96_x1",
+        "sortable_threads/handle_sortable96_x2",
+        "sortable_threads/handle_sortable128_x1",
+        "sortable_threads/handle_sortable128_x2",
         "encrypted/encrypted64_speck",
         "encrypted/encrypted128_aes",
         "encrypted/handle_encrypted128_aes",

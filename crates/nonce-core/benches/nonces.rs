@@ -181,6 +181,41 @@ fn sortables(c: &mut Criterion) {
     g.bench_function("sortable64", |b| b.iter(|| f.sortable64()));
     g.bench_function("sortable96", |b| b.iter(|| f.sortable96()));
     g.bench_function("sortable128", |b| b.iter(|| f.sortable128()));
+    let h = f.handle();
+    g.bench_function("handle_sortable96", |b| b.iter(|| h.sortable96()));
+    g.bench_function("handle_sortable128", |b| b.iter(|| h.sortable128()));
+    g.finish();
+
+    // Sortable nonces on a live clock from 1 and 2 threads: the shared state, and handles.
+    let f = live_factory();
+    let mut g = c.benchmark_group("sortable_threads");
+    for threads in [1u64, 2] {
+        g.bench_function(format!("shared_sortable128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.sortable128().unwrap());
+                    }
+                })
+            })
+        });
+        for kind in ["sortable96", "sortable128"] {
+            g.bench_function(format!("handle_{kind}_x{threads}"), |b| {
+                b.iter_custom(|iters| {
+                    parallel(threads, &|| {
+                        let h = f.handle();
+                        for _ in 0..iters {
+                            if kind == "sortable96" {
+                                black_box(h.sortable96().unwrap());
+                            } else {
+                                black_box(h.sortable128().unwrap());
+                            }
+                        }
+                    })
+                })
+            });
+        }
+    }
     g.finish();
 }
 

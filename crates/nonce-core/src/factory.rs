@@ -1016,6 +1016,51 @@ impl<C: Clock> Factory<C> {
         }
     }
 
+    /// Reserves up to `want` sortable counts of one millisecond for 96 or 128-bit nonces of
+    /// `kind`, the clock reading `now_ts`: `(snapshot, timestamp, first count, count)`. The
+    /// millisecond is the one the shared calls would give now (the clock's, or the state's
+    /// while a generation runs ahead of the clock); the run ends at that millisecond's last
+    /// count. Checked against the deadline before it is taken, so a refused call takes
+    /// nothing.
+    pub(crate) fn reserve_sortable(
+        &self,
+        kind: Kind,
+        now_ts: u64,
+        want: u64,
+    ) -> Result<(Snapshot, u64, u64, u64), Error> {
+        'generation: loop {
+            let snap = self.snapshot()?;
+            self.claim(kind)?;
+            let mut last = self.sortable.load(SeqCst);
+            let (ts, first, n) = loop {
+                let (ts, first) = if now_ts > last >> SORTABLE_COUNT_BITS {
+                    (now_ts, 0)
+                } else {
+                    let next = last.wrapping_add(1);
+                    (next >> SORTABLE_COUNT_BITS, next & SORTABLE_COUNT_MASK)
+                };
+                if let Err(e) = Self::check_ts(ts, &snap) {
+                    if self.unchanged(&snap) {
+                        return Err(e);
+                    }
+                    continue 'generation;
+                }
+                let n = want.clamp(1, SORTABLE_COUNT_MASK + 1 - first);
+                let end = (ts << SORTABLE_COUNT_BITS) | (first + n - 1);
+                match self
+                    .sortable
+                    .compare_exchange_weak(last, end, SeqCst, SeqCst)
+                {
+                    Ok(_) => break (ts, first, n),
+                    Err(actual) => last = actual,
+                }
+            };
+            if self.unchanged(&snap) {
+                return Ok((snap, ts, first, n));
+            }
+        }
+    }
+
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
         let (snap, ts, count) = self.take_sortable(Kind::SORTABLE64)?;

@@ -5,6 +5,7 @@ use core::cell::{Cell, RefCell};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::factory::{Counter, Factory, Kind, Snapshot, encrypt_run, widen};
+use crate::layout;
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
 /// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
@@ -62,15 +63,32 @@ impl Block {
     }
 }
 
+/// Sortable counts reserved per handle: one millisecond's run, for one generation.
+struct SortableBlock {
+    snap: Cell<Option<Snapshot>>,
+    ts: Cell<u64>,
+    next: Cell<u64>,
+    end: Cell<u64>,
+}
+
 /// A per-thread generator over a shared [`Factory`].
 ///
 /// It reserves blocks of counter values with one shared atomic operation and hands them out
 /// without touching shared counters, so counter nonces scale with threads. It is not `Sync`:
 /// make one per thread. Every nonce re-checks the factory's generation, so `disable`,
 /// `enable` and deadline changes take effect on handles as on the factory. Values still
-/// reserved when a handle is dropped are skipped, never reused. A handle issues counter
-/// nonces only, and so fixes the factory's kind at each size it is used for to counter (see
-/// [`Error::KindConflict`]).
+/// reserved when a handle is dropped are skipped, never reused. Like the factory, a handle
+/// fixes the factory's kind at each size it is used for (see [`Error::KindConflict`]).
+///
+/// [`sortable96`](Handle::sortable96) and [`sortable128`](Handle::sortable128) read the clock
+/// on every call, as the factory's do, and draw on a run of counts of the current millisecond
+/// reserved for the handle, dropped as soon as the clock passes it. Each handle's sortable
+/// nonces increase, and each carries the millisecond it was made in (or, while a generation
+/// runs ahead of the clock after a timestamp floor, the generator's, as the factory's calls
+/// do); across handles a nonce made after another one was returned never carries an earlier
+/// millisecond while the generator follows the clock, but within one millisecond nonces of
+/// different handles are not in creation order. The factory's own sortable calls keep one
+/// order for every thread. sortable64, with its 8192-per-ms cap, has no handle version.
 ///
 /// ```
 /// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
@@ -93,6 +111,7 @@ pub struct Handle<'f, C: Clock> {
     factory: &'f Factory<C>,
     b64: Block,
     b96: Block,
+    sortable: SortableBlock,
     /// Kinds bits this handle has seen claimed in the factory (a claim is never undone).
     verified: Cell<u64>,
     enc128: RefCell<Encrypted128>,
@@ -114,6 +133,12 @@ impl<C: Clock> Factory<C> {
             factory: self,
             b64: Block::new(Counter::C64),
             b96: Block::new(Counter::C96),
+            sortable: SortableBlock {
+                snap: Cell::new(None),
+                ts: Cell::new(0),
+                next: Cell::new(0),
+                end: Cell::new(0),
+            },
             verified: Cell::new(0),
             enc128: RefCell::new(Encrypted128 {
                 state: 0,
@@ -158,6 +183,56 @@ impl<'f, C: Clock> Handle<'f, C> {
         let nonce = Factory::<C>::finish128(&snap, v)?;
         self.b96.consume();
         Ok(nonce)
+    }
+
+    /// A 96-bit sortable nonce, as [`Factory::sortable96`], from the handle's run of counts.
+    #[inline]
+    pub fn sortable96(&self) -> Result<Nonce96, Error> {
+        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
+        Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
+    }
+
+    /// A 128-bit sortable nonce, as [`Factory::sortable128`], from the handle's run of counts.
+    #[inline]
+    pub fn sortable128(&self) -> Result<Nonce128, Error> {
+        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
+        Ok(Nonce128::from_u128(layout::pack128(
+            ts,
+            snap.machine_id,
+            count,
+        )))
+    }
+
+    /// The next sortable `(snapshot, timestamp, count)` for `kind`. The clock is read first;
+    /// between taking the count and recording it as taken no other code runs.
+    #[inline]
+    fn take_sortable(&self, kind: Kind) -> Result<(Snapshot, u64, u64), Error> {
+        let now = self.factory.now_ts();
+        let b = &self.sortable;
+        if let Some(snap) = b.snap.get()
+            && snap.state == self.factory.state_word()
+            && b.ts.get() >= now
+            && b.next.get() < b.end.get()
+            && self.verified.get() & kind.mask() == kind.value()
+        {
+            let count = b.next.get();
+            b.next.set(count + 1);
+            return Ok((snap, b.ts.get(), count));
+        }
+        self.refill_sortable(kind, now)
+    }
+
+    #[cold]
+    fn refill_sortable(&self, kind: Kind, now: u64) -> Result<(Snapshot, u64, u64), Error> {
+        let b = &self.sortable;
+        b.snap.set(None);
+        let (snap, ts, first, n) = self.factory.reserve_sortable(kind, now, BLOCK)?;
+        self.verified.set(self.verified.get() | kind.value());
+        b.snap.set(Some(snap));
+        b.ts.set(ts);
+        b.next.set(first + 1);
+        b.end.set(first + n);
+        Ok((snap, ts, first))
     }
 
     /// Checks the factory's kind at `kind`'s size: counter96 and counter128 share one block,

@@ -64,9 +64,11 @@ pub enum Op {
     HandleEncrypted64,
     HandleEncrypted96,
     HandleEncrypted128,
+    HandleSortable96,
+    HandleSortable128,
 }
 
-pub const PLAIN_OPS: [Op; 9] = [
+pub const PLAIN_OPS: [Op; 11] = [
     Op::Counter64,
     Op::Sortable64,
     Op::Counter96,
@@ -76,6 +78,8 @@ pub const PLAIN_OPS: [Op; 9] = [
     Op::HandleCounter64,
     Op::HandleCounter96,
     Op::HandleCounter128,
+    Op::HandleSortable96,
+    Op::HandleSortable128,
 ];
 
 #[cfg(all(
@@ -117,14 +121,14 @@ impl Op {
             Op::Sortable64 => (64, Base::Sortable),
             Op::Encrypted64(b) => (64, b),
             Op::Counter96 | Op::HandleCounter96 => (96, Base::Counter),
-            Op::Sortable96 => (96, Base::Sortable),
+            Op::Sortable96 | Op::HandleSortable96 => (96, Base::Sortable),
             Op::Encrypted96(b) => (if speck96 { 96 } else { 64 }, b),
             Op::HandleEncrypted96 => (if speck96 { 96 } else { 64 }, Base::Counter),
             Op::Counter128
             | Op::HandleCounter128
             | Op::HandleEncrypted128
             | Op::FillEncrypted128 => (128, Base::Counter),
-            Op::Sortable128 => (128, Base::Sortable),
+            Op::Sortable128 | Op::HandleSortable128 => (128, Base::Sortable),
             Op::Encrypted128(b) => (128, b),
         }
     }
@@ -205,6 +209,8 @@ impl Op {
             Op::HandleEncrypted64 => h.encrypted64().map(n64),
             Op::HandleEncrypted96 => h.encrypted96().map(n96),
             Op::HandleEncrypted128 => h.encrypted128().map(n128),
+            Op::HandleSortable96 => h.sortable96().map(n96),
+            Op::HandleSortable128 => h.sortable128().map(n128),
         }
     }
 }
