@@ -13,7 +13,7 @@ use std::time::Duration;
 /// | `margin` | 10 s | safety margin: clock-skew tolerance, subtracted from every TTL |
 /// | `release_guard` | = `margin` | how long a released ID stays blocked for a successor |
 /// | `call_timeout` | 30 s | longest single strategy call (shortened further by the deadlines) |
-/// | `acquire_backoff_base` | 100 ms | base of the acquisition backoff (after startup capped at `renew_interval`) |
+/// | `acquire_backoff_base` | 100 ms | base of the acquisition backoff (capped at `renew_interval` after startup, and during it without an `acquire_timeout`) |
 /// | `renew_backoff_base` | 1 s | base of the renewal retry backoff (capped at `renew_interval`) |
 ///
 /// ```

@@ -1271,9 +1271,10 @@ impl<L> LeaseMachine<L> {
         {
             return Phase::Failed(StartupError::Fatal(failure));
         }
-        // During startup the acquire timeout bounds the wait; after it, a node without an ID
-        // retries forever, so the backoff is capped as renewals are, not left to grow to a day.
-        let cap = if self.started {
+        // During startup the acquire timeout bounds the wait; after it (or without one), a
+        // node without an ID retries forever, so the backoff is capped as renewals are, not
+        // left to grow to a day.
+        let cap = if self.startup_limit().is_none() {
             ms(self.config.renew_interval())
         } else {
             u64::MAX
