@@ -254,3 +254,46 @@ fn fill_encrypted128_is_all_or_nothing() {
         }
     });
 }
+
+/// Sortable handles racing with a re-enable under another machine ID: no duplicate, and every
+/// nonce carries the machine ID and timestamp of one single generation.
+#[test]
+fn sortable_handles_and_reenable() {
+    model(|| {
+        let f = factory(1);
+        let f2 = f.clone();
+        let t = thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let h = f2.handle();
+                let x = h.sortable128();
+                f2.enable(2, NO_DEADLINE).unwrap();
+                x
+            })
+            .unwrap();
+        let h = f.handle();
+        let a = h.sortable128();
+        let b = h.sortable128();
+        let x = t.join().unwrap();
+        let c = h.sortable128().unwrap();
+        let epoch = f.epoch_ms();
+        let mut all = vec![c];
+        all.extend([a, b, x].into_iter().flatten());
+        let first_ts = T0 - epoch;
+        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id == 1);
+        for n in &all {
+            let d = n.decode(epoch);
+            match d.machine_id {
+                1 => assert_eq!(d.timestamp_ms, first_ts),
+                2 if old_returned => assert!(d.timestamp_ms > first_ts),
+                2 => assert!(d.timestamp_ms >= first_ts),
+                other => panic!("machine id {other}"),
+            }
+        }
+        for i in 0..all.len() {
+            for j in i + 1..all.len() {
+                assert_ne!(all[i], all[j]);
+            }
+        }
+    });
+}
