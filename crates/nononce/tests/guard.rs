@@ -1,12 +1,13 @@
 //! The facade's conflict guard: two nodes with one StatefulSet ordinal, the later one stops.
-#![cfg(all(feature = "guard", feature = "statefulset"))]
+//! The strategy comes from the dev-dependency, so the test needs the `guard` feature alone.
+#![cfg(feature = "guard")]
 
 use std::time::Duration;
 
+use lease_static::statefulset::StatefulSetStrategy;
 use nononce::guard::GuardConfig;
 use nononce::nonce::Error as NonceError;
 use nononce::prelude::*;
-use nononce::statefulset::StatefulSetStrategy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_later_of_two_nodes_sharing_an_ordinal_stops() {
