@@ -7,6 +7,9 @@
 //! - `skew`: every node's clock runs ahead of or behind the machine's by a planned offset
 //!   (up to 20 margins; the long run also an hour's worth), a new one at every restart.
 //! - `clock_step`: SIGUSR1 makes a node step its clock back by 2-20 margins.
+//!   Every node is told the run's clock bound (its largest planned offset and steps, and a
+//!   second): the Redis and SQL amnesia hold-off outlasts the lease by twice it, and nodes
+//!   refuse a lease on a clock further off the store's.
 //! - `partition`: one node's TCP proxy stops forwarding (both ways) for longer than a lease.
 //! - `reset`: one node's proxy resets every connection (RST), and every new one, for a while.
 //! - `latency`: one node's proxy delays every chunk by hundreds of ms.
@@ -61,10 +64,14 @@ const RECOVERY_MS: u64 = 6_000;
 const SIGNAL_READY: Duration = Duration::from_millis(1500);
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
-/// longest lease (the nodes' lease) after the database's identity changes; `extra` is
-/// appended (`--sql-options`).
-fn sql_options(extra: Option<&str>) -> String {
-    let mut options = format!("max_lease_s={}", LEASE_MS.div_ceil(1000));
+/// longest lease (the nodes' lease) and twice the run's clock bound after the database's
+/// identity changes; `extra` is appended (`--sql-options`).
+fn sql_options(extra: Option<&str>, max_clock_offset_ms: u64) -> String {
+    let mut options = format!(
+        "max_lease_s={}&max_clock_offset_s={}",
+        LEASE_MS.div_ceil(1000),
+        max_clock_offset_ms / 1000
+    );
     if let Some(extra) = extra {
         options.push('&');
         options.push_str(extra);
@@ -307,7 +314,12 @@ impl Coordinator {
     }
 
     /// The store URL a node is given, through its proxy on `port`.
-    fn node_url(&self, port: Option<u16>, sql_extra: Option<&str>) -> String {
+    fn node_url(
+        &self,
+        port: Option<u16>,
+        sql_extra: Option<&str>,
+        max_clock_offset_ms: u64,
+    ) -> String {
         let through = |url: String, port: Option<u16>, options: Option<String>| {
             let url = match port {
                 Some(port) => with_port(&url, port),
@@ -321,8 +333,16 @@ impl Coordinator {
         match self {
             Coordinator::Sqlite(url) => url.clone(),
             Coordinator::Redis(s) => through(s.url(), port, None),
-            Coordinator::Postgres(s) => through(s.url(), port, Some(sql_options(sql_extra))),
-            Coordinator::Mariadb(s) => through(s.url(), port, Some(sql_options(sql_extra))),
+            Coordinator::Postgres(s) => through(
+                s.url(),
+                port,
+                Some(sql_options(sql_extra, max_clock_offset_ms)),
+            ),
+            Coordinator::Mariadb(s) => through(
+                s.url(),
+                port,
+                Some(sql_options(sql_extra, max_clock_offset_ms)),
+            ),
             Coordinator::Etcd(s) => through(s.url(), port, Some(etcd_options())),
         }
     }
@@ -414,15 +434,6 @@ fn run_backend(
             &ctx.dir.join("proxy.log"),
         )?);
     }
-    for i in 0..ctx.nodes {
-        let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
-        cluster.nodes.push(Node {
-            url: coordinator.node_url(port, ctx.sql_options),
-            child: None,
-            incarnation: 0,
-            spawned: Instant::now(),
-        });
-    }
     let plan = schedule::plan(
         &mut ctx.rng,
         ctx.nodes,
@@ -445,11 +456,33 @@ fn run_backend(
             }
         }
     }
+    // The stores' amnesia guards count on it and the nodes are held to it.
+    cluster.max_clock_offset_ms = schedule::clock_bound_ms(&cluster.clocks, &plan.actions);
+    cluster.note(
+        "clock_bound",
+        None,
+        &format!(
+            "nodes keep their clocks within {} ms of the store's (max_clock_offset)",
+            cluster.max_clock_offset_ms
+        ),
+    );
+    for i in 0..ctx.nodes {
+        let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
+        cluster.nodes.push(Node {
+            url: coordinator.node_url(port, ctx.sql_options, cluster.max_clock_offset_ms),
+            child: None,
+            incarnation: 0,
+            spawned: Instant::now(),
+        });
+    }
 
     if matches!(coordinator, Coordinator::Redis(_)) {
         // The amnesia guard holds acquisitions off while the server's uptime is below the
-        // longest lease: let a fresh server age first so the herd start is about the herd.
-        thread::sleep(Duration::from_millis(LEASE_MS + 500));
+        // longest lease and twice the clock bound: let a fresh server age first so the herd
+        // start is about the herd.
+        thread::sleep(Duration::from_millis(
+            LEASE_MS + 2 * cluster.max_clock_offset_ms + 500,
+        ));
     }
     reserve(&mut cluster, &coordinator, ctx.nodes + SPARE_IDS)?;
     cluster.started = Instant::now();
@@ -461,7 +494,28 @@ fn run_backend(
     // Every fault healed (a server fault may be pushed past the nominal end), then time to
     // recover before the nodes are stopped.
     let last_action = plan.actions.last().map_or(0, |(t, _)| *t);
-    let mut end = Duration::from_millis((ctx.secs * 1000).max(last_action + RECOVERY_MS));
+    // A store that forgets (Valkey/Redis back empty, PostgreSQL promoting its lagging replica)
+    // holds acquisitions off for the lease and twice the clock bound: run past that, so that
+    // IDs change hands after the loss too.
+    let forgets = matches!(
+        coordinator,
+        Coordinator::Redis(_) | Coordinator::Postgres(_)
+    );
+    let hold_off = LEASE_MS + 2 * cluster.max_clock_offset_ms;
+    let last_loss = plan
+        .actions
+        .iter()
+        .filter(|(_, a)| forgets && matches!(a, Action::CoordinatorUp | Action::FailoverPromote))
+        // The server's uptime counts from its start, rounded down a second; then a retry
+        // interval, and leases to hand over.
+        .map(|(t, _)| t + hold_off + RECOVERY_MS + 2 * LEASE_MS)
+        .max()
+        .unwrap_or(0);
+    let mut end = Duration::from_millis(
+        (ctx.secs * 1000)
+            .max(last_action + RECOVERY_MS)
+            .max(last_loss),
+    );
     // An action that takes long (a rolling restart, a server start) delays every later one by
     // as much, so that each fault keeps its planned length.
     let mut late = Duration::ZERO;

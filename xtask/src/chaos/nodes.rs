@@ -28,6 +28,9 @@ pub struct Cluster {
     pub name: String,
     pub nodes: Vec<Node>,
     pub clocks: Vec<NodeClocks>,
+    /// The largest offset of a node's clock from the store's in this run (whole seconds):
+    /// every node's `max_clock_offset`.
+    pub max_clock_offset_ms: u64,
     pub proxies: Option<Proxies>,
     /// Faults running in the background (steals), each bounded by its own timeout.
     pub background: Vec<thread::JoinHandle<Result<std::process::Output, String>>>,
@@ -45,6 +48,7 @@ impl Cluster {
             name,
             nodes: Vec::new(),
             clocks: Vec::new(),
+            max_clock_offset_ms: 0,
             proxies: None,
             background: Vec::new(),
             faults,
@@ -92,6 +96,10 @@ impl Cluster {
             .arg(self.dir.join(format!("{stem}.bin")))
             .args(["--clock-offset-ms", &offset.to_string()])
             .args(["--clock-step-ms", &step.to_string()])
+            .args([
+                "--max-clock-offset-ms",
+                &self.max_clock_offset_ms.to_string(),
+            ])
             .args(extra);
         for (flag, value) in NODE_TIMING {
             cmd.args([flag, &value.to_string()]);

@@ -57,6 +57,32 @@ pub struct Features {
     pub replica: bool,
 }
 
+/// The largest offset any node's clock may take from the machine's (the stores' clock) in a run
+/// of `clocks` and `actions`: its largest planned offset and every clock step it is planned to
+/// take at its largest step, and a second for the calls' round trips, in whole seconds.
+pub fn clock_bound_ms(clocks: &[NodeClocks], actions: &[(u64, Action)]) -> u64 {
+    let worst = clocks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let offset = c
+                .offsets_ms
+                .iter()
+                .map(|o| o.unsigned_abs())
+                .max()
+                .unwrap_or(0);
+            let step = c.steps_ms.iter().copied().max().unwrap_or(0);
+            let steps = actions
+                .iter()
+                .filter(|(_, a)| *a == Action::ClockStep(i))
+                .count();
+            offset + step * u64::try_from(steps).unwrap_or(u64::MAX)
+        })
+        .max()
+        .unwrap_or(0);
+    (worst + 1000).div_ceil(1000) * 1000
+}
+
 /// A node's clock offset and step for each process incarnation (1-based).
 #[derive(Clone, Debug, Default)]
 pub struct NodeClocks {
@@ -237,6 +263,33 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clock_bound_covers_every_offset_and_planned_step() {
+        let clocks = vec![
+            NodeClocks {
+                offsets_ms: vec![-15_000, 3_000],
+                steps_ms: vec![2_000, 5_000],
+            },
+            NodeClocks {
+                offsets_ms: vec![20_000],
+                steps_ms: vec![1_000],
+            },
+        ];
+        let actions = [
+            (10, Action::ClockStep(0)),
+            (20, Action::ClockStep(0)),
+            (30, Action::Freeze(1)),
+        ];
+        // Node 0: 15 s and two steps of up to 5 s; node 1: 20 s and no step; and a second.
+        assert_eq!(clock_bound_ms(&clocks, &actions), 26_000);
+        // Rounded up to whole seconds (the SQL URL option takes seconds).
+        let odd = vec![NodeClocks {
+            offsets_ms: vec![187],
+            steps_ms: vec![187],
+        }];
+        assert_eq!(clock_bound_ms(&odd, &[(1, Action::ClockStep(0))]), 2_000);
+    }
 
     const ALL: Features = Features {
         proxy: true,

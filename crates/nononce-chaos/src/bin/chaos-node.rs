@@ -128,6 +128,10 @@ struct RunArgs {
     /// How far each SIGUSR1 steps the clock back, ms.
     #[arg(long, default_value_t = 0)]
     clock_step_ms: u64,
+    /// Redis: the largest offset of this node's clock from the server's (the amnesia hold-off
+    /// adds twice it); SQL stores take it in their URL.
+    #[arg(long, default_value_t = 3_600_000)]
+    max_clock_offset_ms: u64,
 }
 
 #[derive(clap::Args)]
@@ -320,8 +324,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     } else if store.starts_with("redis://") {
         let options = RedisOptions::new()
             .key(args.name.clone())
-            // Leases are seconds long: the amnesia hold-off after a restart is that long too.
+            // Leases are seconds long, and so is the clock bound: the amnesia hold-off after a
+            // restart is the lease and twice the bound.
             .max_lease_duration(ms(args.lease_ms))
+            .max_clock_offset(ms(args.max_clock_offset_ms))
             .response_timeout(ms(args.call_timeout_ms))
             .connection_timeout(ms(args.call_timeout_ms));
         // The server may be down (a restart fault): keep trying until it answers or we are told
