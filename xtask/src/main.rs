@@ -177,10 +177,9 @@ fn with_services(command: &[String]) -> Result<(), String> {
     }
 }
 
-/// Crates whose features carry behaviour: their tests run with no features and with each
-/// feature alone (their defaults are empty or, for `nononce`, `tracing` alone), besides the
-/// workspace run with every feature.
-const FEATURE_TESTED: [&str; 7] = [
+/// Crates with features: besides the workspace run with every feature, each is tested crate by
+/// crate with the combinations that change its behaviour ([`feature_test_steps`]).
+const FEATURED: [&str; 7] = [
     "nonce-core",
     "lease-core",
     "lease-sql",
@@ -239,8 +238,9 @@ fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
                 "--locked",
             ],
         ),
-        // The facade's backend features only re-export a crate checked above: each alone, and
-        // every combination of the features its own code depends on.
+        // The facade's backend features only re-export a crate checked above: each alone (the
+        // library, then with its examples and tests), and every combination of the features
+        // its own code depends on.
         hack_step(
             "features: check, nononce each feature",
             &[
@@ -248,6 +248,21 @@ fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
                 "check",
                 "-p",
                 "nononce",
+                "--each-feature",
+                "--exclude-features",
+                "default",
+                "--exclude-all-features",
+                "--locked",
+            ],
+        ),
+        hack_step(
+            "features: check, nononce examples and tests, each feature",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--all-targets",
                 "--each-feature",
                 "--exclude-features",
                 "default",
@@ -274,7 +289,7 @@ fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
             "features: check, tests of each crate alone",
             &[
                 &["hack", "check", "--workspace", "--all-targets"][..],
-                &FEATURE_TESTED
+                &FEATURED
                     .iter()
                     .flat_map(|p| ["--exclude", p])
                     .collect::<Vec<_>>(),
@@ -285,36 +300,90 @@ fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
     ])
 }
 
-/// The tests of [`FEATURE_TESTED`] with no features and with each feature alone, and
-/// `nonce-core` with its default features (`nononce`'s default is its `tracing` run).
+/// The tests of each crate with features, alone, in the combinations that change its behaviour;
+/// the others (TLS, the facade's re-exports) add no test of their own and are checked above.
+///
+/// - `nonce-core` (ciphers, clocks, serde) and `lease-core` (driver, telemetry): no features,
+///   each feature alone, and `nonce-core`'s defaults.
+/// - `lease-sql`: no dialect, and each dialect alone (SQLite without a server).
+/// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing), in one
+///   build; their one feature alone is what the workspace run has.
+/// - `nononce`: no features, `tracing` (its default), `guard` and `metrics` alone, and the
+///   repository README's example (built with `postgres`).
 fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    let packages: Vec<&str> = FEATURE_TESTED.iter().flat_map(|p| ["-p", p]).collect();
-    let mut each = Step::cargo(
-        "features: tests, each feature alone",
-        &[
-            &["hack", "test"][..],
-            &packages,
+    let each = |name, packages: &[&str], features: &[&str]| {
+        let mut args = vec!["hack", "test"];
+        for p in packages {
+            args.extend(["-p", p]);
+        }
+        args.extend(["--each-feature", "--exclude-all-features", "--locked"]);
+        args.extend(features);
+        Step::cargo(name, &args).env("PATH", path.clone())
+    };
+    let steps = vec![
+        each(
+            "features: tests, nonce-core and lease-core each feature",
+            &["nonce-core", "lease-core"],
+            &["--exclude-features", "default"],
+        ),
+        Step::cargo(
+            "features: tests, nonce-core default features",
+            &["test", "-p", "nonce-core", "--locked"],
+        ),
+        each(
+            "features: tests, lease-sql each dialect",
+            &["lease-sql"],
             &[
-                "--each-feature",
                 "--exclude-features",
-                "default",
-                "--exclude-all-features",
+                "default,tls-rustls,tls-rustls-native-roots",
+            ],
+        ),
+        Step::cargo(
+            "features: tests, lease-redis, lease-etcd and lease-guard default features",
+            &[
+                "test",
+                "-p",
+                "lease-redis",
+                "-p",
+                "lease-etcd",
+                "-p",
+                "lease-guard",
                 "--locked",
             ],
-        ]
-        .concat(),
-    )
-    .env("PATH", path);
-    let mut default = Step::cargo(
-        "features: tests, nonce-core default features",
-        &["test", "-p", "nonce-core", "--locked"],
-    );
-    for (k, v) in env {
-        each = each.env(k, v.clone());
-        default = default.env(k, v.clone());
-    }
-    Ok(vec![default, each])
+        ),
+        Step::cargo(
+            "features: tests, nononce without features",
+            &["test", "-p", "nononce", "--no-default-features", "--locked"],
+        ),
+        each(
+            "features: tests, nononce each feature that changes it",
+            &["nononce"],
+            &["--include-features", "tracing,guard,metrics"],
+        ),
+        Step::cargo(
+            "features: tests, the README example (nononce with postgres)",
+            &[
+                "test",
+                "-p",
+                "nononce",
+                "--no-default-features",
+                "--features",
+                "postgres",
+                "--doc",
+                "--locked",
+            ],
+        ),
+    ];
+    Ok(steps
+        .into_iter()
+        .map(|mut step| {
+            for (k, v) in env {
+                step = step.env(k, v.clone());
+            }
+            step
+        })
+        .collect())
 }
 
 fn test() -> Result<(), String> {
