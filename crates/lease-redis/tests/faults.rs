@@ -56,7 +56,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
         "{error}"
     );
 
-    tokio::time::sleep(hold_off + Duration::from_millis(1300)).await;
+    tokio::time::sleep(hold_off + Duration::from_millis(2300)).await;
     let held = node_a.acquire(max_lease).await.unwrap();
     // Grants read on the server's clock ask the manager to keep the node within the offset.
     let checked = node_a.acquire_with_floor(max_lease, 1, 0).await.unwrap();
@@ -352,8 +352,9 @@ async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
     let max_offset = Duration::from_millis(100);
     let own_a = OwnServer::start(Binary::Valkey, &[]);
     let own_b = OwnServer::start(Binary::Valkey, &[]);
-    // Both up for longer than the hold-off: each alone would pass the uptime check.
-    tokio::time::sleep(max_lease + 2 * max_offset + Duration::from_millis(1300)).await;
+    // Both up for longer than the hold-off: each alone would pass the uptime check, which
+    // reads whole seconds and counts one less.
+    tokio::time::sleep(max_lease + 2 * max_offset + Duration::from_millis(2300)).await;
     let (server_a, server_b) = (own_a.server(), own_b.server());
     let key = Key::new(&server_a);
     let guarded = options(&key)
