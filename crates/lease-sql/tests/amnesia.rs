@@ -23,6 +23,38 @@ use lease_sql::{AmnesiaGuard, COORDINATOR_TABLE, Dialect, SqlError, SqlStrategy}
 
 const HOUR: Duration = Duration::from_secs(3600);
 const EIGHT_HOURS: Duration = Duration::from_secs(8 * 3600);
+/// The default hold-off: the longest lease (8 h) and twice the largest clock offset (1 h).
+const HOLD_OFF: Duration = Duration::from_secs(10 * 3600);
+
+/// The first grant `s` gets once its amnesia hold-off of `hold_off` (counted from about now, when
+/// the test's record was replaced) ended: refused while the longest lease alone has passed,
+/// granted within the hold-off and a few seconds.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn after_the_hold_off(
+    s: &SqlStrategy,
+    hold_off: Duration,
+) -> lease_core::Grant<lease_sql::SqlLease> {
+    let started = std::time::Instant::now();
+    tokio::time::sleep(s.max_lease_duration() + Duration::from_millis(100)).await;
+    let e = s
+        .acquire(HOUR)
+        .await
+        .expect_err("granted after the longest lease, before twice the clock offset more");
+    assert!(held_off(&e).2 > Duration::ZERO, "{e}");
+    loop {
+        match s.acquire(HOUR).await {
+            Ok(grant) => return grant,
+            Err(e) => {
+                assert!(
+                    started.elapsed() < hold_off + Duration::from_secs(3),
+                    "still held off {:?} in: {e}",
+                    started.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
 
 /// The table's coordinator record: identity, previous identity, seconds since it was recorded
 /// (database clock).
@@ -202,20 +234,21 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
         "same system"
     );
     assert_eq!(timeline, "00000002", "the promotion started timeline 2");
-    assert_eq!(remaining, EIGHT_HOURS);
+    assert_eq!(remaining, HOLD_OFF);
     let text = e.to_string();
     for part in [
-        "held off for 8 h 0 min",
+        "held off for 10 h 0 min",
+        "max_clock_offset_s",
         "amnesia_guard=off",
         "with_amnesia_guard",
     ] {
         assert!(text.contains(part), "{part}: {text}");
     }
-    // Still held off on the next try, with what remains of the 8 h.
+    // Still held off on the next try, with what remains of the 10 h.
     let e = b.acquire(HOUR).await.unwrap_err();
     let (_, _, remaining) = held_off(&e);
     assert!(
-        remaining <= EIGHT_HOURS && remaining > EIGHT_HOURS - Duration::from_secs(600),
+        remaining <= HOLD_OFF && remaining > HOLD_OFF - Duration::from_secs(600),
         "{remaining:?}"
     );
     assert_eq!(
@@ -236,10 +269,14 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
         "the test can fail: without the guard the promoted replica hands out A's id"
     );
 
-    // The hold-off ends after the longest lease (here 1 s) on the database clock.
-    let short = SqlStrategy::connect_lazy(&format!("{}?max_lease_s=1", replica.url())).unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let later = short.acquire(HOUR).await.unwrap();
+    // The hold-off ends after the longest lease (here 1 s) and twice the largest clock offset
+    // (here 2 s) on the database clock.
+    let short = SqlStrategy::connect_lazy(&format!(
+        "{}?max_lease_s=1&max_clock_offset_s=2",
+        replica.url()
+    ))
+    .unwrap();
+    let later = after_the_hold_off(&short, Duration::from_secs(5)).await;
     assert_eq!(later.machine_id.get(), 2);
     assert_eq!(later.ttl, Duration::from_secs(1), "leases are capped too");
     replica_pool.close().await;
@@ -277,7 +314,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
         (previous.as_deref(), current.as_str()),
         (Some("another server"), me.as_str())
     );
-    assert_eq!(remaining, EIGHT_HOURS);
+    assert_eq!(remaining, HOLD_OFF);
     let (recorded, previous, age) = record(&t.pool, &t.name).await.unwrap();
     assert_eq!(
         (recorded.as_str(), previous.as_deref()),
@@ -292,20 +329,22 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
         let e = s.acquire(HOUR).await.unwrap_err();
         let (previous, _, remaining) = held_off(&e);
         assert_eq!(previous.as_deref(), Some("another server"));
-        assert!(remaining < EIGHT_HOURS, "{remaining:?}");
+        assert!(remaining < HOLD_OFF, "{remaining:?}");
     }
     assert_eq!(s.free_count().await.unwrap(), 511, "nothing was claimed");
     s.renew(&held.lease, HOUR).await.unwrap();
     // The guard off: acquisitions go on.
     let off = t.strategy().with_amnesia_guard(AmnesiaGuard::Off);
     assert_eq!(off.acquire(HOUR).await.unwrap().machine_id.get(), 1);
-    // With a longest lease of 1 s the hold-off is over after 1 s.
+    // With a longest lease of 1 s and clocks within 2 s the hold-off is over after 5 s.
     let short = t
         .strategy()
         .with_max_lease_duration(Duration::from_secs(1))
+        .unwrap()
+        .with_max_clock_offset(Duration::from_secs(2))
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let grant = short.acquire(HOUR).await.unwrap();
+    assert_eq!(short.amnesia_hold_off(), Duration::from_secs(5));
+    let grant = after_the_hold_off(&short, Duration::from_secs(5)).await;
     assert_eq!(grant.machine_id.get(), 2);
     assert_eq!(grant.ttl, Duration::from_secs(1));
     // Renewals are capped too.
@@ -335,7 +374,7 @@ async fn missing_record(dialect: Dialect) {
     let (previous, current, remaining) = held_off(&e);
     assert_eq!(previous, None);
     assert_eq!(current, identity(&t.pool).await);
-    assert_eq!(remaining, EIGHT_HOURS);
+    assert_eq!(remaining, HOLD_OFF);
     assert!(e.to_string().contains("no record"), "{e}");
     let (_, _, age) = record(&t.pool, &t.name).await.unwrap();
     assert!((0..60).contains(&age), "recorded now: {age}");

@@ -374,7 +374,13 @@ fn driver_url(url: &str) -> String {
         .filter(|pair| {
             let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
             !pair.is_empty()
-                && !["table", "max_lease_s", "amnesia_guard", "max_clock_offset_s"].contains(&key)
+                && ![
+                    "table",
+                    "max_lease_s",
+                    "amnesia_guard",
+                    "max_clock_offset_s",
+                ]
+                .contains(&key)
         })
         .collect();
     if kept.is_empty() {
@@ -662,9 +668,9 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
                 _ => return Err(format!("amnesia_guard=`{v}`: use off or hold_off")),
             }),
             "max_clock_offset_s" => {
-                let seconds: u64 = v.parse().map_err(|_| {
-                    format!("max_clock_offset_s=`{v}` is not a number of seconds")
-                })?;
+                let seconds: u64 = v
+                    .parse()
+                    .map_err(|_| format!("max_clock_offset_s=`{v}` is not a number of seconds"))?;
                 options.max_clock_offset(Duration::from_secs(seconds))
             }
             _ => {
