@@ -68,6 +68,15 @@ fn driver_list(dialect: Dialect) -> &'static str {
     }
 }
 
+/// The value of option `key` as whole seconds.
+fn seconds(key: &str, value: &str) -> Result<Duration, SqlError> {
+    value.parse().map(Duration::from_secs).map_err(|_| {
+        SqlError::InvalidOption(format!(
+            "{key}=`{value}` in the database url is not a whole number of seconds"
+        ))
+    })
+}
+
 /// Splits lease-sql's options (`table`, `max_lease_s`, `amnesia_guard`, `max_clock_offset_s`)
 /// off `url`, returning
 /// the URL for the driver and the options.
@@ -85,22 +94,8 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "table" => options.table = Some(value.to_owned()),
-            "max_lease_s" => {
-                let seconds: u64 = value.parse().map_err(|_| {
-                    SqlError::InvalidOption(format!(
-                        "max_lease_s=`{value}` in the database url is not a whole number of seconds"
-                    ))
-                })?;
-                options.max_lease_duration = Some(Duration::from_secs(seconds));
-            }
-            "max_clock_offset_s" => {
-                let seconds: u64 = value.parse().map_err(|_| {
-                    SqlError::InvalidOption(format!(
-                        "max_clock_offset_s=`{value}` in the database url is not a whole number of seconds"
-                    ))
-                })?;
-                options.max_clock_offset = Some(Duration::from_secs(seconds));
-            }
+            "max_lease_s" => options.max_lease_duration = Some(seconds(key, value)?),
+            "max_clock_offset_s" => options.max_clock_offset = Some(seconds(key, value)?),
             "amnesia_guard" => {
                 options.amnesia_guard = Some(match value {
                     "off" => AmnesiaGuard::Off,
