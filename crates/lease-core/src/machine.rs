@@ -908,18 +908,17 @@ impl<L> LeaseMachine<L> {
         let ttl_ms = ms(grant.ttl);
         let offset =
             Self::clock_offset(call.sent, now, grant.coordinator_ms, grant.max_clock_offset);
-        let deadline = match self.deadline_for(call.sent, ttl_ms) {
-            Err(reason) => Err(Failure::new(ErrorKind::Other, reason.to_string())),
+        let deadline = match (self.deadline_for(call.sent, ttl_ms), offset) {
+            (Err(reason), _) => Err(Failure::new(ErrorKind::Other, reason.to_string())),
             // Not retried at startup: the clock is the operator's to fix.
-            Ok(_) if offset.is_some() => Err(Failure::new(
-                ErrorKind::Misconfigured,
-                offset.map(|o| o.to_string()).unwrap_or_default(),
-            )),
-            Ok(deadline) if deadline <= now => Err(Failure::new(
+            (Ok(_), Some(offset)) => {
+                Err(Failure::new(ErrorKind::Misconfigured, offset.to_string()))
+            }
+            (Ok(deadline), None) if deadline <= now => Err(Failure::new(
                 ErrorKind::Retry,
                 "grant arrived after its local deadline",
             )),
-            Ok(deadline) => Ok(deadline),
+            (Ok(deadline), None) => Ok(deadline),
         };
         let deadline = match deadline {
             Ok(deadline) => deadline,
