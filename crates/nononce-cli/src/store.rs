@@ -642,6 +642,13 @@ where
     }
 }
 
+/// The value of Redis store option `key` as whole seconds.
+fn seconds(key: &str, value: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{key}=`{value}` is not a number of seconds"))
+}
+
 /// Splits `?key=..&max_lease_s=..&amnesia_guard=off&max_clock_offset_s=..` off a Redis URL.
 fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -651,9 +658,7 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
         options = match k {
             "key" => options.key(v),
             "max_lease_s" => {
-                let seconds: u64 = v
-                    .parse()
-                    .map_err(|_| format!("max_lease_s=`{v}` is not a number of seconds"))?;
+                let seconds = seconds(k, v)?;
                 let min = crate::lease::config().min_ttl().as_secs();
                 if seconds < min {
                     return Err(format!(
@@ -667,12 +672,7 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
                 "hold_off" => AmnesiaGuard::HoldOff,
                 _ => return Err(format!("amnesia_guard=`{v}`: use off or hold_off")),
             }),
-            "max_clock_offset_s" => {
-                let seconds: u64 = v
-                    .parse()
-                    .map_err(|_| format!("max_clock_offset_s=`{v}` is not a number of seconds"))?;
-                options.max_clock_offset(Duration::from_secs(seconds))
-            }
+            "max_clock_offset_s" => options.max_clock_offset(Duration::from_secs(seconds(k, v)?)),
             _ => {
                 return Err(format!(
                     "unknown redis store option `{k}`: use key, max_lease_s, amnesia_guard or max_clock_offset_s"
