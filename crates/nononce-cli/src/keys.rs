@@ -60,24 +60,16 @@ impl KeyArgs {
     }
 }
 
-/// Hex (an even number of digits, surrounding whitespace ignored) of at least 32 bytes.
-/// `place` says where the key came from (` in environment variable X`), or is empty.
+/// The library's one key encoding ([`nononce::decode_key_hex`]), with where the key came from
+/// in the message: `place` is ` in environment variable X`, ` in PATH`, or empty.
 fn parse_key(hex: &str, place: &str) -> Result<Vec<u8>, String> {
-    let hex = hex.trim();
-    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
+    match nononce::decode_key_hex(hex) {
+        Ok(key) => Ok(key.to_vec()),
+        Err(nononce::KeyHexError::TooShort { bytes }) => Err(format!(
+            "base key{place} is {bytes} bytes: use at least 32 random bytes (64 hex digits)"
+        )),
+        Err(_) => Err(format!(
             "base key{place} is not hex: give an even number of hex digits"
-        ));
+        )),
     }
-    let key: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("checked hex"))
-        .collect();
-    if key.len() < nononce::nonce::MIN_BASE_KEY_LEN {
-        return Err(format!(
-            "base key{place} is {} bytes: use at least 32 random bytes (64 hex digits)",
-            key.len()
-        ));
-    }
-    Ok(key)
 }

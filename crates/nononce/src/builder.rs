@@ -8,6 +8,40 @@ use zeroize::Zeroizing;
 
 use crate::Error;
 
+/// A base key given as hex text that is not one ([`decode_key_hex`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyHexError {
+    /// A character is not a hex digit, or the digits are odd in number.
+    #[error("the base key is not hex: give an even number of hex digits")]
+    NotHex,
+    /// Valid hex, but too short to derive keys from.
+    #[error(
+        "the base key is {bytes} bytes: use at least 32 random bytes (64 hex digits; `openssl rand -hex 32` makes one)"
+    )]
+    TooShort {
+        /// The bytes the text holds.
+        bytes: usize,
+    },
+}
+
+/// Decodes a base key from hex text: upper or lower case, an even number of digits,
+/// surrounding whitespace (a file's final newline) ignored, at least
+/// [`MIN_BASE_KEY_LEN`](nonce_core::MIN_BASE_KEY_LEN) bytes. The one key encoding of this
+/// library's examples and of the `nononce` command.
+///
+/// # Errors
+/// [`KeyHexError::NotHex`] or [`KeyHexError::TooShort`].
+pub fn decode_key_hex(hex: &str) -> Result<Zeroizing<Vec<u8>>, KeyHexError> {
+    // Constant-time decoding: the text is a secret.
+    let key =
+        Zeroizing::new(base16ct::mixed::decode_vec(hex.trim()).map_err(|_| KeyHexError::NotHex)?);
+    if key.len() < nonce_core::MIN_BASE_KEY_LEN {
+        return Err(KeyHexError::TooShort { bytes: key.len() });
+    }
+    Ok(key)
+}
+
 /// An owned factory configuration: epoch, keys, ciphers. Keys are zeroized on drop and never
 /// printed.
 ///
@@ -84,6 +118,26 @@ impl FactoryOptions {
     pub fn base_key(mut self, key: impl Into<Vec<u8>>) -> Self {
         self.base_key = Some(Zeroizing::new(key.into()));
         self
+    }
+
+    /// Sets the base key from its hex text ([`decode_key_hex`]): the encoding the `nononce`
+    /// command reads with `--base-key-hex`, `--base-key-env` and `--base-key-file`, so both
+    /// derive the same keys from one secret.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), nononce::KeyHexError> {
+    /// let hex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
+    /// let options = nononce::FactoryOptions::new().base_key_hex(hex)?;
+    /// # let _ = options;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`KeyHexError`] when the text is not hex or holds fewer than 32 bytes.
+    pub fn base_key_hex(mut self, hex: &str) -> Result<Self, KeyHexError> {
+        self.base_key = Some(decode_key_hex(hex)?);
+        Ok(self)
     }
 
     /// Sets an explicit 64-bit key.

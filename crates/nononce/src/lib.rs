@@ -10,7 +10,7 @@ struct ReadmeDoctests;
 mod builder;
 mod error;
 
-pub use builder::{Builder, FactoryOptions, Nononce};
+pub use builder::{Builder, FactoryOptions, KeyHexError, Nononce, decode_key_hex};
 pub use error::Error;
 
 /// The lease layer: the `Strategy` trait, lease configuration and state.
