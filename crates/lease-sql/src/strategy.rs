@@ -185,6 +185,9 @@ fn unsigned(ms: i64) -> u64 {
 
 /// A small pool for one node's lease traffic.
 #[allow(dead_code)]
+/// How long [`SqlStrategy::explain`] waits for its one direct connection.
+const DIRECT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
     sqlx::pool::PoolOptions::new()
         .max_connections(4)
@@ -556,6 +559,47 @@ impl SqlStrategy {
         self.amnesia_guard == AmnesiaGuard::HoldOff && self.dialect() != Dialect::Sqlite
     }
 
+    /// As [`error`](Self::error); and when the pool gave up waiting for a connection, which
+    /// sqlx reports without a cause, one direct connection finds the cause (refused, unknown
+    /// host, credentials, TLS) and the error is classified by that.
+    async fn explain(&self, error: sqlx::Error) -> SqlError {
+        if matches!(error, sqlx::Error::PoolTimedOut)
+            && let Some(cause) = self.direct_connection_error().await
+        {
+            return self.error(cause);
+        }
+        self.error(error)
+    }
+
+    /// `Ok` of an operation, or its error [explained](Self::explain).
+    async fn checked<T>(&self, result: Result<T, sqlx::Error>) -> Result<T, SqlError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.explain(error).await),
+        }
+    }
+
+    /// Why one connection with the pool's settings fails, or `None` when it opens (the pool
+    /// was only busy) or does not answer within [`DIRECT_CONNECT_TIMEOUT`].
+    async fn direct_connection_error(&self) -> Option<sqlx::Error> {
+        use sqlx::{ConnectOptions, Connection};
+        let attempt = async {
+            match &self.backend {
+                #[cfg(feature = "postgres")]
+                Backend::Postgres(pool) => pool.connect_options().connect().await?.close().await,
+                #[cfg(feature = "mysql")]
+                Backend::MySql(pool) => pool.connect_options().connect().await?.close().await,
+                #[cfg(feature = "sqlite")]
+                Backend::Sqlite(pool) => pool.connect_options().connect().await?.close().await,
+                Backend::Never(never) => match *never {},
+            }
+        };
+        tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, attempt)
+            .await
+            .ok()?
+            .err()
+    }
+
     fn error(&self, error: sqlx::Error) -> SqlError {
         // A missing or unreadable coordinator table is named as such.
         let coordinator = matches!(
@@ -587,9 +631,7 @@ impl SqlStrategy {
     /// connection errors of any operation.
     pub async fn migrate(&self) -> Result<u64, SqlError> {
         let statements = crate::migration::statements(self.dialect(), &self.table);
-        self.run_migration(&statements)
-            .await
-            .map_err(|e| self.error(e))
+        self.checked(self.run_migration(&statements).await).await
     }
 
     async fn run_migration(&self, statements: &[String]) -> Result<u64, sqlx::Error> {
@@ -692,10 +734,9 @@ impl SqlStrategy {
     /// # Errors
     /// The errors of any operation on the table.
     pub async fn free_count(&self) -> Result<u64, SqlError> {
-        self.count_free()
+        self.checked(self.count_free().await)
             .await
             .map(|n| u64::try_from(n).unwrap_or(0))
-            .map_err(|e| self.error(e))
     }
 
     /// Every held ID (not yet expired on the database clock) with a token prefix and the time
@@ -704,7 +745,7 @@ impl SqlStrategy {
     /// # Errors
     /// The errors of any operation on the table.
     pub async fn holders(&self) -> Result<Vec<Holder>, SqlError> {
-        self.fetch_holders().await.map_err(|e| self.error(e))
+        self.checked(self.fetch_holders().await).await
     }
 
     async fn fetch_holders(&self) -> Result<Vec<Holder>, sqlx::Error> {
@@ -743,7 +784,7 @@ impl SqlStrategy {
             .execute(pool)
             .await
             .map(|r| r.rows_affected()));
-        result.map(|n| n == 1).map_err(|e| self.error(e))
+        self.checked(result).await.map(|n| n == 1)
     }
 
     async fn count_free(&self) -> Result<i64, sqlx::Error> {
@@ -1154,10 +1195,12 @@ impl Strategy for SqlStrategy {
         let amount = Amount::new(guard, self.dialect())?;
         // A row that no longer carries our token is someone else's: leave it alone. No floor:
         // the stored one stays. The token is cleared, so a renewal that arrives later is lost.
-        self.update_own(&self.queries.release, lease, &amount, None, false)
-            .await
-            .map(|_| ())
-            .map_err(|e| self.error(e))
+        self.checked(
+            self.update_own(&self.queries.release, lease, &amount, None, false)
+                .await,
+        )
+        .await
+        .map(|_| ())
     }
 
     fn records_floor(&self) -> bool {
@@ -1175,9 +1218,11 @@ impl Strategy for SqlStrategy {
         // A second attempt only after a table without a record was recorded as trusted.
         for _ in 0..2 {
             match self
-                .claim(&token, &amount, signed(now_ms), signed(floor_ms))
-                .await
-                .map_err(|e| self.error(e))?
+                .checked(
+                    self.claim(&token, &amount, signed(now_ms), signed(floor_ms))
+                        .await,
+                )
+                .await?
             {
                 Claim::Won {
                     id,
@@ -1210,15 +1255,17 @@ impl Strategy for SqlStrategy {
     ) -> Result<Renewal<SqlLease>, SqlError> {
         let amount = self.lease_amount(requested)?;
         let matched = self
-            .update_own(
-                &self.queries.renew,
-                lease,
-                &amount,
-                Some(signed(floor_ms)),
-                true,
+            .checked(
+                self.update_own(
+                    &self.queries.renew,
+                    lease,
+                    &amount,
+                    Some(signed(floor_ms)),
+                    true,
+                )
+                .await,
             )
-            .await
-            .map_err(|e| self.error(e))?;
+            .await?;
         match matched {
             Some(clock) => {
                 let renewal = Renewal::new(*lease, amount.applied);
@@ -1244,21 +1291,22 @@ impl Strategy for SqlStrategy {
     ) -> Result<(), SqlError> {
         let amount = Amount::new(guard, self.dialect())?;
         let released = self
-            .update_own(
-                &self.queries.release,
-                lease,
-                &amount,
-                Some(signed(floor_ms)),
-                false,
+            .checked(
+                self.update_own(
+                    &self.queries.release,
+                    lease,
+                    &amount,
+                    Some(signed(floor_ms)),
+                    false,
+                )
+                .await,
             )
-            .await
-            .map_err(|e| self.error(e))?;
+            .await?;
         if released.is_none() {
             // Not ours any more (expired, taken over, or forgotten by a database that lost
             // writes): only raise the floor, so what was issued under the lease is known.
-            self.raise_floor(lease.machine_id, signed(floor_ms))
-                .await
-                .map_err(|e| self.error(e))?;
+            self.checked(self.raise_floor(lease.machine_id, signed(floor_ms)).await)
+                .await?;
         }
         Ok(())
     }

@@ -273,3 +273,51 @@ fn child(path: &str) {
         println!("leased ids: {}", ids.join(","));
     });
 }
+
+/// A pool that cannot open a connection reports sqlx's `PoolTimedOut`, which has no cause; the
+/// strategy finds the cause with one direct connection and says it.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_says_why() {
+    let mut cases: Vec<(String, ErrorKind, &str)> = Vec::new();
+    #[cfg(feature = "postgres")]
+    cases.push((
+        "postgres://postgres@127.0.0.1:1/test".into(),
+        ErrorKind::Retry,
+        "refused",
+    ));
+    #[cfg(feature = "mysql")]
+    {
+        cases.push((
+            "mysql://root@127.0.0.1:1/test?ssl-mode=DISABLED".into(),
+            ErrorKind::Retry,
+            "refused",
+        ));
+        // A live server that refuses the credentials.
+        let wrong = mysql_url().replacen("root@", "root:not-the-password@", 1);
+        assert_ne!(wrong, mysql_url(), "the test url names user root");
+        cases.push((wrong, ErrorKind::Misconfigured, "Access denied"));
+    }
+    for (url, kind, cause) in cases {
+        let strategy = SqlStrategy::connect_lazy(&url).unwrap();
+        let error = strategy.migrate().await.unwrap_err();
+        let chain = error_chain(&error);
+        assert!(!chain.contains("pool timed out"), "{url}: {chain}");
+        assert!(chain.contains(cause), "{url}: {chain}");
+        assert_eq!(error.kind(), kind, "{url}: {chain}");
+        // Reads say the same.
+        let error = strategy.holders().await.unwrap_err();
+        assert!(error_chain(&error).contains(cause), "{url}: {error}");
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
+}

@@ -300,11 +300,11 @@ impl TestTable {
 
 impl Drop for TestTable {
     fn drop(&mut self) {
-        if self.dir.is_some() {
-            return; // the directory goes with it
-        }
+        // A SQLite table's directory goes with it; a server's table is dropped.
         #[cfg(any(feature = "postgres", feature = "mysql"))]
-        self.drop_on_server();
+        if self.dir.is_none() {
+            self.drop_on_server();
+        }
     }
 }
 
