@@ -220,9 +220,10 @@ impl<'k> FactoryConfig<'k> {
 
     /// Lets the factory's own counter calls (`counter64`, `counter96`, `counter128`,
     /// `encrypted64`/`encrypted96`/`encrypted128` with [`Base::Counter`]) draw on blocks of
-    /// counter values reserved per thread, as a [`Handle`](crate::Handle) does, so that a
-    /// factory shared between threads scales with them without handles. Off by default; the
-    /// `nononce` facade turns it on.
+    /// counter values reserved per thread, and its 96/128-bit sortable calls (`sortable96`,
+    /// `sortable128`, and the encrypted calls on them) on runs of one millisecond's counts, as
+    /// a [`Handle`](crate::Handle) does, so that a factory shared between threads scales with
+    /// them without handles. Off by default; the `nononce` facade turns it on.
     ///
     /// The guarantees are those of the shared calls: every call checks the factory's
     /// generation, so `disable`, `enable` and `set_deadline` reach cached blocks at once; a
@@ -230,9 +231,13 @@ impl<'k> FactoryConfig<'k> {
     /// values left in a block when a thread exits or a generation ends are skipped, never
     /// reused. What changes: counter nonces no longer follow call order across threads (each
     /// thread's own still increase), and a thread's first calls of a size reserve a small
-    /// block (1 value, doubling per refill up to 1024). Each thread keeps blocks for a few
-    /// factories at once; a thread that turns through more drops one's blocks for the next.
-    /// Sortable nonces and `fill_encrypted128` do not use it.
+    /// block (1 value, doubling per refill up to 1024). Sortable nonces keep their clock read
+    /// and carry the millisecond they were made in, as the shared calls do; each thread's own
+    /// increase, and one made after another was returned never carries an earlier
+    /// millisecond, but within one millisecond those of different threads are not in creation
+    /// order (the shared calls keep one order for every thread). Each thread keeps blocks for
+    /// a few factories at once; a thread that turns through more drops one's blocks for the
+    /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it.
     #[cfg(feature = "std")]
     #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub const fn thread_cache(mut self, on: bool) -> Self {
@@ -1072,13 +1077,33 @@ impl<C: Clock> Factory<C> {
     }
 
     /// A 96-bit sortable nonce.
+    #[inline]
     pub fn sortable96(&self) -> Result<Nonce96, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 {
+            return crate::thread_cache::sortable96(self);
+        }
+        self.shared_sortable96()
+    }
+
+    #[inline]
+    pub(crate) fn shared_sortable96(&self) -> Result<Nonce96, Error> {
         let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
         Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
     }
 
     /// A 128-bit sortable nonce.
+    #[inline]
     pub fn sortable128(&self) -> Result<Nonce128, Error> {
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.cache_id != 0 {
+            return crate::thread_cache::sortable128(self);
+        }
+        self.shared_sortable128()
+    }
+
+    #[inline]
+    pub(crate) fn shared_sortable128(&self) -> Result<Nonce128, Error> {
         let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
         Ok(Nonce128::from_u128(layout::pack128(
             ts,

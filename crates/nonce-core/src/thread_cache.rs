@@ -3,14 +3,16 @@
 //! Each thread keeps, in a thread-local, a few slots; a slot belongs to one factory (by an ID
 //! no other factory ever gets, so a new factory in the place of a dropped one finds nothing of
 //! it) and holds what a [`Handle`](crate::Handle) holds: a block of 64-bit counter values, a
-//! block of the 96/128-bit counter, and a run of encrypted 128-bit nonces, each valid for the
-//! generation (sequence word) it was reserved in. Every call compares that word with the
+//! block of the 96/128-bit counter, a run of one millisecond's sortable counts (96/128-bit,
+//! dropped once the clock passes that millisecond) and a run of encrypted 128-bit nonces, each
+//! valid for the generation (sequence word) it was reserved in. Every call compares that word with the
 //! factory's, as a handle does, so `disable`, `enable` and `set_deadline` reach cached blocks
 //! at once. Values left in a block when a thread exits, a slot is reused or a generation ends
 //! are gaps, never reused.
 //!
 //! Between taking a cached value and recording it as taken no other code runs (no clock, no
-//! user code), so nothing on the same thread can take it twice. 64-bit blocks hold only values
+//! user code: a sortable call reads the clock before it looks at its run), so nothing on the
+//! same thread can take it twice. 64-bit blocks hold only values
 //! that may be issued now: below the deadline and within what the throttle has seen of the
 //! clock, so a refused counter64 call still takes nothing and the counter never runs ahead of
 //! the clock for a cache. Blocks start at one value and double with every refill up to
@@ -111,6 +113,36 @@ impl Block {
     }
 }
 
+/// A run of sortable counts of one millisecond, valid while `snap.state` is the factory's
+/// sequence word and the clock has not passed `ts`.
+struct SortableBlock {
+    snap: Cell<Snapshot>,
+    ts: Cell<u64>,
+    next: Cell<u64>,
+    end: Cell<u64>,
+    /// What the next refill reserves.
+    size: Cell<u64>,
+}
+
+impl SortableBlock {
+    const fn new() -> Self {
+        Self {
+            snap: Cell::new(NONE),
+            ts: Cell::new(0),
+            next: Cell::new(0),
+            end: Cell::new(0),
+            size: Cell::new(1),
+        }
+    }
+
+    fn reset(&self) {
+        self.snap.set(NONE);
+        self.next.set(0);
+        self.end.set(0);
+        self.size.set(1);
+    }
+}
+
 /// One factory's blocks on one thread.
 struct Slot {
     /// The factory's cache ID; 0: free.
@@ -119,6 +151,8 @@ struct Slot {
     verified: Cell<u64>,
     b64: Block,
     b96: Block,
+    /// One millisecond's run of sortable counts for 96/128-bit nonces.
+    sortable: SortableBlock,
     enc_state: Cell<u64>,
     enc_next: Cell<usize>,
     enc: [Cell<u128>; RUN],
@@ -131,6 +165,7 @@ impl Slot {
             verified: Cell::new(0),
             b64: Block::new(),
             b96: Block::new(),
+            sortable: SortableBlock::new(),
             enc_state: Cell::new(0),
             enc_next: Cell::new(RUN),
             enc: [const { Cell::new(0) }; RUN],
@@ -143,6 +178,7 @@ impl Slot {
         self.verified.set(0);
         self.b64.reset();
         self.b96.reset();
+        self.sortable.reset();
         self.enc_state.set(0);
         self.enc_next.set(RUN);
     }
@@ -258,6 +294,69 @@ impl Slot {
         let n = Self::pack128::<C>(&snap, v)?;
         self.b96.consume();
         Ok(n)
+    }
+
+    /// The next sortable `(snapshot, timestamp, count)` for `kind` from the slot's run, if it
+    /// holds one for this generation and millisecond and `kind` was checked. The clock is read
+    /// first, as the factory's own call does.
+    #[inline]
+    fn hit_sortable<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<(Snapshot, u64, u64)> {
+        let b = &self.sortable;
+        let now = f.now_ts();
+        let snap = b.snap.get();
+        let count = b.next.get();
+        if snap.state == f.state_word()
+            && b.ts.get() >= now
+            && count < b.end.get()
+            && self.verified.get() & kind.mask() == kind.value()
+        {
+            b.next.set(count + 1);
+            return Some((snap, b.ts.get(), count));
+        }
+        None
+    }
+
+    /// Reserves a new run for `kind` (the factory checks the generation, the deadline and the
+    /// kind) and takes its first count. Runs start at one count and double up to
+    /// [`MAX_BLOCK`]; a run ends with its millisecond, so what is left of it is a gap.
+    fn miss_sortable<C: Clock>(
+        &self,
+        f: &Factory<C>,
+        kind: Kind,
+    ) -> Result<(Snapshot, u64, u64), Error> {
+        let b = &self.sortable;
+        b.snap.set(NONE);
+        let now = f.now_ts();
+        let (snap, ts, first, n) = f.reserve_sortable(kind, now, b.size.get())?;
+        self.verified.set(self.verified.get() | kind.value());
+        b.snap.set(snap);
+        b.ts.set(ts);
+        b.next.set(first + 1);
+        b.end.set(first + n);
+        b.size.set((b.size.get() * 2).min(MAX_BLOCK));
+        Ok((snap, ts, first))
+    }
+
+    #[inline]
+    fn hit_sortable96<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
+        let (snap, ts, count) = self.hit_sortable(f, Kind::SORTABLE96)?;
+        Some(layout::pack96(ts, snap.machine_id, count))
+    }
+
+    fn miss_sortable96<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        let (snap, ts, count) = self.miss_sortable(f, Kind::SORTABLE96)?;
+        Ok(layout::pack96(ts, snap.machine_id, count))
+    }
+
+    #[inline]
+    fn hit_sortable128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
+        let (snap, ts, count) = self.hit_sortable(f, Kind::SORTABLE128)?;
+        Some(layout::pack128(ts, snap.machine_id, count))
+    }
+
+    fn miss_sortable128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        let (snap, ts, count) = self.miss_sortable(f, Kind::SORTABLE128)?;
+        Ok(layout::pack128(ts, snap.machine_id, count))
     }
 
     /// An encrypted 128-bit counter nonce from the slot's run, if it holds one for this
@@ -414,6 +513,28 @@ pub(crate) fn encrypted128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> 
     miss(f, Slot::miss_encrypted128, |f| {
         f.shared_encrypted128(crate::Base::Counter)
             .map(Nonce128::to_u128)
+    })
+    .map(Nonce128::from_u128)
+}
+
+#[inline]
+pub(crate) fn sortable96<C: Clock>(f: &Factory<C>) -> Result<Nonce96, Error> {
+    let v = match hit(f, Slot::hit_sortable96) {
+        Some(v) => v,
+        None => miss(f, Slot::miss_sortable96, |f| {
+            f.shared_sortable96().map(Nonce96::to_u128)
+        })?,
+    };
+    Ok(Nonce96::from_u128(v).expect("96 bits"))
+}
+
+#[inline]
+pub(crate) fn sortable128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> {
+    if let Some(v) = hit(f, Slot::hit_sortable128) {
+        return Ok(Nonce128::from_u128(v));
+    }
+    miss(f, Slot::miss_sortable128, |f| {
+        f.shared_sortable128().map(Nonce128::to_u128)
     })
     .map(Nonce128::from_u128)
 }

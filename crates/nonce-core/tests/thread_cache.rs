@@ -403,3 +403,144 @@ fn many_threads_on_one_cached_factory_never_repeat() {
         assert!(c.into_iter().all(|n| s128.insert(n)));
     }
 }
+
+// Sortable 96/128-bit nonces through the cache: runs of one millisecond's counts per thread.
+
+fn ms96(n: Nonce96) -> u64 {
+    n.decode(EPOCH).unix_ms
+}
+
+fn ms128(n: Nonce128) -> u64 {
+    n.decode(EPOCH).unix_ms
+}
+
+#[test]
+fn cached_sortables_draw_on_a_run_of_their_own_thread() {
+    type SortOp = fn(&Factory<&ManualClock>) -> (u64, u64);
+    let ops: [SortOp; 2] = [
+        |f| f.sortable96().unwrap().decode(EPOCH).pair(),
+        |f| f.sortable128().unwrap().decode(EPOCH).pair(),
+    ];
+    for (size, op) in ops.into_iter().enumerate() {
+        let clock = ManualClock::new(T0);
+        let mine = alternate(&cached(&clock, 3), op, 40);
+        assert!(followed_on(&mine) >= 30, "size {size}: {mine:?}");
+        assert!(mine.iter().all(|&(ms, _)| ms == T0));
+        let clock = ManualClock::new(T0);
+        let mine = alternate(&plain(&clock, 3), op, 40);
+        assert_eq!(followed_on(&mine), 0, "size {size}: {mine:?}");
+    }
+}
+
+#[test]
+fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 4);
+    let (to_other, other_rx) = mpsc::channel::<u64>();
+    let (to_main, main_rx) = mpsc::channel::<Nonce128>();
+    let mut seen = HashSet::new();
+    std::thread::scope(|s| {
+        let f = &f;
+        s.spawn(move || {
+            let mut last = 0u128;
+            while let Ok(now) = other_rx.recv() {
+                let n = f.sortable128().unwrap();
+                assert_eq!(ms128(n), now);
+                assert!(n.to_u128() > last, "each thread's own increase");
+                last = n.to_u128();
+                to_main.send(n).unwrap();
+            }
+        });
+        let mut last = 0u128;
+        for step in 0..600u64 {
+            if step % 5 == 0 {
+                clock.advance(1);
+            }
+            let now = T0 + step / 5 + 1;
+            let mine = f.sortable128().unwrap();
+            assert_eq!(ms128(mine), now);
+            assert!(mine.to_u128() > last);
+            last = mine.to_u128();
+            to_other.send(now).unwrap();
+            let theirs = main_rx.recv().unwrap();
+            // Made after `mine` was returned: never an earlier millisecond.
+            assert!(ms128(theirs) >= ms128(mine));
+            assert!(seen.insert(mine) && seen.insert(theirs));
+        }
+        drop(to_other);
+    });
+    // The 96-bit calls share the sortable state: same millisecond.
+    let f = Factory::new(
+        &clock,
+        FactoryConfig::new()
+            .thread_cache(true)
+            .kind96(Base::Sortable),
+    )
+    .unwrap();
+    f.enable(5, NO_DEADLINE).unwrap();
+    assert_eq!(
+        ms96(f.sortable96().unwrap()),
+        nonce_core::Clock::now_ms(&clock)
+    );
+}
+
+#[test]
+fn cached_sortable_runs_follow_disable_enable_and_the_deadline() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 1);
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 1);
+    f.disable();
+    assert_eq!(f.sortable128(), Err(Error::Disabled));
+    assert_eq!(f.encrypted128(Base::Sortable), Err(Error::Disabled));
+    f.enable(2, NO_DEADLINE).unwrap();
+    // Nothing of the old generation's run comes out.
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 2);
+    // A deadline at the current millisecond stops the run at once.
+    f.set_deadline(nonce_core::Clock::now_ms(&clock));
+    assert_eq!(f.sortable128(), Err(Error::LeaseExpired));
+    assert_eq!(f.encrypted128(Base::Sortable), Err(Error::LeaseExpired));
+    f.set_deadline(NO_DEADLINE);
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 2);
+}
+
+#[test]
+fn many_threads_on_one_cached_factory_never_repeat_sortables() {
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(
+        &clock,
+        FactoryConfig::new().base_key(&KEY).thread_cache(true),
+    )
+    .unwrap();
+    f.enable(12, NO_DEADLINE).unwrap();
+    let all: Vec<(Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (f, clock) = (&f, &clock);
+                s.spawn(move || {
+                    let mut out = (Vec::new(), Vec::new());
+                    for i in 0..20_000 {
+                        if t == 0 && i % 1000 == 0 {
+                            clock.advance(1);
+                        }
+                        out.0.push(f.sortable96().unwrap());
+                        out.1.push(f.encrypted128(Base::Sortable).unwrap());
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let (mut s96, mut s128) = (HashSet::new(), HashSet::new());
+    for (a, b) in all {
+        assert!(a.windows(2).all(|w| w[0].to_u128() < w[1].to_u128()));
+        let plain: Vec<u128> = b
+            .iter()
+            .map(|&n| f.decrypt128(n).unwrap().to_u128())
+            .collect();
+        assert!(plain.windows(2).all(|w| w[0] < w[1]));
+        assert!(a.into_iter().all(|n| s96.insert(n)));
+        assert!(b.into_iter().all(|n| s128.insert(n)));
+    }
+    assert_eq!((s96.len(), s128.len()), (80_000, 80_000));
+}

@@ -207,9 +207,10 @@ impl FactoryOptions {
     }
 
     /// Whether the factory's own counter calls (`counter64/96/128`, `encrypted*` with
-    /// [`Base::Counter`]) draw on blocks reserved per thread (default: on). Calls from many
-    /// threads on one factory then scale as [`Factory::handle`]s do, with the same
-    /// guarantees; counter nonces of different threads no longer follow call order (each
+    /// [`Base::Counter`]) and 96/128-bit sortable calls draw on blocks reserved per thread
+    /// (default: on). Calls from many threads on one factory then scale as
+    /// [`Factory::handle`]s do, with the same guarantees; counter nonces of different threads
+    /// no longer follow call order, nor do sortable ones within one millisecond (each
     /// thread's own still increase). See
     /// [`FactoryConfig::thread_cache`](nonce_core::FactoryConfig::thread_cache).
     #[must_use]
