@@ -200,21 +200,22 @@ pub(crate) enum Engine64 {
 
 impl Engine64 {
     #[allow(unused_variables)]
-    fn new(cipher: &'static str, key: &[u8]) -> Result<Self, ConfigError> {
+    fn new(cipher: Cipher64, key: &[u8]) -> Result<Self, ConfigError> {
         match cipher {
             #[cfg(feature = "blowfish")]
-            "blowfish" => Ok(Self::Blowfish(
+            Cipher64::Blowfish => Ok(Self::Blowfish(
                 blowfish::Blowfish::new_from_slice(key).expect("16-byte key"),
             )),
             #[cfg(feature = "des3")]
-            "des3" => Ok(Self::Des3(
+            Cipher64::Des3 => Ok(Self::Des3(
                 des::TdesEde3::new_from_slice(key).expect("24-byte key"),
             )),
             #[cfg(feature = "speck")]
-            "speck" => Ok(Self::Speck(
+            Cipher64::Speck => Ok(Self::Speck(
                 speck_cipher::Speck64_128::new_from_slice(key).expect("16-byte key"),
             )),
-            other => Err(unavailable(other, other)),
+            #[allow(unreachable_patterns)]
+            other => Err(unavailable(other.name(), other.feature())),
         }
     }
 
@@ -458,7 +459,7 @@ impl Engines {
         )? {
             Some(k) => {
                 check_available(c64.is_available(), c64.name(), c64.feature())?;
-                Some(Engine64::new(c64.name(), &k[..c64.key_len()])?)
+                Some(Engine64::new(c64, &k[..c64.key_len()])?)
             }
             None => None,
         };
@@ -497,9 +498,9 @@ impl Engines {
 
     fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, ConfigError> {
         match c {
-            Cipher96::Blowfish | Cipher96::Des3 => {
-                Ok(Engine96::Block64(Engine64::new(c.name(), key)?))
-            }
+            // The same 64-bit-block engines; only the key derivation (salt) differs.
+            Cipher96::Blowfish => Ok(Engine96::Block64(Engine64::new(Cipher64::Blowfish, key)?)),
+            Cipher96::Des3 => Ok(Engine96::Block64(Engine64::new(Cipher64::Des3, key)?)),
             #[cfg(feature = "speck")]
             Cipher96::Speck => Ok(Engine96::Speck(
                 speck_cipher::Speck96_144::new_from_slice(key).expect("18-byte key"),
