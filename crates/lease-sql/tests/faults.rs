@@ -353,7 +353,14 @@ async fn manager_disables_before_takeover_and_reenables(dialect: Dialect) {
                 assert_eq!(grant.machine_id.get(), 0);
                 break sent;
             }
-            Err(e) => assert_eq!(e.kind(), ErrorKind::Exhausted, "{e:?}"),
+            // Held, or (on a loaded machine) a contended or slow round trip: tried again.
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    ErrorKind::Exhausted | ErrorKind::Conflict | ErrorKind::Retry
+                ),
+                "{e:?}"
+            ),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
