@@ -573,6 +573,38 @@ fn bench_report() -> Result<(), String> {
             1.5,
         ));
     }
+    // The same calls on the ticker clock: the factory's own (nonce-core's run, beside the
+    // peers) and the facade's (`FactoryOptions` on `FactoryClock`, the facade's run right
+    // after it).
+    for kind in ["sortable96", "sortable128"] {
+        for (name, id) in [
+            (
+                format!("{kind} on the ticker clock"),
+                format!("sortable/ticker_{kind}"),
+            ),
+            (
+                format!("facade {kind} (ticker clock)"),
+                format!("facade_sortable/{kind}"),
+            ),
+        ] {
+            let ours = ns(&id)?;
+            rows.push((
+                format!("{name} vs Uuid::now_v7 (fast-rng)"),
+                uuid / ours,
+                10.0,
+            ));
+            at_most.push((
+                format!("{name}: cost vs ferroid's thread-local monotonic ULID"),
+                ours / ferroid_mono,
+                1.5,
+            ));
+        }
+    }
+    rows.push((
+        "sortable64 on the ticker clock rate vs 8.192 M/s cap".into(),
+        1e9 / ns("sortable/ticker_sortable64")? / cap_rate,
+        0.97,
+    ));
     for kind in ["sortable96", "sortable128"] {
         let one = ns(&format!("sortable_threads/handle_{kind}_x1"))?;
         let two = ns(&format!("sortable_threads/handle_{kind}_x2"))?;
@@ -643,6 +675,7 @@ fn bench_report() -> Result<(), String> {
         "baseline/aes256_block",
         "baseline/speck64_block",
         "baseline/boot_clock_now",
+        "baseline/ticker_clock_now",
         "baseline/instant_now",
         "peers/uuid_now_v7",
         "peers/ulid_generate",
@@ -668,6 +701,11 @@ fn bench_report() -> Result<(), String> {
         "sortable/sortable128",
         "sortable/handle_sortable96",
         "sortable/handle_sortable128",
+        "sortable/ticker_sortable64",
+        "sortable/ticker_sortable96",
+        "sortable/ticker_sortable128",
+        "sortable/ticker_handle_sortable96",
+        "sortable/ticker_handle_sortable128",
         "sortable_threads/shared_sortable128_x1",
         "sortable_threads/shared_sortable128_x2",
         "sortable_threads/handle_sortable96_x1",
@@ -685,6 +723,9 @@ fn bench_report() -> Result<(), String> {
         "facade/handle_counter64",
         "facade/handle_counter128",
         "facade/handle_encrypted128_aes",
+        "facade_sortable/sortable64",
+        "facade_sortable/sortable96",
+        "facade_sortable/sortable128",
         "facade_threads/fetch_add_pack64_x1",
         "facade_threads/fetch_add_pack64_x2",
         "facade_threads/counter64_x1",

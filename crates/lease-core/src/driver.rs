@@ -24,6 +24,7 @@ use crate::telemetry::{self, OpSpan};
 const MAX_SLEEP_MS: u64 = 5_000;
 
 type LostCallback = Arc<dyn Fn(&LossReason) + Send + Sync>;
+/// Read only through `exact_now_ms`: every reading decides when the lease holds.
 type SharedClock = Arc<dyn Clock + Send + Sync>;
 
 /// The manager could not start.
@@ -70,6 +71,10 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     }
 
     /// Sets the clock (default: a new [`BootClock`]). Use the clock the factories use.
+    ///
+    /// The manager reads it with [`Clock::exact_now_ms`] only: its deadlines, expiry checks
+    /// and call timeouts never lag, even on a clock whose `now_ms` does (a
+    /// [`TickerClock`](nonce_core::TickerClock)).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
@@ -122,7 +127,7 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
         let name = self.strategy.name();
         let startup_deadline = self.config.acquire_timeout().map(|t| {
             clock
-                .now_ms()
+                .exact_now_ms()
                 .saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
         });
         let targets = Arc::new(Targets::new(self.targets));
@@ -360,7 +365,7 @@ impl<S: Strategy + 'static> Driver<S> {
                 && let Some(deadline) = self.startup_deadline
             {
                 // A restart during startup keeps the original startup deadline.
-                let left = deadline.saturating_sub(self.clock.now_ms()).max(1);
+                let left = deadline.saturating_sub(self.clock.exact_now_ms()).max(1);
                 config = config.with_acquire_timeout(Some(Duration::from_millis(left)));
             } else {
                 // After startup the manager never gives up.
@@ -406,11 +411,11 @@ impl<S: Strategy + 'static> Driver<S> {
 
     async fn drive(&mut self, mut m: LeaseMachine<S::Lease>) -> Exit {
         if self.shutting_down {
-            m.shutdown(self.clock.now_ms());
+            m.shutdown(self.clock.exact_now_ms());
         }
         let none = OpSpan::default();
         loop {
-            let now = self.clock.now_ms();
+            let now = self.clock.exact_now_ms();
             let action = m.poll_action(now);
             self.apply(&mut m, &none);
             match action {
@@ -425,7 +430,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let strategy = Arc::clone(&self.strategy);
                     let call = strategy.acquire_with_floor(requested, now_ms, floor_ms);
                     let outcome = self.call(call, timeout, &mut m).await;
-                    let now = self.clock.now_ms();
+                    let now = self.clock.exact_now_ms();
                     match outcome {
                         Outcome::Done(result) => {
                             m.on_acquire_result(now, result.map_err(|e| Failure::from_error(&e)));
@@ -454,7 +459,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let strategy = Arc::clone(&self.strategy);
                     let call = strategy.renew_with_floor(&lease, requested, floor_ms);
                     let outcome = self.call(call, timeout, &mut m).await;
-                    let now = self.clock.now_ms();
+                    let now = self.clock.exact_now_ms();
                     match outcome {
                         Outcome::Done(result) => {
                             m.on_renew_result(now, result.map_err(|e| Failure::from_error(&e)));
@@ -488,7 +493,7 @@ impl<S: Strategy + 'static> Driver<S> {
                         Outcome::Interrupted => Ok(()),
                         Outcome::Panicked(message) => Err(Failure::new(ErrorKind::Other, message)),
                     };
-                    m.on_release_result(self.clock.now_ms(), result);
+                    m.on_release_result(self.clock.exact_now_ms(), result);
                     self.apply(&mut m, &span);
                 }
                 Action::Wait { until } => {
@@ -530,10 +535,10 @@ impl<S: Strategy + 'static> Driver<S> {
     ) -> Outcome<T> {
         let call = AssertUnwindSafe(call).catch_unwind();
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let deadline = self.clock.now_ms().saturating_add(timeout_ms);
+        let deadline = self.clock.exact_now_ms().saturating_add(timeout_ms);
         tokio::pin!(call);
         loop {
-            let left = deadline.saturating_sub(self.clock.now_ms());
+            let left = deadline.saturating_sub(self.clock.exact_now_ms());
             if left == 0 {
                 return Outcome::TimedOut;
             }
@@ -559,7 +564,7 @@ impl<S: Strategy + 'static> Driver<S> {
 
     /// Applies a command; returns whether it makes an outstanding call moot.
     fn command(&mut self, command: Option<Command>, m: &mut LeaseMachine<S::Lease>) -> bool {
-        let now = self.clock.now_ms();
+        let now = self.clock.exact_now_ms();
         let interrupt = match command {
             Some(Command::Lost(reason)) => m.lease_lost(now, reason),
             // Every handle is gone (dropped without shutdown): shut down as well as we can.
@@ -608,7 +613,7 @@ impl<S: Strategy + 'static> Driver<S> {
             }
         }
         let state = m.state();
-        telemetry::gauges(self.name, &state, self.clock.now_ms());
+        telemetry::gauges(self.name, &state, self.clock.exact_now_ms());
         self.state.send_if_modified(|current| {
             let changed = *current != state;
             *current = state;

@@ -13,23 +13,24 @@ use lease_core::{
 const BASE: u64 = 1_750_000_000_000;
 
 /// Time the machine spent suspended: the suspend-aware clock counts it, tokio's timers do not.
+/// One per suspend test, as tests run in parallel.
 static SUSPENDED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static SUSPENDED_UNDER_TICKER_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
 
 /// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time, plus
-/// the time spent suspended in [`suspend`] (only the suspend test uses it).
+/// the time spent suspended (in `suspended`, for the suspend tests).
 #[derive(Clone, Copy)]
 struct TestClock {
     start: tokio::time::Instant,
-    suspends: bool,
+    suspended: Option<&'static std::sync::atomic::AtomicU64>,
 }
 
 impl nonce_core::Clock for TestClock {
     fn now_ms(&self) -> u64 {
-        let suspended = if self.suspends {
-            SUSPENDED_MS.load(std::sync::atomic::Ordering::SeqCst)
-        } else {
-            0
-        };
+        let suspended = self
+            .suspended
+            .map_or(0, |ms| ms.load(std::sync::atomic::Ordering::SeqCst));
         BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap() + suspended
     }
 }
@@ -313,13 +314,17 @@ struct Setup {
 }
 
 fn setup(capacity: usize, ttl: Duration) -> Setup {
-    setup_with(capacity, ttl, false)
+    setup_with(capacity, ttl, None)
 }
 
-fn setup_with(capacity: usize, ttl: Duration, suspends: bool) -> Setup {
+fn setup_with(
+    capacity: usize,
+    ttl: Duration,
+    suspended: Option<&'static std::sync::atomic::AtomicU64>,
+) -> Setup {
     let clock = TestClock {
         start: tokio::time::Instant::now(),
-        suspends,
+        suspended,
     };
     let log = Log::default();
     Setup {
@@ -336,10 +341,19 @@ impl Setup {
         &self,
         config: LeaseConfig,
     ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
+        self.start_on(config, self.clock).await
+    }
+
+    /// [`start`](Self::start) with the manager reading `clock` (on the test clock's timeline).
+    async fn start_on(
+        &self,
+        config: LeaseConfig,
+        clock: impl nonce_core::Clock + Send + Sync + 'static,
+    ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
         let lost = Arc::clone(&self.lost);
         LeaseManager::builder(Arc::clone(&self.coordinator))
             .config(config)
-            .clock(self.clock)
+            .clock(clock)
             .target(self.target.clone())
             .on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
             .jitter_seed(1)
@@ -665,7 +679,7 @@ async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
-    let s = setup_with(4, Duration::from_secs(8 * 3600), true);
+    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(&SUSPENDED_MS));
     let manager = s.start(LeaseConfig::default()).await.unwrap();
     // The scheduled renewal hangs; while it is outstanding the machine sleeps for 9 hours.
     s.coordinator.fault(Fault::Hang);
@@ -692,6 +706,42 @@ async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
         entries(&s.log)
     );
     assert!(s.target.can_generate());
+    manager.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_whose_ticker_never_runs_still_expires_the_lease_on_time() {
+    let s = setup_with(
+        4,
+        Duration::from_secs(8 * 3600),
+        Some(&SUSPENDED_UNDER_TICKER_MS),
+    );
+    // Its `now_ms` stays at the start for ever; the manager must decide by its source.
+    let stalled = nonce_core::TickerClock::without_thread(s.clock);
+    let manager = s
+        .start_on(LeaseConfig::default(), stalled.clone())
+        .await
+        .unwrap();
+    assert_eq!(s.target.enabled(), Some((0, BASE + 8 * 3_600_000 - 10_000)));
+    s.coordinator.fault(Fault::Hang);
+    sleep_ms(30 * 60_000 - 10_000 + 10).await;
+    assert!(s.target.can_generate());
+    SUSPENDED_UNDER_TICKER_MS.fetch_add(9 * 3_600_000, std::sync::atomic::Ordering::SeqCst);
+    sleep_ms(6_000).await;
+    assert!(
+        matches!(s.lost.lock().unwrap().as_slice(), [LossReason::LocalExpiry]),
+        "{:?} {:?}",
+        s.lost.lock().unwrap(),
+        entries(&s.log)
+    );
+    assert_eq!(
+        entries(&s.log)[2..],
+        ["disable", "release 0", "acquire 0", "enable 0"],
+        "{:?}",
+        entries(&s.log)
+    );
+    // Only the manager's own exact readings moved it: never ahead of the source.
+    assert!(nonce_core::Clock::now_ms(&stalled) <= now(s.clock));
     manager.shutdown().await;
 }
 
@@ -730,7 +780,7 @@ impl LeaseTarget for SlowTarget {
 async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     let clock = TestClock {
         start: tokio::time::Instant::now(),
-        suspends: false,
+        suspended: None,
     };
     let coordinator = TestCoordinator::new(clock, 4, Duration::from_secs(3600), Log::default());
     let target = Arc::new(SlowTarget {

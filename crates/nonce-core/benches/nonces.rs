@@ -12,7 +12,9 @@ use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::generator::thread_local::Ulid;
 use ferroid::id::SnowflakeTwitterId;
 use ferroid::time::{MonotonicClock, TWITTER_EPOCH};
-use nonce_core::{Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, ManualClock, Nonce128};
+use nonce_core::{
+    Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, ManualClock, Nonce128, TickerClock,
+};
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -36,16 +38,26 @@ fn counter_factory() -> Factory<ManualClock> {
 }
 
 fn live_factory() -> Factory<BootClock> {
+    live_factory_on(BootClock::new())
+}
+
+/// A factory on a live clock, enabled with a deadline a day ahead.
+fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
     let f = Factory::new(
-        BootClock::new(),
+        clock,
         FactoryConfig::new()
             .base_key(&KEY)
             .cipher64(Cipher64::Speck),
     )
     .unwrap();
-    let deadline = f.clock().now_ms() + 24 * 3600 * 1000;
+    let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;
     f.enable(17, deadline).unwrap();
     f
+}
+
+/// A factory on the process's ticker clock, the facade's default.
+fn ticker_factory() -> Factory<TickerClock> {
+    live_factory_on(TickerClock::shared().unwrap())
 }
 
 fn baselines(c: &mut Criterion) {
@@ -81,6 +93,8 @@ fn baselines(c: &mut Criterion) {
     });
     let boot = BootClock::new();
     g.bench_function("boot_clock_now", |b| b.iter(|| boot.now_ms()));
+    let ticker = TickerClock::shared().unwrap();
+    g.bench_function("ticker_clock_now", |b| b.iter(|| ticker.now_ms()));
     g.bench_function("instant_now", |b| b.iter(Instant::now));
     g.finish();
 
@@ -184,6 +198,15 @@ fn sortables(c: &mut Criterion) {
     let h = f.handle();
     g.bench_function("handle_sortable96", |b| b.iter(|| h.sortable96()));
     g.bench_function("handle_sortable128", |b| b.iter(|| h.sortable128()));
+    // The same calls on the ticker clock (the facade's): one atomic load instead of a clock
+    // read.
+    let t = ticker_factory();
+    g.bench_function("ticker_sortable64", |b| b.iter(|| t.sortable64()));
+    g.bench_function("ticker_sortable96", |b| b.iter(|| t.sortable96()));
+    g.bench_function("ticker_sortable128", |b| b.iter(|| t.sortable128()));
+    let th = t.handle();
+    g.bench_function("ticker_handle_sortable96", |b| b.iter(|| th.sortable96()));
+    g.bench_function("ticker_handle_sortable128", |b| b.iter(|| th.sortable128()));
     g.finish();
 
     // Sortable nonces on a live clock from 1 and 2 threads: the shared state, and handles.

@@ -13,6 +13,20 @@ pub trait Clock {
     /// Milliseconds since the Unix epoch, monotonic.
     fn now_ms(&self) -> u64;
 
+    /// A reading of the clock's own time source taken now: never older than
+    /// [`now_ms`](Clock::now_ms), never ahead of the source.
+    ///
+    /// A clock that serves `now_ms` from a value published earlier (a
+    /// [`TickerClock`](crate::TickerClock)) reads its source here. The decisions of *when* a
+    /// lease holds use it, so that a reading that lags can only make timestamps older and never
+    /// a lease longer: where a factory's generation starts
+    /// ([`Factory::enable_above`](crate::Factory::enable_above)), and the lease manager's
+    /// deadlines, expiry checks and call timeouts. Every other clock reads the same here as in
+    /// `now_ms`, the default.
+    fn exact_now_ms(&self) -> u64 {
+        self.now_ms()
+    }
+
     /// Blocks until [`now_ms`](Clock::now_ms) is at least `target_ms`, and returns `true`.
     ///
     /// A clock that cannot wait (for example in an interrupt handler, or on a platform without a
@@ -27,6 +41,9 @@ pub trait Clock {
 impl<C: Clock + ?Sized> Clock for &C {
     fn now_ms(&self) -> u64 {
         (**self).now_ms()
+    }
+    fn exact_now_ms(&self) -> u64 {
+        (**self).exact_now_ms()
     }
     fn wait_until_ms(&self, target_ms: u64) -> bool {
         (**self).wait_until_ms(target_ms)

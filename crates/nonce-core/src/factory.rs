@@ -397,8 +397,9 @@ impl<C: Clock> Factory<C> {
     /// holder's nonces whatever the two clocks say.
     ///
     /// `floor_ms` is in clock ms, like `deadline_ms`; a floor below the epoch has no effect.
-    /// The generation starts at the latest of now, one past the floor and one past everything
-    /// this factory issued so far. What each kind then does while the clock is still at or
+    /// The generation starts at the latest of now (the clock's
+    /// [`exact_now_ms`](Clock::exact_now_ms)), one past the floor and one past everything this
+    /// factory issued so far. What each kind then does while the clock is still at or
     /// below the floor:
     ///
     /// - counter96 and counter128 start past the floor at once (ahead of the clock, as they
@@ -676,8 +677,11 @@ impl<C: Clock> Factory<C> {
         }
     }
 
+    /// The clock's exact reading in timestamp units, checked against the epoch and overflow.
+    /// Exact, not `now_ms`: a generation starts here, and a start taken from a lagging reading
+    /// would put a successor's first timestamps into the time its predecessor may have used.
     fn now_ts_checked(&self) -> Result<u64, ConfigError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.exact_now_ms();
         let ts = now
             .checked_sub(self.epoch_ms)
             .ok_or(ConfigError::EpochInFuture {

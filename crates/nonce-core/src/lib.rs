@@ -23,6 +23,8 @@ mod nonce;
 mod sync;
 #[cfg(all(feature = "std", not(loom)))]
 mod thread_cache;
+#[cfg(feature = "std")]
+mod ticker;
 
 pub use crate::cipher::{
     Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key,
@@ -38,3 +40,5 @@ pub use crate::layout::{
 };
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
+#[cfg(feature = "std")]
+pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nononce::nonce::{DEFAULT_EPOCH_MS, NO_DEADLINE};
-use nononce::{Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryOptions};
+use nononce::{
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryClock, FactoryOptions,
+};
 
 use crate::codec::{AnyNonce, Input};
 use crate::keys::KeyArgs;
@@ -435,8 +437,10 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         .kind64(base)
         .kind96(base)
         .kind128(base);
-    // A misconfigured factory fails before any store is touched.
-    let factory = options.build(BootClock::new()).map_err(|e| e.to_string())?;
+    // A misconfigured factory fails before any store is touched. The facade's clock, as the
+    // leased path below uses.
+    let clock = FactoryClock::shared().map_err(|e| format!("cannot start the clock: {e}"))?;
+    let factory = options.build(clock).map_err(|e| e.to_string())?;
     let args = Arc::new(args);
     runtime()?.block_on(async {
         let mut signals = Signals::new()?;
@@ -492,7 +496,7 @@ struct Generated {
 /// Prints nonces on a thread of its own (the runtime keeps renewing the lease meanwhile)
 /// until they are all printed, the reader goes away, or a signal arrives.
 async fn generate_until_signal(
-    factory: Arc<Factory<BootClock>>,
+    factory: Arc<Factory<FactoryClock>>,
     args: &Arc<GenArgs>,
     signals: &mut Signals,
 ) -> Generated {
@@ -517,7 +521,7 @@ async fn generate_until_signal(
 }
 
 fn print_nonces(
-    factory: &Factory<BootClock>,
+    factory: &Factory<FactoryClock>,
     args: &GenArgs,
     stop: &AtomicBool,
 ) -> Result<(), Exit> {
@@ -557,8 +561,8 @@ fn generation_error(e: &nononce::nonce::Error) -> String {
 }
 
 fn one(
-    f: &Factory<BootClock>,
-    h: &nononce::Handle<'_, BootClock>,
+    f: &Factory<FactoryClock>,
+    h: &nononce::Handle<'_, FactoryClock>,
     kind: Kind,
     bits: u16,
 ) -> Result<AnyNonce, nononce::nonce::Error> {

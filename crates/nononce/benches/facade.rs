@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use nononce::FactoryOptions;
-use nononce::nonce::{Base, Factory, ManualClock};
+use nononce::nonce::{Base, Clock, Factory, ManualClock};
+use nononce::{FactoryClock, FactoryOptions};
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -49,6 +49,21 @@ fn one_thread(c: &mut Criterion) {
     g.bench_function("handle_counter64", |b| b.iter(|| h.counter64()));
     g.bench_function("handle_counter128", |b| b.iter(|| h.counter128()));
     g.bench_function("handle_encrypted128_aes", |b| b.iter(|| h.encrypted128()));
+    g.finish();
+}
+
+/// Sortable nonces on a factory as the builder makes it: `FactoryOptions` on the facade's
+/// clock (the process's ticker), one factory shared by every thread.
+fn sortables(c: &mut Criterion) {
+    let f = FactoryOptions::new()
+        .build(FactoryClock::shared().unwrap())
+        .unwrap();
+    f.enable(17, f.clock().exact_now_ms() + 24 * 3600 * 1000)
+        .unwrap();
+    let mut g = c.benchmark_group("facade_sortable");
+    g.bench_function("sortable64", |b| b.iter(|| f.sortable64()));
+    g.bench_function("sortable96", |b| b.iter(|| f.sortable96()));
+    g.bench_function("sortable128", |b| b.iter(|| f.sortable128()));
     g.finish();
 }
 
@@ -152,6 +167,6 @@ fn threads(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = one_thread, threads
+    targets = one_thread, sortables, threads
 }
 criterion_main!(benches);

@@ -3,10 +3,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{LeaseConfig, LeaseManager, LeaseState, LossReason, MachineId, Strategy};
-use nonce_core::{Base, BootClock, Cipher64, Cipher96, Cipher128, Clock, Factory, FactoryConfig};
+use nonce_core::{Base, Cipher64, Cipher96, Cipher128, Clock, Factory, FactoryConfig};
 use zeroize::Zeroizing;
 
-use crate::Error;
+use crate::{Error, FactoryClock};
 
 /// A base key given as hex text that is not one ([`decode_key_hex`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -219,7 +219,7 @@ impl FactoryOptions {
         self
     }
 
-    /// Builds a disabled factory on `clock` ([`BootClock`] in the builder; any [`Clock`],
+    /// Builds a disabled factory on `clock` ([`FactoryClock`] in the builder; any [`Clock`],
     /// for example a `ManualClock` in tests).
     ///
     /// # Errors
@@ -337,16 +337,20 @@ impl<S: Strategy + 'static> Builder<S> {
         if self.factories.is_empty() {
             return Err(Error::NoFactory);
         }
-        let clock = BootClock::new();
-        let mut factories: Vec<(String, Arc<Factory<BootClock>>)> = Vec::new();
+        // One clock for the factories and the manager: the manager reads it exactly, the
+        // factories' sortable nonces read the ticker's published value.
+        let clock = FactoryClock::shared().map_err(Error::Clock)?;
+        let mut factories: Vec<(String, Arc<Factory<FactoryClock>>)> = Vec::new();
         for (name, options) in &self.factories {
             if factories.iter().any(|(n, _)| n == name) {
                 return Err(Error::DuplicateFactory(name.clone()));
             }
-            let factory = options.build(clock).map_err(|source| Error::Factory {
-                name: name.clone(),
-                source,
-            })?;
+            let factory = options
+                .build(clock.clone())
+                .map_err(|source| Error::Factory {
+                    name: name.clone(),
+                    source,
+                })?;
             factories.push((name.clone(), Arc::new(factory)));
         }
         let mut builder = LeaseManager::builder(self.strategy)
@@ -411,7 +415,7 @@ impl<S: Strategy + 'static> Builder<S> {
 /// by themselves the moment the lease can no longer be proven.
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
-    factories: Vec<(String, Arc<Factory<BootClock>>)>,
+    factories: Vec<(String, Arc<Factory<FactoryClock>>)>,
     #[cfg(feature = "guard")]
     guard: Option<lease_guard::ConflictGuard>,
 }
@@ -431,7 +435,7 @@ impl<S: Strategy + 'static> Nononce<S> {
     }
 
     /// The factory named `name`.
-    pub fn factory(&self, name: &str) -> Option<&Arc<Factory<BootClock>>> {
+    pub fn factory(&self, name: &str) -> Option<&Arc<Factory<FactoryClock>>> {
         self.factories
             .iter()
             .find(|(n, _)| n == name)
@@ -439,7 +443,7 @@ impl<S: Strategy + 'static> Nononce<S> {
     }
 
     /// Every factory with its name, in the order added.
-    pub fn factories(&self) -> impl Iterator<Item = (&str, &Arc<Factory<BootClock>>)> {
+    pub fn factories(&self) -> impl Iterator<Item = (&str, &Arc<Factory<FactoryClock>>)> {
         self.factories.iter().map(|(n, f)| (n.as_str(), f))
     }
 

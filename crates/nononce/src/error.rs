@@ -17,6 +17,10 @@ pub enum Error {
     /// No factory was configured.
     #[error("no factory configured: add one with `Builder::factory`")]
     NoFactory,
+    /// The factories' clock could not start its ticker thread (the operating system refused
+    /// a thread).
+    #[error("could not start the clock's ticker thread")]
+    Clock(#[source] std::io::Error),
     /// The lease manager could not start (invalid timing, or no lease in time).
     #[error("could not start the machine-id lease")]
     Lease(#[from] lease_core::StartError),

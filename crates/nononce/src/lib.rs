@@ -54,8 +54,18 @@ pub use lease_static::hosts;
 pub use lease_core::{BoxStrategy, LeaseConfig, LeaseState, LossReason, Strategy};
 pub use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, Nonce, Nonce64,
-    Nonce96, Nonce128,
+    Nonce96, Nonce128, TickerClock,
 };
+
+/// The clock of the factories [`Nononce`] builds: the process's [`TickerClock`] over its
+/// suspend-aware [`BootClock`].
+///
+/// A sortable nonce reads it with one atomic load instead of a clock read; the value a ticker
+/// thread publishes twice per millisecond is never ahead of the boot clock, so a late ticker
+/// only makes timestamps older. The lease manager reads the same clock exactly
+/// ([`Clock::exact_now_ms`](nonce_core::Clock::exact_now_ms)), so deadlines and expiry are
+/// those of the boot clock (see docs/safety.md, "One clock, through suspend").
+pub type FactoryClock = TickerClock<BootClock>;
 
 /// The names most programs need.
 pub mod prelude {

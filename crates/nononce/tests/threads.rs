@@ -7,7 +7,7 @@ use std::time::Duration;
 use lease_testkit::memory::MemoryStore;
 use nononce::nonce::{Factory, ManualClock, NO_DEADLINE};
 use nononce::prelude::*;
-use nononce::{BootClock, LeaseConfig};
+use nononce::{FactoryClock, LeaseConfig};
 
 /// This thread's counts of `op`'s nonces while another thread calls `op` between each two.
 fn alternate<C: nononce::nonce::Clock + Sync>(
@@ -64,7 +64,7 @@ async fn a_started_factory_gives_each_thread_its_own_block() {
         .start()
         .await
         .unwrap();
-    let ids: &Factory<BootClock> = nonces.factory("ids").unwrap();
+    let ids: &Factory<FactoryClock> = nonces.factory("ids").unwrap();
     let (c128, e128) = tokio::task::block_in_place(|| {
         (alternate(ids, count128), alternate(ids, encrypted_count128))
     });
