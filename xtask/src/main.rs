@@ -651,6 +651,16 @@ fn bench_report() -> Result<(), String> {
         ));
     }
 
+    for kind in ["sortable96", "sortable128"] {
+        let one = ns(&format!("facade_threads/{kind}_x1"))?;
+        let two = ns(&format!("facade_threads/{kind}_x2"))?;
+        rows.push((
+            format!("facade {kind}, shared factory: 2 threads vs 1 (aggregate)"),
+            one / two,
+            1.8,
+        ));
+    }
+
     println!("| goal | measured | required | met |");
     println!("|---|---|---|---|");
     let mut missed = 0;
@@ -740,6 +750,10 @@ fn bench_report() -> Result<(), String> {
         "facade_threads/handle_counter128_x2",
         "facade_threads/handle_encrypted128_aes_x1",
         "facade_threads/handle_encrypted128_aes_x2",
+        "facade_threads/sortable96_x1",
+        "facade_threads/sortable96_x2",
+        "facade_threads/sortable128_x1",
+        "facade_threads/sortable128_x2",
         "facade_threads/no_thread_cache_counter128_x1",
         "facade_threads/no_thread_cache_counter128_x2",
     ] {

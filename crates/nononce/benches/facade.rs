@@ -52,14 +52,20 @@ fn one_thread(c: &mut Criterion) {
     g.finish();
 }
 
-/// Sortable nonces on a factory as the builder makes it: `FactoryOptions` on the facade's
-/// clock (the process's ticker), one factory shared by every thread.
-fn sortables(c: &mut Criterion) {
+/// A factory as the builder makes it: `FactoryOptions` on the facade's clock, enabled for a day.
+fn ticker_factory() -> Factory<FactoryClock> {
     let f = FactoryOptions::new()
         .build(FactoryClock::shared().unwrap())
         .unwrap();
     f.enable(17, f.clock().exact_now_ms() + 24 * 3600 * 1000)
         .unwrap();
+    f
+}
+
+/// Sortable nonces on a factory as the builder makes it: `FactoryOptions` on the facade's
+/// clock (the process's ticker), one factory shared by every thread.
+fn sortables(c: &mut Criterion) {
+    let f = ticker_factory();
     let mut g = c.benchmark_group("facade_sortable");
     g.bench_function("sortable64", |b| b.iter(|| f.sortable64()));
     g.bench_function("sortable96", |b| b.iter(|| f.sortable96()));
@@ -81,6 +87,7 @@ fn parallel(threads: u32, worker: &(dyn Fn() + Sync)) -> Duration {
 fn threads(c: &mut Criterion) {
     let f = factory(FactoryOptions::new());
     let plain = factory(FactoryOptions::new().thread_cache(false));
+    let sortable = ticker_factory();
     let counter = AtomicU64::new(0);
     let mut g = c.benchmark_group("facade_threads");
     for threads in [1u32, 2] {
@@ -147,6 +154,25 @@ fn threads(c: &mut Criterion) {
                     let h = f.handle();
                     for _ in 0..iters {
                         black_box(h.encrypted128().unwrap());
+                    }
+                })
+            })
+        });
+        // Sortable nonces as the facade makes them: its clock, the thread cache's runs.
+        g.bench_function(format!("sortable96_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(sortable.sortable96().unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(format!("sortable128_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(sortable.sortable128().unwrap());
                     }
                 })
             })
