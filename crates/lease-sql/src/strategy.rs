@@ -584,7 +584,7 @@ impl SqlStrategy {
     async fn direct_connection_error(&self) -> Option<sqlx::Error> {
         use sqlx::{ConnectOptions, Connection};
         let attempt = async {
-            match &self.backend {
+            let connected: Result<(), sqlx::Error> = match &self.backend {
                 #[cfg(feature = "postgres")]
                 Backend::Postgres(pool) => pool.connect_options().connect().await?.close().await,
                 #[cfg(feature = "mysql")]
@@ -592,7 +592,8 @@ impl SqlStrategy {
                 #[cfg(feature = "sqlite")]
                 Backend::Sqlite(pool) => pool.connect_options().connect().await?.close().await,
                 Backend::Never(never) => match *never {},
-            }
+            };
+            connected
         };
         tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, attempt)
             .await
