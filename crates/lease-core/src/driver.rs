@@ -15,9 +15,10 @@ use crate::config::{ConfigError, LeaseConfig};
 use crate::machine::{
     Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source, StartupError,
 };
-use crate::strategy::{ErrorKind, Failure, MachineId, Strategy};
+use crate::strategy::{ErrorKind, Failure, Strategy};
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
+use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
 /// re-reads the (suspend-aware) clock at least this often.
@@ -583,7 +584,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     deadline_ms,
                 } => {
                     self.targets.while_driven(|target| {
-                        target.enable(machine_id.get(), floor_ms, deadline_ms);
+                        target.enable(machine_id, floor_ms, deadline_ms);
                     });
                     enabled = true;
                 }

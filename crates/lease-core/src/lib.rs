@@ -25,7 +25,7 @@ pub use cache::{CachedLease, LeaseCache};
 pub use config::{ConfigError, LeaseConfig};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
 pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupError};
-pub use strategy::{
-    ErrorKind, Failure, Grant, InvalidMachineId, LeaseError, MachineId, Renewal, Strategy,
-};
+// The machine ID is nonce-core's: the one type factories, strategies and targets exchange.
+pub use nonce_core::{InvalidMachineId, MachineId};
+pub use strategy::{ErrorKind, Failure, Grant, LeaseError, Renewal, Strategy};
 pub use target::LeaseTarget;

@@ -33,7 +33,8 @@ use std::time::Duration;
 use crate::backoff::{Backoff, Jitter};
 use crate::cache::CachedLease;
 use crate::config::{ConfigError, LeaseConfig, ms};
-use crate::strategy::{ErrorKind, Failure, Grant, MachineId, Renewal};
+use crate::strategy::{ErrorKind, Failure, Grant, Renewal};
+use nonce_core::MachineId;
 
 /// How many failed releases a machine keeps to try again. A node loses at most one lease per
 /// grant and gets no new grant while the coordinator is unreachable, so more than a few means

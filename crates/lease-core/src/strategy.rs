@@ -3,60 +3,7 @@
 use core::fmt;
 use std::time::Duration;
 
-/// A machine ID: the 9-bit node number embedded in every nonce, `0..=511`.
-///
-/// The constructor validates the range, so holding a `MachineId` proves it fits the nonce layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MachineId(u16);
-
-impl MachineId {
-    /// The largest machine ID, 511.
-    pub const MAX: u16 = 511;
-    /// The number of distinct machine IDs, 512.
-    pub const COUNT: u16 = 512;
-
-    /// Validates `id` and wraps it.
-    ///
-    /// # Errors
-    /// [`InvalidMachineId`] when `id > 511`.
-    pub const fn new(id: u16) -> Result<Self, InvalidMachineId> {
-        if id <= Self::MAX {
-            Ok(Self(id))
-        } else {
-            Err(InvalidMachineId(id))
-        }
-    }
-
-    /// The ID as a number in `0..=511`.
-    #[must_use]
-    pub const fn get(self) -> u16 {
-        self.0
-    }
-}
-
-impl fmt::Display for MachineId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl From<MachineId> for u16 {
-    fn from(id: MachineId) -> Self {
-        id.0
-    }
-}
-
-impl TryFrom<u16> for MachineId {
-    type Error = InvalidMachineId;
-    fn try_from(id: u16) -> Result<Self, Self::Error> {
-        Self::new(id)
-    }
-}
-
-/// A machine ID outside `0..=511`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("machine id {0} is out of range 0..=511")]
-pub struct InvalidMachineId(pub u16);
+use nonce_core::MachineId;
 
 /// A newly acquired lease: the ID it grants, the strategy's lease handle and the granted TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]

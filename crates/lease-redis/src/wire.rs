@@ -531,7 +531,7 @@ mod fuzz {
         }
         // A million fields, every ID among them once: nothing free.
         let mut fields: Vec<Vec<u8>> = (0..1_000_000u32)
-            .map(|i| format!("token.{}.{i}", i % 512).into_bytes())
+            .map(|i| format!("token.{}.{i}", i % u32::from(MachineId::COUNT)).into_bytes())
             .collect();
         fields.extend((0..MachineId::COUNT).map(|id| id.to_string().into_bytes()));
         assert!(free_ids(&fields).is_empty());

@@ -168,7 +168,8 @@ fn machine_id(id: i64) -> Result<MachineId, SqlError> {
         .and_then(|id| MachineId::new(id).ok())
         .ok_or_else(|| {
             SqlError::Database(sqlx::Error::Protocol(format!(
-                "lease table row has id {id}, outside 0..=511"
+                "lease table row has id {id}, outside 0..={}",
+                MachineId::MAX
             )))
         })
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use nononce::lease::{
     AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, Renewal, StartError, StartupError,
 };
-use nononce::{BoxStrategy, LeaseConfig, Strategy};
+use nononce::{BoxStrategy, LeaseConfig, MachineId, Strategy};
 
 use crate::store::StoreInfo;
 
@@ -453,8 +453,10 @@ fn describe_etcd(e: &nononce::etcd::EtcdLeaseError, store: &StoreInfo) -> String
 
 fn exhausted(what: &str, store: &StoreInfo) -> String {
     format!(
-        "all 512 machine ids in {what} of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
-        store.shown, store.url
+        "all {} machine ids in {what} of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
+        MachineId::COUNT,
+        store.shown,
+        store.url
     )
 }
 

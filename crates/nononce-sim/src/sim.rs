@@ -589,7 +589,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     deadline_ms,
                 } => {
                     for (f, _) in &self.factories {
-                        LeaseTarget::enable(f, machine_id.get(), floor_ms, deadline_ms);
+                        LeaseTarget::enable(f, machine_id, floor_ms, deadline_ms);
                     }
                     let id = machine_id.get();
                     self.window = Some(Window {

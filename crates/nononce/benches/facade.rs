@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use nononce::FactoryOptions;
 use nononce::nonce::{Base, Factory, ManualClock};
+use nononce::{FactoryOptions, MachineId};
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -25,7 +25,8 @@ fn factory(options: FactoryOptions) -> Factory<ManualClock> {
         .base_key(KEY.to_vec())
         .build(ManualClock::new(T0))
         .unwrap();
-    f.enable(17, T0 + 2 * AHEAD_MS).unwrap();
+    f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
+        .unwrap();
     f.clock().set(T0 + AHEAD_MS);
     f
 }

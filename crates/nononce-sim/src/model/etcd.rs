@@ -1080,7 +1080,10 @@ impl<L: Link> EtcdModel<L> {
             let Some((id, stored, floor_revision)) = picked else {
                 return Err(Failure::new(
                     ErrorKind::Exhausted,
-                    "all 512 machine ids under the prefix are leased",
+                    format!(
+                        "all {} machine ids under the prefix are leased",
+                        MachineId::COUNT
+                    ),
                 ));
             };
             let (lease, ttl) = match *granted {
