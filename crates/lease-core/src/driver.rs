@@ -18,6 +18,7 @@ use crate::machine::{
 use crate::strategy::{ErrorKind, Failure, Strategy};
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
+use crate::time::millis;
 use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
@@ -121,11 +122,10 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
         let (state_tx, state) = watch::channel(LeaseState::Starting);
         let (started_tx, started) = oneshot::channel();
         let name = self.strategy.name();
-        let startup_deadline = self.config.acquire_timeout().map(|t| {
-            clock
-                .now_ms()
-                .saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
-        });
+        let startup_deadline = self
+            .config
+            .acquire_timeout()
+            .map(|t| clock.now_ms().saturating_add(millis(t)));
         let targets = Arc::new(Targets::new(self.targets));
         let driver = Driver {
             strategy: Arc::new(self.strategy),
@@ -530,8 +530,7 @@ impl<S: Strategy + 'static> Driver<S> {
         m: &mut LeaseMachine<S::Lease>,
     ) -> Outcome<T> {
         let call = AssertUnwindSafe(call).catch_unwind();
-        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let deadline = self.clock.now_ms().saturating_add(timeout_ms);
+        let deadline = self.clock.now_ms().saturating_add(millis(timeout));
         tokio::pin!(call);
         loop {
             let left = deadline.saturating_sub(self.clock.now_ms());

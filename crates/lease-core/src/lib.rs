@@ -13,6 +13,7 @@ mod strategy;
 mod target;
 #[cfg(feature = "tokio")]
 mod telemetry;
+pub mod time;
 
 #[cfg(feature = "tokio")]
 mod driver;

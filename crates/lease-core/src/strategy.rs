@@ -308,7 +308,9 @@ impl LeaseError for Failure {
 /// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
 ///   lowered by anything but the holder's own release.
 /// - A strategy that grants less than was asked may record `floor_ms - (requested - ttl)`
-///   instead: the manager's deadline never exceeds `sent + ttl - margin`, which that still bounds.
+///   ([`time::granted_floor`](crate::time::granted_floor)) instead: the manager's deadline never
+///   exceeds `sent + ttl - margin` ([`time::local_deadline`](crate::time::local_deadline)), which
+///   that still bounds.
 ///
 /// The manager starts its factories strictly above the granted floor, so their timestamps never
 /// meet an earlier holder's, whatever the clocks. The defaults forward to the floor-less

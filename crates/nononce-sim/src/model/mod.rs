@@ -265,11 +265,6 @@ pub(crate) fn pick<T: Copy>(
     Some(if floor(&b) < floor(&a) { b } else { a })
 }
 
-/// Whole milliseconds of `d`, saturating.
-pub(crate) fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// A machine ID from a row index below 512.
 pub(crate) fn machine_id(index: usize) -> MachineId {
     MachineId::new(u16::try_from(index).unwrap_or(u16::MAX)).unwrap_or_else(|_| {
