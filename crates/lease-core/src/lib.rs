@@ -9,6 +9,7 @@ mod cache;
 mod config;
 mod dyn_strategy;
 pub mod machine;
+mod splitmix;
 mod strategy;
 mod target;
 #[cfg(feature = "tokio")]
@@ -28,5 +29,6 @@ pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, 
 pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupError};
 // The machine ID is nonce-core's: the one type factories, strategies and targets exchange.
 pub use nonce_core::{InvalidMachineId, MachineId};
+pub use splitmix::SplitMix64;
 pub use strategy::{ErrorKind, Failure, Grant, LeaseError, Renewal, Strategy};
 pub use target::LeaseTarget;
