@@ -30,5 +30,7 @@ pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupE
 // The machine ID is nonce-core's: the one type factories, strategies and targets exchange.
 pub use nonce_core::{InvalidMachineId, MachineId};
 pub use splitmix::SplitMix64;
-pub use strategy::{ErrorKind, Failure, Grant, LeaseError, Renewal, Strategy};
+pub use strategy::{
+    ErrorKind, Failure, Grant, LeaseError, Renewal, Strategy, error_chain, error_chain_with,
+};
 pub use target::LeaseTarget;
