@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::strategy::MachineId;
+use nonce_core::MachineId;
 
 /// A machine ID held in a store, as an operator tool lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,50 +1,15 @@
 //! Exponential backoff with jitter, and the small seeded generator that supplies the jitter.
 
+use crate::SplitMix64;
+
 /// The longest backoff delay ever used: 24 hours, in milliseconds.
 pub const MAX_BACKOFF_MS: u64 = 24 * 3600 * 1000;
 
-/// A small seeded pseudo-random generator (SplitMix64) for backoff jitter.
+/// The seeded generator backoff jitter is drawn from: the workspace's [`SplitMix64`].
 ///
 /// Jitter only spreads retries of many nodes apart; it needs no cryptographic quality, and a
 /// seed makes simulations reproducible.
-#[derive(Debug, Clone)]
-pub struct Jitter {
-    state: u64,
-}
-
-impl Jitter {
-    /// A generator starting from `seed`.
-    #[must_use]
-    pub const fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    /// A generator seeded from the process's random hash keys (different in every process).
-    #[must_use]
-    pub fn from_entropy() -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        Self::new(RandomState::new().hash_one(0x006e_6f6e_6f6e_6365_u64))
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..bound` (`0` when `bound` is 0).
-    pub fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 {
-            return 0;
-        }
-        // Widening multiply maps 64 random bits onto 0..bound with negligible bias.
-        let wide = u128::from(self.next_u64()) * u128::from(bound);
-        u64::try_from(wide >> 64).unwrap_or(0)
-    }
-}
+pub type Jitter = SplitMix64;
 
 /// Exponential backoff: attempt `n` (1-based) waits `base * 2^(n-1) + rand(0..base)`, never more
 /// than `cap` (itself at most 24 h).

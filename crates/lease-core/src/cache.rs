@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::strategy::MachineId;
+use nonce_core::MachineId;
 
 /// The last lease a manager held: enough to try renewing it after the manager restarts.
 #[derive(Debug)]

@@ -241,11 +241,6 @@ impl LeaseConfig {
     }
 }
 
-/// Whole milliseconds of `d`, saturating at `u64::MAX`.
-pub(crate) fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

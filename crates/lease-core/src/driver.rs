@@ -15,9 +15,11 @@ use crate::config::{ConfigError, LeaseConfig};
 use crate::machine::{
     Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source, StartupError,
 };
-use crate::strategy::{ErrorKind, Failure, MachineId, Strategy};
+use crate::strategy::{ErrorKind, Failure, Strategy};
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
+use crate::time::millis;
+use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
 /// re-reads the (suspend-aware) clock at least this often.
@@ -125,11 +127,10 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
         let (state_tx, state) = watch::channel(LeaseState::Starting);
         let (started_tx, started) = oneshot::channel();
         let name = self.strategy.name();
-        let startup_deadline = self.config.acquire_timeout().map(|t| {
-            clock
-                .exact_now_ms()
-                .saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
-        });
+        let startup_deadline = self
+            .config
+            .acquire_timeout()
+            .map(|t| clock.exact_now_ms().saturating_add(millis(t)));
         let targets = Arc::new(Targets::new(self.targets));
         let driver = Driver {
             strategy: Arc::new(self.strategy),
@@ -534,8 +535,7 @@ impl<S: Strategy + 'static> Driver<S> {
         m: &mut LeaseMachine<S::Lease>,
     ) -> Outcome<T> {
         let call = AssertUnwindSafe(call).catch_unwind();
-        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let deadline = self.clock.exact_now_ms().saturating_add(timeout_ms);
+        let deadline = self.clock.exact_now_ms().saturating_add(millis(timeout));
         tokio::pin!(call);
         loop {
             let left = deadline.saturating_sub(self.clock.exact_now_ms());
@@ -588,7 +588,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     deadline_ms,
                 } => {
                     self.targets.while_driven(|target| {
-                        target.enable(machine_id.get(), floor_ms, deadline_ms);
+                        target.enable(machine_id, floor_ms, deadline_ms);
                     });
                     enabled = true;
                 }

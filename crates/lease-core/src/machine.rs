@@ -32,8 +32,10 @@ use std::time::Duration;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::cache::CachedLease;
-use crate::config::{ConfigError, LeaseConfig, ms};
-use crate::strategy::{ErrorKind, Failure, Grant, MachineId, Renewal};
+use crate::config::{ConfigError, LeaseConfig};
+use crate::strategy::{ErrorKind, Failure, Grant, Renewal};
+use crate::time::{local_deadline, millis};
+use nonce_core::MachineId;
 
 /// How many failed releases a machine keeps to try again. A node loses at most one lease per
 /// grant and gets no new grant while the coordinator is unreachable, so more than a few means
@@ -409,7 +411,7 @@ struct InFlight {
 
 impl InFlight {
     fn expires(self) -> u64 {
-        self.sent.saturating_add(ms(self.timeout))
+        self.sent.saturating_add(millis(self.timeout))
     }
 }
 
@@ -613,7 +615,7 @@ impl<L> LeaseMachine<L> {
                 self.startup_deadline = self
                     .config
                     .acquire_timeout()
-                    .map(|t| now.saturating_add(ms(t)));
+                    .map(|t| now.saturating_add(millis(t)));
                 let next = match cached {
                     Some(cached) => Phase::Recovering { cached, call: None },
                     None => Phase::Acquiring {
@@ -905,7 +907,7 @@ impl<L> LeaseMachine<L> {
                 return;
             }
         };
-        let ttl_ms = ms(grant.ttl);
+        let ttl_ms = millis(grant.ttl);
         let offset =
             Self::clock_offset(call.sent, now, grant.coordinator_ms, grant.max_clock_offset);
         let deadline = match (self.deadline_for(call.sent, ttl_ms), offset) {
@@ -986,7 +988,7 @@ impl<L> LeaseMachine<L> {
                 let latency_ms = now.saturating_sub(call.sent);
                 match result {
                     Ok(renewal) => {
-                        let ttl_ms = ms(renewal.ttl);
+                        let ttl_ms = millis(renewal.ttl);
                         let mut event = OperationEvent {
                             operation: Operation::Renew,
                             source,
@@ -1139,7 +1141,7 @@ impl<L> LeaseMachine<L> {
             Ok(renewal) => renewal,
             Err(failure) => return self.recovery_failed(cached, call, failure, now),
         };
-        let ttl_ms = ms(renewal.ttl);
+        let ttl_ms = millis(renewal.ttl);
         if let Some(offset) = Self::clock_offset(
             call.sent,
             now,
@@ -1274,11 +1276,11 @@ impl<L> LeaseMachine<L> {
         // node without an ID retries forever, so the backoff is capped as renewals are, not
         // left to grow to a day.
         let cap = if self.startup_limit().is_none() {
-            ms(self.config.renew_interval())
+            millis(self.config.renew_interval())
         } else {
             u64::MAX
         };
-        let backoff = Backoff::new(ms(self.config.acquire_backoff_base()), cap);
+        let backoff = Backoff::new(millis(self.config.acquire_backoff_base()), cap);
         let mut delay = backoff.delay_ms(attempts, &mut self.jitter);
         if let Some(deadline) = self.startup_limit() {
             delay = delay.min(deadline.saturating_sub(now));
@@ -1324,8 +1326,8 @@ impl<L> LeaseMachine<L> {
         // Uncertain: the lease stays usable until its local deadline, which step_held enforces.
         let failures = failures.saturating_add(1);
         let backoff = Backoff::new(
-            ms(self.config.renew_backoff_base()),
-            ms(self.config.renew_interval()),
+            millis(self.config.renew_backoff_base()),
+            millis(self.config.renew_interval()),
         );
         let delay = backoff.delay_ms(failures, &mut self.jitter);
         self.events_retry(Operation::Renew, failures, delay, &failure);
@@ -1426,23 +1428,21 @@ impl<L> LeaseMachine<L> {
 
     /// The local deadline of a grant sent at `sent` with `ttl_ms`, or why the TTL is illegal.
     fn deadline_for(&self, sent: u64, ttl_ms: u64) -> Result<u64, LossReason> {
-        let min_ttl_ms = ms(self.config.min_ttl());
+        let min_ttl_ms = millis(self.config.min_ttl());
         if ttl_ms < min_ttl_ms {
             return Err(LossReason::IllegalTtl { ttl_ms, min_ttl_ms });
         }
-        // Counted from when the request was sent: a slow reply can only shorten the lease. Never
-        // past the floor the request recorded, whatever TTL came back.
-        Ok(sent
-            .saturating_add(ttl_ms - ms(self.config.margin()))
-            .min(self.floor_bound(sent)))
+        // Never past the floor the request recorded, whatever TTL came back.
+        Ok(
+            local_deadline(sent, Duration::from_millis(ttl_ms), self.config.margin())
+                .min(self.floor_bound(sent)),
+        )
     }
 
     /// The floor a call sent at `sent` records: the latest deadline its grant can give, so it
     /// bounds every timestamp issued under that grant.
     fn floor_bound(&self, sent: u64) -> u64 {
-        sent.saturating_add(
-            ms(self.config.lease_duration()).saturating_sub(ms(self.config.margin())),
-        )
+        local_deadline(sent, self.config.lease_duration(), self.config.margin())
     }
 
     /// Enables the targets above the lease's floor, saying so when the floor is ahead of us.
@@ -1475,7 +1475,7 @@ impl<L> LeaseMachine<L> {
         let last = held.coordinator?;
         let moved = coordinator_ms?.saturating_sub(last.coordinator_ms);
         let elapsed = now.saturating_sub(last.sent);
-        let margin_ms = ms(self.config.margin());
+        let margin_ms = millis(self.config.margin());
         let ahead_ms = moved.saturating_sub(elapsed);
         (ahead_ms > margin_ms).then_some(LossReason::CoordinatorClockJump {
             ahead_ms,
@@ -1494,7 +1494,7 @@ impl<L> LeaseMachine<L> {
         coordinator_ms: Option<u64>,
         max: Option<Duration>,
     ) -> Option<LossReason> {
-        let (coordinator_ms, max_ms) = (coordinator_ms?, ms(max?));
+        let (coordinator_ms, max_ms) = (coordinator_ms?, millis(max?));
         let ahead_ms = now.saturating_sub(coordinator_ms);
         let behind_ms = coordinator_ms.saturating_sub(sent);
         if ahead_ms > max_ms {
@@ -1516,10 +1516,10 @@ impl<L> LeaseMachine<L> {
 
     /// `sent + min(renew_interval, ttl - margin) - margin`; positive by config validation.
     fn next_renewal(&self, sent: u64, ttl_ms: u64) -> u64 {
-        let margin = ms(self.config.margin());
+        let margin = millis(self.config.margin());
         let safe_ttl = ttl_ms.saturating_sub(margin);
         sent.saturating_add(
-            ms(self.config.renew_interval())
+            millis(self.config.renew_interval())
                 .min(safe_ttl)
                 .saturating_sub(margin),
         )
@@ -1527,7 +1527,7 @@ impl<L> LeaseMachine<L> {
 
     /// The call timeout, shortened so the call ends by every given limit (absolute ms).
     fn timeout(&self, now: u64, limits: [Option<u64>; 2]) -> Duration {
-        let mut timeout = ms(self.config.call_timeout());
+        let mut timeout = millis(self.config.call_timeout());
         for limit in limits.into_iter().flatten() {
             timeout = timeout.min(limit.saturating_sub(now));
         }

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use nonce_core::MachineId;
+
 /// Something that may only act while the lease is held, such as a nonce factory.
 ///
 /// The manager calls these from its own task; they must be quick and must not block.
@@ -15,7 +17,7 @@ use std::sync::Arc;
 pub trait LeaseTarget: Send + Sync {
     /// Start (or restart) acting as `machine_id` until `deadline_ms`, with every timestamp
     /// strictly above `floor_ms` (Unix ms; earlier holders of the ID issued up to it).
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64);
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64);
     /// Move the deadline (after a renewal; it may move earlier).
     fn extend_deadline(&self, deadline_ms: u64);
     /// Stop acting now.
@@ -27,7 +29,7 @@ pub trait LeaseTarget: Send + Sync {
 }
 
 impl<T: LeaseTarget + ?Sized> LeaseTarget for Arc<T> {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         (**self).enable(machine_id, floor_ms, deadline_ms);
     }
     fn extend_deadline(&self, deadline_ms: u64) {
@@ -42,7 +44,7 @@ impl<T: LeaseTarget + ?Sized> LeaseTarget for Arc<T> {
 }
 
 impl<T: LeaseTarget + ?Sized> LeaseTarget for &T {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         (**self).enable(machine_id, floor_ms, deadline_ms);
     }
     fn extend_deadline(&self, deadline_ms: u64) {
@@ -58,7 +60,7 @@ impl<T: LeaseTarget + ?Sized> LeaseTarget for &T {
 
 /// A nonce factory follows the lease: enabled with the ID, floor and deadline, disabled on loss.
 impl<C: nonce_core::Clock + Send + Sync> LeaseTarget for nonce_core::Factory<C> {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         // A factory that cannot be enabled (timestamp overflow) stays off: never unsafe.
         if self
             .enable_above(machine_id, floor_ms, deadline_ms)

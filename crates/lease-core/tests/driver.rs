@@ -278,9 +278,9 @@ impl Recorder {
 }
 
 impl LeaseTarget for Recorder {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         *self.floor.lock().unwrap() = floor_ms;
-        *self.enabled.lock().unwrap() = Some((machine_id, deadline_ms));
+        *self.enabled.lock().unwrap() = Some((machine_id.get(), deadline_ms));
         self.log
             .lock()
             .unwrap()
@@ -578,14 +578,15 @@ fn a_nonce_factory_follows_the_lease() {
     let clock = ManualClock::new(BASE);
     let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
     let target: &dyn LeaseTarget = &factory;
-    target.enable(7, 0, BASE + 1_000);
+    let id = MachineId::new(7).unwrap();
+    target.enable(id, 0, BASE + 1_000);
     assert_eq!(
         factory
             .counter96()
             .unwrap()
             .decode(factory.epoch_ms())
             .machine_id,
-        7
+        id
     );
     target.extend_deadline(BASE + 10);
     clock.set(BASE + 10);
@@ -601,7 +602,7 @@ fn a_nonce_factory_follows_the_lease() {
 
     // Enabled above a floor an hour ahead of its clock, it issues above the floor only.
     let floor = BASE + 3_600_000;
-    target.enable(7, floor, BASE + 7_200_000);
+    target.enable(id, floor, BASE + 7_200_000);
     let nonce = factory.counter96().unwrap();
     assert!(nonce.decode(factory.epoch_ms()).unix_ms > floor);
     target.disable();
@@ -754,7 +755,7 @@ struct SlowTarget {
 }
 
 impl LeaseTarget for SlowTarget {
-    fn enable(&self, _machine_id: u16, _floor_ms: u64, _deadline_ms: u64) {
+    fn enable(&self, _machine_id: MachineId, _floor_ms: u64, _deadline_ms: u64) {
         if self
             .enables
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)

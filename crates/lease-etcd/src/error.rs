@@ -52,7 +52,8 @@ pub enum EtcdLeaseError {
     InvalidOptions(String),
     /// Every machine ID under the prefix is leased (or blocked by a release guard).
     #[error(
-        "all 512 machine ids under `{prefix}` are leased: wait for one to expire, or free a dead node's id"
+        "all {count} machine ids under `{prefix}` are leased: wait for one to expire, or free a dead node's id",
+        count = lease_core::MachineId::COUNT
     )]
     Exhausted {
         /// The key prefix.

@@ -317,12 +317,12 @@ impl EtcdStrategy {
             }
         }
         let mut snapshot = Snapshot::default();
-        for n in 0..MachineId::COUNT {
-            if held[usize::from(n)] {
+        for id in (0..MachineId::COUNT).filter_map(|n| MachineId::new(n).ok()) {
+            let n = usize::from(id.get());
+            if held[n] {
                 continue;
             }
-            let id = MachineId::new(n).expect("below 512");
-            match stored[usize::from(n)].take() {
+            match stored[n].take() {
                 None => snapshot.free.push((id, 0, 0)),
                 Some((Some(floor), _, revision)) => snapshot.free.push((id, floor, revision)),
                 Some((None, value, _)) => snapshot.unreadable.push((id, value)),

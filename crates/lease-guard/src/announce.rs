@@ -58,9 +58,7 @@ impl Announce {
     pub fn new(machine_id: Option<MachineId>) -> Self {
         let started_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
+            .map_or(0, lease_core::time::millis);
         Self::from_parts(machine_id, started_at_ms, InstanceToken::random())
     }
 

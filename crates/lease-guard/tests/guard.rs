@@ -42,7 +42,7 @@ impl Node {
             Factory::new(ManualClock::new(1_800_000_000_000), FactoryConfig::new()).unwrap(),
         );
         if let Some(id) = local.machine_id() {
-            factory.enable(id.get(), NO_DEADLINE).unwrap();
+            factory.enable(id, NO_DEADLINE).unwrap();
         }
         let conflicts = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&conflicts);

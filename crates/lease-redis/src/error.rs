@@ -33,7 +33,8 @@ pub enum RedisLeaseError {
     },
     /// Every machine ID is leased.
     #[error(
-        "all 512 machine ids in hash `{key}` are leased: wait for one to expire, or free a dead node's id"
+        "all {count} machine ids in hash `{key}` are leased: wait for one to expire, or free a dead node's id",
+        count = lease_core::MachineId::COUNT
     )]
     Exhausted {
         /// The lease hash key.

@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use lease_core::time::{granted_floor, millis};
 use lease_core::{Grant, Holder, MachineId, Renewal, Strategy};
 use redis::FromRedisValue;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -321,10 +322,6 @@ where
     }
 }
 
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Which read an acquire makes of the hash.
 #[derive(Debug, Clone, Copy)]
 enum Read {
@@ -387,22 +384,16 @@ where
     }
 
     /// The floor to record for a grant of `ttl` on a request for `requested` whose bound is
-    /// `floor_ms`: the bound less what `max_lease_duration` cut off, `requested - ttl`.
+    /// `floor_ms`: [`granted_floor`], the bound less what `max_lease_duration` cut off
+    /// (`requested - ttl`), within what the hash field can hold.
     ///
-    /// Safe because of how the lease manager computes the two: it passes `floor_ms = sent +
-    /// requested - margin` (the latest deadline a grant of `requested` could give) and sets its
-    /// deadline to at most `sent + ttl - margin` for the TTL actually granted, whatever it asked
-    /// for. The two differ by exactly `requested - ttl`, so the lowered floor is still at or
-    /// above the deadline, and so above every timestamp issued under this grant (factories
-    /// issue none at or past their deadline). Recording `floor_ms` itself would leave, after a
-    /// crash, a floor `requested - ttl` ahead of anything issued (7 h with the default 8 h
-    /// lease and a 1 h cap), and the successor's nonces would start that far ahead of its
-    /// clock. Any caller that counts its deadline from the granted TTL and its floor from the
-    /// requested duration, from the same instant and margin, gets the same guarantee.
-    fn granted_floor(floor_ms: u64, requested: Duration, ttl: Duration) -> u64 {
-        floor_ms
-            .saturating_sub(millis(requested.saturating_sub(ttl)))
-            .min(wire::MAX_FLOOR_MS)
+    /// Recording `floor_ms` itself would leave, after a crash, a floor `requested - ttl` ahead
+    /// of anything issued (7 h with the default 8 h lease and a 1 h cap), and the successor's
+    /// nonces would start that far ahead of its clock; the lowered floor still bounds this
+    /// grant's deadline, so every timestamp issued under it (factories issue none at or past
+    /// their deadline).
+    fn recorded_floor(floor_ms: u64, requested: Duration, ttl: Duration) -> u64 {
+        granted_floor(floor_ms, requested, ttl).min(wire::MAX_FLOOR_MS)
     }
 
     /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms` (none:
@@ -503,7 +494,7 @@ where
                 }
             };
             let token = wire::new_token();
-            let floor = now_ms.map(|_| Self::granted_floor(floor_ms, requested, ttl));
+            let floor = now_ms.map(|_| Self::recorded_floor(floor_ms, requested, ttl));
             match self
                 .claim(&mut connection, id, &token, ttl, floor, checked.as_deref())
                 .await?
@@ -657,7 +648,7 @@ where
             .arg(lease.id.get().to_string())
             .arg(&lease.token)
             .arg(millis(ttl))
-            .arg(Self::granted_floor(floor_ms, requested, ttl).to_string())
+            .arg(Self::recorded_floor(floor_ms, requested, ttl).to_string())
             .invoke_async(&mut connection)
             .await
             .map_err(self.fail("EVALSHA (renew script)"))?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{Binary, Key, OwnServer, occupy, options, raw};
 use lease_core::{
-    ErrorKind, LeaseConfig, LeaseError, LeaseManager, LeaseTarget, LossReason, Strategy,
+    ErrorKind, LeaseConfig, LeaseError, LeaseManager, LeaseTarget, LossReason, MachineId, Strategy,
 };
 use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
@@ -129,7 +129,7 @@ impl Recorded {
 }
 
 impl LeaseTarget for Recorded {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         self.enables
             .lock()
             .unwrap()
@@ -173,7 +173,7 @@ async fn manager_hands_an_id_over_without_overlap() {
     .start()
     .await
     .unwrap();
-    assert_eq!(a.factory.machine_id(), Some(77));
+    assert_eq!(a.factory.machine_id().map(MachineId::get), Some(77));
     a.factory
         .counter64()
         .expect("A generates while it holds the lease");
@@ -204,7 +204,7 @@ async fn manager_hands_an_id_over_without_overlap() {
     );
 
     let manager_b = starting_b.await.unwrap().unwrap();
-    assert_eq!(b.factory.machine_id(), Some(77));
+    assert_eq!(b.factory.machine_id().map(MachineId::get), Some(77));
     let (b_on, _) = b.enables.lock().unwrap()[0];
     assert!(
         b_on >= a_off + 1000,
@@ -233,7 +233,7 @@ async fn manager_hands_an_id_over_without_overlap() {
     .start()
     .await
     .unwrap();
-    assert_eq!(c_target.factory.machine_id(), Some(77));
+    assert_eq!(c_target.factory.machine_id().map(MachineId::get), Some(77));
     let (c_on, _) = c_target.enables.lock().unwrap()[0];
     assert!(
         c_on >= b_deadline,

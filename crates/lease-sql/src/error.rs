@@ -68,7 +68,8 @@ pub enum SqlError {
     PoolClosed,
     /// Every row of the table is leased.
     #[error(
-        "every machine id in lease table `{table}` is leased: stop unused nodes, wait for their leases to expire, or run the migration if the table has fewer than 512 rows"
+        "every machine id in lease table `{table}` is leased: stop unused nodes, wait for their leases to expire, or run the migration if the table has fewer than {count} rows",
+        count = lease_core::MachineId::COUNT
     )]
     Exhausted {
         /// The configured table name.

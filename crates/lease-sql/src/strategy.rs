@@ -4,6 +4,7 @@ use core::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lease_core::time::millis;
 use lease_core::{Grant, Holder, MachineId, Renewal, Strategy};
 #[allow(unused_imports)]
 use sqlx::{AssertSqlSafe, Row};
@@ -143,15 +144,15 @@ impl Amount {
             return Err(SqlError::DurationTooLong(requested));
         }
         let micros = i64::try_from(requested.as_micros()).unwrap_or(i64::MAX);
-        let millis = requested.as_millis();
+        let ms = millis(requested);
         let applied = match dialect {
-            Dialect::Sqlite => Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX)),
+            Dialect::Sqlite => Duration::from_millis(ms),
             Dialect::Postgres | Dialect::MySql => Duration::from_micros(micros.unsigned_abs()),
         };
         Ok(Self {
             micros,
             applied,
-            modifier: format!("+{}.{:03} seconds", millis / 1000, millis % 1000),
+            modifier: format!("+{}.{:03} seconds", ms / 1000, ms % 1000),
         })
     }
 }
@@ -168,7 +169,8 @@ fn machine_id(id: i64) -> Result<MachineId, SqlError> {
         .and_then(|id| MachineId::new(id).ok())
         .ok_or_else(|| {
             SqlError::Database(sqlx::Error::Protocol(format!(
-                "lease table row has id {id}, outside 0..=511"
+                "lease table row has id {id}, outside 0..={}",
+                MachineId::MAX
             )))
         })
 }

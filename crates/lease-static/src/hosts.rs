@@ -20,8 +20,9 @@ pub enum HostsError {
     EmptyList,
     /// The node list has more distinct entries than there are machine IDs.
     #[error(
-        "node list has {count} distinct entries, more than the 512 machine ids; use a dynamic \
-         lease strategy for this many nodes"
+        "node list has {count} distinct entries, more than the {ids} machine ids; use a dynamic \
+         lease strategy for this many nodes",
+        ids = MachineId::COUNT
     )]
     TooManyNodes {
         /// The number of distinct entries.

@@ -41,7 +41,8 @@ pub enum StatefulSetError {
     /// The ordinal plus the offset is above 511.
     #[error(
         "ordinal {ordinal} of {variable} plus offset {offset} is outside the machine ids \
-         0..=511; lower the offset or the StatefulSet's replica count"
+         0..={max}; lower the offset or the StatefulSet's replica count",
+        max = MachineId::MAX
     )]
     OutOfRange {
         /// The variable's name.

@@ -112,7 +112,10 @@ async fn fill<S: Strategy>(
             Err(e) => return Ok((grants, e)),
         }
     }
-    Err("acquire granted more than 512 leases at once".into())
+    Err(format!(
+        "acquire granted more than {} leases at once",
+        MachineId::COUNT
+    ))
 }
 
 /// Fills the store and requires that every one of the 512 IDs is then held.
@@ -124,10 +127,11 @@ async fn fill_all<S: Strategy>(
     let (grants, refusal) = fill(strategy, options, held).await?;
     if grants.len() + held.len() != usize::from(MachineId::COUNT) {
         return Err(format!(
-            "could hold only {} leases at once before {}; a strategy that cannot hold all 512 \
+            "could hold only {} leases at once before {}; a strategy that cannot hold all {} \
              should not claim `holds_all_ids`",
             grants.len() + held.len(),
-            describe(&refusal)
+            describe(&refusal),
+            MachineId::COUNT
         ));
     }
     Ok(grants)
@@ -312,7 +316,8 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
             Ok(grant) => {
                 if others.len() >= usize::from(MachineId::MAX) {
                     return Err(format!(
-                        "handed out more than 511 other ids but never the expired id {id}"
+                        "handed out more than {} other ids but never the expired id {id}",
+                        MachineId::MAX
                     ));
                 }
                 others.push(grant);
@@ -385,7 +390,10 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
 
 async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip("strategy cannot hold all 512 ids, so a freed id may go unnoticed");
+        return skip(&format!(
+            "strategy cannot hold all {} ids, so a freed id may go unnoticed",
+            MachineId::COUNT
+        ));
     }
     let node = harness.node().await;
     let grant = must_acquire(&node, options, "first acquire").await?;
@@ -441,20 +449,25 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
 
 async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip("strategy cannot hold all 512 ids");
+        return skip(&format!(
+            "strategy cannot hold all {} ids",
+            MachineId::COUNT
+        ));
     }
     let node = harness.node().await;
     let (grants, refusal) = fill(&node, options, &[]).await?;
     if grants.len() != usize::from(MachineId::COUNT) {
         return Err(format!(
-            "acquire stopped after {} leases with {}; expected 512 distinct ids, then exhausted",
+            "acquire stopped after {} leases with {}; expected {} distinct ids, then exhausted",
             grants.len(),
-            describe(&refusal)
+            describe(&refusal),
+            MachineId::COUNT
         ));
     }
     if refusal.kind() != ErrorKind::Exhausted {
         return Err(format!(
-            "with all 512 ids held, acquire must fail with kind exhausted, got {}",
+            "with all {} ids held, acquire must fail with kind exhausted, got {}",
+            MachineId::COUNT,
             describe(&refusal)
         ));
     }
@@ -514,9 +527,10 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         return skip("strategy stores no timestamp floor (`records_floor` is false)");
     }
     if !options.capabilities.holds_all_ids {
-        return skip(
-            "strategy cannot hold all 512 ids, so the check cannot choose which id is handed over",
-        );
+        return skip(&format!(
+            "strategy cannot hold all {} ids, so the check cannot choose which id is handed over",
+            MachineId::COUNT
+        ));
     }
     // The first holder records a floor on acquire, raises it on renew, and must not lower it
     // by renewing with less.

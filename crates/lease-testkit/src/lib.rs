@@ -185,7 +185,8 @@ impl Options {
         }
         if !(1..=usize::from(MachineId::COUNT)).contains(&self.concurrency) {
             return Err(format!(
-                "options: concurrency must be in 1..=512, not {}",
+                "options: concurrency must be in 1..={}, not {}",
+                MachineId::COUNT,
                 self.concurrency
             ));
         }

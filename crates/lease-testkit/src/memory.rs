@@ -353,7 +353,7 @@ impl Strategy for MemoryStrategy {
         };
         store.record_floor(index, floor_ms, false);
         let id = MachineId::new(u16::try_from(index).unwrap_or(u16::MAX))
-            .expect("store has at most 512 rows");
+            .expect("the store has at most one row per machine id");
         Ok(Grant::new(id, MemoryLease { id, token }, ttl).with_floor(previous))
     }
 

@@ -13,11 +13,17 @@ use ferroid::generator::thread_local::Ulid;
 use ferroid::id::SnowflakeTwitterId;
 use ferroid::time::{MonotonicClock, TWITTER_EPOCH};
 use nonce_core::{
-    Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, ManualClock, Nonce128, TickerClock,
+    Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, MachineId, ManualClock, Nonce128,
+    TickerClock,
 };
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
+// Checked at compile time: a constant that is out of range fails the build.
+const MACHINE_ID: MachineId = match MachineId::new(17) {
+    Ok(id) => id,
+    Err(_) => panic!("17 is a machine id"),
+};
 /// Counter benchmarks run "below the throttle": the clock is far past the generation's start,
 /// so the 64-bit counter has saved-up milliseconds to burst through, and the lease deadline
 /// (always checked) lies further still.
@@ -32,7 +38,7 @@ fn counter_factory() -> Factory<ManualClock> {
             .cipher64(Cipher64::Speck),
     )
     .unwrap();
-    f.enable(17, T0 + 2 * AHEAD_MS).unwrap();
+    f.enable(MACHINE_ID, T0 + 2 * AHEAD_MS).unwrap();
     f.clock().set(T0 + AHEAD_MS);
     f
 }
@@ -51,7 +57,7 @@ fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
     )
     .unwrap();
     let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;
-    f.enable(17, deadline).unwrap();
+    f.enable(MACHINE_ID, deadline).unwrap();
     f
 }
 

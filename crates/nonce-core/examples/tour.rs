@@ -2,7 +2,7 @@
 //!
 //! `cargo run -p nonce-core --example tour`
 
-use nonce_core::{Base, BootClock, Clock, Decoded, Factory, FactoryConfig};
+use nonce_core::{Base, BootClock, Clock, Decoded, Factory, FactoryConfig, MachineId};
 
 fn show(kind: &str, text: impl std::fmt::Display, d: Option<Decoded>) {
     match d {
@@ -30,8 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let counters = Factory::new(clock, config(Base::Counter))?;
     let sortables = Factory::new(clock, config(Base::Sortable))?;
     // Without a lease manager the machine ID is yours to guarantee; here: 42, one hour.
+    let machine_id = MachineId::new(42)?;
     for factory in [&counters, &sortables] {
-        factory.enable(42, clock.now_ms() + 3_600_000)?;
+        factory.enable(machine_id, clock.now_ms() + 3_600_000)?;
     }
     let epoch = counters.epoch_ms();
 

@@ -92,11 +92,6 @@ impl core::error::Error for Error {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Machine IDs are 9 bits: 0..=511.
-    MachineIdOutOfRange {
-        /// The rejected ID.
-        id: u16,
-    },
     /// Base keys must be at least 32 bytes.
     BaseKeyTooShort {
         /// The length given.
@@ -137,9 +132,6 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::MachineIdOutOfRange { id } => {
-                write!(f, "machine id {id} is out of range: use 0..=511")
-            }
             Self::BaseKeyTooShort { len } => {
                 write!(f, "base key is {len} bytes: use at least 32 random bytes")
             }

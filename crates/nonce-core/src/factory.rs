@@ -33,9 +33,10 @@ use crate::cipher::{Engines, Keys};
 use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
 use crate::layout::{
-    self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK, DEFAULT_EPOCH_MS, MAX_MACHINE_ID,
-    MAX_TIMESTAMP, SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
+    self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK, DEFAULT_EPOCH_MS, MAX_TIMESTAMP,
+    SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
 };
+use crate::machine_id::MachineId;
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 use crate::sync::{AtomicU64, Padded, Relaxed, SeqCst};
 
@@ -275,15 +276,16 @@ pub(crate) struct Snapshot {
 /// Speck is 96-bit; `encrypted128` and `fill_encrypted128` are 128-bit.
 ///
 /// ```
-/// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+/// use nonce_core::{Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE};
 ///
 /// let clock = ManualClock::new(1_800_000_000_000);
 /// let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
-/// factory.enable(7, NO_DEADLINE).unwrap();
+/// let id = MachineId::new(7).unwrap();
+/// factory.enable(id, NO_DEADLINE).unwrap();
 /// let a = factory.counter64().unwrap();
 /// let b = factory.counter64().unwrap();
 /// assert_ne!(a, b);
-/// assert_eq!(a.decode(factory.epoch_ms()).machine_id, 7);
+/// assert_eq!(a.decode(factory.epoch_ms()).machine_id, id);
 /// ```
 pub struct Factory<C: Clock> {
     clock: C,
@@ -363,8 +365,10 @@ impl<C: Clock> Factory<C> {
     }
 
     /// The machine ID, while enabled.
-    pub fn machine_id(&self) -> Option<u16> {
-        self.snapshot().ok().map(|s| s.machine_id)
+    pub fn machine_id(&self) -> Option<MachineId> {
+        self.snapshot()
+            .ok()
+            .map(|s| MachineId::from_low_bits(u64::from(s.machine_id)))
     }
 
     /// The lease deadline in clock milliseconds ([`NO_DEADLINE`] if none), while enabled.
@@ -387,7 +391,7 @@ impl<C: Clock> Factory<C> {
     /// through past milliseconds in which another node may have held the ID.) A concurrent
     /// [`disable`](Factory::disable) wins: the factory then stays disabled. Kinds fixed
     /// earlier (see [`Error::KindConflict`]) stay fixed.
-    pub fn enable(&self, machine_id: u16, deadline_ms: u64) -> Result<(), ConfigError> {
+    pub fn enable(&self, machine_id: MachineId, deadline_ms: u64) -> Result<(), ConfigError> {
         self.enable_above(machine_id, 0, deadline_ms)
     }
 
@@ -421,13 +425,10 @@ impl<C: Clock> Factory<C> {
     /// returns [`ConfigError::TimestampOverflow`] and leaves the factory disabled.
     pub fn enable_above(
         &self,
-        machine_id: u16,
+        machine_id: MachineId,
         floor_ms: u64,
         deadline_ms: u64,
     ) -> Result<(), ConfigError> {
-        if machine_id > MAX_MACHINE_ID {
-            return Err(ConfigError::MachineIdOutOfRange { id: machine_id });
-        }
         let now_ts = self.now_ts_checked()?;
         let above_floor = floor_ms
             .checked_sub(self.epoch_ms)
@@ -440,7 +441,7 @@ impl<C: Clock> Factory<C> {
                 epoch_ms: self.epoch_ms,
             });
         }
-        self.machine_id.store(u64::from(machine_id), SeqCst);
+        self.machine_id.store(u64::from(machine_id.get()), SeqCst);
         self.init_ts.store(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
@@ -595,9 +596,7 @@ impl<C: Clock> Factory<C> {
         if state & ENABLED == 0 {
             return Err(Error::Disabled);
         }
-        // The mask keeps the narrowing exact.
-        #[allow(clippy::cast_possible_truncation)]
-        let machine_id = (self.machine_id.load(SeqCst) & u64::from(MAX_MACHINE_ID)) as u16;
+        let machine_id = MachineId::from_low_bits(self.machine_id.load(SeqCst)).get();
         Ok(Snapshot {
             state,
             machine_id,

@@ -91,11 +91,11 @@ struct SortableBlock {
 /// order for every thread. sortable64, with its 8192-per-ms cap, has no handle version.
 ///
 /// ```
-/// use nonce_core::{Factory, FactoryConfig, ManualClock, NO_DEADLINE};
+/// use nonce_core::{Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE};
 ///
 /// let clock = ManualClock::new(1_800_000_000_000);
 /// let factory = Factory::new(&clock, FactoryConfig::new()).unwrap();
-/// factory.enable(3, NO_DEADLINE).unwrap();
+/// factory.enable(MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
 /// std::thread::scope(|s| {
 ///     for _ in 0..2 {
 ///         s.spawn(|| {

@@ -1,13 +1,13 @@
 //! Bit layout shared with NoNoncense: `timestamp:42 | machine_id:9 | rest`.
 
+use crate::MachineId;
+
 /// Bits of the millisecond timestamp.
 pub const TIMESTAMP_BITS: u32 = 42;
 /// Bits of the machine ID.
 pub const MACHINE_ID_BITS: u32 = 9;
 /// The largest timestamp (ms since the epoch) a nonce can carry; about 139 years.
 pub const MAX_TIMESTAMP: u64 = (1 << TIMESTAMP_BITS) - 1;
-/// The largest machine ID.
-pub const MAX_MACHINE_ID: u16 = (1 << MACHINE_ID_BITS) - 1;
 /// The default epoch, 2025-01-01T00:00:00Z, in Unix milliseconds.
 pub const DEFAULT_EPOCH_MS: u64 = 1_735_689_600_000;
 /// Milliseconds in 365 days: the warning horizon before timestamp overflow.
@@ -32,8 +32,8 @@ pub struct Decoded {
     pub timestamp_ms: u64,
     /// Milliseconds since the Unix epoch.
     pub unix_ms: u64,
-    /// The machine ID, 0..=511.
-    pub machine_id: u16,
+    /// The machine ID.
+    pub machine_id: MachineId,
     /// The count field: 13 bits (64), 45 bits (96) or 64 bits (128).
     pub count: u64,
 }
@@ -61,7 +61,7 @@ pub(crate) const fn decode64(v: u64, epoch_ms: u64) -> Decoded {
         bits: 64,
         timestamp_ms: ts,
         unix_ms: ts.saturating_add(epoch_ms),
-        machine_id: ((v >> COUNT64_BITS) & MAX_MACHINE_ID as u64) as u16,
+        machine_id: MachineId::from_low_bits(v >> COUNT64_BITS),
         count: v & COUNT64_MASK,
     }
 }
@@ -73,7 +73,7 @@ pub(crate) const fn decode96(v: u128, epoch_ms: u64) -> Decoded {
         bits: 96,
         timestamp_ms: ts,
         unix_ms: ts.saturating_add(epoch_ms),
-        machine_id: ((v >> COUNT96_BITS) as u64 & MAX_MACHINE_ID as u64) as u16,
+        machine_id: MachineId::from_low_bits((v >> COUNT96_BITS) as u64),
         count: v as u64 & COUNT96_MASK,
     }
 }
@@ -85,7 +85,7 @@ pub(crate) const fn decode128(v: u128, epoch_ms: u64) -> Decoded {
         bits: 128,
         timestamp_ms: ts,
         unix_ms: ts.saturating_add(epoch_ms),
-        machine_id: ((v >> 77) as u64 & MAX_MACHINE_ID as u64) as u16,
+        machine_id: MachineId::from_low_bits((v >> 77) as u64),
         count: v as u64,
     }
 }

@@ -18,6 +18,7 @@ mod error;
 mod factory;
 mod handle;
 pub mod layout;
+mod machine_id;
 mod manual_clock;
 mod nonce;
 mod sync;
@@ -35,9 +36,8 @@ pub use crate::clock::Clock;
 pub use crate::error::{ConfigError, Error};
 pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
-pub use crate::layout::{
-    DEFAULT_EPOCH_MS, Decoded, MAX_MACHINE_ID, MAX_TIMESTAMP, OVERFLOW_WARNING_MS,
-};
+pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
+pub use crate::machine_id::{InvalidMachineId, MachineId};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 #[cfg(feature = "std")]

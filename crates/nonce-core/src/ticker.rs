@@ -50,7 +50,7 @@ pub const DEFAULT_TICK_PERIOD: Duration = Duration::from_micros(500);
 ///
 /// let clock = TickerClock::shared().unwrap();
 /// let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-/// factory.enable(3, NO_DEADLINE).unwrap();
+/// factory.enable(crate::MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
 /// let id = factory.sortable128().unwrap();
 /// // The ticker's reading never passes the boot clock it publishes.
 /// let made_at = id.decode(factory.epoch_ms()).unix_ms;
@@ -229,7 +229,9 @@ mod tests {
     fn a_suspend_shows_at_the_next_tick() {
         let clock = TickerClock::without_thread(ManualClock::new(T0));
         let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-        factory.enable(5, T0 + 10_000).unwrap();
+        factory
+            .enable(crate::MachineId::new(5).unwrap(), T0 + 10_000)
+            .unwrap();
         assert_eq!(
             factory
                 .sortable128()
@@ -258,7 +260,9 @@ mod tests {
         let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
         clock.source().advance(60_000);
         assert_eq!(clock.now_ms(), T0, "no tick ran");
-        factory.enable(5, u64::MAX).unwrap();
+        factory
+            .enable(crate::MachineId::new(5).unwrap(), u64::MAX)
+            .unwrap();
         let first = factory
             .counter128()
             .unwrap()
@@ -290,7 +294,9 @@ mod tests {
     fn sortable64_past_its_cap_waits_on_the_source() {
         let clock = TickerClock::without_thread(ManualClock::new(T0).jump_on_wait(true));
         let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-        factory.enable(5, u64::MAX).unwrap();
+        factory
+            .enable(crate::MachineId::new(5).unwrap(), u64::MAX)
+            .unwrap();
         let mut last = 0;
         for _ in 0..3 * 8192 {
             let n = factory.sortable64().unwrap().to_u64();

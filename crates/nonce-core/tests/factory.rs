@@ -9,18 +9,23 @@
 ))]
 
 use nonce_core::{
-    Base, Cipher96, Cipher128, ConfigError, Error, Factory, FactoryConfig, MAX_TIMESTAMP,
-    ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+    Base, Cipher96, Cipher128, ConfigError, Error, Factory, FactoryConfig, InvalidMachineId,
+    MAX_TIMESTAMP, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
 };
 use std::collections::HashSet;
 
 const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
 const T0: u64 = 1_800_000_000_000;
+
+/// A machine ID the test knows to be in range.
+fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
 const KEY: [u8; 32] = [9; 32];
 
 fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
     let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f
 }
 
@@ -28,11 +33,9 @@ fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
 fn config_errors_are_distinct() {
     let clock = ManualClock::new(T0);
     let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    assert_eq!(
-        f.enable(512, NO_DEADLINE),
-        Err(ConfigError::MachineIdOutOfRange { id: 512 })
-    );
-    assert!(f.enable(511, NO_DEADLINE).is_ok());
+    // An ID past the 9-bit field cannot reach a factory: `MachineId` refuses it.
+    assert_eq!(MachineId::new(512), Err(InvalidMachineId(512)));
+    assert!(f.enable(machine_id(511), NO_DEADLINE).is_ok());
     let short = [1u8; 31];
     assert_eq!(
         Factory::new(&clock, FactoryConfig::new().base_key(&short)).err(),
@@ -73,11 +76,10 @@ fn config_errors_are_distinct() {
         Factory::new(&far, FactoryConfig::new().epoch_ms(9)).err(),
         Some(ConfigError::TimestampOverflow { epoch_ms: 9 })
     );
-    for e in [
-        ConfigError::MachineIdOutOfRange { id: 600 },
-        ConfigError::BaseKeyTooShort { len: 3 },
+    for msg in [
+        InvalidMachineId(600).to_string(),
+        ConfigError::BaseKeyTooShort { len: 3 }.to_string(),
     ] {
-        let msg = e.to_string();
         assert!(msg.contains("use"), "error says what to do: {msg}");
     }
 }
@@ -88,7 +90,7 @@ fn overflow_horizon_is_reported() {
     let f = Factory::new(&clock, FactoryConfig::new().epoch_ms(5)).unwrap();
     assert_eq!(f.ms_until_overflow(), 1000);
     assert!(f.ms_until_overflow() < nonce_core::OVERFLOW_WARNING_MS);
-    f.enable(1, NO_DEADLINE).unwrap();
+    f.enable(machine_id(1), NO_DEADLINE).unwrap();
     clock.advance(1001);
     assert_eq!(f.sortable64(), Err(Error::TimestampOverflow));
 }
@@ -100,8 +102,8 @@ fn disabled_until_enabled_and_after_disable() {
     assert_eq!(f.counter64(), Err(Error::Disabled));
     assert_eq!(f.sortable128(), Err(Error::Disabled));
     assert_eq!(f.machine_id(), None);
-    f.enable(9, NO_DEADLINE).unwrap();
-    assert_eq!(f.machine_id(), Some(9));
+    f.enable(machine_id(9), NO_DEADLINE).unwrap();
+    assert_eq!(f.machine_id(), Some(machine_id(9)));
     f.counter96().unwrap();
     f.disable();
     assert!(!f.is_enabled());
@@ -116,7 +118,7 @@ fn counter64_layout_and_burst_then_throttle() {
     let f = factory(&clock);
     let first = f.counter64().unwrap().decode(EPOCH);
     assert_eq!(
-        (first.timestamp_ms, first.machine_id, first.count),
+        (first.timestamp_ms, first.machine_id.get(), first.count),
         (T0 - EPOCH, 5, 0)
     );
     assert_eq!(first.unix_ms, T0);
@@ -167,7 +169,7 @@ fn counter96_and_128_share_one_counter() {
     let c = f.counter96().unwrap().decode(EPOCH);
     assert_eq!((a.count, b.count, c.count), (0, 1, 2));
     assert_eq!((a.timestamp_ms, b.timestamp_ms), (T0 - EPOCH, T0 - EPOCH));
-    assert_eq!((a.machine_id, b.machine_id), (5, 5));
+    assert_eq!((a.machine_id.get(), b.machine_id.get()), (5, 5));
     clock.advance(1000);
     // Counter timestamps are the generation's start, not the creation time.
     assert_eq!(
@@ -266,7 +268,7 @@ fn refused_counter64_retries_consume_nothing() {
 fn counter64_retries_past_the_deadline_consume_nothing() {
     let clock = ManualClock::new(T0);
     let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    f.enable(5, T0 + 1).unwrap();
+    f.enable(machine_id(5), T0 + 1).unwrap();
     assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
     // The clock moves on, but the next counter timestamp is the deadline's millisecond.
     clock.advance(5);
@@ -317,7 +319,7 @@ fn deadline_stops_every_kind_and_renewal_resumes() {
     // One kind per size per factory: `f` issues counter nonces, `s` sortable ones.
     let leased = || {
         let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
-        f.enable(3, T0 + 5).unwrap();
+        f.enable(machine_id(3), T0 + 5).unwrap();
         f
     };
     let (f, s) = (leased(), leased());
@@ -361,7 +363,7 @@ fn set_deadline_keeps_a_disabled_factory_disabled() {
     let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
     f.set_deadline(T0 + 1000);
     assert_eq!(f.counter64(), Err(Error::Disabled));
-    f.enable(1, T0 + 1000).unwrap();
+    f.enable(machine_id(1), T0 + 1000).unwrap();
     f.set_deadline(T0 + 2000);
     assert!(f.is_enabled());
 }
@@ -385,7 +387,7 @@ fn reenable_starts_past_everything_issued() {
     }
     f.disable();
     // Same machine ID, same millisecond: nothing may repeat.
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     let n = f.counter64().unwrap().decode(EPOCH);
     assert!(n.timestamp_ms > max_ts);
     for _ in 0..100 {
@@ -398,7 +400,7 @@ fn reenable_starts_past_everything_issued() {
     f.disable();
     let gap_start = clock.now_ms_for_test();
     clock.advance(60_000);
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert_eq!(
         f.counter64().unwrap().decode(EPOCH).timestamp_ms,
         gap_start - EPOCH + 60_000
@@ -407,15 +409,15 @@ fn reenable_starts_past_everything_issued() {
         f.counter128().unwrap().decode(EPOCH).timestamp_ms,
         gap_start - EPOCH + 60_000
     );
-    f.enable(6, NO_DEADLINE).unwrap();
-    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id, 6);
+    f.enable(machine_id(6), NO_DEADLINE).unwrap();
+    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id.get(), 6);
 }
 
 #[test]
 fn encryption_needs_a_key_and_is_a_bijection() {
     let clock = ManualClock::new(T0);
     let plain = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    plain.enable(1, NO_DEADLINE).unwrap();
+    plain.enable(machine_id(1), NO_DEADLINE).unwrap();
     assert_eq!(
         plain.encrypted64(Base::Counter),
         Err(Error::NoKey { bits: 64 })
@@ -435,7 +437,7 @@ fn encryption_needs_a_key_and_is_a_bijection() {
     );
     let d = f.decrypt96(e).unwrap();
     let inner = Nonce64::from_bytes(d.as_bytes()[..8].try_into().unwrap()).decode(EPOCH);
-    assert_eq!(inner.machine_id, 5);
+    assert_eq!(inner.machine_id.get(), 5);
     let tail = Nonce96::from_u128(1).unwrap();
     assert_eq!(f.encrypt96(tail), Err(Error::NonZeroTail));
 
@@ -446,9 +448,9 @@ fn encryption_needs_a_key_and_is_a_bijection() {
             .cipher96(Cipher96::Speck),
     )
     .unwrap();
-    s.enable(2, NO_DEADLINE).unwrap();
+    s.enable(machine_id(2), NO_DEADLINE).unwrap();
     let e = s.encrypted96(Base::Sortable).unwrap();
-    assert_eq!(s.decrypt96(e).unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(s.decrypt96(e).unwrap().decode(EPOCH).machine_id.get(), 2);
     assert_eq!(s.decrypt96(s.encrypt96(tail).unwrap()).unwrap(), tail);
 }
 
@@ -461,7 +463,7 @@ fn batch_equals_one_at_a_time() {
             FactoryConfig::new().base_key(&KEY).cipher128(cipher),
         )
         .unwrap();
-        f.enable(77, NO_DEADLINE).unwrap();
+        f.enable(machine_id(77), NO_DEADLINE).unwrap();
         let single = f.encrypted128(Base::Counter).unwrap();
         let mut batch = vec![Nonce128::from_u128(0); 10_000];
         f.fill_encrypted128(&mut batch).unwrap();
@@ -469,7 +471,11 @@ fn batch_equals_one_at_a_time() {
         let mut seen = HashSet::new();
         for (expected_count, n) in (first..).zip(&batch) {
             let d = f.decrypt128(*n).unwrap().decode(EPOCH);
-            assert_eq!((d.machine_id, d.count), (77, expected_count), "{cipher}");
+            assert_eq!(
+                (d.machine_id.get(), d.count),
+                (77, expected_count),
+                "{cipher}"
+            );
             assert!(seen.insert(*n));
         }
         f.disable();
@@ -488,11 +494,11 @@ fn handles_share_uniqueness_and_generation() {
         assert!(seen.insert(h2.counter64().unwrap().to_u64()));
         assert!(seen.insert(f.counter64().unwrap().to_u64()));
     }
-    f.enable(8, NO_DEADLINE).unwrap();
-    assert_eq!(h1.counter128().unwrap().decode(EPOCH).machine_id, 8);
+    f.enable(machine_id(8), NO_DEADLINE).unwrap();
+    assert_eq!(h1.counter128().unwrap().decode(EPOCH).machine_id.get(), 8);
     assert_eq!(
         h2.encrypted64()
-            .map(|n| f.decrypt64(n).unwrap().decode(EPOCH).machine_id),
+            .map(|n| f.decrypt64(n).unwrap().decode(EPOCH).machine_id.get()),
         Ok(8)
     );
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Op, T0, all_ops, ciphers96, config};
+use common::{Op, T0, all_ops, ciphers96, config, machine_id};
 use nonce_core::{
     Base, Cipher96, Clock, ConfigError, Error, Factory, FactoryConfig, MAX_TIMESTAMP, ManualClock,
     NO_DEADLINE,
@@ -30,7 +30,7 @@ fn counter96_and_128_start_past_the_floor_at_once() {
     let clock = ManualClock::new(T0);
     let f = factory(&clock, config(Cipher96::Blowfish));
     let floor = T0 + HOUR;
-    f.enable_above(5, floor, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
     let epoch = f.epoch_ms();
     assert_eq!(f.counter96().unwrap().decode(epoch).unix_ms, floor + 1);
     assert_eq!(f.counter128().unwrap().decode(epoch).unix_ms, floor + 1);
@@ -47,7 +47,7 @@ fn counter64_waits_for_the_clock_past_the_floor() {
     let clock = ManualClock::new(T0);
     let f = factory(&clock, config(Cipher96::Blowfish));
     let floor = T0 + HOUR;
-    f.enable_above(5, floor, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
     let epoch = f.epoch_ms();
     // A clock that cannot wait: the caller is told when to come back.
     assert_eq!(
@@ -69,7 +69,7 @@ fn counter64_waits_for_the_clock_past_the_floor() {
     // A clock that can wait: the call waits until the clock passes the floor.
     let clock = ManualClock::new(T0).jump_on_wait(true);
     let f = factory(&clock, config(Cipher96::Blowfish));
-    f.enable_above(5, floor, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
     let n = f.counter64().unwrap().decode(epoch);
     assert_eq!((n.unix_ms, n.count), (floor + 1, 0));
     assert_eq!(clock.now_ms(), floor + 1);
@@ -80,7 +80,7 @@ fn sortable_nonces_never_carry_the_floor() {
     let clock = ManualClock::new(T0);
     let f = factory(&clock, sortables());
     let floor = T0 + HOUR;
-    f.enable_above(5, floor, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
     let epoch = f.epoch_ms();
     // sortable64 issues the rest of its starting millisecond, one past the floor, ahead of
     // the clock...
@@ -118,20 +118,25 @@ fn a_floor_in_the_past_or_below_the_epoch_has_no_effect() {
     let clock = ManualClock::new(T0);
     let f = factory(&clock, config(Cipher96::Blowfish));
     let epoch = f.epoch_ms();
-    f.enable_above(5, T0 - HOUR, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), T0 - HOUR, NO_DEADLINE)
+        .unwrap();
     assert_eq!(f.counter128().unwrap().decode(epoch).unix_ms, T0);
     assert!(f.issued_up_to_ms() >= T0);
 
     // Floors are clock ms: with an epoch at the clock, floor == epoch means "from ts 1".
     let at_epoch = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
-    at_epoch.enable_above(5, T0 - 1, NO_DEADLINE).unwrap();
+    at_epoch
+        .enable_above(machine_id(5), T0 - 1, NO_DEADLINE)
+        .unwrap();
     assert_eq!(at_epoch.counter128().unwrap().decode(T0).timestamp_ms, 0);
     let at_epoch = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
-    at_epoch.enable_above(5, T0, NO_DEADLINE).unwrap();
+    at_epoch
+        .enable_above(machine_id(5), T0, NO_DEADLINE)
+        .unwrap();
     assert_eq!(at_epoch.counter128().unwrap().decode(T0).timestamp_ms, 1);
     // `enable` is `enable_above` with floor 0.
     let plain = factory(&clock, config(Cipher96::Blowfish));
-    plain.enable(5, NO_DEADLINE).unwrap();
+    plain.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert_eq!(plain.counter128().unwrap().decode(epoch).unix_ms, T0);
 }
 
@@ -143,8 +148,12 @@ fn a_floor_at_or_past_the_deadline_issues_nothing() {
         for cipher96 in ciphers96() {
             let counters = factory(&clock, config(cipher96));
             let sortables = factory(&clock, config(cipher96));
-            counters.enable_above(5, floor, deadline).unwrap();
-            sortables.enable_above(5, floor, deadline).unwrap();
+            counters
+                .enable_above(machine_id(5), floor, deadline)
+                .unwrap();
+            sortables
+                .enable_above(machine_id(5), floor, deadline)
+                .unwrap();
             let (hc, hs) = (counters.handle(), sortables.handle());
             for op in all_ops() {
                 let f = if op.claims(cipher96).1 == Base::Counter {
@@ -163,7 +172,8 @@ fn a_floor_at_or_past_the_deadline_issues_nothing() {
     // Two ms below the deadline: exactly one millisecond to issue in.
     let clock = ManualClock::new(T0);
     let f = factory(&clock, config(Cipher96::Blowfish));
-    f.enable_above(5, T0 + HOUR - 2, T0 + HOUR).unwrap();
+    f.enable_above(machine_id(5), T0 + HOUR - 2, T0 + HOUR)
+        .unwrap();
     let epoch = f.epoch_ms();
     assert_eq!(f.counter96().unwrap().decode(epoch).unix_ms, T0 + HOUR - 1);
 }
@@ -176,14 +186,15 @@ fn a_floor_past_the_timestamp_range_is_refused() {
     let last = epoch + MAX_TIMESTAMP;
     for floor in [last, last + 1, u64::MAX - 1, u64::MAX] {
         assert_eq!(
-            f.enable_above(5, floor, NO_DEADLINE),
+            f.enable_above(machine_id(5), floor, NO_DEADLINE),
             Err(ConfigError::TimestampOverflow { epoch_ms: epoch }),
             "floor {floor}"
         );
         // A refused enable leaves the factory disabled.
         assert_eq!(f.counter128(), Err(Error::Disabled));
     }
-    f.enable_above(5, last - 1, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), last - 1, NO_DEADLINE)
+        .unwrap();
     assert_eq!(
         f.counter128().unwrap().decode(epoch).timestamp_ms,
         MAX_TIMESTAMP
@@ -198,10 +209,10 @@ fn issued_up_to_covers_the_floor_and_everything_issued() {
     f.disable();
     f.set_deadline(T0 + HOUR);
     assert_eq!(f.issued_up_to_ms(), 0, "never enabled");
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert!(f.issued_up_to_ms() >= T0 - 1);
     let floor = T0 + HOUR;
-    f.enable_above(5, floor, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
     assert!(
         f.issued_up_to_ms() >= floor,
         "nothing issued yet, still the floor"
@@ -210,14 +221,14 @@ fn issued_up_to_covers_the_floor_and_everything_issued() {
     assert!(f.issued_up_to_ms() >= floor);
     let epoch = f.epoch_ms();
     // The 96/128-bit counter runs ahead of the clock: the bound follows it.
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     let n = f.counter96().unwrap().decode(epoch);
     assert!(n.unix_ms > floor);
     f.disable();
     let up_to = f.issued_up_to_ms();
     assert!(up_to >= n.unix_ms);
     // A successor above it starts past every nonce issued, whatever its clock.
-    f.enable_above(6, up_to, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(6), up_to, NO_DEADLINE).unwrap();
     assert!(f.counter96().unwrap().decode(epoch).unix_ms > up_to);
 }
 
@@ -227,20 +238,20 @@ fn issued_up_to_covers_the_floor_and_everything_issued() {
 fn a_generation_at_timestamp_zero_is_remembered() {
     let clock = ManualClock::new(T0).jump_on_wait(true);
     let f = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     let first = f.counter64().unwrap();
     assert_eq!(first.decode(T0).timestamp_ms, 0);
     f.disable();
     assert_eq!(f.issued_up_to_ms(), T0);
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert_ne!(f.counter64().unwrap(), first);
 
     // Enabled at timestamp 0 and never used: a re-enable works and starts at the clock.
     let clock = ManualClock::new(T0);
     let g = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
-    g.enable(5, NO_DEADLINE).unwrap();
+    g.enable(machine_id(5), NO_DEADLINE).unwrap();
     g.disable();
-    assert_eq!(g.enable(5, NO_DEADLINE), Ok(()));
+    assert_eq!(g.enable(machine_id(5), NO_DEADLINE), Ok(()));
     assert!(g.counter128().unwrap().decode(T0).timestamp_ms <= 1);
 }
 
@@ -303,7 +314,7 @@ fn run(f: &common::F<'_>, ops: &[Op], steps: &[Step], clock: &ManualClock) -> Ve
             Step::Advance(ms) => clock.advance(ms),
             Step::Reenable(id) => {
                 f.disable();
-                f.enable(id, NO_DEADLINE).unwrap();
+                f.enable(machine_id(id), NO_DEADLINE).unwrap();
             }
             Step::NewHandle => h = f.handle(),
         }
@@ -342,7 +353,7 @@ proptest! {
         let ops = ops_for(kinds, cipher96);
         let clock_a = ManualClock::new(T0).jump_on_wait(true);
         let a = factory(&clock_a, cfg);
-        a.enable(id, NO_DEADLINE).unwrap();
+        a.enable(machine_id(id), NO_DEADLINE).unwrap();
         let issued = run(&a, &ops, &first, &clock_a);
         a.disable();
         let up_to = a.issued_up_to_ms();
@@ -353,7 +364,7 @@ proptest! {
 
         let clock_b = ManualClock::new(clock_a.now_ms().saturating_add_signed(lag)).jump_on_wait(true);
         let b = factory(&clock_b, cfg);
-        b.enable_above(id, up_to, NO_DEADLINE).unwrap();
+        b.enable_above(machine_id(id), up_to, NO_DEADLINE).unwrap();
         let seen: HashSet<(u16, u128)> = issued.iter().map(|&(_, bits, v)| (bits, v)).collect();
         for (op, bits, v) in run(&b, &ops, &second, &clock_b) {
             prop_assert!(op.unix_ms(&b, cipher96, bits, v) > up_to, "{:?} at or below the floor", op);

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use nonce_core::layout::{MACHINE_ID_BITS, TIMESTAMP_BITS};
 use nonce_core::{
-    Cipher64, Cipher96, Cipher128, MAX_MACHINE_ID, MAX_TIMESTAMP, Nonce, Nonce64, Nonce96,
-    Nonce128, ParseNonceError, UnknownCipher,
+    Cipher64, Cipher96, Cipher128, MAX_TIMESTAMP, MachineId, Nonce, Nonce64, Nonce96, Nonce128,
+    ParseNonceError, UnknownCipher,
 };
 use proptest::prelude::*;
 
@@ -271,11 +271,11 @@ proptest! {
         let d = Nonce64::from_u64(v).decode(epoch);
         prop_assert_eq!(d.bits, 64);
         prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id <= MAX_MACHINE_ID);
+        prop_assert!(d.machine_id.get() <= MachineId::MAX);
         prop_assert!(d.count < 1 << 13);
         prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
         let repacked = d.timestamp_ms << (64 - TIMESTAMP_BITS)
-            | u64::from(d.machine_id) << (64 - TIMESTAMP_BITS - MACHINE_ID_BITS)
+            | u64::from(d.machine_id.get()) << (64 - TIMESTAMP_BITS - MACHINE_ID_BITS)
             | d.count;
         prop_assert_eq!(repacked, v);
     }
@@ -290,10 +290,10 @@ proptest! {
         let d = n.decode(epoch);
         prop_assert_eq!(d.bits, 96);
         prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id <= MAX_MACHINE_ID);
+        prop_assert!(d.machine_id.get() <= MachineId::MAX);
         prop_assert!(d.count < 1 << 45);
         prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
-        let repacked = u128::from(d.timestamp_ms) << 54 | u128::from(d.machine_id) << 45 | u128::from(d.count);
+        let repacked = u128::from(d.timestamp_ms) << 54 | u128::from(d.machine_id.get()) << 45 | u128::from(d.count);
         prop_assert_eq!(repacked, v);
         let too_large = v | high << 96;
         prop_assert_eq!(Nonce96::from_u128(too_large), None);
@@ -307,9 +307,9 @@ proptest! {
         let d = Nonce128::from_u128(v).decode(epoch);
         prop_assert_eq!(d.bits, 128);
         prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id <= MAX_MACHINE_ID);
+        prop_assert!(d.machine_id.get() <= MachineId::MAX);
         prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
-        let repacked = u128::from(d.timestamp_ms) << 86 | u128::from(d.machine_id) << 77 | u128::from(d.count);
+        let repacked = u128::from(d.timestamp_ms) << 86 | u128::from(d.machine_id.get()) << 77 | u128::from(d.count);
         let padding = ((1u128 << 13) - 1) << 64;
         prop_assert_eq!(repacked, v & !padding);
     }
@@ -319,11 +319,11 @@ proptest! {
     fn parsed_text_decodes_and_repacks(s in near_valid_text(), epoch in epoch()) {
         if let Ok(n) = s.parse::<Nonce64>() {
             let d = n.decode(epoch);
-            prop_assert_eq!(d.timestamp_ms << 22 | u64::from(d.machine_id) << 13 | d.count, n.to_u64());
+            prop_assert_eq!(d.timestamp_ms << 22 | u64::from(d.machine_id.get()) << 13 | d.count, n.to_u64());
         }
         if let Ok(n) = s.parse::<Nonce96>() {
             let d = n.decode(epoch);
-            prop_assert_eq!(u128::from(d.timestamp_ms) << 54 | u128::from(d.machine_id) << 45 | u128::from(d.count), n.to_u128());
+            prop_assert_eq!(u128::from(d.timestamp_ms) << 54 | u128::from(d.machine_id.get()) << 45 | u128::from(d.count), n.to_u128());
         }
     }
 

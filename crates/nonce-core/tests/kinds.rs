@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Op, T0, all_ops, ciphers96, config, enabled};
+use common::{Op, T0, all_ops, ciphers96, config, enabled, machine_id};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -107,7 +107,7 @@ fn a_refused_call_consumes_nothing() {
     );
     // ...and one refused from a block it holds keeps that block's next value.
     let g = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
-    g.enable(6, NO_DEADLINE).unwrap();
+    g.enable(machine_id(6), NO_DEADLINE).unwrap();
     assert_eq!(g.sortable128().unwrap().decode(epoch).count, 1);
     let h = g.handle();
     assert_eq!(h.counter96().unwrap().decode(epoch).count, 0);
@@ -173,12 +173,12 @@ fn kinds_last_for_the_factory_s_whole_life() {
     let f = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
     // A call on a disabled factory fixes nothing.
     assert_eq!(f.sortable64(), Err(Error::Disabled));
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f.counter64().unwrap();
     f.disable();
     // Disabled is reported first: it is the error that goes away.
     assert_eq!(f.sortable64(), Err(Error::Disabled));
-    f.enable(6, NO_DEADLINE).unwrap();
+    f.enable(machine_id(6), NO_DEADLINE).unwrap();
     clock.advance(60_000);
     f.set_deadline(NO_DEADLINE);
     assert_eq!(
@@ -399,7 +399,7 @@ proptest! {
                     on = false;
                 }
                 Step::Enable(id) => {
-                    f.enable(id, NO_DEADLINE).unwrap();
+                    f.enable(machine_id(id), NO_DEADLINE).unwrap();
                     on = true;
                 }
                 Step::NewHandle => h = f.handle(),

@@ -4,9 +4,16 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
-use nonce_core::{Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce128};
+use nonce_core::{
+    Base, Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce128,
+};
 
 const T0: u64 = 1_800_000_000_000;
+
+/// A machine ID the test knows to be in range.
+fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
 
 fn model(f: fn()) {
     let mut b = loom::model::Builder::new();
@@ -24,7 +31,7 @@ fn factory(id: u16) -> Arc<Factory<ManualClock>> {
         FactoryConfig::new(),
     )
     .unwrap();
-    f.enable(id, NO_DEADLINE).unwrap();
+    f.enable(machine_id(id), NO_DEADLINE).unwrap();
     Arc::new(f)
 }
 
@@ -62,7 +69,7 @@ fn reenable_never_mixes_generations() {
         let t = thread::Builder::new()
             .stack_size(1 << 20)
             .spawn(move || {
-                f2.enable(2, NO_DEADLINE).unwrap();
+                f2.enable(machine_id(2), NO_DEADLINE).unwrap();
             })
             .unwrap();
         let a = f.counter64();
@@ -76,10 +83,10 @@ fn reenable_never_mixes_generations() {
         let first_ts = T0 - epoch;
         // A returned nonce of the old generation was counted before the switch, so the new
         // generation must start past it; with none returned it may start at the clock.
-        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id == 1);
+        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id.get() == 1);
         for n in &all {
             let d = n.decode(epoch);
-            match d.machine_id {
+            match d.machine_id.get() {
                 1 => assert_eq!(d.timestamp_ms, first_ts),
                 2 if old_returned => assert!(
                     d.timestamp_ms > first_ts,
@@ -174,7 +181,7 @@ fn refused_counter64_calls_take_no_value() {
     model(|| {
         let f = Factory::new(ManualClock::new(T0), FactoryConfig::new()).unwrap();
         // A floor at the clock: the generation starts one millisecond ahead of it.
-        f.enable_above(1, T0, NO_DEADLINE).unwrap();
+        f.enable_above(machine_id(1), T0, NO_DEADLINE).unwrap();
         let f = Arc::new(f);
         // Loom orders only its own operations; this flag, set just before the clock moves,
         // lets it run the other thread's calls before the move as well as after it.
@@ -217,7 +224,7 @@ fn fill_encrypted128_is_all_or_nothing() {
     model(|| {
         let key = [7u8; 32];
         let f = Factory::new(ManualClock::new(T0), FactoryConfig::new().key128(&key)).unwrap();
-        f.enable(2, NO_DEADLINE).unwrap();
+        f.enable(machine_id(2), NO_DEADLINE).unwrap();
         let f = Arc::new(f);
         let f2 = f.clone();
         // The counter128 call touches the fill's counter, so loom also runs the disable
@@ -267,7 +274,7 @@ fn sortable_handles_and_reenable() {
             .spawn(move || {
                 let h = f2.handle();
                 let x = h.sortable128();
-                f2.enable(2, NO_DEADLINE).unwrap();
+                f2.enable(machine_id(2), NO_DEADLINE).unwrap();
                 x
             })
             .unwrap();
@@ -280,10 +287,10 @@ fn sortable_handles_and_reenable() {
         let mut all = vec![c];
         all.extend([a, b, x].into_iter().flatten());
         let first_ts = T0 - epoch;
-        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id == 1);
+        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id.get() == 1);
         for n in &all {
             let d = n.decode(epoch);
-            match d.machine_id {
+            match d.machine_id.get() {
                 1 => assert_eq!(d.timestamp_ms, first_ts),
                 2 if old_returned => assert!(d.timestamp_ms > first_ts),
                 2 => assert!(d.timestamp_ms >= first_ts),

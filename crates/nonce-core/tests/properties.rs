@@ -9,11 +9,16 @@
 ))]
 
 use nonce_core::{
-    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, MachineId, ManualClock,
     NO_DEADLINE, Nonce64, Nonce96, Nonce128,
 };
 use proptest::prelude::*;
 use std::collections::HashSet;
+
+/// A machine ID the test knows to be in range.
+fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
 
 const KEY: [u8; 32] = [3; 32];
 
@@ -71,7 +76,7 @@ fn generate(
 /// value repeats.
 fn unique_across_threads(kind: Kind, threads: usize, per_thread: usize, handles: bool) {
     let f = Factory::new(BootClock::new(), FactoryConfig::new().base_key(&KEY)).unwrap();
-    f.enable(300, NO_DEADLINE).unwrap();
+    f.enable(machine_id(300), NO_DEADLINE).unwrap();
     let all: Vec<Vec<u128>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -110,7 +115,7 @@ proptest! {
     fn sortable_nonces_follow_the_fake_clock(steps in proptest::collection::vec((0u64..3, 1usize..300), 1..60)) {
         let clock = ManualClock::new(1_800_000_000_000);
         let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-        f.enable(12, NO_DEADLINE).unwrap();
+        f.enable(machine_id(12), NO_DEADLINE).unwrap();
         let epoch = f.epoch_ms();
         let (mut last64, mut last96, mut last128) = (None, None, None);
         for (advance, n) in steps {
@@ -172,7 +177,7 @@ proptest! {
         let (clock, calm_clock) = (ManualClock::new(t0), ManualClock::new(t0));
         let enabled = |clock| {
             let f = Factory::new(clock, FactoryConfig::new()).unwrap();
-            f.enable(12, NO_DEADLINE).unwrap();
+            f.enable(machine_id(12), NO_DEADLINE).unwrap();
             f
         };
         let (f, calm) = (enabled(&clock), enabled(&calm_clock));
@@ -209,7 +214,7 @@ proptest! {
 #[test]
 fn reenable_racing_with_generation_is_safe() {
     let f = Factory::new(BootClock::new(), FactoryConfig::new()).unwrap();
-    f.enable(1, NO_DEADLINE).unwrap();
+    f.enable(machine_id(1), NO_DEADLINE).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let results: Vec<Vec<Nonce64>> = std::thread::scope(|s| {
         let gens: Vec<_> = (0..2)
@@ -234,7 +239,7 @@ fn reenable_racing_with_generation_is_safe() {
             if round % 2 == 0 {
                 f.disable();
             }
-            f.enable(round % 3, NO_DEADLINE).unwrap();
+            f.enable(machine_id(round % 3), NO_DEADLINE).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -2,16 +2,22 @@
 //! each nonce still carrying the millisecond it was made in.
 
 use nonce_core::{
-    Base, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE, Nonce96, Nonce128,
+    Base, Error, Factory, FactoryConfig, Handle, MachineId, ManualClock, NO_DEADLINE, Nonce96,
+    Nonce128,
 };
 use std::collections::HashSet;
 
 const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
 const T0: u64 = 1_800_000_000_000;
 
+/// A machine ID the test knows to be in range.
+fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
+
 fn factory(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
     let f = Factory::new(clock, FactoryConfig::new()).unwrap();
-    f.enable(id, NO_DEADLINE).unwrap();
+    f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
 }
 
@@ -87,9 +93,9 @@ fn handle_sortables_follow_disable_enable_deadline_and_kinds() {
     f.disable();
     assert_eq!(h.sortable96(), Err(Error::Disabled));
     assert_eq!(h.sortable128(), Err(Error::Disabled));
-    f.enable(2, NO_DEADLINE).unwrap();
-    assert_eq!(h.sortable128().unwrap().decode(EPOCH).machine_id, 2);
-    assert_eq!(h.sortable96().unwrap().decode(EPOCH).machine_id, 2);
+    f.enable(machine_id(2), NO_DEADLINE).unwrap();
+    assert_eq!(h.sortable128().unwrap().decode(EPOCH).machine_id.get(), 2);
+    assert_eq!(h.sortable96().unwrap().decode(EPOCH).machine_id.get(), 2);
     // A deadline at the clock's millisecond stops the cached block at once.
     f.set_deadline(clock.now_ms_for_test());
     assert_eq!(h.sortable96(), Err(Error::LeaseExpired));
@@ -119,7 +125,7 @@ fn handle_sortables_follow_disable_enable_deadline_and_kinds() {
 fn a_floor_ahead_of_the_clock_holds_for_handles() {
     let clock = ManualClock::new(T0);
     let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    f.enable_above(6, T0 + 50, NO_DEADLINE).unwrap();
+    f.enable_above(machine_id(6), T0 + 50, NO_DEADLINE).unwrap();
     let (h1, h2) = (f.handle(), f.handle());
     let mut seen = HashSet::new();
     for _ in 0..5000 {

@@ -10,7 +10,8 @@
 ))]
 
 use nonce_core::{
-    Base, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+    Base, Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96,
+    Nonce128,
 };
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -18,6 +19,11 @@ use std::sync::{Arc, Barrier};
 
 const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
 const T0: u64 = 1_800_000_000_000;
+
+/// A machine ID the test knows to be in range.
+fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
 const KEY: [u8; 32] = [9; 32];
 
 fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
@@ -26,13 +32,13 @@ fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
         FactoryConfig::new().base_key(&KEY).thread_cache(true),
     )
     .unwrap();
-    f.enable(id, NO_DEADLINE).unwrap();
+    f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
 }
 
 fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
     let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
-    f.enable(id, NO_DEADLINE).unwrap();
+    f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
 }
 
@@ -134,10 +140,10 @@ fn cached_blocks_follow_disable_enable_and_the_deadline() {
 
     // Enabled again under another ID: nothing of the old generation comes out.
     clock.advance(10);
-    f.enable(2, NO_DEADLINE).unwrap();
-    let id = |n: Nonce128| n.decode(EPOCH).machine_id;
-    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id, 2);
-    assert_eq!(f.counter96().unwrap().decode(EPOCH).machine_id, 2);
+    f.enable(machine_id(2), NO_DEADLINE).unwrap();
+    let id = |n: Nonce128| n.decode(EPOCH).machine_id.get();
+    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id.get(), 2);
+    assert_eq!(f.counter96().unwrap().decode(EPOCH).machine_id.get(), 2);
     assert_eq!(id(f.counter128().unwrap()), 2);
     assert_eq!(
         id(f.decrypt128(f.encrypted128(Base::Counter).unwrap())
@@ -148,7 +154,7 @@ fn cached_blocks_follow_disable_enable_and_the_deadline() {
     assert!(after.iter().all(|&(ms, _)| ms >= T0 + 10), "{after:?}");
 
     // Enabled again without a disable in between (a new lease): the same.
-    f.enable(4, NO_DEADLINE).unwrap();
+    f.enable(machine_id(4), NO_DEADLINE).unwrap();
     assert_eq!(id(f.counter128().unwrap()), 4);
 
     // A deadline moved to the generation's start stops every cached block at once.
@@ -209,10 +215,10 @@ fn factories_in_one_thread_never_share_a_block() {
             let e128 = f
                 .decrypt128(f.encrypted128(Base::Counter).unwrap())
                 .unwrap();
-            assert_eq!(n64.decode(EPOCH).machine_id, id);
-            assert_eq!(n96.decode(EPOCH).machine_id, id);
-            assert_eq!(n128.decode(EPOCH).machine_id, id);
-            assert_eq!(e128.decode(EPOCH).machine_id, id);
+            assert_eq!(n64.decode(EPOCH).machine_id.get(), id);
+            assert_eq!(n96.decode(EPOCH).machine_id.get(), id);
+            assert_eq!(n128.decode(EPOCH).machine_id.get(), id);
+            assert_eq!(e128.decode(EPOCH).machine_id.get(), id);
             let set = &mut seen[usize::from(id)];
             assert!(set.insert(u128::from(n64.to_u64())));
             assert!(set.insert(n96.to_u128() | 1 << 100));
@@ -229,13 +235,13 @@ fn a_new_factory_never_inherits_an_old_one_s_block() {
     for id in 0..20 {
         let f = cached(&clock, id);
         let n = f.counter128().unwrap().decode(EPOCH);
-        assert_eq!((n.machine_id, n.count), (id, 0));
+        assert_eq!((n.machine_id.get(), n.count), (id, 0));
         let n = f.counter64().unwrap().decode(EPOCH);
-        assert_eq!((n.machine_id, n.count), (id, 0));
+        assert_eq!((n.machine_id.get(), n.count), (id, 0));
         let n = f
             .decrypt128(f.encrypted128(Base::Counter).unwrap())
             .unwrap();
-        assert_eq!(n.decode(EPOCH).machine_id, id);
+        assert_eq!(n.decode(EPOCH).machine_id.get(), id);
     }
 }
 
@@ -278,7 +284,7 @@ fn the_cache_keeps_one_kind_per_size() {
         .thread_cache(true)
         .kind128(Base::Sortable);
     let f = Factory::new(&clock, config).unwrap();
-    f.enable(1, NO_DEADLINE).unwrap();
+    f.enable(machine_id(1), NO_DEADLINE).unwrap();
     // counter96 fills the block counter128 would draw on; counter128 is still refused.
     f.counter96().unwrap();
     let conflict = Error::KindConflict {
@@ -351,7 +357,7 @@ fn refused_counter64_with_the_cache_consumes_nothing() {
 fn counter64_with_the_cache_stops_at_the_deadline_and_bursts_after_renewal() {
     let clock = ManualClock::new(T0);
     let f = Factory::new(&clock, FactoryConfig::new().thread_cache(true)).unwrap();
-    f.enable(5, T0 + 1).unwrap();
+    f.enable(machine_id(5), T0 + 1).unwrap();
     assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
     clock.advance(5);
     for _ in 0..10_000 {
@@ -477,7 +483,7 @@ fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
             .kind96(Base::Sortable),
     )
     .unwrap();
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert_eq!(
         ms96(f.sortable96().unwrap()),
         nonce_core::Clock::now_ms(&clock)
@@ -488,19 +494,19 @@ fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
 fn cached_sortable_runs_follow_disable_enable_and_the_deadline() {
     let clock = ManualClock::new(T0);
     let f = cached(&clock, 1);
-    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 1);
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id.get(), 1);
     f.disable();
     assert_eq!(f.sortable128(), Err(Error::Disabled));
     assert_eq!(f.encrypted128(Base::Sortable), Err(Error::Disabled));
-    f.enable(2, NO_DEADLINE).unwrap();
+    f.enable(machine_id(2), NO_DEADLINE).unwrap();
     // Nothing of the old generation's run comes out.
-    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id.get(), 2);
     // A deadline at the current millisecond stops the run at once.
     f.set_deadline(nonce_core::Clock::now_ms(&clock));
     assert_eq!(f.sortable128(), Err(Error::LeaseExpired));
     assert_eq!(f.encrypted128(Base::Sortable), Err(Error::LeaseExpired));
     f.set_deadline(NO_DEADLINE);
-    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id, 2);
+    assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id.get(), 2);
 }
 
 #[test]
@@ -511,7 +517,7 @@ fn many_threads_on_one_cached_factory_never_repeat_sortables() {
         FactoryConfig::new().base_key(&KEY).thread_cache(true),
     )
     .unwrap();
-    f.enable(12, NO_DEADLINE).unwrap();
+    f.enable(machine_id(12), NO_DEADLINE).unwrap();
     let all: Vec<(Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4)
             .map(|t| {

@@ -372,7 +372,7 @@ fn decode(
         }
         _ => return None,
     };
-    Some((decoded.machine_id, decoded.unix_ms))
+    Some((decoded.machine_id.get(), decoded.unix_ms))
 }
 
 /// A value, with the file and window (index in that file's windows; `u32::MAX` for none) it
@@ -794,7 +794,7 @@ pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError>
 mod tests {
     use super::*;
     use crate::clock::NodeClock;
-    use nononce::nonce::Base;
+    use nononce::nonce::{Base, MachineId};
     use std::io::Write;
 
     fn write(dir: &Path, name: &str, records: &[Record]) {
@@ -859,7 +859,7 @@ mod tests {
                 deadline_ms: self.deadline,
             });
             self.factory
-                .enable_above(id, floor_ms, self.deadline)
+                .enable_above(MachineId::new(id).unwrap(), floor_ms, self.deadline)
                 .unwrap();
             self
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use nononce::nonce::{DEFAULT_EPOCH_MS, NO_DEADLINE};
+use nononce::nonce::{DEFAULT_EPOCH_MS, MachineId, NO_DEADLINE};
 use nononce::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryClock, FactoryOptions,
 };
@@ -117,7 +117,7 @@ enum LeasesCommand {
         store: String,
         /// The machine ID to free.
         #[arg(long, value_parser = parse_machine_id)]
-        id: u16,
+        id: MachineId,
         /// Confirms the node holding the ID is dead: a live one would share its ID until its
         /// next renewal.
         #[arg(long)]
@@ -167,7 +167,7 @@ struct GenArgs {
     format: Format,
     /// Use this machine ID (0..=511) without a lease; you guarantee no other node uses it.
     #[arg(long, conflicts_with = "store", value_name = "ID", value_parser = parse_machine_id)]
-    machine_id: Option<u16>,
+    machine_id: Option<MachineId>,
     #[arg(long, help = STORE_HELP)]
     store: Option<String>,
     /// No progress line while waiting for a lease (errors are still reported).
@@ -234,13 +234,22 @@ fn parse_bits(s: &str) -> Result<u16, String> {
     }
 }
 
-fn parse_machine_id(s: &str) -> Result<u16, String> {
+fn parse_machine_id(s: &str) -> Result<MachineId, String> {
     match s.parse::<u64>() {
-        Ok(id) if id <= u64::from(nononce::lease::MachineId::MAX) => {
-            Ok(u16::try_from(id).expect("at most 511"))
-        }
-        Ok(id) => Err(format!("machine id {id} is out of range: use 0..=511")),
-        Err(_) => Err(format!("`{s}` is not a machine id: use 0..=511")),
+        // Values past `u16` get the same message as those past the 9-bit field.
+        Ok(id) => u16::try_from(id)
+            .ok()
+            .and_then(|id| MachineId::new(id).ok())
+            .ok_or_else(|| {
+                format!(
+                    "machine id {id} is out of range: use 0..={}",
+                    MachineId::MAX
+                )
+            }),
+        Err(_) => Err(format!(
+            "`{s}` is not a machine id: use 0..={}",
+            MachineId::MAX
+        )),
     }
 }
 
@@ -329,7 +338,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
         match command {
             LeasesCommand::List { store, format } => {
                 let holders = Store::open(&store, Access::Read).await?.holders().await?;
-                let free = 512 - holders.len();
+                let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
                 let text = match format {
                     ListFormat::Text => {
                         let mut text = format!("{:>4}  {:<10} {:>12}\n", "id", "token", "expires_in");
@@ -345,7 +354,11 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                                 crate::codec::shown(&h.token_prefix),
                             ));
                         }
-                        text.push_str(&format!("{} held, {free} of 512 free", holders.len()));
+                        text.push_str(&format!(
+                            "{} held, {free} of {} free",
+                            holders.len(),
+                            MachineId::COUNT
+                        ));
                         text
                     }
                     ListFormat::Json => {
@@ -371,7 +384,6 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                 crate::output::print(&message)
             }
             LeasesCommand::Release { store, id, yes } => {
-                let id = nononce::lease::MachineId::new(id).map_err(|e| e.to_string())?;
                 if !yes {
                     return Err(Exit::Fail(format!(
                         "freeing machine id {} lets another node take it while its holder may still run: add --yes if that node is dead",
@@ -615,7 +627,7 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
                     "timestamp_ms": d.timestamp_ms,
                     "unix_ms": d.unix_ms,
                     "time": time,
-                    "machine_id": d.machine_id,
+                    "machine_id": d.machine_id.get(),
                     "count": d.count,
                 })
             ),

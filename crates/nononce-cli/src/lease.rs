@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use nononce::lease::{
     AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, Renewal, StartError, StartupError,
+    error_chain_with,
 };
-use nononce::{BoxStrategy, LeaseConfig, Strategy};
+use nononce::{BoxStrategy, LeaseConfig, MachineId, Strategy};
 
 use crate::store::StoreInfo;
 
@@ -453,29 +454,20 @@ fn describe_etcd(e: &nononce::etcd::EtcdLeaseError, store: &StoreInfo) -> String
 
 fn exhausted(what: &str, store: &StoreInfo) -> String {
     format!(
-        "all 512 machine ids in {what} of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
-        store.shown, store.url
+        "all {} machine ids in {what} of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
+        MachineId::COUNT,
+        store.shown,
+        store.url
     )
 }
 
 /// An error and its sources on one line, each cause once; database errors by their message
 /// alone (without PostgreSQL's source line).
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(e);
-    while let Some(error) = next {
-        let (text, last) = match error.downcast_ref::<nononce::sql::sqlx::Error>() {
-            Some(nononce::sql::sqlx::Error::Database(db)) => (db.message().to_owned(), true),
-            _ => (error.to_string(), false),
-        };
-        // Many errors already quote their source; say each cause once.
-        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
+    error_chain_with(e, |error| {
+        match error.downcast_ref::<nononce::sql::sqlx::Error>() {
+            Some(nononce::sql::sqlx::Error::Database(db)) => Some(db.message().to_owned()),
+            _ => None,
         }
-        if last {
-            break;
-        }
-        next = error.source();
-    }
-    parts.join(": ")
+    })
 }

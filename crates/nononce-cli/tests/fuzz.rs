@@ -88,16 +88,16 @@ fn assert_success(out: &Output, input: &str, prefix: &str) -> Result<(), String>
     Ok(())
 }
 
-/// SplitMix64: small, seeded, good enough to pick inputs.
-struct Gen(u64);
+/// Inputs drawn from lease-core's seeded generator.
+struct Gen(nononce::lease::SplitMix64);
 
 impl Gen {
+    fn new(seed: u64) -> Self {
+        Self(nononce::lease::SplitMix64::new(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -178,7 +178,7 @@ fn cases() -> u64 {
 /// Runs `case` on `cases()` inputs from a generator seeded with `seed`; panics naming the
 /// seed and case on the first failure.
 fn fuzz(seed: u64, mut case: impl FnMut(&mut Gen) -> Result<(), String>) {
-    let mut g = Gen(seed);
+    let mut g = Gen::new(seed);
     for n in 0..cases() {
         if let Err(message) = case(&mut g) {
             panic!("seed {seed:#x}, case {n}: {message}");

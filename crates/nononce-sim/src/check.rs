@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use nonce_core::{Clock, Error, Factory};
+use nonce_core::{Clock, Error, Factory, MachineId};
 
 /// One nonce kind and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,32 +75,32 @@ impl Kind {
             Self::Counter64 => {
                 let n = factory.counter64()?;
                 let d = n.decode(epoch);
-                (u128::from(n.to_u64()), d.unix_ms, d.machine_id)
+                (u128::from(n.to_u64()), d.unix_ms, d.machine_id.get())
             }
             Self::Sortable64 => {
                 let n = factory.sortable64()?;
                 let d = n.decode(epoch);
-                (u128::from(n.to_u64()), d.unix_ms, d.machine_id)
+                (u128::from(n.to_u64()), d.unix_ms, d.machine_id.get())
             }
             Self::Counter96 => {
                 let n = factory.counter96()?;
                 let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id)
+                (n.to_u128(), d.unix_ms, d.machine_id.get())
             }
             Self::Sortable96 => {
                 let n = factory.sortable96()?;
                 let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id)
+                (n.to_u128(), d.unix_ms, d.machine_id.get())
             }
             Self::Counter128 => {
                 let n = factory.counter128()?;
                 let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id)
+                (n.to_u128(), d.unix_ms, d.machine_id.get())
             }
             Self::Sortable128 => {
                 let n = factory.sortable128()?;
                 let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id)
+                (n.to_u128(), d.unix_ms, d.machine_id.get())
             }
         })
     }
@@ -232,7 +232,7 @@ impl Checker {
     pub fn new() -> Self {
         Self {
             seen: (0..Kind::ALL.len()).map(|_| Set::default()).collect(),
-            ranges: vec![Vec::new(); 512],
+            ranges: vec![Vec::new(); usize::from(MachineId::COUNT)],
             nonces: 0,
             duplicates: 0,
             out_of_window: 0,
@@ -258,7 +258,7 @@ impl Checker {
         self.nonces += 1;
         if !self.seen[kind.index()].insert(value) {
             self.duplicates += 1;
-            let other = self.ranges[usize::from(id & 511)]
+            let other = self.ranges[usize::from(id & MachineId::MAX)]
                 .iter()
                 .filter(|r| r.lo <= ts && ts <= r.hi)
                 .map(|r| {
@@ -301,7 +301,7 @@ impl Checker {
         lo: u64,
         hi: u64,
     ) -> Result<(), Violation> {
-        let list = &mut self.ranges[usize::from(id & 511)];
+        let list = &mut self.ranges[usize::from(id & MachineId::MAX)];
         let index = match *slot {
             Some((slot_id, i))
                 if slot_id == id && list.get(i).is_some_and(|r| r.holder == holder) =>

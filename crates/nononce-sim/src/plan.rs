@@ -4,7 +4,7 @@
 use core::fmt;
 use std::time::Duration;
 
-use lease_core::LeaseConfig;
+use lease_core::{LeaseConfig, MachineId};
 
 use crate::model::Guards;
 use crate::rng::Rng;
@@ -438,7 +438,7 @@ impl Plan {
         let nodes = config
             .nodes
             .unwrap_or_else(|| usize::try_from(rng.between(16, 64)).unwrap_or(16))
-            .clamp(1, 512);
+            .clamp(1, usize::from(MachineId::COUNT));
         let clocks = config.clocks.unwrap_or_else(|| {
             if rng.chance(400_000) {
                 Clocks::Tight
@@ -446,14 +446,14 @@ impl Plan {
                 Clocks::Wide
             }
         });
-        let n = u16::try_from(nodes).unwrap_or(512);
+        let n = u16::try_from(nodes).unwrap_or(MachineId::COUNT);
         let capacity = if backend == Backend::Static || rng.chance(450_000) {
-            512
+            MachineId::COUNT
         } else {
             // Scarce IDs: handovers, floors ahead and exhaustion.
             u16::try_from(rng.between(u64::from(n), u64::from(n) + 8))
-                .unwrap_or(512)
-                .min(512)
+                .unwrap_or(MachineId::COUNT)
+                .min(MachineId::COUNT)
         };
         let duration = profile.lease * rng.between(profile.leases.0, profile.leases.1);
         let network = Network {

@@ -1,9 +1,11 @@
 //! The one seeded generator every decision of a run is drawn from.
 
-/// SplitMix64: small, fast and good enough for schedules; a run is reproducible from its seed.
+use lease_core::SplitMix64;
+
+/// lease-core's SplitMix64 with the draws a run needs; a run is reproducible from its seed.
 #[derive(Debug, Clone)]
 pub struct Rng {
-    state: u64,
+    stream: SplitMix64,
 }
 
 impl Rng {
@@ -11,17 +13,13 @@ impl Rng {
     #[must_use]
     pub const fn new(seed: u64) -> Self {
         Self {
-            state: seed ^ 0x6e6f_6e6f_6e63_6573,
+            stream: SplitMix64::new(seed ^ 0x6e6f_6e6f_6e63_6573),
         }
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.stream.next_u64()
     }
 
     /// 128 random bits (lease tokens).
@@ -31,11 +29,7 @@ impl Rng {
 
     /// A number in `0..bound` (0 when `bound` is 0).
     pub fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 {
-            return 0;
-        }
-        let wide = u128::from(self.next_u64()) * u128::from(bound);
-        u64::try_from(wide >> 64).unwrap_or(0)
+        self.stream.below(bound)
     }
 
     /// An index into a collection of `len` elements (`len > 0`).

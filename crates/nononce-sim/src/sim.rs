@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use lease_core::backoff::Jitter;
 use lease_core::machine::LeaseEvent;
+use lease_core::time::millis;
 use lease_core::{
     Action, Effect, Failure, Grant, LeaseCache, LeaseConfig, LeaseMachine, LeaseState, LeaseTarget,
     LossReason, MachineId, Renewal, Strategy,
@@ -377,10 +378,6 @@ fn loss_name(reason: &LossReason) -> &'static str {
     }
 }
 
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     /// Brings the process clock to true time `ctx.now`; returns it.
     fn sync(&self, ctx: &Ctx, shell: &Shell) -> u64 {
@@ -514,7 +511,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         self.drop_call();
         self.call = Some(Pending {
             fut,
-            expires: local.saturating_add(ms(timeout)),
+            expires: local.saturating_add(millis(timeout)),
         });
         self.poll_call(ctx, shell);
     }
@@ -546,7 +543,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                                 "granted id {a}, floor {b}, ttl {c} ms",
                                 u64::from(g.machine_id.get()),
                                 g.floor_ms,
-                                ms(g.ttl),
+                                millis(g.ttl),
                             ),
                             Err(e) => self.trace(ctx, shell, e.kind.as_str(), 0, 0, 0),
                         }
@@ -589,7 +586,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     deadline_ms,
                 } => {
                     for (f, _) in &self.factories {
-                        LeaseTarget::enable(f, machine_id.get(), floor_ms, deadline_ms);
+                        LeaseTarget::enable(f, machine_id, floor_ms, deadline_ms);
                     }
                     let id = machine_id.get();
                     self.window = Some(Window {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nononce::nonce::{Base, Clock, Factory, ManualClock};
-use nononce::{FactoryClock, FactoryOptions};
+use nononce::{FactoryClock, FactoryOptions, MachineId};
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -25,7 +25,8 @@ fn factory(options: FactoryOptions) -> Factory<ManualClock> {
         .base_key(KEY.to_vec())
         .build(ManualClock::new(T0))
         .unwrap();
-    f.enable(17, T0 + 2 * AHEAD_MS).unwrap();
+    f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
+        .unwrap();
     f.clock().set(T0 + AHEAD_MS);
     f
 }
@@ -57,8 +58,11 @@ fn ticker_factory() -> Factory<FactoryClock> {
     let f = FactoryOptions::new()
         .build(FactoryClock::shared().unwrap())
         .unwrap();
-    f.enable(17, f.clock().exact_now_ms() + 24 * 3600 * 1000)
-        .unwrap();
+    f.enable(
+        MachineId::new(17).unwrap(),
+        f.clock().exact_now_ms() + 24 * 3600 * 1000,
+    )
+    .unwrap();
     f
 }
 

@@ -3,7 +3,7 @@
 //! `cargo run -p nononce --example direct`
 
 use nononce::nonce::{Clock, NO_DEADLINE};
-use nononce::{Base, BootClock, FactoryOptions};
+use nononce::{Base, BootClock, FactoryOptions, MachineId};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = BootClock::new();
@@ -11,7 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .base_key(vec![42u8; 32])
         .build(clock)?;
     // Machine ID 5, valid until told otherwise: only safe if no other node can use 5.
-    factory.enable(5, NO_DEADLINE)?;
+    factory.enable(MachineId::new(5)?, NO_DEADLINE)?;
     let handle = factory.handle(); // one per thread
     println!("{}", handle.counter64()?);
     println!("{}", handle.encrypted128()?);

@@ -53,8 +53,8 @@ pub use lease_static::hosts;
 
 pub use lease_core::{BoxStrategy, LeaseConfig, LeaseState, LossReason, Strategy};
 pub use nonce_core::{
-    Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, Nonce, Nonce64,
-    Nonce96, Nonce128, TickerClock,
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, MachineId, Nonce,
+    Nonce64, Nonce96, Nonce128, TickerClock,
 };
 
 /// The clock of the factories [`Nononce`] builds: the process's [`TickerClock`] over its

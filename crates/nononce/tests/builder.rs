@@ -40,7 +40,7 @@ async fn start_generate_lose_and_recover_shutdown() {
     let ivs = nonces.factory("ivs").unwrap();
     assert_eq!(
         ids.counter64().unwrap().decode(ids.epoch_ms()).machine_id,
-        id.get()
+        id
     );
     let iv = ivs.encrypted128(Base::Counter).unwrap();
     assert_eq!(
@@ -48,7 +48,7 @@ async fn start_generate_lose_and_recover_shutdown() {
             .unwrap()
             .decode(ivs.epoch_ms())
             .machine_id,
-        id.get()
+        id
     );
     assert_eq!(nonces.factories().count(), 2);
 

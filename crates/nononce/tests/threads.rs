@@ -7,7 +7,7 @@ use std::time::Duration;
 use lease_testkit::memory::MemoryStore;
 use nononce::nonce::{Factory, ManualClock, NO_DEADLINE};
 use nononce::prelude::*;
-use nononce::{FactoryClock, LeaseConfig};
+use nononce::{FactoryClock, LeaseConfig, MachineId};
 
 /// This thread's counts of `op`'s nonces while another thread calls `op` between each two.
 fn alternate<C: nononce::nonce::Clock + Sync>(
@@ -78,7 +78,9 @@ async fn a_started_factory_gives_each_thread_its_own_block() {
 fn options_turn_the_thread_cache_on_unless_told_otherwise() {
     let clock = ManualClock::new(1_800_000_000_000);
     let cached = FactoryOptions::new().build(&clock).unwrap();
-    cached.enable(1, NO_DEADLINE).unwrap();
+    cached
+        .enable(MachineId::new(1).unwrap(), NO_DEADLINE)
+        .unwrap();
     assert!(followed_on(&alternate(&cached, count64)) >= 30);
     assert!(followed_on(&alternate(&cached, count128)) >= 30);
 
@@ -86,7 +88,9 @@ fn options_turn_the_thread_cache_on_unless_told_otherwise() {
         .thread_cache(false)
         .build(&clock)
         .unwrap();
-    shared.enable(2, NO_DEADLINE).unwrap();
+    shared
+        .enable(MachineId::new(2).unwrap(), NO_DEADLINE)
+        .unwrap();
     assert_eq!(followed_on(&alternate(&shared, count64)), 0);
     assert_eq!(followed_on(&alternate(&shared, count128)), 0);
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
 use tokio::time::Instant;
 
-const IDS: usize = 512;
+const IDS: usize = MachineId::COUNT as usize;
 
 #[derive(Clone, Copy)]
 struct Row {
@@ -72,7 +72,10 @@ pub struct TableLease {
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
     /// Every ID is held.
-    #[error("all 512 machine ids are leased; free a dead node's id or wait for a lease to expire")]
+    #[error(
+        "all {} machine ids are leased; free a dead node's id or wait for a lease to expire",
+        MachineId::COUNT
+    )]
     Exhausted,
     /// The lease expired and the row has a new owner, or was released.
     #[error("machine id {0} is no longer leased by this node")]
@@ -112,7 +115,8 @@ impl Strategy for Table {
             token,
             expires_at: Some(now + requested),
         };
-        let id = MachineId::new(u16::try_from(index).expect("index < 512")).expect("index < 512");
+        let id = MachineId::new(u16::try_from(index).expect("index < IDS"))
+            .expect("index < IDS, the number of machine ids");
         Ok(Grant::new(id, TableLease { id, token }, requested))
     }
 

@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use nonce_core::{Clock, Factory, FactoryConfig, NO_DEADLINE};
+use nonce_core::{Clock, Factory, FactoryConfig, MachineId, NO_DEADLINE};
 
 /// A clock fed by the embedding firmware.
 struct TickClock(AtomicU64);
@@ -20,7 +20,8 @@ static CLOCK: TickClock = TickClock(AtomicU64::new(1_800_000_000_000));
 #[unsafe(no_mangle)]
 pub extern "C" fn nononce_proof_counter64() -> u64 {
     let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new()) else { return 0 };
-    if factory.enable(1, NO_DEADLINE).is_err() {
+    let Ok(id) = MachineId::new(1) else { return 0 };
+    if factory.enable(id, NO_DEADLINE).is_err() {
         return 0;
     }
     factory.counter64().map(u64::from).unwrap_or(0)
@@ -32,7 +33,8 @@ pub extern "C" fn nononce_proof_counter64() -> u64 {
 pub extern "C" fn nononce_proof_encrypted128(out: &mut [u8; 16]) -> bool {
     let key = [7u8; 32];
     let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new().base_key(&key)) else { return false };
-    if factory.enable(2, NO_DEADLINE).is_err() {
+    let Ok(id) = MachineId::new(2) else { return false };
+    if factory.enable(id, NO_DEADLINE).is_err() {
         return false;
     }
     match factory.encrypted128(nonce_core::Base::Counter) {

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use nonce_core::{
-    Base, Cipher96, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE, Nonce64,
-    Nonce96, Nonce128,
+    Base, Cipher96, Error, Factory, FactoryConfig, Handle, MachineId, ManualClock, NO_DEADLINE,
+    Nonce64, Nonce96, Nonce128,
 };
 
 pub const T0: u64 = 1_800_000_000_000;
@@ -16,6 +16,11 @@ pub const T0: u64 = 1_800_000_000_000;
 pub const KEY: [u8; 32] = [9; 32];
 
 pub type F<'c> = Factory<&'c ManualClock>;
+
+/// A machine ID the test knows to be in range.
+pub fn machine_id(n: u16) -> MachineId {
+    MachineId::new(n).expect("test machine ids are below 512")
+}
 
 /// A factory configuration with keys for every size when the ciphers are compiled in.
 pub fn config(cipher96: Cipher96) -> FactoryConfig<'static> {
@@ -41,7 +46,7 @@ pub fn config(cipher96: Cipher96) -> FactoryConfig<'static> {
 
 pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<'_>) -> F<'c> {
     let f = Factory::new(clock, config).unwrap();
-    f.enable(5, NO_DEADLINE).unwrap();
+    f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f
 }
 

@@ -34,7 +34,7 @@ use nononce::etcd::etcd_client::{
 };
 use nononce::etcd::{EtcdOptions, EtcdStrategy};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
-use nononce::lease::{LeaseManager, LeaseTarget};
+use nononce::lease::{LeaseManager, LeaseTarget, MachineId};
 use nononce::nonce::{Base, Factory, FactoryConfig};
 use nononce::redis::{RedisOptions, RedisStrategy};
 use nononce::statefulset::StatefulSetStrategy;
@@ -191,7 +191,7 @@ struct Recorder {
 }
 
 impl LeaseTarget for Recorder {
-    fn enable(&self, machine_id: u16, floor_ms: u64, deadline_ms: u64) {
+    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         if self.factories.iter().any(|f| f.is_enabled()) {
             // A new window while one is open: close it first, so no nonce of one factory's old
             // generation is read as belonging to the new window.
@@ -199,7 +199,7 @@ impl LeaseTarget for Recorder {
         }
         self.log.put(&Record::Enable {
             at: self.log.now(),
-            machine_id,
+            machine_id: machine_id.get(),
             floor_ms,
             deadline_ms,
         });
@@ -771,7 +771,7 @@ fn etcd_lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
         .ok()?
         .parse()
         .ok()
-        .filter(|id| *id < 512)
+        .filter(|id| *id < MachineId::COUNT)
 }
 
 /// Gives one held ID's key (never a reserved one) to a foreign etcd lease of `ttl_ms`, as
@@ -842,7 +842,7 @@ async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .id();
-    let ids: Vec<u16> = (args.keep.min(512)..512).collect();
+    let ids: Vec<u16> = (args.keep.min(MachineId::COUNT)..MachineId::COUNT).collect();
     for chunk in ids.chunks(ETCD_TXN_OPS) {
         let puts: Vec<TxnOp> = chunk
             .iter()
@@ -884,15 +884,15 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             let mut cmd = redis::cmd("HSETEX");
             cmd.arg(&args.name).arg("PX").arg(args.ttl_ms).arg("FIELDS");
-            cmd.arg(2 * (512 - u32::from(args.keep.min(512))));
-            for id in args.keep..512 {
+            cmd.arg(2 * u32::from(MachineId::COUNT - args.keep.min(MachineId::COUNT)));
+            for id in args.keep..MachineId::COUNT {
                 let id = id.to_string();
                 cmd.arg(&id)
                     .arg(RESERVED_REDIS)
                     .arg(format!("token.{id}.{RESERVED_REDIS}"))
                     .arg(&id);
             }
-            if args.keep < 512 {
+            if args.keep < MachineId::COUNT {
                 let _: i64 = cmd.query_async(&mut con).await.map_err(|e| e.to_string())?;
             }
             return Ok::<_, String>(());

@@ -38,9 +38,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use lease_core::time::millis;
 use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
 
-use super::{Guards, Link, ModelLease, Reply, Request, machine_id, ms, pick};
+use super::{Guards, Link, ModelLease, Reply, Request, machine_id, pick};
 use crate::rng::Rng;
 
 /// etcd's shortest lease with its default timings (heartbeat 100 ms, election timeout 1 s): one
@@ -967,7 +968,7 @@ impl<L: Link> EtcdModel<L> {
         let now = self.link.now_ms();
         let mut seen = self.seen();
         if let Some(at) = seen.rewound {
-            if now.saturating_sub(at) < ms(self.max_lease) {
+            if now.saturating_sub(at) < millis(self.max_lease) {
                 return Err(Failure::new(
                     ErrorKind::Retry,
                     "the etcd store went back in time: acquisition holds off for the longest lease",
@@ -1080,7 +1081,10 @@ impl<L: Link> EtcdModel<L> {
             let Some((id, stored, floor_revision)) = picked else {
                 return Err(Failure::new(
                     ErrorKind::Exhausted,
-                    "all 512 machine ids under the prefix are leased",
+                    format!(
+                        "all {} machine ids under the prefix are leased",
+                        MachineId::COUNT
+                    ),
                 ));
             };
             let (lease, ttl) = match *granted {

@@ -265,15 +265,13 @@ pub(crate) fn pick<T: Copy>(
     Some(if floor(&b) < floor(&a) { b } else { a })
 }
 
-/// Whole milliseconds of `d`, saturating.
-pub(crate) fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// A machine ID from a row index below 512.
 pub(crate) fn machine_id(index: usize) -> MachineId {
     MachineId::new(u16::try_from(index).unwrap_or(u16::MAX)).unwrap_or_else(|_| {
-        // Tables hold at most 512 rows; an index past them is a bug in the model.
-        panic!("model row {index} is outside the 512 machine ids")
+        // Tables hold at most one row per ID; an index past them is a bug in the model.
+        panic!(
+            "model row {index} is outside the {} machine ids",
+            MachineId::COUNT
+        )
     })
 }

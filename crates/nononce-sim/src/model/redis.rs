@@ -12,7 +12,8 @@
 //!   then the holder's marker is deleted, so the ID field blocks the ID for the guard while a
 //!   renewal arriving later fails; the floor set if the marker was there, else only raised);
 //! - floors recorded by acquire and renew are lowered by what `max_lease_duration` cut off the
-//!   request (`granted_floor`), which keeps them at the deadline the grant allows.
+//!   request (`lease_core::time::granted_floor`), which keeps them at the deadline the grant
+//!   allows.
 //!
 //! A restart may forget everything (no persistence), keep the last snapshot (RDB) or keep
 //! everything (AOF with `appendfsync always`); it always gets a new run ID and an uptime of 0.
@@ -21,9 +22,10 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use lease_core::time::{granted_floor, millis};
 use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
 
-use super::{Guards, Link, ModelLease, Request, Response, machine_id, ms};
+use super::{Guards, Link, ModelLease, Request, Response, machine_id};
 use crate::rng::Rng;
 
 /// A command (or script) the Redis strategy model sends.
@@ -425,7 +427,7 @@ impl<L: Link> RedisModel<L> {
         Self {
             link,
             guards,
-            max_lease_ms: ms(max_lease).max(1),
+            max_lease_ms: millis(max_lease).max(1),
             rng: Mutex::new(Rng::new(seed)),
             seen: Mutex::new(Seen::default()),
         }
@@ -509,9 +511,10 @@ impl<L: Link> RedisModel<L> {
         Some(if b.1 < a.1 { b.0 } else { a.0 })
     }
 
-    /// `granted_floor`: the floor less what `max_lease_duration` cut off the request.
-    fn granted_floor(floor_ms: Option<u64>, requested: Duration, ttl_ms: u64) -> Option<u64> {
-        floor_ms.map(|f| f.saturating_sub(ms(requested).saturating_sub(ttl_ms)))
+    /// The backend's `recorded_floor`: the floor less what `max_lease_duration` cut off the
+    /// request (without the field's cap, which no simulated clock reaches).
+    fn recorded_floor(floor_ms: Option<u64>, requested: Duration, ttl_ms: u64) -> Option<u64> {
+        floor_ms.map(|f| granted_floor(f, requested, Duration::from_millis(ttl_ms)))
     }
 
     async fn claim(
@@ -520,8 +523,8 @@ impl<L: Link> RedisModel<L> {
         now_ms: u64,
         floor_ms: Option<u64>,
     ) -> Result<Grant<ModelLease>, Failure> {
-        let ttl_ms = ms(requested).min(self.max_lease_ms).max(1);
-        let floor_ms = Self::granted_floor(floor_ms, requested, ttl_ms);
+        let ttl_ms = millis(requested).min(self.max_lease_ms).max(1);
+        let floor_ms = Self::recorded_floor(floor_ms, requested, ttl_ms);
         let mut checked = None;
         for attempt in 0..ACQUIRE_ATTEMPTS {
             let info = attempt == 0 && self.guards.amnesia;
@@ -602,8 +605,8 @@ impl<L: Link> RedisModel<L> {
         requested: Duration,
         floor_ms: Option<u64>,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        let ttl_ms = ms(requested).min(self.max_lease_ms).max(1);
-        let floor_ms = Self::granted_floor(floor_ms, requested, ttl_ms);
+        let ttl_ms = millis(requested).min(self.max_lease_ms).max(1);
+        let floor_ms = Self::recorded_floor(floor_ms, requested, ttl_ms);
         let reply = self
             .call(RedisRequest::Renew {
                 id: lease.id.get(),
@@ -635,7 +638,7 @@ impl<L: Link> RedisModel<L> {
         guard: Duration,
         floor_ms: Option<u64>,
     ) -> Result<(), Failure> {
-        let guard_ms = self.guards.release_guard.then(|| ms(guard).max(1));
+        let guard_ms = self.guards.release_guard.then(|| millis(guard).max(1));
         match self
             .call(RedisRequest::Release {
                 id: lease.id.get(),
@@ -673,7 +676,7 @@ impl<L: Link> Strategy for RedisModel<L> {
 
     /// `RedisOptions::validate_for`: a longest lease below the minimum TTL is refused.
     fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
-        if self.max_lease_ms < ms(config.min_ttl()) {
+        if self.max_lease_ms < millis(config.min_ttl()) {
             return Err(Failure::new(
                 ErrorKind::Misconfigured,
                 "max_lease_duration is below the lease manager's min_ttl",

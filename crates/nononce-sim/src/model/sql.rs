@@ -19,9 +19,10 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use lease_core::time::millis;
 use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
 
-use super::{Guards, Link, ModelLease, Request, Response, machine_id, ms};
+use super::{Guards, Link, ModelLease, Request, Response, machine_id};
 use crate::rng::Rng;
 
 /// A database server's identity: system identifier and timeline.
@@ -492,7 +493,7 @@ impl<L: Link> SqlModel<L> {
         Self {
             link,
             guards,
-            max_lease_ms: ms(max_lease).max(1),
+            max_lease_ms: millis(max_lease).max(1),
             rng: Mutex::new(Rng::new(seed)),
         }
     }
@@ -592,7 +593,7 @@ impl<L: Link> SqlModel<L> {
         now_ms: u64,
         floor_ms: u64,
     ) -> Result<Grant<ModelLease>, Failure> {
-        let amount_ms = ms(requested).min(self.max_lease_ms);
+        let amount_ms = millis(requested).min(self.max_lease_ms);
         let token = self.token();
         for _ in 0..2 {
             let reply = self
@@ -649,7 +650,7 @@ impl<L: Link> Strategy for SqlModel<L> {
 
     /// As `SqlStrategy::check_config`: a longest lease below the minimum TTL is refused.
     fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
-        if self.max_lease_ms < ms(config.min_ttl()) {
+        if self.max_lease_ms < millis(config.min_ttl()) {
             return Err(Failure::new(
                 ErrorKind::Misconfigured,
                 "max_lease_duration is below the lease manager's min_ttl",
@@ -681,7 +682,7 @@ impl<L: Link> Strategy for SqlModel<L> {
         requested: Duration,
         floor_ms: u64,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        let amount_ms = ms(requested).min(self.max_lease_ms);
+        let amount_ms = millis(requested).min(self.max_lease_ms);
         let reply = self
             .call(SqlRequest::Renew {
                 id: lease.id.get(),
@@ -725,7 +726,7 @@ impl<L: Link> SqlModel<L> {
         guard: Duration,
         floor_ms: Option<u64>,
     ) -> Result<(), Failure> {
-        let guard_ms = self.guards.release_guard.then(|| ms(guard));
+        let guard_ms = self.guards.release_guard.then(|| millis(guard));
         match self
             .call(SqlRequest::Release {
                 id: lease.id.get(),

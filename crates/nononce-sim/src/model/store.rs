@@ -153,7 +153,8 @@ impl RedisStore {
         let now = clock();
         // Up for longer than the amnesia hold-off: a long-running server.
         let up_since = now.saturating_sub(
-            super::amnesia_hold_off_ms(super::ms(max_lease)).saturating_mul(2) + 10_000,
+            super::amnesia_hold_off_ms(lease_core::time::millis(max_lease)).saturating_mul(2)
+                + 10_000,
         );
         let server = Server::Redis(RedisServer::new(MachineId::COUNT, up_since, 1));
         Self::on(server, clock, max_lease)
