@@ -267,7 +267,7 @@ impl core::fmt::Debug for ConflictGuard {
 /// # use lease_core::MachineId;
 /// # use lease_guard::{Announce, Conflict, InstanceToken, Resolution};
 /// let factory = Arc::new(Factory::new(ManualClock::new(1_800_000_000_000), FactoryConfig::new()).unwrap());
-/// factory.enable(7, nonce_core::NO_DEADLINE).unwrap();
+/// factory.enable(MachineId::new(7).unwrap(), nonce_core::NO_DEADLINE).unwrap();
 /// let on_conflict = lease_guard::halt([Arc::clone(&factory)]);
 /// # let node = |t| Announce::from_parts(MachineId::new(7).ok(), t, InstanceToken::from_bytes([0; 16]));
 /// # let conflict = Conflict {

@@ -50,7 +50,7 @@ pub const DEFAULT_TICK_PERIOD: Duration = Duration::from_micros(500);
 ///
 /// let clock = TickerClock::shared().unwrap();
 /// let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-/// factory.enable(crate::MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
+/// factory.enable(nonce_core::MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
 /// let id = factory.sortable128().unwrap();
 /// // The ticker's reading never passes the boot clock it publishes.
 /// let made_at = id.decode(factory.epoch_ms()).unix_ms;
