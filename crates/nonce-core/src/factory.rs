@@ -232,8 +232,9 @@ impl<'k> FactoryConfig<'k> {
     /// values left in a block when a thread exits or a generation ends are skipped, never
     /// reused. What changes: counter nonces no longer follow call order across threads (each
     /// thread's own still increase), and a thread's first calls of a size reserve a small
-    /// block (1 value, doubling per refill up to 1024). Sortable nonces keep their clock read
-    /// and carry the millisecond they were made in, as the shared calls do; each thread's own
+    /// block (1 value, doubling per refill up to 8192; encrypted runs are cut from a
+    /// counter128 block of their own). Sortable nonces keep their clock read and carry the
+    /// millisecond they were made in, as the shared calls do; each thread's own
     /// increase, and one made after another was returned never carries an earlier
     /// millisecond, but within one millisecond those of different threads are not in creation
     /// order (the shared calls keep one order for every thread). Each thread keeps blocks for

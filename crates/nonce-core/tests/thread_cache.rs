@@ -125,6 +125,20 @@ fn calls_from_one_thread_draw_on_a_block_of_their_own() {
 }
 
 #[test]
+fn encrypted_runs_are_cut_from_a_growing_block_of_their_own() {
+    // Runs of 32 encrypted nonces come from one counter128 block that doubles per refill
+    // (32, 64, 128, 256, ...), so 400 calls alternating with another thread's cross only a
+    // few block boundaries; a shared reservation per run would cross one every 32 calls.
+    let clock = ManualClock::new(T0);
+    let mine = alternate(&cached(&clock, 3), OPS[3], 400);
+    let boundaries = mine.len() - 1 - followed_on(&mine);
+    assert!(
+        boundaries <= 4,
+        "{boundaries} block boundaries in 400 calls"
+    );
+}
+
+#[test]
 fn cached_blocks_follow_disable_enable_and_the_deadline() {
     let clock = ManualClock::new(T0);
     let f = cached(&clock, 1);
