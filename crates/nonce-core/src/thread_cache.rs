@@ -55,7 +55,7 @@ const MAX_BLOCK: u64 = 8192;
 /// a counter128 refill: every block size (`RUN`, doubling up to [`MAX_BLOCK`]) is a multiple.
 const RUN: usize = 32;
 
-const _: () = assert!(MAX_BLOCK % RUN as u64 == 0);
+const _: () = assert!(MAX_BLOCK.is_multiple_of(RUN as u64));
 
 const NONE: Snapshot = Snapshot {
     state: 0,

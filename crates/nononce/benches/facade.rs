@@ -5,7 +5,7 @@
 //! docs/performance.md.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -92,6 +92,8 @@ fn threads(c: &mut Criterion) {
     let f = factory(FactoryOptions::new());
     let plain = factory(FactoryOptions::new().thread_cache(false));
     let counter = AtomicU64::new(0);
+    let own: Vec<_> = (0..2).map(|_| factory(FactoryOptions::new())).collect();
+    let next_own = AtomicUsize::new(0);
     let mut g = c.benchmark_group("facade_threads");
     for threads in [1u32, 2] {
         g.bench_function(format!("fetch_add_pack64_x{threads}"), |b| {
@@ -107,6 +109,19 @@ fn threads(c: &mut Criterion) {
         g.bench_function(format!("counter64_x{threads}"), |b| {
             b.iter_custom(|iters| {
                 parallel(threads, &|| {
+                    for _ in 0..iters {
+                        black_box(f.counter64().unwrap());
+                    }
+                })
+            })
+        });
+        // The same calls with nothing shared between the threads: one factory each. What
+        // `counter64_x2` loses against this row is the cost of sharing the factory.
+        g.bench_function(format!("own_factories_counter64_x{threads}"), |b| {
+            b.iter_custom(|iters| {
+                next_own.store(0, Ordering::Relaxed);
+                parallel(threads, &|| {
+                    let f = &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()];
                     for _ in 0..iters {
                         black_box(f.counter64().unwrap());
                     }
