@@ -534,6 +534,10 @@ fn bench_report() -> Result<(), String> {
     let uuid = ns("peers/uuid_now_v7")?;
     let single_aes = ns("encrypted/encrypted128_aes")?;
     let cap_rate = 8_192_000.0;
+    // Aggregate speed-up of 2 threads over 1: benchmarks `{id}_x1` and `{id}_x2`.
+    let scaling = |id: &str| -> Result<f64, String> {
+        Ok(ns(&format!("{id}_x1"))? / ns(&format!("{id}_x2"))?)
+    };
     // (goal, measured ratio, required ratio); `at_most` rows below.
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     let mut at_most: Vec<(String, f64, f64)> = Vec::new();
@@ -545,11 +549,9 @@ fn bench_report() -> Result<(), String> {
         rows.push((name.into(), fetch_add / ns(id)?, 0.8));
     }
     for kind in ["counter64", "counter128"] {
-        let one = ns(&format!("threads/handle_{kind}_x1"))?;
-        let two = ns(&format!("threads/handle_{kind}_x2"))?;
         rows.push((
             format!("handle {kind}: 2 threads vs 1 (aggregate)"),
-            one / two,
+            scaling(&format!("threads/handle_{kind}"))?,
             1.8,
         ));
     }
@@ -606,11 +608,9 @@ fn bench_report() -> Result<(), String> {
         0.97,
     ));
     for kind in ["sortable96", "sortable128"] {
-        let one = ns(&format!("sortable_threads/handle_{kind}_x1"))?;
-        let two = ns(&format!("sortable_threads/handle_{kind}_x2"))?;
         rows.push((
             format!("handle {kind}: 2 threads vs 1 (aggregate)"),
-            one / two,
+            scaling(&format!("sortable_threads/handle_{kind}"))?,
             1.8,
         ));
     }
@@ -637,11 +637,9 @@ fn bench_report() -> Result<(), String> {
         ("counter128", "counter128"),
         ("encrypted128 (aes)", "encrypted128_aes"),
     ] {
-        let one = ns(&format!("facade_threads/{kind}_x1"))?;
-        let two = ns(&format!("facade_threads/{kind}_x2"))?;
         rows.push((
             format!("facade {name}, shared factory: 2 threads vs 1 (aggregate)"),
-            one / two,
+            scaling(&format!("facade_threads/{kind}"))?,
             1.8,
         ));
         at_most.push((
@@ -652,11 +650,9 @@ fn bench_report() -> Result<(), String> {
     }
 
     for kind in ["sortable96", "sortable128"] {
-        let one = ns(&format!("facade_threads/{kind}_x1"))?;
-        let two = ns(&format!("facade_threads/{kind}_x2"))?;
         rows.push((
             format!("facade {kind}, shared factory: 2 threads vs 1 (aggregate)"),
-            one / two,
+            scaling(&format!("facade_threads/{kind}"))?,
             1.8,
         ));
     }
@@ -740,6 +736,8 @@ fn bench_report() -> Result<(), String> {
         "facade_threads/fetch_add_pack64_x2",
         "facade_threads/counter64_x1",
         "facade_threads/counter64_x2",
+        "facade_threads/own_factories_counter64_x1",
+        "facade_threads/own_factories_counter64_x2",
         "facade_threads/counter128_x1",
         "facade_threads/counter128_x2",
         "facade_threads/encrypted128_aes_x1",

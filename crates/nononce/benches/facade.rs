@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use nononce::nonce::{Base, Clock, Factory, ManualClock};
+use nononce::nonce::{Base, Clock, Factory, Handle, ManualClock};
 use nononce::{FactoryClock, FactoryOptions, MachineId};
 
 const KEY: [u8; 32] = [0x5a; 32];
@@ -77,12 +77,23 @@ fn sortables(c: &mut Criterion) {
     g.finish();
 }
 
-/// Aggregate time per nonce with `threads` threads each running `worker` (`iters` nonces).
-fn parallel(threads: u32, worker: &(dyn Fn() + Sync)) -> Duration {
+/// Aggregate time per call with `threads` threads, each making `iters` calls of `call` on
+/// what `setup` gave it in that thread (a handle, a factory of its own, or nothing).
+fn per_thread<S, T>(
+    threads: u32,
+    iters: u64,
+    setup: impl Fn() -> S + Sync,
+    call: impl Fn(&S) -> T + Sync,
+) -> Duration {
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(worker);
+            s.spawn(|| {
+                let state = setup();
+                for _ in 0..iters {
+                    black_box(call(&state));
+                }
+            });
         }
     });
     start.elapsed() / threads
@@ -96,119 +107,53 @@ fn threads(c: &mut Criterion) {
     let next_own = AtomicUsize::new(0);
     let mut g = c.benchmark_group("facade_threads");
     for threads in [1u32, 2] {
-        g.bench_function(format!("fetch_add_pack64_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
-                        black_box(((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF));
-                    }
-                })
-            })
+        // `{name}_x{threads}`: `call` on `threads` threads, on what `setup` gives each.
+        macro_rules! row {
+            ($name:literal, $setup:expr, $call:expr) => {
+                g.bench_function(format!(concat!($name, "_x{}"), threads), |b| {
+                    b.iter_custom(|iters| per_thread(threads, iters, $setup, $call))
+                });
+            };
+        }
+        row!("fetch_add_pack64", || (), |()| {
+            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
         });
-        g.bench_function(format!("counter64_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(f.counter64().unwrap());
-                    }
-                })
-            })
-        });
+        row!("counter64", || (), |()| f.counter64().unwrap());
         // The same calls with nothing shared between the threads: one factory each. What
         // `counter64_x2` loses against this row is the cost of sharing the factory.
-        g.bench_function(format!("own_factories_counter64_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                next_own.store(0, Ordering::Relaxed);
-                parallel(threads, &|| {
-                    let f = &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()];
-                    for _ in 0..iters {
-                        black_box(f.counter64().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("counter128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(f.counter128().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("encrypted128_aes_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(f.encrypted128(Base::Counter).unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("handle_counter64_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    let h = f.handle();
-                    for _ in 0..iters {
-                        black_box(h.counter64().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("handle_counter128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    let h = f.handle();
-                    for _ in 0..iters {
-                        black_box(h.counter128().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("handle_encrypted128_aes_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    let h = f.handle();
-                    for _ in 0..iters {
-                        black_box(h.encrypted128().unwrap());
-                    }
-                })
-            })
-        });
+        row!(
+            "own_factories_counter64",
+            || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
+            |own: &&Factory<ManualClock>| own.counter64().unwrap()
+        );
+        row!("counter128", || (), |()| f.counter128().unwrap());
+        row!("encrypted128_aes", || (), |()| f
+            .encrypted128(Base::Counter)
+            .unwrap());
+        row!("handle_counter64", || f.handle(), |h: &Handle<'_, _>| h
+            .counter64()
+            .unwrap());
+        row!("handle_counter128", || f.handle(), |h: &Handle<'_, _>| h
+            .counter128()
+            .unwrap());
+        row!("handle_encrypted128_aes", || f.handle(), |h: &Handle<
+            '_,
+            _,
+        >| h
+            .encrypted128()
+            .unwrap());
         // Sortable nonces as the facade makes them: its clock, the thread cache's runs. The
         // ticker runs only for these rows: the counter rows' factories run on a manual clock,
         // and a ticker thread waking 2000 times a second would take its share of the two
         // cores from their 2-thread runs alone (its own cost is measured by `ticker_lag`).
         let sortable = ticker_factory();
-        g.bench_function(format!("sortable96_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(sortable.sortable96().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("sortable128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(sortable.sortable128().unwrap());
-                    }
-                })
-            })
-        });
+        row!("sortable96", || (), |()| sortable.sortable96().unwrap());
+        row!("sortable128", || (), |()| sortable.sortable128().unwrap());
         drop(sortable);
-        g.bench_function(format!("no_thread_cache_counter128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(plain.counter128().unwrap());
-                    }
-                })
-            })
-        });
+        row!("no_thread_cache_counter128", || (), |()| plain
+            .counter128()
+            .unwrap());
     }
     g.finish();
 }
