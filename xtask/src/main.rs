@@ -3,11 +3,14 @@
 //! - `cargo xtask test`: the whole check suite CI runs (format, lints, tests, loom, docs,
 //!   the no_std proof).
 //! - `cargo xtask nostd`: only the no_std proof.
+//! - `cargo xtask core-deps`: only the check that `lease-core` pulls in no tokio, tracing,
+//!   metrics or futures (see `core_deps.rs`).
 //! - `cargo xtask bench [ARGS]`: `cargo bench -p nonce-core`, then the facade's benchmark
 //!   (`cargo bench -p nononce`), with extra criterion arguments; prints the goal table.
 //! - `cargo xtask fuzz [--cases N]`: every fuzz target in release mode (see `fuzz.rs`).
 
 mod chaos;
+mod core_deps;
 mod fuzz;
 mod services;
 mod sim;
@@ -22,6 +25,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("nostd") => Steps::new().run_all(&nostd_steps()),
+        Some("core-deps") => Steps::new().check(CORE_DEPS, core_deps::check),
         Some("bench") => Steps::new()
             .run_all(&[
                 Step::cargo(
@@ -49,7 +53,7 @@ fn main() -> ExitCode {
         Some("with-services") => with_services(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|nostd|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
+                "usage: cargo xtask <test|nostd|core-deps|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
             );
             return ExitCode::from(2);
         }
@@ -112,24 +116,50 @@ impl Steps {
     }
 
     fn run(&mut self, step: &Step) -> Result<(), String> {
-        let started = Instant::now();
         eprintln!("==> {}: cargo {}", step.name, step.args.join(" "));
-        let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(&step.args)
-            .current_dir(step.dir.clone().unwrap_or_else(workspace_root));
-        for (k, v) in &step.env {
-            cmd.env(k, v);
-        }
-        let status = cmd
-            .status()
-            .map_err(|e| format!("{}: could not run cargo: {e}", step.name))?;
+        self.timed(step.name, || {
+            let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cmd.args(&step.args)
+                .current_dir(step.dir.clone().unwrap_or_else(workspace_root));
+            for (k, v) in &step.env {
+                cmd.env(k, v);
+            }
+            let status = cmd
+                .status()
+                .map_err(|e| format!("could not run cargo: {e}"))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(status.to_string())
+            }
+        })
+    }
+
+    /// Runs a check of xtask's own (no cargo command line of its own), reported like a step.
+    fn check(
+        &mut self,
+        name: &'static str,
+        check: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        eprintln!("==> {name}");
+        self.timed(name, check)
+    }
+
+    fn timed(
+        &mut self,
+        name: &str,
+        step: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let started = Instant::now();
+        let result = step();
         let secs = started.elapsed().as_secs_f64();
-        if status.success() {
-            self.passed += 1;
-            eprintln!("<== {}: ok in {secs:.1} s", step.name);
-            Ok(())
-        } else {
-            Err(format!("{} failed ({status}) after {secs:.1} s", step.name))
+        match result {
+            Ok(()) => {
+                self.passed += 1;
+                eprintln!("<== {name}: ok in {secs:.1} s");
+                Ok(())
+            }
+            Err(why) => Err(format!("{name} failed ({why}) after {secs:.1} s")),
         }
     }
 
@@ -177,11 +207,14 @@ fn with_services(command: &[String]) -> Result<(), String> {
     }
 }
 
+/// The name of the [`core_deps`] step.
+const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
+
 /// Crates with features: besides the workspace run with every feature, each is tested crate by
 /// crate with the combinations that change its behaviour ([`feature_test_steps`]).
 const FEATURED: [&str; 7] = [
     "nonce-core",
-    "lease-core",
+    "lease-manager",
     "lease-sql",
     "lease-redis",
     "lease-etcd",
@@ -303,8 +336,8 @@ fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// The tests of each crate with features, alone, in the combinations that change its behaviour;
 /// the others (TLS, the facade's re-exports) add no test of their own and are checked above.
 ///
-/// - `nonce-core` (ciphers, clocks, serde) and `lease-core` (driver, telemetry): no features,
-///   each feature alone, and `nonce-core`'s defaults.
+/// - `nonce-core` (ciphers, clocks, serde) and `lease-manager` (driver, telemetry): no
+///   features, each feature alone, and `nonce-core`'s defaults.
 /// - `lease-sql`: no dialect, and each dialect alone (SQLite without a server).
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing), in one
 ///   build; their one feature alone is what the workspace run has.
@@ -323,8 +356,8 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
     };
     let steps = vec![
         each(
-            "features: tests, nonce-core and lease-core each feature",
-            &["nonce-core", "lease-core"],
+            "features: tests, nonce-core and lease-manager each feature",
+            &["nonce-core", "lease-manager"],
             &["--exclude-features", "default"],
         ),
         Step::cargo(
@@ -399,8 +432,10 @@ fn test_steps(runner: &mut Steps) -> Result<(), String> {
     // Before any step: building etcd-client (clippy already does) needs protoc.
     services::etcd::ensure_protoc()?;
     let hack = services::cargo_hack::ensure()?;
-    // Format, lints and the feature checks fail fast, before any server starts.
+    // Format, lints, the feature checks and lease-core's dependency tree fail fast, before any
+    // server starts.
     runner.run_all(&static_steps(&hack)?)?;
+    runner.check(CORE_DEPS, core_deps::check)?;
     // Stopped when dropped, at the end of this function, whatever the outcome.
     let services = services::start()?;
     let mut tests = Step::cargo(

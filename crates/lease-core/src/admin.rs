@@ -6,6 +6,7 @@ use nonce_core::MachineId;
 
 /// A machine ID held in a store, as an operator tool lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Holder {
     /// The held ID.
     pub machine_id: MachineId,

@@ -75,6 +75,7 @@ impl LeaseError for DynError {
 /// A lease of the wrong type was passed to a [`DynStrategy`] (a lease from another strategy).
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("lease handle belongs to a different strategy than {strategy}")]
+#[non_exhaustive]
 pub struct ForeignLease {
     /// The strategy that received it.
     pub strategy: &'static str,

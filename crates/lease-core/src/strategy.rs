@@ -210,6 +210,7 @@ impl LeaseError for core::convert::Infallible {
 /// ready-made error type for simple strategies.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind}: {reason}")]
+#[non_exhaustive]
 pub struct Failure {
     /// What kind of failure this is.
     pub kind: ErrorKind,

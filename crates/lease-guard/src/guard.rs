@@ -9,7 +9,8 @@ use foca::{
     AccumulatingRuntime, Config as FocaConfig, Foca, Identity, NoCustomBroadcast,
     OwnedNotification, PostcardCodec, Timer,
 };
-use lease_core::{LeaseState, LeaseTarget, MachineId};
+use lease_core::MachineId;
+use lease_manager::{LeaseState, LeaseTarget};
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 use tokio::net::UdpSocket;

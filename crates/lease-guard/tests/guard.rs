@@ -3,11 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{LeaseState, MachineId};
+use lease_core::MachineId;
 use lease_guard::{
     Announce, Conflict, ConflictGuard, GuardConfig, GuardError, InstanceToken, PeerCheck,
     PeerOutcome, Resolution, halt,
 };
+use lease_manager::LeaseState;
 use nonce_core::{Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE};
 
 /// No wait in these tests lasts longer, so a failure cannot hang the suite.

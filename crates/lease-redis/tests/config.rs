@@ -4,7 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use lease_core::{ErrorKind, LeaseConfig, LeaseManager, StartError};
+use lease_core::{ErrorKind, LeaseConfig};
+use lease_manager::{LeaseManager, StartError};
 use lease_redis::RedisStrategy;
 
 #[tokio::test]

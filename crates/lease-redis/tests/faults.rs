@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Binary, Key, OwnServer, occupy, options, raw};
-use lease_core::{
-    ErrorKind, LeaseConfig, LeaseError, LeaseManager, LeaseTarget, LossReason, MachineId, Strategy,
-};
+use lease_core::{ErrorKind, LeaseConfig, LeaseError, MachineId, Strategy};
+use lease_manager::{LeaseManager, LeaseTarget, LossReason};
 use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
 

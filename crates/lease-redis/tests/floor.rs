@@ -275,7 +275,7 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
 /// crashes: the floor it leaves is about an hour ahead of its clock, not eight.
 #[tokio::test]
 async fn a_crashed_manager_on_a_capped_strategy_leaves_the_floor_of_its_grant() {
-    use lease_core::LeaseManager;
+    use lease_manager::LeaseManager;
     use nonce_core::{BootClock, Clock};
     for server in servers() {
         let name = server.name;

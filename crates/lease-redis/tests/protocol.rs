@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{Key, hget, hpttl, occupy, options, raw, servers, strategy};
-use lease_core::{ErrorKind, LeaseError, LeaseManager, StartError, Strategy};
+use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_manager::{LeaseManager, StartError};
 use lease_redis::redis::{
     self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
 };
@@ -422,7 +423,7 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
     assert!(
         matches!(
             result,
-            Err(StartError::Startup(lease_core::StartupError::Fatal(_)))
+            Err(StartError::Startup(lease_manager::StartupError::Fatal(_)))
         ),
         "{:?}",
         result.err()

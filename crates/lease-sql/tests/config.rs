@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestTable, mysql_url, pg_url};
-use lease_core::{ErrorKind, LeaseConfig, LeaseManager, StartError};
+use lease_core::{ErrorKind, LeaseConfig};
+use lease_manager::{LeaseManager, StartError};
 use lease_sql::{Dialect, SqlStrategy};
 
 /// Below the default `min_ttl` of 30 s.

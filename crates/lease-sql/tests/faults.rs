@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Pool, TestTable, mysql_url, pg_url};
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, LeaseManager, LeaseState, Strategy};
+use lease_core::{ErrorKind, LeaseConfig, LeaseError, Strategy};
+use lease_manager::{LeaseManager, LeaseState};
 use lease_sql::sqlx::{self, AssertSqlSafe, Connection, Executor};
 use lease_sql::{Dialect, SqlError, SqlStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, LeaseManager, Strategy};
+use lease_core::{ErrorKind, LeaseConfig, LeaseError, Strategy};
+use lease_manager::LeaseManager;
 use lease_static::{FloorFile, FloorFileError, StatefulSetStrategy};
 use nonce_core::{BootClock, Factory, FactoryConfig};
 

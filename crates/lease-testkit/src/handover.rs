@@ -13,7 +13,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_core::{Grant, LeaseConfig, LeaseManager, MachineId, Renewal, Strategy};
+use lease_core::{Grant, LeaseConfig, MachineId, Renewal, Strategy};
+use lease_manager::LeaseManager;
 use nonce_core::{BootClock, Clock, Error as NonceError, Factory, FactoryConfig};
 
 use crate::Harness;
@@ -290,7 +291,7 @@ async fn start<S: Strategy + 'static>(
     LeaseManager::builder(strategy)
         .config(config)
         .clock(clock)
-        .target(Arc::clone(factory) as Arc<dyn lease_core::LeaseTarget>)
+        .target(Arc::clone(factory) as Arc<dyn lease_manager::LeaseTarget>)
         .start()
         .await
         .map_err(|e| format!("lease manager did not start: {e}"))

@@ -2,7 +2,7 @@
 //!
 //! One event queue ordered by true time (ties broken by the seeded generator), one generator,
 //! no threads and no real time. Each node runs the real [`LeaseMachine`] through a sans-IO
-//! driver written here (the same loop as `lease-core`'s tokio driver: poll the action, do it,
+//! driver written here (the same loop as `lease-manager`'s tokio driver: poll the action, do it,
 //! report the result, apply the effects in order) and real [`Factory`]s on its own process
 //! clock. Strategy calls are the model strategies' futures, polled whenever a reply reaches
 //! the node.
@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use lease_core::backoff::Jitter;
-use lease_core::machine::LeaseEvent;
 use lease_core::time::millis;
-use lease_core::{
-    Action, Effect, Failure, Grant, LeaseCache, LeaseConfig, LeaseMachine, LeaseState, LeaseTarget,
-    LossReason, MachineId, Renewal, Strategy,
+use lease_core::{Failure, Grant, LeaseConfig, MachineId, Renewal, Strategy};
+use lease_manager::backoff::Jitter;
+use lease_manager::machine::LeaseEvent;
+use lease_manager::{
+    Action, Effect, LeaseCache, LeaseMachine, LeaseState, LeaseTarget, LossReason,
 };
 use nonce_core::{Base, Clock, Error as NonceError, Factory, FactoryConfig};
 

@@ -2,7 +2,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{LeaseConfig, LeaseManager, LeaseState, LossReason, MachineId, Strategy};
+use lease_core::{LeaseConfig, MachineId, Strategy};
+use lease_manager::{LeaseManager, LeaseState, LossReason};
 use nonce_core::{Base, Cipher64, Cipher96, Cipher128, Clock, Factory, FactoryConfig};
 use zeroize::Zeroizing;
 

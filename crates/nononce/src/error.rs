@@ -23,7 +23,7 @@ pub enum Error {
     Clock(#[source] std::io::Error),
     /// The lease manager could not start (invalid timing, or no lease in time).
     #[error("could not start the machine-id lease")]
-    Lease(#[from] lease_core::StartError),
+    Lease(#[from] lease_manager::StartError),
     /// The conflict guard could not start (bad settings, or its UDP port is taken). The lease
     /// has been released again.
     #[cfg(feature = "guard")]

@@ -13,8 +13,12 @@ mod error;
 pub use builder::{Builder, FactoryOptions, KeyHexError, Nononce, decode_key_hex};
 pub use error::Error;
 
-/// The lease layer: the `Strategy` trait, lease configuration and state.
-pub use lease_core as lease;
+/// The lease layer: the `Strategy` trait and lease configuration (`lease-core`), and the lease
+/// manager, its state and its state machine (`lease-manager`), under one path.
+pub mod lease {
+    pub use lease_core::*;
+    pub use lease_manager::*;
+}
 /// Nonce generation: factories, nonce types, ciphers, clocks.
 pub use nonce_core as nonce;
 
@@ -51,7 +55,8 @@ pub use lease_static::statefulset;
 #[cfg_attr(docsrs, doc(cfg(feature = "hosts")))]
 pub use lease_static::hosts;
 
-pub use lease_core::{BoxStrategy, LeaseConfig, LeaseState, LossReason, Strategy};
+pub use lease_core::{BoxStrategy, LeaseConfig, Strategy};
+pub use lease_manager::{LeaseState, LossReason};
 pub use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, MachineId, Nonce,
     Nonce64, Nonce96, Nonce128, TickerClock,

@@ -11,14 +11,13 @@ use tokio::task::JoinHandle;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::cache::LeaseCache;
-use crate::config::{ConfigError, LeaseConfig};
 use crate::machine::{
     Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source, StartupError,
 };
-use crate::strategy::{ErrorKind, Failure, Strategy};
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
-use crate::time::millis;
+use lease_core::time::millis;
+use lease_core::{ConfigError, ErrorKind, Failure, LeaseConfig, Strategy};
 use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver

@@ -1,6 +1,6 @@
 //! Exponential backoff with jitter, and the small seeded generator that supplies the jitter.
 
-use crate::SplitMix64;
+use lease_core::SplitMix64;
 
 /// The longest backoff delay ever used: 24 hours, in milliseconds.
 pub const MAX_BACKOFF_MS: u64 = 24 * 3600 * 1000;
@@ -15,7 +15,7 @@ pub type Jitter = SplitMix64;
 /// than `cap` (itself at most 24 h).
 ///
 /// ```
-/// use lease_core::backoff::{Backoff, Jitter};
+/// use lease_manager::backoff::{Backoff, Jitter};
 /// let backoff = Backoff::new(100, 1_000);
 /// let mut jitter = Jitter::new(1);
 /// let first = backoff.delay_ms(1, &mut jitter);

@@ -5,10 +5,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{
-    ErrorKind, Grant, LeaseConfig, LeaseManager, LeaseState, LeaseTarget, LossReason, MachineId,
-    Renewal, StartError, StartupError, Strategy,
-};
+use lease_core::{ErrorKind, Grant, LeaseConfig, LeaseError, MachineId, Renewal, Strategy};
+use lease_manager::{LeaseManager, LeaseState, LeaseTarget, LossReason, StartError, StartupError};
 
 const BASE: u64 = 1_750_000_000_000;
 
@@ -127,7 +125,7 @@ impl Fault {
 #[error("test coordinator: {0:?}")]
 struct TestError(ErrorKind);
 
-impl lease_core::LeaseError for TestError {
+impl LeaseError for TestError {
     fn kind(&self) -> ErrorKind {
         self.0
     }

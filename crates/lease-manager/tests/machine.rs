@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::backoff::Jitter;
-use lease_core::machine::{LeaseEvent, OpResult, Operation, Source};
-use lease_core::{
-    Action, CachedLease, Effect, ErrorKind, Failure, Grant, LeaseConfig, LeaseMachine, LeaseState,
-    LossReason, MachineId, Renewal, StartupError,
+use lease_core::{ErrorKind, Failure, Grant, LeaseConfig, MachineId, Renewal};
+use lease_manager::backoff::Jitter;
+use lease_manager::machine::{LeaseEvent, OpResult, Operation, Source};
+use lease_manager::{
+    Action, CachedLease, Effect, LeaseMachine, LeaseState, LossReason, StartupError,
 };
 
 const T0: u64 = 1_750_000_000_000;

@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod backoff;
+mod cache;
+pub mod machine;
+mod target;
+#[cfg(feature = "tokio")]
+mod telemetry;
+
+#[cfg(feature = "tokio")]
+mod driver;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
+
+pub use cache::{CachedLease, LeaseCache};
+pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupError};
+pub use target::LeaseTarget;

@@ -1,0 +1,236 @@
+//! Where a failed call, a loss or a finished release takes the machine: backoff and retry,
+//! reacquisition, halting, or the end of startup.
+
+use std::sync::Arc;
+
+use lease_core::time::millis;
+use lease_core::{ErrorKind, Failure};
+
+use super::phase::{Held, InFlight, Phase, RenewStep};
+use super::{
+    Effect, LeaseMachine, LossReason, OpResult, Operation, OperationEvent, Source, StartupError,
+    UNRELEASED_MAX,
+};
+use crate::backoff::Backoff;
+use crate::cache::CachedLease;
+
+impl<L> LeaseMachine<L> {
+    pub(super) fn recovery_failed(
+        &mut self,
+        cached: CachedLease<L>,
+        call: InFlight,
+        failure: Failure,
+        now: u64,
+    ) -> Phase<L> {
+        self.event(OperationEvent {
+            operation: Operation::Renew,
+            source: Source::Cache,
+            result: OpResult::of(failure.kind),
+            machine_id: Some(cached.machine_id),
+            ttl_ms: None,
+            latency_ms: now.saturating_sub(call.sent),
+            error: Some(failure.clone()),
+        });
+        if self.started {
+            // The ID was in use before the restart: stopping is a loss the application hears of.
+            let lost = (Arc::clone(&cached.lease), cached.floor_ms);
+            return self.lose(
+                lost,
+                cached.deadline_ms,
+                LossReason::Lost(failure.reason),
+                now,
+            );
+        }
+        // The previous manager may have left factories enabled with this ID.
+        self.effects.push_back(Effect::DisableFactories);
+        self.effects.push_back(Effect::ClearCache);
+        Phase::Acquiring {
+            source: Source::Initial,
+            attempts: 0,
+            next_at: now,
+            call: None,
+            last_error: Some(failure),
+        }
+    }
+
+    pub(super) fn acquire_failed(
+        &mut self,
+        source: Source,
+        attempts: u32,
+        call: InFlight,
+        failure: Failure,
+        now: u64,
+    ) -> Phase<L> {
+        // One retry of a failed release (if any) before the next attempt.
+        self.release_retry_due = true;
+        self.event(OperationEvent {
+            operation: Operation::Acquire,
+            source,
+            result: OpResult::of(failure.kind),
+            machine_id: None,
+            ttl_ms: None,
+            latency_ms: now.saturating_sub(call.sent),
+            error: Some(failure.clone()),
+        });
+        if !self.started
+            && matches!(
+                failure.kind,
+                ErrorKind::Unsupported | ErrorKind::Misconfigured
+            )
+        {
+            return Phase::Failed(StartupError::Fatal(failure));
+        }
+        // During startup the acquire timeout bounds the wait; after it (or without one), a
+        // node without an ID retries forever, so the backoff is capped as renewals are, not
+        // left to grow to a day.
+        let cap = if self.startup_limit().is_none() {
+            millis(self.config.renew_interval())
+        } else {
+            u64::MAX
+        };
+        let backoff = Backoff::new(millis(self.config.acquire_backoff_base()), cap);
+        let mut delay = backoff.delay_ms(attempts, &mut self.jitter);
+        if let Some(deadline) = self.startup_limit() {
+            delay = delay.min(deadline.saturating_sub(now));
+        }
+        let next_at = now.saturating_add(delay);
+        if self
+            .startup_limit()
+            .is_none_or(|deadline| next_at < deadline)
+        {
+            self.events_retry(Operation::Acquire, attempts, delay, &failure);
+        }
+        Phase::Acquiring {
+            source,
+            attempts,
+            next_at,
+            call: None,
+            last_error: Some(failure),
+        }
+    }
+
+    pub(super) fn renew_failed(
+        &mut self,
+        held: Held<L>,
+        call: InFlight,
+        source: Source,
+        failures: u32,
+        failure: Failure,
+        now: u64,
+    ) -> Phase<L> {
+        self.event(OperationEvent {
+            operation: Operation::Renew,
+            source,
+            result: OpResult::of(failure.kind),
+            machine_id: Some(held.machine_id),
+            ttl_ms: None,
+            latency_ms: now.saturating_sub(call.sent),
+            error: Some(failure.clone()),
+        });
+        if failure.kind == ErrorKind::Lost {
+            let lost = (Arc::clone(&held.lease), held.floor_ms);
+            return self.lose(lost, held.deadline, LossReason::Lost(failure.reason), now);
+        }
+        // Uncertain: the lease stays usable until its local deadline, which step_held enforces.
+        let failures = failures.saturating_add(1);
+        let backoff = Backoff::new(
+            millis(self.config.renew_backoff_base()),
+            millis(self.config.renew_interval()),
+        );
+        let delay = backoff.delay_ms(failures, &mut self.jitter);
+        self.events_retry(Operation::Renew, failures, delay, &failure);
+        Phase::Held {
+            held,
+            step: RenewStep::Backoff {
+                at: now.saturating_add(delay),
+                failures,
+            },
+        }
+    }
+
+    /// A release on the way to acquisition that did not get through is tried again after the
+    /// next failed acquire attempt, before the one after it (once per attempt) (at most `UNRELEASED_MAX` are kept: the oldest go first). One on
+    /// the way to `Stopped` (shutdown) is not: the process is going away.
+    pub(super) fn release_failed(&mut self, lease: Arc<L>, floor_ms: u64, then: &Phase<L>) {
+        if matches!(then, Phase::Stopped) {
+            return;
+        }
+        if self.unreleased.len() >= UNRELEASED_MAX {
+            self.unreleased.remove(0);
+        }
+        self.unreleased.push((lease, floor_ms));
+    }
+
+    /// Why a release going on to `then` was made: shutdown, or the acquisition it makes way
+    /// for (a refused grant at startup, a loss).
+    pub(super) fn release_source(then: &Phase<L>) -> Source {
+        match then {
+            Phase::Acquiring { source, .. } => *source,
+            _ => Source::Shutdown,
+        }
+    }
+
+    pub(super) fn release_finished(
+        &mut self,
+        call: InFlight,
+        source: Source,
+        result: Result<(), Failure>,
+        now: u64,
+    ) {
+        let error = result.err();
+        self.event(OperationEvent {
+            operation: Operation::Release,
+            source,
+            result: error
+                .as_ref()
+                .map_or(OpResult::Ok, |f| OpResult::of(f.kind)),
+            machine_id: None,
+            ttl_ms: None,
+            latency_ms: now.saturating_sub(call.sent),
+            error,
+        });
+    }
+
+    /// Disable, tell the application, then reacquire (dynamic) or halt (deterministic).
+    ///
+    /// A dynamic strategy first gets the lost lease back in a release (`lost`: the lease and
+    /// the floor it was granted with), which records what was issued under it. When the
+    /// coordinator forgot the lease (a restart without persistence, a failover to a replica
+    /// that missed the last writes), it forgot the floor the renewals recorded too: this
+    /// release puts it back, before the coordinator's amnesia guard lets a successor in (the
+    /// guard holds acquisitions off for the longest lease, and this node notices the loss by
+    /// its deadline at the latest, which comes before that). Releasing a lease that is no
+    /// longer ours touches nobody else's (the [`Strategy`](lease_core::Strategy) contract).
+    pub(super) fn lose(
+        &mut self,
+        lost: (Arc<L>, u64),
+        deadline: u64,
+        reason: LossReason,
+        now: u64,
+    ) -> Phase<L> {
+        self.effects.push_back(Effect::DisableFactories);
+        self.effects.push_back(Effect::LeaseLost {
+            reason,
+            remaining_ttl_ms: deadline.saturating_sub(now),
+        });
+        self.effects.push_back(Effect::ClearCache);
+        if self.deterministic {
+            // The same ID would come back: reacquiring it cannot resolve a loss or a conflict.
+            Phase::Halted
+        } else {
+            let (lease, floor_ms) = lost;
+            Phase::Releasing {
+                lease,
+                floor_ms,
+                call: None,
+                then: Box::new(Phase::Acquiring {
+                    source: Source::Reacquire,
+                    attempts: 0,
+                    next_at: now,
+                    call: None,
+                    last_error: None,
+                }),
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The machine's private state: which phase of the lifecycle it is in, the lease it holds and
+//! the call it waits for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::time::millis;
+use lease_core::{Failure, MachineId};
+
+use super::{Source, StartupError};
+use crate::cache::CachedLease;
+
+/// An outstanding strategy call: when it was sent and how long it may take.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InFlight {
+    pub(super) sent: u64,
+    pub(super) timeout: Duration,
+}
+
+impl InFlight {
+    pub(super) fn expires(self) -> u64 {
+        self.sent.saturating_add(millis(self.timeout))
+    }
+}
+
+/// The lease held, as the machine keeps it.
+#[derive(Debug)]
+pub(super) struct Held<L> {
+    pub(super) machine_id: MachineId,
+    pub(super) lease: Arc<L>,
+    pub(super) deadline: u64,
+    pub(super) ttl: Duration,
+    /// The floor the lease was granted with (Unix ms).
+    pub(super) floor_ms: u64,
+    /// The coordinator's clock at the last grant or renewal, with when that call was sent.
+    pub(super) coordinator: Option<CoordinatorReading>,
+}
+
+/// A coordinator clock reading and the local instant its request was sent (it was applied no
+/// earlier than that).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CoordinatorReading {
+    pub(super) sent: u64,
+    pub(super) coordinator_ms: u64,
+}
+
+/// Where a held lease is in its renewal cycle.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RenewStep {
+    Idle {
+        at: u64,
+    },
+    InFlight {
+        call: InFlight,
+        source: Source,
+        failures: u32,
+    },
+    Backoff {
+        at: u64,
+        failures: u32,
+    },
+}
+
+/// The phase of the lease lifecycle (the diagram in the module docs).
+#[derive(Debug)]
+pub(super) enum Phase<L> {
+    New {
+        cached: Option<CachedLease<L>>,
+    },
+    Recovering {
+        cached: CachedLease<L>,
+        call: Option<InFlight>,
+    },
+    Acquiring {
+        source: Source,
+        attempts: u32,
+        next_at: u64,
+        call: Option<InFlight>,
+        last_error: Option<Failure>,
+    },
+    Held {
+        held: Held<L>,
+        step: RenewStep,
+    },
+    /// Giving `lease` back, then going on with `then`: `Stopped` on shutdown; or acquisition
+    /// after a refused grant (illegal TTL, arrived too late), which must not keep its ID
+    /// blocked for a whole lease, or after a loss, so that the floor of what was issued reaches
+    /// a coordinator that forgot the lease.
+    Releasing {
+        lease: Arc<L>,
+        floor_ms: u64,
+        call: Option<InFlight>,
+        then: Box<Phase<L>>,
+    },
+    Halted,
+    Failed(StartupError),
+    Stopped,
+}

@@ -1,0 +1,289 @@
+//! What the machine does next in each phase at `now`: the steps of
+//! [`poll_action`](LeaseMachine::poll_action).
+
+use std::sync::Arc;
+
+use lease_core::Failure;
+use lease_core::time::millis;
+
+use super::phase::{Held, InFlight, Phase, RenewStep};
+use super::{Action, Effect, LeaseMachine, LossReason, Source, StartupError};
+
+impl<L> LeaseMachine<L> {
+    pub(super) fn step(&mut self, phase: Phase<L>, now: u64) -> (Phase<L>, Option<Action<L>>) {
+        match phase {
+            Phase::New { cached } => {
+                self.startup_began = now;
+                self.startup_deadline = self
+                    .config
+                    .acquire_timeout()
+                    .map(|t| now.saturating_add(millis(t)));
+                let next = match cached {
+                    Some(cached) => Phase::Recovering { cached, call: None },
+                    None => Phase::Acquiring {
+                        source: Source::Initial,
+                        attempts: 0,
+                        next_at: now,
+                        call: None,
+                        last_error: None,
+                    },
+                };
+                (next, None)
+            }
+            Phase::Recovering {
+                cached,
+                call: Some(call),
+            } => {
+                if now >= call.expires() {
+                    let failure = Failure::timeout(call.timeout);
+                    (self.recovery_failed(cached, call, failure, now), None)
+                } else {
+                    let until = call.expires();
+                    (
+                        Phase::Recovering {
+                            cached,
+                            call: Some(call),
+                        },
+                        Some(Action::Wait { until }),
+                    )
+                }
+            }
+            Phase::Recovering { cached, call: None } => {
+                if cached.deadline_ms <= now {
+                    // The hot-path deadline already stops generation; say so explicitly too.
+                    self.effects.push_back(Effect::DisableFactories);
+                }
+                let validity = (cached.deadline_ms > now).then_some(cached.deadline_ms);
+                let timeout = self.timeout(now, [validity, self.startup_limit()]);
+                let lease = Arc::clone(&cached.lease);
+                let call = InFlight { sent: now, timeout };
+                let action = Action::Renew {
+                    lease,
+                    source: Source::Cache,
+                    requested: self.config.lease_duration(),
+                    timeout,
+                    floor_ms: self.floor_bound(now),
+                };
+                (
+                    Phase::Recovering {
+                        cached,
+                        call: Some(call),
+                    },
+                    Some(action),
+                )
+            }
+            Phase::Acquiring {
+                source,
+                attempts,
+                next_at,
+                call: Some(call),
+                last_error,
+            } => {
+                if now >= call.expires() {
+                    let failure = Failure::timeout(call.timeout);
+                    (
+                        self.acquire_failed(source, attempts, call, failure, now),
+                        None,
+                    )
+                } else {
+                    let phase = Phase::Acquiring {
+                        source,
+                        attempts,
+                        next_at,
+                        call: Some(call),
+                        last_error,
+                    };
+                    (
+                        phase,
+                        Some(Action::Wait {
+                            until: call.expires(),
+                        }),
+                    )
+                }
+            }
+            Phase::Acquiring {
+                source,
+                attempts,
+                next_at,
+                call: None,
+                last_error,
+            } => {
+                if let Some(deadline) = self.startup_limit()
+                    && now >= deadline
+                {
+                    let error = StartupError::Timeout {
+                        waited_ms: now.saturating_sub(self.startup_began),
+                        attempts,
+                        last_error,
+                    };
+                    return (Phase::Failed(error.clone()), Some(Action::Failed(error)));
+                }
+                if now < next_at {
+                    let phase = Phase::Acquiring {
+                        source,
+                        attempts,
+                        next_at,
+                        call: None,
+                        last_error,
+                    };
+                    return (phase, Some(Action::Wait { until: next_at }));
+                }
+                if self.release_retry_due
+                    && let Some((lease, floor_ms)) = self.unreleased.pop()
+                {
+                    self.release_retry_due = false;
+                    // First the release that did not get through (a lost lease's floor must
+                    // reach the coordinator before any successor's acquire can).
+                    let then = Phase::Acquiring {
+                        source,
+                        attempts,
+                        next_at,
+                        call: None,
+                        last_error,
+                    };
+                    let phase = Phase::Releasing {
+                        lease,
+                        floor_ms,
+                        call: None,
+                        then: Box::new(then),
+                    };
+                    return (phase, None);
+                }
+                let timeout = self.timeout(now, [self.startup_limit(), None]);
+                let call = InFlight { sent: now, timeout };
+                let action = Action::Acquire {
+                    source,
+                    requested: self.config.lease_duration(),
+                    timeout,
+                    now_ms: now,
+                    floor_ms: self.floor_bound(now),
+                };
+                let phase = Phase::Acquiring {
+                    source,
+                    attempts: attempts + 1,
+                    next_at,
+                    call: Some(call),
+                    last_error,
+                };
+                (phase, Some(action))
+            }
+            Phase::Held { held, step } => self.step_held(held, step, now),
+            Phase::Releasing {
+                lease,
+                floor_ms,
+                call: None,
+                then,
+            } => {
+                let timeout = self.config.call_timeout();
+                let action = Action::Release {
+                    lease: Arc::clone(&lease),
+                    guard: self.config.release_guard(),
+                    timeout,
+                    floor_ms,
+                };
+                let call = Some(InFlight { sent: now, timeout });
+                let phase = Phase::Releasing {
+                    lease,
+                    floor_ms,
+                    call,
+                    then,
+                };
+                (phase, Some(action))
+            }
+            Phase::Releasing {
+                lease,
+                floor_ms,
+                call: Some(call),
+                then,
+            } => {
+                if now >= call.expires() {
+                    let source = Self::release_source(&then);
+                    let failure = Failure::timeout(call.timeout);
+                    self.release_failed(lease, floor_ms, &then);
+                    self.release_finished(call, source, Err(failure), now);
+                    (*then, None)
+                } else {
+                    let until = call.expires();
+                    let phase = Phase::Releasing {
+                        lease,
+                        floor_ms,
+                        call: Some(call),
+                        then,
+                    };
+                    (phase, Some(Action::Wait { until }))
+                }
+            }
+            Phase::Halted => (Phase::Halted, Some(Action::Halted)),
+            Phase::Failed(error) => (Phase::Failed(error.clone()), Some(Action::Failed(error))),
+            Phase::Stopped => (Phase::Stopped, Some(Action::Stopped)),
+        }
+    }
+
+    pub(super) fn step_held(
+        &mut self,
+        held: Held<L>,
+        step: RenewStep,
+        now: u64,
+    ) -> (Phase<L>, Option<Action<L>>) {
+        if now >= held.deadline {
+            // Covers a clock that jumped past the deadline (suspend) as well as failed renewals.
+            let lost = (Arc::clone(&held.lease), held.floor_ms);
+            return (
+                self.lose(lost, held.deadline, LossReason::LocalExpiry, now),
+                None,
+            );
+        }
+        let deadline = held.deadline;
+        let (at, failures) = match step {
+            RenewStep::Idle { at } => (at, 0),
+            RenewStep::Backoff { at, failures } => (at, failures),
+            RenewStep::InFlight {
+                call,
+                source,
+                failures,
+            } => {
+                if now >= call.expires() {
+                    return (
+                        self.renew_failed(
+                            held,
+                            call,
+                            source,
+                            failures,
+                            Failure::timeout(call.timeout),
+                            now,
+                        ),
+                        None,
+                    );
+                }
+                let wait = Action::Wait {
+                    until: call.expires().min(deadline),
+                };
+                return (Phase::Held { held, step }, Some(wait));
+            }
+        };
+        if now < at {
+            return (
+                Phase::Held { held, step },
+                Some(Action::Wait {
+                    until: at.min(deadline),
+                }),
+            );
+        }
+        // The call must return before the deadline so a hung coordinator cannot keep us enabled.
+        let timeout = self.timeout(now, [Some(deadline), None]);
+        let call = InFlight { sent: now, timeout };
+        let action = Action::Renew {
+            lease: Arc::clone(&held.lease),
+            source: Source::Scheduled,
+            requested: self.config.lease_duration(),
+            timeout,
+            floor_ms: self.floor_bound(now),
+        };
+        let step = RenewStep::InFlight {
+            call,
+            source: Source::Scheduled,
+            failures,
+        };
+        (Phase::Held { held, step }, Some(action))
+    }
+}
