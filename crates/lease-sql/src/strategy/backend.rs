@@ -70,9 +70,16 @@ impl Backend {
         Self::MySql(pool, Arc::new(MySqlQueries::new(table, guard, hold_off)))
     }
 
-    /// A SQLite pool with the statements for `table` (SQLite has no amnesia guard).
+    /// A SQLite pool with the statements for `table`: SQLite has no replicas, so the amnesia
+    /// guard's settings do not apply (the signature is the other dialects', for
+    /// [`rebuilt`](Self::rebuilt)).
     #[cfg(feature = "sqlite")]
-    pub(super) fn sqlite(pool: sqlx::SqlitePool, table: &TableName) -> Self {
+    pub(super) fn sqlite(
+        pool: sqlx::SqlitePool,
+        table: &TableName,
+        _guard: AmnesiaGuard,
+        _hold_off: Duration,
+    ) -> Self {
         Self::Sqlite(pool, Arc::new(SqliteQueries::new(table)))
     }
 
@@ -89,7 +96,7 @@ impl Backend {
             #[cfg(feature = "mysql")]
             Self::MySql(pool, _) => Self::mysql(pool.clone(), table, guard, hold_off),
             #[cfg(feature = "sqlite")]
-            Self::Sqlite(pool, _) => Self::sqlite(pool.clone(), table),
+            Self::Sqlite(pool, _) => Self::sqlite(pool.clone(), table, guard, hold_off),
             Self::Never(never) => match *never {},
         }
     }

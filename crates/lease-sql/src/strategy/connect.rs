@@ -33,7 +33,7 @@ impl SqlStrategy {
     #[cfg(feature = "sqlite")]
     #[must_use]
     pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
-        Self::with_backend(|table, _, _| Backend::sqlite(pool, table))
+        Self::with_backend(|table, guard, hold_off| Backend::sqlite(pool, table, guard, hold_off))
     }
 
     /// A strategy with its own small lazy pool for `url` (`postgres://`, `mysql://`,
