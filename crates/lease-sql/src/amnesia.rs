@@ -1,6 +1,7 @@
 //! The amnesia guard: noticing that the database server behind the pool is not the one that
 //! granted the table's leases (failover to a replica that missed lease writes).
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use std::time::Duration;
 
 /// How the strategy defends against a database server that lost lease writes: a failover to an
@@ -32,13 +33,16 @@ pub enum AmnesiaGuard {
 /// starts a new timeline; a new cluster (a dump restored, `pg_upgrade`) has a new system
 /// identifier. `NULL` on a server in recovery (a standby), which cannot grant leases anyway.
 /// Needs no privilege beyond a login.
+#[cfg(feature = "postgres")]
 pub(crate) const POSTGRES_IDENTITY: &str = "CASE WHEN pg_is_in_recovery() THEN NULL ELSE (SELECT system_identifier::text FROM pg_control_system()) || ':' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END";
 
 /// The server's identity on MySQL/MariaDB: `server_id` (distinct on every member of a
 /// replication topology), host name and port.
+#[cfg(feature = "mysql")]
 pub(crate) const MYSQL_IDENTITY: &str = "CONCAT(@@server_id, '/', @@hostname, ':', @@port)";
 
 /// What the database said about the server and the table when a guarded claim found nothing.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Diagnosis {
     /// The server's identity now (`None` on a PostgreSQL standby).
@@ -56,6 +60,7 @@ pub(crate) struct Diagnosis {
 }
 
 /// What to do about a [`Diagnosis`].
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// A standby: nothing can be claimed here.
@@ -76,6 +81,7 @@ pub(crate) enum Verdict {
     Passed { free: i64 },
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl Diagnosis {
     pub(crate) fn verdict(self) -> Verdict {
         let Some(current) = self.current else {
@@ -97,7 +103,7 @@ impl Diagnosis {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
 mod tests {
     use super::*;
 

@@ -1,0 +1,80 @@
+//! Operator views and actions: free IDs, who holds which ID, and freeing an ID by force.
+
+use std::time::Duration;
+
+use lease_core::{Holder, MachineId};
+use sqlx::Row;
+
+use super::SqlStrategy;
+use super::backend::on_pool;
+use super::lease::{machine_id, row_id};
+use crate::SqlError;
+
+impl SqlStrategy {
+    /// How many machine IDs are free right now (expired, by the database clock).
+    ///
+    /// # Errors
+    /// The errors of any operation on the table.
+    pub async fn free_count(&self) -> Result<u64, SqlError> {
+        self.checked(self.count_free().await)
+            .await
+            .map(|n| u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Every held ID (not yet expired on the database clock) with a token prefix and the time
+    /// left, in ID order: who holds which ID.
+    ///
+    /// # Errors
+    /// The errors of any operation on the table.
+    pub async fn holders(&self) -> Result<Vec<Holder>, SqlError> {
+        self.checked(self.fetch_holders().await).await
+    }
+
+    async fn fetch_holders(&self) -> Result<Vec<Holder>, sqlx::Error> {
+        let sql = self.backend.common().holders.sql();
+        let rows: Vec<(i64, Option<Vec<u8>>, i64)> =
+            on_pool!(&self.backend, |pool| sqlx::query(sql)
+                .fetch_all(pool)
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect::<Result<_, sqlx::Error>>()?);
+        rows.into_iter()
+            .map(|(id, token, micros)| {
+                let machine_id =
+                    machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+                let token = token.unwrap_or_default();
+                let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
+                let left = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+                Ok(Holder::new(machine_id, &hex, left))
+            })
+            .collect()
+    }
+
+    /// Frees `id` at once, whoever holds it: its token is cleared and its expiry reset to the
+    /// seed value, 1970-01-01; its timestamp floor stays. Only for a node known to be dead; a
+    /// live holder finds out at its next renewal (*lost*), and may have used the ID until then.
+    /// Returns whether the ID was held.
+    ///
+    /// # Errors
+    /// The errors of any operation on the table.
+    pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlError> {
+        let sql = self.backend.common().force_release.sql();
+        let id = row_id(id);
+        let result: Result<u64, sqlx::Error> = on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()));
+        self.checked(result).await.map(|n| n == 1)
+    }
+
+    /// How many rows are free, as the database counts them.
+    pub(super) async fn count_free(&self) -> Result<i64, sqlx::Error> {
+        let sql = self.backend.common().count_free.sql();
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .fetch_one(pool)
+            .await?
+            .try_get(0))
+    }
+}

@@ -1,0 +1,142 @@
+//! The pool a strategy talks to, with its dialect's statements for the strategy's settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::queries::AmnesiaQueries;
+use crate::queries::Common;
+#[cfg(feature = "mysql")]
+use crate::queries::MySqlQueries;
+#[cfg(feature = "postgres")]
+use crate::queries::PostgresQueries;
+#[cfg(feature = "sqlite")]
+use crate::queries::SqliteQueries;
+use crate::table::TableName;
+use crate::{AmnesiaGuard, Dialect};
+
+/// One pool and the statements of its dialect: a statement is only at hand on the dialect that
+/// has it.
+#[derive(Clone)]
+pub(super) enum Backend {
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool, Arc<PostgresQueries>),
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::MySqlPool, Arc<MySqlQueries>),
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool, Arc<SqliteQueries>),
+    /// Keeps every match over the backends valid when no dialect feature is enabled (an enum
+    /// without variants cannot be matched through a reference).
+    #[expect(dead_code, reason = "only ever matched, never built")]
+    Never(core::convert::Infallible),
+}
+
+/// Runs the same sqlx code on whichever pool the strategy holds: the pools differ only in type.
+macro_rules! on_pool {
+    ($backend:expr, |$pool:ident| $body:expr) => {
+        match $backend {
+            #[cfg(feature = "postgres")]
+            $crate::strategy::backend::Backend::Postgres($pool, _) => $body,
+            #[cfg(feature = "mysql")]
+            $crate::strategy::backend::Backend::MySql($pool, _) => $body,
+            #[cfg(feature = "sqlite")]
+            $crate::strategy::backend::Backend::Sqlite($pool, _) => $body,
+            $crate::strategy::backend::Backend::Never(never) => match *never {},
+        }
+    };
+}
+pub(super) use on_pool;
+
+impl Backend {
+    /// A PostgreSQL pool with the statements for these settings.
+    #[cfg(feature = "postgres")]
+    pub(super) fn postgres(
+        pool: sqlx::PgPool,
+        table: &TableName,
+        guard: AmnesiaGuard,
+        hold_off: Duration,
+    ) -> Self {
+        Self::Postgres(pool, Arc::new(PostgresQueries::new(table, guard, hold_off)))
+    }
+
+    /// A MySQL/MariaDB pool with the statements for these settings.
+    #[cfg(feature = "mysql")]
+    pub(super) fn mysql(
+        pool: sqlx::MySqlPool,
+        table: &TableName,
+        guard: AmnesiaGuard,
+        hold_off: Duration,
+    ) -> Self {
+        Self::MySql(pool, Arc::new(MySqlQueries::new(table, guard, hold_off)))
+    }
+
+    /// A SQLite pool with the statements for `table`: SQLite has no replicas, so the amnesia
+    /// guard's settings do not apply (the signature is the other dialects', for
+    /// [`rebuilt`](Self::rebuilt)).
+    #[cfg(feature = "sqlite")]
+    pub(super) fn sqlite(
+        pool: sqlx::SqlitePool,
+        table: &TableName,
+        _guard: AmnesiaGuard,
+        _hold_off: Duration,
+    ) -> Self {
+        Self::Sqlite(pool, Arc::new(SqliteQueries::new(table)))
+    }
+
+    /// The same pool with the statements for new settings.
+    pub(super) fn rebuilt(
+        &self,
+        table: &TableName,
+        guard: AmnesiaGuard,
+        hold_off: Duration,
+    ) -> Self {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(pool, _) => Self::postgres(pool.clone(), table, guard, hold_off),
+            #[cfg(feature = "mysql")]
+            Self::MySql(pool, _) => Self::mysql(pool.clone(), table, guard, hold_off),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(pool, _) => Self::sqlite(pool.clone(), table, guard, hold_off),
+            Self::Never(never) => match *never {},
+        }
+    }
+
+    pub(super) fn dialect(&self) -> Dialect {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(..) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
+            Self::MySql(..) => Dialect::MySql,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(..) => Dialect::Sqlite,
+            Self::Never(never) => match *never {},
+        }
+    }
+
+    /// The statements every dialect has.
+    pub(super) fn common(&self) -> &Common {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, queries) => &queries.common,
+            #[cfg(feature = "mysql")]
+            Self::MySql(_, queries) => &queries.common,
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_, queries) => &queries.common,
+            Self::Never(never) => match *never {},
+        }
+    }
+
+    /// The amnesia guard's statements, on the dialects that have the guard.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(super) fn amnesia(&self) -> Option<&AmnesiaQueries> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, queries) => Some(&queries.amnesia),
+            #[cfg(feature = "mysql")]
+            Self::MySql(_, queries) => Some(&queries.amnesia),
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(..) => None,
+            Self::Never(never) => match *never {},
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Acquisition: claiming a free row on each dialect, in the way [`Acquisition`] chooses.
+
+use std::time::Duration;
+
+use lease_core::Grant;
+use sqlx::Row;
+
+use super::SqlStrategy;
+use super::amount::Amount;
+use super::backend::Backend;
+use super::lease::{SqlLease, machine_id, new_token, signed, unsigned};
+use crate::SqlError;
+
+/// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
+///
+/// SQLite always claims the lowest free row in one atomic statement (its writers are serialized),
+/// whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Acquisition {
+    /// Lock the lowest free row with `FOR UPDATE SKIP LOCKED` and claim it in the same
+    /// transaction (PostgreSQL: one statement). Nodes starting together each lock a different
+    /// row, so nobody loses a race and IDs stay compact. Needs PostgreSQL 9.5+, MySQL 8.0+ or
+    /// MariaDB 10.6+, and a connection that keeps a transaction (no statement-level pooling).
+    #[default]
+    SkipLocked,
+    /// The reference protocol without row locks: read up to `candidates` free rows **in random
+    /// order**, then claim one with an `UPDATE` guarded by its `lock_version`, trying the next on
+    /// a lost race. Works through any pooler and on older servers; randomness spreads nodes that
+    /// start together over the free rows instead of all racing for the lowest.
+    Optimistic {
+        /// How many free rows to read and try per attempt (at least 1).
+        candidates: u16,
+    },
+}
+
+/// The outcome of one claim attempt.
+enum Claim {
+    Won {
+        id: i64,
+        /// The floor stored before the claim.
+        floor: i64,
+        /// The database clock (Unix ms) when it applied the claim.
+        coordinator_ms: i64,
+    },
+    /// No free row could be claimed after trying `tried` candidates.
+    None { tried: usize },
+}
+
+/// A pooled connection that is closed, not returned to the pool, unless the transaction this
+/// code opened on it by hand was ended: also when the future is dropped half-way.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+struct CloseUnlessEnded<'a, DB: sqlx::Database> {
+    conn: &'a mut sqlx::pool::PoolConnection<DB>,
+    ended: bool,
+}
+
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+impl<DB: sqlx::Database> Drop for CloseUnlessEnded<'_, DB> {
+    fn drop(&mut self) {
+        if !self.ended {
+            // Closing the session makes the server roll the transaction back.
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl SqlStrategy {
+    /// Claims a free row for `requested` (shortened to the longest lease), preferring one
+    /// whose floor is below `now_ms`, and raises its floor to at least `floor_ms`.
+    pub(super) async fn claim_lease(
+        &self,
+        requested: Duration,
+        now_ms: u64,
+        floor_ms: u64,
+    ) -> Result<Grant<SqlLease>, SqlError> {
+        let amount = self.lease_amount(requested)?;
+        let token = new_token()?;
+        // A second attempt only after a table without a record was recorded as trusted.
+        for _ in 0..2 {
+            match self
+                .checked(
+                    self.claim(&token, &amount, signed(now_ms), signed(floor_ms))
+                        .await,
+                )
+                .await?
+            {
+                Claim::Won {
+                    id,
+                    floor,
+                    coordinator_ms,
+                } => {
+                    let machine_id = machine_id(id)?;
+                    let grant = Grant::new(
+                        machine_id,
+                        SqlLease::from_parts(machine_id, token),
+                        amount.applied,
+                    )
+                    .with_floor(unsigned(floor))
+                    .with_coordinator_ms(unsigned(coordinator_ms));
+                    return Ok(if self.guarded() {
+                        grant.with_max_clock_offset(self.max_clock_offset)
+                    } else {
+                        grant
+                    });
+                }
+                Claim::None { tried } => self.nothing_claimed(tried).await?,
+            }
+        }
+        Err(SqlError::Conflict { candidates: 0 })
+    }
+
+    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
+    /// server's identity when the amnesia guard is on.
+    async fn claim(
+        &self,
+        token: &[u8; 16],
+        amount: &Amount,
+        now_ms: i64,
+        floor: i64,
+    ) -> Result<Claim, sqlx::Error> {
+        match (&self.backend, self.acquisition) {
+            #[cfg(feature = "postgres")]
+            (Backend::Postgres(pool, q), Acquisition::SkipLocked) => {
+                let row = sqlx::query(q.claim_preferred.sql())
+                    .bind(&token[..])
+                    .bind(amount.micros())
+                    .bind(floor)
+                    .bind(now_ms)
+                    .fetch_optional(pool)
+                    .await?;
+                match row {
+                    Some(row) => Ok(Claim::Won {
+                        id: row.try_get(0)?,
+                        floor: row.try_get(1)?,
+                        coordinator_ms: row.try_get(2)?,
+                    }),
+                    None => Ok(Claim::None { tried: 0 }),
+                }
+            }
+            #[cfg(feature = "postgres")]
+            (Backend::Postgres(pool, q), Acquisition::Optimistic { candidates }) => {
+                let rows = sqlx::query(q.candidates.sql())
+                    .bind(now_ms)
+                    .bind(i64::from(candidates))
+                    .fetch_all(pool)
+                    .await?;
+                for row in &rows {
+                    let (id, version, before): (i64, i64, i64) =
+                        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+                    let won = sqlx::query(q.claim_version.sql())
+                        .bind(&token[..])
+                        .bind(amount.micros())
+                        .bind(floor)
+                        .bind(i16::try_from(id).unwrap_or(-1))
+                        .bind(i32::try_from(version).unwrap_or(-1))
+                        .fetch_optional(pool)
+                        .await?;
+                    if let Some(won) = won {
+                        return Ok(Claim::Won {
+                            id,
+                            floor: before,
+                            coordinator_ms: won.try_get(0)?,
+                        });
+                    }
+                }
+                Ok(Claim::None { tried: rows.len() })
+            }
+            #[cfg(feature = "mysql")]
+            (Backend::MySql(pool, q), Acquisition::SkipLocked) => {
+                let mut conn = pool.acquire().await?;
+                mysql_claim_locked(q, &mut conn, token, amount, now_ms, floor).await
+            }
+            #[cfg(feature = "mysql")]
+            (Backend::MySql(pool, q), Acquisition::Optimistic { candidates }) => {
+                // Read and claims on one connection: the guard in the read then vouches for
+                // the server the claims reach (a failover breaks the connection).
+                let mut conn = pool.acquire().await?;
+                let rows = sqlx::query(q.candidates.sql())
+                    .bind(now_ms)
+                    .bind(i64::from(candidates))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                for row in &rows {
+                    let (id, version, before, read_at): (i64, i64, i64, i64) = (
+                        row.try_get(0)?,
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                    );
+                    let done = sqlx::query(q.claim_version.sql())
+                        .bind(&token[..])
+                        .bind(amount.micros())
+                        .bind(floor)
+                        .bind(id)
+                        .bind(version)
+                        .execute(&mut *conn)
+                        .await?;
+                    if done.rows_affected() == 1 {
+                        let clock = i64::try_from(done.last_insert_id()).unwrap_or(read_at);
+                        return Ok(Claim::Won {
+                            id,
+                            floor: before,
+                            coordinator_ms: clock,
+                        });
+                    }
+                }
+                Ok(Claim::None { tried: rows.len() })
+            }
+            #[cfg(feature = "sqlite")]
+            (Backend::Sqlite(pool, q), _) => {
+                // One round trip to the connection's thread: the write lock is held briefly.
+                let mut conn = pool.acquire().await?;
+                let mut open = CloseUnlessEnded {
+                    conn: &mut conn,
+                    ended: false,
+                };
+                let batch = q
+                    .claim_batch
+                    .fill(token, &amount.modifier(), floor, now_ms, (0, 0));
+                let rows = sqlx::raw_sql(batch).fetch_all(&mut **open.conn).await?;
+                open.ended = true;
+                match rows.first() {
+                    Some(row) => Ok(Claim::Won {
+                        id: row.try_get(0)?,
+                        floor: row.try_get(1)?,
+                        coordinator_ms: row.try_get(2)?,
+                    }),
+                    None => Ok(Claim::None { tried: 0 }),
+                }
+            }
+            (Backend::Never(never), _) => match *never {},
+        }
+    }
+}
+
+/// MySQL/MariaDB `SKIP LOCKED` claim in two round trips: isolation level, `START
+/// TRANSACTION` and the locking read (with the guard) in one; the claim and `COMMIT` in the
+/// other. Multi-statement text, so the values are spliced in: integers and the token as hex.
+#[cfg(feature = "mysql")]
+async fn mysql_claim_locked(
+    q: &crate::queries::MySqlQueries,
+    conn: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+    token: &[u8; 16],
+    amount: &Amount,
+    now_ms: i64,
+    floor: i64,
+) -> Result<Claim, sqlx::Error> {
+    let mut open = CloseUnlessEnded { conn, ended: false };
+    // A caller passing no clock (0) prefers nothing: one read is enough.
+    let below_ms = (now_ms > 0).then_some(now_ms);
+    let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(below_ms))
+        .fetch_all(&mut **open.conn)
+        .await?;
+    if rows.is_empty() && below_ms.is_some() {
+        rows = sqlx::raw_sql(q.lock_free_row(None))
+            .fetch_all(&mut **open.conn)
+            .await?;
+    }
+    let Some(row) = rows.first() else {
+        sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
+        open.ended = true;
+        return Ok(Claim::None { tried: 0 });
+    };
+    let (id, version, before, clock): (i64, i64, i64, i64) = (
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+    );
+    let claim = q.claim_batch.fill(
+        token,
+        &amount.micros().to_string(),
+        floor,
+        now_ms,
+        (id, version),
+    );
+    let done = sqlx::raw_sql(claim).execute(&mut **open.conn).await?;
+    open.ended = true;
+    if done.rows_affected() == 1 {
+        Ok(Claim::Won {
+            id,
+            floor: before,
+            coordinator_ms: clock,
+        })
+    } else {
+        Ok(Claim::None { tried: 1 })
+    }
+}

@@ -1,0 +1,241 @@
+//! The schedule's actions on the cluster, the proxies and the coordinator, and the direct
+//! writes to the store (`chaos-node reserve` and `steal`).
+
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+
+use super::coordinator::Coordinator;
+use super::nodes::Cluster;
+use super::proxy::Mode;
+use super::run::Ctx;
+use super::schedule::{Action, LEASE_MS};
+use super::servers::{self, loopback};
+
+/// Longest a `chaos-node steal` may take (it bounds its own work to 10 s).
+const STEAL_TIMEOUT: Duration = Duration::from_secs(20);
+/// IDs the nodes share beyond one each: the rest of the 512 are held by a foreign holder, so
+/// IDs pass between nodes (and their clocks) all the time.
+pub const SPARE_IDS: usize = 4;
+/// How long the reservation of the other IDs lasts.
+const RESERVE_MS: u64 = 3_600_000;
+/// A node just started has not yet installed its SIGUSR1 handler: wait this long first.
+const SIGNAL_READY: Duration = Duration::from_millis(1500);
+
+/// Logs the steals that finished (all of them with `wait`: each is bounded by its timeout).
+pub fn collect_steals(cluster: &mut Cluster, wait: bool) {
+    let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut cluster.background)
+        .into_iter()
+        .partition(|h| wait || h.is_finished());
+    cluster.background = pending;
+    for handle in done {
+        let result = handle
+            .join()
+            .unwrap_or_else(|_| Err("steal thread panicked".into()));
+        match result {
+            Ok(out) if out.status.success() => {
+                let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                cluster.log("steal", None, &format!("id {id} given to a foreign token"));
+            }
+            Ok(out) => cluster.note(
+                "steal_failed",
+                None,
+                String::from_utf8_lossy(&out.stderr).trim(),
+            ),
+            Err(e) => cluster.note("steal_failed", None, &e),
+        }
+    }
+}
+
+/// Leaves only IDs `0..keep` to the nodes (`chaos-node reserve`).
+pub fn reserve(
+    cluster: &mut Cluster,
+    coordinator: &Coordinator,
+    keep: usize,
+) -> Result<(), String> {
+    let mut cmd = Command::new(&cluster.bin);
+    cmd.args([
+        "reserve",
+        "--store",
+        &coordinator.direct_url(),
+        "--name",
+        &cluster.name,
+    ])
+    .args([
+        "--keep",
+        &keep.to_string(),
+        "--ttl-ms",
+        &RESERVE_MS.to_string(),
+    ]);
+    let out = servers::output_within(cmd, "reserve", STEAL_TIMEOUT)?;
+    if !out.status.success() {
+        return Err(format!(
+            "chaos-node reserve: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    cluster.note(
+        "scarce_ids",
+        None,
+        &format!("IDs {keep}..511 held by a foreign holder: the nodes share IDs 0..{keep}"),
+    );
+    Ok(())
+}
+
+fn set_proxy(cluster: &mut Cluster, i: usize, mode: Mode) -> Result<(), String> {
+    match &mut cluster.proxies {
+        Some(p) => p.set(Some(i), mode),
+        None => Ok(()),
+    }
+}
+
+#[allow(clippy::too_many_lines)] // one match over every action
+pub fn act(
+    cluster: &mut Cluster,
+    action: Action,
+    coordinator: &mut Coordinator,
+    ctx: &Ctx<'_>,
+) -> Result<(), String> {
+    match action {
+        Action::Partition(i, on) => {
+            set_proxy(cluster, i, if on { Mode::Stall } else { Mode::Pass })?;
+            if on {
+                cluster.log("partition", Some(i), "proxy stalls all traffic both ways");
+            }
+        }
+        Action::Reset(i, on) => {
+            set_proxy(cluster, i, if on { Mode::Reset } else { Mode::Pass })?;
+            if on {
+                cluster.log(
+                    "reset",
+                    Some(i),
+                    "proxy resets every connection (RST), new ones too, until healed",
+                );
+            }
+        }
+        Action::Latency(i, ms) => {
+            set_proxy(
+                cluster,
+                i,
+                if ms == 0 { Mode::Pass } else { Mode::Delay(ms) },
+            )?;
+            if ms > 0 {
+                cluster.log("latency", Some(i), &format!("{ms} ms per chunk"));
+            }
+        }
+        Action::Freeze(i) => {
+            cluster.signal(i, "-STOP");
+            cluster.log("freeze", Some(i), "SIGSTOP longer than the lease");
+        }
+        Action::Thaw(i) => cluster.signal(i, "-CONT"),
+        Action::Kill(i) => {
+            cluster.kill(i);
+            cluster.log("kill9", Some(i), "SIGKILL");
+        }
+        Action::Restart(i) => {
+            if cluster.nodes[i].child.is_none() {
+                cluster.spawn(i)?;
+            }
+        }
+        Action::ClockStep(i) => {
+            if cluster.nodes[i].child.is_none() {
+                cluster.note("clock_step_skipped", Some(i), "node not running");
+                return Ok(());
+            }
+            let age = cluster.nodes[i].spawned.elapsed();
+            if age < SIGNAL_READY {
+                thread::sleep(SIGNAL_READY - age);
+            }
+            let incarnation = cluster.nodes[i].incarnation;
+            let (_, step) = cluster.clocks[i].get(incarnation);
+            cluster.signal(i, "-USR1");
+            cluster.log(
+                "clock_step",
+                Some(i),
+                &format!("SIGUSR1: the node steps its clock back {step} ms"),
+            );
+        }
+        Action::Steal => {
+            // In the background: against a server that is down it takes until its timeout,
+            // and the schedule must go on meanwhile.
+            let mut cmd = Command::new(&cluster.bin);
+            cmd.args([
+                "steal",
+                "--store",
+                &coordinator.direct_url(),
+                "--name",
+                &cluster.name,
+            ])
+            .args(["--ttl-ms", &LEASE_MS.to_string()]);
+            cluster.background.push(thread::spawn(move || {
+                servers::output_within(cmd, "steal", STEAL_TIMEOUT)
+            }));
+        }
+        Action::CoordinatorDown => {
+            let detail = coordinator.kill();
+            cluster.log("coordinator", None, detail);
+        }
+        Action::CoordinatorUp => {
+            coordinator.restart()?;
+            cluster.note("coordinator_up", None, "server answers again");
+            if matches!(coordinator, Coordinator::Redis(_)) {
+                // It came back empty: the foreign holder's IDs too.
+                reserve(cluster, coordinator, ctx.nodes + SPARE_IDS)?;
+            }
+        }
+        Action::FailoverLag => {
+            if let Coordinator::Postgres(pg) = coordinator {
+                let lsn = pg.lag_replica()?;
+                cluster.log(
+                    "failover",
+                    None,
+                    &format!("the replica stops receiving WAL at {lsn}; the primary goes on"),
+                );
+            }
+        }
+        Action::FailoverPromote => {
+            if let Coordinator::Postgres(pg) = coordinator {
+                let (primary, replica) = pg.fail_over()?;
+                let upstream = loopback(pg.port());
+                if let Some(p) = &mut cluster.proxies {
+                    p.repoint(upstream)?;
+                }
+                cluster.note(
+                    "failover_promoted",
+                    None,
+                    &format!(
+                        "primary killed at WAL {primary}; the replica, at {replica}, promoted; every node's proxy now forwards to it ({upstream})"
+                    ),
+                );
+            }
+        }
+        Action::Rolling => {
+            cluster.log(
+                "rolling",
+                None,
+                "every node stopped gracefully and restarted in turn",
+            );
+            for i in 0..ctx.nodes {
+                cluster.signal(i, "-CONT");
+                cluster.signal(i, "-TERM");
+                cluster.wait_stopped(i);
+                cluster.spawn(i)?;
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+        Action::Herd => {
+            cluster.log(
+                "herd",
+                None,
+                "every node killed, then all restarted at once",
+            );
+            for i in 0..ctx.nodes {
+                cluster.kill(i);
+            }
+            for i in 0..ctx.nodes {
+                cluster.spawn(i)?;
+            }
+        }
+    }
+    Ok(())
+}
