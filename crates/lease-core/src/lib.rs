@@ -22,7 +22,7 @@ mod driver;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
-pub use admin::Holder;
+pub use admin::{BoxStoreAdmin, DynStoreAdmin, Holder, Migration, StoreAdmin};
 pub use cache::{CachedLease, LeaseCache};
 pub use config::{ConfigError, LeaseConfig};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
