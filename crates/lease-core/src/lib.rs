@@ -10,7 +10,7 @@ mod splitmix;
 mod strategy;
 pub mod time;
 
-pub use admin::Holder;
+pub use admin::{BoxStoreAdmin, DynStoreAdmin, Holder, Migration, StoreAdmin};
 pub use config::{ConfigError, LeaseConfig};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
 // The machine ID is nonce-core's: the one type factories, strategies and targets exchange.

@@ -6,6 +6,7 @@
 mod admin;
 mod error;
 mod keys;
+mod operator;
 mod options;
 mod strategy;
 

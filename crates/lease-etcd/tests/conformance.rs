@@ -97,3 +97,14 @@ async fn handover_across_clocks() {
         assert!(outcome.duplicates > 0, "{scenario:?}: {outcome:?}");
     }
 }
+
+/// `lease-testkit`'s operator check: holders, free count and force release (through
+/// `StoreAdmin`) agree with what the strategy leased, under a prefix of its own.
+#[tokio::test]
+async fn operator_commands_agree() {
+    let harness = EtcdHarness::new().await;
+    let s = harness.node().await;
+    lease_testkit::admin::admin_agrees(&s, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}

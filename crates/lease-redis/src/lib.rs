@@ -5,6 +5,7 @@
 
 mod admin;
 mod error;
+mod operator;
 mod options;
 mod scripts;
 mod strategy;

@@ -110,3 +110,23 @@ async fn handover_across_clocks_on_valkey() {
 async fn handover_across_clocks_on_redis8() {
     handover(common::redis8()).await;
 }
+
+/// `lease-testkit`'s operator check: holders, free count and force release (through
+/// `StoreAdmin`) agree with what the strategy leased, on a hash of its own.
+async fn operator_commands(server: Server) {
+    let key = Key::new(&server);
+    let s = common::strategy(&server, &key).await;
+    lease_testkit::admin::admin_agrees(&s, std::time::Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", server.name));
+}
+
+#[tokio::test]
+async fn operator_commands_agree_on_valkey() {
+    operator_commands(common::valkey()).await;
+}
+
+#[tokio::test]
+async fn operator_commands_agree_on_redis8() {
+    operator_commands(common::redis8()).await;
+}

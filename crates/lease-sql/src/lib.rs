@@ -10,6 +10,7 @@
 mod amnesia;
 mod error;
 mod migration;
+mod operator;
 mod queries;
 mod strategy;
 mod table;

@@ -92,3 +92,30 @@ mod sqlite {
         does_not_apply: [deterministic]
     );
 }
+
+/// `lease-testkit`'s operator check: holders, free count and force release (through
+/// `StoreAdmin`) agree with what the strategy leased, on a table of its own.
+async fn operator_commands(dialect: Dialect) {
+    let table = TestTable::new(dialect).await;
+    lease_testkit::admin::admin_agrees(&table.strategy(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{dialect:?}: {e}"));
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn operator_commands_agree_on_postgres() {
+    operator_commands(Dialect::Postgres).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn operator_commands_agree_on_mysql() {
+    operator_commands(Dialect::MySql).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn operator_commands_agree_on_sqlite() {
+    operator_commands(Dialect::Sqlite).await;
+}

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nononce::BoxStrategy;
-use nononce::etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy};
-use nononce::lease::{Holder, MachineId};
+use nononce::etcd::{EtcdOptions, EtcdStrategy};
+use nononce::lease::{DynStoreAdmin, DynStrategy, Holder, MachineId, StoreAdmin};
 use nononce::redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
 use nononce::sql::{Dialect, SqlStrategy, sqlx};
 
@@ -53,7 +53,7 @@ pub struct StoreInfo {
     pub etcd_prefix: Option<String>,
 }
 
-/// An opened store: a strategy to lease from and, for dynamic stores, operator views.
+/// An opened store: a strategy to lease from and, for dynamic stores, operator commands.
 pub struct Store {
     kind: Kind,
     info: StoreInfo,
@@ -62,13 +62,19 @@ pub struct Store {
 enum Kind {
     /// An environment variable or host list: nothing to list or free.
     Static(BoxStrategy),
-    /// Valkey 9 / Redis 8.
-    Redis(RedisStrategy),
-    /// PostgreSQL, MySQL/MariaDB or SQLite.
-    Sql(SqlStrategy),
-    /// etcd v3 (boxed: its client is large).
-    Etcd(Box<EtcdStrategy>),
+    /// A database table, a hash or an etcd prefix: leases and operator commands on one store,
+    /// whichever backend keeps it.
+    Dynamic {
+        store: Box<dyn LeaseStore>,
+        /// An embedded SQLite file, whose table `gen` creates on first use.
+        embedded: bool,
+    },
 }
+
+/// A strategy whose store operators list, free and migrate.
+trait LeaseStore: DynStrategy + DynStoreAdmin {}
+
+impl<S: DynStrategy + DynStoreAdmin> LeaseStore for S {}
 
 const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), etcd://HOST:PORT[,HOST:PORT...] (or etcds://), env:VAR or hosts:NAME,NAME,...";
 
@@ -116,7 +122,10 @@ impl Store {
                 .map_err(|e| fail(&info, &e))?;
             probe_redis(&base, &info).await?;
             return Ok(Self {
-                kind: Kind::Redis(s),
+                kind: Kind::Dynamic {
+                    store: Box::new(s),
+                    embedded: false,
+                },
                 info,
             });
         }
@@ -141,7 +150,10 @@ impl Store {
             };
             probe_etcd(&s, &info).await?;
             return Ok(Self {
-                kind: Kind::Etcd(Box::new(s)),
+                kind: Kind::Dynamic {
+                    store: Box::new(s),
+                    embedded: false,
+                },
                 info,
             });
         }
@@ -156,7 +168,8 @@ impl Store {
             {
                 return Err(short_max_lease(&info, s.max_lease_duration()));
             }
-            if s.dialect() == Dialect::Sqlite {
+            let embedded = s.dialect() == Dialect::Sqlite;
+            if embedded {
                 info.sqlite = sqlite_path(url);
                 if let Some(path) = &info.sqlite {
                     check_sqlite(path, access, &info)?;
@@ -165,7 +178,10 @@ impl Store {
                 probe_sql(url, s.dialect(), &info).await?;
             }
             return Ok(Self {
-                kind: Kind::Sql(s),
+                kind: Kind::Dynamic {
+                    store: Box::new(s),
+                    embedded,
+                },
                 info,
             });
         }
@@ -180,10 +196,12 @@ impl Store {
     /// Creates the lease table of an embedded SQLite store on first use; servers are migrated
     /// by an operator (`nononce leases migrate`).
     pub async fn prepare_embedded(&self) -> Result<(), String> {
-        if let Kind::Sql(s) = &self.kind
-            && s.dialect() == Dialect::Sqlite
+        if let Kind::Dynamic {
+            store,
+            embedded: true,
+        } = &self.kind
         {
-            s.migrate().await.map_err(|e| self.fail(&e))?;
+            store.migrate_boxed().await.map_err(|e| self.fail(&e))?;
         }
         Ok(())
     }
@@ -192,9 +210,15 @@ impl Store {
     pub fn into_strategy(self) -> BoxStrategy {
         match self.kind {
             Kind::Static(s) => s,
-            Kind::Redis(s) => Box::new(s),
-            Kind::Sql(s) => Box::new(s),
-            Kind::Etcd(s) => Box::new(*s),
+            Kind::Dynamic { store, .. } => store,
+        }
+    }
+
+    /// The operator commands of this store; static stores have none.
+    fn admin(&self) -> Result<&dyn DynStoreAdmin, String> {
+        match &self.kind {
+            Kind::Static(_) => Err(static_store()),
+            Kind::Dynamic { store, .. } => Ok(&**store),
         }
     }
 
@@ -209,54 +233,29 @@ impl Store {
 
     /// Who holds which ID.
     pub async fn holders(&self) -> Result<Vec<Holder>, String> {
-        match &self.kind {
-            Kind::Static(_) => Err(static_store()),
-            Kind::Redis(s) => s.holders().await.map_err(|e| self.fail(&e)),
-            Kind::Sql(s) => s.holders().await.map_err(|e| self.fail(&e)),
-            Kind::Etcd(s) => etcd_retry(s, || s.holders())
-                .await
-                .map_err(|e| self.fail(&e)),
-        }
+        self.admin()?
+            .holders_boxed()
+            .await
+            .map_err(|e| self.fail(&e))
     }
 
     /// Frees `id` whoever holds it; whether it was held.
     pub async fn force_release(&self, id: MachineId) -> Result<bool, String> {
-        match &self.kind {
-            Kind::Static(_) => Err(static_store()),
-            Kind::Redis(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
-            Kind::Sql(s) => s.force_release(id).await.map_err(|e| self.fail(&e)),
-            Kind::Etcd(s) => etcd_retry(s, || s.force_release(id))
-                .await
-                .map_err(|e| self.fail(&e)),
-        }
+        self.admin()?
+            .force_release_boxed(id)
+            .await
+            .map_err(|e| self.fail(&e))
     }
 
     /// Creates or repairs the lease table; a hash or an etcd prefix needs none (the store must
     /// answer all the same).
     pub async fn migrate(&self) -> Result<String, String> {
-        match &self.kind {
-            Kind::Static(_) => Err(static_store()),
-            Kind::Redis(s) => {
-                s.holders().await.map_err(|e| self.fail(&e))?;
-                Ok(format!(
-                    "nothing to migrate: the hash `{}` needs no schema",
-                    s.options().hash_key()
-                ))
-            }
-            Kind::Sql(s) => {
-                let added = s.migrate().await.map_err(|e| self.fail(&e))?;
-                Ok(format!("table `{}` ready: {added} rows added", s.table()))
-            }
-            Kind::Etcd(s) => {
-                etcd_retry(s, || s.holders())
-                    .await
-                    .map_err(|e| self.fail(&e))?;
-                Ok(format!(
-                    "nothing to migrate: the etcd keys under `{}` need no schema",
-                    s.options().key_prefix()
-                ))
-            }
-        }
+        let migration = self
+            .admin()?
+            .migrate_boxed()
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(migration.to_string())
     }
 }
 
@@ -597,7 +596,7 @@ fn etcd_with_hosts(url: &str, hosts: &[String]) -> String {
 /// the read permission.
 async fn probe_etcd(s: &EtcdStrategy, info: &StoreInfo) -> Result<(), String> {
     let shown = &info.shown;
-    match tokio::time::timeout(PROBE_TIMEOUT, etcd_retry(s, || s.free_count())).await {
+    match tokio::time::timeout(PROBE_TIMEOUT, StoreAdmin::free_count(s)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
             let text = describe(&e, info);
@@ -611,34 +610,6 @@ async fn probe_etcd(s: &EtcdStrategy, info: &StoreInfo) -> Result<(), String> {
             "{shown}: no answer within {}: check that the endpoints are etcd client URLs (port 2379 by default)",
             human(PROBE_TIMEOUT)
         )),
-    }
-}
-
-/// How long an operator request to an etcd store of several endpoints is retried while it
-/// fails in a way a retry can cure.
-const ETCD_RETRY_FOR: Duration = Duration::from_secs(3);
-
-/// `request`, tried again for up to [`ETCD_RETRY_FOR`] while it fails retryably, when the store
-/// has several endpoints: the etcd client balances requests over them and may send one to a
-/// member that is down even while another answers. With one endpoint there is nothing else to
-/// try, and the failure is reported at once.
-async fn etcd_retry<T, F, R>(s: &EtcdStrategy, mut request: R) -> Result<T, EtcdLeaseError>
-where
-    R: FnMut() -> F,
-    F: Future<Output = Result<T, EtcdLeaseError>>,
-{
-    let started = std::time::Instant::now();
-    loop {
-        match request().await {
-            Err(e)
-                if s.options().endpoints().len() > 1
-                    && nononce::lease::LeaseError::kind(&e).is_retryable()
-                    && started.elapsed() < ETCD_RETRY_FOR =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => return other,
-        }
     }
 }
 

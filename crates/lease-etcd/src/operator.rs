@@ -1,0 +1,71 @@
+//! [`StoreAdmin`] for the lease keys: the operator commands, each retried briefly on a
+//! cluster of several endpoints.
+
+use std::time::{Duration, Instant};
+
+use lease_core::{Holder, LeaseError, MachineId, Migration, StoreAdmin};
+
+use crate::error::EtcdLeaseError;
+use crate::strategy::EtcdStrategy;
+
+/// How long an operator request to a store of several endpoints is retried while it fails in
+/// a way a retry can cure.
+const RETRY_FOR: Duration = Duration::from_secs(3);
+
+/// The pause between two tries of an operator request.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+impl EtcdStrategy {
+    /// `request`, tried again for up to [`RETRY_FOR`] while it fails retryably, when the store
+    /// has several endpoints: the etcd client balances requests over them and may send one to
+    /// a member that is down even while another answers. With one endpoint there is nothing
+    /// else to try, and the failure is reported at once.
+    async fn retried<T, F>(&self, mut request: impl FnMut() -> F) -> Result<T, EtcdLeaseError>
+    where
+        F: Future<Output = Result<T, EtcdLeaseError>>,
+    {
+        let started = Instant::now();
+        loop {
+            match request().await {
+                Err(e)
+                    if self.options().endpoints().len() > 1
+                        && e.kind().is_retryable()
+                        && started.elapsed() < RETRY_FOR =>
+                {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Every request is retried as [`EtcdStrategy::retried`] says, on top of the inherent
+/// methods of the same names.
+impl StoreAdmin for EtcdStrategy {
+    type Error = EtcdLeaseError;
+
+    async fn holders(&self) -> Result<Vec<Holder>, EtcdLeaseError> {
+        self.retried(|| EtcdStrategy::holders(self)).await
+    }
+
+    async fn free_count(&self) -> Result<u64, EtcdLeaseError> {
+        self.retried(|| EtcdStrategy::free_count(self)).await
+    }
+
+    async fn force_release(&self, id: MachineId) -> Result<bool, EtcdLeaseError> {
+        self.retried(|| EtcdStrategy::force_release(self, id)).await
+    }
+
+    /// Keys need no schema: the prefix must answer a read all the same, so that a wrong
+    /// endpoint, password or permission shows here rather than at the first lease.
+    async fn migrate(&self) -> Result<Migration, EtcdLeaseError> {
+        self.retried(|| EtcdStrategy::holders(self)).await?;
+        Ok(Migration::NoSchema {
+            reason: format!(
+                "the etcd keys under `{}` need no schema",
+                self.options().key_prefix()
+            ),
+        })
+    }
+}
