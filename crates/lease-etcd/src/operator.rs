@@ -40,8 +40,9 @@ impl EtcdStrategy {
     }
 }
 
-/// Every request is retried as [`EtcdStrategy::retried`] says, on top of the inherent
-/// methods of the same names.
+/// On top of the inherent methods of the same names; with several endpoints, a request that
+/// fails retryably is tried again for up to 3 s (the client may send it to a member that is
+/// down while another answers), with one it fails at once.
 impl StoreAdmin for EtcdStrategy {
     type Error = EtcdLeaseError;
 
