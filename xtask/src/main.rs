@@ -623,6 +623,12 @@ fn bench_report() -> Result<(), String> {
                 format!("facade {kind} (ticker clock)"),
                 format!("facade_sortable/{kind}"),
             ),
+            // The value as an integer, as ferroid returns its ULID and as the counter goals
+            // compare with `fetch_add`.
+            (
+                format!("facade {kind} (ticker clock, value as an integer)"),
+                format!("facade_sortable/{kind}_u128"),
+            ),
         ] {
             let ours = ns(&id)?;
             rows.push((
@@ -767,6 +773,8 @@ fn bench_report() -> Result<(), String> {
         "facade_sortable/sortable64",
         "facade_sortable/sortable96",
         "facade_sortable/sortable128",
+        "facade_sortable/sortable96_u128",
+        "facade_sortable/sortable128_u128",
         "facade_threads/fetch_add_pack64_x1",
         "facade_threads/fetch_add_pack64_x2",
         "facade_threads/counter64_x1",
