@@ -63,7 +63,7 @@ impl Default for LeaseConfig {
 /// A configuration that would let a node use an ID it may no longer hold, or that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum LeaseConfigError {
     /// The margin is zero.
     #[error("safety margin must be positive")]
     ZeroMargin,
@@ -199,8 +199,8 @@ impl LeaseConfig {
     /// Checks the configuration.
     ///
     /// # Errors
-    /// A [`ConfigError`] naming the first unsafe or unusable combination.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// A [`LeaseConfigError`] naming the first unsafe or unusable combination.
+    pub fn validate(&self) -> Result<(), LeaseConfigError> {
         let zero = [
             (self.lease_duration, "lease duration"),
             (self.renew_interval, "renew interval"),
@@ -211,28 +211,28 @@ impl LeaseConfig {
             (self.release_guard(), "release guard"),
         ];
         if self.margin.is_zero() {
-            return Err(ConfigError::ZeroMargin);
+            return Err(LeaseConfigError::ZeroMargin);
         }
         if let Some((_, name)) = zero.iter().find(|(d, _)| d.is_zero()) {
-            return Err(ConfigError::Zero(name));
+            return Err(LeaseConfigError::Zero(name));
         }
         if self.acquire_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(ConfigError::Zero("acquire timeout"));
+            return Err(LeaseConfigError::Zero("acquire timeout"));
         }
         if self.min_ttl <= self.margin.saturating_mul(2) {
-            return Err(ConfigError::MarginTooLarge {
+            return Err(LeaseConfigError::MarginTooLarge {
                 min_ttl: self.min_ttl,
                 margin: self.margin,
             });
         }
         if self.renew_interval <= self.margin {
-            return Err(ConfigError::RenewIntervalTooShort {
+            return Err(LeaseConfigError::RenewIntervalTooShort {
                 renew_interval: self.renew_interval,
                 margin: self.margin,
             });
         }
         if self.lease_duration < self.min_ttl {
-            return Err(ConfigError::LeaseShorterThanMinTtl {
+            return Err(LeaseConfigError::LeaseShorterThanMinTtl {
                 lease_duration: self.lease_duration,
                 min_ttl: self.min_ttl,
             });
@@ -259,33 +259,33 @@ mod tests {
         let d = LeaseConfig::default();
         assert_eq!(
             d.clone().with_margin(Duration::ZERO).validate(),
-            Err(ConfigError::ZeroMargin)
+            Err(LeaseConfigError::ZeroMargin)
         );
         assert!(matches!(
             d.clone().with_margin(Duration::from_secs(15)).validate(),
-            Err(ConfigError::MarginTooLarge { .. })
+            Err(LeaseConfigError::MarginTooLarge { .. })
         ));
         assert!(matches!(
             d.clone()
                 .with_renew_interval(Duration::from_secs(10))
                 .validate(),
-            Err(ConfigError::RenewIntervalTooShort { .. })
+            Err(LeaseConfigError::RenewIntervalTooShort { .. })
         ));
         assert!(matches!(
             d.clone()
                 .with_lease_duration(Duration::from_secs(29))
                 .validate(),
-            Err(ConfigError::LeaseShorterThanMinTtl { .. })
+            Err(LeaseConfigError::LeaseShorterThanMinTtl { .. })
         ));
         assert_eq!(
             d.clone()
                 .with_acquire_timeout(Some(Duration::ZERO))
                 .validate(),
-            Err(ConfigError::Zero("acquire timeout"))
+            Err(LeaseConfigError::Zero("acquire timeout"))
         );
         assert_eq!(
             d.clone().with_release_guard(Duration::ZERO).validate(),
-            Err(ConfigError::Zero("release guard"))
+            Err(LeaseConfigError::Zero("release guard"))
         );
         let msg = d
             .with_margin(Duration::from_secs(15))

@@ -11,7 +11,7 @@ mod strategy;
 pub mod time;
 
 pub use admin::{BoxStoreAdmin, DynStoreAdmin, Holder, Migration, StoreAdmin};
-pub use config::{ConfigError, LeaseConfig};
+pub use config::{LeaseConfig, LeaseConfigError};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
 // The machine ID is nonce-core's: the one type factories, strategies and targets exchange.
 pub use nonce_core::{InvalidMachineId, MachineId};

@@ -12,12 +12,12 @@ use tokio::task::JoinHandle;
 use crate::backoff::{Backoff, Jitter};
 use crate::cache::LeaseCache;
 use crate::machine::{
-    Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source, StartupError,
+    AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source,
 };
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
 use lease_core::time::millis;
-use lease_core::{ConfigError, ErrorKind, Failure, LeaseConfig, Strategy};
+use lease_core::{ErrorKind, Failure, LeaseConfig, LeaseConfigError, Strategy};
 use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
@@ -34,10 +34,10 @@ type SharedClock = Arc<dyn Clock + Send + Sync>;
 pub enum StartError {
     /// The configuration is unsafe or unusable.
     #[error("invalid lease configuration")]
-    Config(#[from] ConfigError),
+    Config(#[from] LeaseConfigError),
     /// No lease could be acquired.
     #[error("could not acquire a machine id lease")]
-    Startup(#[from] StartupError),
+    Acquire(#[from] AcquireError),
     /// The strategy cannot serve leases of this configuration (see
     /// [`Strategy::check_config`]).
     #[error("the lease strategy cannot serve this lease configuration")]
@@ -349,7 +349,7 @@ struct Driver<S: Strategy> {
     jitter: Jitter,
     commands: mpsc::UnboundedReceiver<Command>,
     state: watch::Sender<LeaseState>,
-    started: Option<oneshot::Sender<Result<(), StartupError>>>,
+    started: Option<oneshot::Sender<Result<(), AcquireError>>>,
     startup_deadline: Option<u64>,
     shutting_down: bool,
     name: &'static str,

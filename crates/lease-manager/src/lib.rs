@@ -17,5 +17,5 @@ mod driver;
 pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
 pub use cache::{CachedLease, LeaseCache};
-pub use machine::{Action, Effect, LeaseMachine, LeaseState, LossReason, StartupError};
+pub use machine::{AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason};
 pub use target::LeaseTarget;

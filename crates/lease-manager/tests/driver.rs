@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease_core::{ErrorKind, Grant, LeaseConfig, LeaseError, MachineId, Renewal, Strategy};
-use lease_manager::{LeaseManager, LeaseState, LeaseTarget, LossReason, StartError, StartupError};
+use lease_manager::{AcquireError, LeaseManager, LeaseState, LeaseTarget, LossReason, StartError};
 
 const BASE: u64 = 1_750_000_000_000;
 
@@ -403,7 +403,7 @@ async fn startup_fails_at_the_acquire_timeout() {
     assert!(
         matches!(
             result,
-            Err(StartError::Startup(StartupError::Timeout { .. }))
+            Err(StartError::Acquire(AcquireError::Timeout { .. }))
         ),
         "{:?}",
         result.err()

@@ -7,7 +7,7 @@ use lease_core::{ErrorKind, Failure, Grant, LeaseConfig, MachineId, Renewal};
 use lease_manager::backoff::Jitter;
 use lease_manager::machine::{LeaseEvent, OpResult, Operation, Source};
 use lease_manager::{
-    Action, CachedLease, Effect, LeaseMachine, LeaseState, LossReason, StartupError,
+    AcquireError, Action, CachedLease, Effect, LeaseMachine, LeaseState, LossReason,
 };
 
 const T0: u64 = 1_750_000_000_000;
@@ -231,7 +231,7 @@ fn fails_at_the_acquire_deadline_and_not_after() {
                 assert!(until <= deadline, "waits past the deadline");
                 now = until;
             }
-            Action::Failed(StartupError::Timeout {
+            Action::Failed(AcquireError::Timeout {
                 waited_ms,
                 attempts: n,
                 last_error,
@@ -260,7 +260,7 @@ fn a_hung_startup_call_times_out_at_the_deadline() {
     // No result ever arrives: the machine itself times the call out and fails startup.
     assert_eq!(expect_wait(&mut m, T0 + 1), T0 + 20_000);
     match m.poll_action(T0 + 20_000) {
-        Action::Failed(StartupError::Timeout {
+        Action::Failed(AcquireError::Timeout {
             last_error: Some(e),
             ..
         }) => assert_eq!(e.kind, ErrorKind::Retry),
@@ -303,7 +303,7 @@ fn misconfigured_strategy_fails_startup_at_once() {
         )),
     );
     match m.poll_action(T0 + 3) {
-        Action::Failed(StartupError::Fatal(f)) => assert_eq!(f.reason, "POD_NAME is not set"),
+        Action::Failed(AcquireError::Fatal(f)) => assert_eq!(f.reason, "POD_NAME is not set"),
         other => panic!("{other:?}"),
     }
 }
@@ -1241,7 +1241,7 @@ fn a_grant_that_does_not_prove_the_clock_within_the_allowed_offset_fails_startup
         assert_eq!(f.enabled, None, "{words}");
         expect_grant_given_back(&mut m, T0 + 5, 1);
         match m.poll_action(T0 + 5) {
-            Action::Failed(StartupError::Fatal(failure)) => {
+            Action::Failed(AcquireError::Fatal(failure)) => {
                 assert_eq!(failure.kind, ErrorKind::Misconfigured);
                 for needle in [words, "60000 ms", "max_clock_offset", "NTP"] {
                     assert!(

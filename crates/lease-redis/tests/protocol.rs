@@ -423,7 +423,7 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
     assert!(
         matches!(
             result,
-            Err(StartError::Startup(lease_manager::StartupError::Fatal(_)))
+            Err(StartError::Acquire(lease_manager::AcquireError::Fatal(_)))
         ),
         "{:?}",
         result.err()

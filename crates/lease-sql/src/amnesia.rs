@@ -15,7 +15,7 @@ pub enum AmnesiaGuard {
     /// Every claim checks, in the same statement (PostgreSQL) or transaction (MySQL/MariaDB),
     /// that the server is the one recorded as having granted the table's leases. When it is
     /// not, the new server is recorded, and acquisition answers
-    /// [`SqlError::ServerChanged`](crate::SqlError::ServerChanged) (kind `Retry`) until
+    /// [`SqlLeaseError::ServerChanged`](crate::SqlLeaseError::ServerChanged) (kind `Retry`) until
     /// the hold-off after that ([`SqlStrategy::amnesia_hold_off`](crate::SqlStrategy::amnesia_hold_off):
     /// `max_lease_duration`, by when every lease the old server granted has expired, and twice
     /// the clock offset nodes are held to, by when a successor's clock has passed every

@@ -1,4 +1,4 @@
-//! [`SqlError`]: what went wrong, what to do about it, and its [`ErrorKind`].
+//! [`SqlLeaseError`]: what went wrong, what to do about it, and its [`ErrorKind`].
 
 use lease_core::{ErrorKind, LeaseError, MachineId};
 
@@ -10,7 +10,7 @@ use crate::Dialect;
 /// manager retries, reacquires or fails startup.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SqlError {
+pub enum SqlLeaseError {
     /// The lease table (or the coordinator table) does not exist.
     #[error(
         "table `{table}` does not exist: run the migration (`SqlStrategy::migrate`, or migrations/{dialect}.sql with the table name)"
@@ -162,7 +162,7 @@ pub enum SqlError {
     Database(#[source] sqlx::Error),
 }
 
-impl LeaseError for SqlError {
+impl LeaseError for SqlLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Lost { .. } => ErrorKind::Lost,
@@ -221,7 +221,7 @@ enum Class {
     Other,
 }
 
-impl SqlError {
+impl SqlLeaseError {
     /// Classifies a sqlx error from an operation on `table`.
     pub(crate) fn from_sqlx(error: sqlx::Error, table: &str, dialect: Dialect) -> Self {
         let class = match &error {

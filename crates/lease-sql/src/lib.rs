@@ -19,7 +19,7 @@ mod url;
 use core::fmt;
 
 pub use amnesia::AmnesiaGuard;
-pub use error::SqlError;
+pub use error::SqlLeaseError;
 pub use migration::migration_sql;
 pub use strategy::{Acquisition, SqlLease, SqlStrategy};
 pub use table::{COORDINATOR_TABLE, DEFAULT_TABLE};

@@ -3,25 +3,25 @@
 
 use lease_core::{Holder, MachineId, Migration, StoreAdmin};
 
-use crate::error::SqlError;
+use crate::error::SqlLeaseError;
 use crate::strategy::SqlStrategy;
 
 impl StoreAdmin for SqlStrategy {
-    type Error = SqlError;
+    type Error = SqlLeaseError;
 
-    async fn holders(&self) -> Result<Vec<Holder>, SqlError> {
+    async fn holders(&self) -> Result<Vec<Holder>, SqlLeaseError> {
         SqlStrategy::holders(self).await
     }
 
-    async fn free_count(&self) -> Result<u64, SqlError> {
+    async fn free_count(&self) -> Result<u64, SqlLeaseError> {
         SqlStrategy::free_count(self).await
     }
 
-    async fn force_release(&self, id: MachineId) -> Result<bool, SqlError> {
+    async fn force_release(&self, id: MachineId) -> Result<bool, SqlLeaseError> {
         SqlStrategy::force_release(self, id).await
     }
 
-    async fn migrate(&self) -> Result<Migration, SqlError> {
+    async fn migrate(&self) -> Result<Migration, SqlLeaseError> {
         let rows_added = SqlStrategy::migrate(self).await?;
         Ok(Migration::Table {
             table: self.table().to_owned(),

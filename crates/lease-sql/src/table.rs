@@ -1,6 +1,6 @@
 //! Lease table names: validated, then quoted for each dialect.
 
-use crate::{Dialect, SqlError};
+use crate::{Dialect, SqlLeaseError};
 
 /// The default table name, shared with NoNoncense.
 pub const DEFAULT_TABLE: &str = "no_noncense_leases";
@@ -15,7 +15,7 @@ pub const COORDINATOR_TABLE: &str = "nononce_coordinator";
 pub(crate) struct TableName(String);
 
 impl TableName {
-    pub(crate) fn new(name: &str) -> Result<Self, SqlError> {
+    pub(crate) fn new(name: &str) -> Result<Self, SqlLeaseError> {
         let valid_part = |part: &str| {
             let mut chars = part.chars();
             matches!(chars.next(), Some('a'..='z' | '_'))
@@ -26,7 +26,7 @@ impl TableName {
         if parts.len() <= 2 && parts.iter().all(|p| valid_part(p)) {
             Ok(Self(name.to_owned()))
         } else {
-            Err(SqlError::InvalidTableName(name.to_owned()))
+            Err(SqlLeaseError::InvalidTableName(name.to_owned()))
         }
     }
 
@@ -108,7 +108,7 @@ mod tests {
             &"a".repeat(64),
         ] {
             assert!(
-                matches!(TableName::new(bad), Err(SqlError::InvalidTableName(_))),
+                matches!(TableName::new(bad), Err(SqlLeaseError::InvalidTableName(_))),
                 "{bad}"
             );
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{AmnesiaGuard, Dialect, SqlError};
+use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
 
 /// lease-sql's options from a URL's query.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -69,9 +69,9 @@ fn driver_list(dialect: Dialect) -> &'static str {
 }
 
 /// The value of option `key` as whole seconds.
-fn seconds(key: &str, value: &str) -> Result<Duration, SqlError> {
+fn seconds(key: &str, value: &str) -> Result<Duration, SqlLeaseError> {
     value.parse().map(Duration::from_secs).map_err(|_| {
-        SqlError::InvalidOption(format!(
+        SqlLeaseError::InvalidOption(format!(
             "{key}=`{value}` in the database url is not a whole number of seconds"
         ))
     })
@@ -82,9 +82,9 @@ fn seconds(key: &str, value: &str) -> Result<Duration, SqlError> {
 /// the URL for the driver and the options.
 ///
 /// # Errors
-/// [`SqlError::UnknownUrlOption`] for an option neither lease-sql nor the driver reads,
-/// [`SqlError::InvalidOption`] for a bad value.
-pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions), SqlError> {
+/// [`SqlLeaseError::UnknownUrlOption`] for an option neither lease-sql nor the driver reads,
+/// [`SqlLeaseError::InvalidOption`] for a bad value.
+pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions), SqlLeaseError> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), UrlOptions::default()));
     };
@@ -101,7 +101,7 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
                     "off" => AmnesiaGuard::Off,
                     "hold_off" => AmnesiaGuard::HoldOff,
                     _ => {
-                        return Err(SqlError::InvalidOption(format!(
+                        return Err(SqlLeaseError::InvalidOption(format!(
                             "amnesia_guard=`{value}` in the database url: use off or hold_off"
                         )));
                     }
@@ -113,7 +113,7 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
                 kept.push(pair);
             }
             _ => {
-                return Err(SqlError::UnknownUrlOption {
+                return Err(SqlLeaseError::UnknownUrlOption {
                     option: key.to_owned(),
                     driver: driver_list(dialect),
                 });
@@ -245,7 +245,9 @@ mod tests {
     #[test]
     fn unknown_options_and_bad_values_are_named() {
         let e = split("postgres://h/db?amnesia=off", Dialect::Postgres).unwrap_err();
-        assert!(matches!(&e, SqlError::UnknownUrlOption { option, .. } if option == "amnesia"));
+        assert!(
+            matches!(&e, SqlLeaseError::UnknownUrlOption { option, .. } if option == "amnesia")
+        );
         let text = e.to_string();
         assert!(text.contains("`amnesia`"), "{text}");
         assert!(text.contains("amnesia_guard"), "{text}");

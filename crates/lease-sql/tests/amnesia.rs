@@ -19,7 +19,7 @@ use common::cluster::Cluster;
 use common::{Pool, TestTable, pg_url, suffix};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
-use lease_sql::{AmnesiaGuard, COORDINATOR_TABLE, Dialect, SqlError, SqlStrategy};
+use lease_sql::{AmnesiaGuard, COORDINATOR_TABLE, Dialect, SqlLeaseError, SqlStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const EIGHT_HOURS: Duration = Duration::from_secs(8 * 3600);
@@ -114,9 +114,9 @@ async fn identity(pool: &Pool) -> String {
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-fn held_off(e: &SqlError) -> (Option<String>, String, Duration) {
+fn held_off(e: &SqlLeaseError) -> (Option<String>, String, Duration) {
     match e {
-        SqlError::ServerChanged {
+        SqlLeaseError::ServerChanged {
             previous,
             current,
             remaining,

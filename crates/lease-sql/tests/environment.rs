@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{Pool, TempDir, TestTable, mysql_url, pg_url, suffix};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
-use lease_sql::{Dialect, SqlError, SqlStrategy};
+use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -152,11 +152,11 @@ async fn read_only_user_is_told_to_get_grants(dialect: Dialect) {
         t.pool.exec(sql).await;
     }
     let e = acquired.unwrap_err();
-    assert!(matches!(e, SqlError::PermissionDenied { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::PermissionDenied { .. }), "{e:?}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     assert!(e.to_string().contains("grant"), "{e}");
     let e = migrated.unwrap_err();
-    assert!(matches!(e, SqlError::PermissionDenied { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::PermissionDenied { .. }), "{e:?}");
     assert_eq!(free.unwrap(), 512, "reading is allowed");
 }
 

@@ -20,7 +20,7 @@ use common::{Pool, TestTable, mysql_url, pg_url};
 use lease_core::{ErrorKind, LeaseConfig, LeaseError, Strategy};
 use lease_manager::{LeaseManager, LeaseState};
 use lease_sql::sqlx::{self, AssertSqlSafe, Connection, Executor};
-use lease_sql::{Dialect, SqlError, SqlStrategy};
+use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -201,7 +201,7 @@ async fn connection_killed_mid_renewal_is_retry(dialect: Dialect) {
     }
     let e = renewing.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
-    assert!(matches!(e, SqlError::Unavailable(_)), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::Unavailable(_)), "{e:?}");
     assert!(e.to_string().contains("did not answer"), "{e}");
     locker.unlock().await;
     let renewed = s.renew(&grant.lease, HOUR).await.unwrap();

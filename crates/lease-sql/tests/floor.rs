@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestTable;
 use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
-use lease_sql::{Acquisition, Dialect, SqlError, SqlLease};
+use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const GUARD: Duration = Duration::from_millis(1);
@@ -281,7 +281,7 @@ async fn old_table_without_floor_is_migrated(dialect: Dialect) {
         .await;
     let s = t.strategy();
     let e = s.acquire(HOUR).await.unwrap_err();
-    assert!(matches!(e, SqlError::WrongSchema { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
     assert!(e.to_string().contains("run the migration"), "{e}");
     assert_eq!(s.migrate().await.unwrap(), 0, "every row was there");
     let column = t

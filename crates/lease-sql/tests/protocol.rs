@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::TestTable;
 use lease_core::{ErrorKind, LeaseError, Strategy};
-use lease_sql::{Acquisition, Dialect, SqlError, SqlLease};
+use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -91,7 +91,7 @@ async fn exhausted_when_every_id_is_held(dialect: Dialect) {
             .with_acquisition(Acquisition::Optimistic { candidates: 8 }),
     ] {
         let e = s.acquire(HOUR).await.unwrap_err();
-        assert!(matches!(e, SqlError::Exhausted { .. }), "{e:?}");
+        assert!(matches!(e, SqlLeaseError::Exhausted { .. }), "{e:?}");
         assert_eq!(e.kind(), ErrorKind::Exhausted);
         assert!(e.to_string().contains("every machine id"), "{e}");
     }
@@ -236,16 +236,16 @@ async fn missing_table_says_run_the_migration(dialect: Dialect) {
     let t = TestTable::unmigrated(dialect).await;
     let s = t.strategy();
     let e = s.acquire(HOUR).await.unwrap_err();
-    assert!(matches!(e, SqlError::MissingTable { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     assert!(!e.kind().is_retryable());
     assert!(e.to_string().contains("run the migration"), "{e}");
     assert!(e.to_string().contains(&t.name), "{e}");
     let lease = SqlLease::from_parts(lease_core::MachineId::new(3).unwrap(), [1; 16]);
     let e = s.renew(&lease, HOUR).await.unwrap_err();
-    assert!(matches!(e, SqlError::MissingTable { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
     let e = s.free_count().await.unwrap_err();
-    assert!(matches!(e, SqlError::MissingTable { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
 }
 
 async fn wrong_schema_is_misconfigured(dialect: Dialect) {
@@ -258,11 +258,11 @@ async fn wrong_schema_is_misconfigured(dialect: Dialect) {
         .await;
     let s = t.strategy();
     let e = s.acquire(HOUR).await.unwrap_err();
-    assert!(matches!(e, SqlError::WrongSchema { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     assert!(e.to_string().contains("expected schema"), "{e}");
     let e = s.migrate().await.unwrap_err();
-    assert!(matches!(e, SqlError::WrongSchema { .. }), "{e:?}");
+    assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
 }
 
 async fn optimistic_race_for_one_row_has_one_winner(dialect: Dialect) {

@@ -4,16 +4,16 @@
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 use lease_core::{ErrorKind, Failure, LeaseError};
-use lease_sql::{SqlError, SqlStrategy};
+use lease_sql::{SqlLeaseError, SqlStrategy};
 
 const SECRET: &str = "s3cr3t-pw";
 
 /// Everything a log line could show of `error`.
-fn shown(error: &SqlError) -> String {
+fn shown(error: &SqlLeaseError) -> String {
     format!("{error} | {error:?} | {}", Failure::from_error(error))
 }
 
-fn refused(url: &str) -> SqlError {
+fn refused(url: &str) -> SqlLeaseError {
     SqlStrategy::connect_lazy(url).expect_err(url)
 }
 
@@ -44,7 +44,10 @@ async fn an_unsupported_url_is_shown_without_its_password() {
         ),
     ] {
         let error = refused(&url);
-        assert!(matches!(error, SqlError::UnsupportedUrl(_)), "{error:?}");
+        assert!(
+            matches!(error, SqlLeaseError::UnsupportedUrl(_)),
+            "{error:?}"
+        );
         assert_eq!(error.kind(), ErrorKind::Misconfigured);
         let text = shown(&error);
         assert!(!text.contains(SECRET), "{text}");

@@ -12,7 +12,7 @@ pub use crate::floor_file::{FloorFile, FloorFileError};
 /// Why the host-list strategy could not derive a machine ID.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum HostsError {
+pub enum HostListLeaseError {
     /// The node list has no entries.
     #[error(
         "node list is empty; list every node's hostname, fqdn or address, the same on all nodes"
@@ -59,7 +59,7 @@ pub enum HostsError {
     },
 }
 
-impl LeaseError for HostsError {
+impl LeaseError for HostListLeaseError {
     fn kind(&self) -> ErrorKind {
         ErrorKind::Misconfigured
     }
@@ -82,23 +82,23 @@ pub trait IdentifierSource {
     ///
     /// # Errors
     /// When the operating system cannot tell.
-    fn identifiers(&self) -> Result<Vec<String>, HostsError>;
+    fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError>;
 }
 
 impl IdentifierSource for [&str] {
-    fn identifiers(&self) -> Result<Vec<String>, HostsError> {
+    fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
         Ok(self.iter().map(|&s| s.to_owned()).collect())
     }
 }
 
 impl<const N: usize> IdentifierSource for [&str; N] {
-    fn identifiers(&self) -> Result<Vec<String>, HostsError> {
+    fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
         self.as_slice().identifiers()
     }
 }
 
 impl IdentifierSource for Vec<String> {
-    fn identifiers(&self) -> Result<Vec<String>, HostsError> {
+    fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
         Ok(self.clone())
     }
 }
@@ -155,14 +155,14 @@ fn canonical_name(host: &str) -> Option<String> {
 }
 
 impl IdentifierSource for SystemIdentifiers {
-    fn identifiers(&self) -> Result<Vec<String>, HostsError> {
+    fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
         let host = hostname::get()
-            .map_err(|source| HostsError::Identifiers {
+            .map_err(|source| HostListLeaseError::Identifiers {
                 what: "hostname",
                 source,
             })?
             .into_string()
-            .map_err(|_| HostsError::Identifiers {
+            .map_err(|_| HostListLeaseError::Identifiers {
                 what: "hostname",
                 source: io::Error::new(io::ErrorKind::InvalidData, "hostname is not valid unicode"),
             })?;
@@ -172,10 +172,11 @@ impl IdentifierSource for SystemIdentifiers {
         {
             identifiers.push(fqdn);
         }
-        let interfaces = if_addrs::get_if_addrs().map_err(|source| HostsError::Identifiers {
-            what: "interface addresses",
-            source,
-        })?;
+        let interfaces =
+            if_addrs::get_if_addrs().map_err(|source| HostListLeaseError::Identifiers {
+                what: "interface addresses",
+                source,
+            })?;
         identifiers.extend(
             interfaces
                 .iter()
@@ -218,18 +219,18 @@ fn key(text: &str) -> Option<Key> {
 /// one entry that matches any of `identifiers`.
 ///
 /// # Errors
-/// [`HostsError::EmptyList`], [`HostsError::TooManyNodes`] (over 512 distinct entries),
-/// [`HostsError::NoMatch`], or [`HostsError::Ambiguous`] when entries at several indices match.
+/// [`HostListLeaseError::EmptyList`], [`HostListLeaseError::TooManyNodes`] (over 512 distinct entries),
+/// [`HostListLeaseError::NoMatch`], or [`HostListLeaseError::Ambiguous`] when entries at several indices match.
 pub fn match_node<S: AsRef<str>, I: AsRef<str>>(
     nodes: &[S],
     identifiers: &[I],
-) -> Result<NodeMatch, HostsError> {
+) -> Result<NodeMatch, HostListLeaseError> {
     let list = sorted_node_list(nodes);
     if list.is_empty() {
-        return Err(HostsError::EmptyList);
+        return Err(HostListLeaseError::EmptyList);
     }
     if list.len() > usize::from(MachineId::COUNT) {
-        return Err(HostsError::TooManyNodes { count: list.len() });
+        return Err(HostListLeaseError::TooManyNodes { count: list.len() });
     }
     let keys: Vec<(Key, &str)> = identifiers
         .iter()
@@ -249,11 +250,11 @@ pub fn match_node<S: AsRef<str>, I: AsRef<str>>(
         })
         .collect();
     match matches.len() {
-        0 => Err(HostsError::NoMatch {
+        0 => Err(HostListLeaseError::NoMatch {
             identifiers: identifiers.iter().map(|i| i.as_ref().to_owned()).collect(),
         }),
         1 => Ok(matches.remove(0)),
-        _ => Err(HostsError::Ambiguous { matches }),
+        _ => Err(HostListLeaseError::Ambiguous { matches }),
     }
 }
 
@@ -268,8 +269,8 @@ impl HostListStrategy {
     /// Matches this host's [`SystemIdentifiers`] against `nodes`.
     ///
     /// # Errors
-    /// See [`match_node`], plus [`HostsError::Identifiers`].
-    pub fn new<S: AsRef<str>>(nodes: &[S]) -> Result<Self, HostsError> {
+    /// See [`match_node`], plus [`HostListLeaseError::Identifiers`].
+    pub fn new<S: AsRef<str>>(nodes: &[S]) -> Result<Self, HostListLeaseError> {
         Self::with_source(nodes, &SystemIdentifiers::new())
     }
 
@@ -280,7 +281,7 @@ impl HostListStrategy {
     pub fn with_source<S: AsRef<str>, I: IdentifierSource + ?Sized>(
         nodes: &[S],
         source: &I,
-    ) -> Result<Self, HostsError> {
+    ) -> Result<Self, HostListLeaseError> {
         let identifiers = source.identifiers()?;
         Ok(Self {
             matched: match_node(nodes, &identifiers)?,
@@ -310,7 +311,7 @@ mod tests {
 
     const NODES: [&str; 4] = ["node-c", "10.0.0.2", "node-a.example.com", "node-b"];
 
-    fn id(nodes: &[&str], identifiers: &[&str]) -> Result<u16, HostsError> {
+    fn id(nodes: &[&str], identifiers: &[&str]) -> Result<u16, HostListLeaseError> {
         match_node(nodes, identifiers).map(|m| m.machine_id.get())
     }
 
@@ -340,7 +341,7 @@ mod tests {
         assert_eq!(id(&nodes, &["2001:0db8:0:0:0:0:0:2"]).unwrap(), 1);
         assert!(matches!(
             id(&nodes, &["2001:db8::3"]),
-            Err(HostsError::NoMatch { .. })
+            Err(HostListLeaseError::NoMatch { .. })
         ));
     }
 
@@ -353,18 +354,21 @@ mod tests {
              host's name, fqdn or one of its addresses to the list shared by all nodes"
         );
         assert_eq!(err.kind(), ErrorKind::Misconfigured);
-        assert!(matches!(id(&NODES, &[]), Err(HostsError::NoMatch { .. })));
+        assert!(matches!(
+            id(&NODES, &[]),
+            Err(HostListLeaseError::NoMatch { .. })
+        ));
         // Empty strings match nothing, not even an empty entry.
         assert!(matches!(
             id(&["", "a"], &[""]),
-            Err(HostsError::NoMatch { .. })
+            Err(HostListLeaseError::NoMatch { .. })
         ));
     }
 
     #[test]
     fn several_matching_entries_are_ambiguous() {
         let err = id(&NODES, &["node-b", "10.0.0.2"]).unwrap_err();
-        let HostsError::Ambiguous { matches } = &err else {
+        let HostListLeaseError::Ambiguous { matches } = &err else {
             panic!("{err}")
         };
         assert_eq!(matches.len(), 2);
@@ -376,17 +380,20 @@ mod tests {
         // Case variants are distinct entries with distinct indices: ambiguous too.
         assert!(matches!(
             id(&["Node-B", "node-b"], &["node-b"]),
-            Err(HostsError::Ambiguous { .. })
+            Err(HostListLeaseError::Ambiguous { .. })
         ));
     }
 
     #[test]
     fn list_size_limits() {
-        assert!(matches!(id(&[], &["a"]), Err(HostsError::EmptyList)));
+        assert!(matches!(
+            id(&[], &["a"]),
+            Err(HostListLeaseError::EmptyList)
+        ));
         let nodes: Vec<String> = (0..513).map(|i| format!("node-{i:03}")).collect();
         let err = match_node(&nodes, &["node-000"]).unwrap_err();
         assert!(
-            matches!(err, HostsError::TooManyNodes { count: 513 }),
+            matches!(err, HostListLeaseError::TooManyNodes { count: 513 }),
             "{err}"
         );
         // Duplicates do not count against the limit.
@@ -406,8 +413,8 @@ mod tests {
 
         struct Broken;
         impl IdentifierSource for Broken {
-            fn identifiers(&self) -> Result<Vec<String>, HostsError> {
-                Err(HostsError::Identifiers {
+            fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
+                Err(HostListLeaseError::Identifiers {
                     what: "hostname",
                     source: io::Error::other("boom"),
                 })

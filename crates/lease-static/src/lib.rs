@@ -111,5 +111,7 @@ pub mod hosts;
 pub mod statefulset;
 
 pub use floor_file::{FloorFile, FloorFileError};
-pub use hosts::{HostListStrategy, HostsError, IdentifierSource, NodeMatch, SystemIdentifiers};
-pub use statefulset::{StatefulSetError, StatefulSetStrategy};
+pub use hosts::{
+    HostListLeaseError, HostListStrategy, IdentifierSource, NodeMatch, SystemIdentifiers,
+};
+pub use statefulset::{StatefulSetLeaseError, StatefulSetStrategy};

@@ -11,7 +11,7 @@ pub const DEFAULT_VARIABLE: &str = "POD_NAME";
 /// Why the StatefulSet strategy could not derive a machine ID.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum StatefulSetError {
+pub enum StatefulSetLeaseError {
     /// The variable is not set.
     #[error(
         "environment variable {variable} is not set; set it to the pod name, for example with \
@@ -54,7 +54,7 @@ pub enum StatefulSetError {
     },
 }
 
-impl LeaseError for StatefulSetError {
+impl LeaseError for StatefulSetLeaseError {
     fn kind(&self) -> ErrorKind {
         ErrorKind::Misconfigured
     }
@@ -75,8 +75,8 @@ impl StatefulSetStrategy {
     /// Reads `variable` from the environment, with no offset.
     ///
     /// # Errors
-    /// A [`StatefulSetError`] saying what to fix.
-    pub fn from_env(variable: &str) -> Result<Self, StatefulSetError> {
+    /// A [`StatefulSetLeaseError`] saying what to fix.
+    pub fn from_env(variable: &str) -> Result<Self, StatefulSetLeaseError> {
         Self::from_env_with_offset(variable, 0)
     }
 
@@ -84,14 +84,17 @@ impl StatefulSetStrategy {
     /// StatefulSets can share the ID space (for example offsets 0 and 256).
     ///
     /// # Errors
-    /// A [`StatefulSetError`] saying what to fix.
-    pub fn from_env_with_offset(variable: &str, offset: u16) -> Result<Self, StatefulSetError> {
+    /// A [`StatefulSetLeaseError`] saying what to fix.
+    pub fn from_env_with_offset(
+        variable: &str,
+        offset: u16,
+    ) -> Result<Self, StatefulSetLeaseError> {
         match std::env::var(variable) {
             Ok(value) => Self::from_value(variable, &value, offset),
-            Err(std::env::VarError::NotPresent) => Err(StatefulSetError::MissingVariable {
+            Err(std::env::VarError::NotPresent) => Err(StatefulSetLeaseError::MissingVariable {
                 variable: variable.to_owned(),
             }),
-            Err(std::env::VarError::NotUnicode(_)) => Err(StatefulSetError::NotUnicode {
+            Err(std::env::VarError::NotUnicode(_)) => Err(StatefulSetLeaseError::NotUnicode {
                 variable: variable.to_owned(),
             }),
         }
@@ -100,14 +103,18 @@ impl StatefulSetStrategy {
     /// Derives the ID from `value`, as if read from `variable` (named in errors and logs).
     ///
     /// # Errors
-    /// A [`StatefulSetError`] saying what to fix.
-    pub fn from_value(variable: &str, value: &str, offset: u16) -> Result<Self, StatefulSetError> {
+    /// A [`StatefulSetLeaseError`] saying what to fix.
+    pub fn from_value(
+        variable: &str,
+        value: &str,
+        offset: u16,
+    ) -> Result<Self, StatefulSetLeaseError> {
         let id = ordinal_id(value, offset).map_err(|digits| match digits {
-            None => StatefulSetError::NoTrailingDigits {
+            None => StatefulSetLeaseError::NoTrailingDigits {
                 variable: variable.to_owned(),
                 value: value.to_owned(),
             },
-            Some(ordinal) => StatefulSetError::OutOfRange {
+            Some(ordinal) => StatefulSetLeaseError::OutOfRange {
                 variable: variable.to_owned(),
                 ordinal,
                 offset,
@@ -157,7 +164,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn id(value: &str, offset: u16) -> Result<u16, StatefulSetError> {
+    fn id(value: &str, offset: u16) -> Result<u16, StatefulSetLeaseError> {
         StatefulSetStrategy::from_value("POD_NAME", value, offset).map(|s| s.machine_id().get())
     }
 
@@ -175,7 +182,10 @@ mod tests {
     #[test]
     fn errors_say_what_is_wrong() {
         let err = id("nonce-worker", 0).unwrap_err();
-        assert!(matches!(err, StatefulSetError::NoTrailingDigits { .. }));
+        assert!(matches!(
+            err,
+            StatefulSetLeaseError::NoTrailingDigits { .. }
+        ));
         assert_eq!(
             err.to_string(),
             "value \"nonce-worker\" of POD_NAME does not end in digits; expected a StatefulSet \
@@ -183,18 +193,18 @@ mod tests {
         );
         assert!(matches!(
             id("", 0),
-            Err(StatefulSetError::NoTrailingDigits { .. })
+            Err(StatefulSetLeaseError::NoTrailingDigits { .. })
         ));
         // Non-ASCII digits are not ordinals.
         assert!(matches!(
             id("worker-٣", 0),
-            Err(StatefulSetError::NoTrailingDigits { .. })
+            Err(StatefulSetLeaseError::NoTrailingDigits { .. })
         ));
 
         let err = id("nonce-worker-512", 0).unwrap_err();
         assert_eq!(
             err,
-            StatefulSetError::OutOfRange {
+            StatefulSetLeaseError::OutOfRange {
                 variable: "POD_NAME".into(),
                 ordinal: "512".into(),
                 offset: 0
@@ -206,15 +216,15 @@ mod tests {
         );
         assert!(matches!(
             id("w-300", 212),
-            Err(StatefulSetError::OutOfRange { .. })
+            Err(StatefulSetLeaseError::OutOfRange { .. })
         ));
         assert!(matches!(
             id("w-99999999999999999999", 0),
-            Err(StatefulSetError::OutOfRange { .. })
+            Err(StatefulSetLeaseError::OutOfRange { .. })
         ));
         assert!(matches!(
             id("w-1", u16::MAX),
-            Err(StatefulSetError::OutOfRange { .. })
+            Err(StatefulSetLeaseError::OutOfRange { .. })
         ));
         assert_eq!(err.kind(), ErrorKind::Misconfigured);
     }
@@ -225,7 +235,7 @@ mod tests {
         let err = StatefulSetStrategy::from_env(variable).unwrap_err();
         assert_eq!(
             err,
-            StatefulSetError::MissingVariable {
+            StatefulSetLeaseError::MissingVariable {
                 variable: variable.into()
             }
         );
@@ -247,7 +257,7 @@ mod tests {
         assert_eq!(strategy.variable(), "CARGO_PKG_VERSION_MINOR");
         let err = StatefulSetStrategy::from_env("CARGO_PKG_NAME").unwrap_err();
         assert!(
-            matches!(err, StatefulSetError::NoTrailingDigits { .. }),
+            matches!(err, StatefulSetLeaseError::NoTrailingDigits { .. }),
             "{err}"
         );
     }
@@ -263,7 +273,7 @@ mod tests {
             if ordinal + offset <= 511 {
                 prop_assert_eq!(got, Ok(ordinal + offset));
             } else {
-                let out_of_range = matches!(got, Err(StatefulSetError::OutOfRange { .. }));
+                let out_of_range = matches!(got, Err(StatefulSetLeaseError::OutOfRange { .. }));
                 prop_assert!(out_of_range);
             }
         }

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use lease_static::hosts::{match_node, sorted_node_list};
-use lease_static::{HostsError, StatefulSetError, StatefulSetStrategy};
+use lease_static::{HostListLeaseError, StatefulSetLeaseError, StatefulSetStrategy};
 use proptest::prelude::*;
 
 const MIB: usize = 1 << 20;
@@ -62,7 +62,7 @@ fn check_statefulset(variable: &str, value: &str, offset: u16) -> Result<(), Tes
         (Err(e), Err(None)) => {
             prop_assert_eq!(
                 &e,
-                &StatefulSetError::NoTrailingDigits {
+                &StatefulSetLeaseError::NoTrailingDigits {
                     variable: variable.to_owned(),
                     value: value.to_owned()
                 }
@@ -75,7 +75,7 @@ fn check_statefulset(variable: &str, value: &str, offset: u16) -> Result<(), Tes
         (Err(e), Err(Some(digits))) => {
             prop_assert_eq!(
                 &e,
-                &StatefulSetError::OutOfRange {
+                &StatefulSetLeaseError::OutOfRange {
                     variable: variable.to_owned(),
                     ordinal: digits.clone(),
                     offset
@@ -165,19 +165,19 @@ fn check_hosts(nodes: &[String], identifiers: &[String]) -> Result<(), TestCaseE
             prop_assert!(identifiers.contains(&m.identifier));
             prop_assert_eq!(ref_key(&m.identifier), ref_key(&m.entry));
         }
-        Err(HostsError::EmptyList) => prop_assert!(list.is_empty()),
-        Err(HostsError::TooManyNodes { count }) => {
+        Err(HostListLeaseError::EmptyList) => prop_assert!(list.is_empty()),
+        Err(HostListLeaseError::TooManyNodes { count }) => {
             prop_assert!(list.len() > 512);
             prop_assert_eq!(count, list.len());
         }
-        Err(HostsError::NoMatch {
+        Err(HostListLeaseError::NoMatch {
             identifiers: echoed,
         }) => {
             prop_assert!((1..=512).contains(&list.len()));
             prop_assert!(matching.is_empty());
             prop_assert_eq!(&echoed, identifiers);
         }
-        Err(HostsError::Ambiguous { matches }) => {
+        Err(HostListLeaseError::Ambiguous { matches }) => {
             prop_assert!((1..=512).contains(&list.len()));
             let ids: Vec<usize> = matches
                 .iter()
@@ -236,7 +236,7 @@ proptest! {
         if ordinal + offset <= 511 {
             prop_assert_eq!(got, Ok(ordinal + offset));
         } else {
-            let out_of_range = matches!(got, Err(StatefulSetError::OutOfRange { .. }));
+            let out_of_range = matches!(got, Err(StatefulSetLeaseError::OutOfRange { .. }));
             prop_assert!(out_of_range);
         }
     }
@@ -278,7 +278,7 @@ proptest! {
         if distinct <= 512 {
             prop_assert_eq!(usize::from(got.unwrap().machine_id.get()), pick % distinct);
         } else {
-            let too_many = matches!(got, Err(HostsError::TooManyNodes { count }) if count == distinct);
+            let too_many = matches!(got, Err(HostListLeaseError::TooManyNodes { count }) if count == distinct);
             prop_assert!(too_many);
         }
     }
@@ -318,14 +318,14 @@ fn thousands_of_entries_and_identifiers() {
     let started = Instant::now();
     assert!(matches!(
         match_node(&nodes, &["h1"]),
-        Err(HostsError::TooManyNodes { count: 100_000 })
+        Err(HostListLeaseError::TooManyNodes { count: 100_000 })
     ));
     // 512 entries against 100 000 identifiers: every entry compared with every identifier.
     let nodes: Vec<String> = (0..512).map(|i| format!("h{i}")).collect();
     let identifiers: Vec<String> = (0..100_000).map(|i| format!("x{i}")).collect();
     assert!(matches!(
         match_node(&nodes, &identifiers),
-        Err(HostsError::NoMatch { .. })
+        Err(HostListLeaseError::NoMatch { .. })
     ));
     assert!(
         started.elapsed() < BIG_INPUT_BUDGET * 6,

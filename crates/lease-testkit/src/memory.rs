@@ -53,7 +53,7 @@ pub enum Flaw {
 /// An error of the in-memory strategy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum MemoryError {
+pub enum MemoryLeaseError {
     /// Every ID of the store is leased.
     #[error("all {capacity} machine ids of the in-memory store are leased; wait for one to expire")]
     Exhausted {
@@ -71,7 +71,7 @@ pub enum MemoryError {
     Flawed(Flaw),
 }
 
-impl LeaseError for MemoryError {
+impl LeaseError for MemoryLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Exhausted { .. } => ErrorKind::Exhausted,
@@ -293,9 +293,9 @@ pub struct MemoryStrategy {
 
 impl Strategy for MemoryStrategy {
     type Lease = MemoryLease;
-    type Error = MemoryError;
+    type Error = MemoryLeaseError;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<MemoryLease>, MemoryError> {
+    async fn acquire(&self, requested: Duration) -> Result<Grant<MemoryLease>, MemoryLeaseError> {
         self.acquire_with_floor(requested, 0, 0).await
     }
 
@@ -308,15 +308,15 @@ impl Strategy for MemoryStrategy {
         requested: Duration,
         now_ms: u64,
         floor_ms: u64,
-    ) -> Result<Grant<MemoryLease>, MemoryError> {
+    ) -> Result<Grant<MemoryLease>, MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
         let ttl = store.granted(requested);
         let exhausted = || {
             if store.has(Flaw::NoExhausted) {
-                MemoryError::Flawed(Flaw::NoExhausted)
+                MemoryLeaseError::Flawed(Flaw::NoExhausted)
             } else {
-                MemoryError::Exhausted {
+                MemoryLeaseError::Exhausted {
                     capacity: store.capacity(),
                 }
             }
@@ -361,7 +361,7 @@ impl Strategy for MemoryStrategy {
         &self,
         lease: &MemoryLease,
         requested: Duration,
-    ) -> Result<Renewal<MemoryLease>, MemoryError> {
+    ) -> Result<Renewal<MemoryLease>, MemoryLeaseError> {
         self.renew_with_floor(lease, requested, 0).await
     }
 
@@ -370,7 +370,7 @@ impl Strategy for MemoryStrategy {
         lease: &MemoryLease,
         requested: Duration,
         floor_ms: u64,
-    ) -> Result<Renewal<MemoryLease>, MemoryError> {
+    ) -> Result<Renewal<MemoryLease>, MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
         let ttl = store.granted(requested);
@@ -379,16 +379,16 @@ impl Strategy for MemoryStrategy {
             .get_mut(usize::from(lease.id.get()))
             .and_then(Option::as_mut)
         else {
-            return Err(MemoryError::Lost { id: lease.id });
+            return Err(MemoryLeaseError::Lost { id: lease.id });
         };
         let ours = row.token == lease.token || store.has(Flaw::RenewIgnoresToken);
         // Matching the token alone would revive an expired lease nobody took yet; the contract
         // allows that, but a coordinator that dropped the row could not, so be strict.
         if !ours || row.expires_at <= now {
             if store.has(Flaw::LostAsRetry) {
-                return Err(MemoryError::Flawed(Flaw::LostAsRetry));
+                return Err(MemoryLeaseError::Flawed(Flaw::LostAsRetry));
             }
-            return Err(MemoryError::Lost { id: lease.id });
+            return Err(MemoryLeaseError::Lost { id: lease.id });
         }
         row.expires_at = now + store.kept(ttl);
         // `floor_ms == 0`: the floor-less `renew`, which leaves the floor alone.
@@ -407,7 +407,7 @@ impl Strategy for MemoryStrategy {
         Ok(Renewal::new(renewed, ttl))
     }
 
-    async fn release(&self, lease: &MemoryLease, guard: Duration) -> Result<(), MemoryError> {
+    async fn release(&self, lease: &MemoryLease, guard: Duration) -> Result<(), MemoryLeaseError> {
         self.release_with_floor(lease, guard, 0).await
     }
 
@@ -416,7 +416,7 @@ impl Strategy for MemoryStrategy {
         lease: &MemoryLease,
         guard: Duration,
         floor_ms: u64,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
         let mut rows = store.lock();

@@ -13,7 +13,7 @@ use cipher::consts::{U8, U12, U16};
 use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use zeroize::Zeroizing;
 
-use crate::error::ConfigError;
+use crate::error::FactoryConfigError;
 
 /// Minimum base key length in bytes.
 pub const MIN_BASE_KEY_LEN: usize = 32;
@@ -141,9 +141,9 @@ impl core::error::Error for UnknownCipher {}
 /// Derives a per-cipher key from a base key as NoNoncense does.
 ///
 /// `out` must be the cipher's key length. Fails if the base key is shorter than 32 bytes.
-pub fn derive_key(base_key: &[u8], salt: &str, out: &mut [u8]) -> Result<(), ConfigError> {
+pub fn derive_key(base_key: &[u8], salt: &str, out: &mut [u8]) -> Result<(), FactoryConfigError> {
     if base_key.len() < MIN_BASE_KEY_LEN {
-        return Err(ConfigError::BaseKeyTooShort {
+        return Err(FactoryConfigError::BaseKeyTooShort {
             len: base_key.len(),
         });
     }
@@ -159,12 +159,12 @@ fn key_material(
     len: usize,
     explicit: Option<&[u8]>,
     base: Option<&[u8]>,
-) -> Result<Option<Zeroizing<[u8; 32]>>, ConfigError> {
+) -> Result<Option<Zeroizing<[u8; 32]>>, FactoryConfigError> {
     let mut buf = Zeroizing::new([0u8; 32]);
     match (explicit, base) {
         (Some(k), _) => {
             if k.len() != len {
-                return Err(ConfigError::KeyLength {
+                return Err(FactoryConfigError::KeyLength {
                     bits,
                     cipher,
                     expected: len,
@@ -179,8 +179,8 @@ fn key_material(
     Ok(Some(buf))
 }
 
-fn unavailable(cipher: &'static str, feature: &'static str) -> ConfigError {
-    ConfigError::CipherUnavailable { cipher, feature }
+fn unavailable(cipher: &'static str, feature: &'static str) -> FactoryConfigError {
+    FactoryConfigError::CipherUnavailable { cipher, feature }
 }
 
 /// A keyed 64-bit-block engine. Variants hold key schedules inline (no heap): Blowfish's is
@@ -200,7 +200,7 @@ pub(crate) enum Engine64 {
 
 impl Engine64 {
     #[allow(unused_variables)]
-    fn new(cipher: Cipher64, key: &[u8]) -> Result<Self, ConfigError> {
+    fn new(cipher: Cipher64, key: &[u8]) -> Result<Self, FactoryConfigError> {
         match cipher {
             #[cfg(feature = "blowfish")]
             Cipher64::Blowfish => Ok(Self::Blowfish(
@@ -442,11 +442,11 @@ pub(crate) struct Engines {
 }
 
 impl Engines {
-    pub(crate) fn new(keys: &Keys<'_>) -> Result<Self, ConfigError> {
+    pub(crate) fn new(keys: &Keys<'_>) -> Result<Self, FactoryConfigError> {
         if let Some(b) = keys.base
             && b.len() < MIN_BASE_KEY_LEN
         {
-            return Err(ConfigError::BaseKeyTooShort { len: b.len() });
+            return Err(FactoryConfigError::BaseKeyTooShort { len: b.len() });
         }
         let c64 = keys.cipher64;
         let e64 = match key_material(
@@ -496,7 +496,7 @@ impl Engines {
         Ok(Self { e64, e96, e128 })
     }
 
-    fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, ConfigError> {
+    fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, FactoryConfigError> {
         match c {
             // The same 64-bit-block engines; only the key derivation (salt) differs.
             Cipher96::Blowfish => Ok(Engine96::Block64(Engine64::new(Cipher64::Blowfish, key)?)),
@@ -511,7 +511,7 @@ impl Engines {
     }
 
     #[allow(unused_variables)]
-    fn engine128(c: Cipher128, key: &[u8]) -> Result<Engine128, ConfigError> {
+    fn engine128(c: Cipher128, key: &[u8]) -> Result<Engine128, FactoryConfigError> {
         match c {
             #[cfg(feature = "aes")]
             Cipher128::Aes => Ok(Engine128::Aes(
@@ -531,7 +531,7 @@ fn check_available(
     available: bool,
     cipher: &'static str,
     feature: &'static str,
-) -> Result<(), ConfigError> {
+) -> Result<(), FactoryConfigError> {
     if available {
         Ok(())
     } else {

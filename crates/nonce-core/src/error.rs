@@ -91,7 +91,7 @@ impl core::error::Error for Error {}
 /// Why a factory could not be configured or enabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum FactoryConfigError {
     /// Base keys must be at least 32 bytes.
     BaseKeyTooShort {
         /// The length given.
@@ -129,7 +129,7 @@ pub enum ConfigError {
     },
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for FactoryConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::BaseKeyTooShort { len } => {
@@ -160,4 +160,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for FactoryConfigError {}

@@ -31,7 +31,7 @@ use core::fmt;
 
 use crate::cipher::{Engines, Keys};
 use crate::clock::Clock;
-use crate::error::{ConfigError, Error};
+use crate::error::{Error, FactoryConfigError};
 use crate::layout::{
     self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK, DEFAULT_EPOCH_MS, MAX_TIMESTAMP,
     SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
@@ -328,7 +328,7 @@ impl<C: Clock> fmt::Debug for Factory<C> {
 
 impl<C: Clock> Factory<C> {
     /// Builds a disabled factory. Keys are derived here (PBKDF2, about a millisecond per key).
-    pub fn new(clock: C, config: FactoryConfig<'_>) -> Result<Self, ConfigError> {
+    pub fn new(clock: C, config: FactoryConfig<'_>) -> Result<Self, FactoryConfigError> {
         let engines = Engines::new(&config.keys)?;
         let factory = Self {
             clock,
@@ -392,7 +392,11 @@ impl<C: Clock> Factory<C> {
     /// through past milliseconds in which another node may have held the ID.) A concurrent
     /// [`disable`](Factory::disable) wins: the factory then stays disabled. Kinds fixed
     /// earlier (see [`Error::KindConflict`]) stay fixed.
-    pub fn enable(&self, machine_id: MachineId, deadline_ms: u64) -> Result<(), ConfigError> {
+    pub fn enable(
+        &self,
+        machine_id: MachineId,
+        deadline_ms: u64,
+    ) -> Result<(), FactoryConfigError> {
         self.enable_above(machine_id, 0, deadline_ms)
     }
 
@@ -423,13 +427,13 @@ impl<C: Clock> Factory<C> {
     ///
     /// A floor at or past the deadline leaves nothing to issue: every call returns
     /// [`Error::LeaseExpired`]. A floor so late that the 42-bit timestamp would overflow
-    /// returns [`ConfigError::TimestampOverflow`] and leaves the factory disabled.
+    /// returns [`FactoryConfigError::TimestampOverflow`] and leaves the factory disabled.
     pub fn enable_above(
         &self,
         machine_id: MachineId,
         floor_ms: u64,
         deadline_ms: u64,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), FactoryConfigError> {
         let now_ts = self.now_ts_checked()?;
         let above_floor = floor_ms
             .checked_sub(self.epoch_ms)
@@ -438,7 +442,7 @@ impl<C: Clock> Factory<C> {
         let init = now_ts.max(above_floor).max(self.next_free_ts());
         if init > MAX_TIMESTAMP {
             self.write_end(ws, false);
-            return Err(ConfigError::TimestampOverflow {
+            return Err(FactoryConfigError::TimestampOverflow {
                 epoch_ms: self.epoch_ms,
             });
         }
@@ -680,16 +684,16 @@ impl<C: Clock> Factory<C> {
     /// The clock's exact reading in timestamp units, checked against the epoch and overflow.
     /// Exact, not `now_ms`: a generation starts here, and a start taken from a lagging reading
     /// would put a successor's first timestamps into the time its predecessor may have used.
-    fn now_ts_checked(&self) -> Result<u64, ConfigError> {
+    fn now_ts_checked(&self) -> Result<u64, FactoryConfigError> {
         let now = self.clock.exact_now_ms();
         let ts = now
             .checked_sub(self.epoch_ms)
-            .ok_or(ConfigError::EpochInFuture {
+            .ok_or(FactoryConfigError::EpochInFuture {
                 epoch_ms: self.epoch_ms,
                 now_ms: now,
             })?;
         if ts > MAX_TIMESTAMP {
-            return Err(ConfigError::TimestampOverflow {
+            return Err(FactoryConfigError::TimestampOverflow {
                 epoch_ms: self.epoch_ms,
             });
         }

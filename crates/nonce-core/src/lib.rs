@@ -33,7 +33,7 @@ pub use crate::cipher::{
 #[cfg(feature = "std")]
 pub use crate::clock::BootClock;
 pub use crate::clock::Clock;
-pub use crate::error::{ConfigError, Error};
+pub use crate::error::{Error, FactoryConfigError};
 pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
 pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};

@@ -9,7 +9,7 @@
 ))]
 
 use nonce_core::{
-    Base, Cipher96, Cipher128, ConfigError, Error, Factory, FactoryConfig, InvalidMachineId,
+    Base, Cipher96, Cipher128, Error, Factory, FactoryConfig, FactoryConfigError, InvalidMachineId,
     MAX_TIMESTAMP, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
 };
 use std::collections::HashSet;
@@ -39,12 +39,12 @@ fn config_errors_are_distinct() {
     let short = [1u8; 31];
     assert_eq!(
         Factory::new(&clock, FactoryConfig::new().base_key(&short)).err(),
-        Some(ConfigError::BaseKeyTooShort { len: 31 })
+        Some(FactoryConfigError::BaseKeyTooShort { len: 31 })
     );
     let k = [1u8; 17];
     assert_eq!(
         Factory::new(&clock, FactoryConfig::new().key64(&k)).err(),
-        Some(ConfigError::KeyLength {
+        Some(FactoryConfigError::KeyLength {
             bits: 64,
             cipher: "blowfish",
             expected: 16,
@@ -57,7 +57,7 @@ fn config_errors_are_distinct() {
             FactoryConfig::new().cipher96(Cipher96::Speck).key96(&k)
         )
         .err(),
-        Some(ConfigError::KeyLength {
+        Some(FactoryConfigError::KeyLength {
             bits: 96,
             cipher: "speck",
             expected: 18,
@@ -66,7 +66,7 @@ fn config_errors_are_distinct() {
     );
     assert_eq!(
         Factory::new(&clock, FactoryConfig::new().epoch_ms(T0 + 1)).err(),
-        Some(ConfigError::EpochInFuture {
+        Some(FactoryConfigError::EpochInFuture {
             epoch_ms: T0 + 1,
             now_ms: T0
         })
@@ -74,11 +74,11 @@ fn config_errors_are_distinct() {
     let far = ManualClock::new(MAX_TIMESTAMP + 10);
     assert_eq!(
         Factory::new(&far, FactoryConfig::new().epoch_ms(9)).err(),
-        Some(ConfigError::TimestampOverflow { epoch_ms: 9 })
+        Some(FactoryConfigError::TimestampOverflow { epoch_ms: 9 })
     );
     for msg in [
         InvalidMachineId(600).to_string(),
-        ConfigError::BaseKeyTooShort { len: 3 }.to_string(),
+        FactoryConfigError::BaseKeyTooShort { len: 3 }.to_string(),
     ] {
         assert!(msg.contains("use"), "error says what to do: {msg}");
     }

@@ -5,8 +5,8 @@ mod common;
 
 use common::{Op, T0, all_ops, ciphers96, config, machine_id};
 use nonce_core::{
-    Base, Cipher96, Clock, ConfigError, Error, Factory, FactoryConfig, MAX_TIMESTAMP, ManualClock,
-    NO_DEADLINE,
+    Base, Cipher96, Clock, Error, Factory, FactoryConfig, FactoryConfigError, MAX_TIMESTAMP,
+    ManualClock, NO_DEADLINE,
 };
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -187,7 +187,7 @@ fn a_floor_past_the_timestamp_range_is_refused() {
     for floor in [last, last + 1, u64::MAX - 1, u64::MAX] {
         assert_eq!(
             f.enable_above(machine_id(5), floor, NO_DEADLINE),
-            Err(ConfigError::TimestampOverflow { epoch_ms: epoch }),
+            Err(FactoryConfigError::TimestampOverflow { epoch_ms: epoch }),
             "floor {floor}"
         );
         // A refused enable leaves the factory disabled.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nononce::lease::{
-    AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, Renewal, StartError, StartupError,
+    AcquireError, AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, Renewal, StartError,
     error_chain_with,
 };
 use nononce::{BoxStrategy, LeaseConfig, MachineId, Strategy};
@@ -212,7 +212,7 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
         _ => reason.to_owned(),
     };
     match error {
-        nononce::Error::Lease(StartError::Startup(StartupError::Timeout {
+        nononce::Error::Lease(StartError::Acquire(AcquireError::Timeout {
             attempts,
             last_error,
             ..
@@ -231,7 +231,7 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
                 ACQUIRE_WAIT.as_secs()
             )
         }
-        nononce::Error::Lease(StartError::Startup(StartupError::Fatal(failure))) => {
+        nononce::Error::Lease(StartError::Acquire(AcquireError::Fatal(failure))) => {
             described(&failure.reason)
         }
         other => chain(other),
@@ -247,7 +247,7 @@ struct HoldOff {
 fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
     use nononce::etcd::EtcdLeaseError;
     use nononce::redis::RedisLeaseError;
-    use nononce::sql::SqlError;
+    use nononce::sql::SqlLeaseError;
     let inner: &(dyn std::error::Error + 'static) = error.inner();
     if let Some(EtcdLeaseError::StoreRewound { what, remaining }) =
         inner.downcast_ref::<EtcdLeaseError>()
@@ -280,8 +280,8 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
             "the server changed (restart or failover), so it may have missed leases still in use"
                 .to_owned(),
         ),
-        _ => match inner.downcast_ref::<SqlError>() {
-            Some(SqlError::ServerChanged { .. }) => (
+        _ => match inner.downcast_ref::<SqlLeaseError>() {
+            Some(SqlLeaseError::ServerChanged { .. }) => (
                 remaining(error)?,
                 "the database server is not the one that granted the leases (failover or restore), so it may lack leases still in use".to_owned(),
             ),
@@ -302,15 +302,15 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
 /// The hold-off left, from whichever error carries it.
 fn remaining(error: &DynError) -> Option<Duration> {
     use nononce::redis::RedisLeaseError;
-    use nononce::sql::SqlError;
+    use nononce::sql::SqlLeaseError;
     let inner: &(dyn std::error::Error + 'static) = error.inner();
     match inner.downcast_ref::<RedisLeaseError>() {
         Some(
             RedisLeaseError::AmnesiaWindow { remaining, .. }
             | RedisLeaseError::ServerChanged { remaining, .. },
         ) => Some(*remaining),
-        _ => match inner.downcast_ref::<SqlError>() {
-            Some(SqlError::ServerChanged { remaining, .. }) => Some(*remaining),
+        _ => match inner.downcast_ref::<SqlLeaseError>() {
+            Some(SqlLeaseError::ServerChanged { remaining, .. }) => Some(*remaining),
             _ => None,
         },
     }
@@ -329,26 +329,28 @@ pub fn human(d: Duration) -> String {
 /// A store error in one line, with the CLI's remedies.
 pub fn describe(error: &(dyn std::error::Error + 'static), store: &StoreInfo) -> String {
     use nononce::redis::RedisLeaseError;
-    use nononce::sql::SqlError;
+    use nononce::sql::SqlLeaseError;
     if let Some(e) = error.downcast_ref::<DynError>() {
         return describe(e.inner(), store);
     }
     if let Some(e) = error.downcast_ref::<WatchedError>() {
         return describe(&e.error, store);
     }
-    if let Some(e) = error.downcast_ref::<SqlError>() {
+    if let Some(e) = error.downcast_ref::<SqlLeaseError>() {
         let cause = || std::error::Error::source(e).map(chain);
         return match e {
-            SqlError::Exhausted { table } => exhausted(&format!("lease table `{table}`"), store),
-            SqlError::WrongSchema { table, .. } => format!(
+            SqlLeaseError::Exhausted { table } => {
+                exhausted(&format!("lease table `{table}`"), store)
+            }
+            SqlLeaseError::WrongSchema { table, .. } => format!(
                 "lease table `{table}` in {} does not have the expected columns: run `nononce leases migrate --store '{}'`, which adds floor_ms to a table made by NoNoncense or an older nononce; otherwise point the store URL at the right table (?table=NAME)",
                 store.shown, store.url
             ),
-            SqlError::MissingTable { table, .. } => format!(
+            SqlLeaseError::MissingTable { table, .. } => format!(
                 "table `{table}` does not exist in {}: create it with `nononce leases migrate --store '{}'`",
                 store.shown, store.url
             ),
-            SqlError::Connection(_) | SqlError::PermissionDenied { .. }
+            SqlLeaseError::Connection(_) | SqlLeaseError::PermissionDenied { .. }
                 if store.sqlite.is_some() =>
             {
                 let path = store.sqlite.as_deref().unwrap_or(std::path::Path::new(""));
@@ -362,12 +364,12 @@ pub fn describe(error: &(dyn std::error::Error + 'static), store: &StoreInfo) ->
                     cause().unwrap_or_else(|| e.to_string())
                 )
             }
-            SqlError::Unavailable(_) => format!(
+            SqlLeaseError::Unavailable(_) => format!(
                 "{} did not answer or dropped the connection: {}",
                 store.shown,
                 cause().unwrap_or_default()
             ),
-            SqlError::Connection(_) => format!(
+            SqlLeaseError::Connection(_) => format!(
                 "{} refused the connection: {}: check the user, password, database name and tls options in the store URL",
                 store.shown,
                 cause().unwrap_or_default()

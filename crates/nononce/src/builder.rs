@@ -225,7 +225,7 @@ impl FactoryOptions {
     ///
     /// # Errors
     /// When a key, cipher or the epoch is invalid.
-    pub fn build<C: Clock>(&self, clock: C) -> Result<Factory<C>, nonce_core::ConfigError> {
+    pub fn build<C: Clock>(&self, clock: C) -> Result<Factory<C>, nonce_core::FactoryConfigError> {
         let mut config = FactoryConfig::new()
             .cipher64(self.cipher64)
             .cipher96(self.cipher96)

@@ -9,7 +9,7 @@ pub enum Error {
         name: String,
         /// What is wrong.
         #[source]
-        source: nonce_core::ConfigError,
+        source: nonce_core::FactoryConfigError,
     },
     /// Two factories were given the same name.
     #[error("factory name `{0}` is used twice: give each factory its own name")]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lease_core::{ErrorKind, MachineId};
 
-use super::{LeaseEvent, LossReason, StartupError};
+use super::{AcquireError, LeaseEvent, LossReason};
 use crate::cache::CachedLease;
 
 /// Why a lease operation was started (telemetry `source`).
@@ -192,7 +192,7 @@ pub enum Action<L> {
     /// The lease was lost and the strategy is deterministic: nothing more happens until shutdown.
     Halted,
     /// Startup failed.
-    Failed(StartupError),
+    Failed(AcquireError),
     /// Shut down; the machine is finished.
     Stopped,
 }

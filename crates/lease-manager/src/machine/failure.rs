@@ -8,7 +8,7 @@ use lease_core::{ErrorKind, Failure};
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
 use super::{
-    Effect, LeaseMachine, LossReason, OpResult, Operation, OperationEvent, Source, StartupError,
+    AcquireError, Effect, LeaseMachine, LossReason, OpResult, Operation, OperationEvent, Source,
     UNRELEASED_MAX,
 };
 use crate::backoff::Backoff;
@@ -78,7 +78,7 @@ impl<L> LeaseMachine<L> {
                 ErrorKind::Unsupported | ErrorKind::Misconfigured
             )
         {
-            return Phase::Failed(StartupError::Fatal(failure));
+            return Phase::Failed(AcquireError::Fatal(failure));
         }
         // During startup the acquire timeout bounds the wait; after it (or without one), a
         // node without an ID retries forever, so the backoff is capped as renewals are, not

@@ -37,12 +37,12 @@ use std::mem;
 use std::sync::Arc;
 
 use lease_core::time::millis;
-use lease_core::{ConfigError, ErrorKind, Failure, Grant, LeaseConfig, MachineId, Renewal};
+use lease_core::{ErrorKind, Failure, Grant, LeaseConfig, LeaseConfigError, MachineId, Renewal};
 
 pub use action::{Action, Effect, OpResult, Operation, Source};
 pub use event::{LeaseEvent, OperationEvent, RetryEvent};
 use phase::{CoordinatorReading, Held, InFlight, Phase, RenewStep};
-pub use state::{LeaseState, LossReason, StartupError};
+pub use state::{AcquireError, LeaseState, LossReason};
 
 use crate::backoff::Jitter;
 use crate::cache::CachedLease;
@@ -85,7 +85,7 @@ impl<L> LeaseMachine<L> {
         deterministic: bool,
         cached: Option<CachedLease<L>>,
         jitter: Jitter,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, LeaseConfigError> {
         config.validate()?;
         Ok(Self {
             config,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use lease_core::time::millis;
 use lease_core::{Failure, MachineId};
 
-use super::{Source, StartupError};
+use super::{AcquireError, Source};
 use crate::cache::CachedLease;
 
 /// An outstanding strategy call: when it was sent and how long it may take.
@@ -93,6 +93,6 @@ pub(super) enum Phase<L> {
         then: Box<Phase<L>>,
     },
     Halted,
-    Failed(StartupError),
+    Failed(AcquireError),
     Stopped,
 }

@@ -84,7 +84,7 @@ impl fmt::Display for LossReason {
 /// Startup could not acquire a lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum StartupError {
+pub enum AcquireError {
     /// The acquire timeout passed.
     #[error("no machine id lease acquired within {waited_ms} ms ({attempts} attempts)")]
     Timeout {

@@ -7,7 +7,7 @@ use lease_core::Failure;
 use lease_core::time::millis;
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
-use super::{Action, Effect, LeaseMachine, LossReason, Source, StartupError};
+use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Source};
 
 impl<L> LeaseMachine<L> {
     pub(super) fn step(&mut self, phase: Phase<L>, now: u64) -> (Phase<L>, Option<Action<L>>) {
@@ -111,7 +111,7 @@ impl<L> LeaseMachine<L> {
                 if let Some(deadline) = self.startup_limit()
                     && now >= deadline
                 {
-                    let error = StartupError::Timeout {
+                    let error = AcquireError::Timeout {
                         waited_ms: now.saturating_sub(self.startup_began),
                         attempts,
                         last_error,

@@ -8,14 +8,14 @@ use sqlx::Row;
 use super::SqlStrategy;
 use super::backend::on_pool;
 use super::lease::{machine_id, row_id};
-use crate::SqlError;
+use crate::SqlLeaseError;
 
 impl SqlStrategy {
     /// How many machine IDs are free right now (expired, by the database clock).
     ///
     /// # Errors
     /// The errors of any operation on the table.
-    pub async fn free_count(&self) -> Result<u64, SqlError> {
+    pub async fn free_count(&self) -> Result<u64, SqlLeaseError> {
         self.checked(self.count_free().await)
             .await
             .map(|n| u64::try_from(n).unwrap_or(0))
@@ -26,7 +26,7 @@ impl SqlStrategy {
     ///
     /// # Errors
     /// The errors of any operation on the table.
-    pub async fn holders(&self) -> Result<Vec<Holder>, SqlError> {
+    pub async fn holders(&self) -> Result<Vec<Holder>, SqlLeaseError> {
         self.checked(self.fetch_holders().await).await
     }
 
@@ -58,7 +58,7 @@ impl SqlStrategy {
     ///
     /// # Errors
     /// The errors of any operation on the table.
-    pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlError> {
+    pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlLeaseError> {
         let sql = self.backend.common().force_release.sql();
         let id = row_id(id);
         let result: Result<u64, sqlx::Error> = on_pool!(&self.backend, |pool| sqlx::query(sql)

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use lease_core::time::millis;
 
-use crate::{Dialect, SqlError};
+use crate::{Dialect, SqlLeaseError};
 
 /// The longest lease duration the strategy accepts.
 pub(super) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -17,9 +17,9 @@ pub(super) struct Amount {
 }
 
 impl Amount {
-    pub(super) fn new(requested: Duration, dialect: Dialect) -> Result<Self, SqlError> {
+    pub(super) fn new(requested: Duration, dialect: Dialect) -> Result<Self, SqlLeaseError> {
         if requested > MAX_DURATION {
-            return Err(SqlError::DurationTooLong(requested));
+            return Err(SqlLeaseError::DurationTooLong(requested));
         }
         let applied = match dialect {
             Dialect::Sqlite => Duration::from_millis(millis(requested)),
@@ -61,7 +61,7 @@ mod tests {
         assert_eq!(lite.modifier(), "+1.234 seconds");
         assert!(matches!(
             Amount::new(MAX_DURATION + Duration::from_secs(1), Dialect::MySql),
-            Err(SqlError::DurationTooLong(_))
+            Err(SqlLeaseError::DurationTooLong(_))
         ));
     }
 }

@@ -9,7 +9,7 @@ use super::SqlStrategy;
 use super::amount::Amount;
 use super::backend::Backend;
 use super::lease::{SqlLease, machine_id, new_token, signed, unsigned};
-use crate::SqlError;
+use crate::SqlLeaseError;
 
 /// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
 ///
@@ -73,7 +73,7 @@ impl SqlStrategy {
         requested: Duration,
         now_ms: u64,
         floor_ms: u64,
-    ) -> Result<Grant<SqlLease>, SqlError> {
+    ) -> Result<Grant<SqlLease>, SqlLeaseError> {
         let amount = self.lease_amount(requested)?;
         let token = new_token()?;
         // A second attempt only after a table without a record was recorded as trusted.
@@ -107,7 +107,7 @@ impl SqlStrategy {
                 Claim::None { tried } => self.nothing_claimed(tried).await?,
             }
         }
-        Err(SqlError::Conflict { candidates: 0 })
+        Err(SqlLeaseError::Conflict { candidates: 0 })
     }
 
     /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the

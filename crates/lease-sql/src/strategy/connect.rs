@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::SqlStrategy;
 use super::backend::Backend;
-use crate::{Dialect, SqlError};
+use crate::{Dialect, SqlLeaseError};
 
 /// A small pool for one node's lease traffic.
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
@@ -56,18 +56,18 @@ impl SqlStrategy {
     /// WAL, 5 s busy timeout).
     ///
     /// # Errors
-    /// [`SqlError::UnsupportedUrl`] for an unknown scheme or a dialect whose feature is off,
-    /// [`SqlError::UnknownUrlOption`] naming an option nobody reads,
-    /// [`SqlError::InvalidOption`] for a bad option value, [`SqlError::InvalidTableName`], and
-    /// [`SqlError::Connection`] for a URL that does not parse.
-    pub fn connect_lazy(url: &str) -> Result<Self, SqlError> {
+    /// [`SqlLeaseError::UnsupportedUrl`] for an unknown scheme or a dialect whose feature is off,
+    /// [`SqlLeaseError::UnknownUrlOption`] naming an option nobody reads,
+    /// [`SqlLeaseError::InvalidOption`] for a bad option value, [`SqlLeaseError::InvalidTableName`], and
+    /// [`SqlLeaseError::Connection`] for a URL that does not parse.
+    pub fn connect_lazy(url: &str) -> Result<Self, SqlLeaseError> {
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
                 let (url, options) = crate::url::split(url, Dialect::Postgres)?;
                 let connect: sqlx::postgres::PgConnectOptions =
-                    url.parse().map_err(SqlError::Connection)?;
+                    url.parse().map_err(SqlLeaseError::Connection)?;
                 Self::postgres(pool_options().connect_lazy_with(connect)).with_url_options(options)
             }
             #[cfg(feature = "mysql")]
@@ -75,23 +75,23 @@ impl SqlStrategy {
                 let (url, options) = crate::url::split(url, Dialect::MySql)?;
                 let url = url.replacen("mariadb:", "mysql:", 1);
                 let connect: sqlx::mysql::MySqlConnectOptions =
-                    url.parse().map_err(SqlError::Connection)?;
+                    url.parse().map_err(SqlLeaseError::Connection)?;
                 Self::mysql(pool_options().connect_lazy_with(connect)).with_url_options(options)
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
                 let (url, options) = crate::url::split(url, Dialect::Sqlite)?;
                 let connect: sqlx::sqlite::SqliteConnectOptions =
-                    url.parse().map_err(SqlError::Connection)?;
+                    url.parse().map_err(SqlLeaseError::Connection)?;
                 Self::sqlite(pool_options().connect_lazy_with(crate::configure_sqlite(connect)))
                     .with_url_options(options)
             }
-            _ => Err(SqlError::UnsupportedUrl(crate::url::redacted_url(url))),
+            _ => Err(SqlLeaseError::UnsupportedUrl(crate::url::redacted_url(url))),
         }
     }
 
     /// Applies the options split off a URL, through the same checks as the `with_*` calls.
-    fn with_url_options(mut self, options: crate::url::UrlOptions) -> Result<Self, SqlError> {
+    fn with_url_options(mut self, options: crate::url::UrlOptions) -> Result<Self, SqlLeaseError> {
         if let Some(table) = options.table {
             self = self.with_table(&table)?;
         }

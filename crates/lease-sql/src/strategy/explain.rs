@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::SqlStrategy;
 use super::backend::on_pool;
-use crate::SqlError;
+use crate::SqlLeaseError;
 use crate::table::COORDINATOR_TABLE;
 
 /// How long [`SqlStrategy::explain`] waits for its one direct connection.
@@ -15,7 +15,7 @@ impl SqlStrategy {
     /// As [`error`](Self::error); and when the pool gave up waiting for a connection, which
     /// sqlx reports without a cause, one direct connection finds the cause (refused, unknown
     /// host, credentials, TLS) and the error is classified by that.
-    async fn explain(&self, error: sqlx::Error) -> SqlError {
+    async fn explain(&self, error: sqlx::Error) -> SqlLeaseError {
         if matches!(error, sqlx::Error::PoolTimedOut)
             && let Some(cause) = self.direct_connection_error().await
         {
@@ -25,7 +25,10 @@ impl SqlStrategy {
     }
 
     /// `Ok` of an operation, or its error [explained](Self::explain).
-    pub(super) async fn checked<T>(&self, result: Result<T, sqlx::Error>) -> Result<T, SqlError> {
+    pub(super) async fn checked<T>(
+        &self,
+        result: Result<T, sqlx::Error>,
+    ) -> Result<T, SqlLeaseError> {
         match result {
             Ok(value) => Ok(value),
             Err(error) => Err(self.explain(error).await),
@@ -51,8 +54,8 @@ impl SqlStrategy {
             .err()
     }
 
-    /// `error` as a [`SqlError`] naming the table it concerns.
-    pub(super) fn error(&self, error: sqlx::Error) -> SqlError {
+    /// `error` as a [`SqlLeaseError`] naming the table it concerns.
+    pub(super) fn error(&self, error: sqlx::Error) -> SqlLeaseError {
         // A missing or unreadable coordinator table is named as such.
         let coordinator = matches!(
             &error,
@@ -63,6 +66,6 @@ impl SqlStrategy {
         } else {
             self.table.clone()
         };
-        SqlError::from_sqlx(error, table.as_str(), self.dialect())
+        SqlLeaseError::from_sqlx(error, table.as_str(), self.dialect())
     }
 }

@@ -4,7 +4,7 @@ use core::fmt;
 
 use lease_core::MachineId;
 
-use crate::SqlError;
+use crate::SqlLeaseError;
 
 /// A held lease: the machine ID and the random 16-byte token that proves it is ours.
 ///
@@ -50,19 +50,19 @@ impl fmt::Debug for SqlLease {
 }
 
 /// A new random lease token.
-pub(super) fn new_token() -> Result<[u8; 16], SqlError> {
+pub(super) fn new_token() -> Result<[u8; 16], SqlLeaseError> {
     let mut token = [0u8; 16];
-    getrandom::fill(&mut token).map_err(SqlError::Random)?;
+    getrandom::fill(&mut token).map_err(SqlLeaseError::Random)?;
     Ok(token)
 }
 
 /// A row's `id` as a machine ID.
-pub(super) fn machine_id(id: i64) -> Result<MachineId, SqlError> {
+pub(super) fn machine_id(id: i64) -> Result<MachineId, SqlLeaseError> {
     u16::try_from(id)
         .ok()
         .and_then(|id| MachineId::new(id).ok())
         .ok_or_else(|| {
-            SqlError::Database(sqlx::Error::Protocol(format!(
+            SqlLeaseError::Database(sqlx::Error::Protocol(format!(
                 "lease table row has id {id}, outside 0..={}",
                 MachineId::MAX
             )))

@@ -7,25 +7,25 @@ use lease_core::{Grant, LeaseConfig, Renewal, Strategy};
 use super::SqlStrategy;
 use super::amount::Amount;
 use super::lease::SqlLease;
-use crate::SqlError;
+use crate::SqlLeaseError;
 
 impl Strategy for SqlStrategy {
     type Lease = SqlLease;
-    type Error = SqlError;
+    type Error = SqlLeaseError;
 
     /// Refuses a longest lease below the manager's `min_ttl`: every grant would be an illegal
     /// TTL. Compared in whole milliseconds, as the manager compares, with the duration the
     /// database applies (SQLite: whole milliseconds).
-    fn check_config(&self, config: &LeaseConfig) -> Result<(), SqlError> {
+    fn check_config(&self, config: &LeaseConfig) -> Result<(), SqlLeaseError> {
         let max_lease = Amount::new(self.max_lease_duration, self.dialect())?.applied;
         let min_ttl = config.min_ttl();
         if max_lease.as_millis() < min_ttl.as_millis() {
-            return Err(SqlError::MaxLeaseBelowMinTtl { max_lease, min_ttl });
+            return Err(SqlLeaseError::MaxLeaseBelowMinTtl { max_lease, min_ttl });
         }
         Ok(())
     }
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<SqlLease>, SqlError> {
+    async fn acquire(&self, requested: Duration) -> Result<Grant<SqlLease>, SqlLeaseError> {
         self.claim_lease(requested, 0, 0).await
     }
 
@@ -33,11 +33,11 @@ impl Strategy for SqlStrategy {
         &self,
         lease: &SqlLease,
         requested: Duration,
-    ) -> Result<Renewal<SqlLease>, SqlError> {
+    ) -> Result<Renewal<SqlLease>, SqlLeaseError> {
         self.renew_own(lease, requested, 0).await
     }
 
-    async fn release(&self, lease: &SqlLease, guard: Duration) -> Result<(), SqlError> {
+    async fn release(&self, lease: &SqlLease, guard: Duration) -> Result<(), SqlLeaseError> {
         self.release_own(lease, guard, None).await
     }
 
@@ -50,7 +50,7 @@ impl Strategy for SqlStrategy {
         requested: Duration,
         now_ms: u64,
         floor_ms: u64,
-    ) -> Result<Grant<SqlLease>, SqlError> {
+    ) -> Result<Grant<SqlLease>, SqlLeaseError> {
         self.claim_lease(requested, now_ms, floor_ms).await
     }
 
@@ -59,7 +59,7 @@ impl Strategy for SqlStrategy {
         lease: &SqlLease,
         requested: Duration,
         floor_ms: u64,
-    ) -> Result<Renewal<SqlLease>, SqlError> {
+    ) -> Result<Renewal<SqlLease>, SqlLeaseError> {
         self.renew_own(lease, requested, floor_ms).await
     }
 
@@ -68,7 +68,7 @@ impl Strategy for SqlStrategy {
         lease: &SqlLease,
         guard: Duration,
         floor_ms: u64,
-    ) -> Result<(), SqlError> {
+    ) -> Result<(), SqlLeaseError> {
         self.release_own(lease, guard, Some(floor_ms)).await
     }
 

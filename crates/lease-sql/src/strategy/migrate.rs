@@ -4,7 +4,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::SqlStrategy;
 use super::backend::Backend;
-use crate::SqlError;
+use crate::SqlLeaseError;
 use crate::queries::Statement;
 
 impl SqlStrategy {
@@ -20,10 +20,10 @@ impl SqlStrategy {
     /// adds `floor_ms` after checking `PRAGMA table_info`).
     ///
     /// # Errors
-    /// [`SqlError::PermissionDenied`] when the user may not create the table,
-    /// [`SqlError::WrongSchema`] when a table of that name exists with other columns, and the
+    /// [`SqlLeaseError::PermissionDenied`] when the user may not create the table,
+    /// [`SqlLeaseError::WrongSchema`] when a table of that name exists with other columns, and the
     /// connection errors of any operation.
-    pub async fn migrate(&self) -> Result<u64, SqlError> {
+    pub async fn migrate(&self) -> Result<u64, SqlLeaseError> {
         let statements = crate::migration::statements(self.dialect(), &self.table);
         self.checked(self.run_migration(&statements).await).await
     }

@@ -17,7 +17,7 @@ use core::fmt;
 use std::time::Duration;
 
 use crate::table::{DEFAULT_TABLE, TableName};
-use crate::{AmnesiaGuard, Dialect, SqlError};
+use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
 use amount::{Amount, MAX_DURATION};
 use backend::Backend;
 
@@ -106,12 +106,12 @@ impl SqlStrategy {
     /// `schema.table`.
     ///
     /// # Errors
-    /// [`SqlError::InvalidTableName`] for anything else, [`SqlError::InvalidOption`] for
+    /// [`SqlLeaseError::InvalidTableName`] for anything else, [`SqlLeaseError::InvalidOption`] for
     /// `nononce_coordinator`, the coordinator table's name.
-    pub fn with_table(mut self, name: &str) -> Result<Self, SqlError> {
+    pub fn with_table(mut self, name: &str) -> Result<Self, SqlLeaseError> {
         let table = TableName::new(name)?;
         if table.is_coordinator() {
-            return Err(SqlError::InvalidOption(format!(
+            return Err(SqlLeaseError::InvalidOption(format!(
                 "`{name}` is lease-sql's coordinator table: pick another lease table name"
             )));
         }
@@ -138,14 +138,14 @@ impl SqlStrategy {
     /// amnesia guard holds acquisition off for this long (plus twice
     /// [`max_clock_offset`](Self::with_max_clock_offset)) after it notices a changed server. It
     /// must not be below the lease manager's `min_ttl` (30 s by default): the manager's start
-    /// fails with [`SqlError::MaxLeaseBelowMinTtl`] if it is
+    /// fails with [`SqlLeaseError::MaxLeaseBelowMinTtl`] if it is
     /// ([`Strategy::check_config`](lease_core::Strategy::check_config)).
     ///
     /// # Errors
-    /// [`SqlError::InvalidOption`] below 1 ms or above 366 days.
-    pub fn with_max_lease_duration(mut self, max: Duration) -> Result<Self, SqlError> {
+    /// [`SqlLeaseError::InvalidOption`] below 1 ms or above 366 days.
+    pub fn with_max_lease_duration(mut self, max: Duration) -> Result<Self, SqlLeaseError> {
         if max < Duration::from_millis(1) || max > MAX_DURATION {
-            return Err(SqlError::InvalidOption(format!(
+            return Err(SqlLeaseError::InvalidOption(format!(
                 "max_lease_duration of {max:?} is out of range: use 1 ms to 366 days"
             )));
         }
@@ -171,10 +171,10 @@ impl SqlStrategy {
     /// [`AmnesiaGuard::Off`] and on SQLite. Every node of the deployment needs the same value.
     ///
     /// # Errors
-    /// [`SqlError::InvalidOption`] when the hold-off would pass 366 days.
-    pub fn with_max_clock_offset(mut self, max: Duration) -> Result<Self, SqlError> {
+    /// [`SqlLeaseError::InvalidOption`] when the hold-off would pass 366 days.
+    pub fn with_max_clock_offset(mut self, max: Duration) -> Result<Self, SqlLeaseError> {
         if hold_off(self.max_lease_duration, max) > MAX_DURATION {
-            return Err(SqlError::InvalidOption(format!(
+            return Err(SqlLeaseError::InvalidOption(format!(
                 "max_clock_offset of {max:?} is out of range: the amnesia hold-off, \
                  max_lease_duration plus twice it, must stay within 366 days"
             )));
@@ -228,9 +228,9 @@ impl SqlStrategy {
     }
 
     /// A requested lease duration, shortened to the longest lease.
-    fn lease_amount(&self, requested: Duration) -> Result<Amount, SqlError> {
+    fn lease_amount(&self, requested: Duration) -> Result<Amount, SqlLeaseError> {
         if requested > MAX_DURATION {
-            return Err(SqlError::DurationTooLong(requested));
+            return Err(SqlLeaseError::DurationTooLong(requested));
         }
         Amount::new(requested.min(self.max_lease_duration), self.dialect())
     }

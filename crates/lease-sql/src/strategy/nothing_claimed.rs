@@ -2,7 +2,7 @@
 //! the amnesia guard holds acquisition off (PostgreSQL, MySQL/MariaDB).
 
 use super::SqlStrategy;
-use crate::SqlError;
+use crate::SqlLeaseError;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use {
     super::backend::on_pool,
@@ -14,7 +14,7 @@ use {
 impl SqlStrategy {
     /// The error for a claim that found nothing: exhausted, a lost race, or held off. `Ok` when
     /// the server was just recorded as trusted and the claim may be tried again.
-    pub(super) async fn nothing_claimed(&self, tried: usize) -> Result<(), SqlError> {
+    pub(super) async fn nothing_claimed(&self, tried: usize) -> Result<(), SqlLeaseError> {
         #[cfg(any(feature = "postgres", feature = "mysql"))]
         if let Some(amnesia) = self.backend.amnesia().filter(|_| self.guarded()) {
             return match self.check_server(amnesia).await? {
@@ -28,13 +28,13 @@ impl SqlStrategy {
 
     /// No ID for us although the guard passed: free rows that we could not claim are being
     /// claimed by others right now; without any, the table is exhausted.
-    fn shortage(&self, free: i64, tried: usize) -> SqlError {
+    fn shortage(&self, free: i64, tried: usize) -> SqlLeaseError {
         if free > 0 || tried > 0 {
-            SqlError::Conflict {
+            SqlLeaseError::Conflict {
                 candidates: tried.max(usize::try_from(free).unwrap_or(0)),
             }
         } else {
-            SqlError::Exhausted {
+            SqlLeaseError::Exhausted {
                 table: self.table.as_str().to_owned(),
             }
         }
@@ -46,17 +46,17 @@ impl SqlStrategy {
     /// Asks the database whether the server is the one that granted the table's leases, and
     /// acts on the [`Verdict`]: the free rows when the guard passed, `None` when the server was
     /// just recorded as trusted, else the hold-off error.
-    async fn check_server(&self, amnesia: &AmnesiaQueries) -> Result<Option<i64>, SqlError> {
+    async fn check_server(&self, amnesia: &AmnesiaQueries) -> Result<Option<i64>, SqlLeaseError> {
         let fail = |e| self.error(e);
         let table = self.table.as_str().to_owned();
-        let held_off = |previous, current, remaining| SqlError::ServerChanged {
+        let held_off = |previous, current, remaining| SqlLeaseError::ServerChanged {
             table: table.clone(),
             previous,
             current,
             remaining,
         };
         match self.diagnose(amnesia).await.map_err(fail)?.verdict() {
-            Verdict::Standby => Err(SqlError::Standby),
+            Verdict::Standby => Err(SqlLeaseError::Standby),
             Verdict::Trust { current } => {
                 self.record(amnesia, &current, true).await.map_err(fail)?;
                 Ok(None)

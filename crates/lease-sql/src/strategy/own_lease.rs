@@ -10,7 +10,7 @@ use super::SqlStrategy;
 use super::amount::Amount;
 use super::backend::{Backend, on_pool};
 use super::lease::{SqlLease, row_id, signed, unsigned};
-use crate::SqlError;
+use crate::SqlLeaseError;
 
 /// A write to a row we hold.
 #[derive(Clone, Copy)]
@@ -37,7 +37,7 @@ impl SqlStrategy {
         lease: &SqlLease,
         requested: Duration,
         floor_ms: u64,
-    ) -> Result<Renewal<SqlLease>, SqlError> {
+    ) -> Result<Renewal<SqlLease>, SqlLeaseError> {
         let amount = self.lease_amount(requested)?;
         let matched = self
             .write_own(OwnWrite::Renew, lease, &amount, Some(signed(floor_ms)))
@@ -53,7 +53,7 @@ impl SqlStrategy {
                     None => renewal,
                 })
             }
-            Matched::NotOurs => Err(SqlError::Lost {
+            Matched::NotOurs => Err(SqlLeaseError::Lost {
                 machine_id: lease.machine_id(),
             }),
         }
@@ -67,7 +67,7 @@ impl SqlStrategy {
         lease: &SqlLease,
         guard: Duration,
         floor_ms: Option<u64>,
-    ) -> Result<(), SqlError> {
+    ) -> Result<(), SqlLeaseError> {
         let amount = Amount::new(guard, self.dialect())?;
         let floor = floor_ms.map(signed);
         // A row that no longer carries our token is someone else's: the release leaves it alone.
@@ -90,7 +90,7 @@ impl SqlStrategy {
         lease: &SqlLease,
         amount: &Amount,
         floor: Option<i64>,
-    ) -> Result<Matched, SqlError> {
+    ) -> Result<Matched, SqlLeaseError> {
         self.checked(self.update_own(write, lease, amount, floor).await)
             .await
     }
