@@ -65,7 +65,7 @@ impl StoreAdmin for EtcdStrategy {
         Ok(Migration::NoSchema {
             reason: format!(
                 "the etcd keys under `{}` need no schema",
-                self.options().key_prefix()
+                self.options().prefix()
             ),
         })
     }

@@ -73,7 +73,7 @@ impl EtcdOptions {
     /// `etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N]`
     /// (`etcds://` for TLS with the system's root certificates, with the `tls` feature). A path
     /// sets the key prefix (a trailing `/` is added if missing); without one the prefix is
-    /// `/nononce/leases/`. `max_lease_s` sets [`max_lease_duration`](Self::max_lease_duration);
+    /// `/nononce/leases/`. `max_lease_s` sets [`with_max_lease_duration`](Self::with_max_lease_duration);
     /// any other option is refused by name. User name, password and prefix may use `%XX`
     /// escapes.
     ///
@@ -127,21 +127,21 @@ impl EtcdOptions {
         }
         let mut options = Self::new(endpoints);
         if let Some((name, password)) = user {
-            options = options.user(name, password);
+            options = options.with_user(name, password);
         }
         if !path.is_empty() && path != "/" {
             let mut prefix = percent_decode(path)?;
             if !prefix.ends_with('/') {
                 prefix.push('/');
             }
-            options = options.prefix(prefix);
+            options = options.with_prefix(prefix);
         }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             match name {
                 "max_lease_s" => match value.parse::<u64>() {
                     Ok(seconds) => {
-                        options = options.max_lease_duration(Duration::from_secs(seconds));
+                        options = options.with_max_lease_duration(Duration::from_secs(seconds));
                     }
                     Err(_) => return invalid(&format!("max_lease_s={value} is not whole seconds")),
                 },
@@ -150,7 +150,7 @@ impl EtcdOptions {
         }
         #[cfg(feature = "tls")]
         if scheme == "https" {
-            options = options.tls(etcd_client::TlsOptions::new().with_native_roots());
+            options = options.with_tls(etcd_client::TlsOptions::new().with_native_roots());
         }
         options.validate()?;
         Ok(options)
@@ -159,7 +159,7 @@ impl EtcdOptions {
     /// Sets the key prefix (default `/nononce/leases/`). Every node of a deployment must use the
     /// same prefix; give each deployment its own.
     #[must_use]
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
@@ -167,7 +167,7 @@ impl EtcdOptions {
     /// Authenticates as `name` with `password` (etcd `--auth` on). The token is refreshed when
     /// it expires.
     #[must_use]
-    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn with_user(mut self, name: impl Into<String>, password: impl Into<String>) -> Self {
         self.user = Some((name.into(), password.into()));
         self
     }
@@ -176,14 +176,14 @@ impl EtcdOptions {
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[must_use]
-    pub fn tls(mut self, tls: etcd_client::TlsOptions) -> Self {
+    pub fn with_tls(mut self, tls: etcd_client::TlsOptions) -> Self {
         self.tls = Some(tls);
         self
     }
 
     /// Sets how many claims one acquire tries before answering `Conflict` (default 3).
     #[must_use]
-    pub const fn acquire_attempts(mut self, attempts: u32) -> Self {
+    pub const fn with_acquire_attempts(mut self, attempts: u32) -> Self {
         self.acquire_attempts = attempts;
         self
     }
@@ -192,21 +192,21 @@ impl EtcdOptions {
     /// are granted this long; after this strategy saw the store go back in time (see the crate
     /// docs, "Amnesia"), acquisition holds off this long.
     #[must_use]
-    pub const fn max_lease_duration(mut self, max: Duration) -> Self {
+    pub const fn with_max_lease_duration(mut self, max: Duration) -> Self {
         self.max_lease_duration = max;
         self
     }
 
     /// Sets the longest wait for a connection to a member (default 5 s).
     #[must_use]
-    pub const fn connect_timeout(mut self, timeout: Duration) -> Self {
+    pub const fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Sets the longest wait for the answer to one request (default 5 s).
     #[must_use]
-    pub const fn request_timeout(mut self, timeout: Duration) -> Self {
+    pub const fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
     }
@@ -219,7 +219,7 @@ impl EtcdOptions {
 
     /// The key prefix.
     #[must_use]
-    pub fn key_prefix(&self) -> &str {
+    pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
@@ -337,16 +337,16 @@ mod tests {
         assert!(EtcdOptions::new(Vec::<String>::new()).validate().is_err());
         let ok = EtcdOptions::new(["http://h:1"]);
         assert!(ok.validate().is_ok());
-        assert!(ok.clone().prefix("").validate().is_err());
-        assert!(ok.clone().acquire_attempts(0).validate().is_err());
+        assert!(ok.clone().with_prefix("").validate().is_err());
+        assert!(ok.clone().with_acquire_attempts(0).validate().is_err());
         assert!(
             ok.clone()
-                .max_lease_duration(Duration::from_millis(999))
+                .with_max_lease_duration(Duration::from_millis(999))
                 .validate()
                 .is_err()
         );
-        assert!(ok.request_timeout(Duration::ZERO).validate().is_err());
-        let debug = format!("{:?}", EtcdOptions::new(["x"]).user("u", "secret"));
+        assert!(ok.with_request_timeout(Duration::ZERO).validate().is_err());
+        let debug = format!("{:?}", EtcdOptions::new(["x"]).with_user("u", "secret"));
         assert!(!debug.contains("secret"), "{debug}");
     }
 }

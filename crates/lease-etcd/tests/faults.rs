@@ -68,7 +68,7 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     let endpoints = cluster.endpoints();
     let prefix = Prefix::at(endpoints.clone());
     let options =
-        common::options_at(&endpoints, &prefix).max_lease_duration(Duration::from_secs(60));
+        common::options_at(&endpoints, &prefix).with_max_lease_duration(Duration::from_secs(60));
     let s = EtcdStrategy::new(options.clone()).unwrap();
     let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
     // Some history, so the revision the strategy saw is well above a fresh store's.

@@ -36,7 +36,8 @@ async fn herd(with_floor: bool) {
     let mut nodes = Vec::new();
     for _ in 0..512 {
         let node =
-            EtcdStrategy::new(options(&prefix).request_timeout(Duration::from_secs(10))).unwrap();
+            EtcdStrategy::new(options(&prefix).with_request_timeout(Duration::from_secs(10)))
+                .unwrap();
         node.free_count().await.unwrap();
         nodes.push(node);
     }

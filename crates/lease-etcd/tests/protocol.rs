@@ -408,7 +408,8 @@ async fn authentication_errors_are_misconfigured() {
     c.auth_enable().await.unwrap();
     let prefix = Prefix::at(endpoints.clone());
     let with = |user: &str, password: &str| {
-        EtcdStrategy::new(common::options_at(&endpoints, &prefix).user(user, password)).unwrap()
+        EtcdStrategy::new(common::options_at(&endpoints, &prefix).with_user(user, password))
+            .unwrap()
     };
 
     let e = with("root", "wrong").acquire(TTL).await.unwrap_err();
@@ -438,12 +439,13 @@ async fn urls_and_options_are_checked() {
     let e = EtcdStrategy::from_url("etcd://nohost").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     let s = EtcdStrategy::from_url("etcd://127.0.0.1:2390,127.0.0.1:2391/my/ids").unwrap();
-    assert_eq!(s.options().key_prefix(), "/my/ids/");
+    assert_eq!(s.options().prefix(), "/my/ids/");
     assert_eq!(
         s.options().endpoints(),
         ["http://127.0.0.1:2390", "http://127.0.0.1:2391"]
     );
-    let e = EtcdStrategy::new(EtcdOptions::new(["http://h:1"]).acquire_attempts(0)).unwrap_err();
+    let e =
+        EtcdStrategy::new(EtcdOptions::new(["http://h:1"]).with_acquire_attempts(0)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     // An https endpoint without the `tls` feature cannot be served.
     #[cfg(not(feature = "tls"))]
@@ -460,7 +462,7 @@ fn a_configuration_whose_grants_fall_below_the_minimum_ttl_is_refused() {
     let s = EtcdStrategy::new(EtcdOptions::new(["http://h:1"])).unwrap();
     s.check_config(&LeaseConfig::default()).unwrap();
     let capped = EtcdStrategy::new(
-        EtcdOptions::new(["http://h:1"]).max_lease_duration(Duration::from_secs(20)),
+        EtcdOptions::new(["http://h:1"]).with_max_lease_duration(Duration::from_secs(20)),
     )
     .unwrap();
     let e = capped.check_config(&LeaseConfig::default()).unwrap_err();

@@ -11,23 +11,23 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct GuardConfig {
     /// The UDP address to bind (port 0 picks a free port).
-    pub bind: SocketAddr,
+    pub(crate) bind: SocketAddr,
     /// The address peers reach this node at; defaults to the bound address, and is required
     /// when binding to an unspecified address such as `0.0.0.0`.
-    pub advertise: Option<SocketAddr>,
+    pub(crate) advertise: Option<SocketAddr>,
     /// Nodes to join through.
-    pub seeds: Vec<SocketAddr>,
+    pub(crate) seeds: Vec<SocketAddr>,
     /// How long to wait for a peer's answer before asking again (default 300 ms).
-    pub answer_timeout: Duration,
+    pub(crate) answer_timeout: Duration,
     /// How many times to ask a peer before giving up on it (default 10). A peer that never
     /// answers is presumed gone: gossip alone never stops a node.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// How often to announce to the seeds while no peer is known (default 1 s); once in a
     /// cluster, every 30 times this, which also heals partitions.
-    pub rejoin_interval: Duration,
+    pub(crate) rejoin_interval: Duration,
     /// The expected number of nodes, used to tune gossip fan-out and failure detection
     /// (default 32).
-    pub cluster_size: u32,
+    pub(crate) cluster_size: u32,
 }
 
 impl GuardConfig {
@@ -47,44 +47,86 @@ impl GuardConfig {
 
     /// Sets the address peers reach this node at.
     #[must_use]
-    pub const fn advertise(mut self, addr: SocketAddr) -> Self {
+    pub const fn with_advertise(mut self, addr: SocketAddr) -> Self {
         self.advertise = Some(addr);
         self
     }
 
     /// Sets the seed nodes.
     #[must_use]
-    pub fn seeds(mut self, seeds: impl IntoIterator<Item = SocketAddr>) -> Self {
+    pub fn with_seeds(mut self, seeds: impl IntoIterator<Item = SocketAddr>) -> Self {
         self.seeds = seeds.into_iter().collect();
         self
     }
 
     /// Sets how long to wait for a peer's answer before asking again.
     #[must_use]
-    pub const fn answer_timeout(mut self, timeout: Duration) -> Self {
+    pub const fn with_answer_timeout(mut self, timeout: Duration) -> Self {
         self.answer_timeout = timeout;
         self
     }
 
     /// Sets how many times a peer is asked before the guard gives up on it.
     #[must_use]
-    pub const fn attempts(mut self, attempts: u32) -> Self {
+    pub const fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;
         self
     }
 
     /// Sets how often to announce to the seeds while alone.
     #[must_use]
-    pub const fn rejoin_interval(mut self, interval: Duration) -> Self {
+    pub const fn with_rejoin_interval(mut self, interval: Duration) -> Self {
         self.rejoin_interval = interval;
         self
     }
 
     /// Sets the expected number of nodes.
     #[must_use]
-    pub const fn cluster_size(mut self, nodes: u32) -> Self {
+    pub const fn with_cluster_size(mut self, nodes: u32) -> Self {
         self.cluster_size = nodes;
         self
+    }
+
+    /// The UDP address to bind.
+    #[must_use]
+    pub const fn bind(&self) -> SocketAddr {
+        self.bind
+    }
+
+    /// The address peers reach this node at, if set (otherwise the bound address).
+    #[must_use]
+    pub const fn advertise(&self) -> Option<SocketAddr> {
+        self.advertise
+    }
+
+    /// The seed nodes.
+    #[must_use]
+    pub fn seeds(&self) -> &[SocketAddr] {
+        &self.seeds
+    }
+
+    /// How long to wait for a peer's answer before asking again.
+    #[must_use]
+    pub const fn answer_timeout(&self) -> Duration {
+        self.answer_timeout
+    }
+
+    /// How many times a peer is asked before the guard gives up on it.
+    #[must_use]
+    pub const fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How often to announce to the seeds while alone.
+    #[must_use]
+    pub const fn rejoin_interval(&self) -> Duration {
+        self.rejoin_interval
+    }
+
+    /// The expected number of nodes.
+    #[must_use]
+    pub const fn cluster_size(&self) -> u32 {
+        self.cluster_size
     }
 
     /// Checks the settings.
@@ -176,7 +218,7 @@ mod tests {
     fn defaults_are_valid_on_a_specific_address() {
         at("127.0.0.1:0").validate().unwrap();
         at("0.0.0.0:4950")
-            .advertise("10.0.0.5:4950".parse().unwrap())
+            .with_advertise("10.0.0.5:4950".parse().unwrap())
             .validate()
             .unwrap();
     }
@@ -190,7 +232,7 @@ mod tests {
              address that peers can reach this node at"
         );
         let err = at("127.0.0.1:0")
-            .answer_timeout(Duration::ZERO)
+            .with_answer_timeout(Duration::ZERO)
             .validate()
             .unwrap_err();
         assert_eq!(
@@ -199,21 +241,23 @@ mod tests {
              configuration"
         );
         assert!(matches!(
-            at("127.0.0.1:0").attempts(0).validate(),
+            at("127.0.0.1:0").with_attempts(0).validate(),
             Err(GuardError::Setting {
                 name: "attempts",
                 ..
             })
         ));
         assert!(matches!(
-            at("127.0.0.1:0").cluster_size(0).validate(),
+            at("127.0.0.1:0").with_cluster_size(0).validate(),
             Err(GuardError::Setting {
                 name: "cluster_size",
                 ..
             })
         ));
         assert!(matches!(
-            at("127.0.0.1:0").rejoin_interval(Duration::ZERO).validate(),
+            at("127.0.0.1:0")
+                .with_rejoin_interval(Duration::ZERO)
+                .validate(),
             Err(GuardError::Setting {
                 name: "rejoin_interval",
                 ..
@@ -221,7 +265,7 @@ mod tests {
         ));
         assert!(matches!(
             at("0.0.0.0:1")
-                .advertise("0.0.0.0:1".parse().unwrap())
+                .with_advertise("0.0.0.0:1".parse().unwrap())
                 .validate(),
             Err(GuardError::Setting {
                 name: "advertise",

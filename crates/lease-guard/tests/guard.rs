@@ -16,8 +16,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 fn config() -> GuardConfig {
     GuardConfig::new("127.0.0.1:0".parse().unwrap())
-        .answer_timeout(Duration::from_millis(100))
-        .rejoin_interval(Duration::from_millis(200))
+        .with_answer_timeout(Duration::from_millis(100))
+        .with_rejoin_interval(Duration::from_millis(200))
 }
 
 fn announce(id: Option<u16>, started_at_ms: u64, token: u8) -> Announce {
@@ -48,7 +48,7 @@ impl Node {
         let conflicts = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&conflicts);
         let stop = halt([Arc::clone(&factory)]);
-        let config = config().seeds(seeds.iter().map(|node| node.guard.local_addr()));
+        let config = config().with_seeds(seeds.iter().map(|node| node.guard.local_addr()));
         let guard = ConflictGuard::start(config, local, move |conflict| {
             stop(conflict);
             record.lock().unwrap().push(conflict);

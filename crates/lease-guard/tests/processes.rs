@@ -46,8 +46,8 @@ fn child(pod: &str) {
         let clock = BootClock::new();
         let factory = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
         let manager = LeaseManager::builder(strategy)
-            .clock(clock)
-            .target(factory.clone())
+            .with_clock(clock)
+            .with_target(factory.clone())
             .start()
             .await
             .unwrap();
@@ -56,9 +56,9 @@ fn child(pod: &str) {
         // announces whatever ID the manager holds.
         let (lost, mut conflicts) = tokio::sync::mpsc::unbounded_channel();
         let config = GuardConfig::new("127.0.0.1:0".parse().unwrap())
-            .seeds(seeds)
-            .answer_timeout(Duration::from_millis(100))
-            .rejoin_interval(Duration::from_millis(200));
+            .with_seeds(seeds)
+            .with_answer_timeout(Duration::from_millis(100))
+            .with_rejoin_interval(Duration::from_millis(200));
         let guard = ConflictGuard::start(config, Announce::new(manager.machine_id()), move |c| {
             let _ = lost.send(c);
         })

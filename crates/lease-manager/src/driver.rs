@@ -66,7 +66,7 @@ pub struct LeaseManagerBuilder<S: Strategy> {
 impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     /// Sets the timing (default: [`LeaseConfig::default`]).
     #[must_use]
-    pub fn config(mut self, config: LeaseConfig) -> Self {
+    pub fn with_config(mut self, config: LeaseConfig) -> Self {
         self.config = config;
         self
     }
@@ -77,21 +77,24 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     /// and call timeouts never lag, even on a clock whose `now_ms` does (a
     /// [`TickerClock`](nonce_core::TickerClock)).
     #[must_use]
-    pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
+    pub fn with_clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
         self
     }
 
     /// Adds a target (a nonce factory) to enable, extend and disable with the lease.
     #[must_use]
-    pub fn target(mut self, target: Arc<dyn LeaseTarget>) -> Self {
+    pub fn with_target(mut self, target: Arc<dyn LeaseTarget>) -> Self {
         self.targets.push(target);
         self
     }
 
     /// Called (after the targets are disabled) whenever the lease is lost.
     #[must_use]
-    pub fn on_lease_lost(mut self, callback: impl Fn(&LossReason) + Send + Sync + 'static) -> Self {
+    pub fn with_on_lease_lost(
+        mut self,
+        callback: impl Fn(&LossReason) + Send + Sync + 'static,
+    ) -> Self {
         self.on_lease_lost = Some(Arc::new(callback));
         self
     }
@@ -99,14 +102,14 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     /// Uses `cache` (shared with a previous manager): a cached lease is renewed before anything
     /// is acquired.
     #[must_use]
-    pub fn cache(mut self, cache: LeaseCache<S::Lease>) -> Self {
+    pub fn with_cache(mut self, cache: LeaseCache<S::Lease>) -> Self {
         self.cache = cache;
         self
     }
 
     /// Seeds the backoff jitter (default: random per process).
     #[must_use]
-    pub const fn jitter_seed(mut self, seed: u64) -> Self {
+    pub const fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }

@@ -350,11 +350,11 @@ impl Setup {
     ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
         let lost = Arc::clone(&self.lost);
         LeaseManager::builder(Arc::clone(&self.coordinator))
-            .config(config)
-            .clock(clock)
-            .target(self.target.clone())
-            .on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
-            .jitter_seed(1)
+            .with_config(config)
+            .with_clock(clock)
+            .with_target(self.target.clone())
+            .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
+            .with_jitter_seed(1)
             .start()
             .await
     }
@@ -526,10 +526,10 @@ async fn a_new_manager_resumes_from_a_shared_cache() {
     assert!(!s.target.can_generate());
     let lost = Arc::clone(&s.lost);
     let second = LeaseManager::builder(Arc::clone(&s.coordinator))
-        .clock(s.clock)
-        .target(s.target.clone())
-        .cache(cache)
-        .on_lease_lost(move |r| lost.lock().unwrap().push(r.clone()))
+        .with_clock(s.clock)
+        .with_target(s.target.clone())
+        .with_cache(cache)
+        .with_on_lease_lost(move |r| lost.lock().unwrap().push(r.clone()))
         .start()
         .await
         .unwrap();
@@ -549,9 +549,9 @@ async fn a_failing_cached_renewal_disables_and_acquires_anew() {
     drop(first);
     s.coordinator.fault(Fault::Lost);
     let second = LeaseManager::builder(Arc::clone(&s.coordinator))
-        .clock(s.clock)
-        .target(s.target.clone())
-        .cache(cache)
+        .with_clock(s.clock)
+        .with_target(s.target.clone())
+        .with_cache(cache)
         .start()
         .await
         .unwrap();
@@ -789,8 +789,8 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
         enabled: std::sync::atomic::AtomicBool::new(false),
     });
     let manager = LeaseManager::builder(coordinator)
-        .clock(clock)
-        .target(target.clone())
+        .with_clock(clock)
+        .with_target(target.clone())
         .start()
         .await
         .unwrap();
@@ -849,8 +849,8 @@ impl Strategy for Picky {
 async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
     let s = setup(4, Duration::from_secs(3600));
     let result = LeaseManager::builder(Picky(Arc::clone(&s.coordinator)))
-        .clock(s.clock)
-        .target(s.target.clone())
+        .with_clock(s.clock)
+        .with_target(s.target.clone())
         .start()
         .await;
     assert!(

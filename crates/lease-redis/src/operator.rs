@@ -39,7 +39,7 @@ where
     async fn migrate(&self) -> Result<Migration, RedisLeaseError> {
         RedisStrategy::holders(self).await?;
         Ok(Migration::NoSchema {
-            reason: format!("the hash `{}` needs no schema", self.options().hash_key()),
+            reason: format!("the hash `{}` needs no schema", self.options().key()),
         })
     }
 }

@@ -13,17 +13,17 @@ pub enum AmnesiaGuard {
     /// Acquisition holds off (answers [`ErrorKind::Retry`](lease_core::ErrorKind::Retry)) while
     /// the server has been up for less than the hold-off, and, in this process, for the hold-off
     /// after the server's run ID changed ([`RedisOptions::amnesia_hold_off`]: the longest lease
-    /// and twice [`RedisOptions::max_clock_offset`], which nodes are held to). Safe with any
+    /// and twice [`RedisOptions::with_max_clock_offset`], which nodes are held to). Safe with any
     /// persistence setting.
     #[default]
     HoldOff,
     /// No hold-off: only for servers whose every acknowledged write survives a restart and a
     /// failover (`appendonly yes` with `appendfsync always`, and failover only to replicas that
-    /// confirmed the write, see [`RedisOptions::wait_for_replicas`]).
+    /// confirmed the write, see [`RedisOptions::with_wait_for_replicas`]).
     Off,
 }
 
-/// The default [`RedisOptions::max_clock_offset`]: an hour, the clock difference between nodes
+/// The default [`RedisOptions::with_max_clock_offset`]: an hour, the clock difference between nodes
 /// that a handover tolerates anyway.
 pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
 
@@ -78,14 +78,14 @@ impl RedisOptions {
 
     /// Sets the hash key (default `no_noncense_leases`, the one NoNoncense uses).
     #[must_use]
-    pub fn key(mut self, key: impl Into<String>) -> Self {
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
         self.key = key.into();
         self
     }
 
     /// Sets how many claims one acquire tries before answering `Conflict` (default 3).
     #[must_use]
-    pub const fn acquire_attempts(mut self, attempts: u32) -> Self {
+    pub const fn with_acquire_attempts(mut self, attempts: u32) -> Self {
         self.acquire_attempts = attempts;
         self
     }
@@ -93,17 +93,17 @@ impl RedisOptions {
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
     /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
     /// amnesia guard holds acquisition off for this long (plus twice
-    /// [`max_clock_offset`](Self::max_clock_offset)) after a server restart. It must not be
+    /// [`with_max_clock_offset`](Self::with_max_clock_offset)) after a server restart. It must not be
     /// below the lease manager's `min_ttl`: check with [`validate_for`](Self::validate_for).
     #[must_use]
-    pub const fn max_lease_duration(mut self, max: Duration) -> Self {
+    pub const fn with_max_lease_duration(mut self, max: Duration) -> Self {
         self.max_lease_duration = max;
         self
     }
 
     /// Sets the amnesia guard (default [`AmnesiaGuard::HoldOff`]).
     #[must_use]
-    pub const fn amnesia_guard(mut self, guard: AmnesiaGuard) -> Self {
+    pub const fn with_amnesia_guard(mut self, guard: AmnesiaGuard) -> Self {
         self.amnesia_guard = guard;
         self
     }
@@ -116,7 +116,7 @@ impl RedisOptions {
     /// the server's `TIME` than this (an error that names this setting). Ignored with
     /// [`AmnesiaGuard::Off`]. Every node of the deployment needs the same value.
     #[must_use]
-    pub const fn max_clock_offset(mut self, max: Duration) -> Self {
+    pub const fn with_max_clock_offset(mut self, max: Duration) -> Self {
         self.max_clock_offset = max;
         self
     }
@@ -132,7 +132,7 @@ impl RedisOptions {
     /// After every claim and renewal, sends `WAIT replicas timeout` and treats fewer
     /// confirmations as an uncertain outcome (`Retry`). Off by default.
     #[must_use]
-    pub const fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+    pub const fn with_wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = Some((replicas, timeout));
         self
     }
@@ -140,7 +140,7 @@ impl RedisOptions {
     /// Sets the longest wait for one reply, for connections made by
     /// [`RedisStrategy::connect`](crate::RedisStrategy::connect) (default 5 s).
     #[must_use]
-    pub const fn response_timeout(mut self, timeout: Duration) -> Self {
+    pub const fn with_response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
@@ -148,14 +148,14 @@ impl RedisOptions {
     /// Sets the longest wait for a connection, for
     /// [`RedisStrategy::connect`](crate::RedisStrategy::connect) (default 2 s).
     #[must_use]
-    pub const fn connection_timeout(mut self, timeout: Duration) -> Self {
+    pub const fn with_connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
     }
 
     /// The hash key.
     #[must_use]
-    pub fn hash_key(&self) -> &str {
+    pub fn key(&self) -> &str {
         &self.key
     }
 
@@ -200,7 +200,7 @@ impl RedisOptions {
     /// use lease_core::LeaseConfig;
     /// use lease_redis::RedisOptions;
     ///
-    /// let options = RedisOptions::new().max_lease_duration(Duration::from_secs(10));
+    /// let options = RedisOptions::new().with_max_lease_duration(Duration::from_secs(10));
     /// assert!(options.validate_for(&LeaseConfig::default()).is_err()); // min_ttl is 30 s
     /// let short = LeaseConfig::default()
     ///     .with_lease_duration(Duration::from_secs(10))
@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn a_longest_lease_below_the_minimum_ttl_is_rejected_with_both_settings_named() {
         let config = LeaseConfig::default();
-        let capped = RedisOptions::new().max_lease_duration(Duration::from_secs(10));
+        let capped = RedisOptions::new().with_max_lease_duration(Duration::from_secs(10));
         // Alone, the options are fine: only the lease manager's minimum makes them useless.
         capped.validate().unwrap();
         let error = capped.validate_for(&config).unwrap_err();
@@ -253,7 +253,7 @@ mod tests {
 
         // At the minimum, and above it, every grant is legal.
         RedisOptions::new()
-            .max_lease_duration(Duration::from_secs(30))
+            .with_max_lease_duration(Duration::from_secs(30))
             .validate_for(&config)
             .unwrap();
         RedisOptions::new().validate_for(&config).unwrap();
@@ -268,7 +268,7 @@ mod tests {
             .unwrap();
         // A lease asked for longer than the cap is fine: it is granted the cap.
         RedisOptions::new()
-            .max_lease_duration(Duration::from_secs(60))
+            .with_max_lease_duration(Duration::from_secs(60))
             .validate_for(&config)
             .unwrap();
     }
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn validate_for_checks_the_options_themselves_too() {
         let error = RedisOptions::new()
-            .acquire_attempts(0)
+            .with_acquire_attempts(0)
             .validate_for(&LeaseConfig::default())
             .unwrap_err();
         assert!(error.to_string().contains("acquire_attempts"), "{error}");

@@ -13,11 +13,11 @@ async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant() {
     let server = common::valkey();
     drop(common::raw(&server).await);
     let key = common::Key::new(&server);
-    let options = common::options(&key).max_lease_duration(Duration::from_secs(10));
+    let options = common::options(&key).with_max_lease_duration(Duration::from_secs(10));
     let strategy = RedisStrategy::connect(&server.url, options).await.unwrap();
     // The default minimum TTL is 30 s: every 10 s grant would be refused.
     let error = LeaseManager::builder(strategy)
-        .config(LeaseConfig::default())
+        .with_config(LeaseConfig::default())
         .start()
         .await
         .err()

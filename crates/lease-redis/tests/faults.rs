@@ -33,9 +33,9 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     let key = Key::new(&server);
     let guarded = || {
         options(&key)
-            .amnesia_guard(AmnesiaGuard::HoldOff)
-            .max_lease_duration(max_lease)
-            .max_clock_offset(max_offset)
+            .with_amnesia_guard(AmnesiaGuard::HoldOff)
+            .with_max_lease_duration(max_lease)
+            .with_max_clock_offset(max_offset)
     };
 
     // A server up for less than the hold-off may have forgotten some: hold off.
@@ -180,9 +180,9 @@ async fn manager_hands_an_id_over_without_overlap() {
             .await
             .unwrap(),
     )
-    .config(short_config())
-    .clock(BootClock::with_offset(offset))
-    .target(a.clone())
+    .with_config(short_config())
+    .with_clock(BootClock::with_offset(offset))
+    .with_target(a.clone())
     .start()
     .await
     .unwrap();
@@ -197,9 +197,9 @@ async fn manager_hands_an_id_over_without_overlap() {
     let b_options = options(&key);
     let starting_b = tokio::spawn(async move {
         LeaseManager::builder(RedisStrategy::connect(&url, b_options).await.unwrap())
-            .config(short_config())
-            .clock(BootClock::with_offset(offset))
-            .target(b_target)
+            .with_config(short_config())
+            .with_clock(BootClock::with_offset(offset))
+            .with_target(b_target)
             .start()
             .await
     });
@@ -240,9 +240,9 @@ async fn manager_hands_an_id_over_without_overlap() {
             .await
             .unwrap(),
     )
-    .config(short_config())
-    .clock(BootClock::with_offset(offset))
-    .target(c_target.clone())
+    .with_config(short_config())
+    .with_clock(BootClock::with_offset(offset))
+    .with_target(c_target.clone())
     .start()
     .await
     .unwrap();
@@ -262,9 +262,9 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     let key = Key::new(&server);
     let max_lease = Duration::from_secs(6);
     let guarded = options(&key)
-        .amnesia_guard(AmnesiaGuard::HoldOff)
-        .max_lease_duration(max_lease)
-        .max_clock_offset(Duration::from_millis(500));
+        .with_amnesia_guard(AmnesiaGuard::HoldOff)
+        .with_max_lease_duration(max_lease)
+        .with_max_clock_offset(Duration::from_millis(500));
     let offset = BootClock::new().offset_ms();
     let target = Recorded::new(offset);
     let losses: Arc<Mutex<Vec<LossReason>>> = Arc::default();
@@ -272,10 +272,10 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     // Startup waits out the fresh server's window itself (acquire errors are Retry).
     let manager =
         LeaseManager::builder(RedisStrategy::connect(&server.url, guarded).await.unwrap())
-            .config(short_config())
-            .clock(BootClock::with_offset(offset))
-            .target(target.clone())
-            .on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
+            .with_config(short_config())
+            .with_clock(BootClock::with_offset(offset))
+            .with_target(target.clone())
+            .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
             .start()
             .await
             .unwrap();
@@ -371,9 +371,9 @@ async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
     let (server_a, server_b) = (own_a.server(), own_b.server());
     let key = Key::new(&server_a);
     let guarded = options(&key)
-        .amnesia_guard(AmnesiaGuard::HoldOff)
-        .max_lease_duration(max_lease)
-        .max_clock_offset(max_offset);
+        .with_amnesia_guard(AmnesiaGuard::HoldOff)
+        .with_max_lease_duration(max_lease)
+        .with_max_clock_offset(max_offset);
 
     for floor_aware in [false, true] {
         let connection = SwappedAfterFirst {

@@ -225,7 +225,7 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         occupy(&mut c, &key, (0..512).filter(|&i| i != 7)).await;
-        let s = RedisStrategy::connect(&server.url, options(&key).max_lease_duration(HOUR))
+        let s = RedisStrategy::connect(&server.url, options(&key).with_max_lease_duration(HOUR))
             .await
             .unwrap();
         let grant = s
@@ -282,12 +282,16 @@ async fn a_crashed_manager_on_a_capped_strategy_leaves_the_floor_of_its_grant() 
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         occupy(&mut c, &key, (0..512).filter(|&i| i != 8)).await;
-        let s = RedisStrategy::connect(&server.url, options(&key).max_lease_duration(HOUR))
+        let s = RedisStrategy::connect(&server.url, options(&key).with_max_lease_duration(HOUR))
             .await
             .unwrap();
         let clock = BootClock::new();
         let before = clock.now_ms();
-        let manager = LeaseManager::builder(s).clock(clock).start().await.unwrap();
+        let manager = LeaseManager::builder(s)
+            .with_clock(clock)
+            .start()
+            .await
+            .unwrap();
         let after = clock.now_ms();
         assert_eq!(
             manager.machine_id().map(lease_core::MachineId::get),
@@ -745,8 +749,11 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
             let key = Key::new(&server);
             let racer = Racer::new(&server, &key, steals, Steal::Claim).await;
             let claims = Arc::clone(&racer.claims);
-            let s = RedisStrategy::with_connection(racer, options(&key).acquire_attempts(attempts))
-                .unwrap();
+            let s = RedisStrategy::with_connection(
+                racer,
+                options(&key).with_acquire_attempts(attempts),
+            )
+            .unwrap();
             let result = s.acquire_with_floor(HOUR, F, F + 1).await;
             let mut c = raw(&server).await;
             let all: Vec<String> = fields(&mut c, &key).await;
@@ -928,9 +935,9 @@ async fn round_trips_per_operation() {
             round_trips: Arc::clone(&round_trips),
         };
         let guarded = options(&key)
-            .amnesia_guard(AmnesiaGuard::HoldOff)
-            .max_lease_duration(Duration::from_secs(1))
-            .max_clock_offset(Duration::from_millis(250));
+            .with_amnesia_guard(AmnesiaGuard::HoldOff)
+            .with_max_lease_duration(Duration::from_secs(1))
+            .with_max_clock_offset(Duration::from_millis(250));
         let s = RedisStrategy::with_connection(connection, guarded).unwrap();
         let count = |what: &str, expected: u32| {
             let n = round_trips.swap(0, Ordering::SeqCst);

@@ -194,8 +194,11 @@ async fn lost_races_are_retried_and_bounded() {
                 claims: Arc::new(AtomicU32::new(0)),
             };
             let claims = Arc::clone(&racer.claims);
-            let s = RedisStrategy::with_connection(racer, options(&key).acquire_attempts(attempts))
-                .unwrap();
+            let s = RedisStrategy::with_connection(
+                racer,
+                options(&key).with_acquire_attempts(attempts),
+            )
+            .unwrap();
             let result = s.acquire(HOUR).await;
             let mut c = raw(&server).await;
             let competitor_ids: Vec<String> = redis::cmd("HKEYS")
@@ -261,7 +264,7 @@ async fn renew_extends_both_fields() {
         // Longer than max_lease_duration is shortened to it.
         let capped = RedisStrategy::connect(
             &server.url,
-            options(&key).max_lease_duration(Duration::from_secs(10)),
+            options(&key).with_max_lease_duration(Duration::from_secs(10)),
         )
         .await
         .unwrap();
@@ -366,7 +369,7 @@ async fn transport_errors_are_retry() {
     let closed = format!("redis://127.0.0.1:{}", common::free_port());
     let s = RedisStrategy::connect(
         &closed,
-        options(&key).connection_timeout(Duration::from_millis(300)),
+        options(&key).with_connection_timeout(Duration::from_millis(300)),
     )
     .await
     .unwrap();
@@ -419,7 +422,7 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
     // The lease manager fails startup at once (a fatal error, not a timeout after retries);
     // with no acquire timeout, retrying would never end.
     let config = lease_core::LeaseConfig::default().with_acquire_timeout(None);
-    let result = LeaseManager::builder(s).config(config).start().await;
+    let result = LeaseManager::builder(s).with_config(config).start().await;
     assert!(
         matches!(
             result,
@@ -460,7 +463,7 @@ async fn a_key_of_another_type_is_misconfigured() {
     // its failure is classified by the command that failed.
     let guarded = RedisStrategy::connect(
         &server.url,
-        options(&key).amnesia_guard(lease_redis::AmnesiaGuard::HoldOff),
+        options(&key).with_amnesia_guard(lease_redis::AmnesiaGuard::HoldOff),
     )
     .await
     .unwrap();
@@ -481,7 +484,7 @@ async fn bad_urls_and_options_are_misconfigured() {
     assert_eq!(error.kind(), ErrorKind::Misconfigured);
     let error = RedisStrategy::connect(
         "redis://127.0.0.1:6390",
-        RedisOptions::new().acquire_attempts(0),
+        RedisOptions::new().with_acquire_attempts(0),
     )
     .await
     .unwrap_err();
@@ -495,7 +498,7 @@ async fn missing_replica_confirmation_is_retry() {
         let key = Key::new(&server);
         let s = RedisStrategy::connect(
             &server.url,
-            options(&key).wait_for_replicas(1, Duration::from_millis(100)),
+            options(&key).with_wait_for_replicas(1, Duration::from_millis(100)),
         )
         .await
         .unwrap();
@@ -526,7 +529,7 @@ async fn replica_confirmation_with_a_real_replica() {
     let key = Key::new(&primary.server());
     let s = RedisStrategy::connect(
         &primary.server().url,
-        options(&key).wait_for_replicas(1, Duration::from_secs(5)),
+        options(&key).with_wait_for_replicas(1, Duration::from_secs(5)),
     )
     .await
     .unwrap();

@@ -44,7 +44,7 @@ async fn start_fails(strategy: SqlStrategy, config: LeaseConfig) -> lease_core::
     // The acquire timeout only ends the wait of a manager that does not check: the check itself
     // runs before any acquisition.
     let error = LeaseManager::builder(strategy)
-        .config(config.with_acquire_timeout(Some(Duration::from_secs(3))))
+        .with_config(config.with_acquire_timeout(Some(Duration::from_secs(3))))
         .start()
         .await
         .err()
@@ -105,7 +105,7 @@ async fn a_max_lease_at_the_minimum_ttl_starts(dialect: Dialect) {
         SqlStrategy::connect_lazy(&url(&t, 10)).unwrap(),
     ] {
         let manager = LeaseManager::builder(strategy)
-            .config(config.clone())
+            .with_config(config.clone())
             .start()
             .await
             .unwrap();

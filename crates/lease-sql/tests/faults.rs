@@ -324,10 +324,10 @@ async fn manager_disables_before_takeover_and_reenables(dialect: Dialect) {
         .with_renew_backoff_base(Duration::from_millis(100))
         .with_acquire_timeout(None);
     let manager = LeaseManager::builder(a)
-        .config(config)
-        .clock(clock)
-        .target(factory.clone())
-        .on_lease_lost({
+        .with_config(config)
+        .with_clock(clock)
+        .with_target(factory.clone())
+        .with_on_lease_lost({
             let losses = Arc::clone(&losses);
             move |_| {
                 losses.fetch_add(1, Ordering::SeqCst);

@@ -114,9 +114,9 @@ async fn replace_pod(with_file: bool, lag_ms: u64) -> usize {
 
     let old = Arc::new(Factory::new(old_clock, FactoryConfig::new()).unwrap());
     let manager = LeaseManager::builder(strategy(&file))
-        .config(config())
-        .clock(old_clock)
-        .target(old.clone())
+        .with_config(config())
+        .with_clock(old_clock)
+        .with_target(old.clone())
         .start()
         .await
         .unwrap();
@@ -128,9 +128,9 @@ async fn replace_pod(with_file: bool, lag_ms: u64) -> usize {
 
     let new = Arc::new(Factory::new(new_clock, FactoryConfig::new()).unwrap());
     let manager = LeaseManager::builder(strategy(&file))
-        .config(config())
-        .clock(new_clock)
-        .target(new.clone())
+        .with_config(config())
+        .with_clock(new_clock)
+        .with_target(new.clone())
         .start()
         .await
         .unwrap();

@@ -289,9 +289,9 @@ async fn start<S: Strategy + 'static>(
     factory: &Arc<Factory<NodeClock>>,
 ) -> Result<LeaseManager<S>, String> {
     LeaseManager::builder(strategy)
-        .config(config)
-        .clock(clock)
-        .target(Arc::clone(factory) as Arc<dyn lease_manager::LeaseTarget>)
+        .with_config(config)
+        .with_clock(clock)
+        .with_target(Arc::clone(factory) as Arc<dyn lease_manager::LeaseTarget>)
         .start()
         .await
         .map_err(|e| format!("lease manager did not start: {e}"))

@@ -89,18 +89,18 @@ impl Capabilities {
 #[non_exhaustive]
 pub struct Options {
     /// Lease duration requested on every acquire and renew.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
     /// Smallest granted TTL accepted (default: half of `ttl`).
-    pub min_ttl: Duration,
+    pub(crate) min_ttl: Duration,
     /// Release guard passed to `release` (default: a quarter of `ttl`).
-    pub guard: Duration,
+    pub(crate) guard: Duration,
     /// Extra time allowed for clock differences and round trips when the suite waits for
     /// something to expire, or renews just before an expiry (default: 200 ms, at most `ttl / 10`).
-    pub slack: Duration,
+    pub(crate) slack: Duration,
     /// Number of nodes acquiring at once in the distinct-IDs check (default 16, at most 512).
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// What the strategy can do (default [`Capabilities::DYNAMIC`]).
-    pub capabilities: Capabilities,
+    pub(crate) capabilities: Capabilities,
 }
 
 impl Options {
@@ -150,6 +150,42 @@ impl Options {
     pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
         self.capabilities = capabilities;
         self
+    }
+
+    /// The lease duration requested on every acquire and renew.
+    #[must_use]
+    pub const fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The smallest granted TTL accepted.
+    #[must_use]
+    pub const fn min_ttl(&self) -> Duration {
+        self.min_ttl
+    }
+
+    /// The release guard.
+    #[must_use]
+    pub const fn guard(&self) -> Duration {
+        self.guard
+    }
+
+    /// The slack for clock differences and round trips.
+    #[must_use]
+    pub const fn slack(&self) -> Duration {
+        self.slack
+    }
+
+    /// The number of concurrent acquirers.
+    #[must_use]
+    pub const fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// The capabilities.
+    #[must_use]
+    pub const fn capabilities(&self) -> Capabilities {
+        self.capabilities
     }
 
     /// Why these options cannot give meaningful results, if they cannot.

@@ -34,8 +34,8 @@ fn counter_factory() -> Factory<ManualClock> {
     let f = Factory::new(
         clock,
         FactoryConfig::new()
-            .base_key(&KEY)
-            .cipher64(Cipher64::Speck),
+            .with_base_key(&KEY)
+            .with_cipher64(Cipher64::Speck),
     )
     .unwrap();
     f.enable(MACHINE_ID, T0 + 2 * AHEAD_MS).unwrap();
@@ -52,8 +52,8 @@ fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
     let f = Factory::new(
         clock,
         FactoryConfig::new()
-            .base_key(&KEY)
-            .cipher64(Cipher64::Speck),
+            .with_base_key(&KEY)
+            .with_cipher64(Cipher64::Speck),
     )
     .unwrap();
     let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;

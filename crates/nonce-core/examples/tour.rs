@@ -22,10 +22,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // declared up front. Their nonces can repeat each other's and must be kept apart.
     let config = |base| {
         FactoryConfig::new()
-            .base_key(&base_key)
-            .kind64(base)
-            .kind96(base)
-            .kind128(base)
+            .with_base_key(&base_key)
+            .with_kind64(base)
+            .with_kind96(base)
+            .with_kind128(base)
     };
     let counters = Factory::new(clock, config(Base::Counter))?;
     let sortables = Factory::new(clock, config(Base::Sortable))?;

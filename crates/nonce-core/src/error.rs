@@ -38,7 +38,7 @@ pub enum Error {
     /// The call would issue a base nonce of the other kind than this factory issues at this
     /// size. Counter and sortable nonces of one size share one layout and can repeat each
     /// other's values, so a factory issues one kind per size: the first call of a size (or
-    /// [`FactoryConfig::kind64`](crate::FactoryConfig::kind64) and its siblings) fixes it for
+    /// [`FactoryConfig::with_kind64`](crate::FactoryConfig::with_kind64) and its siblings) fixes it for
     /// the factory's whole life. Nothing is consumed by the refused call.
     KindConflict {
         /// The base size in bits: 64, 96 or 128. 96-bit encrypted nonces under Blowfish or

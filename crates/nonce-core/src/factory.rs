@@ -117,85 +117,133 @@ impl Kind {
 
 /// How to build a [`Factory`]: epoch, keys and ciphers. The machine ID comes later, with
 /// [`Factory::enable`], because it is what a lease grants.
-#[derive(Debug, Clone, Copy)]
-pub struct FactoryConfig<'k> {
+///
+/// `K` is how keys are held; they are read through `AsRef<[u8]>` when the factory is built.
+/// The default, borrowed `&[u8]` keys, needs no allocation ([`new`](FactoryConfig::new));
+/// the `nononce` facade holds them as `Zeroizing<Vec<u8>>` (its `FactoryOptions`), so they
+/// are zeroized when the settings are dropped. Keys are never printed.
+///
+/// Settings follow one style: `with_*` setters that consume and return the settings, and
+/// getters named after the setting.
+#[derive(Clone, Copy)]
+pub struct FactoryConfig<K = &'static [u8]> {
     epoch_ms: u64,
-    keys: Keys<'k>,
+    base_key: Option<K>,
+    key64: Option<K>,
+    key96: Option<K>,
+    key128: Option<K>,
+    cipher64: crate::Cipher64,
+    cipher96: crate::Cipher96,
+    cipher128: crate::Cipher128,
     kinds: u64,
     thread_cache: bool,
 }
 
-impl Default for FactoryConfig<'_> {
+impl<K> Default for FactoryConfig<K> {
+    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers, no thread cache.
     fn default() -> Self {
-        Self::new()
+        Self::empty()
     }
 }
 
-impl<'k> FactoryConfig<'k> {
-    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers.
+impl<K> fmt::Debug for FactoryConfig<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |key: &Option<K>| key.as_ref().map(|_| "<redacted>");
+        f.debug_struct("FactoryConfig")
+            .field("epoch_ms", &self.epoch_ms)
+            .field("base_key", &redacted(&self.base_key))
+            .field("key64", &redacted(&self.key64))
+            .field("key96", &redacted(&self.key96))
+            .field("key128", &redacted(&self.key128))
+            .field("cipher64", &self.cipher64)
+            .field("cipher96", &self.cipher96)
+            .field("cipher128", &self.cipher128)
+            .field("kind64", &self.kind64())
+            .field("kind96", &self.kind96())
+            .field("kind128", &self.kind128())
+            .field("thread_cache", &self.thread_cache)
+            .finish()
+    }
+}
+
+impl FactoryConfig<&[u8]> {
+    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers; keys borrowed.
+    /// (For other key storage: [`FactoryConfig::default`].)
     pub const fn new() -> Self {
+        Self::empty()
+    }
+}
+
+impl<K> FactoryConfig<K> {
+    const fn empty() -> Self {
         Self {
             epoch_ms: DEFAULT_EPOCH_MS,
-            keys: Keys {
-                base: None,
-                key64: None,
-                key96: None,
-                key128: None,
-                cipher64: crate::Cipher64::Blowfish,
-                cipher96: crate::Cipher96::Blowfish,
-                cipher128: crate::Cipher128::Aes,
-            },
+            base_key: None,
+            key64: None,
+            key96: None,
+            key128: None,
+            cipher64: crate::Cipher64::Blowfish,
+            cipher96: crate::Cipher96::Blowfish,
+            cipher128: crate::Cipher128::Aes,
             kinds: 0,
             thread_cache: false,
         }
     }
 
     /// Sets the epoch, in Unix milliseconds, that timestamps count from.
-    pub const fn epoch_ms(mut self, epoch_ms: u64) -> Self {
+    #[must_use]
+    pub const fn with_epoch_ms(mut self, epoch_ms: u64) -> Self {
         self.epoch_ms = epoch_ms;
         self
     }
 
     /// Sets the base key (at least 32 bytes) from which per-size keys are derived.
-    pub const fn base_key(mut self, key: &'k [u8]) -> Self {
-        self.keys.base = Some(key);
+    #[must_use]
+    pub fn with_base_key(mut self, key: K) -> Self {
+        self.base_key = Some(key);
         self
     }
 
     /// Sets an explicit 64-bit key, overriding the derived one (16 bytes for blowfish and
     /// speck, 24 for des3).
-    pub const fn key64(mut self, key: &'k [u8]) -> Self {
-        self.keys.key64 = Some(key);
+    #[must_use]
+    pub fn with_key64(mut self, key: K) -> Self {
+        self.key64 = Some(key);
         self
     }
 
     /// Sets an explicit 96-bit key (16 bytes for blowfish, 24 for des3, 18 for speck).
-    pub const fn key96(mut self, key: &'k [u8]) -> Self {
-        self.keys.key96 = Some(key);
+    #[must_use]
+    pub fn with_key96(mut self, key: K) -> Self {
+        self.key96 = Some(key);
         self
     }
 
     /// Sets an explicit 128-bit key (32 bytes).
-    pub const fn key128(mut self, key: &'k [u8]) -> Self {
-        self.keys.key128 = Some(key);
+    #[must_use]
+    pub fn with_key128(mut self, key: K) -> Self {
+        self.key128 = Some(key);
         self
     }
 
     /// Chooses the 64-bit cipher.
-    pub const fn cipher64(mut self, cipher: crate::Cipher64) -> Self {
-        self.keys.cipher64 = cipher;
+    #[must_use]
+    pub const fn with_cipher64(mut self, cipher: crate::Cipher64) -> Self {
+        self.cipher64 = cipher;
         self
     }
 
     /// Chooses the 96-bit cipher.
-    pub const fn cipher96(mut self, cipher: crate::Cipher96) -> Self {
-        self.keys.cipher96 = cipher;
+    #[must_use]
+    pub const fn with_cipher96(mut self, cipher: crate::Cipher96) -> Self {
+        self.cipher96 = cipher;
         self
     }
 
     /// Chooses the 128-bit cipher.
-    pub const fn cipher128(mut self, cipher: crate::Cipher128) -> Self {
-        self.keys.cipher128 = cipher;
+    #[must_use]
+    pub const fn with_cipher128(mut self, cipher: crate::Cipher128) -> Self {
+        self.cipher128 = cipher;
         self
     }
 
@@ -203,20 +251,24 @@ impl<'k> FactoryConfig<'k> {
     /// `sortable64`, `encrypted64`, and `encrypted96` with Blowfish or 3DES (whose base is a
     /// 64-bit nonce). A call of the other kind then fails with [`Error::KindConflict`] from
     /// the very first call; without a declaration the first call of the size fixes the kind.
-    pub const fn kind64(self, base: Base) -> Self {
-        self.kind(Kind::new(64, base))
+    #[must_use]
+    pub const fn with_kind64(self, base: Base) -> Self {
+        self.with_kind(Kind::new(64, base))
     }
 
     /// Declares the kind of the factory's 96-bit base nonces: those of `counter96` or
-    /// `sortable96`, and `encrypted96` with Speck. See [`kind64`](Self::kind64).
-    pub const fn kind96(self, base: Base) -> Self {
-        self.kind(Kind::new(96, base))
+    /// `sortable96`, and `encrypted96` with Speck. See [`with_kind64`](Self::with_kind64).
+    #[must_use]
+    pub const fn with_kind96(self, base: Base) -> Self {
+        self.with_kind(Kind::new(96, base))
     }
 
     /// Declares the kind of the factory's 128-bit base nonces: those of `counter128` or
-    /// `sortable128`, `encrypted128` and `fill_encrypted128`. See [`kind64`](Self::kind64).
-    pub const fn kind128(self, base: Base) -> Self {
-        self.kind(Kind::new(128, base))
+    /// `sortable128`, `encrypted128` and `fill_encrypted128`. See
+    /// [`with_kind64`](Self::with_kind64).
+    #[must_use]
+    pub const fn with_kind128(self, base: Base) -> Self {
+        self.with_kind(Kind::new(128, base))
     }
 
     /// Lets the factory's own counter calls (`counter64`, `counter96`, `counter128`,
@@ -242,14 +294,79 @@ impl<'k> FactoryConfig<'k> {
     /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it.
     #[cfg(feature = "std")]
     #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-    pub const fn thread_cache(mut self, on: bool) -> Self {
+    #[must_use]
+    pub const fn with_thread_cache(mut self, on: bool) -> Self {
         self.thread_cache = on;
         self
     }
 
-    const fn kind(mut self, kind: Kind) -> Self {
+    const fn with_kind(mut self, kind: Kind) -> Self {
         self.kinds = (self.kinds & !kind.mask()) | kind.value();
         self
+    }
+
+    /// The epoch in Unix milliseconds.
+    pub const fn epoch_ms(&self) -> u64 {
+        self.epoch_ms
+    }
+
+    /// The 64-bit cipher.
+    pub const fn cipher64(&self) -> crate::Cipher64 {
+        self.cipher64
+    }
+
+    /// The 96-bit cipher.
+    pub const fn cipher96(&self) -> crate::Cipher96 {
+        self.cipher96
+    }
+
+    /// The 128-bit cipher.
+    pub const fn cipher128(&self) -> crate::Cipher128 {
+        self.cipher128
+    }
+
+    /// The declared kind of 64-bit base nonces, if any.
+    pub const fn kind64(&self) -> Option<Base> {
+        Kind::new(64, Base::Counter).locked_in(self.kinds)
+    }
+
+    /// The declared kind of 96-bit base nonces, if any.
+    pub const fn kind96(&self) -> Option<Base> {
+        Kind::new(96, Base::Counter).locked_in(self.kinds)
+    }
+
+    /// The declared kind of 128-bit base nonces, if any.
+    pub const fn kind128(&self) -> Option<Base> {
+        Kind::new(128, Base::Counter).locked_in(self.kinds)
+    }
+
+    /// Whether the factory's own calls draw on per-thread blocks
+    /// ([`with_thread_cache`](Self::with_thread_cache)).
+    pub const fn thread_cache(&self) -> bool {
+        self.thread_cache
+    }
+}
+
+impl<K: AsRef<[u8]>> FactoryConfig<K> {
+    /// Builds a disabled factory on `clock` from these settings, which stay as they are:
+    /// [`Factory::new`] without giving them up.
+    ///
+    /// # Errors
+    /// When a key, cipher or the epoch is invalid.
+    pub fn build<C: Clock>(&self, clock: C) -> Result<Factory<C>, FactoryConfigError> {
+        Factory::from_config(clock, self)
+    }
+
+    fn keys(&self) -> Keys<'_> {
+        Keys {
+            base: self.base_key.as_ref().map(AsRef::as_ref),
+            key64: self.key64.as_ref().map(AsRef::as_ref),
+            key96: self.key96.as_ref().map(AsRef::as_ref),
+            key128: self.key128.as_ref().map(AsRef::as_ref),
+            cipher64: self.cipher64,
+            cipher96: self.cipher96,
+            cipher128: self.cipher128,
+        }
     }
 }
 
@@ -268,10 +385,10 @@ pub(crate) struct Snapshot {
 /// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`). Shared
 /// calls contend on the factory's counters; for generation that scales with cores, take a
 /// per-thread [`Handle`](crate::Handle), or (with `std`) build the factory with
-/// `FactoryConfig::thread_cache`, which gives its own counter calls per-thread blocks.
+/// `FactoryConfig::with_thread_cache`, which gives its own counter calls per-thread blocks.
 ///
 /// A factory issues one kind of base nonce per size, counter or sortable, fixed by the first
-/// call of that size (or declared with [`FactoryConfig::kind64`] and its siblings); a call of
+/// call of that size (or declared with [`FactoryConfig::with_kind64`] and its siblings); a call of
 /// the other kind fails with [`Error::KindConflict`]. Encrypted nonces count as their base:
 /// `encrypted64`, and `encrypted96` with Blowfish or 3DES, are 64-bit; `encrypted96` with
 /// Speck is 96-bit; `encrypted128` and `fill_encrypted128` are 128-bit.
@@ -291,7 +408,7 @@ pub(crate) struct Snapshot {
 pub struct Factory<C: Clock> {
     clock: C,
     epoch_ms: u64,
-    /// This factory's ID in the per-thread caches ([`FactoryConfig::thread_cache`]); 0: none.
+    /// This factory's ID in the per-thread caches ([`FactoryConfig::with_thread_cache`]); 0: none.
     cache_id: u64,
     engines: Engines,
     state: AtomicU64,
@@ -328,8 +445,20 @@ impl<C: Clock> fmt::Debug for Factory<C> {
 
 impl<C: Clock> Factory<C> {
     /// Builds a disabled factory. Keys are derived here (PBKDF2, about a millisecond per key).
-    pub fn new(clock: C, config: FactoryConfig<'_>) -> Result<Self, FactoryConfigError> {
-        let engines = Engines::new(&config.keys)?;
+    /// `config` holds its keys in any form that reads as bytes: borrowed (`&[u8]`) or owned
+    /// (the facade's zeroizing `Vec<u8>`, dropped, and so zeroized, once the keys are derived).
+    pub fn new<K: AsRef<[u8]>>(
+        clock: C,
+        config: FactoryConfig<K>,
+    ) -> Result<Self, FactoryConfigError> {
+        Self::from_config(clock, &config)
+    }
+
+    fn from_config<K: AsRef<[u8]>>(
+        clock: C,
+        config: &FactoryConfig<K>,
+    ) -> Result<Self, FactoryConfigError> {
+        let engines = Engines::new(&config.keys())?;
         let factory = Self {
             clock,
             epoch_ms: config.epoch_ms,

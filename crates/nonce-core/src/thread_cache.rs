@@ -1,4 +1,4 @@
-//! Per-thread blocks behind a shared factory's own calls ([`FactoryConfig::thread_cache`]).
+//! Per-thread blocks behind a shared factory's own calls ([`FactoryConfig::with_thread_cache`]).
 //!
 //! Each thread keeps, in a thread-local, a few slots; a slot belongs to one factory (by an ID
 //! no other factory ever gets, so a new factory in the place of a dropped one finds nothing of
@@ -19,7 +19,7 @@
 //! [`MAX_BLOCK`], so a thread that makes a few nonces and exits, or one that turns through
 //! more factories than there are slots, wastes next to nothing.
 //!
-//! [`FactoryConfig::thread_cache`]: crate::FactoryConfig::thread_cache
+//! [`FactoryConfig::with_thread_cache`]: crate::FactoryConfig::with_thread_cache
 
 extern crate std;
 

@@ -24,7 +24,7 @@ fn machine_id(n: u16) -> MachineId {
 const KEY: [u8; 32] = [9; 32];
 
 fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
-    let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    let f = Factory::new(clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f
 }
@@ -38,12 +38,12 @@ fn config_errors_are_distinct() {
     assert!(f.enable(machine_id(511), NO_DEADLINE).is_ok());
     let short = [1u8; 31];
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().base_key(&short)).err(),
+        Factory::new(&clock, FactoryConfig::new().with_base_key(&short)).err(),
         Some(FactoryConfigError::BaseKeyTooShort { len: 31 })
     );
     let k = [1u8; 17];
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().key64(&k)).err(),
+        Factory::new(&clock, FactoryConfig::new().with_key64(&k)).err(),
         Some(FactoryConfigError::KeyLength {
             bits: 64,
             cipher: "blowfish",
@@ -54,7 +54,9 @@ fn config_errors_are_distinct() {
     assert_eq!(
         Factory::new(
             &clock,
-            FactoryConfig::new().cipher96(Cipher96::Speck).key96(&k)
+            FactoryConfig::new()
+                .with_cipher96(Cipher96::Speck)
+                .with_key96(&k)
         )
         .err(),
         Some(FactoryConfigError::KeyLength {
@@ -65,7 +67,7 @@ fn config_errors_are_distinct() {
         })
     );
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().epoch_ms(T0 + 1)).err(),
+        Factory::new(&clock, FactoryConfig::new().with_epoch_ms(T0 + 1)).err(),
         Some(FactoryConfigError::EpochInFuture {
             epoch_ms: T0 + 1,
             now_ms: T0
@@ -73,7 +75,7 @@ fn config_errors_are_distinct() {
     );
     let far = ManualClock::new(MAX_TIMESTAMP + 10);
     assert_eq!(
-        Factory::new(&far, FactoryConfig::new().epoch_ms(9)).err(),
+        Factory::new(&far, FactoryConfig::new().with_epoch_ms(9)).err(),
         Some(FactoryConfigError::TimestampOverflow { epoch_ms: 9 })
     );
     for msg in [
@@ -87,7 +89,7 @@ fn config_errors_are_distinct() {
 #[test]
 fn overflow_horizon_is_reported() {
     let clock = ManualClock::new(MAX_TIMESTAMP - 1000 + 5);
-    let f = Factory::new(&clock, FactoryConfig::new().epoch_ms(5)).unwrap();
+    let f = Factory::new(&clock, FactoryConfig::new().with_epoch_ms(5)).unwrap();
     assert_eq!(f.ms_until_overflow(), 1000);
     assert!(f.ms_until_overflow() < nonce_core::OVERFLOW_WARNING_MS);
     f.enable(machine_id(1), NO_DEADLINE).unwrap();
@@ -98,7 +100,7 @@ fn overflow_horizon_is_reported() {
 #[test]
 fn disabled_until_enabled_and_after_disable() {
     let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    let f = Factory::new(&clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
     assert_eq!(f.counter64(), Err(Error::Disabled));
     assert_eq!(f.sortable128(), Err(Error::Disabled));
     assert_eq!(f.machine_id(), None);
@@ -318,7 +320,7 @@ fn deadline_stops_every_kind_and_renewal_resumes() {
     let clock = ManualClock::new(T0);
     // One kind per size per factory: `f` issues counter nonces, `s` sortable ones.
     let leased = || {
-        let f = Factory::new(&clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+        let f = Factory::new(&clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
         f.enable(machine_id(3), T0 + 5).unwrap();
         f
     };
@@ -444,8 +446,8 @@ fn encryption_needs_a_key_and_is_a_bijection() {
     let s = Factory::new(
         &clock,
         FactoryConfig::new()
-            .base_key(&KEY)
-            .cipher96(Cipher96::Speck),
+            .with_base_key(&KEY)
+            .with_cipher96(Cipher96::Speck),
     )
     .unwrap();
     s.enable(machine_id(2), NO_DEADLINE).unwrap();
@@ -460,7 +462,9 @@ fn batch_equals_one_at_a_time() {
         let clock = ManualClock::new(T0);
         let f = Factory::new(
             &clock,
-            FactoryConfig::new().base_key(&KEY).cipher128(cipher),
+            FactoryConfig::new()
+                .with_base_key(&KEY)
+                .with_cipher128(cipher),
         )
         .unwrap();
         f.enable(machine_id(77), NO_DEADLINE).unwrap();
@@ -543,7 +547,7 @@ fn nonces_serialize_as_hex_text() {
 fn keys_never_appear_in_debug_output() {
     let clock = ManualClock::new(T0);
     let key = [0xAB; 32];
-    let cfg = FactoryConfig::new().base_key(&key).key128(&key);
+    let cfg = FactoryConfig::new().with_base_key(&key).with_key128(&key);
     let text = format!("{cfg:?} {:?}", Factory::new(&clock, cfg).unwrap());
     assert!(
         !text.to_lowercase().contains("ab, ") && !text.contains("171"),

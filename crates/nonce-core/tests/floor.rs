@@ -14,15 +14,15 @@ use std::collections::HashSet;
 const HOUR: u64 = 3_600_000;
 const HOUR_LAG: i64 = 3_600_000;
 
-fn factory<'c>(clock: &'c ManualClock, config: FactoryConfig<'_>) -> common::F<'c> {
+fn factory<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>) -> common::F<'c> {
     Factory::new(clock, config).unwrap()
 }
 
-fn sortables() -> FactoryConfig<'static> {
+fn sortables() -> FactoryConfig {
     config(Cipher96::Blowfish)
-        .kind64(Base::Sortable)
-        .kind96(Base::Sortable)
-        .kind128(Base::Sortable)
+        .with_kind64(Base::Sortable)
+        .with_kind96(Base::Sortable)
+        .with_kind128(Base::Sortable)
 }
 
 #[test]
@@ -124,12 +124,12 @@ fn a_floor_in_the_past_or_below_the_epoch_has_no_effect() {
     assert!(f.issued_up_to_ms() >= T0);
 
     // Floors are clock ms: with an epoch at the clock, floor == epoch means "from ts 1".
-    let at_epoch = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
+    let at_epoch = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
     at_epoch
         .enable_above(machine_id(5), T0 - 1, NO_DEADLINE)
         .unwrap();
     assert_eq!(at_epoch.counter128().unwrap().decode(T0).timestamp_ms, 0);
-    let at_epoch = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
+    let at_epoch = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
     at_epoch
         .enable_above(machine_id(5), T0, NO_DEADLINE)
         .unwrap();
@@ -237,7 +237,7 @@ fn issued_up_to_covers_the_floor_and_everything_issued() {
 #[test]
 fn a_generation_at_timestamp_zero_is_remembered() {
     let clock = ManualClock::new(T0).jump_on_wait(true);
-    let f = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
+    let f = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
     let first = f.counter64().unwrap();
     assert_eq!(first.decode(T0).timestamp_ms, 0);
@@ -248,7 +248,7 @@ fn a_generation_at_timestamp_zero_is_remembered() {
 
     // Enabled at timestamp 0 and never used: a re-enable works and starts at the clock.
     let clock = ManualClock::new(T0);
-    let g = factory(&clock, config(Cipher96::Blowfish).epoch_ms(T0));
+    let g = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
     g.enable(machine_id(5), NO_DEADLINE).unwrap();
     g.disable();
     assert_eq!(g.enable(machine_id(5), NO_DEADLINE), Ok(()));
@@ -344,10 +344,10 @@ proptest! {
         id in 0u16..3,
         thread_cache in any::<bool>(),
     ) {
-        let cfg = config(cipher96).kind64(kinds[0]).kind96(kinds[1]).kind128(kinds[2]);
+        let cfg = config(cipher96).with_kind64(kinds[0]).with_kind96(kinds[1]).with_kind128(kinds[2]);
         // Per-thread blocks behind the factory's own calls, or not.
         #[cfg(feature = "std")]
-        let cfg = cfg.thread_cache(thread_cache);
+        let cfg = cfg.with_thread_cache(thread_cache);
         #[cfg(not(feature = "std"))]
         let _ = thread_cache;
         let ops = ops_for(kinds, cipher96);

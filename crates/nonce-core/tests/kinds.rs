@@ -123,10 +123,10 @@ fn kinds_declared_up_front_refuse_from_the_first_call() {
     let f = enabled(
         &clock,
         config(Cipher96::Blowfish)
-            .kind64(Base::Counter)
-            .kind64(Base::Sortable)
-            .kind96(Base::Counter)
-            .kind128(Base::Sortable),
+            .with_kind64(Base::Counter)
+            .with_kind64(Base::Sortable)
+            .with_kind96(Base::Counter)
+            .with_kind128(Base::Sortable),
     );
     assert_eq!(
         f.counter64(),
@@ -358,9 +358,9 @@ proptest! {
         for (i, k) in locks.iter().enumerate() {
             if let Some(base) = *k {
                 cfg = match i {
-                    0 => cfg.kind64(base),
-                    1 => cfg.kind96(base),
-                    _ => cfg.kind128(base),
+                    0 => cfg.with_kind64(base),
+                    1 => cfg.with_kind96(base),
+                    _ => cfg.with_kind128(base),
                 };
             }
         }

@@ -57,14 +57,14 @@ enum Block {
 
 fn block_factory(cipher: &str, key: &[u8]) -> Block {
     let cfg = FactoryConfig::new();
-    let f = |c: FactoryConfig<'_>| Factory::new(clock(), c).unwrap();
+    let f = |c: FactoryConfig<&[u8]>| Factory::new(clock(), c).unwrap();
     match cipher {
-        "blowfish" => Block::B64(f(cfg.cipher64(Cipher64::Blowfish).key64(key))),
-        "des3" => Block::B64(f(cfg.cipher64(Cipher64::Des3).key64(key))),
-        "speck64_128" => Block::B64(f(cfg.cipher64(Cipher64::Speck).key64(key))),
-        "speck96_144" => Block::B96(f(cfg.cipher96(Cipher96::Speck).key96(key))),
-        "aes256" => Block::B128(f(cfg.cipher128(Cipher128::Aes).key128(key))),
-        "speck128_256" => Block::B128(f(cfg.cipher128(Cipher128::Speck).key128(key))),
+        "blowfish" => Block::B64(f(cfg.with_cipher64(Cipher64::Blowfish).with_key64(key))),
+        "des3" => Block::B64(f(cfg.with_cipher64(Cipher64::Des3).with_key64(key))),
+        "speck64_128" => Block::B64(f(cfg.with_cipher64(Cipher64::Speck).with_key64(key))),
+        "speck96_144" => Block::B96(f(cfg.with_cipher96(Cipher96::Speck).with_key96(key))),
+        "aes256" => Block::B128(f(cfg.with_cipher128(Cipher128::Aes).with_key128(key))),
+        "speck128_256" => Block::B128(f(cfg.with_cipher128(Cipher128::Speck).with_key128(key))),
         other => panic!("unknown cipher in data: {other}"),
     }
 }
@@ -105,7 +105,7 @@ fn encrypted_nonces_match_from_base_key() {
     let mut n = 0;
     for f in lines("nonce") {
         let (bits, cipher, base, plain, expected) = (f[1], f[2], hex(f[3]), hex(f[4]), hex(f[5]));
-        let cfg = FactoryConfig::new().base_key(&base);
+        let cfg = FactoryConfig::new().with_base_key(&base);
         let got = match (bits, cipher) {
             ("64", c) => {
                 let c64 = match c {
@@ -114,7 +114,7 @@ fn encrypted_nonces_match_from_base_key() {
                     "speck64_128" => Cipher64::Speck,
                     _ => panic!("{c}"),
                 };
-                let fac = Factory::new(clock(), cfg.cipher64(c64)).unwrap();
+                let fac = Factory::new(clock(), cfg.with_cipher64(c64)).unwrap();
                 fac.encrypt64(Nonce64::from_bytes(plain.try_into().unwrap()))
                     .unwrap()
                     .to_bytes()
@@ -127,7 +127,7 @@ fn encrypted_nonces_match_from_base_key() {
                     "speck96_144" => Cipher96::Speck,
                     _ => panic!("{c}"),
                 };
-                let fac = Factory::new(clock(), cfg.cipher96(c96)).unwrap();
+                let fac = Factory::new(clock(), cfg.with_cipher96(c96)).unwrap();
                 fac.encrypt96(Nonce96::from_bytes(plain.try_into().unwrap()))
                     .unwrap()
                     .to_bytes()
@@ -139,7 +139,7 @@ fn encrypted_nonces_match_from_base_key() {
                     "speck128_256" => Cipher128::Speck,
                     _ => panic!("{c}"),
                 };
-                let fac = Factory::new(clock(), cfg.cipher128(c128)).unwrap();
+                let fac = Factory::new(clock(), cfg.with_cipher128(c128)).unwrap();
                 fac.encrypt128(Nonce128::from_bytes(plain.try_into().unwrap()))
                     .unwrap()
                     .to_bytes()

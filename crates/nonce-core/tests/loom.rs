@@ -223,7 +223,7 @@ fn refused_counter64_calls_take_no_value() {
 fn fill_encrypted128_is_all_or_nothing() {
     model(|| {
         let key = [7u8; 32];
-        let f = Factory::new(ManualClock::new(T0), FactoryConfig::new().key128(&key)).unwrap();
+        let f = Factory::new(ManualClock::new(T0), FactoryConfig::new().with_key128(&key)).unwrap();
         f.enable(machine_id(2), NO_DEADLINE).unwrap();
         let f = Arc::new(f);
         let f2 = f.clone();

@@ -75,7 +75,7 @@ fn generate(
 /// Generates `per_thread` nonces of `kind` on each of `threads` threads and checks that no
 /// value repeats.
 fn unique_across_threads(kind: Kind, threads: usize, per_thread: usize, handles: bool) {
-    let f = Factory::new(BootClock::new(), FactoryConfig::new().base_key(&KEY)).unwrap();
+    let f = Factory::new(BootClock::new(), FactoryConfig::new().with_base_key(&KEY)).unwrap();
     f.enable(machine_id(300), NO_DEADLINE).unwrap();
     let all: Vec<Vec<u128>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -145,7 +145,7 @@ proptest! {
             (Cipher64::Des3, Cipher96::Des3, Cipher128::Speck),
             (Cipher64::Speck, Cipher96::Speck, Cipher128::Aes),
         ] {
-            let f = Factory::new(&clock, FactoryConfig::new().base_key(&key).cipher64(c64).cipher96(c96).cipher128(c128)).unwrap();
+            let f = Factory::new(&clock, FactoryConfig::new().with_base_key(&key).with_cipher64(c64).with_cipher96(c96).with_cipher128(c128)).unwrap();
             let n64 = Nonce64::from_u64(x64);
             prop_assert_eq!(f.decrypt64(f.encrypt64(n64).unwrap()).unwrap(), n64);
             let n96 = if c96.has_64bit_block() {

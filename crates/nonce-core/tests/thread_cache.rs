@@ -1,4 +1,4 @@
-//! Per-thread blocks behind the factory's own calls (`FactoryConfig::thread_cache`): calls on a
+//! Per-thread blocks behind the factory's own calls (`FactoryConfig::with_thread_cache`): calls on a
 //! shared factory draw on blocks reserved for their thread, and a block never outlives what
 //! makes its values safe (generation, deadline, kind, the factory itself).
 #![cfg(all(
@@ -29,7 +29,9 @@ const KEY: [u8; 32] = [9; 32];
 fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
     let f = Factory::new(
         clock,
-        FactoryConfig::new().base_key(&KEY).thread_cache(true),
+        FactoryConfig::new()
+            .with_base_key(&KEY)
+            .with_thread_cache(true),
     )
     .unwrap();
     f.enable(machine_id(id), NO_DEADLINE).unwrap();
@@ -37,7 +39,7 @@ fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
 }
 
 fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
-    let f = Factory::new(clock, FactoryConfig::new().base_key(&KEY)).unwrap();
+    let f = Factory::new(clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
     f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
 }
@@ -294,9 +296,9 @@ fn threads_that_exit_leave_gaps_never_repeats() {
 fn the_cache_keeps_one_kind_per_size() {
     let clock = ManualClock::new(T0);
     let config = FactoryConfig::new()
-        .base_key(&KEY)
-        .thread_cache(true)
-        .kind128(Base::Sortable);
+        .with_base_key(&KEY)
+        .with_thread_cache(true)
+        .with_kind128(Base::Sortable);
     let f = Factory::new(&clock, config).unwrap();
     f.enable(machine_id(1), NO_DEADLINE).unwrap();
     // counter96 fills the block counter128 would draw on; counter128 is still refused.
@@ -370,7 +372,7 @@ fn refused_counter64_with_the_cache_consumes_nothing() {
 #[test]
 fn counter64_with_the_cache_stops_at_the_deadline_and_bursts_after_renewal() {
     let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new().thread_cache(true)).unwrap();
+    let f = Factory::new(&clock, FactoryConfig::new().with_thread_cache(true)).unwrap();
     f.enable(machine_id(5), T0 + 1).unwrap();
     assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
     clock.advance(5);
@@ -493,8 +495,8 @@ fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
     let f = Factory::new(
         &clock,
         FactoryConfig::new()
-            .thread_cache(true)
-            .kind96(Base::Sortable),
+            .with_thread_cache(true)
+            .with_kind96(Base::Sortable),
     )
     .unwrap();
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
@@ -528,7 +530,9 @@ fn many_threads_on_one_cached_factory_never_repeat_sortables() {
     let clock = ManualClock::new(T0);
     let f = Factory::new(
         &clock,
-        FactoryConfig::new().base_key(&KEY).thread_cache(true),
+        FactoryConfig::new()
+            .with_base_key(&KEY)
+            .with_thread_cache(true),
     )
     .unwrap();
     f.enable(machine_id(12), NO_DEADLINE).unwrap();

@@ -559,7 +559,7 @@ fn scan_file(
 fn decrypter() -> Result<Factory<BootClock>, CheckError> {
     Factory::new(
         BootClock::new(),
-        FactoryConfig::new().base_key(&crate::CHAOS_KEY),
+        FactoryConfig::new().with_base_key(&crate::CHAOS_KEY),
     )
     .map_err(|e| CheckError::Factory(e.to_string()))
 }
@@ -831,7 +831,7 @@ mod tests {
             let clock = NodeClock::new(offset_ms);
             let factory = Factory::new(
                 clock.clone(),
-                FactoryConfig::new().base_key(&crate::CHAOS_KEY),
+                FactoryConfig::new().with_base_key(&crate::CHAOS_KEY),
             )
             .unwrap();
             let records = vec![Record::Start {

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use nononce::nonce::{DEFAULT_EPOCH_MS, MachineId, NO_DEADLINE};
 use nononce::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryClock, FactoryOptions,
+    FactoryOptionsExt,
 };
 
 use crate::codec::{AnyNonce, Input};
@@ -305,12 +306,12 @@ pub fn clap_exit(e: &clap::Error) -> Result<(), Exit> {
 
 fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> FactoryOptions {
     let mut o = FactoryOptions::new()
-        .epoch_ms(epoch_ms)
-        .cipher64(ciphers.cipher64)
-        .cipher96(ciphers.cipher96)
-        .cipher128(ciphers.cipher128);
+        .with_epoch_ms(epoch_ms)
+        .with_cipher64(ciphers.cipher64)
+        .with_cipher96(ciphers.cipher96)
+        .with_cipher128(ciphers.cipher128);
     if let Some(k) = key {
-        o = o.base_key(k);
+        o = o.with_base_key(k.into());
     }
     o
 }
@@ -446,9 +447,9 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         Base::Counter
     };
     let options = options(&args.ciphers, key, args.epoch_ms)
-        .kind64(base)
-        .kind96(base)
-        .kind128(base);
+        .with_kind64(base)
+        .with_kind96(base)
+        .with_kind128(base);
     // A misconfigured factory fails before any store is touched. The facade's clock, as the
     // leased path below uses.
     let clock = FactoryClock::shared().map_err(|e| format!("cannot start the clock: {e}"))?;
@@ -492,8 +493,8 @@ async fn start_lease(
     let watched = crate::lease::Watched::new(store.into_strategy(), info.clone(), args.quiet);
     let log = watched.log();
     nononce::Nononce::builder(watched)
-        .factory("gen", options)
-        .lease_config(crate::lease::config())
+        .with_factory("gen", options)
+        .with_lease_config(crate::lease::config())
         .start()
         .await
         .map_err(|e| Exit::Fail(crate::lease::start_error(&e, &log, &info)))

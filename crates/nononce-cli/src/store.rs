@@ -135,7 +135,7 @@ impl Store {
                 Some(password) => fail(&info, &e).replace(password, "***"),
                 None => fail(&info, &e),
             })?;
-            info.etcd_prefix = Some(options.key_prefix().to_owned());
+            info.etcd_prefix = Some(options.prefix().to_owned());
             let s = EtcdStrategy::new(options).map_err(|e| fail(&info, &e))?;
             if access == Access::Lease
                 && nononce::Strategy::check_config(&s, &crate::lease::config()).is_err()
@@ -627,7 +627,7 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         options = match k {
-            "key" => options.key(v),
+            "key" => options.with_key(v),
             "max_lease_s" => {
                 let seconds = seconds(k, v)?;
                 let min = crate::lease::config().min_ttl().as_secs();
@@ -636,14 +636,16 @@ fn redis_options(url: &str) -> Result<(String, RedisOptions), String> {
                         "max_lease_s={seconds} is shorter than the {min} s minimum lease nononce gen accepts: use max_lease_s={min} or more"
                     ));
                 }
-                options.max_lease_duration(Duration::from_secs(seconds))
+                options.with_max_lease_duration(Duration::from_secs(seconds))
             }
-            "amnesia_guard" => options.amnesia_guard(match v {
+            "amnesia_guard" => options.with_amnesia_guard(match v {
                 "off" => AmnesiaGuard::Off,
                 "hold_off" => AmnesiaGuard::HoldOff,
                 _ => return Err(format!("amnesia_guard=`{v}`: use off or hold_off")),
             }),
-            "max_clock_offset_s" => options.max_clock_offset(Duration::from_secs(seconds(k, v)?)),
+            "max_clock_offset_s" => {
+                options.with_max_clock_offset(Duration::from_secs(seconds(k, v)?))
+            }
             _ => {
                 return Err(format!(
                     "unknown redis store option `{k}`: use key, max_lease_s, amnesia_guard or max_clock_offset_s"

@@ -1053,7 +1053,7 @@ impl<B: Backend> Sim<B> {
                         KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],
                         KindSet::B => [Base::Sortable, Base::Counter, Base::Sortable],
                     };
-                    config = config.kind64(k64).kind96(k96).kind128(k128);
+                    config = config.with_kind64(k64).with_kind96(k96).with_kind128(k128);
                 }
                 let factory = Factory::new(clock.clone(), config)
                     .unwrap_or_else(|e| panic!("factory on a clock at {local}: {e:?}"));

@@ -404,8 +404,8 @@ fn redis_replay(name: &str, var: &str, default: &str) {
             ),
         };
         let options = RedisOptions::new()
-            .key(key.clone())
-            .amnesia_guard(AmnesiaGuard::Off);
+            .with_key(key.clone())
+            .with_amnesia_guard(AmnesiaGuard::Off);
         let strategy = Arc::new(
             RedisStrategy::connect(&url, options)
                 .await
@@ -490,7 +490,7 @@ fn etcd_model_replays_like_etcd() {
                  starts it"
             ),
         };
-        let options = EtcdOptions::new(endpoints.clone()).prefix(prefix.clone());
+        let options = EtcdOptions::new(endpoints.clone()).with_prefix(prefix.clone());
         let strategy =
             Arc::new(EtcdStrategy::with_client(client.clone(), options).expect("etcd strategy"));
         // As lease-etcd's conformance harness: revoke the lease the key is on, as its expiry

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nononce::nonce::{Base, Clock, Factory, Handle, ManualClock, Nonce96, Nonce128};
-use nononce::{FactoryClock, FactoryOptions, MachineId};
+use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -23,7 +23,7 @@ const AHEAD_MS: u64 = 1_000_000_000;
 /// the thread cache off: what every thread shared before.
 fn factory(options: FactoryOptions) -> Factory<ManualClock> {
     let f = options
-        .base_key(KEY.to_vec())
+        .with_base_key(KEY.to_vec().into())
         .build(ManualClock::new(T0))
         .unwrap();
     f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
@@ -117,7 +117,7 @@ fn per_thread<S, T>(
 
 fn threads(c: &mut Criterion) {
     let f = factory(FactoryOptions::new());
-    let plain = factory(FactoryOptions::new().thread_cache(false));
+    let plain = factory(FactoryOptions::new().with_thread_cache(false));
     let counter = AtomicU64::new(0);
     let own: Vec<_> = (0..2).map(|_| factory(FactoryOptions::new())).collect();
     let next_own = AtomicUsize::new(0);

@@ -3,12 +3,12 @@
 //! `cargo run -p nononce --example direct`
 
 use nononce::nonce::{Clock, NO_DEADLINE};
-use nononce::{Base, BootClock, FactoryOptions, MachineId};
+use nononce::{Base, BootClock, FactoryOptions, FactoryOptionsExt, MachineId};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = BootClock::new();
     let factory = FactoryOptions::new()
-        .base_key(vec![42u8; 32])
+        .with_base_key(vec![42u8; 32].into())
         .build(clock)?;
     // Machine ID 5, valid until told otherwise: only safe if no other node can use 5.
     factory.enable(MachineId::new(5)?, NO_DEADLINE)?;

@@ -12,7 +12,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let nodes: Vec<&str> = list.split(',').map(str::trim).collect();
     let strategy = HostListStrategy::new(&nodes)?;
     let nonces = Nononce::builder(strategy)
-        .factory("ids", FactoryOptions::new())
+        .with_factory("ids", FactoryOptions::new())
         .start()
         .await?;
     let ids = nonces.factory("ids").expect("configured");

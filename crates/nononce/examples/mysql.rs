@@ -13,7 +13,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let strategy = SqlStrategy::connect_lazy(&url)?.with_table("nononce_example_leases")?;
     strategy.migrate().await?; // idempotent: creates the table and its 512 rows once
     let nonces = Nononce::builder(strategy)
-        .factory("ids", FactoryOptions::new().base_key(vec![3u8; 32]))
+        .with_factory(
+            "ids",
+            FactoryOptions::new().with_base_key(vec![3u8; 32].into()),
+        )
         .start()
         .await?;
     let ids = nonces.factory("ids").expect("configured");

@@ -12,16 +12,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("NONONCE_TEST_REDIS8_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6391".into());
     let options = RedisOptions::new()
-        .max_lease_duration(Duration::from_secs(120))
+        .with_max_lease_duration(Duration::from_secs(120))
         // The demo server was just started and keeps nothing on disk. In production leave the
         // guard on: after a restart it holds acquisitions off for `max_lease_duration`, so no
         // node is handed an ID a running node still holds.
-        .amnesia_guard(AmnesiaGuard::Off);
+        .with_amnesia_guard(AmnesiaGuard::Off);
     let strategy = RedisStrategy::connect(&url, options).await?;
     let nonces = Nononce::builder(strategy)
-        .factory("ids", FactoryOptions::new().base_key(vec![9u8; 32]))
-        .lease_duration(Duration::from_secs(120))
-        .renew_interval(Duration::from_secs(30))
+        .with_factory(
+            "ids",
+            FactoryOptions::new().with_base_key(vec![9u8; 32].into()),
+        )
+        .with_lease_duration(Duration::from_secs(120))
+        .with_renew_interval(Duration::from_secs(30))
         .start()
         .await?;
     let ids = nonces.factory("ids").expect("configured");

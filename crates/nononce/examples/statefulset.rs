@@ -10,7 +10,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // In Kubernetes, POD_NAME comes from the Downward API (metadata.name).
     let strategy = StatefulSetStrategy::from_env("POD_NAME")?;
     let nonces = Nononce::builder(strategy)
-        .factory("ids", FactoryOptions::new())
+        .with_factory("ids", FactoryOptions::new())
         .start()
         .await?;
     let ids = nonces.factory("ids").expect("configured");

@@ -10,7 +10,9 @@ struct ReadmeDoctests;
 mod builder;
 mod error;
 
-pub use builder::{Builder, FactoryOptions, KeyHexError, Nononce, decode_key_hex};
+pub use builder::{
+    Builder, FactoryOptions, FactoryOptionsExt, KeyHexError, Nononce, decode_key_hex,
+};
 pub use error::Error;
 
 /// The lease layer: the `Strategy` trait and lease configuration (`lease-core`), and the lease
@@ -74,5 +76,8 @@ pub type FactoryClock = TickerClock<BootClock>;
 
 /// The names most programs need.
 pub mod prelude {
-    pub use crate::{Base, Builder, FactoryOptions, Nonce64, Nonce96, Nonce128, Nononce, Strategy};
+    pub use crate::{
+        Base, Builder, FactoryOptions, FactoryOptionsExt, Nonce64, Nonce96, Nonce128, Nononce,
+        Strategy,
+    };
 }

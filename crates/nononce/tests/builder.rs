@@ -23,15 +23,15 @@ async fn start_generate_lose_and_recover_shutdown() {
     let losses = Arc::new(Mutex::new(Vec::new()));
     let seen = losses.clone();
     let nonces = Nononce::builder(store.strategy())
-        .factory("ids", FactoryOptions::new())
-        .factory(
+        .with_factory("ids", FactoryOptions::new())
+        .with_factory(
             "ivs",
             FactoryOptions::new()
-                .base_key(vec![1u8; 32])
-                .cipher128(Cipher128::Speck),
+                .with_base_key(vec![1u8; 32].into())
+                .with_cipher128(Cipher128::Speck),
         )
-        .lease_config(quick_config())
-        .on_lease_lost(move |reason| seen.lock().unwrap().push(reason.to_string()))
+        .with_lease_config(quick_config())
+        .with_on_lease_lost(move |reason| seen.lock().unwrap().push(reason.to_string()))
         .start()
         .await
         .unwrap();
@@ -82,8 +82,8 @@ async fn configuration_errors_are_reported_before_any_lease() {
         .unwrap();
     assert!(matches!(err, Error::NoFactory), "{err}");
     let err = Nononce::builder(store.strategy())
-        .factory("a", FactoryOptions::new())
-        .factory("a", FactoryOptions::new())
+        .with_factory("a", FactoryOptions::new())
+        .with_factory("a", FactoryOptions::new())
         .start()
         .await
         .err()
@@ -93,7 +93,10 @@ async fn configuration_errors_are_reported_before_any_lease() {
         "{err}"
     );
     let err = Nononce::builder(store.strategy())
-        .factory("short", FactoryOptions::new().base_key(vec![0u8; 8]))
+        .with_factory(
+            "short",
+            FactoryOptions::new().with_base_key(vec![0u8; 8].into()),
+        )
         .start()
         .await
         .err()
@@ -106,14 +109,14 @@ async fn configuration_errors_are_reported_before_any_lease() {
 async fn no_lease_in_time_fails_start() {
     let store = MemoryStore::new().with_capacity(1);
     let _holder = Nononce::builder(store.strategy())
-        .factory("a", FactoryOptions::new())
-        .lease_config(quick_config())
+        .with_factory("a", FactoryOptions::new())
+        .with_lease_config(quick_config())
         .start()
         .await
         .unwrap();
     let err = Nononce::builder(store.strategy())
-        .factory("b", FactoryOptions::new())
-        .lease_config(quick_config().with_acquire_timeout(Some(Duration::from_millis(400))))
+        .with_factory("b", FactoryOptions::new())
+        .with_lease_config(quick_config().with_acquire_timeout(Some(Duration::from_millis(400))))
         .start()
         .await
         .err()
@@ -125,13 +128,13 @@ async fn no_lease_in_time_fails_start() {
 async fn factory_options_declare_one_kind_per_size() {
     let store = MemoryStore::new();
     let nonces = Nononce::builder(store.strategy())
-        .factory(
+        .with_factory(
             "sorted",
             FactoryOptions::new()
-                .kind64(Base::Sortable)
-                .kind128(Base::Sortable),
+                .with_kind64(Base::Sortable)
+                .with_kind128(Base::Sortable),
         )
-        .lease_config(quick_config())
+        .with_lease_config(quick_config())
         .start()
         .await
         .unwrap();

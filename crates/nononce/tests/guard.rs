@@ -14,8 +14,8 @@ async fn the_later_of_two_nodes_sharing_an_ordinal_stops() {
     let pod = |n: &str| StatefulSetStrategy::from_value("POD_NAME", n, 0).unwrap();
     let loopback = "127.0.0.1:0".parse().unwrap();
     let first = Nononce::builder(pod("worker-7"))
-        .factory("ids", FactoryOptions::new())
-        .conflict_guard(GuardConfig::new(loopback))
+        .with_factory("ids", FactoryOptions::new())
+        .with_conflict_guard(GuardConfig::new(loopback))
         .start()
         .await
         .unwrap();
@@ -24,8 +24,8 @@ async fn the_later_of_two_nodes_sharing_an_ordinal_stops() {
     // replacement running beside it.
     tokio::time::sleep(Duration::from_millis(5)).await;
     let second = Nononce::builder(pod("worker-7"))
-        .factory("ids", FactoryOptions::new())
-        .conflict_guard(GuardConfig::new(loopback).seeds([seed]))
+        .with_factory("ids", FactoryOptions::new())
+        .with_conflict_guard(GuardConfig::new(loopback).with_seeds([seed]))
         .start()
         .await
         .unwrap();

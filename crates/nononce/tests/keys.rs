@@ -2,7 +2,7 @@
 //! command, so both derive the same keys from one secret.
 
 use nononce::nonce::{ManualClock, Nonce64};
-use nononce::{FactoryOptions, KeyHexError, decode_key_hex};
+use nononce::{FactoryOptions, FactoryOptionsExt, KeyHexError, decode_key_hex};
 
 /// A clock reading past the default epoch (2025-01-01).
 const NOW_MS: u64 = 1_800_000_000_000;
@@ -60,7 +60,7 @@ fn refuses_a_short_key_and_says_how_long_it_is() {
         "the base key is 2 bytes: use at least 32 random bytes (64 hex digits; `openssl rand -hex 32` makes one)"
     );
     assert!(
-        FactoryOptions::new().base_key_hex("0011").is_err(),
+        FactoryOptions::new().with_base_key_hex("0011").is_err(),
         "the options refuse it too"
     );
 }
@@ -68,16 +68,16 @@ fn refuses_a_short_key_and_says_how_long_it_is() {
 #[test]
 fn hex_and_raw_bytes_give_the_same_keys() {
     let from_hex = FactoryOptions::new()
-        .base_key_hex(HEX)
+        .with_base_key_hex(HEX)
         .unwrap()
         .build(ManualClock::new(NOW_MS))
         .unwrap();
     let from_bytes = FactoryOptions::new()
-        .base_key((0..32).collect::<Vec<u8>>())
+        .with_base_key((0..32).collect::<Vec<u8>>().into())
         .build(ManualClock::new(NOW_MS))
         .unwrap();
     let other = FactoryOptions::new()
-        .base_key(vec![7u8; 32])
+        .with_base_key(vec![7u8; 32].into())
         .build(ManualClock::new(NOW_MS))
         .unwrap();
     let plain = Nonce64::from_u64(0x03be_4cb5_0000_2000);

@@ -55,8 +55,11 @@ fn encrypted_count128<C: nononce::nonce::Clock>(f: &Factory<C>) -> u64 {
 async fn a_started_factory_gives_each_thread_its_own_block() {
     let store = MemoryStore::new();
     let nonces = Nononce::builder(store.strategy())
-        .factory("ids", FactoryOptions::new().base_key(vec![4u8; 32]))
-        .lease_config(
+        .with_factory(
+            "ids",
+            FactoryOptions::new().with_base_key(vec![4u8; 32].into()),
+        )
+        .with_lease_config(
             LeaseConfig::default()
                 .with_lease_duration(Duration::from_secs(60))
                 .with_acquire_timeout(Some(Duration::from_secs(5))),
@@ -85,7 +88,7 @@ fn options_turn_the_thread_cache_on_unless_told_otherwise() {
     assert!(followed_on(&alternate(&cached, count128)) >= 30);
 
     let shared = FactoryOptions::new()
-        .thread_cache(false)
+        .with_thread_cache(false)
         .build(&clock)
         .unwrap();
     shared

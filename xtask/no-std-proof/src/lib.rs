@@ -32,7 +32,7 @@ pub extern "C" fn nononce_proof_counter64() -> u64 {
 #[unsafe(no_mangle)]
 pub extern "C" fn nononce_proof_encrypted128(out: &mut [u8; 16]) -> bool {
     let key = [7u8; 32];
-    let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new().base_key(&key)) else { return false };
+    let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new().with_base_key(&key)) else { return false };
     let Ok(id) = MachineId::new(2) else { return false };
     if factory.enable(id, NO_DEADLINE).is_err() {
         return false;

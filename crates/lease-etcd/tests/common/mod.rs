@@ -109,9 +109,9 @@ impl Drop for Prefix {
 /// Options for tests: the given prefix on `endpoints`, short timeouts.
 pub fn options_at(endpoints: &[String], prefix: &Prefix) -> EtcdOptions {
     EtcdOptions::new(endpoints.iter().cloned())
-        .prefix(prefix.name.clone())
-        .request_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_secs(1))
+        .with_prefix(prefix.name.clone())
+        .with_request_timeout(Duration::from_secs(2))
+        .with_connect_timeout(Duration::from_secs(1))
 }
 
 pub fn options(prefix: &Prefix) -> EtcdOptions {

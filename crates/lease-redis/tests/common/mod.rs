@@ -98,8 +98,8 @@ impl Drop for Key {
 /// Options for protocol tests: the given key, amnesia guard off (tested on its own).
 pub fn options(key: &Key) -> RedisOptions {
     RedisOptions::new()
-        .key(key.name.clone())
-        .amnesia_guard(AmnesiaGuard::Off)
+        .with_key(key.name.clone())
+        .with_amnesia_guard(AmnesiaGuard::Off)
 }
 
 /// A strategy on `server` using `key`, with the amnesia guard off.

@@ -23,14 +23,16 @@ pub fn machine_id(n: u16) -> MachineId {
 }
 
 /// A factory configuration with keys for every size when the ciphers are compiled in.
-pub fn config(cipher96: Cipher96) -> FactoryConfig<'static> {
+pub fn config(cipher96: Cipher96) -> FactoryConfig {
     #[cfg(all(
         feature = "aes",
         feature = "blowfish",
         feature = "des3",
         feature = "speck"
     ))]
-    let config = FactoryConfig::new().base_key(&KEY).cipher96(cipher96);
+    let config = FactoryConfig::new()
+        .with_base_key(&KEY)
+        .with_cipher96(cipher96);
     #[cfg(not(all(
         feature = "aes",
         feature = "blowfish",
@@ -44,7 +46,7 @@ pub fn config(cipher96: Cipher96) -> FactoryConfig<'static> {
     config
 }
 
-pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<'_>) -> F<'c> {
+pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>) -> F<'c> {
     let f = Factory::new(clock, config).unwrap();
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f

@@ -282,10 +282,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         Factory::new(
             clock.clone(),
             FactoryConfig::new()
-                .base_key(&CHAOS_KEY)
-                .kind64(k64)
-                .kind96(k96)
-                .kind128(k128),
+                .with_base_key(&CHAOS_KEY)
+                .with_kind64(k64)
+                .with_kind96(k96)
+                .with_kind128(k128),
         )
         .map(Arc::new)
         .map_err(|e| e.to_string())
@@ -323,13 +323,13 @@ async fn run(args: RunArgs) -> Result<(), String> {
         serve(strategy, config, recorder, factories, log, &args).await
     } else if store.starts_with("redis://") {
         let options = RedisOptions::new()
-            .key(args.name.clone())
+            .with_key(args.name.clone())
             // Leases are seconds long, and so is the clock bound: the amnesia hold-off after a
             // restart is the lease and twice the bound.
-            .max_lease_duration(ms(args.lease_ms))
-            .max_clock_offset(ms(args.max_clock_offset_ms))
-            .response_timeout(ms(args.call_timeout_ms))
-            .connection_timeout(ms(args.call_timeout_ms));
+            .with_max_lease_duration(ms(args.lease_ms))
+            .with_max_clock_offset(ms(args.max_clock_offset_ms))
+            .with_response_timeout(ms(args.call_timeout_ms))
+            .with_connection_timeout(ms(args.call_timeout_ms));
         // The server may be down (a restart fault): keep trying until it answers or we are told
         // to stop.
         let strategy = loop {
@@ -348,9 +348,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
         // The client connects on first use: a cluster that is down makes acquire retry.
         let options = EtcdOptions::from_url(&store)
             .map_err(|e| e.to_string())?
-            .prefix(etcd_prefix(&args.name))
-            .connect_timeout(ms(args.call_timeout_ms))
-            .request_timeout(ms(args.call_timeout_ms));
+            .with_prefix(etcd_prefix(&args.name))
+            .with_connect_timeout(ms(args.call_timeout_ms))
+            .with_request_timeout(ms(args.call_timeout_ms));
         let strategy = EtcdStrategy::new(options).map_err(|e| e.to_string())?;
         serve(strategy, config, recorder, factories, log, &args).await
     } else {
@@ -427,9 +427,9 @@ async fn serve<S: Strategy + 'static>(
     args: &RunArgs,
 ) -> Result<(), String> {
     let builder = LeaseManager::builder(strategy)
-        .config(config)
-        .clock(log.clock.clone())
-        .target(recorder);
+        .with_config(config)
+        .with_clock(log.clock.clone())
+        .with_target(recorder);
     let manager = tokio::select! {
         started = builder.start() => started.map_err(|e| e.to_string())?,
         () = terminated() => {
@@ -443,7 +443,7 @@ async fn serve<S: Strategy + 'static>(
             let signal = manager.loss_signal();
             let conflict_log = log.clone();
             let guard = ConflictGuard::start(
-                GuardConfig::new(bind).seeds(args.guard_seed.iter().copied()),
+                GuardConfig::new(bind).with_seeds(args.guard_seed.iter().copied()),
                 Announce::new(manager.machine_id()),
                 move |conflict| {
                     conflict_log.put(&Record::Conflict {

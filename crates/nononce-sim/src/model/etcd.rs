@@ -54,7 +54,7 @@ const BACKUP_EVERY_MS: u64 = 60_000;
 /// The first lease ID the model hands out; etcd derives them from the member ID and the time,
 /// and never hands one out twice.
 const FIRST_LEASE: i64 = 0x694d_0000_0000_0001;
-/// Claims tried per acquire (`EtcdOptions::acquire_attempts`).
+/// Claims tried per acquire (`EtcdOptions::with_acquire_attempts`).
 const ACQUIRE_ATTEMPTS: u32 = 3;
 
 /// A key under the prefix.
