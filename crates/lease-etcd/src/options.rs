@@ -223,6 +223,36 @@ impl EtcdOptions {
         &self.prefix
     }
 
+    /// The user name, when authentication is set (the password is never returned).
+    #[must_use]
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    /// How many claims one acquire tries before answering `Conflict`.
+    #[must_use]
+    pub const fn acquire_attempts(&self) -> u32 {
+        self.acquire_attempts
+    }
+
+    /// The longest lease the strategy grants.
+    #[must_use]
+    pub const fn max_lease_duration(&self) -> Duration {
+        self.max_lease_duration
+    }
+
+    /// The longest wait for a connection.
+    #[must_use]
+    pub const fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The longest wait for the answer to one request.
+    #[must_use]
+    pub const fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Checks the settings.
     ///
     /// # Errors

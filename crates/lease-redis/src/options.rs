@@ -159,6 +159,48 @@ impl RedisOptions {
         &self.key
     }
 
+    /// How many claims one acquire tries before answering `Conflict`.
+    #[must_use]
+    pub const fn acquire_attempts(&self) -> u32 {
+        self.acquire_attempts
+    }
+
+    /// The longest lease the strategy grants.
+    #[must_use]
+    pub const fn max_lease_duration(&self) -> Duration {
+        self.max_lease_duration
+    }
+
+    /// What the strategy does after the server restarted or changed.
+    #[must_use]
+    pub const fn amnesia_guard(&self) -> AmnesiaGuard {
+        self.amnesia_guard
+    }
+
+    /// The clock difference between nodes the hold-off allows for.
+    #[must_use]
+    pub const fn max_clock_offset(&self) -> Duration {
+        self.max_clock_offset
+    }
+
+    /// The replicas to `WAIT` for and how long, if set.
+    #[must_use]
+    pub const fn wait_for_replicas(&self) -> Option<(u32, Duration)> {
+        self.replicas
+    }
+
+    /// The longest wait for one reply.
+    #[must_use]
+    pub const fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// The longest wait for a connection.
+    #[must_use]
+    pub const fn connection_timeout(&self) -> Duration {
+        self.connection_timeout
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
