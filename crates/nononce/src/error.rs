@@ -15,7 +15,7 @@ pub enum Error {
     #[error("factory name `{0}` is used twice: give each factory its own name")]
     DuplicateFactory(String),
     /// No factory was configured.
-    #[error("no factory configured: add one with `Builder::factory`")]
+    #[error("no factory configured: add one with `Builder::with_factory`")]
     NoFactory,
     /// The factories' clock could not start its ticker thread (the operating system refused
     /// a thread).
