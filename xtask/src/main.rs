@@ -548,21 +548,30 @@ fn criterion_dir() -> PathBuf {
     target.join("criterion")
 }
 
-/// Mean time in ns of one criterion benchmark of the last run.
-fn mean_ns(id: &str) -> Result<f64, String> {
+/// Time in ns per iteration of one criterion benchmark of the last run: criterion's typical
+/// estimate, the figure it prints as "time", so the report and criterion's own output agree.
+/// That is the slope of the linear sampling (sample times against iteration counts, which
+/// weighs the long samples most) when there is one, else the mean.
+fn typical_ns(id: &str) -> Result<f64, String> {
     let path = criterion_dir().join(id).join("new/estimates.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("{}: {e} (run `cargo xtask bench` first)", path.display()))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    json["mean"]["point_estimate"]
+    let slope = &json["slope"]["point_estimate"];
+    let estimate = if slope.is_null() {
+        &json["mean"]["point_estimate"]
+    } else {
+        slope
+    };
+    estimate
         .as_f64()
-        .ok_or_else(|| format!("{}: no mean estimate", path.display()))
+        .ok_or_else(|| format!("{}: no slope or mean estimate", path.display()))
 }
 
 /// Prints the nonce-core goals as ratios within the last benchmark run (markdown).
 fn bench_report() -> Result<(), String> {
-    let ns = |id: &str| mean_ns(id);
+    let ns = |id: &str| typical_ns(id);
     let fetch_add = ns("baseline/fetch_add_pack64")?;
     let aes = ns("baseline/aes256_block")?;
     let speck = ns("baseline/speck64_block")?;
@@ -716,7 +725,7 @@ fn bench_report() -> Result<(), String> {
             if met { "yes" } else { "no" }
         );
     }
-    println!("\nper-call means (ns):");
+    println!("\nper-call times (ns, criterion's typical estimate):");
     for id in [
         "baseline/fetch_add_pack64",
         "baseline/aes256_block",
