@@ -107,14 +107,6 @@ impl Block {
         self.next.get() < self.end.get() && self.snap.get().state == factory.state_word()
     }
 
-    /// Records `n` values from `first` on, the first of them already taken.
-    fn fill_taken(&self, snap: Snapshot, first: u64, n: u64) {
-        self.snap.set(snap);
-        self.next.set(first.wrapping_add(1));
-        self.end.set(first.saturating_add(n));
-        self.size.set((n.max(self.size.get()) * 2).min(MAX_BLOCK));
-    }
-
     #[inline]
     fn consume(&self) {
         self.next.set(self.next.get() + 1);
@@ -125,12 +117,14 @@ impl Block {
         self.end.get().saturating_sub(self.next.get())
     }
 
-    /// Holds `n` values from `first` on, none taken yet.
+    /// Holds `n` values from `first` on, none taken yet. The next refill asks for twice the
+    /// larger of `n` and this one's request: a refill granted less than it asked for (the
+    /// 64-bit throttle, the deadline) does not shrink the blocks.
     fn fill(&self, snap: Snapshot, first: u64, n: u64) {
         self.snap.set(snap);
         self.next.set(first);
         self.end.set(first.saturating_add(n));
-        self.size.set((n * 2).min(MAX_BLOCK));
+        self.size.set((n.max(self.size.get()) * 2).min(MAX_BLOCK));
     }
 }
 
@@ -233,7 +227,8 @@ impl Slot {
         b.drop_values();
         match f.reserve64(b.size.get())? {
             Some((snap, first, n)) => {
-                b.fill_taken(snap, first, n);
+                b.fill(snap, first, n);
+                b.consume();
                 Ok(raw64(&snap, first))
             }
             // Not one value may be issued now: the shared call waits for the clock or
