@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use cipher::{Array, BlockCipherEncrypt, KeyInit};
 use criterion::{Criterion, criterion_group, criterion_main};
+#[path = "support/per_thread.rs"]
+mod per_thread;
 use ferroid::generator::AtomicSnowflakeGenerator;
 use ferroid::generator::thread_local::Ulid;
 use ferroid::id::SnowflakeTwitterId;
@@ -16,6 +18,7 @@ use nonce_core::{
     Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, MachineId, ManualClock, Nonce128,
     TickerClock,
 };
+use per_thread::per_thread;
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -147,51 +150,43 @@ fn counters(c: &mut Criterion) {
     g.finish();
 }
 
-/// Aggregate time per nonce with `threads` threads each running `worker` (`iters` nonces).
-fn parallel(threads: u64, worker: &(dyn Fn() + Sync)) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(worker);
-        }
-    });
-    start.elapsed() / u32::try_from(threads).unwrap()
+/// `{name}_x1` then `{name}_x2` in `group`: `call` on 1 and 2 threads, on what `setup` gives
+/// each. The two rows of a ratio run one after the other, so what drifts on the host between
+/// rows weighs on both alike.
+fn thread_rows<S, T>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    setup: impl Fn() -> S + Sync,
+    call: impl Fn(&S) -> T + Sync,
+) {
+    for threads in [1u32, 2] {
+        group.bench_function(format!("{name}_x{threads}"), |b| {
+            b.iter_custom(|iters| per_thread(threads, iters, &setup, &call))
+        });
+    }
 }
 
 fn scaling(c: &mut Criterion) {
     let f = counter_factory();
     let mut g = c.benchmark_group("threads");
-    for threads in [1u64, 2] {
-        g.bench_function(format!("shared_counter128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(f.counter128().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("handle_counter128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    let h = f.handle();
-                    for _ in 0..iters {
-                        black_box(h.counter128().unwrap());
-                    }
-                })
-            })
-        });
-        g.bench_function(format!("handle_counter64_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    let h = f.handle();
-                    for _ in 0..iters {
-                        black_box(h.counter64().unwrap());
-                    }
-                })
-            })
-        });
-    }
+    thread_rows(
+        &mut g,
+        "shared_counter128",
+        || (),
+        |()| f.counter128().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_counter128",
+        || f.handle(),
+        |h| h.counter128().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_counter64",
+        || f.handle(),
+        |h| h.counter64().unwrap(),
+    );
     g.finish();
 }
 
@@ -218,33 +213,24 @@ fn sortables(c: &mut Criterion) {
     // Sortable nonces on a live clock from 1 and 2 threads: the shared state, and handles.
     let f = live_factory();
     let mut g = c.benchmark_group("sortable_threads");
-    for threads in [1u64, 2] {
-        g.bench_function(format!("shared_sortable128_x{threads}"), |b| {
-            b.iter_custom(|iters| {
-                parallel(threads, &|| {
-                    for _ in 0..iters {
-                        black_box(f.sortable128().unwrap());
-                    }
-                })
-            })
-        });
-        for kind in ["sortable96", "sortable128"] {
-            g.bench_function(format!("handle_{kind}_x{threads}"), |b| {
-                b.iter_custom(|iters| {
-                    parallel(threads, &|| {
-                        let h = f.handle();
-                        for _ in 0..iters {
-                            if kind == "sortable96" {
-                                black_box(h.sortable96().unwrap());
-                            } else {
-                                black_box(h.sortable128().unwrap());
-                            }
-                        }
-                    })
-                })
-            });
-        }
-    }
+    thread_rows(
+        &mut g,
+        "shared_sortable128",
+        || (),
+        |()| f.sortable128().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_sortable96",
+        || f.handle(),
+        |h| h.sortable96().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_sortable128",
+        || f.handle(),
+        |h| h.sortable128().unwrap(),
+    );
     g.finish();
 }
 

@@ -4,14 +4,15 @@
 //! `cargo xtask bench` runs this after nonce-core's benchmarks and prints the goal ratios; see
 //! docs/performance.md.
 
-use std::hint::black_box;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+#[path = "../../nonce-core/benches/support/per_thread.rs"]
+mod per_thread;
 use nononce::nonce::{Base, Clock, Factory, Handle, ManualClock, Nonce96, Nonce128};
 use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
+use per_thread::per_thread;
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -87,34 +88,6 @@ fn sortables(c: &mut Criterion) {
     g.finish();
 }
 
-/// Aggregate time per call with `threads` threads, each making `iters` calls of `call` on
-/// what `setup` gave it in that thread (a handle, a factory of its own, or nothing).
-fn per_thread<S, T>(
-    threads: u32,
-    iters: u64,
-    setup: impl Fn() -> S + Sync,
-    call: impl Fn(&S) -> T + Sync,
-) -> Duration {
-    // Timed from the moment every thread is set up and released at once, so neither thread
-    // creation nor a late start of the second thread is counted as generation.
-    let ready = Barrier::new(threads as usize + 1);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let state = setup();
-                ready.wait();
-                for _ in 0..iters {
-                    black_box(call(&state));
-                }
-            });
-        }
-        ready.wait();
-        Instant::now()
-    })
-    .elapsed()
-        / threads
-}
-
 fn threads(c: &mut Criterion) {
     let f = factory(FactoryOptions::new());
     let plain = factory(FactoryOptions::new().with_thread_cache(false));
@@ -122,55 +95,58 @@ fn threads(c: &mut Criterion) {
     let own: Vec<_> = (0..2).map(|_| factory(FactoryOptions::new())).collect();
     let next_own = AtomicUsize::new(0);
     let mut g = c.benchmark_group("facade_threads");
-    for threads in [1u32, 2] {
-        // `{name}_x{threads}`: `call` on `threads` threads, on what `setup` gives each.
-        macro_rules! row {
-            ($name:literal, $setup:expr, $call:expr) => {
+    // `{name}_x1` then `{name}_x2`: `call` on 1 and 2 threads, on what `setup` gives each.
+    // The two rows of a ratio run one after the other (and run the same compiled loop), so
+    // whatever drifts on the host between rows (other guests, clock speed) weighs on both
+    // alike; with every 1-thread row first, the pairs were a minute apart.
+    macro_rules! row {
+        ($name:literal, $setup:expr, $call:expr) => {
+            for threads in [1u32, 2] {
                 g.bench_function(format!(concat!($name, "_x{}"), threads), |b| {
                     b.iter_custom(|iters| per_thread(threads, iters, $setup, $call))
                 });
-            };
-        }
-        row!("fetch_add_pack64", || (), |()| {
-            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
-        });
-        row!("counter64", || (), |()| f.counter64().unwrap());
-        // The same calls with nothing shared between the threads: one factory each. What
-        // `counter64_x2` loses against this row is the cost of sharing the factory.
-        row!(
-            "own_factories_counter64",
-            || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
-            |own: &&Factory<ManualClock>| own.counter64().unwrap()
-        );
-        row!("counter128", || (), |()| f.counter128().unwrap());
-        row!("encrypted128_aes", || (), |()| f
-            .encrypted128(Base::Counter)
-            .unwrap());
-        row!("handle_counter64", || f.handle(), |h: &Handle<'_, _>| h
-            .counter64()
-            .unwrap());
-        row!("handle_counter128", || f.handle(), |h: &Handle<'_, _>| h
-            .counter128()
-            .unwrap());
-        row!("handle_encrypted128_aes", || f.handle(), |h: &Handle<
-            '_,
-            _,
-        >| h
-            .encrypted128()
-            .unwrap());
-        // Sortable nonces as the facade makes them: its clock, the thread cache's runs. The
-        // ticker runs only for these rows: the counter rows' factories run on a manual clock,
-        // and a ticker thread waking 2000 times a second would take its share of the two
-        // cores from their 2-thread runs alone (its own cost is measured by `ticker_lag`).
-        let sortable = ticker_factory();
-        row!("sortable96", || (), |()| sortable.sortable96().unwrap());
-        row!("sortable128", || (), |()| sortable.sortable128().unwrap());
-        drop(sortable);
-        row!("no_thread_cache_counter128", || (), |()| plain
-            .counter128()
-            .unwrap());
+            }
+        };
     }
+    row!("fetch_add_pack64", || (), |()| {
+        let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
+    });
+    row!("counter64", || (), |()| f.counter64().unwrap());
+    // The same calls with nothing shared between the threads: one factory each. What
+    // `counter64_x2` loses against this row is the cost of sharing the factory.
+    row!(
+        "own_factories_counter64",
+        || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
+        |own: &&Factory<ManualClock>| own.counter64().unwrap()
+    );
+    row!("counter128", || (), |()| f.counter128().unwrap());
+    row!("encrypted128_aes", || (), |()| f
+        .encrypted128(Base::Counter)
+        .unwrap());
+    row!("handle_counter64", || f.handle(), |h: &Handle<'_, _>| h
+        .counter64()
+        .unwrap());
+    row!("handle_counter128", || f.handle(), |h: &Handle<'_, _>| h
+        .counter128()
+        .unwrap());
+    row!("handle_encrypted128_aes", || f.handle(), |h: &Handle<
+        '_,
+        _,
+    >| h
+        .encrypted128()
+        .unwrap());
+    // Sortable nonces as the facade makes them: its clock, the thread cache's runs. The
+    // ticker runs only for these rows: the counter rows' factories run on a manual clock,
+    // and a ticker thread waking 2000 times a second would take its share of the two
+    // cores from their 2-thread runs alone (its own cost is measured by `ticker_lag`).
+    let sortable = ticker_factory();
+    row!("sortable96", || (), |()| sortable.sortable96().unwrap());
+    row!("sortable128", || (), |()| sortable.sortable128().unwrap());
+    drop(sortable);
+    row!("no_thread_cache_counter128", || (), |()| plain
+        .counter128()
+        .unwrap());
     g.finish();
 }
 
