@@ -828,7 +828,7 @@ mod tests {
 
     impl Node {
         fn new(node: u32, offset_ms: i64) -> Self {
-            let clock = NodeClock::new(offset_ms);
+            let clock = NodeClock::new(offset_ms).unwrap();
             let factory = Factory::new(
                 clock.clone(),
                 FactoryConfig::new().with_base_key(&crate::CHAOS_KEY),

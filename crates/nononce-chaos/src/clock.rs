@@ -1,22 +1,26 @@
-//! The chaos node's clock: the suspend-aware [`BootClock`] plus a signed offset that the
-//! orchestrator sets at start and may step back while the node runs.
+//! The chaos node's clock: the facade's clock ([`FactoryClock`], the process's ticker over the
+//! suspend-aware boot clock) plus a signed offset that the orchestrator sets at start and may
+//! step back while the node runs. Factories read it as the facade's do (the ticker's
+//! published reading, one load); the lease manager and the records read it exactly.
 //!
 //! Nodes run on one machine and so share one real clock; the offset makes each node's nonce
 //! and lease clock disagree with the others' the way clocks of separate machines do. A step
 //! back breaks the [`Clock`] contract (monotonic) on purpose: it is one of the faults.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use nononce::nonce::{BootClock, Clock};
+use nononce::FactoryClock;
+use nononce::nonce::Clock;
 
 /// How long [`Clock::wait_until_ms`] waits before giving up: the 64-bit throttle waits for a
 /// millisecond or two; a clock behind a floor (or stepped back) would otherwise block the
 /// generator for seconds. Beyond it the factory reports `WouldBlock`.
 const MAX_WAIT_MS: u64 = 50;
 
-/// A shared [`BootClock`] with a signed offset in milliseconds.
+/// A shared [`FactoryClock`] with a signed offset in milliseconds.
 #[derive(Debug, Clone)]
 pub struct NodeClock {
     inner: Arc<Inner>,
@@ -24,19 +28,22 @@ pub struct NodeClock {
 
 #[derive(Debug)]
 struct Inner {
-    base: BootClock,
+    base: FactoryClock,
     offset_ms: AtomicI64,
 }
 
 impl NodeClock {
-    /// A clock `offset_ms` ahead of (positive) or behind (negative) the machine's [`BootClock`].
-    pub fn new(offset_ms: i64) -> Self {
-        Self {
+    /// A clock `offset_ms` ahead of (positive) or behind (negative) the machine's boot clock.
+    ///
+    /// # Errors
+    /// The ticker thread could not be started.
+    pub fn new(offset_ms: i64) -> io::Result<Self> {
+        Ok(Self {
             inner: Arc::new(Inner {
-                base: BootClock::new(),
+                base: FactoryClock::shared()?,
                 offset_ms: AtomicI64::new(offset_ms),
             }),
-        }
+        })
     }
 
     /// The current offset.
@@ -44,15 +51,15 @@ impl NodeClock {
         self.inner.offset_ms.load(Ordering::SeqCst)
     }
 
-    /// The machine's clock without the offset.
+    /// The machine's clock without the offset (exact).
     pub fn base_ms(&self) -> u64 {
-        self.inner.base.now_ms()
+        self.inner.base.exact_now_ms()
     }
 
-    /// One consistent reading: (node clock, offset used for it).
+    /// One consistent exact reading: (node clock, offset used for it).
     pub fn now_with_offset(&self) -> (u64, i64) {
         let offset = self.offset_ms();
-        (apply(self.inner.base.now_ms(), offset), offset)
+        (apply(self.inner.base.exact_now_ms(), offset), offset)
     }
 
     /// Steps the clock back by `ms`; returns the new offset.
@@ -72,7 +79,12 @@ pub fn apply(base_ms: u64, offset_ms: i64) -> u64 {
 }
 
 impl Clock for NodeClock {
+    /// The ticker's published reading with the offset: what a facade factory reads.
     fn now_ms(&self) -> u64 {
+        apply(self.inner.base.now_ms(), self.offset_ms())
+    }
+
+    fn exact_now_ms(&self) -> u64 {
         self.now_with_offset().0
     }
 
@@ -103,7 +115,7 @@ mod tests {
 
     #[test]
     fn offsets_and_steps_move_the_reading() {
-        let clock = NodeClock::new(-5_000);
+        let clock = NodeClock::new(-5_000).unwrap();
         let (now, offset) = clock.now_with_offset();
         assert_eq!(offset, -5_000);
         let base = clock.base_ms();
@@ -116,7 +128,7 @@ mod tests {
 
     #[test]
     fn long_waits_are_refused() {
-        let clock = NodeClock::new(0);
+        let clock = NodeClock::new(0).unwrap();
         assert!(!clock.wait_until_ms(clock.now_ms() + 10_000));
         assert!(clock.wait_until_ms(clock.now_ms() + 2));
     }

@@ -268,7 +268,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
-    let clock = NodeClock::new(args.clock_offset_ms);
+    let clock = NodeClock::new(args.clock_offset_ms)
+        .map_err(|e| format!("could not start the clock's ticker thread: {e}"))?;
     let file = File::options()
         .create(true)
         .append(true)
@@ -281,8 +282,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let build = |k64, k96, k128| {
         Factory::new(
             clock.clone(),
+            // As the facade builds them: the thread cache on.
             FactoryConfig::new()
                 .with_base_key(&CHAOS_KEY)
+                .with_thread_cache(true)
                 .with_kind64(k64)
                 .with_kind96(k96)
                 .with_kind128(k128),
