@@ -18,7 +18,7 @@ use nonce_core::{
     Base, BootClock, Cipher64, Clock, Factory, FactoryConfig, MachineId, ManualClock, Nonce128,
     TickerClock,
 };
-use per_thread::per_thread;
+use per_thread::thread_rows;
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -148,22 +148,6 @@ fn counters(c: &mut Criterion) {
     g.bench_function("handle_counter64", |b| b.iter(|| h.counter64()));
     g.bench_function("handle_counter128", |b| b.iter(|| h.counter128()));
     g.finish();
-}
-
-/// `{name}_x1` then `{name}_x2` in `group`: `call` on 1 and 2 threads, on what `setup` gives
-/// each. The two rows of a ratio run one after the other, so what drifts on the host between
-/// rows weighs on both alike.
-fn thread_rows<S, T>(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-    name: &str,
-    setup: impl Fn() -> S + Sync,
-    call: impl Fn(&S) -> T + Sync,
-) {
-    for threads in [1u32, 2] {
-        group.bench_function(format!("{name}_x{threads}"), |b| {
-            b.iter_custom(|iters| per_thread(threads, iters, &setup, &call))
-        });
-    }
 }
 
 fn scaling(c: &mut Criterion) {

@@ -12,7 +12,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 mod per_thread;
 use nononce::nonce::{Base, Clock, Factory, Handle, ManualClock, Nonce96, Nonce128};
 use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
-use per_thread::per_thread;
+use per_thread::thread_rows;
 
 const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
@@ -95,58 +95,74 @@ fn threads(c: &mut Criterion) {
     let own: Vec<_> = (0..2).map(|_| factory(FactoryOptions::new())).collect();
     let next_own = AtomicUsize::new(0);
     let mut g = c.benchmark_group("facade_threads");
-    // `{name}_x1` then `{name}_x2`: `call` on 1 and 2 threads, on what `setup` gives each.
-    // The two rows of a ratio run one after the other (and run the same compiled loop), so
-    // whatever drifts on the host between rows (other guests, clock speed) weighs on both
-    // alike; with every 1-thread row first, the pairs were a minute apart.
-    macro_rules! row {
-        ($name:literal, $setup:expr, $call:expr) => {
-            for threads in [1u32, 2] {
-                g.bench_function(format!(concat!($name, "_x{}"), threads), |b| {
-                    b.iter_custom(|iters| per_thread(threads, iters, $setup, $call))
-                });
-            }
-        };
-    }
-    row!("fetch_add_pack64", || (), |()| {
-        let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
-        ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
-    });
-    row!("counter64", || (), |()| f.counter64().unwrap());
+    // Each row: `{name}_x1` then `{name}_x2` (`thread_rows`).
+    thread_rows(
+        &mut g,
+        "fetch_add_pack64",
+        || (),
+        |()| {
+            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
+        },
+    );
+    thread_rows(&mut g, "counter64", || (), |()| f.counter64().unwrap());
     // The same calls with nothing shared between the threads: one factory each. What
     // `counter64_x2` loses against this row is the cost of sharing the factory.
-    row!(
+    thread_rows(
+        &mut g,
         "own_factories_counter64",
         || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
-        |own: &&Factory<ManualClock>| own.counter64().unwrap()
+        |own: &&Factory<ManualClock>| own.counter64().unwrap(),
     );
-    row!("counter128", || (), |()| f.counter128().unwrap());
-    row!("encrypted128_aes", || (), |()| f
-        .encrypted128(Base::Counter)
-        .unwrap());
-    row!("handle_counter64", || f.handle(), |h: &Handle<'_, _>| h
-        .counter64()
-        .unwrap());
-    row!("handle_counter128", || f.handle(), |h: &Handle<'_, _>| h
-        .counter128()
-        .unwrap());
-    row!("handle_encrypted128_aes", || f.handle(), |h: &Handle<
-        '_,
-        _,
-    >| h
-        .encrypted128()
-        .unwrap());
+    thread_rows(&mut g, "counter128", || (), |()| f.counter128().unwrap());
+    thread_rows(
+        &mut g,
+        "encrypted128_aes",
+        || (),
+        |()| f.encrypted128(Base::Counter).unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_counter64",
+        || f.handle(),
+        |h: &Handle<'_, _>| h.counter64().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_counter128",
+        || f.handle(),
+        |h: &Handle<'_, _>| h.counter128().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "handle_encrypted128_aes",
+        || f.handle(),
+        |h: &Handle<'_, _>| h.encrypted128().unwrap(),
+    );
     // Sortable nonces as the facade makes them: its clock, the thread cache's runs. The
     // ticker runs only for these rows: the counter rows' factories run on a manual clock,
     // and a ticker thread waking 2000 times a second would take its share of the two
     // cores from their 2-thread runs alone (its own cost is measured by `ticker_lag`).
     let sortable = ticker_factory();
-    row!("sortable96", || (), |()| sortable.sortable96().unwrap());
-    row!("sortable128", || (), |()| sortable.sortable128().unwrap());
+    thread_rows(
+        &mut g,
+        "sortable96",
+        || (),
+        |()| sortable.sortable96().unwrap(),
+    );
+    thread_rows(
+        &mut g,
+        "sortable128",
+        || (),
+        |()| sortable.sortable128().unwrap(),
+    );
     drop(sortable);
-    row!("no_thread_cache_counter128", || (), |()| plain
-        .counter128()
-        .unwrap());
+    thread_rows(
+        &mut g,
+        "no_thread_cache_counter128",
+        || (),
+        |()| plain.counter128().unwrap(),
+    );
     g.finish();
 }
 
