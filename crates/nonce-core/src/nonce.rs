@@ -93,25 +93,16 @@ impl Nonce96 {
         if value >> 96 != 0 {
             return None;
         }
-        let b = value.to_be_bytes();
-        let mut out = [0u8; 12];
-        let mut i = 0;
-        while i < 12 {
-            out[i] = b[i + 4];
-            i += 1;
-        }
-        Some(Self(out))
+        // Destructured, not copied byte by byte: the compiler then sees the round trip
+        // through the 12 bytes and keeps the value in registers.
+        let [_, _, _, _, bytes @ ..] = value.to_be_bytes();
+        Some(Self(bytes))
     }
 
     /// The nonce's integer value.
     pub const fn to_u128(self) -> u128 {
-        let mut b = [0u8; 16];
-        let mut i = 0;
-        while i < 12 {
-            b[i + 4] = self.0[i];
-            i += 1;
-        }
-        u128::from_be_bytes(b)
+        let [a, b, c, d, low @ ..] = self.0;
+        ((u32::from_be_bytes([a, b, c, d]) as u128) << 64) | u64::from_be_bytes(low) as u128
     }
 
     /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.

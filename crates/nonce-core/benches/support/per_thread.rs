@@ -3,7 +3,7 @@
 //! ([`thread_rows`]) and their timing ([`per_thread`]).
 
 use std::hint::black_box;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::BenchmarkGroup;
@@ -12,30 +12,52 @@ use criterion::measurement::WallTime;
 /// Aggregate time per call with `threads` threads, each making `iters` calls of `call` on
 /// what `setup` gave it in that thread (a handle, a factory of its own, or nothing).
 ///
-/// Timed from the moment every thread is set up and released at once, so neither thread
-/// creation nor a late start of the second thread is counted as generation.
+/// Timed by the threads themselves, from the earliest start to the latest end, once every
+/// thread is set up: neither thread creation nor the spawning thread (which on two cores may
+/// run only after a worker is done) is counted. The threads wait for each other spinning,
+/// not asleep: a thread woken from a sleeping barrier is often queued on its waker's core
+/// for milliseconds, so the two would run one after the other, and a spinning thread keeps
+/// its core until every thread is ready.
 pub fn per_thread<S, T>(
     threads: u32,
     iters: u64,
     setup: impl Fn() -> S + Sync,
     call: impl Fn(&S) -> T + Sync,
 ) -> Duration {
-    let ready = Barrier::new(threads as usize + 1);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let state = setup();
-                ready.wait();
-                for _ in 0..iters {
-                    black_box(call(&state));
-                }
-            });
-        }
-        ready.wait();
-        Instant::now()
-    })
-    .elapsed()
-        / threads
+    let ready = AtomicU32::new(0);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let state = setup();
+                    ready.fetch_add(1, Ordering::SeqCst);
+                    while ready.load(Ordering::SeqCst) < threads {
+                        std::hint::spin_loop();
+                    }
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        black_box(call(&state));
+                    }
+                    (started, Instant::now())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a benchmark thread panicked"))
+            .collect()
+    });
+    let started = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let ended = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    (ended - started) / threads
 }
 
 /// `{name}_x1` then `{name}_x2` in `group`: `call` on 1 and 2 threads, on what `setup` gives

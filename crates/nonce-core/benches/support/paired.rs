@@ -1,0 +1,85 @@
+//! Ratios of two timed loops measured in alternating rounds (included by the facade's
+//! `paired` benchmark).
+//!
+//! Criterion measures each benchmark on its own, seconds apart; on a shared virtual machine
+//! the host's load and clock speed move between them, and a ratio of two separately measured
+//! rows inherits every such move (the same 2-thread row gave 1.37x in one run and 1.98x in the
+//! next). Here both sides of a ratio run in short rounds, alternately (A then B, then B then
+//! A), each round gives one ratio of two measurements taken milliseconds apart, and the
+//! median of the rounds is reported with its quartiles: a disturbance that hits a few rounds
+//! moves the quartiles, not the median.
+
+use std::time::{Duration, Instant};
+
+/// How long one side of one round runs.
+pub const ROUND: Duration = Duration::from_millis(10);
+
+/// Median and quartiles of the per-round ratios.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio {
+    pub median: f64,
+    pub lower_quartile: f64,
+    pub upper_quartile: f64,
+    pub rounds: usize,
+}
+
+/// A loop to be timed: given a number of calls, it makes them and returns the time per call
+/// it measured (for several threads: the aggregate, elapsed time over all calls made).
+pub trait Timed {
+    fn per_call(&mut self, calls: u64) -> f64;
+}
+
+impl<F: FnMut(u64) -> Duration> Timed for F {
+    fn per_call(&mut self, calls: u64) -> f64 {
+        self(calls).as_secs_f64() / calls as f64
+    }
+}
+
+/// The number of calls that take about `round` (doubling from 1000 until one run does).
+fn calibrate(side: &mut impl Timed, round: Duration) -> u64 {
+    let mut calls = 1_000u64;
+    loop {
+        let started = Instant::now();
+        side.per_call(calls);
+        let took = started.elapsed();
+        if took >= round / 4 || calls >= 1 << 40 {
+            let scale = round.as_secs_f64() / took.as_secs_f64().max(1e-9);
+            return ((calls as f64 * scale) as u64).max(1);
+        }
+        calls *= 2;
+    }
+}
+
+/// `cost(baseline) / cost(candidate)` per round, over `rounds` rounds of about `round` per
+/// side: above 1 when the candidate is faster. For a scaling ratio the baseline is 1 thread
+/// and the candidate 2 (aggregate time per call), so the ratio is the speed-up.
+pub fn ratio(
+    rounds: usize,
+    round: Duration,
+    mut baseline: impl Timed,
+    mut candidate: impl Timed,
+) -> Ratio {
+    // One warm-up run of each side, then calls sized to the round.
+    let base_calls = calibrate(&mut baseline, round);
+    let cand_calls = calibrate(&mut candidate, round);
+    let mut ratios: Vec<f64> = (0..rounds)
+        .map(|i| {
+            let (base, cand) = if i % 2 == 0 {
+                let base = baseline.per_call(base_calls);
+                (base, candidate.per_call(cand_calls))
+            } else {
+                let cand = candidate.per_call(cand_calls);
+                (baseline.per_call(base_calls), cand)
+            };
+            base / cand
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    Ratio {
+        median: at(0.5),
+        lower_quartile: at(0.25),
+        upper_quartile: at(0.75),
+        rounds,
+    }
+}

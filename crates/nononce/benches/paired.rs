@@ -1,0 +1,253 @@
+//! The ratios of the performance goals that compare two loops, measured in alternating
+//! rounds (`nonce-core/benches/support/paired.rs` says why): the 2-thread scaling of shared
+//! facade factories, handles and the nothing-shared control, and the counter calls against
+//! the `fetch_add` baseline.
+//!
+//! `cargo xtask bench` runs this after the criterion benchmarks; it prints a table and writes
+//! `<target>/paired/report.json`, which `cargo xtask bench-report` reads. Arguments: `--bench`
+//! (as `cargo bench` passes it) for the full run, else a few short rounds that only show the
+//! loops run (as `cargo test --benches` runs it); any other argument keeps only the rows whose
+//! ID contains it.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+#[path = "../../nonce-core/benches/support/paired.rs"]
+mod paired;
+// Only its timing; its criterion rows are the other benchmarks'.
+#[allow(dead_code)]
+#[path = "../../nonce-core/benches/support/per_thread.rs"]
+mod per_thread;
+use nononce::nonce::{Base, Clock, Factory, ManualClock, Nonce96, Nonce128};
+use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
+use paired::{ROUND, Ratio, ratio};
+use per_thread::per_thread;
+
+const KEY: [u8; 32] = [0x5a; 32];
+const T0: u64 = 1_800_000_000_000;
+/// As in the other benchmarks: the clock far past the generation's start, so the 64-bit
+/// counter runs below its throttle, and the deadline further still.
+const AHEAD_MS: u64 = 1_000_000_000;
+const FULL_ROUNDS: usize = 101;
+
+fn factory(options: FactoryOptions) -> Factory<ManualClock> {
+    let f = options
+        .with_base_key(KEY.to_vec().into())
+        .build(ManualClock::new(T0))
+        .unwrap();
+    f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
+        .unwrap();
+    f.clock().set(T0 + AHEAD_MS);
+    f
+}
+
+fn ticker_factory() -> Factory<FactoryClock> {
+    let f = FactoryOptions::new()
+        .build(FactoryClock::shared().unwrap())
+        .unwrap();
+    f.enable(
+        MachineId::new(17).unwrap(),
+        f.clock().exact_now_ms() + 24 * 3600 * 1000,
+    )
+    .unwrap();
+    f
+}
+
+/// `calls` calls of `call` on this thread, timed.
+fn timed<T>(call: impl Fn() -> T) -> impl FnMut(u64) -> Duration {
+    move |calls| {
+        let started = Instant::now();
+        for _ in 0..calls {
+            black_box(call());
+        }
+        started.elapsed()
+    }
+}
+
+struct Run {
+    rounds: usize,
+    round: Duration,
+    filter: Option<String>,
+    results: Vec<(String, Ratio)>,
+}
+
+impl Run {
+    fn wanted(&self, id: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| id.contains(f))
+    }
+
+    fn record(&mut self, id: String, r: Ratio) {
+        println!(
+            "{id:<44} {:>6.2}x  (quartiles {:.2}x-{:.2}x, {} rounds)",
+            r.median, r.lower_quartile, r.upper_quartile, r.rounds
+        );
+        self.results.push((id, r));
+    }
+
+    /// `scaling/{name}`: 1 thread against 2 (aggregate), each thread on what `setup` gave it.
+    fn scaling<S, T>(
+        &mut self,
+        name: &str,
+        setup: impl Fn() -> S + Sync,
+        call: impl Fn(&S) -> T + Sync,
+    ) {
+        let id = format!("scaling/{name}");
+        if !self.wanted(&id) {
+            return;
+        }
+        let r = ratio(
+            self.rounds,
+            self.round,
+            |calls| per_thread(1, calls, &setup, &call),
+            // Each of the 2 threads makes half the calls; `per_thread` returns the elapsed
+            // time over the thread count, so twice that is the elapsed time of all `calls`.
+            |calls: u64| per_thread(2, calls.div_ceil(2), &setup, &call) * 2,
+        );
+        self.record(id, r);
+    }
+
+    /// `fetch_add/{name}`: the `fetch_add` baseline against `call`, both on this thread.
+    fn versus_fetch_add<T>(&mut self, name: &str, call: impl Fn() -> T) {
+        let id = format!("fetch_add/{name}");
+        if !self.wanted(&id) {
+            return;
+        }
+        let counter = AtomicU64::new(0);
+        let r = ratio(
+            self.rounds,
+            self.round,
+            timed(|| fetch_add_pack64(&counter)),
+            timed(call),
+        );
+        self.record(id, r);
+    }
+}
+
+/// The baseline: one shared `fetch_add` and the 64-bit nonce's packing.
+fn fetch_add_pack64(counter: &AtomicU64) -> u64 {
+    let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+    ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let full = args.iter().any(|a| a == "--bench");
+    let mut run = Run {
+        rounds: if full { FULL_ROUNDS } else { 3 },
+        round: if full {
+            ROUND
+        } else {
+            Duration::from_millis(1)
+        },
+        filter: args.iter().find(|a| !a.starts_with('-')).cloned(),
+        results: Vec::new(),
+    };
+
+    // Scaling: one facade factory shared by every thread (thread cache on, as the facade
+    // builds it), handles on it, a factory per thread, and the shared atomic for reference.
+    let f = factory(FactoryOptions::new());
+    let counter = AtomicU64::new(0);
+    run.scaling("fetch_add_pack64", || (), |()| fetch_add_pack64(&counter));
+    run.scaling("counter64", || (), |()| f.counter64().unwrap());
+    run.scaling("counter128", || (), |()| f.counter128().unwrap());
+    run.scaling(
+        "encrypted128_aes",
+        || (),
+        |()| f.encrypted128(Base::Counter).unwrap(),
+    );
+    let own: Vec<_> = (0..2).map(|_| factory(FactoryOptions::new())).collect();
+    let next_own = AtomicUsize::new(0);
+    run.scaling(
+        "own_factories_counter64",
+        || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
+        |own| own.counter64().unwrap(),
+    );
+    run.scaling(
+        "handle_counter64",
+        || f.handle(),
+        |h| h.counter64().unwrap(),
+    );
+    run.scaling(
+        "handle_counter128",
+        || f.handle(),
+        |h| h.counter128().unwrap(),
+    );
+    // Sortable nonces on the facade's clock; the ticker runs only for these rows.
+    if ["sortable96", "sortable128"]
+        .iter()
+        .any(|k| run.wanted(&format!("scaling/{k}")) || run.wanted(&format!("scaling/handle_{k}")))
+    {
+        let s = ticker_factory();
+        run.scaling("sortable96", || (), |()| s.sortable96().unwrap());
+        run.scaling("sortable128", || (), |()| s.sortable128().unwrap());
+        run.scaling(
+            "handle_sortable96",
+            || s.handle(),
+            |h| h.sortable96().unwrap(),
+        );
+        run.scaling(
+            "handle_sortable128",
+            || s.handle(),
+            |h| h.sortable128().unwrap(),
+        );
+    }
+
+    // Counter calls against `fetch_add`, returning the value as an integer as the baseline
+    // does: the factory's own calls (thread cache off, the nonce-core rows), then the
+    // facade's (thread cache on).
+    for (prefix, f) in [
+        ("", factory(FactoryOptions::new().with_thread_cache(false))),
+        ("facade_", factory(FactoryOptions::new())),
+    ] {
+        run.versus_fetch_add(&format!("{prefix}counter64_u64"), || {
+            f.counter64().map_or(0, |n| n.to_u64())
+        });
+        run.versus_fetch_add(&format!("{prefix}counter96_u128"), || {
+            f.counter96().map_or(0, Nonce96::to_u128)
+        });
+        run.versus_fetch_add(&format!("{prefix}counter128_u128"), || {
+            f.counter128().map_or(0, Nonce128::to_u128)
+        });
+    }
+
+    if full {
+        write_report(&run.results);
+    }
+}
+
+/// `<target>/paired/report.json`, beside criterion's results (the executable is
+/// `<target>/release/deps/paired-*`).
+fn write_report(results: &[(String, Ratio)]) {
+    let exe = std::env::current_exe().expect("the benchmark's own path");
+    let Some(target) = exe.ancestors().nth(3) else {
+        eprintln!("paired: no target directory above {}", exe.display());
+        return;
+    };
+    let dir = target.join("paired");
+    let report: serde_json::Map<String, serde_json::Value> = results
+        .iter()
+        .map(|(id, r)| {
+            (
+                id.clone(),
+                serde_json::json!({
+                    "median": r.median,
+                    "lower_quartile": r.lower_quartile,
+                    "upper_quartile": r.upper_quartile,
+                    "rounds": r.rounds,
+                }),
+            )
+        })
+        .collect();
+    let path = dir.join("report.json");
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&report).expect("a JSON map"),
+        )
+    });
+    match written {
+        Ok(()) => println!("\nwritten: {}", path.display()),
+        Err(e) => eprintln!("paired: {}: {e}", path.display()),
+    }
+}
