@@ -44,6 +44,11 @@ fn main() -> ExitCode {
                     ]
                     .concat(),
                 ),
+                // Its own rounds, not criterion's: the criterion arguments do not apply.
+                Step::cargo(
+                    "paired ratios",
+                    &["bench", "-p", "nononce", "--bench", "paired"],
+                ),
             ])
             .and_then(|()| bench_report()),
         Some("bench-report") => bench_report(),
@@ -535,17 +540,48 @@ fn test_steps(runner: &mut Steps) -> Result<(), String> {
     Ok(())
 }
 
-/// Where criterion keeps its results: `CRITERION_HOME`, else `criterion` in the cargo target
-/// directory (`CARGO_TARGET_DIR`, relative to the workspace, or `target`), as criterion finds
-/// them.
-fn criterion_dir() -> PathBuf {
+/// The cargo target directory: `CARGO_TARGET_DIR`, relative to the workspace, or `target`.
+fn target_dir() -> PathBuf {
     let root = workspace_root();
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |t| root.join(t))
+}
+
+/// Where criterion keeps its results: `CRITERION_HOME`, else `criterion` in the cargo target
+/// directory, as criterion finds them.
+fn criterion_dir() -> PathBuf {
     if let Some(home) = env::var_os("CRITERION_HOME") {
-        return root.join(home);
+        return workspace_root().join(home);
     }
-    let target =
-        env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |t| root.join(t));
-    target.join("criterion")
+    target_dir().join("criterion")
+}
+
+/// A ratio of the `paired` benchmark: median, lower quartile, upper quartile of its rounds.
+type PairedRatio = (f64, f64, f64);
+
+/// The per-round ratios of the last run of the facade's `paired` benchmark
+/// (`<target>/paired/report.json`), by ID.
+fn paired_report() -> Result<impl Fn(&str) -> Result<PairedRatio, String>, String> {
+    let path = target_dir().join("paired/report.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e} (run `cargo xtask bench` first)", path.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(move |id: &str| {
+        let row = &json[id];
+        let get = |k: &str| {
+            row[k].as_f64().ok_or_else(|| {
+                format!(
+                    "{}: no {k} for {id} (run `cargo xtask bench` again)",
+                    path.display()
+                )
+            })
+        };
+        Ok((
+            get("median")?,
+            get("lower_quartile")?,
+            get("upper_quartile")?,
+        ))
+    })
 }
 
 /// Time in ns per iteration of one criterion benchmark of the last run: criterion's typical
@@ -585,19 +621,29 @@ fn bench_report() -> Result<(), String> {
     // (goal, measured ratio, required ratio); `at_most` rows below.
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     let mut at_most: Vec<(String, f64, f64)> = Vec::new();
-    for (name, id) in [
-        ("counter64 vs fetch_add", "counter/counter64_u64"),
-        ("counter96 vs fetch_add", "counter/counter96_u128"),
-        ("counter128 vs fetch_add", "counter/counter128_u128"),
+    // The ratios of two loops are goals as the `paired` benchmark measures them; criterion's
+    // separately measured rows give the same ratios, printed for comparison.
+    let paired = paired_report()?;
+    let mut paired_rows: Vec<(String, PairedRatio, f64)> = Vec::new();
+    let mut compared: Vec<(String, f64)> = Vec::new();
+    for (kind, id) in [
+        ("counter64", "counter64_u64"),
+        ("counter96", "counter96_u128"),
+        ("counter128", "counter128_u128"),
     ] {
-        rows.push((name.into(), fetch_add / ns(id)?, 0.8));
+        let name = format!("{kind} vs fetch_add");
+        compared.push((name.clone(), fetch_add / ns(&format!("counter/{id}"))?));
+        paired_rows.push((name, paired(&format!("fetch_add/{id}"))?, 0.8));
+        paired_rows.push((
+            format!("facade {kind} (thread cache) vs fetch_add"),
+            paired(&format!("fetch_add/facade_{id}"))?,
+            0.8,
+        ));
     }
     for kind in ["counter64", "counter128"] {
-        rows.push((
-            format!("handle {kind}: 2 threads vs 1 (aggregate)"),
-            scaling(&format!("threads/handle_{kind}"))?,
-            1.8,
-        ));
+        let name = format!("handle {kind}: 2 threads vs 1 (aggregate)");
+        compared.push((name.clone(), scaling(&format!("threads/handle_{kind}"))?));
+        paired_rows.push((name, paired(&format!("scaling/handle_{kind}"))?, 1.8));
     }
     rows.push((
         "sortable64 rate vs 8.192 M/s cap".into(),
@@ -658,11 +704,12 @@ fn bench_report() -> Result<(), String> {
         0.97,
     ));
     for kind in ["sortable96", "sortable128"] {
-        rows.push((
-            format!("handle {kind}: 2 threads vs 1 (aggregate)"),
+        let name = format!("handle {kind}: 2 threads vs 1 (aggregate)");
+        compared.push((
+            name.clone(),
             scaling(&format!("sortable_threads/handle_{kind}"))?,
-            1.8,
         ));
+        paired_rows.push((name, paired(&format!("scaling/handle_{kind}"))?, 1.8));
     }
     rows.push((
         "encrypted128 (aes) vs fetch_add + aes".into(),
@@ -687,11 +734,9 @@ fn bench_report() -> Result<(), String> {
         ("counter128", "counter128"),
         ("encrypted128 (aes)", "encrypted128_aes"),
     ] {
-        rows.push((
-            format!("facade {name}, shared factory: 2 threads vs 1 (aggregate)"),
-            scaling(&format!("facade_threads/{kind}"))?,
-            1.8,
-        ));
+        let goal = format!("facade {name}, shared factory: 2 threads vs 1 (aggregate)");
+        compared.push((goal.clone(), scaling(&format!("facade_threads/{kind}"))?));
+        paired_rows.push((goal, paired(&format!("scaling/{kind}"))?, 1.8));
         at_most.push((
             format!("facade {name}, shared factory: cost vs a handle (1 thread)"),
             ns(&format!("facade/{kind}"))? / ns(&format!("facade/handle_{kind}"))?,
@@ -700,12 +745,13 @@ fn bench_report() -> Result<(), String> {
     }
 
     for kind in ["sortable96", "sortable128"] {
-        rows.push((
-            format!("facade {kind}, shared factory: 2 threads vs 1 (aggregate)"),
-            scaling(&format!("facade_threads/{kind}"))?,
-            1.8,
-        ));
+        let goal = format!("facade {kind}, shared factory: 2 threads vs 1 (aggregate)");
+        compared.push((goal.clone(), scaling(&format!("facade_threads/{kind}"))?));
+        paired_rows.push((goal, paired(&format!("scaling/{kind}"))?, 1.8));
     }
+    // Not goals: what the goals' scaling ratios are read against.
+    let control = paired("scaling/own_factories_counter64")?;
+    let shared_atomic = paired("scaling/fetch_add_pack64")?;
 
     println!("| goal | measured | required | met |");
     println!("|---|---|---|---|");
@@ -724,6 +770,36 @@ fn bench_report() -> Result<(), String> {
             "| {goal} | {got:.2}x | {cmp} {need}x | {} |",
             if met { "yes" } else { "no" }
         );
+    }
+    println!(
+        "\nratios of two loops, from the `paired` benchmark: median of alternating rounds \
+         (quartiles):\n"
+    );
+    println!("| goal | measured | quartiles | required | met |");
+    println!("|---|---|---|---|---|");
+    for (goal, (median, low, high), need) in &paired_rows {
+        let met = median >= need;
+        missed += usize::from(!met);
+        println!(
+            "| {goal} | {median:.2}x | {low:.2}x-{high:.2}x | >= {need}x | {} |",
+            if met { "yes" } else { "no" }
+        );
+    }
+    for (what, (median, low, high)) in [
+        (
+            "control, not a goal: counter64 with a factory per thread (nothing shared)",
+            control,
+        ),
+        (
+            "control, not a goal: one shared `fetch_add` (contended)",
+            shared_atomic,
+        ),
+    ] {
+        println!("| {what} | {median:.2}x | {low:.2}x-{high:.2}x | | |");
+    }
+    println!("\nthe same ratios from criterion's separately measured rows (for comparison):");
+    for (goal, got) in &compared {
+        println!("- {goal}: {got:.2}x");
     }
     println!("\nper-call times (ns, criterion's typical estimate):");
     for id in [

@@ -30,6 +30,10 @@ pub trait Timed {
 }
 
 impl<F: FnMut(u64) -> Duration> Timed for F {
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "call counts stay far below 2^52, where f64 is exact"
+    )]
     fn per_call(&mut self, calls: u64) -> f64 {
         self(calls).as_secs_f64() / calls as f64
     }
@@ -43,8 +47,8 @@ fn calibrate(side: &mut impl Timed, round: Duration) -> u64 {
         side.per_call(calls);
         let took = started.elapsed();
         if took >= round / 4 || calls >= 1 << 40 {
-            let scale = round.as_secs_f64() / took.as_secs_f64().max(1e-9);
-            return ((calls as f64 * scale) as u64).max(1);
+            let scaled = u128::from(calls) * round.as_nanos() / took.as_nanos().max(1);
+            return u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
         }
         calls *= 2;
     }
@@ -75,11 +79,12 @@ pub fn ratio(
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
-    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    // The value `quarters` quarters of the way up the sorted rounds.
+    let at = |quarters: usize| ratios[(ratios.len() - 1) * quarters / 4];
     Ratio {
-        median: at(0.5),
-        lower_quartile: at(0.25),
-        upper_quartile: at(0.75),
+        median: at(2),
+        lower_quartile: at(1),
+        upper_quartile: at(3),
         rounds,
     }
 }
