@@ -30,6 +30,9 @@ pub trait Timed {
 }
 
 impl<F: FnMut(u64) -> Duration> Timed for F {
+    // Out of line: each loop is compiled once, not once per call site (baseline first or
+    // second), so both orders of a round time the same code at the same place.
+    #[inline(never)]
     #[allow(
         clippy::cast_precision_loss,
         reason = "call counts stay far below 2^52, where f64 is exact"
