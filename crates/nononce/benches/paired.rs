@@ -7,7 +7,7 @@
 //! `<target>/paired/report.json`, which `cargo xtask bench-report` reads. Arguments: `--bench`
 //! (as `cargo bench` passes it) for the full run, else a few short rounds that only show the
 //! loops run (as `cargo test --benches` runs it); any other argument keeps only the rows whose
-//! ID contains it.
+//! ID contains it (printed, not written to the report).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -79,8 +79,8 @@ impl Run {
 
     fn record(&mut self, id: String, r: Ratio) {
         println!(
-            "{id:<44} {:>6.2}x  (quartiles {:.2}x-{:.2}x, {} rounds)",
-            r.median, r.lower_quartile, r.upper_quartile, r.rounds
+            "{id:<40} {:>5.2}x  (per round: median {:.2}x, quartiles {:.2}x-{:.2}x; {} rounds)",
+            r.fastest, r.median, r.lower_quartile, r.upper_quartile, r.rounds
         );
         self.results.push((id, r));
     }
@@ -211,7 +211,8 @@ fn main() {
         });
     }
 
-    if full {
+    // A filtered run would leave the report without the other rows.
+    if full && run.filter.is_none() {
         write_report(&run.results);
     }
 }
@@ -231,6 +232,7 @@ fn write_report(results: &[(String, Ratio)]) {
             (
                 id.clone(),
                 serde_json::json!({
+                    "fastest": r.fastest,
                     "median": r.median,
                     "lower_quartile": r.lower_quartile,
                     "upper_quartile": r.upper_quartile,
