@@ -793,7 +793,8 @@ fn bench_report() -> Result<(), String> {
             control,
         ),
         (
-            "control, not a goal: one shared `fetch_add` (contended)",
+            "control, not a goal: one shared `fetch_add` (contended: read the median, its \
+             fastest rounds are those whose threads overlapped least)",
             shared_atomic,
         ),
     ] {
