@@ -8,40 +8,21 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+#[path = "support/factories.rs"]
+mod factories;
 #[path = "../../nonce-core/benches/support/per_thread.rs"]
 mod per_thread;
-use nononce::nonce::{Base, Clock, Factory, Handle, ManualClock, Nonce96, Nonce128};
-use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
+use factories::{factory, fetch_add_pack64, ticker_factory};
+use nononce::nonce::{Base, Factory, Handle, ManualClock, Nonce96, Nonce128};
+use nononce::{FactoryOptions, FactoryOptionsExt};
 use per_thread::thread_rows;
-
-const KEY: [u8; 32] = [0x5a; 32];
-const T0: u64 = 1_800_000_000_000;
-/// As in nonce-core's benchmarks: the clock far past the generation's start, so the 64-bit
-/// counter runs below its throttle, and the deadline further still.
-const AHEAD_MS: u64 = 1_000_000_000;
-
-/// A factory as the facade builds it (`FactoryOptions`, thread cache on by default), or with
-/// the thread cache off: what every thread shared before.
-fn factory(options: FactoryOptions) -> Factory<ManualClock> {
-    let f = options
-        .with_base_key(KEY.to_vec().into())
-        .build(ManualClock::new(T0))
-        .unwrap();
-    f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
-        .unwrap();
-    f.clock().set(T0 + AHEAD_MS);
-    f
-}
 
 fn one_thread(c: &mut Criterion) {
     let f = factory(FactoryOptions::new());
     let mut g = c.benchmark_group("facade");
     let counter = AtomicU64::new(0);
     g.bench_function("fetch_add_pack64", |b| {
-        b.iter(|| {
-            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
-        })
+        b.iter(|| fetch_add_pack64(&counter))
     });
     g.bench_function("counter64", |b| b.iter(|| f.counter64()));
     g.bench_function("counter128", |b| b.iter(|| f.counter128()));
@@ -53,19 +34,6 @@ fn one_thread(c: &mut Criterion) {
     g.bench_function("handle_counter128", |b| b.iter(|| h.counter128()));
     g.bench_function("handle_encrypted128_aes", |b| b.iter(|| h.encrypted128()));
     g.finish();
-}
-
-/// A factory as the builder makes it: `FactoryOptions` on the facade's clock, enabled for a day.
-fn ticker_factory() -> Factory<FactoryClock> {
-    let f = FactoryOptions::new()
-        .build(FactoryClock::shared().unwrap())
-        .unwrap();
-    f.enable(
-        MachineId::new(17).unwrap(),
-        f.clock().exact_now_ms() + 24 * 3600 * 1000,
-    )
-    .unwrap();
-    f
 }
 
 /// Sortable nonces on a factory as the builder makes it: `FactoryOptions` on the facade's
@@ -100,10 +68,7 @@ fn threads(c: &mut Criterion) {
         &mut g,
         "fetch_add_pack64",
         || (),
-        |()| {
-            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            ((v >> 13) << 22) | (17 << 13) | (v & 0x1FFF)
-        },
+        |()| fetch_add_pack64(&counter),
     );
     thread_rows(&mut g, "counter64", || (), |()| f.counter64().unwrap());
     // The same calls with nothing shared between the threads: one factory each. What
