@@ -13,11 +13,11 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "support/factories.rs"]
+mod factories;
 #[path = "../../nonce-core/benches/support/paired.rs"]
 mod paired;
 // Only its timing; its criterion rows are the other benchmarks'.
-#[path = "support/factories.rs"]
-mod factories;
 #[allow(dead_code)]
 #[path = "../../nonce-core/benches/support/per_thread.rs"]
 mod per_thread;
