@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::factory::{Counter, Factory, Kind, Snapshot, encrypt_run};
-use crate::layout::{self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK};
+use crate::layout::{self, COUNT64_BITS, COUNT64_MASK};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
 /// Factories with a thread cache, numbered from 1; never reused.
@@ -271,9 +271,8 @@ impl Slot {
     /// As [`Factory::finish96`], as an integer.
     #[inline]
     fn pack96<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
-        let ts = snap.init_ts + (v >> COUNT96_BITS);
-        Factory::<C>::check_ts(ts, snap)?;
-        Ok(layout::pack96(ts, snap.machine_id, v & COUNT96_MASK))
+        let (ts, count) = Factory::<C>::split96(snap, v)?;
+        Ok(layout::pack96(ts, snap.machine_id, count))
     }
 
     /// As [`Factory::finish128`], as an integer.

@@ -5,7 +5,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::thread;
 use nonce_core::{
-    Base, Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce128,
+    Base, Decoded, Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce128,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -63,46 +63,53 @@ fn no_nonce_after_disable() {
 /// nonce carries the machine ID and timestamp of one single generation.
 #[test]
 fn reenable_never_mixes_generations() {
-    model(|| {
-        let f = factory(1);
-        let f2 = f.clone();
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                f2.enable(machine_id(2), NO_DEADLINE).unwrap();
-            })
-            .unwrap();
-        let a = f.counter64();
-        let b = f.counter64();
-        t.join().unwrap();
-        let c = f.counter64().unwrap();
-        let epoch = f.epoch_ms();
-        let mut all = vec![c];
-        all.extend(a.clone().ok());
-        all.extend(b.clone().ok());
-        let first_ts = T0 - epoch;
-        // A returned nonce of the old generation was counted before the switch, so the new
-        // generation must start past it; with none returned it may start at the clock.
-        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id.get() == 1);
-        for n in &all {
-            let d = n.decode(epoch);
-            match d.machine_id.get() {
-                1 => assert_eq!(d.timestamp_ms, first_ts),
-                2 if old_returned => assert!(
-                    d.timestamp_ms > first_ts,
-                    "new generation starts past the old one: a={a:?} b={b:?} {:?}",
-                    all.iter().map(|n| n.decode(epoch)).collect::<Vec<_>>()
-                ),
-                2 => assert!(d.timestamp_ms >= first_ts),
-                other => panic!("machine id {other}"),
-            }
+    model(|| reenable_race(|f| f.counter64().map(|n| n.decode(f.epoch_ms()))));
+}
+
+/// The same for counter96, whose common case is written out apart from the shared path.
+#[test]
+fn reenable_never_mixes_counter96_generations() {
+    model(|| reenable_race(|f| f.counter96().map(|n| n.decode(f.epoch_ms()))));
+}
+
+/// Two calls of `make` racing a re-enable under machine ID 2, and one after it.
+fn reenable_race(make: fn(&Factory<ManualClock>) -> Result<Decoded, Error>) {
+    let f = factory(1);
+    let f2 = f.clone();
+    let t = thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || {
+            f2.enable(machine_id(2), NO_DEADLINE).unwrap();
+        })
+        .unwrap();
+    let a = make(&f);
+    let b = make(&f);
+    t.join().unwrap();
+    let c = make(&f).unwrap();
+    let epoch = f.epoch_ms();
+    let mut all = vec![c];
+    all.extend(a.clone().ok());
+    all.extend(b.clone().ok());
+    let first_ts = T0 - epoch;
+    // A returned nonce of the old generation was counted before the switch, so the new
+    // generation must start past it; with none returned it may start at the clock.
+    let old_returned = all.iter().any(|d| d.machine_id.get() == 1);
+    for d in &all {
+        match d.machine_id.get() {
+            1 => assert_eq!(d.timestamp_ms, first_ts),
+            2 if old_returned => assert!(
+                d.timestamp_ms > first_ts,
+                "new generation starts past the old one: a={a:?} b={b:?} {all:?}"
+            ),
+            2 => assert!(d.timestamp_ms >= first_ts),
+            other => panic!("machine id {other}"),
         }
-        for i in 0..all.len() {
-            for j in i + 1..all.len() {
-                assert_ne!(all[i], all[j]);
-            }
+    }
+    for i in 0..all.len() {
+        for j in i + 1..all.len() {
+            assert_ne!(all[i], all[j]);
         }
-    });
+    }
 }
 
 /// Two handles and a renewal: values stay unique and a shortened deadline stops both.

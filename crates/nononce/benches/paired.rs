@@ -1,7 +1,8 @@
 //! The ratios of the performance goals that compare two loops, measured in alternating
 //! rounds (`nonce-core/benches/support/paired.rs` says why): the 2-thread scaling of shared
-//! facade factories, handles and the nothing-shared control, and the counter calls against
-//! the `fetch_add` baseline.
+//! facade factories, handles and the nothing-shared control; the counter calls against the
+//! `fetch_add` baseline; encrypted nonces against the same done by hand in one loop; and the
+//! facade's sortable nonces against the peers (ferroid, `uuid`).
 //!
 //! `cargo xtask bench` runs this after the criterion benchmarks; it prints a table and writes
 //! `<target>/paired/report.json`, which `cargo xtask bench-report` reads. Arguments: `--bench`
@@ -21,11 +22,14 @@ mod paired;
 #[allow(dead_code)]
 #[path = "../../nonce-core/benches/support/per_thread.rs"]
 mod per_thread;
+use cipher::{Array, BlockCipherEncrypt, KeyInit};
 use factories::{factory, fetch_add_pack64, ticker_factory};
-use nononce::nonce::{Base, Nonce96, Nonce128};
+use ferroid::generator::thread_local::Ulid;
+use nononce::nonce::{Base, Cipher64, Nonce64, Nonce96, Nonce128};
 use nononce::{FactoryOptions, FactoryOptionsExt};
 use paired::{ROUND, Ratio, ratio};
 use per_thread::per_thread;
+use uuid::Uuid;
 
 const FULL_ROUNDS: usize = 101;
 
@@ -61,8 +65,15 @@ impl Run {
             return;
         }
         println!(
-            "{id:<40} {:>5.2}x  (per round: median {:.2}x, quartiles {:.2}x-{:.2}x; {} rounds)",
-            r.fastest, r.median, r.lower_quartile, r.upper_quartile, r.rounds
+            "{id:<40} {:>5.2}x  (per round: median {:.2}x, quartiles {:.2}x-{:.2}x; {} rounds; \
+             fastest tenth: {:.2} ns against {:.2} ns)",
+            r.fastest,
+            r.median,
+            r.lower_quartile,
+            r.upper_quartile,
+            r.rounds,
+            r.baseline_ns,
+            r.candidate_ns
         );
         self.results.push((id, r));
     }
@@ -89,20 +100,23 @@ impl Run {
         self.record(id, r);
     }
 
-    /// `fetch_add/{name}`: the `fetch_add` baseline against `call`, both on this thread.
-    fn versus_fetch_add<T>(&mut self, name: &str, call: impl Fn() -> T) {
-        let id = format!("fetch_add/{name}");
-        if !self.wanted(&id) {
+    /// `id`: `baseline` against `call`, both on this thread.
+    fn versus<B, T>(&mut self, id: &str, baseline: impl Fn() -> B, call: impl Fn() -> T) {
+        if !self.wanted(id) {
             return;
         }
+        let r = ratio(self.rounds, self.round, timed(baseline), timed(call));
+        self.record(id.to_owned(), r);
+    }
+
+    /// `fetch_add/{name}`: the `fetch_add` baseline against `call`, both on this thread.
+    fn versus_fetch_add<T>(&mut self, name: &str, call: impl Fn() -> T) {
         let counter = AtomicU64::new(0);
-        let r = ratio(
-            self.rounds,
-            self.round,
-            timed(|| fetch_add_pack64(&counter)),
-            timed(call),
+        self.versus(
+            &format!("fetch_add/{name}"),
+            || fetch_add_pack64(&counter),
+            call,
         );
-        self.record(id, r);
     }
 }
 
@@ -188,6 +202,62 @@ fn main() {
         });
     }
 
+    // Encrypted nonces against the same done by hand in one loop: a `fetch_add`, the nonce's
+    // packing and one block of the same cipher, whose input depends on the `fetch_add` as
+    // the factory's does. (Criterion's separate rows of a block and of a `fetch_add`, added,
+    // are cheaper than any such loop: consecutive blocks of the block row overlap in the
+    // pipeline, where each block here must wait for its counter value.)
+    let own = factory(
+        FactoryOptions::new()
+            .with_thread_cache(false)
+            .with_cipher64(Cipher64::Speck),
+    );
+    let counter = AtomicU64::new(0);
+    let aes = aes::Aes256::new_from_slice(&factories::KEY).unwrap();
+    run.versus(
+        "by_hand/encrypted128_aes",
+        || {
+            let v = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            let mut block =
+                Array::from(((0x5a_u128 << 86) | (17 << 77) | u128::from(v)).to_be_bytes());
+            // Through `black_box`, as nonce-core's block row: no call site making one nonce
+            // at a time keeps the key schedule in registers.
+            black_box(&aes).encrypt_block(&mut block);
+            u128::from_be_bytes(block.into())
+        },
+        || own.encrypted128(Base::Counter).map_or(0, Nonce128::to_u128),
+    );
+    let speck = speck_cipher::Speck64_128::new_from_slice(&factories::KEY[..16]).unwrap();
+    run.versus(
+        "by_hand/encrypted64_speck",
+        || {
+            let mut block = Array::from(fetch_add_pack64(&counter).to_be_bytes());
+            black_box(&speck).encrypt_block(&mut block);
+            u64::from_be_bytes(block.into())
+        },
+        || own.encrypted64(Base::Counter).map_or(0, Nonce64::to_u64),
+    );
+
+    // Sortable nonces through the facade against the peers, in alternating rounds on this
+    // thread (criterion measures the peers in nonce-core's run and the facade's rows in the
+    // next, minutes apart): ferroid's thread-local monotonic ULID, the fastest sortable ID
+    // generator we know of, and `Uuid::now_v7` with its fast RNG; each as its crate is
+    // called, ours returning the `Result` as the facade's users get it.
+    let peers = [
+        "ferroid/sortable96",
+        "ferroid/sortable128",
+        "uuid/sortable96",
+        "uuid/sortable128",
+    ];
+    if peers.iter().any(|id| run.wanted(id)) {
+        let s = ticker_factory();
+        let ferroid = || Ulid::new_ulid_mono(|_| std::thread::yield_now());
+        run.versus("ferroid/sortable96", ferroid, || s.sortable96());
+        run.versus("ferroid/sortable128", ferroid, || s.sortable128());
+        run.versus("uuid/sortable96", Uuid::now_v7, || s.sortable96());
+        run.versus("uuid/sortable128", Uuid::now_v7, || s.sortable128());
+    }
+
     // A filtered run would leave the report without the other rows.
     if run.full && run.filter.is_none() {
         write_report(&run.results);
@@ -214,6 +284,8 @@ fn write_report(results: &[(String, Ratio)]) {
                     "lower_quartile": r.lower_quartile,
                     "upper_quartile": r.upper_quartile,
                     "rounds": r.rounds,
+                    "baseline_ns": r.baseline_ns,
+                    "candidate_ns": r.candidate_ns,
                 }),
             )
         })

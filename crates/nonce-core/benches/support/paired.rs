@@ -31,6 +31,10 @@ pub struct Ratio {
     pub lower_quartile: f64,
     pub upper_quartile: f64,
     pub rounds: usize,
+    /// The baseline's and the candidate's cost in ns per call: the tenth percentile of each
+    /// side's rounds, the two figures `fastest` divides.
+    pub baseline_ns: f64,
+    pub candidate_ns: f64,
 }
 
 /// A loop to be timed: given a number of calls, it makes them and returns the time per call
@@ -95,12 +99,16 @@ pub fn ratio(
         .zip(&cand_costs)
         .map(|(base, cand)| base / cand)
         .collect();
+    let baseline_ns = quantile(&mut base_costs, 1, 10) * 1e9;
+    let candidate_ns = quantile(&mut cand_costs, 1, 10) * 1e9;
     Ratio {
-        fastest: quantile(&mut base_costs, 1, 10) / quantile(&mut cand_costs, 1, 10),
+        fastest: baseline_ns / candidate_ns,
         median: quantile(&mut ratios, 1, 2),
         lower_quartile: quantile(&mut ratios, 1, 4),
         upper_quartile: quantile(&mut ratios, 3, 4),
         rounds,
+        baseline_ns,
+        candidate_ns,
     }
 }
 

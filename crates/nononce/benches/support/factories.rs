@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nononce::nonce::{Clock, Factory, ManualClock};
 use nononce::{FactoryClock, FactoryOptions, FactoryOptionsExt, MachineId};
 
-const KEY: [u8; 32] = [0x5a; 32];
+pub const KEY: [u8; 32] = [0x5a; 32];
 const T0: u64 = 1_800_000_000_000;
 /// As in nonce-core's benchmarks: the clock far past the generation's start, so the 64-bit
 /// counter runs below its throttle, and the deadline further still.
