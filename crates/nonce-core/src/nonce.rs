@@ -93,10 +93,16 @@ impl Nonce96 {
         if value >> 96 != 0 {
             return None;
         }
-        // Destructured, not copied byte by byte: the compiler then sees the round trip
-        // through the 12 bytes and keeps the value in registers.
-        let [_, _, _, _, bytes @ ..] = value.to_be_bytes();
-        Some(Self(bytes))
+        // In the two pieces `to_u128` reads, 4 high bytes and 8 low: a nonce that goes
+        // through memory (a returned `Result` does) is then read back as it was written. Split
+        // otherwise (8 bytes and 4), the 8-byte read straddled both writes and waited for them
+        // to reach the cache, which tripled the cost of a counter96 call (8 ns against 2.5).
+        #[allow(clippy::cast_possible_truncation)] // the two halves, on purpose
+        let ([a, b, c, d], [e, f, g, h, i, j, k, l]) = (
+            ((value >> 64) as u32).to_be_bytes(),
+            (value as u64).to_be_bytes(),
+        );
+        Some(Self([a, b, c, d, e, f, g, h, i, j, k, l]))
     }
 
     /// The nonce's integer value.
