@@ -36,16 +36,16 @@ fn received(port: u16) -> BTreeMap<String, u64> {
     stream.read_to_string(&mut text).expect("read /metrics");
     let mut counts = BTreeMap::new();
     for line in text.lines() {
-        let (metric, what) = if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{")
-        {
-            ("", rest)
-        } else if let Some(rest) = line.strip_prefix("grpc_server_started_total{")
-            && line.contains("stream\"")
-        {
-            ("stream opened: ", rest)
-        } else {
-            continue;
-        };
+        let (metric, what) =
+            if let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") {
+                ("", rest)
+            } else if let Some(rest) = line.strip_prefix("grpc_server_started_total{")
+                && line.contains("stream\"")
+            {
+                ("stream opened: ", rest)
+            } else {
+                continue;
+            };
         let method = what
             .split(',')
             .find_map(|label| label.strip_prefix("grpc_method=\""))

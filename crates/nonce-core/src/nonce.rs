@@ -10,7 +10,15 @@ use crate::layout::{self, Decoded};
 /// Displayed (and parsed) as lowercase hex; [`base64url`](Nonce::base64url) gives the
 /// unpadded base64url form, which [`FromStr`] also accepts.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+// Aligned, so that in a returned `Result` the bytes start on a word, not just past the tag:
+// there the compiler copied them with reads that straddled its own writes, each waiting for
+// them to reach the cache (a facade sortable128 call: 6.6 ns before, 2.5 ns after). The sizes
+// stay 8, 12 and 16 bytes (checked below).
+#[repr(align(4))]
 pub struct Nonce<const N: usize>([u8; N]);
+
+const _: () =
+    assert!(size_of::<Nonce64>() == 8 && size_of::<Nonce96>() == 12 && size_of::<Nonce128>() == 16);
 
 /// A 64-bit nonce.
 pub type Nonce64 = Nonce<8>;
