@@ -1105,24 +1105,28 @@ impl<C: Clock> Factory<C> {
             // three times on the way, and the call cost 1.4x a `fetch_add` and the packing;
             // here about 1.1x (the `paired` benchmark's `fetch_add/counter96_u128`).
             if !self.unchanged(&snap) || v >> COUNT96_BITS != 0 {
-                return self.shared_counter96_slow(&snap, Some(v));
+                return self.shared_counter96_slow(Some((snap.state, v)));
             }
             return Ok(Self::pack96(&snap, snap.init_ts, v));
         }
-        self.shared_counter96_slow(&snap, None)
+        self.shared_counter96_slow(None)
     }
 
-    /// [`shared_counter96`](Self::shared_counter96) past the common case: `v` taken in the
-    /// generation of `snap` and carried into the timestamp, or taken across a change of
-    /// generation (then dropped, never issued, as `reserve` drops such a value), or none
-    /// taken because the generation's start is refused.
+    /// [`shared_counter96`](Self::shared_counter96) past the common case: `v` taken after
+    /// reading `state` and carried into the timestamp, or taken across a change of generation
+    /// (then dropped, never issued, as `reserve` drops such a value), or none taken because
+    /// the generation's start is refused. Given the state word, not the snapshot: passing the
+    /// snapshot by reference made the common case store it on every call.
     #[cold]
     #[inline(never)]
-    fn shared_counter96_slow(&self, snap: &Snapshot, v: Option<u64>) -> Result<Nonce96, Error> {
-        if let Some(v) = v
-            && self.unchanged(snap)
-        {
-            return Self::finish96(snap, v);
+    fn shared_counter96_slow(&self, taken: Option<(u64, u64)>) -> Result<Nonce96, Error> {
+        if let Some((state, v)) = taken {
+            let snap = self.snapshot()?;
+            // The state word is the same from before `v` was taken until after this snapshot's
+            // fields were read, so no writer ran between: `v` and `snap` are of one generation.
+            if snap.state == state && self.unchanged(&snap) {
+                return Self::finish96(&snap, v);
+            }
         }
         let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER96, 1)?;
         Self::finish96(&snap, v)
