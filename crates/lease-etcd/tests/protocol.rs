@@ -3,24 +3,14 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::{Prefix, raw};
+use common::{Prefix, now_ms, raw};
 use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
 use lease_etcd::etcd_client::{Client, PutOptions};
 use lease_etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy, LostReason};
 
 const TTL: Duration = Duration::from_secs(30);
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 async fn value(client: &mut Client, key: &str) -> Option<(String, i64, i64)> {
     let answer = client.get(key, None).await.expect("get");

@@ -8,21 +8,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::{OwnCluster, Prefix, options_at};
+use common::{OwnCluster, Prefix, now_ms, options_at};
 use lease_core::Strategy;
 use lease_etcd::EtcdStrategy;
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 /// What the member on `port` has received so far: gRPC messages by method (a unary call is
 /// one; a stream counts each message sent on it) and streams opened by method, from its

@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lease_etcd::etcd_client::{Client, DeleteOptions, GetOptions};
 use lease_etcd::{EtcdOptions, EtcdStrategy};
@@ -123,6 +123,17 @@ pub async fn strategy(prefix: &Prefix) -> EtcdStrategy {
     // Fail clearly if the server is not there.
     drop(raw().await);
     EtcdStrategy::new(options(prefix)).expect("valid options")
+}
+
+/// This machine's clock in Unix ms.
+pub fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
 }
 
 /// A port nothing listens on (bound and released).
