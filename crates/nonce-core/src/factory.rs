@@ -1103,7 +1103,7 @@ impl<C: Clock> Factory<C> {
             // generation unchanged, no carry into the timestamp) then runs straight on from
             // the counter's locked operation to the caller's store. Through them, it jumped
             // three times on the way, and the call cost 1.4x a `fetch_add` and the packing;
-            // here about 1.1x (the `paired` benchmark's `fetch_add/counter96_u128`).
+            // here about as much (the `paired` benchmark's `fetch_add/counter96_u128`).
             if !self.unchanged(&snap) || v >> COUNT96_BITS != 0 {
                 return self.shared_counter96_slow(Some((snap.state, v)));
             }
