@@ -566,6 +566,16 @@ enum Goal {
     AtMost(f64),
 }
 
+impl Goal {
+    /// Whether `got` meets it, with the comparison and the bound as the report prints them.
+    fn check(self, got: f64) -> (bool, &'static str, f64) {
+        match self {
+            Self::AtLeast(need) => (got >= need, ">=", need),
+            Self::AtMost(need) => (got <= need, "<=", need),
+        }
+    }
+}
+
 /// A paired ratio (baseline's cost over ours) turned into our cost over the baseline's.
 fn cost((fastest, median, low, high): PairedRatio) -> PairedRatio {
     (1.0 / fastest, 1.0 / median, 1.0 / high, 1.0 / low)
@@ -632,9 +642,8 @@ fn bench_report() -> Result<(), String> {
     let scaling = |id: &str| -> Result<f64, String> {
         Ok(ns(&format!("{id}_x1"))? / ns(&format!("{id}_x2"))?)
     };
-    // (goal, measured ratio, required ratio); `at_most` rows below.
-    let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    let mut at_most: Vec<(String, f64, f64)> = Vec::new();
+    // (goal, measured ratio, required ratio).
+    let mut rows: Vec<(String, f64, Goal)> = Vec::new();
     // The ratios of two loops are goals as the `paired` benchmark measures them; criterion's
     // separately measured rows give the same ratios, printed for comparison.
     let paired = paired_report()?;
@@ -670,7 +679,7 @@ fn bench_report() -> Result<(), String> {
     rows.push((
         "sortable64 rate vs 8.192 M/s cap".into(),
         1e9 / ns("sortable/sortable64")? / cap_rate,
-        0.97,
+        Goal::AtLeast(0.97),
     ));
     // Peers each in its fastest configuration (see docs/performance.md). The goals are the
     // facade's (its factories on its ticker clock), measured against the peers in alternating
@@ -715,7 +724,7 @@ fn bench_report() -> Result<(), String> {
     rows.push((
         "sortable64 on the ticker clock rate vs 8.192 M/s cap".into(),
         1e9 / ns("sortable/ticker_sortable64")? / cap_rate,
-        0.97,
+        Goal::AtLeast(0.97),
     ));
     for kind in ["sortable96", "sortable128"] {
         let name = format!("handle {kind}: 2 threads vs 1 (aggregate)");
@@ -732,19 +741,9 @@ fn bench_report() -> Result<(), String> {
     // Against the same done by hand in one loop; criterion's separate rows of a `fetch_add`
     // and of a block, added, beside them (consecutive blocks of the block row overlap in the
     // pipeline, which no loop whose block waits for its counter value can do).
-    for (name, id, block, criterion_id) in [
-        (
-            "encrypted128 (aes)",
-            "encrypted128_aes",
-            aes,
-            "encrypted128_aes",
-        ),
-        (
-            "encrypted64 (speck)",
-            "encrypted64_speck",
-            speck,
-            "encrypted64_speck",
-        ),
+    for (name, id, block) in [
+        ("encrypted128 (aes)", "encrypted128_aes", aes),
+        ("encrypted64 (speck)", "encrypted64_speck", speck),
     ] {
         paired_rows.push((
             format!("{name} vs fetch_add + one block, by hand in one loop"),
@@ -753,14 +752,14 @@ fn bench_report() -> Result<(), String> {
         ));
         compared.push((
             format!("{name} vs fetch_add + one block, criterion's separate rows added"),
-            (fetch_add + block) / ns(&format!("encrypted/{criterion_id}"))?,
+            (fetch_add + block) / ns(&format!("encrypted/{id}"))?,
         ));
     }
     let batch = ns("encrypted/fill_encrypted128_aes_x1024")? / 1024.0;
     rows.push((
         "fill_encrypted128 vs one at a time".into(),
         single_aes / batch,
-        4.0,
+        Goal::AtLeast(4.0),
     ));
     // The facade's factories, shared by every thread as users call them (crates/nononce
     // benches/facade.rs: handles measured in the same run).
@@ -776,10 +775,10 @@ fn bench_report() -> Result<(), String> {
             paired(&format!("scaling/{kind}"))?,
             Goal::AtLeast(1.8),
         ));
-        at_most.push((
+        rows.push((
             format!("facade {name}, shared factory: cost vs a handle (1 thread)"),
             ns(&format!("facade/{kind}"))? / ns(&format!("facade/handle_{kind}"))?,
-            1.25,
+            Goal::AtMost(1.25),
         ));
     }
 
@@ -799,15 +798,8 @@ fn bench_report() -> Result<(), String> {
     println!("| goal | measured | required | met |");
     println!("|---|---|---|---|");
     let mut missed = 0;
-    let lines = rows
-        .iter()
-        .map(|(goal, got, need)| (goal, got, need, got >= need, ">="))
-        .chain(
-            at_most
-                .iter()
-                .map(|(goal, got, need)| (goal, got, need, got <= need, "<=")),
-        );
-    for (goal, got, need, met, cmp) in lines {
+    for (goal, got, need) in &rows {
+        let (met, cmp, need) = need.check(*got);
         missed += usize::from(!met);
         println!(
             "| {goal} | {got:.2}x | {cmp} {need}x | {} |",
@@ -821,10 +813,7 @@ fn bench_report() -> Result<(), String> {
     println!("| goal | measured | per round: median (quartiles) | required | met |");
     println!("|---|---|---|---|---|");
     for (goal, (fastest, median, low, high), need) in &paired_rows {
-        let (met, cmp, need) = match *need {
-            Goal::AtLeast(need) => (*fastest >= need, ">=", need),
-            Goal::AtMost(need) => (*fastest <= need, "<=", need),
-        };
+        let (met, cmp, need) = need.check(*fastest);
         missed += usize::from(!met);
         println!(
             "| {goal} | {fastest:.2}x | {median:.2}x ({low:.2}x-{high:.2}x) | {cmp} {need}x | {} |",
