@@ -67,6 +67,13 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<(
         .collect()
 }
 
+/// `operation` run, and the messages the member on `port` received meanwhile.
+async fn counted<T>(port: u16, operation: impl Future<Output = T>) -> (T, Vec<(String, u64)>) {
+    let before = received(port);
+    let out = operation.await;
+    (out, delta(&before, &received(port)))
+}
+
 fn expect(what: &str, seen: &[(String, u64)], expected: &[(&str, u64)]) {
     let expected: Vec<(String, u64)> = expected
         .iter()
@@ -93,27 +100,23 @@ async fn requests_per_operation() {
         .await
         .unwrap();
 
-    let before = received(port);
-    let grant = s.acquire_with_floor(ttl, now_ms(), now_ms()).await.unwrap();
-    let after = received(port);
+    let (grant, seen) = counted(port, s.acquire_with_floor(ttl, now_ms(), now_ms())).await;
+    let grant = grant.unwrap();
     // The read of the prefix (keys and floors), the holder's etcd lease, the claim.
     expect(
         "acquire_with_floor",
-        &delta(&before, &after),
+        &seen,
         &[("LeaseGrant", 1), ("Range", 1), ("Txn", 1)],
     );
 
-    let before = received(port);
-    s.renew_with_floor(&grant.lease, ttl, now_ms())
-        .await
-        .unwrap();
-    let after = received(port);
+    let (renewal, seen) = counted(port, s.renew_with_floor(&grant.lease, ttl, now_ms())).await;
+    renewal.unwrap();
     // A keep-alive stream (opened with one keep-alive, whose answer the client keeps to
     // itself, then a second for the TTL and the Raft term) and the proof of the key with the
     // floor's raise.
     expect(
         "renew_with_floor",
-        &delta(&before, &after),
+        &seen,
         &[
             ("LeaseKeepAlive", 2),
             ("Txn", 1),
@@ -121,16 +124,13 @@ async fn requests_per_operation() {
         ],
     );
 
-    let before = received(port);
-    s.release_with_floor(&grant.lease, guard, now_ms())
-        .await
-        .unwrap();
-    let after = received(port);
+    let (release, seen) = counted(port, s.release_with_floor(&grant.lease, guard, now_ms())).await;
+    release.unwrap();
     // The guard's etcd lease, the move of the key onto it with the floor, the holder's etcd
     // lease revoked.
     expect(
         "release_with_floor",
-        &delta(&before, &after),
+        &seen,
         &[("LeaseGrant", 1), ("LeaseRevoke", 1), ("Txn", 1)],
     );
 }
