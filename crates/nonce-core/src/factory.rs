@@ -1030,7 +1030,8 @@ impl<C: Clock> Factory<C> {
     /// generation's start plus the carries out of the 45-bit count.
     #[inline]
     pub(crate) fn split96(snap: &Snapshot, v: u64) -> Result<(u64, u64), Error> {
-        // Callers checked the start before taking `v`, so this check folds into theirs.
+        // Every caller checked the start before taking `v` (where this is inlined beside that
+        // check, the compiler folds the two); checked here too, so that this is right alone.
         Self::check_ts(snap.init_ts, snap)?;
         let carry = v >> COUNT96_BITS;
         // No carry: the value is the count, the start the timestamp, and no compare with
