@@ -1,8 +1,6 @@
 //! `lease-core`'s promise to strategy authors, checked: depending on it alone pulls in no async
 //! runtime, no telemetry and no futures crate, whatever its features.
 
-use std::process::Command;
-
 /// Crates (and their `-`-suffixed parts, `tokio-macros`, `futures-util`, ...) that a strategy
 /// depending only on `lease-core` must not build.
 const FORBIDDEN: [&str; 4] = ["tokio", "tracing", "metrics", "futures"];
@@ -41,8 +39,7 @@ fn forbidden(name: &str) -> bool {
 
 /// `cargo tree` of `lease-core`'s normal dependencies, one crate name first on each line.
 fn tree(features: Option<&str>) -> Result<String, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = crate::cargo();
     command
         .args(["tree", "--locked", "-p", "lease-core", "-e", "normal"])
         .args(["--prefix", "none"])

@@ -12,7 +12,6 @@
 //! the CLI target 1/16, as each case starts a process). A plain `cargo test` runs them too,
 //! with 256. (Not `PROPTEST_CASES`: proptest applies it over every target's own count.)
 
-use std::process::Command;
 use std::time::Instant;
 
 /// Cases per target unless `--cases N` says otherwise: about a minute on two cores.
@@ -21,13 +20,29 @@ const DEFAULT_CASES: u32 = 20_000;
 /// The cargo invocations that select exactly the fuzz targets.
 fn targets() -> [(&'static str, Vec<&'static str>); 4] {
     [
-        ("nonce-core", vec!["-p", "nonce-core", "--test", "fuzz"]),
-        ("lease-static", vec!["-p", "lease-static", "--test", "fuzz"]),
+        (
+            "nonce-core",
+            vec!["-p", "nonce-core", "--test", "integration", "--", "fuzz::"],
+        ),
+        (
+            "lease-static",
+            vec![
+                "-p",
+                "lease-static",
+                "--test",
+                "integration",
+                "--",
+                "fuzz::",
+            ],
+        ),
         (
             "lease-redis",
             vec!["-p", "lease-redis", "--lib", "--", "wire::fuzz::"],
         ),
-        ("nononce-cli", vec!["-p", "nononce-cli", "--test", "fuzz"]),
+        (
+            "nononce-cli",
+            vec!["-p", "nononce-cli", "--test", "integration", "--", "fuzz::"],
+        ),
     ]
 }
 
@@ -47,11 +62,10 @@ fn parse_cases(args: &[String]) -> Result<u32, String> {
 pub fn run(args: &[String]) -> Result<(), String> {
     let cases = parse_cases(args)?;
     let root = super::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let started = Instant::now();
     for (name, selection) in targets() {
         let target_started = Instant::now();
-        let mut cmd = Command::new(&cargo);
+        let mut cmd = crate::cargo();
         cmd.args(["test", "--release", "--locked"])
             .args(&selection)
             .env("NONONCE_FUZZ_CASES", cases.to_string())

@@ -1,7 +1,9 @@
 //! `cargo xtask`: everything that is not plain cargo.
 //!
-//! - `cargo xtask test`: the whole check suite CI runs (format, lints, tests, loom, docs,
-//!   the no_std proof).
+//! - `cargo xtask test`: the whole check suite CI runs (format, lints, feature checks, tests on
+//!   real servers, chaos, the simulation, loom, docs, the no_std proof; see `suite.rs`);
+//!   `cargo xtask test --quick`: the edit-compile loop (format, clippy, the tests that need no
+//!   server, a short simulation).
 //! - `cargo xtask nostd`: only the no_std proof.
 //! - `cargo xtask core-deps`: only the check that `lease-core` pulls in no tokio, tracing,
 //!   metrics or futures (see `core_deps.rs`).
@@ -14,18 +16,21 @@ mod core_deps;
 mod fuzz;
 mod services;
 mod sim;
+mod steps;
+mod suite;
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
+
+use steps::{Step, Steps};
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("test") => test(),
+        Some("test") => suite::run(&args[1..]),
         Some("nostd") => Steps::new().run_all(&nostd_steps()),
-        Some("core-deps") => Steps::new().check(CORE_DEPS, core_deps::check),
+        Some("core-deps") => Steps::new().check(suite::CORE_DEPS, core_deps::check),
         Some("bench") => Steps::new()
             .run_all(&[
                 Step::cargo(
@@ -58,7 +63,7 @@ fn main() -> ExitCode {
         Some("with-services") => with_services(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|nostd|core-deps|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
+                "usage: cargo xtask <test [--quick]|nostd|core-deps|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
             );
             return ExitCode::from(2);
         }
@@ -76,104 +81,40 @@ fn str_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// `cargo`, without the variables `cargo run` set for xtask itself ([`clean_env`]).
+fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    clean_env(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment what `cargo run` set for xtask itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...): build scripts that track them (ring's does) would
+/// otherwise run again in every cargo command xtask starts, and everything above them would
+/// rebuild, here and again in the developer's next plain `cargo` command.
+fn clean_env(cmd: &mut Command) {
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || matches!(
+                &*key,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            cmd.env_remove(&*key);
+        }
+    }
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
         .to_path_buf()
-}
-
-struct Step {
-    name: &'static str,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    dir: Option<PathBuf>,
-}
-
-impl Step {
-    fn cargo(name: &'static str, args: &[&str]) -> Self {
-        Self {
-            name,
-            args: args.iter().map(|s| (*s).to_owned()).collect(),
-            env: Vec::new(),
-            dir: None,
-        }
-    }
-
-    fn env(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.env.push((key.to_owned(), value.into()));
-        self
-    }
-
-    fn dir(mut self, dir: PathBuf) -> Self {
-        self.dir = Some(dir);
-        self
-    }
-}
-
-struct Steps {
-    passed: usize,
-}
-
-impl Steps {
-    fn new() -> Self {
-        Self { passed: 0 }
-    }
-
-    fn run(&mut self, step: &Step) -> Result<(), String> {
-        eprintln!("==> {}: cargo {}", step.name, step.args.join(" "));
-        self.timed(step.name, || {
-            let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args(&step.args)
-                .current_dir(step.dir.clone().unwrap_or_else(workspace_root));
-            for (k, v) in &step.env {
-                cmd.env(k, v);
-            }
-            let status = cmd
-                .status()
-                .map_err(|e| format!("could not run cargo: {e}"))?;
-            if status.success() {
-                Ok(())
-            } else {
-                Err(status.to_string())
-            }
-        })
-    }
-
-    /// Runs a check of xtask's own (no cargo command line of its own), reported like a step.
-    fn check(
-        &mut self,
-        name: &'static str,
-        check: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(), String> {
-        eprintln!("==> {name}");
-        self.timed(name, check)
-    }
-
-    fn timed(
-        &mut self,
-        name: &str,
-        step: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(), String> {
-        let started = Instant::now();
-        let result = step();
-        let secs = started.elapsed().as_secs_f64();
-        match result {
-            Ok(()) => {
-                self.passed += 1;
-                eprintln!("<== {name}: ok in {secs:.1} s");
-                Ok(())
-            }
-            Err(why) => Err(format!("{name} failed ({why}) after {secs:.1} s")),
-        }
-    }
-
-    fn run_all(&mut self, steps: &[Step]) -> Result<(), String> {
-        for step in steps {
-            self.run(step)?;
-        }
-        Ok(())
-    }
 }
 
 fn nostd_steps() -> Vec<Step> {
@@ -200,7 +141,9 @@ fn with_services(command: &[String]) -> Result<(), String> {
         .split_first()
         .ok_or("with-services needs a command to run")?;
     let services = services::start()?;
-    let status = Command::new(program)
+    let mut cmd = Command::new(program);
+    clean_env(&mut cmd);
+    let status = cmd
         .args(args)
         .envs(services.env.iter().map(|(k, v)| (k, v)))
         .status()
@@ -210,334 +153,6 @@ fn with_services(command: &[String]) -> Result<(), String> {
     } else {
         Err(format!("{program} failed ({status})"))
     }
-}
-
-/// The name of the [`core_deps`] step.
-const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
-
-/// Crates with features: besides the workspace run with every feature, each is tested crate by
-/// crate with the combinations that change its behaviour ([`feature_test_steps`]).
-const FEATURED: [&str; 7] = [
-    "nonce-core",
-    "lease-manager",
-    "lease-sql",
-    "lease-redis",
-    "lease-etcd",
-    "lease-guard",
-    "nononce",
-];
-
-/// The steps that need no server: format and lints, then every feature combination checked.
-/// `hack` is the folder of the `cargo-hack` binary.
-fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
-    let path = services::cargo_hack::path_with(hack)?;
-    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone());
-    Ok(vec![
-        Step::cargo("format", &["fmt", "--all", "--check"]),
-        Step::cargo(
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--all-features",
-                "--locked",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        Step::cargo(
-            "clippy, nonce-core without features",
-            &[
-                "clippy",
-                "-p",
-                "nonce-core",
-                "--no-default-features",
-                "--locked",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-        // What users build: each library and binary alone (no dev-dependencies unified in), in
-        // every combination of its features. `default` adds nothing a combination lacks.
-        hack_step(
-            "features: check, every combination",
-            &[
-                "hack",
-                "check",
-                "--workspace",
-                "--exclude",
-                "nononce",
-                "--feature-powerset",
-                "--exclude-features",
-                "default",
-                "--locked",
-            ],
-        ),
-        // The facade's backend features only re-export a crate checked above: each alone (the
-        // library, then with its examples and tests), and every combination of the features
-        // its own code depends on.
-        hack_step(
-            "features: check, nononce each feature",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--each-feature",
-                "--exclude-features",
-                "default",
-                "--exclude-all-features",
-                "--locked",
-            ],
-        ),
-        hack_step(
-            "features: check, nononce examples and tests, each feature",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--all-targets",
-                "--each-feature",
-                "--exclude-features",
-                "default",
-                "--exclude-all-features",
-                "--locked",
-            ],
-        ),
-        hack_step(
-            "features: check, nononce guard x tracing x metrics",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--feature-powerset",
-                "--include-features",
-                "guard,tracing,metrics",
-                "--locked",
-            ],
-        ),
-        // The tests of the crates without features, each built alone (the workspace run unifies
-        // the features of every crate).
-        hack_step(
-            "features: check, tests of each crate alone",
-            &[
-                &["hack", "check", "--workspace", "--all-targets"][..],
-                &FEATURED
-                    .iter()
-                    .flat_map(|p| ["--exclude", p])
-                    .collect::<Vec<_>>(),
-                &["--locked"],
-            ]
-            .concat(),
-        ),
-    ])
-}
-
-/// The tests of each crate with features, alone, in the combinations that change its behaviour;
-/// the others (TLS, the facade's re-exports) add no test of their own and are checked above.
-///
-/// - `nonce-core` (ciphers, clocks, serde) and `lease-manager` (driver, telemetry): no
-///   features, each feature alone, and `nonce-core`'s defaults.
-/// - `lease-sql`: no dialect, and each dialect alone (SQLite without a server).
-/// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing), in one
-///   build; their one feature alone is what the workspace run has.
-/// - `nononce`: no features, `tracing` (its default), `guard` and `metrics` alone, and the
-///   repository README's example (built with `postgres`).
-fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
-    let path = services::cargo_hack::path_with(hack)?;
-    let each = |name, packages: &[&str], features: &[&str]| {
-        let mut args = vec!["hack", "test"];
-        for p in packages {
-            args.extend(["-p", p]);
-        }
-        args.extend(["--each-feature", "--exclude-all-features", "--locked"]);
-        args.extend(features);
-        Step::cargo(name, &args).env("PATH", path.clone())
-    };
-    let steps = vec![
-        each(
-            "features: tests, nonce-core and lease-manager each feature",
-            &["nonce-core", "lease-manager"],
-            &["--exclude-features", "default"],
-        ),
-        Step::cargo(
-            "features: tests, nonce-core default features",
-            &["test", "-p", "nonce-core", "--locked"],
-        ),
-        each(
-            "features: tests, lease-sql each dialect",
-            &["lease-sql"],
-            &[
-                "--exclude-features",
-                "default,tls-rustls,tls-rustls-native-roots",
-            ],
-        ),
-        Step::cargo(
-            "features: tests, lease-redis, lease-etcd and lease-guard default features",
-            &[
-                "test",
-                "-p",
-                "lease-redis",
-                "-p",
-                "lease-etcd",
-                "-p",
-                "lease-guard",
-                "--locked",
-            ],
-        ),
-        Step::cargo(
-            "features: tests, nononce without features",
-            &["test", "-p", "nononce", "--no-default-features", "--locked"],
-        ),
-        each(
-            "features: tests, nononce each feature that changes it",
-            &["nononce"],
-            &["--include-features", "tracing,guard,metrics"],
-        ),
-        Step::cargo(
-            "features: tests, the README example (nononce with postgres)",
-            &[
-                "test",
-                "-p",
-                "nononce",
-                "--no-default-features",
-                "--features",
-                "postgres",
-                "--doc",
-                "--locked",
-            ],
-        ),
-    ];
-    Ok(steps
-        .into_iter()
-        .map(|mut step| {
-            for (k, v) in env {
-                step = step.env(k, v.clone());
-            }
-            step
-        })
-        .collect())
-}
-
-fn test() -> Result<(), String> {
-    let mut runner = Steps::new();
-    let result = test_steps(&mut runner);
-    let failed = usize::from(result.is_err());
-    println!("xtask: {} passed, {failed} failed", runner.passed);
-    result
-}
-
-fn test_steps(runner: &mut Steps) -> Result<(), String> {
-    let root = workspace_root();
-    // Before any step: building etcd-client (clippy already does) needs protoc.
-    services::etcd::ensure_protoc()?;
-    let hack = services::cargo_hack::ensure()?;
-    // Format, lints, the feature checks and lease-core's dependency tree fail fast, before any
-    // server starts.
-    runner.run_all(&static_steps(&hack)?)?;
-    runner.check(CORE_DEPS, core_deps::check)?;
-    // Stopped when dropped, at the end of this function, whatever the outcome.
-    let services = services::start()?;
-    let mut tests = Step::cargo(
-        "tests",
-        &["test", "--workspace", "--all-features", "--locked"],
-    );
-    for (k, v) in &services.env {
-        tests = tests.env(k, v.clone());
-    }
-    let mut steps = vec![tests];
-    steps.extend(feature_test_steps(&hack, &services.env)?);
-    steps.extend([
-        Step::cargo("sim", &["xtask", "sim", "--seeds", "5000"]),
-        Step::cargo(
-            "loom",
-            &[
-                "test",
-                "-p",
-                "nonce-core",
-                "--test",
-                "loom",
-                "--release",
-                "--locked",
-            ],
-        )
-        .env("RUSTFLAGS", "--cfg loom")
-        .env(
-            "CARGO_TARGET_DIR",
-            root.join("target/loom").display().to_string(),
-        ),
-        Step::cargo(
-            "docs",
-            &[
-                "doc",
-                "--workspace",
-                "--no-deps",
-                "--all-features",
-                "--locked",
-            ],
-        )
-        .env("RUSTDOCFLAGS", "-D warnings"),
-    ]);
-    // The README's first command, as a newcomer runs it, in an empty folder.
-    let scratch = root.join("target/readme-gen");
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let manifest = root.join("Cargo.toml").display().to_string();
-    steps.push(
-        Step::cargo(
-            "README: nononce gen",
-            &[
-                "run",
-                "-q",
-                "--locked",
-                "--manifest-path",
-                &manifest,
-                "-p",
-                "nononce-cli",
-                "--",
-                "gen",
-                "-n",
-                "3",
-            ],
-        )
-        .dir(scratch),
-    );
-    steps.extend(nostd_steps());
-    runner.run_all(&steps)?;
-    // A short seeded chaos run over every backend: 0 duplicates, 0 out-of-window nonces.
-    // Stores that can lose writes (Valkey/Redis restarted empty, the PostgreSQL failover)
-    // hold acquisitions off for the lease and twice the run's clock bound, and a run lasts
-    // until IDs changed hands after that: with every skew (a 31 s bound) these three take
-    // about 450 s instead of about 150 s, so here their clocks stay within the margin (a 2 s
-    // bound); the others run with every skew. docs/reliability.md has the every-skew run of
-    // the same seed (`cargo xtask chaos --seed 1 --backend valkey9,redis8,postgres`).
-    eprintln!("==> chaos: short seeded run");
-    let started = std::time::Instant::now();
-    let arg = |s: &str| s.to_owned();
-    chaos::run(&[
-        arg("--seed"),
-        arg("1"),
-        arg("--backend"),
-        arg("sqlite,mariadb,etcd"),
-    ])
-    .and_then(|()| {
-        chaos::run(&[
-            arg("--seed"),
-            arg("1"),
-            arg("--within-margin"),
-            arg("--backend"),
-            arg("valkey9,redis8,postgres"),
-        ])
-    })?;
-    runner.passed += 1;
-    eprintln!("<== chaos: ok in {:.1} s", started.elapsed().as_secs_f64());
-    drop(services);
-    Ok(())
 }
 
 /// The cargo target directory: `CARGO_TARGET_DIR`, relative to the workspace, or `target`.

@@ -5,12 +5,9 @@
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
 //! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
 
-use std::process::Command;
-
 pub fn run(args: &[String]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let started = std::time::Instant::now();
-    let status = Command::new(cargo)
+    let status = crate::cargo()
         .args([
             "run",
             "--release",

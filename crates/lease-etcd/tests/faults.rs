@@ -2,7 +2,7 @@
 //! that lost its data is noticed, and a three-member cluster keeps leases through a member
 //! killed and the leader moved.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A herd: 512 nodes acquiring at once all end up with distinct IDs, by the plain acquire and
 //! by the floor-aware one. Prints the time until all held one.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! The lease protocol on a real etcd: what each operation writes, lost versus retry, the
 //! release guard, the timestamp floor, the operator views and error kinds.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `cargo xtask with-services cargo test -p lease-etcd --test round_trips -- --nocapture`.
 //! The test fails if the counts change.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

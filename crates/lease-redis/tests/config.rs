@@ -1,6 +1,6 @@
 //! A lease manager refuses, before any lease, a configuration the Redis options cannot serve.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The `lease-testkit` conformance suite on Valkey 9 and Redis 8.
 
-mod common;
+use crate::common;
 
 use common::{Key, Server};
 use lease_core::MachineId;

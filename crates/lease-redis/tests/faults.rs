@@ -1,7 +1,7 @@
 //! Faults with real servers: a restart that forgets every lease (the amnesia guard), and the
 //! lease manager handing an ID from one node to the next without overlap.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

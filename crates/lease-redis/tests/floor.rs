@@ -3,7 +3,7 @@
 //! through expiry and force_release, reported in grants, preferred when below the acquirer's
 //! clock, never touched by anyone whose lease it is not; and the round trips per operation.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,6 +1,6 @@
 //! The wire protocol against real Valkey 9 and Redis 8 servers (and Redis 7 for "unsupported").
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -4,7 +4,7 @@
 //! extends nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this
 //! crate's acquirers, and is free after it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

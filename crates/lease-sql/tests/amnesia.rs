@@ -10,7 +10,7 @@
     allow(dead_code, unused_imports)
 )]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! make every grant an illegal TTL, each refused and each blocking an ID.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

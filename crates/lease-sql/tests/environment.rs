@@ -7,7 +7,7 @@
     allow(dead_code, unused_imports)
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -192,15 +192,13 @@ fn processes_share_one_sqlite_file() {
         assert_eq!(s.migrate().await.unwrap(), 512);
         s
     });
+    // This test as libtest names it: its module path without the crate's name.
+    let name = concat!(module_path!(), "::processes_share_one_sqlite_file");
+    let name = name.split_once("::").map_or(name, |(_, test)| test);
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "processes_share_one_sqlite_file",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+                .args(["--exact", name, "--nocapture", "--test-threads=1"])
                 .env(CHILD_DB, &path)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())

@@ -9,7 +9,7 @@
     allow(dead_code, unused_imports)
 )]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

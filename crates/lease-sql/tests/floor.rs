@@ -3,7 +3,7 @@
 //! the coordinator clock readings; and the migration of a table made before the column.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -7,7 +7,7 @@
 //! `cargo xtask with-services cargo test -p lease-sql --all-features --test herd -- --nocapture --test-threads=1`.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! table of its own.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! acquirers, and is free after it.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

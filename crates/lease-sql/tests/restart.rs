@@ -6,7 +6,7 @@
 //! connection to the file and opening it again.
 #![cfg(any(feature = "postgres", feature = "sqlite"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

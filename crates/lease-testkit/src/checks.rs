@@ -1,6 +1,6 @@
 //! The checks themselves. Each returns `Err(message)` on the first contract violation.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -88,25 +88,50 @@ async fn must_renew<S: Strategy>(
 }
 
 /// Acquires until the store refuses (at most 513 times), failing if it hands out an ID in `held`
-/// or the same ID twice. Returns the grants and the refusal.
+/// or the same ID twice while the lease on it is still valid. Returns the grants and the
+/// refusal.
+///
+/// `held_since` is when the oldest request behind a lease in `held` was sent. A lease is valid
+/// for at least `min_ttl` from its request, less the slack for the store's clock: an ID handed
+/// out again within that is a violation; one handed out again later proves nothing (the lease
+/// may have run out while the store filled), and the fill fails saying it was too slow for the
+/// harness's lease duration, not that the strategy broke its promise.
 async fn fill<S: Strategy>(
     strategy: &S,
     options: &Options,
     held: &[MachineId],
+    held_since: Instant,
 ) -> Result<(Vec<Grant<S::Lease>>, S::Error), String> {
-    let mut seen: HashSet<MachineId> = held.iter().copied().collect();
+    let validity = options.min_ttl.saturating_sub(options.slack);
+    let started = Instant::now();
+    let mut valid_until: HashMap<MachineId, Instant> =
+        held.iter().map(|&id| (id, held_since + validity)).collect();
     let mut grants = Vec::new();
     for _ in 0..=MachineId::COUNT {
+        let sent = Instant::now();
         match acquire(strategy, options).await {
             Ok(grant) => {
-                if !seen.insert(grant.machine_id) {
+                let replied = Instant::now();
+                let id = grant.machine_id;
+                if let Some(&until) = valid_until.get(&id) {
+                    if replied <= until {
+                        return Err(format!(
+                            "machine id {id} was handed out while a valid lease on it was held \
+                             (after {} other grants)",
+                            grants.len()
+                        ));
+                    }
                     return Err(format!(
-                        "machine id {} was handed out while a valid lease on it was held \
-                         (after {} other grants)",
-                        grant.machine_id,
-                        grants.len()
+                        "the check was too slow to conclude: filling the store took {:?} for {} \
+                         grants, longer than the leases of at least {:?} last, so machine id \
+                         {id} may have expired before it was handed out again; give the \
+                         harness a longer ttl (`Options::new`)",
+                        started.elapsed(),
+                        grants.len(),
+                        options.min_ttl
                     ));
                 }
+                valid_until.insert(id, sent + validity);
                 grants.push(grant);
             }
             Err(e) => return Ok((grants, e)),
@@ -118,13 +143,30 @@ async fn fill<S: Strategy>(
     ))
 }
 
-/// Fills the store and requires that every one of the 512 IDs is then held.
+/// When a fill that began at `filled_from` held every other ID and one of them is handed out,
+/// `Err` saying the check was too slow to conclude if the fillers' leases may have run out since
+/// (the strategy did nothing wrong then); `Ok` if they were surely valid.
+fn fillers_still_valid(filled_from: Instant, options: &Options) -> Result<(), String> {
+    let elapsed = filled_from.elapsed();
+    if elapsed + options.slack < options.min_ttl {
+        return Ok(());
+    }
+    Err(format!(
+        "the check was too slow to conclude: {elapsed:?} after the store began to fill, the \
+         fillers' leases of at least {:?} may have run out, so an id handed out again proves \
+         nothing; give the harness a longer ttl (`Options::new`)",
+        options.min_ttl
+    ))
+}
+
+/// Fills the store and requires that every one of the 512 IDs is then held (see [`fill`]).
 async fn fill_all<S: Strategy>(
     strategy: &S,
     options: &Options,
     held: &[MachineId],
+    held_since: Instant,
 ) -> Result<Vec<Grant<S::Lease>>, String> {
-    let (grants, refusal) = fill(strategy, options, held).await?;
+    let (grants, refusal) = fill(strategy, options, held, held_since).await?;
     if grants.len() + held.len() != usize::from(MachineId::COUNT) {
         return Err(format!(
             "could hold only {} leases at once before {}; a strategy that cannot hold all {} \
@@ -191,6 +233,7 @@ async fn distinct_ids<H: Harness>(harness: &H, options: &Options) -> CheckResult
 
 async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
+    let sent = Instant::now();
     let grant = must_acquire(&node, options, "first acquire").await?;
     let id = grant.machine_id;
     let first = must_renew(
@@ -210,7 +253,7 @@ async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResu
     let other = harness.node().await;
     let what = "after renewing the lease on it";
     if options.capabilities.holds_all_ids {
-        fill_all(&other, options, &[id])
+        fill_all(&other, options, &[id], sent)
             .await
             .map_err(|e| format!("{what}: {e}"))?;
     } else if options.capabilities.exclusive {
@@ -309,6 +352,7 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
 
     // Take the expired ID with another node, holding every other ID it is given on the way.
     let new = harness.node().await;
+    let taking = Instant::now();
     let mut others = Vec::new();
     let new_grant = loop {
         match acquire(&new, options).await {
@@ -365,7 +409,7 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
     let mut held: Vec<MachineId> = others.iter().map(|g| g.machine_id).collect();
     held.push(id);
     let fillers = if options.capabilities.holds_all_ids {
-        fill_all(&filler, options, &held)
+        fill_all(&filler, options, &held, taking)
             .await
             .map_err(|e| format!("filling the store after the takeover: {e}"))?
     } else {
@@ -396,10 +440,12 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
         ));
     }
     let node = harness.node().await;
+    let acquired = Instant::now();
     let grant = must_acquire(&node, options, "first acquire").await?;
     let id = grant.machine_id;
     let filler = harness.node().await;
-    let _fillers = fill_all(&filler, options, &[id]).await?;
+    let filled_from = Instant::now();
+    let _fillers = fill_all(&filler, options, &[id], acquired).await?;
 
     let sent = Instant::now();
     node.release(&grant.lease, options.guard)
@@ -410,6 +456,7 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
     if let Ok(again) = filler.acquire(options.ttl).await {
         let elapsed = sent.elapsed();
         if again.machine_id != id {
+            fillers_still_valid(filled_from, options)?;
             return Err(format!(
                 "after releasing {id}, acquire handed out machine id {} which was still held",
                 again.machine_id
@@ -432,11 +479,11 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
     sleep_until(replied + options.guard + options.slack).await;
     match acquire(&filler, options).await {
         Ok(again) if again.machine_id == id => Ok(Outcome::Passed),
-        Ok(again) => Err(format!(
+        Ok(again) => fillers_still_valid(filled_from, options).and(Err(format!(
             "after the guard, acquire handed out machine id {} which was still held, instead of \
              the released {id}",
             again.machine_id
-        )),
+        ))),
         Err(e) => Err(format!(
             "released machine id {id} was still blocked {:?} after the release replied (guard \
              {:?} plus slack): {}",
@@ -455,7 +502,7 @@ async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
         ));
     }
     let node = harness.node().await;
-    let (grants, refusal) = fill(&node, options, &[]).await?;
+    let (grants, refusal) = fill(&node, options, &[], Instant::now()).await?;
     if grants.len() != usize::from(MachineId::COUNT) {
         return Err(format!(
             "acquire stopped after {} leases with {}; expected {} distinct ids, then exhausted",
@@ -551,7 +598,7 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
 
     // Every other ID held, the first lease ends without a release: its floor must survive.
     let filler = harness.node().await;
-    let fillers = fill_all(&filler, options, &[id]).await?;
+    let fillers = fill_all(&filler, options, &[id], sent).await?;
     if !harness.expire(id).await {
         // Waiting out the first lease must not let the fillers' leases run out too.
         sleep_until(sent + grant.ttl / 2).await;

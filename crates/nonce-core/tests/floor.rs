@@ -1,7 +1,7 @@
 //! Timestamp floors: `enable_above` starts strictly above what an earlier holder of the
 //! machine ID issued, and `issued_up_to_ms` reports what this factory issued.
 
-mod common;
+use crate::common;
 
 use common::{Op, T0, all_ops, ciphers96, config, machine_id};
 use nonce_core::{

@@ -1,7 +1,7 @@
 //! One kind (counter or sortable) per base size per factory: every entry point, factory and
 //! handle, and random interleavings of all of them.
 
-mod common;
+use crate::common;
 
 use common::{Op, T0, all_ops, ciphers96, config, enabled, machine_id};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};

@@ -28,7 +28,7 @@
 //! `$REDIS` and `$REDIS7` hold the PostgreSQL, Redis 8 and Redis 7 URLs, `$ETCD` the etcd
 //! server's `host:port` list.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! endpoint, a bad URL or needless credentials fail at once, in one line naming the cause, with
 //! the password hidden. Every test has a key prefix of its own.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

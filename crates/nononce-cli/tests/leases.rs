@@ -3,7 +3,7 @@
 //! status; a lease is short and renewed, so even `kill -9` leaks it for minutes, not hours.
 //! Checked on the store itself, with `leases list --format json`.
 
-mod common;
+use crate::common;
 
 use common::*;
 

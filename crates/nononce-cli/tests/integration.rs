@@ -1,0 +1,14 @@
+//! The integration tests of the `nononce` command, in one binary: each runs the real binary.
+//!
+//! Each module is a file of `tests/`; `cargo test -p nononce-cli --test integration MODULE::` runs
+//! one of them.
+
+#[macro_use]
+mod common;
+mod cli;
+mod docs;
+mod etcd;
+mod fuzz;
+mod leases;
+mod output;
+mod stores;

@@ -1,0 +1,9 @@
+//! The integration tests of the facade, in one binary.
+//!
+//! Each module is a file of `tests/`; `cargo test -p nononce --test integration MODULE::` runs
+//! one of them.
+
+mod builder;
+mod guard;
+mod keys;
+mod threads;

@@ -1,0 +1,420 @@
+//! Steps of a run: commands (mostly cargo) and xtask's own checks, timed, each recorded in the
+//! table every run ends with.
+//!
+//! A step runs in the foreground (its output streamed) or in the background beside others
+//! (its output in `target/xtask/logs/<step>.log`, the end of it printed when it fails). Every
+//! step's output is scanned for the test runners' own summaries, so the table says how many
+//! tests each step ran.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Instant;
+
+/// One command of a run.
+pub struct Step {
+    pub name: String,
+    program: Option<PathBuf>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    dir: Option<PathBuf>,
+    nice: bool,
+}
+
+impl Step {
+    /// `cargo ARGS`.
+    pub fn cargo(name: impl Into<String>, args: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            program: None,
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: Vec::new(),
+            dir: None,
+            nice: false,
+        }
+    }
+
+    /// `program ARGS`.
+    pub fn program(name: impl Into<String>, program: PathBuf, args: &[&str]) -> Self {
+        Self {
+            program: Some(program),
+            ..Self::cargo(name, args)
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
+        self
+    }
+
+    pub fn envs(mut self, vars: &[(String, String)]) -> Self {
+        self.env.extend(vars.iter().cloned());
+        self
+    }
+
+    pub fn dir(mut self, dir: PathBuf) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    /// Runs at a lower CPU priority: compiling beside tests that wait on timers, the tests
+    /// get the cores when they need them.
+    pub fn nice(mut self) -> Self {
+        self.nice = true;
+        self
+    }
+
+    fn command(&self) -> Command {
+        let program = self.program.clone().unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        });
+        let mut cmd = if self.nice {
+            let mut nice = Command::new("nice");
+            nice.args(["-n", "10"]).arg(program);
+            nice
+        } else {
+            Command::new(program)
+        };
+        crate::clean_env(&mut cmd);
+        cmd.args(&self.args)
+            .current_dir(self.dir.clone().unwrap_or_else(crate::workspace_root));
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn describe(&self) -> String {
+        let program = self.program.as_ref().map_or_else(
+            || "cargo".to_owned(),
+            |p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            },
+        );
+        format!("{program} {}", self.args.join(" "))
+    }
+}
+
+/// How a step ended.
+#[derive(Clone)]
+enum Outcome {
+    Ok,
+    Failed(String),
+}
+
+/// One row of the table.
+struct Record {
+    name: String,
+    started: f64,
+    secs: f64,
+    tests: Option<u64>,
+    outcome: Outcome,
+}
+
+/// The steps of one run, and their table.
+pub struct Steps {
+    started: Instant,
+    records: Mutex<Vec<Record>>,
+    logs: PathBuf,
+}
+
+impl Steps {
+    pub fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            records: Mutex::new(Vec::new()),
+            logs: crate::target_dir().join("xtask/logs"),
+        }
+    }
+
+    /// Runs a step in the foreground, its output streamed (and kept in its log).
+    pub fn run(&self, step: &Step) -> Result<(), String> {
+        eprintln!("==> {}: {}", step.name, step.describe());
+        self.execute(step, true)
+    }
+
+    /// Runs steps one after another, stopping at the first failure.
+    pub fn run_all(&self, steps: &[Step]) -> Result<(), String> {
+        steps.iter().try_for_each(|step| self.run(step))
+    }
+
+    /// Runs a step in the background, its output in its log only; the handle's `join` gives
+    /// its result.
+    pub fn spawn<'scope>(
+        &'scope self,
+        scope: &'scope thread::Scope<'scope, '_>,
+        step: Step,
+    ) -> thread::ScopedJoinHandle<'scope, Result<(), String>> {
+        eprintln!(
+            "==> {} (in the background, log: {}): {}",
+            step.name,
+            self.log_path(&step.name).display(),
+            step.describe()
+        );
+        scope.spawn(move || self.execute(&step, false))
+    }
+
+    /// Runs a check of xtask's own (no command line of its own), reported like a step.
+    pub fn check(
+        &self,
+        name: &str,
+        check: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        eprintln!("==> {name}");
+        let started = Instant::now();
+        let result = check();
+        self.record(name, started, None, &result);
+        result
+    }
+
+    /// [`Steps::check`] for a check that returns what later steps need.
+    pub fn check_value<T>(
+        &self,
+        name: &str,
+        check: impl FnOnce() -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut value = None;
+        self.check(name, || {
+            value = Some(check()?);
+            Ok(())
+        })?;
+        value.ok_or_else(|| format!("{name} gave nothing"))
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        let file: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.logs.join(format!("{file}.log"))
+    }
+
+    fn execute(&self, step: &Step, stream: bool) -> Result<(), String> {
+        let started = Instant::now();
+        let log_path = self.log_path(&step.name);
+        let (result, tests) = run_logged(step, &log_path, stream);
+        if result.is_err() && !stream {
+            print_tail(&step.name, &log_path);
+        }
+        self.record(&step.name, started, tests, &result);
+        result
+    }
+
+    fn record(
+        &self,
+        name: &str,
+        started: Instant,
+        tests: Option<u64>,
+        result: &Result<(), String>,
+    ) {
+        let secs = started.elapsed().as_secs_f64();
+        let outcome = match result {
+            Ok(()) => {
+                eprintln!("<== {name}: ok in {secs:.1} s");
+                Outcome::Ok
+            }
+            Err(why) => {
+                eprintln!("<== {name}: FAILED ({why}) after {secs:.1} s");
+                Outcome::Failed(why.clone())
+            }
+        };
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Record {
+                name: name.to_owned(),
+                started: started.duration_since(self.started).as_secs_f64(),
+                secs,
+                tests,
+                outcome,
+            });
+    }
+
+    /// The table of every step so far: when it started (seconds into the run), how long it
+    /// took, how many tests it ran, how it ended; then the run's total.
+    pub fn print_table(&self) {
+        let mut records = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        records.sort_by(|a, b| a.started.total_cmp(&b.started));
+        let width = records
+            .iter()
+            .map(|r| r.name.len())
+            .max()
+            .unwrap_or(4)
+            .max(5);
+        println!();
+        println!(
+            "{:<width$} {:>8} {:>8} {:>6}  result",
+            "step", "start s", "secs", "tests"
+        );
+        let mut tests_total = 0;
+        for r in records.iter() {
+            tests_total += r.tests.unwrap_or(0);
+            println!(
+                "{:<width$} {:>8.1} {:>8.1} {:>6}  {}",
+                r.name,
+                r.started,
+                r.secs,
+                r.tests.map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                match &r.outcome {
+                    Outcome::Ok => "ok".to_owned(),
+                    Outcome::Failed(why) => format!("FAILED: {why}"),
+                }
+            );
+        }
+        let failed = records
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+            .count();
+        println!(
+            "{:<width$} {:>8} {:>8.1} {:>6}  {} steps, {failed} failed",
+            "total",
+            "",
+            self.started.elapsed().as_secs_f64(),
+            tests_total,
+            records.len()
+        );
+    }
+}
+
+/// Runs `step` with its output in `log` (and on the terminal when `stream`); returns its
+/// outcome and the number of tests its runners reported.
+fn run_logged(step: &Step, log: &PathBuf, stream: bool) -> (Result<(), String>, Option<u64>) {
+    if let Some(dir) = log.parent() {
+        let _ = fs::create_dir_all(dir);
+    }
+    let file = match fs::File::create(log) {
+        Ok(f) => Mutex::new(f),
+        Err(e) => return (Err(format!("{}: {e}", log.display())), None),
+    };
+    let mut cmd = step.command();
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return (Err(format!("could not run {}: {e}", step.describe())), None),
+    };
+    let counts = Mutex::new(TestCount::default());
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    thread::scope(|s| {
+        let pump = |reader: Box<dyn Read + Send>, to_stderr: bool| {
+            let (file, counts) = (&file, &counts);
+            s.spawn(move || {
+                for line in BufReader::new(reader).split(b'\n').map_while(Result::ok) {
+                    let text = String::from_utf8_lossy(&line);
+                    counts
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .read(&text);
+                    if stream {
+                        if to_stderr {
+                            eprintln!("{text}");
+                        } else {
+                            println!("{text}");
+                        }
+                    }
+                    let mut f = file
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let _ = writeln!(f, "{text}");
+                }
+            });
+        };
+        if let Some(out) = out {
+            pump(Box::new(out), false);
+        }
+        if let Some(err) = err {
+            pump(Box::new(err), true);
+        }
+    });
+    let status = child.wait();
+    let tests = counts
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .total();
+    let result = match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(s.to_string()),
+        Err(e) => Err(format!("waiting for {}: {e}", step.describe())),
+    };
+    (result, tests)
+}
+
+/// Tests run, from the runners' summaries: nextest's `Summary [...] N tests run: ...` and
+/// libtest's `test result: ok. N passed; M failed; K ignored; ...` (doctests).
+#[derive(Default)]
+struct TestCount {
+    nextest: Option<u64>,
+    libtest: Option<u64>,
+}
+
+impl TestCount {
+    fn read(&mut self, line: &str) {
+        let line = line.trim();
+        if line.starts_with("Summary [") {
+            if let Some(n) = line
+                .split("] ")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                *self.nextest.get_or_insert(0) += n;
+            }
+        } else if let Some(rest) = line.strip_prefix("test result: ") {
+            let number = |word: &str| {
+                rest.split(';')
+                    .filter_map(|part| {
+                        let mut it = part.split_whitespace().rev();
+                        (it.next() == Some(word)).then(|| it.next()?.parse::<u64>().ok())?
+                    })
+                    .sum::<u64>()
+            };
+            *self.libtest.get_or_insert(0) += number("passed") + number("failed");
+        }
+    }
+
+    /// nextest prints each test's libtest output on failure: its own summary is the count.
+    fn total(&self) -> Option<u64> {
+        self.nextest.or(self.libtest)
+    }
+}
+
+/// The last lines of a background step's log, when it failed.
+fn print_tail(name: &str, log: &PathBuf) {
+    const LINES: usize = 80;
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(LINES);
+    eprintln!(
+        "---- {name}: the last {} lines of {} ----",
+        lines.len() - from,
+        log.display()
+    );
+    for line in &lines[from..] {
+        eprintln!("{line}");
+    }
+    eprintln!("---- end of {name} ----");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TestCount;
+
+    #[test]
+    fn counts_come_from_the_runners_summaries() {
+        let mut c = TestCount::default();
+        c.read("test result: ok. 3 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.1s");
+        c.read("test result: ok. 4 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s");
+        assert_eq!(c.total(), Some(8));
+        c.read("     Summary [ 181.385s] 723 tests run: 719 passed, 4 failed, 2 skipped");
+        assert_eq!(c.total(), Some(723));
+        assert_eq!(TestCount::default().total(), None);
+    }
+}

@@ -1,0 +1,427 @@
+//! `cargo xtask test [--quick]`: the check suite. What each step covers and why it is there:
+//! docs/testing.md.
+//!
+//! The full run builds once and runs what waits beside what computes:
+//!
+//! 1. setup: `protoc` (building etcd-client needs it) and `cargo-hack`; the test servers install
+//!    and start in the background meanwhile;
+//! 2. format, lints, every feature combination checked, lease-core's dependency tree: these fail
+//!    fast;
+//! 3. the workspace's tests built once with every feature; then, in the background, cargo-nextest
+//!    runs them (those that wait on servers and timers many at a time) and the chaos run puts
+//!    every backend under faults at once, while the foreground builds and runs what keeps the
+//!    cores busy: doctests, docs, each crate alone with the features that change it, the
+//!    simulation, loom, the no_std proof.
+//!
+//! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
+//! property and SQLite tests), and the simulation at a few hundred seeds.
+
+use std::path::{Path, PathBuf};
+use std::thread;
+
+use crate::services::{self, Running};
+use crate::steps::{Step, Steps};
+use crate::{chaos, core_deps, nostd_steps, workspace_root};
+
+/// Crates with features: besides the workspace run with every feature, each is tested crate by
+/// crate with the combinations that change its behaviour ([`feature_test_steps`]).
+const FEATURED: [&str; 7] = [
+    "nonce-core",
+    "lease-manager",
+    "lease-sql",
+    "lease-redis",
+    "lease-etcd",
+    "lease-guard",
+    "nononce",
+];
+
+/// The name of the [`core_deps`] step.
+pub const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
+
+/// What the test builds build: every library, binary and integration test. The examples are
+/// type-checked by clippy and the feature checks, and run by none; linking them would double
+/// the facade's build.
+const TEST_TARGETS: [&str; 3] = ["--lib", "--bins", "--tests"];
+
+/// Seeds of the simulation in the full run, and in `--quick`.
+const SIM_SEEDS: &str = "5000";
+const QUICK_SIM_SEEDS: &str = "300";
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let quick = match args {
+        [] => false,
+        [flag] if flag == "--quick" => true,
+        _ => {
+            return Err(format!(
+                "unknown test arguments {args:?}: use --quick or nothing"
+            ));
+        }
+    };
+    let steps = Steps::new();
+    let result = if quick {
+        quick_steps(&steps)
+    } else {
+        full(&steps)
+    };
+    steps.print_table();
+    result
+}
+
+/// Format and lints: the first steps of both tiers.
+fn lint_steps() -> Vec<Step> {
+    vec![
+        Step::cargo("format", &["fmt", "--all", "--check"]),
+        Step::cargo(
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--locked",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        Step::cargo(
+            "clippy, nonce-core without features",
+            &[
+                "clippy",
+                "-p",
+                "nonce-core",
+                "--no-default-features",
+                "--locked",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+    ]
+}
+
+fn quick_steps(steps: &Steps) -> Result<(), String> {
+    steps.check("setup: protoc", services::etcd::ensure_protoc)?;
+    steps.run_all(&lint_steps())?;
+    steps.run(&Step::cargo(
+        "tests without servers",
+        &[
+            "nextest",
+            "run",
+            "--workspace",
+            "--all-features",
+            "--locked",
+            "--lib",
+            "--bins",
+            "--tests",
+            "--profile",
+            "serverless",
+        ],
+    ))?;
+    steps.run(&Step::cargo(
+        "sim (a few hundred seeds)",
+        &["xtask", "sim", "--seeds", QUICK_SIM_SEEDS],
+    ))
+}
+
+fn full(steps: &Steps) -> Result<(), String> {
+    // Before any build: etcd-client's build script needs protoc.
+    steps.check("setup: protoc", services::etcd::ensure_protoc)?;
+    let hack = steps.check_value("setup: cargo-hack", services::cargo_hack::ensure)?;
+    thread::scope(|scope| {
+        // The servers install and start while the static steps compile; stopped when
+        // `Running` drops, whatever the outcome.
+        let servers = scope.spawn(|| steps.check_value("setup: test servers", services::start));
+        let static_result = static_steps(steps, &hack);
+        let servers = servers
+            .join()
+            .map_err(|_| "starting the test servers panicked".to_owned())?;
+        static_result?;
+        let servers = servers?;
+        tests(steps, &hack, &servers)
+    })
+}
+
+/// The steps that need no server: format and lints, every feature combination checked, and
+/// lease-core's dependency tree.
+fn static_steps(steps: &Steps, hack: &Path) -> Result<(), String> {
+    steps.run_all(&lint_steps())?;
+    steps.run_all(&feature_check_steps(hack)?)?;
+    steps.check(CORE_DEPS, core_deps::check)
+}
+
+/// Every feature combination checked. `hack` is the folder of the `cargo-hack` binary.
+fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
+    let path = services::cargo_hack::path_with(hack)?;
+    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone());
+    Ok(vec![
+        // What users build: each library and binary alone (no dev-dependencies unified in), in
+        // every combination of its features. `default` adds nothing a combination lacks.
+        hack_step(
+            "features: check, every combination",
+            &[
+                "hack",
+                "check",
+                "--workspace",
+                "--exclude",
+                "nononce",
+                "--feature-powerset",
+                "--exclude-features",
+                "default",
+                "--locked",
+            ],
+        ),
+        // The facade's backend features only re-export a crate checked above: each alone (the
+        // library, then with its examples and tests), and every combination of the features
+        // its own code depends on.
+        hack_step(
+            "features: check, nononce each feature",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--each-feature",
+                "--exclude-features",
+                "default",
+                "--exclude-all-features",
+                "--locked",
+            ],
+        ),
+        hack_step(
+            "features: check, nononce examples and tests, each feature",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--all-targets",
+                "--each-feature",
+                "--exclude-features",
+                "default",
+                "--exclude-all-features",
+                "--locked",
+            ],
+        ),
+        hack_step(
+            "features: check, nononce guard x tracing x metrics",
+            &[
+                "hack",
+                "check",
+                "-p",
+                "nononce",
+                "--feature-powerset",
+                "--include-features",
+                "guard,tracing,metrics",
+                "--locked",
+            ],
+        ),
+        // The tests of the crates without features, each built alone (the workspace run unifies
+        // the features of every crate).
+        hack_step(
+            "features: check, tests of each crate alone",
+            &[
+                &["hack", "check", "--workspace", "--all-targets"][..],
+                &FEATURED
+                    .iter()
+                    .flat_map(|p| ["--exclude", p])
+                    .collect::<Vec<_>>(),
+                &["--locked"],
+            ]
+            .concat(),
+        ),
+    ])
+}
+
+/// The tests of each crate with features, alone, in the combinations that change its behaviour,
+/// built at a lower priority beside the workspace run. Each runs the tests that need no server
+/// (nextest's `serverless` profile): those against servers ran in the workspace run, on the same
+/// code paths. TLS and the facade's re-exports add no test of their own and are checked above.
+///
+/// - `nonce-core` (ciphers, clocks, serde) and `lease-manager` (driver, telemetry): no
+///   features, each feature alone, and `nonce-core`'s defaults.
+/// - `lease-sql`: no dialect, and each dialect alone.
+/// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing), in one
+///   build; their one feature alone is what the workspace run has.
+/// - `nononce`: no features, `tracing` (its default), `guard` and `metrics` alone, and the
+///   repository README's example (built with `postgres`).
+fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
+    let path = services::cargo_hack::path_with(hack)?;
+    const NEXTEST: [&str; 3] = ["--profile", "serverless", "--locked"];
+    let each = |name, packages: &[&str], features: &[&str]| {
+        let mut args = vec!["hack", "nextest", "run"];
+        for p in packages {
+            args.extend(["-p", p]);
+        }
+        args.extend(["--each-feature", "--exclude-all-features"]);
+        args.extend(features);
+        args.extend(NEXTEST);
+        Step::cargo(name, &args).env("PATH", path.clone())
+    };
+    let nextest = |name, args: &[&str]| {
+        Step::cargo(name, &[&["nextest", "run"][..], args, &NEXTEST].concat())
+    };
+    let steps = vec![
+        each(
+            "features: tests, nonce-core and lease-manager each feature",
+            &["nonce-core", "lease-manager"],
+            &["--exclude-features", "default"],
+        ),
+        nextest(
+            "features: tests, nonce-core default features",
+            &["-p", "nonce-core"],
+        ),
+        each(
+            "features: tests, lease-sql each dialect",
+            &["lease-sql"],
+            &[
+                "--exclude-features",
+                "default,tls-rustls,tls-rustls-native-roots",
+            ],
+        ),
+        nextest(
+            "features: tests, lease-redis, lease-etcd and lease-guard default features",
+            &["-p", "lease-redis", "-p", "lease-etcd", "-p", "lease-guard"],
+        ),
+        nextest(
+            "features: tests, nononce without features",
+            &["-p", "nononce", "--no-default-features"],
+        ),
+        each(
+            "features: tests, nononce each feature that changes it",
+            &["nononce"],
+            &["--include-features", "tracing,guard,metrics"],
+        ),
+        Step::cargo(
+            "features: tests, the README example (nononce with postgres)",
+            &[
+                "test",
+                "-p",
+                "nononce",
+                "--no-default-features",
+                "--features",
+                "postgres",
+                "--doc",
+                "--locked",
+            ],
+        ),
+    ];
+    Ok(steps
+        .into_iter()
+        .map(|step| step.envs(env).nice())
+        .collect())
+}
+
+/// The steps with the servers up.
+fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
+    let root = workspace_root();
+    let nextest = |name, extra: &[&str]| {
+        Step::cargo(
+            name,
+            &[
+                &[
+                    "nextest",
+                    "run",
+                    "--workspace",
+                    "--all-features",
+                    "--locked",
+                ][..],
+                &TEST_TARGETS,
+                extra,
+            ]
+            .concat(),
+        )
+        .envs(&servers.env)
+    };
+    // One build of every test binary and of the chaos harness's binaries, with the workspace's
+    // features; the runs below reuse it.
+    steps.run(&nextest("build: tests", &["--no-run"]))?;
+    steps.run(&Step::cargo(
+        "build: chaos binaries",
+        &[
+            "build",
+            "--profile",
+            "test",
+            "--workspace",
+            // Not the running xtask's own binary.
+            "--exclude",
+            "xtask",
+            "--all-features",
+            "--bins",
+            "--locked",
+        ],
+    ))?;
+    let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
+    thread::scope(|scope| {
+        let workspace = steps.spawn(scope, nextest("tests", &[]));
+        let chaos = scope.spawn(|| {
+            steps.check("chaos: every backend at once", || {
+                chaos::suite(&servers.env, &bins)
+            })
+        });
+        // What keeps the cores busy, at a lower priority than the tests beside it.
+        let mut foreground = vec![
+            Step::cargo(
+                "doctests",
+                &["test", "--doc", "--workspace", "--all-features", "--locked"],
+            )
+            .envs(&servers.env)
+            .nice(),
+        ];
+        foreground.extend(feature_test_steps(hack, &servers.env)?);
+        foreground.extend([
+            Step::cargo("sim", &["xtask", "sim", "--seeds", SIM_SEEDS]).nice(),
+            Step::cargo(
+                "loom",
+                &[
+                    "test",
+                    "-p",
+                    "nonce-core",
+                    "--test",
+                    "loom",
+                    "--release",
+                    "--locked",
+                ],
+            )
+            .env("RUSTFLAGS", "--cfg loom")
+            .env(
+                "CARGO_TARGET_DIR",
+                root.join("target/loom").display().to_string(),
+            )
+            .nice(),
+            Step::cargo(
+                "docs",
+                &[
+                    "doc",
+                    "--workspace",
+                    "--no-deps",
+                    "--all-features",
+                    "--locked",
+                ],
+            )
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .nice(),
+            readme_gen()?,
+        ]);
+        foreground.extend(nostd_steps().into_iter().map(Step::nice));
+        let foreground_result = steps.run_all(&foreground);
+        let workspace = workspace
+            .join()
+            .map_err(|_| "the workspace run panicked".to_owned())?;
+        let chaos = chaos
+            .join()
+            .map_err(|_| "the chaos run panicked".to_owned())?;
+        foreground_result.and(workspace).and(chaos)
+    })
+}
+
+/// The README's first command as a newcomer runs it, in an empty folder, with the binary the
+/// test build made (`cargo run -p nononce-cli -- gen -n 3`; tests/docs.rs checks the README
+/// says so).
+fn readme_gen() -> Result<Step, String> {
+    let scratch = crate::target_dir().join("readme-gen");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let binary: PathBuf = crate::target_dir().join("debug/nononce");
+    Ok(Step::program("README: nononce gen", binary, &["gen", "-n", "3"]).dir(scratch))
+}
