@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Instant;
 
@@ -122,6 +123,8 @@ pub struct Steps {
     started: Instant,
     records: Mutex<Vec<Record>>,
     logs: PathBuf,
+    /// Set by the first failure: no step starts after it.
+    failed: AtomicBool,
 }
 
 impl Steps {
@@ -130,18 +133,46 @@ impl Steps {
             started: Instant::now(),
             records: Mutex::new(Vec::new()),
             logs: crate::target_dir().join("xtask/logs"),
+            failed: AtomicBool::new(false),
         }
     }
 
     /// Runs a step in the foreground, its output streamed (and kept in its log).
     pub fn run(&self, step: &Step) -> Result<(), String> {
+        self.not_failed()?;
         eprintln!("==> {}: {}", step.name, step.describe());
         self.execute(step, true)
+    }
+
+    /// Runs a step beside others: its output only in its log.
+    pub fn run_logged(&self, step: &Step) -> Result<(), String> {
+        self.not_failed()?;
+        eprintln!(
+            "==> {} (log: {}): {}",
+            step.name,
+            self.log_path(&step.name).display(),
+            step.describe()
+        );
+        self.execute(step, false)
+    }
+
+    /// `Err` once a step has failed: the run stops starting steps.
+    fn not_failed(&self) -> Result<(), String> {
+        if self.failed.load(Ordering::SeqCst) {
+            Err("not started: an earlier step failed".into())
+        } else {
+            Ok(())
+        }
     }
 
     /// Runs steps one after another, stopping at the first failure.
     pub fn run_all(&self, steps: &[Step]) -> Result<(), String> {
         steps.iter().try_for_each(|step| self.run(step))
+    }
+
+    /// [`Steps::run_all`] with each step's output only in its log.
+    pub fn run_all_logged(&self, steps: &[Step]) -> Result<(), String> {
+        steps.iter().try_for_each(|step| self.run_logged(step))
     }
 
     /// Runs a step in the background, its output in its log only; the handle's `join` gives
@@ -151,13 +182,7 @@ impl Steps {
         scope: &'scope thread::Scope<'scope, '_>,
         step: Step,
     ) -> thread::ScopedJoinHandle<'scope, Result<(), String>> {
-        eprintln!(
-            "==> {} (in the background, log: {}): {}",
-            step.name,
-            self.log_path(&step.name).display(),
-            step.describe()
-        );
-        scope.spawn(move || self.execute(&step, false))
+        scope.spawn(move || self.run_logged(&step))
     }
 
     /// Runs a check of xtask's own (no command line of its own), reported like a step.
@@ -166,6 +191,7 @@ impl Steps {
         name: &str,
         check: impl FnOnce() -> Result<(), String>,
     ) -> Result<(), String> {
+        self.not_failed()?;
         eprintln!("==> {name}");
         let started = Instant::now();
         let result = check();
@@ -220,6 +246,7 @@ impl Steps {
                 Outcome::Ok
             }
             Err(why) => {
+                self.failed.store(true, Ordering::SeqCst);
                 eprintln!("<== {name}: FAILED ({why}) after {secs:.1} s");
                 Outcome::Failed(why.clone())
             }

@@ -1,17 +1,18 @@
 //! `cargo xtask test [--quick]`: the check suite. What each step covers and why it is there:
 //! docs/testing.md.
 //!
-//! The full run builds once and runs what waits beside what computes:
+//! The full run builds each configuration once and runs what waits beside what computes:
 //!
 //! 1. setup: `protoc` (building etcd-client needs it) and `cargo-hack`; the test servers install
 //!    and start in the background meanwhile;
-//! 2. format, lints, every feature combination checked, lease-core's dependency tree: these fail
-//!    fast;
-//! 3. the workspace's tests built once with every feature; then, in the background, cargo-nextest
-//!    runs them (those that wait on servers and timers many at a time) and the chaos run puts
-//!    every backend under faults at once, while the foreground builds and runs what keeps the
-//!    cores busy: doctests, docs, each crate alone with the features that change it, the
-//!    simulation, loom, the no_std proof.
+//! 2. two lanes at once: the static steps (format, lints, every feature combination checked,
+//!    lease-core's dependency tree, docs), which build only metadata, in a target folder of
+//!    their own; and the build of the workspace's tests (the chaos binaries with them);
+//! 3. then, in the background, cargo-nextest runs the workspace's tests (those that wait on
+//!    servers and timers many at a time) and the chaos run puts every backend under faults at
+//!    once, while the foreground builds and runs what keeps the cores busy: doctests, each crate
+//!    alone with the features that change it, the simulation, loom, the README's first command,
+//!    the no_std proof.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -129,25 +130,62 @@ fn full(steps: &Steps) -> Result<(), String> {
     steps.check("setup: protoc", services::etcd::ensure_protoc)?;
     let hack = steps.check_value("setup: cargo-hack", services::cargo_hack::ensure)?;
     thread::scope(|scope| {
-        // The servers install and start while the static steps compile; stopped when
-        // `Running` drops, whatever the outcome.
+        // The servers install and start while the first steps compile; stopped when `Running`
+        // drops, whatever the outcome.
         let servers = scope.spawn(|| steps.check_value("setup: test servers", services::start));
-        let static_result = static_steps(steps, &hack);
-        let servers = servers
+        // The static steps build only metadata (check, clippy, rustdoc), the tests build code:
+        // they share no artifact, so the static steps run beside the rest in a target folder of
+        // their own, and fill the core that one crate's check at a time leaves idle.
+        let checks = scope.spawn(|| static_steps(steps, &hack));
+        let result = build_tests(steps).and_then(|()| {
+            let servers = servers
+                .join()
+                .map_err(|_| "starting the test servers panicked".to_owned())??;
+            tests(steps, &hack, &servers)
+        });
+        let checks = checks
             .join()
-            .map_err(|_| "starting the test servers panicked".to_owned())?;
-        static_result?;
-        let servers = servers?;
-        tests(steps, &hack, &servers)
+            .map_err(|_| "the static steps panicked".to_owned())?;
+        checks.and(result)
     })
 }
 
-/// The steps that need no server: format and lints, every feature combination checked, and
-/// lease-core's dependency tree.
+/// Where the static steps build (see [`full`]).
+fn check_target_dir() -> String {
+    crate::target_dir().join("check").display().to_string()
+}
+
+/// The steps that build no code: format and lints, every feature combination checked, lease-core's
+/// dependency tree, and the docs. Each step's output is in its log (the tests stream theirs).
 fn static_steps(steps: &Steps, hack: &Path) -> Result<(), String> {
-    steps.run_all(&lint_steps())?;
-    steps.run_all(&feature_check_steps(hack)?)?;
-    steps.check(CORE_DEPS, core_deps::check)
+    let target = check_target_dir();
+    let in_check_dir = |step: Step| step.env("CARGO_TARGET_DIR", target.clone()).nice();
+    steps.run_all_logged(
+        &lint_steps()
+            .into_iter()
+            .map(in_check_dir)
+            .collect::<Vec<_>>(),
+    )?;
+    steps.run_all_logged(
+        &feature_check_steps(hack)?
+            .into_iter()
+            .map(in_check_dir)
+            .collect::<Vec<_>>(),
+    )?;
+    steps.check(CORE_DEPS, core_deps::check)?;
+    steps.run_logged(&in_check_dir(
+        Step::cargo(
+            "docs",
+            &[
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--all-features",
+                "--locked",
+            ],
+        )
+        .env("RUSTDOCFLAGS", "-D warnings"),
+    ))
 }
 
 /// Every feature combination checked. `hack` is the folder of the `cargo-hack` binary.
@@ -312,48 +350,38 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         .collect())
 }
 
+/// The command line of the workspace's tests: every library, binary and integration test, with
+/// every feature.
+fn workspace_tests(name: &str, extra: &[&str]) -> Step {
+    Step::cargo(
+        name,
+        &[
+            &[
+                "nextest",
+                "run",
+                "--workspace",
+                "--all-features",
+                "--locked",
+            ][..],
+            &TEST_TARGETS,
+            extra,
+        ]
+        .concat(),
+    )
+}
+
+/// One build of every test binary, with the workspace's features and the test profile; the
+/// runs reuse it. It makes the chaos harness's binaries too (`nononce-chaos`'s tests run them).
+fn build_tests(steps: &Steps) -> Result<(), String> {
+    steps.run(&workspace_tests("build: tests", &["--no-run"]))
+}
+
 /// The steps with the servers up.
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let root = workspace_root();
-    let nextest = |name, extra: &[&str]| {
-        Step::cargo(
-            name,
-            &[
-                &[
-                    "nextest",
-                    "run",
-                    "--workspace",
-                    "--all-features",
-                    "--locked",
-                ][..],
-                &TEST_TARGETS,
-                extra,
-            ]
-            .concat(),
-        )
-        .envs(&servers.env)
-    };
-    // One build of every test binary and of the chaos harness's binaries, with the workspace's
-    // features; the runs below reuse it.
-    steps.run(&nextest("build: tests", &["--no-run"]))?;
-    steps.run(&Step::cargo(
-        "build: chaos binaries",
-        &[
-            "build",
-            "--profile",
-            "test",
-            "--workspace",
-            // Not the running xtask's own binary.
-            "--exclude",
-            "xtask",
-            "--all-features",
-            "--bins",
-            "--locked",
-        ],
-    ))?;
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
     thread::scope(|scope| {
-        let workspace = steps.spawn(scope, nextest("tests", &[]));
+        let workspace = steps.spawn(scope, workspace_tests("tests", &[]).envs(&servers.env));
         let chaos = scope.spawn(|| {
             steps.check("chaos: every backend at once", || {
                 chaos::suite(&servers.env, &bins)
@@ -388,18 +416,6 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
                 "CARGO_TARGET_DIR",
                 root.join("target/loom").display().to_string(),
             )
-            .nice(),
-            Step::cargo(
-                "docs",
-                &[
-                    "doc",
-                    "--workspace",
-                    "--no-deps",
-                    "--all-features",
-                    "--locked",
-                ],
-            )
-            .env("RUSTDOCFLAGS", "-D warnings")
             .nice(),
             readme_gen()?,
         ]);

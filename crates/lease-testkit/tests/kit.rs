@@ -328,6 +328,8 @@ fn checks_that_do_not_apply_are_reported_as_ignored() {
         ("generated", Capabilities::DYNAMIC),
         ("generated_static", Capabilities::STATIC),
     ] {
+        // As libtest names the tests: this file's module path without the crate's name.
+        let file = module_path!().split_once("::").map_or("", |(_, m)| m);
         let options = options().with_capabilities(capabilities);
         let report = runtime.block_on(lease_testkit::run(
             || async { MemoryStore::new() },
@@ -335,8 +337,6 @@ fn checks_that_do_not_apply_are_reported_as_ignored() {
         ));
         report.assert_passed();
         for (check, outcome) in &report.results {
-            // As libtest names it: this file's module path without the crate's name.
-            let file = module_path!().split_once("::").map_or("", |(_, m)| m);
             let test = format!("{file}::{module}::{check}");
             assert!(all.contains(&test), "{test} is not generated: {all:?}");
             let skipped = matches!(outcome, Outcome::Skipped(_));
@@ -347,7 +347,7 @@ fn checks_that_do_not_apply_are_reported_as_ignored() {
             );
         }
         // The list of checks that do not apply is itself checked by a test that runs.
-        let listed = format!("{module}::listed_checks_do_not_apply");
+        let listed = format!("{file}::{module}::listed_checks_do_not_apply");
         assert!(
             all.contains(&listed) && !ignored.contains(&listed),
             "{all:?}"

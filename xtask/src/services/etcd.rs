@@ -52,18 +52,12 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
         (free_port()?, free_port()?)
     };
     let services = crate::workspace_root().join(".services");
-    // Data directories by client port; those of servers no longer running are removed, so
-    // every run starts on a fresh one.
-    let data = services.join("etcd");
-    if let Ok(entries) = fs::read_dir(&data) {
-        for entry in entries.flatten() {
-            let port = entry.file_name().to_string_lossy().parse::<u16>().ok();
-            if port.is_some_and(bindable) {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-    let dir = data.join(client_port.to_string());
+    // In the run's scratch folder, removed when the run ends.
+    let dir = running
+        .scratch
+        .as_ref()
+        .map_or_else(|| services.join("etcd"), |s| s.join("etcd"))
+        .join(client_port.to_string());
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let logs = services.join("logs");
