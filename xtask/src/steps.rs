@@ -175,16 +175,6 @@ impl Steps {
         steps.iter().try_for_each(|step| self.run_logged(step))
     }
 
-    /// Runs a step in the background, its output in its log only; the handle's `join` gives
-    /// its result.
-    pub fn spawn<'scope>(
-        &'scope self,
-        scope: &'scope thread::Scope<'scope, '_>,
-        step: Step,
-    ) -> thread::ScopedJoinHandle<'scope, Result<(), String>> {
-        scope.spawn(move || self.run_logged(&step))
-    }
-
     /// Runs a check of xtask's own (no command line of its own), reported like a step.
     pub fn check(
         &self,

@@ -9,10 +9,10 @@
 //!    lease-core's dependency tree, docs), which build only metadata, in a target folder of
 //!    their own; and the build of the workspace's tests (the chaos binaries with them);
 //! 3. then, in the background, cargo-nextest runs the workspace's tests (those that wait on
-//!    servers and timers many at a time) and the chaos run puts every backend under faults at
-//!    once, while the foreground builds and runs what keeps the cores busy: doctests, each crate
-//!    alone with the features that change it, the simulation, loom, the README's first command,
-//!    the no_std proof.
+//!    servers and timers many at a time) and after them the chaos run puts every backend under
+//!    faults at once, while the foreground builds and runs what keeps the cores busy: doctests,
+//!    each crate alone with the features that change it, the simulation, loom, the README's
+//!    first command, the no_std proof.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -22,7 +22,7 @@ use std::thread;
 
 use crate::services::{self, Running};
 use crate::steps::{Step, Steps};
-use crate::{chaos, core_deps, nostd_steps, workspace_root};
+use crate::{chaos, core_deps, nostd_steps};
 
 /// Crates with features: besides the workspace run with every feature, each is tested crate by
 /// crate with the combinations that change its behaviour ([`feature_test_steps`]).
@@ -104,20 +104,9 @@ fn lint_steps() -> Vec<Step> {
 fn quick_steps(steps: &Steps) -> Result<(), String> {
     steps.check("setup: protoc", services::etcd::ensure_protoc)?;
     steps.run_all(&lint_steps())?;
-    steps.run(&Step::cargo(
+    steps.run(&workspace_tests(
         "tests without servers",
-        &[
-            "nextest",
-            "run",
-            "--workspace",
-            "--all-features",
-            "--locked",
-            "--lib",
-            "--bins",
-            "--tests",
-            "--profile",
-            "serverless",
-        ],
+        &["--profile", "serverless"],
     ))?;
     steps.run(&Step::cargo(
         "sim (a few hundred seeds)",
@@ -373,19 +362,22 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 /// One build of every test binary, with the workspace's features and the test profile; the
 /// runs reuse it. It makes the chaos harness's binaries too (`nononce-chaos`'s tests run them).
 fn build_tests(steps: &Steps) -> Result<(), String> {
-    steps.run(&workspace_tests("build: tests", &["--no-run"]))
+    // At the static lane's priority, so the two share the cores.
+    steps.run(&workspace_tests("build: tests", &["--no-run"]).nice())
 }
 
 /// The steps with the servers up.
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
-    let root = workspace_root();
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
     thread::scope(|scope| {
-        let workspace = steps.spawn(scope, workspace_tests("tests", &[]).envs(&servers.env));
-        let chaos = scope.spawn(|| {
-            steps.check("chaos: every backend at once", || {
+        // The workspace's tests, then chaos: both mostly wait, but together (dozens of test
+        // processes, six private coordinators, 48 nodes) they starved the shared servers.
+        let waiting = scope.spawn(|| {
+            let tests = steps.run_logged(&workspace_tests("tests", &[]).envs(&servers.env));
+            let chaos = steps.check("chaos: every backend at once", || {
                 chaos::suite(&servers.env, &bins)
-            })
+            });
+            tests.and(chaos)
         });
         // What keeps the cores busy, at a lower priority than the tests beside it.
         let mut foreground = vec![
@@ -414,20 +406,17 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
             .env("RUSTFLAGS", "--cfg loom")
             .env(
                 "CARGO_TARGET_DIR",
-                root.join("target/loom").display().to_string(),
+                crate::target_dir().join("loom").display().to_string(),
             )
             .nice(),
             readme_gen()?,
         ]);
         foreground.extend(nostd_steps().into_iter().map(Step::nice));
         let foreground_result = steps.run_all(&foreground);
-        let workspace = workspace
+        let waiting = waiting
             .join()
-            .map_err(|_| "the workspace run panicked".to_owned())?;
-        let chaos = chaos
-            .join()
-            .map_err(|_| "the chaos run panicked".to_owned())?;
-        foreground_result.and(workspace).and(chaos)
+            .map_err(|_| "the workspace run or chaos panicked".to_owned())?;
+        foreground_result.and(waiting)
     })
 }
 

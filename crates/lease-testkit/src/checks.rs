@@ -121,14 +121,16 @@ async fn fill<S: Strategy>(
                             grants.len()
                         ));
                     }
+                    let requested = until.checked_sub(validity).unwrap_or(until);
                     return Err(format!(
-                        "the check was too slow to conclude: filling the store took {:?} for {} \
-                         grants, longer than the leases of at least {:?} last, so machine id \
-                         {id} may have expired before it was handed out again; give the \
-                         harness a longer ttl (`Options::new`)",
-                        started.elapsed(),
+                        "the check was too slow to conclude: machine id {id} was handed out \
+                         again {:?} after its lease was requested, longer than leases of at \
+                         least {:?} last (the fill had made {} grants in {:?}), so it may have \
+                         expired; give the harness a longer ttl (`Options::new`)",
+                        replied.duration_since(requested),
+                        options.min_ttl,
                         grants.len(),
-                        options.min_ttl
+                        started.elapsed()
                     ));
                 }
                 valid_until.insert(id, sent + validity);

@@ -105,6 +105,11 @@ pub struct Options {
 
 impl Options {
     /// Defaults derived from the requested lease duration `ttl`.
+    ///
+    /// Several checks hold every ID at once (512 acquires one after another) and need the first
+    /// of those leases still valid after the last, and after a guard: choose `ttl` well above
+    /// that time on a loaded machine. A check that outlasts its leases fails saying it was too
+    /// slow to conclude, not that the strategy handed out a held ID.
     #[must_use]
     pub fn new(ttl: Duration) -> Self {
         Self {

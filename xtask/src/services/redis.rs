@@ -135,6 +135,7 @@ fn install(py: &Path) -> Result<(), String> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
+            "--root-user-action=ignore",
             "--upgrade",
             "--target",
         ])
