@@ -170,11 +170,6 @@ impl Steps {
         steps.iter().try_for_each(|step| self.run(step))
     }
 
-    /// [`Steps::run_all`] with each step's output only in its log.
-    pub fn run_all_logged(&self, steps: &[Step]) -> Result<(), String> {
-        steps.iter().try_for_each(|step| self.run_logged(step))
-    }
-
     /// Runs a check of xtask's own (no command line of its own), reported like a step.
     pub fn check(
         &self,

@@ -122,47 +122,24 @@ fn full(steps: &Steps) -> Result<(), String> {
         // The servers install and start while the first steps compile; stopped when `Running`
         // drops, whatever the outcome.
         let servers = scope.spawn(|| steps.check_value("setup: test servers", services::start));
-        // The static steps build only metadata (check, clippy, rustdoc), the tests build code:
-        // they share no artifact, so the static steps run beside the rest in a target folder of
-        // their own, and fill the core that one crate's check at a time leaves idle.
-        let checks = scope.spawn(|| static_steps(steps, &hack));
-        let result = build_tests(steps).and_then(|()| {
-            let servers = servers
-                .join()
-                .map_err(|_| "starting the test servers panicked".to_owned())??;
-            tests(steps, &hack, &servers)
-        });
-        let checks = checks
+        // Format and lints fail fast; clippy builds the proc-macros and build scripts the
+        // test build reuses.
+        let result = steps
+            .run_all(&lint_steps())
+            .and_then(|()| steps.run(&workspace_tests("build: tests", &["--no-run"])));
+        let servers = servers
             .join()
-            .map_err(|_| "the static steps panicked".to_owned())?;
-        checks.and(result)
+            .map_err(|_| "starting the test servers panicked".to_owned())?;
+        result?;
+        tests(steps, &hack, &servers?)
     })
 }
 
-/// Where the static steps build (see [`full`]).
-fn check_target_dir() -> String {
-    crate::target_dir().join("check").display().to_string()
-}
-
-/// The steps that build no code: format and lints, every feature combination checked, lease-core's
-/// dependency tree, and the docs. Each step's output is in its log (the tests stream theirs).
-fn static_steps(steps: &Steps, hack: &Path) -> Result<(), String> {
-    let target = check_target_dir();
-    let in_check_dir = |step: Step| step.env("CARGO_TARGET_DIR", target.clone()).nice();
-    steps.run_all_logged(
-        &lint_steps()
-            .into_iter()
-            .map(in_check_dir)
-            .collect::<Vec<_>>(),
-    )?;
-    steps.run_all_logged(
-        &feature_check_steps(hack)?
-            .into_iter()
-            .map(in_check_dir)
-            .collect::<Vec<_>>(),
-    )?;
-    steps.check(CORE_DEPS, core_deps::check)?;
-    steps.run_logged(&in_check_dir(
+/// The feature checks, lease-core's dependency tree and the docs: they compile one crate at a
+/// time, mostly on one core, beside the tests that wait.
+fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
+    let mut steps = feature_check_steps(hack)?;
+    steps.push(
         Step::cargo(
             "docs",
             &[
@@ -174,8 +151,22 @@ fn static_steps(steps: &Steps, hack: &Path) -> Result<(), String> {
             ],
         )
         .env("RUSTDOCFLAGS", "-D warnings"),
-    ))
+    );
+    Ok(steps.into_iter().map(Step::nice).collect())
 }
+
+/// `cargo hack check` of the facade with each feature alone.
+const NONONCE_EACH_FEATURE: [&str; 9] = [
+    "hack",
+    "check",
+    "-p",
+    "nononce",
+    "--each-feature",
+    "--exclude-features",
+    "default",
+    "--exclude-all-features",
+    "--locked",
+];
 
 /// Every feature combination checked. `hack` is the folder of the `cargo-hack` binary.
 fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
@@ -203,32 +194,11 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
         // its own code depends on.
         hack_step(
             "features: check, nononce each feature",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--each-feature",
-                "--exclude-features",
-                "default",
-                "--exclude-all-features",
-                "--locked",
-            ],
+            &NONONCE_EACH_FEATURE,
         ),
         hack_step(
             "features: check, nononce examples and tests, each feature",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--all-targets",
-                "--each-feature",
-                "--exclude-features",
-                "default",
-                "--exclude-all-features",
-                "--locked",
-            ],
+            &[&NONONCE_EACH_FEATURE[..], &["--all-targets"]].concat(),
         ),
         hack_step(
             "features: check, nononce guard x tracing x metrics",
@@ -359,13 +329,6 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
     )
 }
 
-/// One build of every test binary, with the workspace's features and the test profile; the
-/// runs reuse it. It makes the chaos harness's binaries too (`nononce-chaos`'s tests run them).
-fn build_tests(steps: &Steps) -> Result<(), String> {
-    // At the static lane's priority, so the two share the cores.
-    steps.run(&workspace_tests("build: tests", &["--no-run"]).nice())
-}
-
 /// The steps with the servers up.
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
@@ -379,44 +342,58 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
             });
             tests.and(chaos)
         });
-        // What keeps the cores busy, at a lower priority than the tests beside it.
-        let mut foreground = vec![
-            Step::cargo(
-                "doctests",
-                &["test", "--doc", "--workspace", "--all-features", "--locked"],
-            )
-            .envs(&servers.env)
-            .nice(),
-        ];
-        foreground.extend(feature_test_steps(hack, &servers.env)?);
-        foreground.extend([
-            Step::cargo("sim", &["xtask", "sim", "--seeds", SIM_SEEDS]).nice(),
-            Step::cargo(
-                "loom",
-                &[
-                    "test",
-                    "-p",
-                    "nonce-core",
-                    "--test",
+        // loom and the no_std proof build in target folders of their own: they need not wait
+        // for the feature checks, which mostly leave a core idle.
+        let own_folders = scope.spawn(|| {
+            let mut own = vec![
+                Step::cargo(
                     "loom",
-                    "--release",
-                    "--locked",
-                ],
-            )
-            .env("RUSTFLAGS", "--cfg loom")
-            .env(
-                "CARGO_TARGET_DIR",
-                crate::target_dir().join("loom").display().to_string(),
-            )
-            .nice(),
-            readme_gen()?,
-        ]);
-        foreground.extend(nostd_steps().into_iter().map(Step::nice));
-        let foreground_result = steps.run_all(&foreground);
-        let waiting = waiting
-            .join()
-            .map_err(|_| "the workspace run or chaos panicked".to_owned())?;
-        foreground_result.and(waiting)
+                    &[
+                        "test",
+                        "-p",
+                        "nonce-core",
+                        "--test",
+                        "loom",
+                        "--release",
+                        "--locked",
+                    ],
+                )
+                .env("RUSTFLAGS", "--cfg loom")
+                .env(
+                    "CARGO_TARGET_DIR",
+                    crate::target_dir().join("loom").display().to_string(),
+                )
+                .nice(),
+            ];
+            own.extend(nostd_steps().into_iter().map(Step::nice));
+            own.iter().try_for_each(|step| steps.run_logged(step))
+        });
+        // What keeps the cores busy, at a lower priority than the tests beside it.
+        let foreground = || -> Result<(), String> {
+            steps.check(CORE_DEPS, core_deps::check)?;
+            let mut foreground = static_steps(hack)?;
+            foreground.push(
+                Step::cargo(
+                    "doctests",
+                    &["test", "--doc", "--workspace", "--all-features", "--locked"],
+                )
+                .envs(&servers.env)
+                .nice(),
+            );
+            foreground.extend(feature_test_steps(hack, &servers.env)?);
+            foreground.push(Step::cargo("sim", &["xtask", "sim", "--seeds", SIM_SEEDS]).nice());
+            foreground.push(readme_gen()?);
+            steps.run_all(&foreground)
+        };
+        let foreground = foreground();
+        let joined = |handle: thread::ScopedJoinHandle<'_, Result<(), String>>, what: &str| {
+            handle
+                .join()
+                .unwrap_or_else(|_| Err(format!("{what} panicked")))
+        };
+        let waiting = joined(waiting, "the workspace run or chaos");
+        let own_folders = joined(own_folders, "loom or the no_std proof");
+        foreground.and(waiting).and(own_folders)
     })
 }
 

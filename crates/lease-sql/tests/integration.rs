@@ -4,6 +4,7 @@
 //! Each module is a file of `tests/`; `cargo test -p lease-sql --test integration MODULE::` runs
 //! one of them.
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 #[macro_use]
 mod common;
 mod amnesia;
