@@ -5,14 +5,13 @@
 //!
 //! 1. setup: `protoc` (building etcd-client needs it) and `cargo-hack`; the test servers install
 //!    and start in the background meanwhile;
-//! 2. two lanes at once: the static steps (format, lints, every feature combination checked,
-//!    lease-core's dependency tree, docs), which build only metadata, in a target folder of
-//!    their own; and the build of the workspace's tests (the chaos binaries with them);
+//! 2. format and clippy (fail fast), then one build of the workspace's tests (the chaos
+//!    binaries with them);
 //! 3. then, in the background, cargo-nextest runs the workspace's tests (those that wait on
 //!    servers and timers many at a time) and after them the chaos run puts every backend under
-//!    faults at once, while the foreground builds and runs what keeps the cores busy: doctests,
-//!    each crate alone with the features that change it, the simulation, loom, the README's
-//!    first command, the no_std proof.
+//!    faults at once; in the foreground, the feature checks, docs, doctests, each crate alone
+//!    with the features that change it, the simulation and the README's first command; beside
+//!    them, loom and the no_std proof in target folders of their own.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
