@@ -48,8 +48,12 @@ impl Harness for RedisHarness {
     }
 }
 
+/// Leases of 10 s: the release and takeover checks fill all 512 IDs and then wait out the release
+/// guard while the new holder's lease must stay valid; on two loaded cores the fill alone took
+/// over 4 s, past the half-lease the checks require, and they failed as "too slow to conclude".
+/// The harness expires leases directly, so a longer lease adds no waiting.
 fn options() -> lease_testkit::Options {
-    lease_testkit::Options::new(std::time::Duration::from_secs(4))
+    lease_testkit::Options::new(std::time::Duration::from_secs(10))
 }
 
 mod valkey {
