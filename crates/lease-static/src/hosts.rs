@@ -15,10 +15,23 @@ pub use crate::floor_file::{FloorFile, FloorFileError};
 pub enum HostListLeaseError {
     /// The node list has no entries.
     #[error(
-        "node list is empty; list every node's hostname, fqdn or address, the same on all nodes"
+        "node list is empty; list every node as NAME=ID (its hostname, fqdn or address and its \
+         machine id), the same on all nodes"
     )]
     EmptyList,
-    /// The node list has more distinct entries than there are machine IDs.
+    /// The list gives no IDs: a node's ID would be its place in the list, which moves when an
+    /// entry is inserted.
+    #[error(
+        "node list entries have no machine ids: an id taken from a node's place in the list moves \
+         to another host when an entry is inserted, and during the rollout of the new list two \
+         hosts run with it; write each entry as NAME=ID. The same list with the ids its nodes \
+         use today: {explicit}"
+    )]
+    ImplicitIds {
+        /// The list with each entry's ID written out, comma-separated.
+        explicit: String,
+    },
+    /// The list gives no IDs and has more distinct entries than there are machine IDs.
     #[error(
         "node list has {count} distinct entries, more than the {ids} machine ids; use a dynamic \
          lease strategy for this many nodes",
@@ -28,10 +41,44 @@ pub enum HostListLeaseError {
         /// The number of distinct entries.
         count: usize,
     },
+    /// An entry is not `NAME=ID` with an ID in `0..=511`.
+    #[error(
+        "node list entry {entry:?} {problem}; write each entry as NAME=ID with an id in 0..={max}, \
+         for example node-a=0",
+        max = MachineId::MAX
+    )]
+    InvalidEntry {
+        /// The entry, as written.
+        entry: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// Two entries name one node (names compared case-insensitively, addresses by value).
+    #[error(
+        "node list entries {first:?} and {second:?} name the same node; keep one entry per node"
+    )]
+    DuplicateNode {
+        /// The earlier entry.
+        first: String,
+        /// The later entry.
+        second: String,
+    },
+    /// Two entries give one machine ID.
+    #[error(
+        "node list entries {first:?} and {second:?} give the same machine id; give each node its \
+         own id, and never give a removed node's id to another node while the removed one may \
+         still run"
+    )]
+    DuplicateId {
+        /// The earlier entry.
+        first: String,
+        /// The later entry.
+        second: String,
+    },
     /// None of this host's identifiers is in the list.
     #[error(
         "none of this host's identifiers ({}) is in the node list; add this host's name, fqdn or \
-         one of its addresses to the list shared by all nodes",
+         one of its addresses, with an id no other node has, to the list shared by all nodes",
         .identifiers.join(", ")
     )]
     NoMatch {
@@ -42,7 +89,7 @@ pub enum HostListLeaseError {
     #[error(
         "this host matches several node list entries ({}): each entry has its own machine id, so \
          keep exactly one entry per host (for example only its hostname)",
-        .matches.iter().map(|m| format!("{:?} at index {}", m.entry, m.machine_id)).collect::<Vec<_>>().join(", ")
+        .matches.iter().map(|m| format!("{:?} with id {}", m.entry, m.machine_id)).collect::<Vec<_>>().join(", ")
     )]
     Ambiguous {
         /// Every entry this host matched.
@@ -68,9 +115,9 @@ impl LeaseError for HostListLeaseError {
 /// An entry of the node list that one of this host's identifiers matched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeMatch {
-    /// The machine ID: the entry's index in the sorted, de-duplicated list.
+    /// The machine ID the entry gives.
     pub machine_id: MachineId,
-    /// The entry, as written in the list.
+    /// The entry's node name or address, as written in the list (without its `=ID`).
     pub entry: String,
     /// This host's identifier that matched it.
     pub identifier: String,
@@ -188,14 +235,6 @@ impl IdentifierSource for SystemIdentifiers {
     }
 }
 
-/// The node list as every node indexes it: sorted by bytes and de-duplicated, entries kept
-/// exactly as written (the same order NoNoncense gives binaries, so mixed fleets agree).
-#[must_use]
-pub fn sorted_node_list<S: AsRef<str>>(nodes: &[S]) -> Vec<String> {
-    let set: BTreeSet<&str> = nodes.iter().map(AsRef::as_ref).collect();
-    set.into_iter().map(str::to_owned).collect()
-}
-
 /// How an entry or identifier is compared: addresses by value (`::1` = `0:0::1`), names
 /// case-insensitively without a trailing dot (DNS names are case-insensitive).
 #[derive(Debug, PartialEq, Eq)]
@@ -213,42 +252,125 @@ fn key(text: &str) -> Option<Key> {
     (!name.is_empty()).then(|| Key::Name(name.to_ascii_lowercase()))
 }
 
-/// Finds this host in the node list: the pure core of [`HostListStrategy`].
+/// One entry of the node list: a node and the machine ID the list gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEntry {
+    /// The node's name or address, as written (without surrounding whitespace).
+    pub node: String,
+    /// Its machine ID.
+    pub machine_id: MachineId,
+}
+
+/// Reads a node list of `NAME=ID` entries, every entry checked: a well-formed entry, an ID in
+/// `0..=511`, no node and no ID twice (nodes compared as [`match_node`] compares them).
 ///
-/// The list is sorted and de-duplicated ([`sorted_node_list`]); the machine ID is the index of the
-/// one entry that matches any of `identifiers`.
+/// IDs are written in the list, never derived from an entry's place in it: inserting an entry
+/// would move the IDs after it to other hosts. A list without IDs is refused with the same list
+/// written out with the IDs its nodes run with today (their places in the list sorted by bytes),
+/// ready to paste in.
 ///
 /// # Errors
-/// [`HostListLeaseError::EmptyList`], [`HostListLeaseError::TooManyNodes`] (over 512 distinct entries),
-/// [`HostListLeaseError::NoMatch`], or [`HostListLeaseError::Ambiguous`] when entries at several indices match.
+/// A [`HostListLeaseError`] naming the entry and the fix.
+pub fn parse_node_list<S: AsRef<str>>(nodes: &[S]) -> Result<Vec<NodeEntry>, HostListLeaseError> {
+    if nodes.is_empty() {
+        return Err(HostListLeaseError::EmptyList);
+    }
+    if !nodes.iter().any(|entry| entry.as_ref().contains('=')) {
+        return Err(implicit_ids(nodes));
+    }
+    let mut entries: Vec<(NodeEntry, Key, &str)> = Vec::with_capacity(nodes.len());
+    for written in nodes {
+        let written = written.as_ref();
+        let invalid = |problem| HostListLeaseError::InvalidEntry {
+            entry: written.to_owned(),
+            problem,
+        };
+        let (node, id) = written
+            .split_once('=')
+            .ok_or_else(|| invalid("has no machine id"))?;
+        let (node, id) = (node.trim(), id.trim());
+        let node_key = key(node).ok_or_else(|| invalid("has no node name"))?;
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid("has a machine id that is not a number"));
+        }
+        let machine_id = id
+            .parse::<u16>()
+            .ok()
+            .and_then(|id| MachineId::new(id).ok())
+            .ok_or_else(|| invalid("has a machine id above the largest"))?;
+        if let Some((_, _, first)) = entries.iter().find(|(_, k, _)| *k == node_key) {
+            return Err(HostListLeaseError::DuplicateNode {
+                first: (*first).to_owned(),
+                second: written.to_owned(),
+            });
+        }
+        if let Some((_, _, first)) = entries.iter().find(|(e, _, _)| e.machine_id == machine_id) {
+            return Err(HostListLeaseError::DuplicateId {
+                first: (*first).to_owned(),
+                second: written.to_owned(),
+            });
+        }
+        entries.push((
+            NodeEntry {
+                node: node.to_owned(),
+                machine_id,
+            },
+            node_key,
+            written,
+        ));
+    }
+    Ok(entries.into_iter().map(|(entry, _, _)| entry).collect())
+}
+
+/// The refusal of a list without IDs: the same list with the IDs its nodes derive from it
+/// today (their indices in the list sorted by bytes and de-duplicated), ready to paste in.
+fn implicit_ids<S: AsRef<str>>(nodes: &[S]) -> HostListLeaseError {
+    let sorted: BTreeSet<&str> = nodes.iter().map(AsRef::as_ref).collect();
+    if sorted.len() > usize::from(MachineId::COUNT) {
+        return HostListLeaseError::TooManyNodes {
+            count: sorted.len(),
+        };
+    }
+    let explicit = sorted
+        .iter()
+        .enumerate()
+        .map(|(index, node)| format!("{}={index}", node.trim()))
+        .collect::<Vec<_>>()
+        .join(",");
+    HostListLeaseError::ImplicitIds { explicit }
+}
+
+/// Finds this host in the node list: the pure core of [`HostListStrategy`].
+///
+/// The list is read by [`parse_node_list`]; the machine ID is that of the one entry that
+/// matches any of `identifiers`.
+///
+/// # Errors
+/// Those of [`parse_node_list`], [`HostListLeaseError::NoMatch`], or
+/// [`HostListLeaseError::Ambiguous`] when several entries match.
 pub fn match_node<S: AsRef<str>, I: AsRef<str>>(
     nodes: &[S],
     identifiers: &[I],
 ) -> Result<NodeMatch, HostListLeaseError> {
-    let list = sorted_node_list(nodes);
-    if list.is_empty() {
-        return Err(HostListLeaseError::EmptyList);
-    }
-    if list.len() > usize::from(MachineId::COUNT) {
-        return Err(HostListLeaseError::TooManyNodes { count: list.len() });
-    }
+    let list = parse_node_list(nodes)?;
     let keys: Vec<(Key, &str)> = identifiers
         .iter()
         .filter_map(|id| key(id.as_ref()).map(|k| (k, id.as_ref())))
         .collect();
     let mut matches: Vec<NodeMatch> = list
-        .iter()
-        .enumerate()
-        .filter_map(|(index, entry)| {
-            let entry_key = key(entry)?;
+        .into_iter()
+        .filter_map(|entry| {
+            let entry_key = key(&entry.node)?;
             let (_, identifier) = keys.iter().find(|(k, _)| *k == entry_key)?;
             Some(NodeMatch {
-                machine_id: MachineId::new(u16::try_from(index).ok()?).ok()?,
-                entry: entry.clone(),
+                machine_id: entry.machine_id,
+                entry: entry.node,
                 identifier: (*identifier).to_owned(),
             })
         })
         .collect();
+    // By ID, so every node reports the same, whatever its order of the list.
+    matches.sort_by_key(|m| m.machine_id);
     match matches.len() {
         0 => Err(HostListLeaseError::NoMatch {
             identifiers: identifiers.iter().map(|i| i.as_ref().to_owned()).collect(),
@@ -258,11 +380,13 @@ pub fn match_node<S: AsRef<str>, I: AsRef<str>>(
     }
 }
 
-/// Machine ID = this host's index in a node list shared by all nodes. Deterministic.
+/// Machine ID = the ID a node list shared by all nodes gives this host (`NAME=ID` entries, see
+/// [`parse_node_list`]). Deterministic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostListStrategy {
     matched: NodeMatch,
     floor: Option<crate::FloorFile>,
+    timing: crate::Timing,
 }
 
 impl HostListStrategy {
@@ -282,10 +406,13 @@ impl HostListStrategy {
         nodes: &[S],
         source: &I,
     ) -> Result<Self, HostListLeaseError> {
+        // The list first: its errors do not depend on this host.
+        parse_node_list(nodes)?;
         let identifiers = source.identifiers()?;
         Ok(Self {
             matched: match_node(nodes, &identifiers)?,
             floor: None,
+            timing: crate::Timing::default(),
         })
     }
 
@@ -309,36 +436,167 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const NODES: [&str; 4] = ["node-c", "10.0.0.2", "node-a.example.com", "node-b"];
+    const NODES: [&str; 4] = [
+        "node-c=3",
+        "10.0.0.2=511",
+        "node-a.example.com=0",
+        "node-b=7",
+    ];
 
     fn id(nodes: &[&str], identifiers: &[&str]) -> Result<u16, HostListLeaseError> {
         match_node(nodes, identifiers).map(|m| m.machine_id.get())
     }
 
+    /// Every pair of different hosts of `hosts` that `before` and `after` (two versions of the
+    /// node list, running side by side during a rollout) give one ID: `(host under before,
+    /// host under after, id)`. A list that is refused gives no ID.
+    fn ids_shared_across(
+        before: &[&str],
+        after: &[&str],
+        hosts: &[&str],
+    ) -> Vec<(String, String, u16)> {
+        let id_in =
+            |list: &[&str], host: &str| match_node(list, &[host]).ok().map(|m| m.machine_id.get());
+        let mut shared = Vec::new();
+        for old in hosts {
+            for new in hosts.iter().filter(|new| *new != old) {
+                if let (Some(a), Some(b)) = (id_in(before, old), id_in(after, new))
+                    && a == b
+                {
+                    shared.push(((*old).to_owned(), (*new).to_owned(), a));
+                }
+            }
+        }
+        shared
+    }
+
     #[test]
-    fn sorts_and_deduplicates_by_bytes() {
+    fn inserting_a_host_gives_no_running_id_to_another_host() {
+        let hosts = ["a", "b", "c"];
+        // `b` added to `[a, c]`: under the old list `c` runs with some ID; under the new one
+        // no other host may get it while both lists run.
+        assert_eq!(ids_shared_across(&["a", "c"], &["a", "b", "c"], &hosts), []);
         assert_eq!(
-            sorted_node_list(&["b", "a", "B", "b", "a"]),
-            ["B", "a", "b"]
+            ids_shared_across(&["a=0", "c=1"], &["a=0", "b=2", "c=1"], &hosts),
+            []
         );
     }
 
     #[test]
-    fn index_in_the_sorted_list_is_the_id() {
-        // Sorted: 10.0.0.2, node-a.example.com, node-b, node-c
-        assert_eq!(id(&NODES, &["node-b", "192.168.1.9"]).unwrap(), 2);
-        assert_eq!(id(&NODES, &["host", "10.0.0.2"]).unwrap(), 0);
-        assert_eq!(id(&NODES, &["node-a", "node-a.example.com"]).unwrap(), 1);
+    fn a_list_without_ids_is_refused_with_the_ids_it_gives_today() {
+        let err = id(&["node-c", "10.0.0.2", "node-a", "node-c"], &["node-a"]).unwrap_err();
+        let HostListLeaseError::ImplicitIds { explicit } = &err else {
+            panic!("{err}")
+        };
+        // Sorted by bytes and de-duplicated, as nodes derived them.
+        assert_eq!(explicit, "10.0.0.2=0,node-a=1,node-c=2");
+        assert!(
+            err.to_string()
+                .ends_with("write each entry as NAME=ID. The same list with the ids its nodes use today: 10.0.0.2=0,node-a=1,node-c=2"),
+            "{err}"
+        );
+        assert_eq!(err.kind(), ErrorKind::Misconfigured);
+        // Pasted back in, every node keeps the ID it had.
+        let explicit: Vec<&str> = explicit.split(',').collect();
+        assert_eq!(id(&explicit, &["node-a"]).unwrap(), 1);
+        assert_eq!(id(&explicit, &["10.0.0.2"]).unwrap(), 0);
+        // More distinct entries than IDs: no list to offer.
+        let nodes: Vec<String> = (0..513).map(|i| format!("node-{i:03}")).collect();
+        assert!(matches!(
+            match_node(&nodes, &["node-000"]),
+            Err(HostListLeaseError::TooManyNodes { count: 513 })
+        ));
+    }
+
+    #[test]
+    fn the_id_is_the_one_written_beside_the_entry() {
+        assert_eq!(id(&NODES, &["node-b", "192.168.1.9"]).unwrap(), 7);
+        assert_eq!(id(&NODES, &["host", "10.0.0.2"]).unwrap(), 511);
+        assert_eq!(id(&NODES, &["node-a", "node-a.example.com"]).unwrap(), 0);
         assert_eq!(id(&NODES, &["node-c"]).unwrap(), 3);
         let m = match_node(&NODES, &["x", "NODE-A.Example.com."]).unwrap();
         assert_eq!(m.entry, "node-a.example.com");
         assert_eq!(m.identifier, "NODE-A.Example.com.");
+        // Whitespace around the name and the ID is not part of them.
+        assert_eq!(id(&[" node-a = 5 "], &["node-a"]).unwrap(), 5);
+        assert_eq!(
+            parse_node_list(&["b=1", "a=0"]).unwrap(),
+            [
+                NodeEntry {
+                    node: "b".into(),
+                    machine_id: MachineId::new(1).unwrap()
+                },
+                NodeEntry {
+                    node: "a".into(),
+                    machine_id: MachineId::new(0).unwrap()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_refused_by_name() {
+        let message = |nodes: &[&str]| parse_node_list(nodes).unwrap_err().to_string();
+        assert_eq!(
+            message(&["a=0", "b"]),
+            "node list entry \"b\" has no machine id; write each entry as NAME=ID with an id in \
+             0..=511, for example node-a=0"
+        );
+        assert!(message(&["a=0", "=1"]).starts_with("node list entry \"=1\" has no node name"));
+        assert!(message(&["a=0", ".=1"]).starts_with("node list entry \".=1\" has no node name"));
+        for bad in ["b=", "b=x", "b=-1", "b=+1", "b=1.0", "b=1=2", "b=٣"] {
+            assert!(
+                message(&["a=0", bad]).starts_with(&format!(
+                    "node list entry {bad:?} has a machine id that is not a number"
+                )),
+                "{bad}"
+            );
+        }
+        for bad in ["b=512", "b=65536", "b=99999999999999999999"] {
+            assert!(
+                message(&[bad]).starts_with(&format!(
+                    "node list entry {bad:?} has a machine id above the largest"
+                )),
+                "{bad}"
+            );
+        }
+        assert_eq!(id(&["b=511", "a=0"], &["b"]).unwrap(), 511);
+        assert_eq!(id(&["b=007"], &["b"]).unwrap(), 7);
+    }
+
+    #[test]
+    fn a_node_or_an_id_given_twice_is_refused() {
+        let err = parse_node_list(&["a=0", "b=1", "B.=2"]).unwrap_err();
+        assert!(
+            matches!(&err, HostListLeaseError::DuplicateNode { first, second } if first == "b=1" && second == "B.=2"),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "node list entries \"b=1\" and \"B.=2\" name the same node; keep one entry per node"
+        );
+        // The same entry twice is a node given twice too.
+        assert!(matches!(
+            parse_node_list(&["a=0", "a=0"]),
+            Err(HostListLeaseError::DuplicateNode { .. })
+        ));
+        assert!(matches!(
+            parse_node_list(&["2001:db8::1=0", "2001:0db8:0:0:0:0:0:1=1"]),
+            Err(HostListLeaseError::DuplicateNode { .. })
+        ));
+        let err = parse_node_list(&["a=0", "b=1", "c=01"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "node list entries \"b=1\" and \"c=01\" give the same machine id; give each node its \
+             own id, and never give a removed node's id to another node while the removed one may \
+             still run"
+        );
     }
 
     #[test]
     fn addresses_compare_by_value() {
-        let nodes = ["2001:db8::1", "2001:db8::2"];
-        assert_eq!(id(&nodes, &["2001:0db8:0:0:0:0:0:2"]).unwrap(), 1);
+        let nodes = ["2001:db8::1=4", "2001:db8::2=9"];
+        assert_eq!(id(&nodes, &["2001:0db8:0:0:0:0:0:2"]).unwrap(), 9);
         assert!(matches!(
             id(&nodes, &["2001:db8::3"]),
             Err(HostListLeaseError::NoMatch { .. })
@@ -351,16 +609,16 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "none of this host's identifiers (node-z, 10.9.9.9) is in the node list; add this \
-             host's name, fqdn or one of its addresses to the list shared by all nodes"
+             host's name, fqdn or one of its addresses, with an id no other node has, to the list \
+             shared by all nodes"
         );
         assert_eq!(err.kind(), ErrorKind::Misconfigured);
         assert!(matches!(
             id(&NODES, &[]),
             Err(HostListLeaseError::NoMatch { .. })
         ));
-        // Empty strings match nothing, not even an empty entry.
         assert!(matches!(
-            id(&["", "a"], &[""]),
+            id(&["a=0"], &[""]),
             Err(HostListLeaseError::NoMatch { .. })
         ));
     }
@@ -374,31 +632,19 @@ mod tests {
         assert_eq!(matches.len(), 2);
         assert!(
             err.to_string()
-                .contains("\"10.0.0.2\" at index 0, \"node-b\" at index 2")
+                .contains("\"node-b\" with id 7, \"10.0.0.2\" with id 511"),
+            "{err}"
         );
         assert!(err.to_string().contains("keep exactly one entry per host"));
-        // Case variants are distinct entries with distinct indices: ambiguous too.
-        assert!(matches!(
-            id(&["Node-B", "node-b"], &["node-b"]),
-            Err(HostListLeaseError::Ambiguous { .. })
-        ));
     }
 
     #[test]
-    fn list_size_limits() {
-        assert!(matches!(
-            id(&[], &["a"]),
-            Err(HostListLeaseError::EmptyList)
-        ));
-        let nodes: Vec<String> = (0..513).map(|i| format!("node-{i:03}")).collect();
-        let err = match_node(&nodes, &["node-000"]).unwrap_err();
-        assert!(
-            matches!(err, HostListLeaseError::TooManyNodes { count: 513 }),
-            "{err}"
-        );
-        // Duplicates do not count against the limit.
-        let mut nodes: Vec<String> = (0..512).map(|i| format!("node-{i:03}")).collect();
-        nodes.extend(nodes.clone());
+    fn an_empty_list_is_refused() {
+        let err = id(&[], &["a"]).unwrap_err();
+        assert!(matches!(err, HostListLeaseError::EmptyList));
+        assert!(err.to_string().contains("NAME=ID"));
+        // 512 entries: every ID once.
+        let nodes: Vec<String> = (0..512).map(|i| format!("node-{i:03}={i}")).collect();
         assert_eq!(
             match_node(&nodes, &["node-511"]).unwrap().machine_id.get(),
             511
@@ -409,6 +655,11 @@ mod tests {
     fn source_is_injectable_and_its_errors_propagate() {
         let strategy = HostListStrategy::with_source(&NODES, &["node-c"]).unwrap();
         assert_eq!(strategy.machine_id().get(), 3);
+        // The list is checked before this host's identifiers are read.
+        assert!(matches!(
+            HostListStrategy::with_source(&["a"], &Broken),
+            Err(HostListLeaseError::ImplicitIds { .. })
+        ));
         assert_eq!(strategy.matched().entry, "node-c");
 
         struct Broken;
@@ -435,7 +686,8 @@ mod tests {
                 .iter()
                 .all(|i| i.parse::<IpAddr>().is_ok_and(|ip| !ip.is_loopback()) || *i == host)
         );
-        let strategy = HostListStrategy::new(&["some-other-host", host.as_str()]).unwrap();
+        let me = format!("{host}=1");
+        let strategy = HostListStrategy::new(&["some-other-host=0", me.as_str()]).unwrap();
         assert_eq!(strategy.matched().identifier, host);
         // The FQDN lookup may fail without DNS; the hostname still comes first.
         let with_fqdn = SystemIdentifiers::new().identifiers().unwrap();
@@ -443,16 +695,26 @@ mod tests {
     }
 
     proptest! {
-        /// Every node of a list finds its own index, whatever order each node lists them in.
+        /// Every node of a list finds the ID written beside it, whatever order each node lists
+        /// the entries in; inserting an entry with an unused ID moves no other node's ID.
         #[test]
-        fn each_node_gets_its_own_index(mut names in proptest::collection::btree_set("[a-z]{1,8}", 1..40), seed in any::<u64>()) {
-            let sorted: Vec<String> = std::mem::take(&mut names).into_iter().collect();
-            let mut shuffled = sorted.clone();
+        fn each_node_gets_its_own_id(
+            names in proptest::collection::btree_set("[a-z]{1,8}", 2..40),
+            ids in Just((0u16..512).collect::<Vec<_>>()).prop_shuffle(),
+            seed in any::<u64>(),
+        ) {
+            let names: Vec<String> = names.into_iter().collect();
+            let (inserted, names) = names.split_first().unwrap();
+            let entries: Vec<String> =
+                names.iter().zip(&ids).map(|(n, id)| format!("{n}={id}")).collect();
+            let mut shuffled = entries.clone();
             let len = shuffled.len();
             shuffled.rotate_left(usize::try_from(seed % len as u64).unwrap());
-            for (index, name) in sorted.iter().enumerate() {
-                let got = match_node(&shuffled, &[name.as_str()]).unwrap().machine_id.get();
-                prop_assert_eq!(usize::from(got), index);
+            let mut edited = shuffled.clone();
+            edited.insert(usize::try_from(seed % (len as u64 + 1)).unwrap(), format!("{inserted}={}", ids[len]));
+            for (name, id) in names.iter().zip(&ids) {
+                prop_assert_eq!(match_node(&shuffled, &[name.as_str()]).unwrap().machine_id.get(), *id);
+                prop_assert_eq!(match_node(&edited, &[name.as_str()]).unwrap().machine_id.get(), *id);
             }
         }
     }

@@ -2,21 +2,200 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use lease_core::time::millis;
+use lease_core::{ErrorKind, LeaseConfig, LeaseError};
+
+/// Why a static strategy could not grant or keep its machine ID.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StaticLeaseError {
+    /// The floor file could not be read or written.
+    #[error(transparent)]
+    FloorFile(#[from] FloorFileError),
+    /// The wait before the first grant would outlast the call that makes it.
+    #[error(
+        "a node taking over a static machine id waits the lease margin ({margin:?}) before it \
+         generates, but the {setting} is {limit:?}: raise the {setting} above the margin or \
+         lower the margin"
+    )]
+    WaitOutlastsCall {
+        /// The lease manager's margin.
+        margin: Duration,
+        /// The setting the wait must fit in: `call timeout` or `acquire timeout`.
+        setting: &'static str,
+        /// Its value.
+        limit: Duration,
+    },
+}
+
+impl LeaseError for StaticLeaseError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::FloorFile(e) => e.kind(),
+            Self::WaitOutlastsCall { .. } => ErrorKind::Misconfigured,
+        }
+    }
+}
+
+/// What a static strategy takes from the lease manager's configuration
+/// ([`Strategy::check_config`](lease_core::Strategy::check_config), which the manager calls
+/// before it starts; [`LeaseConfig::default`]'s values until then): the margin a node waits
+/// before it first generates with no floor to start above, and the longest grant it gives with
+/// a floor file.
+#[derive(Debug)]
+struct Timing {
+    margin_ms: AtomicU64,
+    window_ms: AtomicU64,
+}
+
+impl Timing {
+    fn set(&self, config: &LeaseConfig) {
+        self.margin_ms.store(millis(config.margin()), Relaxed);
+        // The deadline of a grant lies `window - margin` past its sending, and the floor file
+        // records that much ahead of the clock: a crashed holder's replacement waits at most
+        // that. Renewals come every `window - 2 * margin`, at least a margin apart; a grant
+        // below the minimum TTL would be refused.
+        let window = config.min_ttl().max(config.margin().saturating_mul(3));
+        self.window_ms.store(millis(window), Relaxed);
+    }
+
+    fn margin(&self) -> Duration {
+        Duration::from_millis(self.margin_ms.load(Relaxed))
+    }
+
+    /// The TTL of a grant for `requested` that the floor file bounds.
+    fn window(&self, requested: Duration) -> Duration {
+        requested.min(Duration::from_millis(self.window_ms.load(Relaxed)))
+    }
+
+    fn check(config: &LeaseConfig) -> Result<(), StaticLeaseError> {
+        let margin = config.margin();
+        let limits = [
+            ("call timeout", Some(config.call_timeout())),
+            ("acquire timeout", config.acquire_timeout()),
+        ];
+        for (setting, limit) in limits {
+            if let Some(limit) = limit.filter(|limit| *limit <= margin) {
+                return Err(StaticLeaseError::WaitOutlastsCall {
+                    margin,
+                    setting,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        let timing = Self {
+            margin_ms: AtomicU64::new(0),
+            window_ms: AtomicU64::new(0),
+        };
+        timing.set(&LeaseConfig::default());
+        timing
+    }
+}
+
+impl Clone for Timing {
+    fn clone(&self) -> Self {
+        Self {
+            margin_ms: AtomicU64::new(self.margin_ms.load(Relaxed)),
+            window_ms: AtomicU64::new(self.window_ms.load(Relaxed)),
+        }
+    }
+}
+
+impl PartialEq for Timing {
+    fn eq(&self, other: &Self) -> bool {
+        (self.margin(), self.window_ms.load(Relaxed))
+            == (other.margin(), other.window_ms.load(Relaxed))
+    }
+}
+
+impl Eq for Timing {}
+
+/// Waits `duration` on a thread of its own, whatever runtime polls the future (the static
+/// strategies depend on none). A thread that cannot be started makes the wait block instead:
+/// longer for the caller, never shorter.
+async fn wait(duration: Duration) {
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::task::{Poll, Waker};
+
+    #[derive(Default)]
+    struct Shared {
+        done: bool,
+        waker: Option<Waker>,
+    }
+    if duration.is_zero() {
+        return;
+    }
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let waker_side = Arc::clone(&shared);
+    let spawned = std::thread::Builder::new()
+        .name("lease-static-wait".into())
+        .spawn(move || {
+            std::thread::sleep(duration);
+            let mut state = waker_side.lock().unwrap_or_else(PoisonError::into_inner);
+            state.done = true;
+            if let Some(waker) = state.waker.take() {
+                waker.wake();
+            }
+        });
+    if spawned.is_err() {
+        std::thread::sleep(duration);
+        return;
+    }
+    std::future::poll_fn(|cx| {
+        let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.done {
+            Poll::Ready(())
+        } else {
+            state.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
 /// The `Strategy` of a node whose ID is fixed by its environment: every acquire and renew
-/// grants the requested TTL on that ID, and nothing is held anywhere to release. With a
-/// [`FloorFile`] the timestamp floor is kept in that file.
+/// grants that ID, and nothing is held anywhere to release.
+///
+/// Nothing tells such a node whether a predecessor with its ID stopped, or when. So:
+///
+/// - With a [`FloorFile`], the floor is kept in that file, and a grant lasts at most the
+///   window of [`Timing`], so the floor recorded with it (the grant's latest deadline,
+///   [`granted_floor`](lease_core::time::granted_floor)) stays that close to the clock: a
+///   crashed holder's replacement starts above it within that time. The release records what
+///   the factories issued.
+/// - With no floor to start above (no floor file, or one that holds none yet), the first grant
+///   comes after the lease margin: a predecessor issued no timestamp ahead of its clock when it
+///   stopped (without a floor no factory runs ahead of its clock), so a replacement whose clock
+///   lags by less than the margin plus its own start-up time starts above all of them.
 macro_rules! fixed_id_strategy {
     ($strategy:ty, $name:literal) => {
         impl lease_core::Strategy for $strategy {
             type Lease = lease_core::MachineId;
-            type Error = $crate::FloorFileError;
+            type Error = $crate::StaticLeaseError;
+
+            fn check_config(
+                &self,
+                config: &lease_core::LeaseConfig,
+            ) -> Result<(), $crate::StaticLeaseError> {
+                $crate::Timing::check(config)?;
+                self.timing.set(config);
+                Ok(())
+            }
 
             async fn acquire(
                 &self,
                 requested: std::time::Duration,
             ) -> Result<lease_core::Grant<lease_core::MachineId>, Self::Error> {
-                let id = self.machine_id();
-                Ok(lease_core::Grant::new(id, id, requested))
+                self.acquire_with_floor(requested, 0, 0).await
             }
 
             async fn renew(
@@ -24,7 +203,7 @@ macro_rules! fixed_id_strategy {
                 lease: &lease_core::MachineId,
                 requested: std::time::Duration,
             ) -> Result<lease_core::Renewal<lease_core::MachineId>, Self::Error> {
-                Ok(lease_core::Renewal::new(*lease, requested))
+                Ok(lease_core::Renewal::new(*lease, self.ttl(requested)))
             }
 
             async fn release(
@@ -45,11 +224,19 @@ macro_rules! fixed_id_strategy {
                 _now_ms: u64,
                 floor_ms: u64,
             ) -> Result<lease_core::Grant<lease_core::MachineId>, Self::Error> {
-                let grant = self.acquire(requested).await?;
-                match self.floor_file() {
-                    Some(file) => Ok(grant.with_floor(file.raise(floor_ms)?)),
-                    None => Ok(grant),
+                let id = self.machine_id();
+                let ttl = self.ttl(requested);
+                let before = match self.floor_file() {
+                    Some(file) => {
+                        file.raise(lease_core::time::granted_floor(floor_ms, requested, ttl))?
+                    }
+                    None => 0,
+                };
+                if before == 0 {
+                    // Nothing to start above: a predecessor may have stopped just now.
+                    $crate::wait(self.timing.margin()).await;
                 }
+                Ok(lease_core::Grant::new(id, id, ttl).with_floor(before))
             }
 
             async fn renew_with_floor(
@@ -60,7 +247,11 @@ macro_rules! fixed_id_strategy {
             ) -> Result<lease_core::Renewal<lease_core::MachineId>, Self::Error> {
                 // Recorded before the renewal is answered, so before the deadline moves.
                 if let Some(file) = self.floor_file() {
-                    file.raise(floor_ms)?;
+                    file.raise(lease_core::time::granted_floor(
+                        floor_ms,
+                        requested,
+                        self.ttl(requested),
+                    ))?;
                 }
                 self.renew(lease, requested).await
             }
@@ -72,7 +263,7 @@ macro_rules! fixed_id_strategy {
                 floor_ms: u64,
             ) -> Result<(), Self::Error> {
                 match self.floor_file() {
-                    Some(file) => file.set(floor_ms),
+                    Some(file) => Ok(file.set(floor_ms)?),
                     None => Ok(()),
                 }
             }
@@ -102,6 +293,15 @@ macro_rules! fixed_id_strategy {
             pub const fn floor_file(&self) -> Option<&crate::FloorFile> {
                 self.floor.as_ref()
             }
+
+            /// The TTL of a grant for `requested`: with a floor file, at most the window the
+            /// file's floor may lie ahead of the clock.
+            fn ttl(&self, requested: std::time::Duration) -> std::time::Duration {
+                match self.floor {
+                    Some(_) => self.timing.window(requested),
+                    None => requested,
+                }
+            }
         }
     };
 }
@@ -112,6 +312,6 @@ pub mod statefulset;
 
 pub use floor_file::{FloorFile, FloorFileError};
 pub use hosts::{
-    HostListLeaseError, HostListStrategy, IdentifierSource, NodeMatch, SystemIdentifiers,
+    HostListLeaseError, HostListStrategy, IdentifierSource, NodeEntry, NodeMatch, SystemIdentifiers,
 };
 pub use statefulset::{StatefulSetLeaseError, StatefulSetStrategy};

@@ -69,6 +69,7 @@ pub struct StatefulSetStrategy {
     id: MachineId,
     variable: String,
     floor: Option<crate::FloorFile>,
+    timing: crate::Timing,
 }
 
 impl StatefulSetStrategy {
@@ -124,6 +125,7 @@ impl StatefulSetStrategy {
             id,
             variable: variable.to_owned(),
             floor: None,
+            timing: crate::Timing::default(),
         })
     }
 

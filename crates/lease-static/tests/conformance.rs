@@ -2,8 +2,22 @@
 
 use std::time::Duration;
 
+use lease_core::{LeaseConfig, Strategy};
 use lease_static::{HostListStrategy, StatefulSetStrategy};
 use lease_testkit::{Capabilities, Check, Options, Outcome};
+
+/// A strategy configured as a lease manager with a margin of 50 ms would: it waits that long
+/// before its first grant.
+fn configured<S: Strategy>(strategy: S) -> S {
+    let config = LeaseConfig::default()
+        .with_margin(Duration::from_millis(50))
+        .with_min_ttl(Duration::from_secs(1));
+    strategy
+        .check_config(&config)
+        .map_err(|e| e.to_string())
+        .unwrap();
+    strategy
+}
 
 fn options() -> Options {
     Options::new(Duration::from_secs(2)).with_capabilities(Capabilities::STATIC)
@@ -30,7 +44,11 @@ fn assert_relevant_checks_passed(report: &lease_testkit::Report) {
 async fn statefulset_strategy_conforms() {
     let report = lease_testkit::conformance(
         || async {
-            || async { StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-7", 100).unwrap() }
+            || async {
+                configured(
+                    StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-7", 100).unwrap(),
+                )
+            }
         },
         &options(),
     )
@@ -44,7 +62,10 @@ async fn host_list_strategy_conforms() {
     let report = lease_testkit::conformance(
         || async {
             || async {
-                HostListStrategy::with_source(&["b", "a", "c"], &["c", "192.0.2.1"]).unwrap()
+                configured(
+                    HostListStrategy::with_source(&["b=1", "a=0", "c=2"], &["c", "192.0.2.1"])
+                        .unwrap(),
+                )
             }
         },
         &options(),
@@ -55,9 +76,8 @@ async fn host_list_strategy_conforms() {
 }
 
 #[tokio::test]
-async fn grants_exactly_the_requested_ttl() {
-    use lease_core::Strategy;
-    let strategy = StatefulSetStrategy::from_value("POD_NAME", "w-3", 0).unwrap();
+async fn without_a_floor_file_grants_exactly_the_requested_ttl() {
+    let strategy = configured(StatefulSetStrategy::from_value("POD_NAME", "w-3", 0).unwrap());
     let ttl = Duration::from_secs(8 * 3600);
     let grant = strategy.acquire(ttl).await.unwrap();
     assert_eq!((grant.machine_id.get(), grant.ttl), (3, ttl));
@@ -70,7 +90,9 @@ mod generated {
     use super::*;
     // A host list gives each node its fixed ID, and records no floor without a floor file.
     lease_testkit::conformance_tests!(
-        || async { || async { HostListStrategy::with_source(&["x", "y"], &["y"]).unwrap() } },
+        || async {
+            || async { configured(HostListStrategy::with_source(&["x=0", "y=1"], &["y"]).unwrap()) }
+        },
         options(),
         does_not_apply: [
             distinct_ids,

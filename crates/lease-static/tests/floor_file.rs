@@ -27,29 +27,121 @@ async fn the_floor_file_records_raises_and_sets() {
     let dir = scratch("records");
     let file = FloorFile::new(dir.join("floor"));
     let a = pod(&file);
+    a.check_config(&config()).unwrap();
     assert!(a.records_floor());
     assert!(
         !StatefulSetStrategy::from_value("P", "p-1", 0)
             .unwrap()
             .records_floor()
     );
-    let hour = Duration::from_secs(3600);
-    let grant = a.acquire_with_floor(hour, 0, 1_000).await.unwrap();
+    // Requests of the grant window (1 s with `config`): recorded as they come.
+    let window = Duration::from_secs(1);
+    let grant = a.acquire_with_floor(window, 0, 1_000).await.unwrap();
     assert_eq!(grant.floor_ms, 0, "no file yet");
+    assert_eq!(grant.ttl, window);
     assert_eq!(file.read().unwrap(), 1_000);
-    a.renew_with_floor(&grant.lease, hour, 5_000).await.unwrap();
-    a.renew_with_floor(&grant.lease, hour, 2_000).await.unwrap();
+    a.renew_with_floor(&grant.lease, window, 5_000)
+        .await
+        .unwrap();
+    a.renew_with_floor(&grant.lease, window, 2_000)
+        .await
+        .unwrap();
     assert_eq!(file.read().unwrap(), 5_000, "renew only raises");
-    a.release_with_floor(&grant.lease, hour, 3_000)
+    a.release_with_floor(&grant.lease, window, 3_000)
         .await
         .unwrap();
     assert_eq!(file.read().unwrap(), 3_000, "release sets what was issued");
     // The replacement pod, same volume: told the floor.
     let b = pod(&file);
-    let grant = b.acquire_with_floor(hour, 0, 10).await.unwrap();
+    let grant = b.acquire_with_floor(window, 0, 10).await.unwrap();
     assert_eq!(grant.floor_ms, 3_000);
     assert_eq!(file.read().unwrap(), 3_000);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn with_a_floor_file_grants_last_the_window_and_record_its_deadline() {
+    let dir = scratch("window");
+    let file = FloorFile::new(dir.join("floor"));
+    let strategy = pod(&file);
+    // The window: the minimum TTL or three margins, whichever is longer.
+    let config = config()
+        .with_lease_duration(Duration::from_secs(8 * 3600))
+        .with_min_ttl(Duration::from_secs(30))
+        .with_margin(Duration::from_millis(12_500));
+    strategy.check_config(&config).unwrap();
+    let (requested, sent) = (config.lease_duration(), 10_000_000);
+    // What the manager passes: the latest deadline a grant of the requested duration gives.
+    let floor = lease_core::time::local_deadline(sent, requested, config.margin());
+    let grant = strategy
+        .acquire_with_floor(requested, sent, floor)
+        .await
+        .unwrap();
+    assert_eq!(grant.ttl, Duration::from_millis(37_500));
+    // The deadline of that grant, and no further.
+    assert_eq!(file.read().unwrap(), sent + 37_500 - 12_500);
+    let renewal = strategy
+        .renew_with_floor(&grant.lease, requested, floor + 20_000)
+        .await
+        .unwrap();
+    assert_eq!(renewal.ttl, Duration::from_millis(37_500));
+    assert_eq!(file.read().unwrap(), sent + 20_000 + 37_500 - 12_500);
+    // Without a floor file nothing bounds what was issued: the requested TTL.
+    let plain = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
+    plain.check_config(&config).unwrap();
+    let grant = plain
+        .acquire_with_floor(requested, sent, floor)
+        .await
+        .unwrap();
+    assert_eq!((grant.ttl, grant.floor_ms), (requested, 0));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn with_nothing_to_start_above_the_first_grant_waits_the_margin() {
+    let dir = scratch("wait");
+    let margin = Duration::from_millis(400);
+    let config = config()
+        .with_margin(margin)
+        .with_min_ttl(Duration::from_secs(1))
+        .with_renew_interval(Duration::from_secs(1));
+    let hour = Duration::from_secs(3600);
+    let plain = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
+    plain.check_config(&config).unwrap();
+    let started = std::time::Instant::now();
+    plain.acquire(hour).await.unwrap();
+    assert!(started.elapsed() >= margin, "{:?}", started.elapsed());
+    // A floor file that holds no floor yet (a predecessor may have run without one) too.
+    let file = FloorFile::new(dir.join("floor"));
+    let fresh = pod(&file);
+    fresh.check_config(&config).unwrap();
+    let started = std::time::Instant::now();
+    fresh.acquire_with_floor(hour, 0, 0).await.unwrap();
+    assert!(started.elapsed() >= margin, "{:?}", started.elapsed());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_margin_the_acquire_call_cannot_wait_out_is_refused() {
+    let strategy = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
+    let config = LeaseConfig::default().with_call_timeout(Duration::from_secs(10));
+    let error = strategy.check_config(&config).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Misconfigured);
+    assert_eq!(
+        error.to_string(),
+        "a node taking over a static machine id waits the lease margin (10s) before it \
+         generates, but the call timeout is 10s: raise the call timeout above the margin or \
+         lower the margin"
+    );
+    let config = LeaseConfig::default().with_acquire_timeout(Some(Duration::from_secs(5)));
+    assert!(
+        strategy
+            .check_config(&config)
+            .unwrap_err()
+            .to_string()
+            .contains("but the acquire timeout is 5s")
+    );
+    strategy.check_config(&LeaseConfig::default()).unwrap();
 }
 
 #[tokio::test]
@@ -57,7 +149,7 @@ async fn a_floor_file_that_cannot_be_written_or_read_fails_clearly() {
     let dir = scratch("errors");
     let missing = FloorFile::new(dir.join("no-such-dir").join("floor"));
     let error = pod(&missing)
-        .acquire_with_floor(Duration::from_secs(60), 0, 1)
+        .acquire_with_floor(Duration::from_secs(60), 0, 60_000)
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Misconfigured);
@@ -68,6 +160,11 @@ async fn a_floor_file_that_cannot_be_written_or_read_fails_clearly() {
     let corrupt = dir.join("corrupt");
     std::fs::write(&corrupt, "not a number\n").unwrap();
     let error = FloorFile::new(&corrupt).read().unwrap_err();
+    let strategy_error = pod(&FloorFile::new(&corrupt))
+        .acquire(Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert_eq!(strategy_error.to_string(), error.to_string());
     assert!(matches!(error, FloorFileError::Corrupt { .. }), "{error}");
     assert_eq!(error.kind(), ErrorKind::Misconfigured);
     std::fs::remove_dir_all(dir).unwrap();
@@ -151,6 +248,81 @@ async fn a_replaced_pod_with_a_lagging_clock_repeats_nothing_with_the_floor_file
 }
 
 #[tokio::test]
-async fn without_the_floor_file_a_replaced_pod_with_a_lagging_clock_repeats_nonces() {
-    assert!(replace_pod(false, 400).await > 0);
+async fn without_the_floor_file_a_replaced_pod_with_a_clock_lagging_past_the_margin_repeats_nonces()
+{
+    // The margin is 300 ms: a clock 1 s behind is beyond what the replacement's wait covers.
+    assert!(replace_pod(false, 1_000).await > 0);
+}
+
+#[tokio::test]
+async fn without_the_floor_file_a_replaced_pod_with_a_clock_lagging_less_than_the_margin_repeats_nothing()
+ {
+    // The margin is 300 ms: the documented tolerance is the margin plus the replacement's
+    // start-up time, so a clock 200 ms behind must repeat nothing.
+    assert_eq!(replace_pod(false, 200).await, 0);
+}
+
+/// A pod crashes (its manager still holds the lease: nothing is released, the floor file stays
+/// as the last grant or renewal wrote it); its replacement starts on that file.
+#[tokio::test]
+async fn a_crashed_pod_leaves_a_floor_the_replacement_reaches_within_the_grant_window() {
+    let dir = scratch("crash");
+    let file = FloorFile::new(dir.join("floor"));
+    let left_by_crash = FloorFile::new(dir.join("floor-at-crash"));
+    // Leases of an hour, as in production (8 h by default); a margin of 300 ms and a minimum
+    // TTL of 1 s make a grant window of 1 s.
+    let config = config().with_lease_duration(Duration::from_secs(3600));
+    let clock = BootClock::new();
+    let old = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
+    let manager = LeaseManager::builder(pod(&file))
+        .with_config(config.clone())
+        .with_clock(clock)
+        .with_target(old.clone())
+        .start()
+        .await
+        .unwrap();
+    let old_factory = Arc::clone(&old);
+    let issued = tokio::task::spawn_blocking(move || generate(&old_factory, 1_500))
+        .await
+        .unwrap();
+    // What the volume holds at the crash: the old pod issues nothing more from here on.
+    std::fs::copy(file.path(), left_by_crash.path()).unwrap();
+    let crashed_at = nonce_core::Clock::exact_now_ms(&clock);
+    manager.shutdown().await;
+
+    let floor = left_by_crash.read().unwrap();
+    let ahead_ms = floor.saturating_sub(crashed_at);
+    assert!(
+        ahead_ms <= 1_000,
+        "the floor a crash leaves is {ahead_ms} ms ahead of the clock: a replacement's counter64 \
+         and sortable64 calls wait that long"
+    );
+    let highest = issued.iter().map(|&n| unix_ms(n)).max().unwrap();
+    assert!(floor >= highest, "{floor} < {highest}");
+
+    let new = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
+    let manager = LeaseManager::builder(pod(&left_by_crash))
+        .with_config(config)
+        .with_clock(clock)
+        .with_target(new.clone())
+        .start()
+        .await
+        .unwrap();
+    let new_factory = Arc::clone(&new);
+    // Waits for the clock to pass the floor: at most the window.
+    let first = tokio::task::spawn_blocking(move || new_factory.counter64().unwrap())
+        .await
+        .unwrap();
+    manager.shutdown().await;
+    std::fs::remove_dir_all(dir).unwrap();
+    let first_ms = first.decode(nonce_core::DEFAULT_EPOCH_MS).unix_ms;
+    assert!(first_ms > floor, "{first_ms} <= {floor}");
+}
+
+/// The Unix ms of a 96-bit nonce from [`generate`].
+fn unix_ms(nonce: u128) -> u64 {
+    nonce_core::Nonce96::from_u128(nonce)
+        .unwrap()
+        .decode(nonce_core::DEFAULT_EPOCH_MS)
+        .unix_ms
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use lease_static::hosts::{match_node, sorted_node_list};
+use lease_static::hosts::{match_node, parse_node_list};
 use lease_static::{HostListLeaseError, StatefulSetLeaseError, StatefulSetStrategy};
 use proptest::prelude::*;
 
@@ -138,56 +138,151 @@ fn ref_key(text: &str) -> Option<RefKey> {
     (!name.is_empty()).then(|| RefKey::Name(name.to_ascii_lowercase()))
 }
 
-fn check_hosts(nodes: &[String], identifiers: &[String]) -> Result<(), TestCaseError> {
-    let list = sorted_node_list(nodes);
-    // Sorted by bytes, de-duplicated, exactly the input's entries.
-    prop_assert!(list.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()));
-    let input: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
-    prop_assert_eq!(
-        list.iter().map(String::as_str).collect::<BTreeSet<_>>(),
-        input
-    );
-    prop_assert!(list.len() <= nodes.len());
+/// How the documented rules read a node list: its entries as `(key, id, name)`, or which
+/// refusal.
+#[derive(Debug, PartialEq, Eq)]
+enum RefRefusal {
+    Empty,
+    ImplicitIds(usize),
+    TooMany(usize),
+    Invalid(String),
+    DuplicateNode(String),
+    DuplicateId(String),
+}
 
-    let keys: Vec<RefKey> = identifiers.iter().filter_map(|i| ref_key(i)).collect();
-    let matching: Vec<usize> = list
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| ref_key(e).is_some_and(|k| keys.contains(&k)))
-        .map(|(i, _)| i)
-        .collect();
+fn ref_parse(nodes: &[String]) -> Result<Vec<(RefKey, u16, String)>, RefRefusal> {
+    if nodes.is_empty() {
+        return Err(RefRefusal::Empty);
+    }
+    if !nodes.iter().any(|n| n.contains('=')) {
+        let distinct: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        return Err(if distinct.len() > 512 {
+            RefRefusal::TooMany(distinct.len())
+        } else {
+            RefRefusal::ImplicitIds(distinct.len())
+        });
+    }
+    let mut out: Vec<(RefKey, u16, String)> = Vec::new();
+    for entry in nodes {
+        let invalid = || RefRefusal::Invalid(entry.clone());
+        let (name, id) = entry.split_once('=').ok_or_else(invalid)?;
+        let key = ref_key(name).ok_or_else(invalid)?;
+        let id = id.trim();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let significant = id.trim_start_matches('0');
+        if significant.len() > 3 {
+            return Err(invalid());
+        }
+        let id: u16 = significant.parse().unwrap_or(0);
+        if id > 511 {
+            return Err(invalid());
+        }
+        if out.iter().any(|(k, _, _)| *k == key) {
+            return Err(RefRefusal::DuplicateNode(entry.clone()));
+        }
+        if out.iter().any(|(_, i, _)| *i == id) {
+            return Err(RefRefusal::DuplicateId(entry.clone()));
+        }
+        out.push((key, id, name.trim().to_owned()));
+    }
+    Ok(out)
+}
+
+fn check_hosts(nodes: &[String], identifiers: &[String]) -> Result<(), TestCaseError> {
     let got = match_node(nodes, identifiers);
+    let list = match ref_parse(nodes) {
+        Ok(list) => list,
+        Err(refusal) => {
+            let got = got.expect_err("a list the rules refuse");
+            // The parser alone says the same, and the message stays bounded by the input.
+            prop_assert_eq!(
+                parse_node_list(nodes).unwrap_err().to_string(),
+                got.to_string()
+            );
+            let input: usize = nodes.iter().map(|n| n.len() + 1).sum();
+            prop_assert!(got.to_string().len() <= 12 * input + 400);
+            match (&refusal, &got) {
+                (RefRefusal::Empty, HostListLeaseError::EmptyList) => {}
+                (RefRefusal::TooMany(n), HostListLeaseError::TooManyNodes { count }) => {
+                    prop_assert_eq!(n, count);
+                }
+                (RefRefusal::ImplicitIds(n), HostListLeaseError::ImplicitIds { explicit }) => {
+                    prop_assert_eq!(explicit.matches('=').count(), *n);
+                }
+                (RefRefusal::Invalid(e), HostListLeaseError::InvalidEntry { entry, .. })
+                | (
+                    RefRefusal::DuplicateNode(e),
+                    HostListLeaseError::DuplicateNode { second: entry, .. },
+                )
+                | (
+                    RefRefusal::DuplicateId(e),
+                    HostListLeaseError::DuplicateId { second: entry, .. },
+                ) => {
+                    prop_assert_eq!(e, entry);
+                }
+                _ => prop_assert!(false, "rules: {:?}, got: {}", refusal, got),
+            }
+            return Ok(());
+        }
+    };
+    prop_assert!((1..=512).contains(&list.len()));
+    let keys: Vec<RefKey> = identifiers.iter().filter_map(|i| ref_key(i)).collect();
+    let mut matching: Vec<u16> = list
+        .iter()
+        .filter(|(k, _, _)| keys.contains(k))
+        .map(|(_, id, _)| *id)
+        .collect();
+    matching.sort_unstable();
     match got {
         Ok(m) => {
-            prop_assert!((1..=512).contains(&list.len()));
-            prop_assert_eq!(matching.as_slice(), &[usize::from(m.machine_id.get())]);
-            prop_assert_eq!(&m.entry, &list[usize::from(m.machine_id.get())]);
+            prop_assert_eq!(matching.as_slice(), &[m.machine_id.get()]);
+            let (_, _, name) = list
+                .iter()
+                .find(|(_, id, _)| *id == m.machine_id.get())
+                .unwrap();
+            prop_assert_eq!(&m.entry, name);
             prop_assert!(identifiers.contains(&m.identifier));
             prop_assert_eq!(ref_key(&m.identifier), ref_key(&m.entry));
-        }
-        Err(HostListLeaseError::EmptyList) => prop_assert!(list.is_empty()),
-        Err(HostListLeaseError::TooManyNodes { count }) => {
-            prop_assert!(list.len() > 512);
-            prop_assert_eq!(count, list.len());
         }
         Err(HostListLeaseError::NoMatch {
             identifiers: echoed,
         }) => {
-            prop_assert!((1..=512).contains(&list.len()));
             prop_assert!(matching.is_empty());
             prop_assert_eq!(&echoed, identifiers);
         }
         Err(HostListLeaseError::Ambiguous { matches }) => {
-            prop_assert!((1..=512).contains(&list.len()));
-            let ids: Vec<usize> = matches
-                .iter()
-                .map(|m| usize::from(m.machine_id.get()))
-                .collect();
+            let ids: Vec<u16> = matches.iter().map(|m| m.machine_id.get()).collect();
             prop_assert_eq!(ids, matching);
         }
         Err(e) => prop_assert!(false, "unexpected error {}", e),
     }
     Ok(())
+}
+
+/// The `=ID` part of an entry: mostly valid IDs, some repeated, some out of range or not
+/// numbers, some missing.
+fn id_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => (0u16..512).prop_map(|id| format!("={id}")),
+        2 => (0u16..4).prop_map(|id| format!("={id}")),
+        1 => prop_oneof![
+            Just("=512".to_owned()),
+            Just("=".to_owned()),
+            Just("=x".to_owned()),
+            Just("= 007 ".to_owned()),
+            Just("=-1".to_owned()),
+            Just("=1=2".to_owned()),
+            "=[0-9]{4,30}",
+            Just(String::new()),
+        ],
+    ]
+}
+
+/// Entries of a node list: names of [`host_text`] with an [`id_text`].
+fn entry_text() -> impl Strategy<Value = String> {
+    (host_text(), id_text()).prop_map(|(name, id)| format!("{name}{id}"))
 }
 
 /// Host names and addresses in several spellings of the same few hosts, so matches, misses and
@@ -251,35 +346,46 @@ proptest! {
 
     #[test]
     fn hosts_structured_lists(
-        nodes in proptest::collection::vec(host_text(), 0..16),
+        nodes in prop_oneof![
+            proptest::collection::vec(entry_text(), 0..16),
+            proptest::collection::vec(host_text(), 0..16),
+        ],
         identifiers in proptest::collection::vec(host_text(), 0..5),
         rotate in any::<usize>(),
     ) {
         check_hosts(&nodes, &identifiers)?;
-        // Every node may list the entries in its own order: the outcome does not change.
+        // Every node may list the entries in its own order: a list is refused either way (the
+        // error names the first bad entry found), and a list that is not gives each node the
+        // same outcome.
         let mut rotated = nodes.clone();
         if !rotated.is_empty() {
             let len = rotated.len();
             rotated.rotate_left(rotate % len);
         }
-        let a = match_node(&nodes, &identifiers).map_err(|e| e.to_string());
-        let b = match_node(&rotated, &identifiers).map_err(|e| e.to_string());
-        prop_assert_eq!(a, b);
+        prop_assert_eq!(parse_node_list(&nodes).is_ok(), parse_node_list(&rotated).is_ok());
+        if parse_node_list(&nodes).is_ok() {
+            let a = match_node(&nodes, &identifiers).map_err(|e| e.to_string());
+            let b = match_node(&rotated, &identifiers).map_err(|e| e.to_string());
+            prop_assert_eq!(a, b);
+        }
     }
 
-    /// Lists around the 512-entry limit, with duplicates that do not count against it.
+    /// Lists around the 512-entry limit: written IDs run out at 512 entries; lists without
+    /// IDs are refused with the IDs written out as long as there are enough.
     #[test]
     fn hosts_list_size_limit(distinct in 500usize..530, copies in 1usize..3, pick in any::<usize>()) {
         let names: Vec<String> = (0..distinct).map(|i| format!("n{i:04}")).collect();
-        let nodes: Vec<String> = names.iter().cycle().take(distinct * copies).cloned().collect();
         let me = names[pick % distinct].clone();
-        check_hosts(&nodes, std::slice::from_ref(&me))?;
-        let got = match_node(&nodes, &[me.as_str()]);
+        let implicit: Vec<String> = names.iter().cycle().take(distinct * copies).cloned().collect();
+        check_hosts(&implicit, std::slice::from_ref(&me))?;
+        let explicit: Vec<String> = names.iter().enumerate().map(|(i, n)| format!("{n}={i}")).collect();
+        check_hosts(&explicit, std::slice::from_ref(&me))?;
+        let got = match_node(&explicit, &[me.as_str()]);
         if distinct <= 512 {
             prop_assert_eq!(usize::from(got.unwrap().machine_id.get()), pick % distinct);
         } else {
-            let too_many = matches!(got, Err(HostListLeaseError::TooManyNodes { count }) if count == distinct);
-            prop_assert!(too_many);
+            let refused = matches!(got, Err(HostListLeaseError::InvalidEntry { entry, .. }) if entry == "n0512=512");
+            prop_assert!(refused);
         }
     }
 }
@@ -303,10 +409,10 @@ proptest! {
         // One huge entry, and many small ones (split like the CLI's hosts: list).
         let many: Vec<String> = padding.split(',').map(str::to_owned).take(100_000).collect();
         check_hosts(&[padding.clone(), "node-a".into()], &["node-a".to_owned(), padding.clone()])?;
+        check_hosts(&[format!("{padding}=1"), "node-a=0".into()], &["node-a".to_owned(), padding.clone()])?;
         check_hosts(&many, &["a".to_owned()])?;
-        let total_in: usize = many.iter().map(String::len).sum();
-        let total_out: usize = sorted_node_list(&many).iter().map(String::len).sum();
-        prop_assert!(total_out <= total_in);
+        let numbered: Vec<String> = many.iter().enumerate().map(|(i, n)| format!("{n}={i}")).collect();
+        check_hosts(&numbered, &["a".to_owned()])?;
         prop_assert!(started.elapsed() < BIG_INPUT_BUDGET, "{:?} for {} bytes", started.elapsed(), len);
     }
 }
@@ -320,8 +426,14 @@ fn thousands_of_entries_and_identifiers() {
         match_node(&nodes, &["h1"]),
         Err(HostListLeaseError::TooManyNodes { count: 100_000 })
     ));
+    // With IDs, by the first ID out of range.
+    let nodes: Vec<String> = (0..100_000).map(|i| format!("h{i}={i}")).collect();
+    assert!(matches!(
+        match_node(&nodes, &["h1"]),
+        Err(HostListLeaseError::InvalidEntry { entry, .. }) if entry == "h512=512"
+    ));
     // 512 entries against 100 000 identifiers: every entry compared with every identifier.
-    let nodes: Vec<String> = (0..512).map(|i| format!("h{i}")).collect();
+    let nodes: Vec<String> = (0..512).map(|i| format!("h{i}={i}")).collect();
     let identifiers: Vec<String> = (0..100_000).map(|i| format!("x{i}")).collect();
     assert!(matches!(
         match_node(&nodes, &identifiers),
