@@ -1,11 +1,11 @@
-//! Operator views of the lease keys: who holds which ID, how many are free, and freeing a dead
-//! node's ID.
+//! Operator views of the lease keys: who holds which ID, how many are free, freeing a dead
+//! node's ID, and initializing the prefix.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use etcd_client::{DeleteOptions, GetOptions};
-use lease_core::{Holder, MachineId};
+use etcd_client::{DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
+use lease_core::{Holder, MachineId, Migration};
 
 use crate::error::EtcdLeaseError;
 use crate::keys::{self, Entry};
@@ -117,5 +117,53 @@ impl EtcdStrategy {
             self.revoke_quietly(&client, previous.lease()).await;
         }
         Ok(true)
+    }
+
+    /// Writes the initialization marker and ends a pending hold-off (deletes the hold-off key,
+    /// then revokes its etcd lease), with how long that hold-off still had. What
+    /// [`StoreAdmin::migrate`](lease_core::StoreAdmin::migrate) runs.
+    pub(crate) async fn initialize(&self) -> Result<Migration, EtcdLeaseError> {
+        const OPERATION: &str = "txn (initialize)";
+        let client = self.client().await?;
+        let prefix = self.prefix();
+        let marker = keys::marker_key(prefix);
+        let txn = Txn::new().and_then(vec![
+            TxnOp::put(marker.clone(), keys::MARKER_VALUE, None),
+            TxnOp::delete(
+                keys::hold_off_key(prefix),
+                Some(DeleteOptions::new().with_prev_key()),
+            ),
+        ]);
+        let answer = self.txn(&client, OPERATION, txn).await?;
+        let responses = answer.op_responses();
+        let (Some(TxnOpResponse::Put(_)), Some(TxnOpResponse::Delete(delete))) =
+            (responses.first(), responses.get(1))
+        else {
+            return Err(EtcdLeaseError::UnexpectedReply {
+                operation: OPERATION,
+                reply: format!("{responses:?}"),
+            });
+        };
+        let ended_hold_off = match delete.prev_kvs().first().map(|kv| kv.lease()) {
+            None => None,
+            // Put by hand without a lease.
+            Some(0) => Some(Duration::MAX),
+            Some(lease) => {
+                let ttl = self
+                    .call(
+                        "lease time-to-live",
+                        client.lease_client().time_to_live(lease, None),
+                    )
+                    .await
+                    .map_or(0, |answer| answer.ttl());
+                // Its key is deleted already: the etcd lease holds nothing.
+                self.revoke_quietly(&client, lease).await;
+                Some(Duration::from_secs(u64::try_from(ttl).unwrap_or(0)))
+            }
+        };
+        Ok(Migration::Initialized {
+            marker: format!("key `{marker}`"),
+            ended_hold_off,
+        })
     }
 }

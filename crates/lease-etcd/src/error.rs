@@ -87,13 +87,27 @@ pub enum EtcdLeaseError {
         proof_term: u64,
     },
     /// This strategy saw the store go back in time (a lower revision than an earlier answer, or
-    /// another cluster ID): it may have lost leases still in use, so acquisition holds off.
+    /// another cluster ID): it may have lost leases still in use, so acquisition holds off for
+    /// the amnesia hold-off ([`EtcdOptions::amnesia_hold_off`](crate::EtcdOptions::amnesia_hold_off)).
     #[error(
-        "the etcd store went back in time ({what}): it may have lost leases still in use, so acquisition waits {remaining:?} more (see \"Amnesia\" in the lease-etcd docs)"
+        "the etcd store went back in time ({what}): it may have lost leases still in use, so acquisition waits {remaining:?} more, the longest lease and twice the largest clock offset (max_lease_s and max_clock_offset_s in the store url; see \"Amnesia\" in the lease-etcd docs)"
     )]
     StoreRewound {
         /// What was seen.
         what: String,
+        /// How much longer acquisition holds off.
+        remaining: Duration,
+    },
+    /// The prefix was found without its initialization marker (`<prefix>initialized`): it is
+    /// new, or its keys were deleted while nodes ran. Acquisition holds off for the amnesia
+    /// hold-off, recorded in the store as the key `<prefix>hold-off` on an etcd lease, unless an
+    /// operator initializes the prefix ([`StoreAdmin::migrate`](lease_core::StoreAdmin::migrate)).
+    #[error(
+        "acquisition is held off for {remaining:?} more: the etcd prefix `{prefix}` was found without its initialization marker `{prefix}initialized`. Either the prefix is new, or its keys were deleted while nodes ran (etcdctl del --prefix {prefix}, or a delete of lease and floor keys), and ids that running nodes still use look free. If the prefix is new, or every node using it is stopped, run `nononce leases migrate --store etcd://HOST:PORT{prefix}` once (StoreAdmin::migrate); otherwise wait: the hold-off (`{prefix}hold-off`) lasts the longest lease and twice the largest clock offset (max_lease_s and max_clock_offset_s in the store url), past every lease of the deleted keys"
+    )]
+    NotInitialized {
+        /// The key prefix.
+        prefix: String,
         /// How much longer acquisition holds off.
         remaining: Duration,
     },
@@ -151,9 +165,10 @@ impl LeaseError for EtcdLeaseError {
             Self::Exhausted { .. } => ErrorKind::Exhausted,
             Self::Conflict { .. } => ErrorKind::Conflict,
             Self::Lost { .. } => ErrorKind::Lost,
-            Self::LeaderChanged { .. } | Self::StoreRewound { .. } | Self::Timeout { .. } => {
-                ErrorKind::Retry
-            }
+            Self::LeaderChanged { .. }
+            | Self::StoreRewound { .. }
+            | Self::NotInitialized { .. }
+            | Self::Timeout { .. } => ErrorKind::Retry,
             Self::UnreadableFloor { .. } | Self::UnexpectedReply { .. } => ErrorKind::Other,
             Self::Request { source, .. } => classify(source),
         }

@@ -6,6 +6,15 @@ use lease_core::MachineId;
 pub(crate) const DEFAULT_PREFIX: &str = "/nononce/leases/";
 /// Floor keys live under `<prefix>floor/`.
 const FLOOR_DIR: &str = "floor/";
+/// The initialization marker's key, `<prefix>initialized`: on no lease, written by
+/// [`StoreAdmin::migrate`](lease_core::StoreAdmin::migrate) or when a hold-off begins, and gone
+/// with every other key when the prefix is deleted.
+const MARKER: &str = "initialized";
+/// The initialization marker's value (anything will do: only its presence counts).
+pub(crate) const MARKER_VALUE: &str = "nononce machine-id leases";
+/// The hold-off key, `<prefix>hold-off`: on an etcd lease of the amnesia hold-off, while it
+/// exists no ID is claimed.
+const HOLD_OFF: &str = "hold-off";
 /// A floor is stored as exactly this many decimal digits (leading zeros), so that etcd's
 /// byte-wise value comparison in a transaction orders floors as numbers.
 const FLOOR_DIGITS: usize = 20;
@@ -18,6 +27,16 @@ pub(crate) fn lease_key(prefix: &str, id: MachineId) -> String {
 /// The floor key of `id`: `<prefix>floor/<id>`.
 pub(crate) fn floor_key(prefix: &str, id: MachineId) -> String {
     format!("{prefix}{FLOOR_DIR}{id}")
+}
+
+/// The initialization marker's key: `<prefix>initialized`.
+pub(crate) fn marker_key(prefix: &str) -> String {
+    format!("{prefix}{MARKER}")
+}
+
+/// The hold-off key: `<prefix>hold-off`.
+pub(crate) fn hold_off_key(prefix: &str) -> String {
+    format!("{prefix}{HOLD_OFF}")
 }
 
 /// A floor in its stored form: 20 digits with leading zeros.
@@ -40,6 +59,10 @@ pub(crate) enum Entry {
     Lease(MachineId),
     /// The floor key of an ID.
     Floor(MachineId),
+    /// The initialization marker.
+    Marker,
+    /// The hold-off key.
+    HoldOff,
     /// Something else (not this strategy's).
     Other,
 }
@@ -49,6 +72,12 @@ pub(crate) fn classify(prefix: &str, key: &[u8]) -> Entry {
     let Some(rest) = key.strip_prefix(prefix.as_bytes()) else {
         return Entry::Other;
     };
+    if rest == MARKER.as_bytes() {
+        return Entry::Marker;
+    }
+    if rest == HOLD_OFF.as_bytes() {
+        return Entry::HoldOff;
+    }
     match rest.strip_prefix(FLOOR_DIR.as_bytes()) {
         Some(id) => parse_id(id).map_or(Entry::Other, Entry::Floor),
         None => parse_id(rest).map_or(Entry::Other, Entry::Lease),
@@ -112,6 +141,10 @@ mod tests {
         assert_eq!(classify(p, b"/nononce/leases/0"), Entry::Lease(id(0)));
         assert_eq!(classify(p, b"/nononce/leases/511"), Entry::Lease(id(511)));
         assert_eq!(classify(p, b"/nononce/leases/floor/3"), Entry::Floor(id(3)));
+        assert_eq!(marker_key(p), "/nononce/leases/initialized");
+        assert_eq!(hold_off_key(p), "/nononce/leases/hold-off");
+        assert_eq!(classify(p, marker_key(p).as_bytes()), Entry::Marker);
+        assert_eq!(classify(p, hold_off_key(p).as_bytes()), Entry::HoldOff);
         for other in [
             &b"/nononce/leases/512"[..],
             b"/nononce/leases/07",
@@ -120,6 +153,8 @@ mod tests {
             b"/nononce/leases/floor/",
             b"/nononce/leases/floor/x",
             b"/nononce/leases/a/1",
+            b"/nononce/leases/floor/initialized",
+            b"/nononce/leases/initialized/",
             b"/other/1",
         ] {
             assert_eq!(

@@ -58,15 +58,18 @@ impl StoreAdmin for EtcdStrategy {
         self.retried(|| EtcdStrategy::force_release(self, id)).await
     }
 
-    /// Keys need no schema: the prefix must answer a read all the same, so that a wrong
-    /// endpoint, password or permission shows here rather than at the first lease.
+    /// Initializes the prefix: writes its initialization marker (`<prefix>initialized`) and
+    /// ends a pending hold-off (deletes `<prefix>hold-off`). Without the marker, the first
+    /// acquire holds every acquisition off for the amnesia hold-off (the prefix may have lost
+    /// keys of IDs that running nodes still use: see the crate docs, "Amnesia").
+    ///
+    /// Run it once on a new prefix, before the first node starts, or when every node using the
+    /// prefix is stopped; on a prefix that keeps its keys it only writes the marker, and may run
+    /// while nodes do. Never run it after the prefix lost its keys while nodes ran (`etcdctl del
+    /// --prefix`): that would end the hold-off that keeps their IDs from being handed out again;
+    /// wait it out instead. A wrong endpoint, password or permission shows here rather than at
+    /// the first lease.
     async fn migrate(&self) -> Result<Migration, EtcdLeaseError> {
-        self.retried(|| EtcdStrategy::holders(self)).await?;
-        Ok(Migration::NoSchema {
-            reason: format!(
-                "the etcd keys under `{}` need no schema",
-                self.options().prefix()
-            ),
-        })
+        self.retried(|| self.initialize()).await
     }
 }

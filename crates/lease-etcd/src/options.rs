@@ -5,6 +5,13 @@ use std::time::Duration;
 use crate::error::EtcdLeaseError;
 use crate::keys::DEFAULT_PREFIX;
 
+/// The default [`EtcdOptions::with_max_clock_offset`]: an hour, the clock difference between
+/// nodes that a handover tolerates anyway.
+const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
+
+/// etcd's longest lease TTL (`MaxLeaseTTL`, 9,000,000,000 s): the amnesia hold-off is one.
+const LONGEST_ETCD_LEASE: Duration = Duration::from_secs(9_000_000_000);
+
 /// Settings of an [`EtcdStrategy`](crate::EtcdStrategy).
 ///
 /// | setting | default | meaning |
@@ -14,9 +21,15 @@ use crate::keys::DEFAULT_PREFIX;
 /// | `user` | none | user name and password (etcd authentication) |
 /// | `tls` | none | TLS settings (feature `tls`) |
 /// | `acquire_attempts` | 3 | claims tried per acquire before answering `Conflict` |
-/// | `max_lease_duration` | 8 h | longest lease granted; also how long acquisition holds off after the store was seen to go back in time |
+/// | `max_lease_duration` | 8 h | longest lease granted; longer requests are shortened to it |
+/// | `max_clock_offset` | 1 h | largest offset between two nodes' clocks |
 /// | `connect_timeout` | 5 s | longest wait for a connection to a member |
 /// | `request_timeout` | 5 s | longest wait for one request's answer |
+///
+/// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
+/// ([`amnesia_hold_off`](EtcdOptions::amnesia_hold_off)): how long acquisition holds off after
+/// the store was seen to go back in time, or after the prefix was found without its
+/// initialization marker (see the crate docs, "Amnesia").
 #[derive(Clone)]
 pub struct EtcdOptions {
     pub(crate) endpoints: Vec<String>,
@@ -26,6 +39,7 @@ pub struct EtcdOptions {
     pub(crate) tls: Option<etcd_client::TlsOptions>,
     pub(crate) acquire_attempts: u32,
     pub(crate) max_lease_duration: Duration,
+    pub(crate) max_clock_offset: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
 }
@@ -41,6 +55,7 @@ impl std::fmt::Debug for EtcdOptions {
         d.field("tls", &self.tls.is_some());
         d.field("acquire_attempts", &self.acquire_attempts)
             .field("max_lease_duration", &self.max_lease_duration)
+            .field("max_clock_offset", &self.max_clock_offset)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .finish()
@@ -64,17 +79,19 @@ impl EtcdOptions {
             tls: None,
             acquire_attempts: 3,
             max_lease_duration: Duration::from_secs(8 * 3600),
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
         }
     }
 
     /// Options from a store URL:
-    /// `etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N]`
+    /// `etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N&max_clock_offset_s=N]`
     /// (`etcds://` for TLS with the system's root certificates, with the `tls` feature). A path
     /// sets the key prefix (a trailing `/` is added if missing); without one the prefix is
-    /// `/nononce/leases/`. `max_lease_s` sets [`with_max_lease_duration`](Self::with_max_lease_duration);
-    /// any other option is refused by name. User name, password and prefix may use `%XX`
+    /// `/nononce/leases/`. `max_lease_s` sets [`with_max_lease_duration`](Self::with_max_lease_duration),
+    /// `max_clock_offset_s` [`with_max_clock_offset`](Self::with_max_clock_offset); any other
+    /// option is refused by name. User name, password and prefix may use `%XX`
     /// escapes.
     ///
     /// # Errors
@@ -82,7 +99,7 @@ impl EtcdOptions {
     pub fn from_url(url: &str) -> Result<Self, EtcdLeaseError> {
         let invalid = |why: &str| {
             Err(EtcdLeaseError::InvalidUrl(format!(
-                "{why}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N]"
+                "{why}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N&max_clock_offset_s=N]"
             )))
         };
         let (scheme, rest) = match url.split_once("://") {
@@ -145,7 +162,21 @@ impl EtcdOptions {
                     }
                     Err(_) => return invalid(&format!("max_lease_s={value} is not whole seconds")),
                 },
-                other => return invalid(&format!("unknown option `{other}` (known: max_lease_s)")),
+                "max_clock_offset_s" => match value.parse::<u64>() {
+                    Ok(seconds) => {
+                        options = options.with_max_clock_offset(Duration::from_secs(seconds));
+                    }
+                    Err(_) => {
+                        return invalid(&format!(
+                            "max_clock_offset_s={value} is not whole seconds"
+                        ));
+                    }
+                },
+                other => {
+                    return invalid(&format!(
+                        "unknown option `{other}` (known: max_lease_s, max_clock_offset_s)"
+                    ));
+                }
             }
         }
         #[cfg(feature = "tls")]
@@ -189,12 +220,33 @@ impl EtcdOptions {
     }
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h). Longer requests
-    /// are granted this long; after this strategy saw the store go back in time (see the crate
-    /// docs, "Amnesia"), acquisition holds off this long.
+    /// are granted this long; the amnesia hold-off (see the crate docs, "Amnesia") lasts this
+    /// long plus twice [`with_max_clock_offset`](Self::with_max_clock_offset).
     #[must_use]
     pub const fn with_max_lease_duration(mut self, max: Duration) -> Self {
         self.max_lease_duration = max;
         self
+    }
+
+    /// Sets the largest offset between two nodes' clocks (default 1 h) that the amnesia
+    /// hold-off allows for. A holder whose lease was lost may have issued timestamps up to its
+    /// own clock at its lease's end, and a successor starts at its own clock (with no floor:
+    /// the lost keys took the floors with them): so the hold-off outlasts the longest lease by
+    /// twice this offset. etcd reports no server time, so nothing checks the bound: keep the
+    /// nodes' clocks synchronised (NTP) within it. Every node of the deployment needs the same
+    /// value.
+    #[must_use]
+    pub const fn with_max_clock_offset(mut self, max: Duration) -> Self {
+        self.max_clock_offset = max;
+        self
+    }
+
+    /// How long acquisition holds off after the store went back in time or the prefix was found
+    /// without its initialization marker: `max_lease_duration + 2 × max_clock_offset`.
+    #[must_use]
+    pub fn amnesia_hold_off(&self) -> Duration {
+        self.max_lease_duration
+            .saturating_add(self.max_clock_offset.saturating_mul(2))
     }
 
     /// Sets the longest wait for a connection to a member (default 5 s).
@@ -241,6 +293,12 @@ impl EtcdOptions {
         self.max_lease_duration
     }
 
+    /// The clock offset between nodes the amnesia hold-off allows for.
+    #[must_use]
+    pub const fn max_clock_offset(&self) -> Duration {
+        self.max_clock_offset
+    }
+
     /// The longest wait for a connection.
     #[must_use]
     pub const fn connect_timeout(&self) -> Duration {
@@ -271,6 +329,12 @@ impl EtcdOptions {
         if self.max_lease_duration < Duration::from_secs(1) {
             return invalid(
                 "max_lease_duration must be at least 1 s (etcd leases are whole seconds)",
+            );
+        }
+        if self.amnesia_hold_off() > LONGEST_ETCD_LEASE {
+            return invalid(
+                "max_lease_duration plus twice max_clock_offset must be at most 9,000,000,000 s \
+                 (the longest etcd lease, which holds the amnesia hold-off)",
             );
         }
         if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
@@ -331,10 +395,16 @@ mod tests {
         let o = EtcdOptions::from_url("etcd://h:1?max_lease_s=60").unwrap();
         assert_eq!(o.prefix, "/nononce/leases/");
         assert_eq!(o.max_lease_duration, Duration::from_secs(60));
+        assert_eq!(o.max_clock_offset, DEFAULT_MAX_CLOCK_OFFSET);
+        let o = EtcdOptions::from_url("etcd://h:1/p?max_lease_s=300&max_clock_offset_s=5").unwrap();
+        assert_eq!(o.max_clock_offset, Duration::from_secs(5));
+        assert_eq!(o.amnesia_hold_off(), Duration::from_secs(310));
 
         for bad in [
             "etcd://h:1?max_lease_s=0",
             "etcd://h:1?max_lease_s=x",
+            "etcd://h:1?max_clock_offset_s=-1",
+            "etcd://h:1?max_clock_offset_s=18446744073709551615",
             "etcd://h:1?table=t",
             "redis://h:1",
             "etcd://h",
@@ -374,6 +444,18 @@ mod tests {
                 .with_max_lease_duration(Duration::from_millis(999))
                 .validate()
                 .is_err()
+        );
+        assert!(
+            ok.clone()
+                .with_max_clock_offset(Duration::from_secs(4_500_000_000))
+                .validate()
+                .is_err()
+        );
+        assert_eq!(
+            ok.clone()
+                .with_max_lease_duration(Duration::from_secs(300))
+                .amnesia_hold_off(),
+            Duration::from_secs(300 + 2 * 3600)
         );
         assert!(ok.with_request_timeout(Duration::ZERO).validate().is_err());
         let debug = format!("{:?}", EtcdOptions::new(["x"]).with_user("u", "secret"));

@@ -232,7 +232,7 @@ impl EtcdStrategy {
         let mut seen = self.seen();
         if let Some((what, at)) = &seen.rewound {
             let elapsed = at.elapsed();
-            let hold = self.options.max_lease_duration;
+            let hold = self.options.amnesia_hold_off();
             if elapsed < hold {
                 return Err(EtcdLeaseError::StoreRewound {
                     what: what.clone(),
@@ -298,6 +298,7 @@ impl EtcdStrategy {
             .call("range", client.kv_client().get(self.prefix(), Some(get)))
             .await?;
         self.observe(before, answer.header());
+        let mut snapshot = Snapshot::default();
         let mut held = [false; MachineId::COUNT as usize];
         let mut stored: Vec<Option<(Option<u64>, String, i64)>> =
             vec![None; usize::from(MachineId::COUNT)];
@@ -313,10 +314,11 @@ impl EtcdStrategy {
                         kv.mod_revision(),
                     ));
                 }
+                Entry::Marker => snapshot.initialized = true,
+                Entry::HoldOff => snapshot.hold_off = Some(kv.lease()),
                 Entry::Other => {}
             }
         }
-        let mut snapshot = Snapshot::default();
         for id in (0..MachineId::COUNT).filter_map(|n| MachineId::new(n).ok()) {
             let n = usize::from(id.get());
             if held[n] {
@@ -329,6 +331,77 @@ impl EtcdStrategy {
             }
         }
         Ok(snapshot)
+    }
+
+    /// The answer to an acquire while the hold-off key, on etcd lease `lease`, exists: its time
+    /// left, or `None` when the etcd lease ended since the read (read again).
+    async fn held_off(
+        &self,
+        client: &Client,
+        lease: i64,
+    ) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
+        let held_off = |remaining| EtcdLeaseError::NotInitialized {
+            prefix: self.prefix().to_owned(),
+            remaining,
+        };
+        if lease == 0 {
+            // Put by hand without a lease: it never ends by itself.
+            return Ok(Some(held_off(Duration::MAX)));
+        }
+        let ttl = self
+            .call(
+                "lease time-to-live",
+                client.lease_client().time_to_live(lease, None),
+            )
+            .await?
+            .ttl();
+        // -1: the etcd lease ended, and the key with it.
+        Ok(u64::try_from(ttl)
+            .ok()
+            .map(|seconds| held_off(Duration::from_secs(seconds.max(1)))))
+    }
+
+    /// Begins the hold-off after a read found no initialization marker: in one transaction,
+    /// if there is still neither marker nor hold-off key, writes the hold-off key on a new etcd
+    /// lease of the amnesia hold-off and the marker, so that the prefix is usable once the
+    /// hold-off key ends with its etcd lease. Its answer to the acquire, or `None` when another
+    /// node began a hold-off or initialized the prefix since the read (read again).
+    async fn begin_hold_off(
+        &self,
+        client: &Client,
+    ) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
+        let seconds = whole_seconds_up(self.options.amnesia_hold_off());
+        let (lease, granted) = self.grant(client, seconds).await?;
+        let prefix = self.prefix();
+        let marker = keys::marker_key(prefix);
+        let hold_off = keys::hold_off_key(prefix);
+        let txn = Txn::new()
+            .when(vec![
+                Compare::version(marker.clone(), CompareOp::Equal, 0),
+                Compare::version(hold_off.clone(), CompareOp::Equal, 0),
+            ])
+            .and_then(vec![
+                TxnOp::put(
+                    hold_off,
+                    format!(
+                        "no initialization marker was found: no machine id is leased under this \
+                         prefix until this key's etcd lease of {seconds} s ends"
+                    ),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::put(marker, keys::MARKER_VALUE, None),
+            ]);
+        // An uncertain answer may have written the hold-off key: its etcd lease is left to its
+        // TTL, since a revoke would end the hold-off at once.
+        let answer = self.txn(client, "txn (begin hold-off)", txn).await?;
+        if answer.succeeded() {
+            return Ok(Some(EtcdLeaseError::NotInitialized {
+                prefix: prefix.to_owned(),
+                remaining: granted,
+            }));
+        }
+        self.revoke_quietly(client, lease).await;
+        Ok(None)
     }
 
     /// The TTL an acquire asks for, in whole seconds: `requested` (at most the longest lease),
@@ -374,6 +447,20 @@ impl EtcdStrategy {
         for _ in 0..self.options.acquire_attempts {
             let snapshot = self.read(client, floor.is_some()).await?;
             self.check_rewound()?;
+            // The prefix may have lost keys of IDs that running nodes still use: no claim
+            // until every such lease has ended (see the crate docs, "Amnesia").
+            if let Some(hold_off_lease) = snapshot.hold_off {
+                match self.held_off(client, hold_off_lease).await? {
+                    Some(held_off) => return Err(held_off),
+                    None => continue,
+                }
+            }
+            if !snapshot.initialized {
+                match self.begin_hold_off(client).await? {
+                    Some(held_off) => return Err(held_off),
+                    None => continue,
+                }
+            }
             let now_ms = floor.map_or(u64::MAX, |(now_ms, _)| now_ms);
             // A random free ID, not the lowest: nodes starting together spread out.
             let Some((id, stored, floor_revision)) =
@@ -396,11 +483,12 @@ impl EtcdStrategy {
             };
             let token = keys::new_token();
             let lease_key = keys::lease_key(prefix, id);
-            let mut when = vec![Compare::create_revision(
-                lease_key.clone(),
-                CompareOp::Equal,
-                0,
-            )];
+            let mut when = vec![
+                Compare::create_revision(lease_key.clone(), CompareOp::Equal, 0),
+                // Decided with the claim: the prefix is initialized and not held off.
+                Compare::version(keys::marker_key(prefix), CompareOp::Greater, 0),
+                Compare::version(keys::hold_off_key(prefix), CompareOp::Equal, 0),
+            ];
             let mut then = vec![TxnOp::put(
                 lease_key,
                 token.clone(),
@@ -426,7 +514,8 @@ impl EtcdStrategy {
                 .txn(client, "txn (claim)", Txn::new().when(when).and_then(then))
                 .await?;
             if !answer.succeeded() {
-                // Another node claimed it (or its floor moved) since the read: read again.
+                // Another node claimed it (or its floor moved), or the marker went or a
+                // hold-off began, since the read: read again.
                 continue;
             }
             // Every write of one transaction has its revision: the key's create revision.
@@ -578,8 +667,7 @@ impl EtcdStrategy {
     ) -> Result<(), EtcdLeaseError> {
         let client = self.client().await?;
         // Rounded up: the ID stays blocked at least `guard`.
-        let seconds = guard.as_secs() + u64::from(guard.subsec_nanos() > 0);
-        let seconds = i64::try_from(seconds.max(1)).unwrap_or(i64::MAX);
+        let seconds = whole_seconds_up(guard);
         let (guard_lease, _) = self.grant(&client, seconds).await?;
         let prefix = self.prefix();
         let lease_key = keys::lease_key(prefix, lease.id);
@@ -616,9 +704,20 @@ impl EtcdStrategy {
     }
 }
 
+/// `duration` in whole seconds, rounded up, at least 1: an etcd lease's TTL that lasts at
+/// least `duration`.
+fn whole_seconds_up(duration: Duration) -> i64 {
+    let seconds = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    i64::try_from(seconds.max(1)).unwrap_or(i64::MAX)
+}
+
 /// The free IDs of one read.
 #[derive(Debug, Default)]
 struct Snapshot {
+    /// Whether the initialization marker exists.
+    initialized: bool,
+    /// The etcd lease of the hold-off key, when it exists.
+    hold_off: Option<i64>,
     /// Free IDs with their stored floor (0 when none) and the floor key's mod revision (0 when
     /// none).
     free: Vec<(MachineId, u64, i64)>,

@@ -9,25 +9,25 @@ use lease_core::MachineId;
 use lease_etcd::EtcdStrategy;
 use lease_testkit::Harness;
 
-/// One prefix of its own per check, deleted afterwards.
+/// One prefix of its own per check, initialized, deleted afterwards.
 struct EtcdHarness {
     prefix: Prefix,
 }
 
 impl EtcdHarness {
     async fn new() -> Self {
-        drop(common::raw().await);
-        Self {
-            prefix: Prefix::new(),
-        }
+        let prefix = Prefix::new();
+        drop(common::strategy(&prefix).await);
+        Self { prefix }
     }
 }
 
 impl Harness for EtcdHarness {
     type Strategy = EtcdStrategy;
 
+    /// A node on the harness's prefix, initialized once in [`EtcdHarness::new`].
     async fn node(&self) -> EtcdStrategy {
-        common::strategy(&self.prefix).await
+        EtcdStrategy::new(common::options(&self.prefix)).expect("valid options")
     }
 
     /// Revokes the etcd lease the ID's key is attached to, as its expiry would: etcd deletes

@@ -35,6 +35,7 @@ async fn a_restarted_etcd_keeps_every_lease() {
     let endpoints = cluster.endpoints();
     let prefix = Prefix::at(endpoints.clone());
     let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
+    common::initialize(&s).await;
     let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
 
     cluster.kill(0);
@@ -67,9 +68,11 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     let mut cluster = OwnCluster::start(1);
     let endpoints = cluster.endpoints();
     let prefix = Prefix::at(endpoints.clone());
-    let options =
-        common::options_at(&endpoints, &prefix).with_max_lease_duration(Duration::from_secs(60));
+    let options = common::options_at(&endpoints, &prefix)
+        .with_max_lease_duration(Duration::from_secs(60))
+        .with_max_clock_offset(Duration::from_secs(100));
     let s = EtcdStrategy::new(options.clone()).unwrap();
+    common::initialize(&s).await;
     let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
     // Some history, so the revision the strategy saw is well above a fresh store's.
     for _ in 0..5 {
@@ -91,13 +94,31 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(lost.is_some(), "the loss was never reported");
-    // This process saw a later revision: it holds acquisition off for the longest lease.
+    // This process saw a later revision: it holds acquisition off.
     let e = s.acquire_with_floor(TTL, 0, 1).await.unwrap_err();
-    assert!(matches!(e, EtcdLeaseError::StoreRewound { .. }), "{e}");
     assert_eq!(e.kind(), ErrorKind::Retry);
-    // A process that never saw the old store cannot tell (see the crate docs, "Amnesia").
-    let fresh = EtcdStrategy::new(options).unwrap();
-    fresh.acquire(TTL).await.unwrap();
+    let EtcdLeaseError::StoreRewound { remaining, .. } = &e else {
+        panic!("{e}");
+    };
+    // The longest lease and twice the largest clock offset: a lost holder's timestamps may be
+    // an offset ahead, a successor's clock an offset behind.
+    let hold_off = Duration::from_secs(60 + 2 * 100);
+    assert_eq!(options.amnesia_hold_off(), hold_off);
+    assert!(
+        *remaining > hold_off - Duration::from_secs(30) && *remaining <= hold_off,
+        "{e}"
+    );
+    // A process that never saw the old store finds the prefix without its initialization
+    // marker, and holds off too (a restored snapshot keeps the marker: see the crate docs,
+    // "Amnesia").
+    let fresh = EtcdStrategy::new(options.clone()).unwrap();
+    let e = fresh.acquire(TTL).await.unwrap_err();
+    assert!(
+        matches!(&e, EtcdLeaseError::NotInitialized { remaining, .. }
+            if *remaining >= hold_off && *remaining <= hold_off + Duration::from_secs(1)),
+        "{e}"
+    );
+    assert_eq!(e.kind(), ErrorKind::Retry);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,6 +127,7 @@ async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved
     let endpoints = cluster.endpoints();
     let prefix = Prefix::at(endpoints.clone());
     let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
+    common::initialize(&s).await;
     let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
     let id = grant.machine_id;
 

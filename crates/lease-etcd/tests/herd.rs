@@ -41,6 +41,7 @@ async fn herd(with_floor: bool) {
         node.free_count().await.unwrap();
         nodes.push(node);
     }
+    common::initialize(&nodes[0]).await;
     let conflicts = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = nodes

@@ -10,3 +10,4 @@ mod faults;
 mod herd;
 mod protocol;
 mod round_trips;
+mod wiped;

@@ -410,6 +410,7 @@ async fn authentication_errors_are_misconfigured() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     let root = with("root", "root-pw");
+    common::initialize(&root).await;
     let grant = root.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
     root.renew_with_floor(&grant.lease, TTL, 2).await.unwrap();
     root.release_with_floor(&grant.lease, Duration::from_secs(1), 3)

@@ -89,6 +89,7 @@ async fn requests_per_operation() {
     let port = cluster.members[0].client_port;
     let prefix = Prefix::at(cluster.endpoints());
     let s = EtcdStrategy::new(options_at(&cluster.endpoints(), &prefix)).unwrap();
+    common::initialize(&s).await;
     let ttl = Duration::from_secs(30);
     let guard = Duration::from_secs(2);
     // First use: connects; measured from the second round on, as in a running node.

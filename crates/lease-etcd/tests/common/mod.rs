@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use lease_core::StoreAdmin;
 use lease_etcd::etcd_client::{Client, DeleteOptions, GetOptions};
 use lease_etcd::{EtcdOptions, EtcdStrategy};
 
@@ -118,11 +119,22 @@ pub fn options(prefix: &Prefix) -> EtcdOptions {
     options_at(&endpoints(), prefix)
 }
 
-/// A strategy on the shared server using `prefix`.
+/// A strategy on the shared server using `prefix`, which it initializes (as an operator does
+/// once for a new prefix).
 pub async fn strategy(prefix: &Prefix) -> EtcdStrategy {
     // Fail clearly if the server is not there.
     drop(raw().await);
-    EtcdStrategy::new(options(prefix)).expect("valid options")
+    let strategy = EtcdStrategy::new(options(prefix)).expect("valid options");
+    initialize(&strategy).await;
+    strategy
+}
+
+/// Initializes `strategy`'s prefix (`nononce leases migrate`): without it the first acquire
+/// holds acquisition off.
+pub async fn initialize(strategy: &EtcdStrategy) {
+    StoreAdmin::migrate(strategy)
+        .await
+        .unwrap_or_else(|e| panic!("initializing the prefix: {e}"));
 }
 
 /// This machine's clock in Unix ms.
