@@ -9,18 +9,20 @@
 --
 -- nononce_coordinator records which server granted the leases of each lease table (server_id,
 -- hostname and port), so that a failover to a replica that missed lease writes is noticed and
--- acquisitions are held off. A table migrated here is recorded as granted by this server. The
--- identity goes through a user variable, which statement-based replication copies as a value.
+-- acquisitions are held off. A table migrated here is recorded as granted by this server, after
+-- it is seeded: the record also says that the table was seeded (a first run cut off between the
+-- CREATE TABLE, which commits by itself, and the seeding leaves no record). The identity goes
+-- through a user variable, which statement-based replication copies as a value.
+--
+-- Rows that vanish from a seeded table while nodes run (TRUNCATE, DELETE) may belong to IDs still
+-- in use. This file puts them back free: after such a loss, run SqlStrategy::migrate or
+-- `nononce leases migrate` instead, which put them back blocked for the amnesia hold-off.
 CREATE TABLE IF NOT EXISTS nononce_coordinator (
     lease_table varchar(130) NOT NULL PRIMARY KEY,
     server_identity varchar(255) NOT NULL,
     since datetime(6) NOT NULL,
     previous_identity varchar(255) NULL
 ) ENGINE = InnoDB;
-SET @nononce_server = CONCAT(@@server_id, '/', @@hostname, ':', @@port);
-INSERT INTO nononce_coordinator (lease_table, server_identity, since)
-VALUES ('no_noncense_leases', @nononce_server, '1970-01-01 00:00:00')
-ON DUPLICATE KEY UPDATE lease_table = lease_table;
 CREATE TABLE IF NOT EXISTS no_noncense_leases (
     id smallint NOT NULL PRIMARY KEY,
     token binary(16) NULL,
@@ -37,3 +39,7 @@ INSERT INTO no_noncense_leases (id, token, expires_at, lock_version)
 WITH RECURSIVE seq (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < 511)
 SELECT n, NULL, '1970-01-01 00:00:00', 0 FROM seq
 ON DUPLICATE KEY UPDATE id = id;
+SET @nononce_server = CONCAT(@@server_id, '/', @@hostname, ':', @@port);
+INSERT INTO nononce_coordinator (lease_table, server_identity, since)
+VALUES ('no_noncense_leases', @nononce_server, '1970-01-01 00:00:00')
+ON DUPLICATE KEY UPDATE lease_table = lease_table;

@@ -7,6 +7,9 @@
 -- SQLite has no ADD COLUMN IF NOT EXISTS: for a table made before floor_ms existed, run
 --   ALTER TABLE no_noncense_leases ADD COLUMN floor_ms integer NOT NULL DEFAULT 0;
 -- once (SqlStrategy::migrate checks PRAGMA table_info and does it for you).
+-- Rows that vanish from the table while processes run (DELETE) may belong to IDs still in use.
+-- This file puts them back free: after such a loss, run SqlStrategy::migrate or
+-- `nononce leases migrate` instead, which put them back blocked for the longest lease.
 CREATE TABLE IF NOT EXISTS no_noncense_leases (
     id integer PRIMARY KEY NOT NULL,
     token blob NULL,

@@ -1,14 +1,18 @@
 //! The amnesia guard: noticing that the database server behind the pool is not the one that
-//! granted the table's leases (failover to a replica that missed lease writes).
+//! granted the table's leases (failover to a replica that missed lease writes), and that rows
+//! of a seeded lease table vanished while the server stayed up (`TRUNCATE`, `DELETE`).
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 use std::time::Duration;
 
+use lease_core::MachineId;
+
 /// How the strategy defends against a database server that lost lease writes: a failover to an
-/// asynchronous replica that had not received them, or a restore into a new cluster. See the
-/// crate docs, "Coordinator amnesia".
+/// asynchronous replica that had not received them, or a restore into a new cluster; and
+/// against rows of the lease table deleted while the server stayed up. See the crate docs,
+/// "Coordinator amnesia" and "Deleted rows".
 ///
-/// Applies to PostgreSQL and MySQL/MariaDB; SQLite has no replicas and ignores it.
+/// The server check applies to PostgreSQL and MySQL/MariaDB (SQLite has no replicas); the
+/// deleted-rows check to every dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum AmnesiaGuard {
@@ -20,11 +24,21 @@ pub enum AmnesiaGuard {
     /// `max_lease_duration`, by when every lease the old server granted has expired, and twice
     /// the clock offset nodes are held to, by when a successor's clock has passed every
     /// timestamp those leases may have carried).
+    ///
+    /// Rows missing from a seeded table (deleted while nodes may hold their IDs) are put back
+    /// blocked until the same hold-off from then, by the migration or by an acquisition that
+    /// found nothing, which answers
+    /// [`SqlLeaseError::RowsDeleted`](crate::SqlLeaseError::RowsDeleted) (kind `Retry`) while
+    /// they are blocked.
+    ///
     /// Renewals are never held off.
     #[default]
     HoldOff,
     /// No check: only for deployments in which every acknowledged write survives a failover
-    /// (synchronous replication to every server that can be promoted, or no failover at all).
+    /// (synchronous replication to every server that can be promoted, or no failover at all),
+    /// and nobody deletes rows of the lease table. Missing rows are put back free, as before
+    /// the check existed, so an ID whose row was deleted while its holder runs is handed out
+    /// again at once.
     Off,
 }
 
@@ -40,6 +54,50 @@ pub(crate) const POSTGRES_IDENTITY: &str = "CASE WHEN pg_is_in_recovery() THEN N
 /// replication topology), host name and port.
 #[cfg(feature = "mysql")]
 pub(crate) const MYSQL_IDENTITY: &str = "CONCAT(@@server_id, '/', @@hostname, ':', @@port)";
+
+/// What the lease table's rows say when a guarded claim found nothing: whether rows vanished
+/// from the (seeded) table, and whether rows put back after that are still blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rows {
+    /// How many rows the table has.
+    pub present: i64,
+    /// Rows put back blocked and not yet free: no token, never claimed (version 0), expiry
+    /// ahead. A seeded row expires in 1970; a claimed one has a higher version.
+    pub blocked: i64,
+    /// Microseconds until the last of them is free.
+    pub blocked_remaining_us: Option<i64>,
+}
+
+/// What to do about [`Rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowsVerdict {
+    /// Rows are missing: put them back blocked, hold off.
+    Missing { missing: u64, blocked: u64 },
+    /// Rows put back earlier are still blocked: hold off for what remains.
+    Blocked { blocked: u64, remaining: Duration },
+    /// Every row is there, none blocked by a restore.
+    Intact,
+}
+
+impl Rows {
+    pub(crate) fn verdict(self) -> RowsVerdict {
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let missing = u64::from(MachineId::COUNT).saturating_sub(count(self.present));
+        if missing > 0 {
+            return RowsVerdict::Missing {
+                missing,
+                blocked: count(self.blocked),
+            };
+        }
+        match self.blocked_remaining_us.map(count) {
+            Some(us) if us > 0 && self.blocked > 0 => RowsVerdict::Blocked {
+                blocked: count(self.blocked),
+                remaining: Duration::from_micros(us),
+            },
+            _ => RowsVerdict::Intact,
+        }
+    }
+}
 
 /// What the database said about the server and the table when a guarded claim found nothing.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -57,6 +115,8 @@ pub(crate) struct Diagnosis {
     pub free: i64,
     /// Whether any row of the table was ever claimed.
     pub claimed: bool,
+    /// What the rows say.
+    pub rows: Rows,
 }
 
 /// What to do about a [`Diagnosis`].
@@ -77,8 +137,9 @@ pub(crate) enum Verdict {
         current: String,
         remaining: Duration,
     },
-    /// The guard passed: the claim found no free row, or lost a race.
-    Passed { free: i64 },
+    /// The server check passed: the claim found no free row, or lost a race; what the rows
+    /// say is for [`Rows::verdict`].
+    Passed { free: i64, rows: Rows },
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -97,9 +158,70 @@ impl Diagnosis {
                     current,
                     remaining: Duration::from_micros(us),
                 },
-                _ => Verdict::Passed { free: self.free },
+                _ => Verdict::Passed {
+                    free: self.free,
+                    rows: self.rows,
+                },
             },
         }
+    }
+}
+
+#[cfg(test)]
+const INTACT: Rows = Rows {
+    present: 512,
+    blocked: 0,
+    blocked_remaining_us: None,
+};
+
+#[cfg(test)]
+mod rows_tests {
+    use super::*;
+
+    #[test]
+    fn rows_verdicts() {
+        assert_eq!(INTACT.verdict(), RowsVerdict::Intact);
+        let truncated = Rows {
+            present: 0,
+            ..INTACT
+        };
+        assert_eq!(
+            truncated.verdict(),
+            RowsVerdict::Missing {
+                missing: 512,
+                blocked: 0
+            }
+        );
+        let one_deleted = Rows {
+            present: 511,
+            blocked: 2,
+            blocked_remaining_us: Some(9),
+        };
+        assert_eq!(
+            one_deleted.verdict(),
+            RowsVerdict::Missing {
+                missing: 1,
+                blocked: 2
+            }
+        );
+        let put_back = Rows {
+            blocked: 512,
+            blocked_remaining_us: Some(1_500_000),
+            ..INTACT
+        };
+        assert_eq!(
+            put_back.verdict(),
+            RowsVerdict::Blocked {
+                blocked: 512,
+                remaining: Duration::from_millis(1500)
+            }
+        );
+        let ended = Rows {
+            blocked: 0,
+            blocked_remaining_us: None,
+            ..INTACT
+        };
+        assert_eq!(ended.verdict(), RowsVerdict::Intact);
     }
 }
 
@@ -115,12 +237,19 @@ mod tests {
             remaining_us: Some(-5),
             free: 3,
             claimed: true,
+            rows: INTACT,
         }
     }
 
     #[test]
     fn verdicts() {
-        assert_eq!(diagnosis().verdict(), Verdict::Passed { free: 3 });
+        assert_eq!(
+            diagnosis().verdict(),
+            Verdict::Passed {
+                free: 3,
+                rows: INTACT
+            }
+        );
         let standby = Diagnosis {
             current: None,
             ..diagnosis()

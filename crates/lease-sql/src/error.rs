@@ -92,6 +92,22 @@ pub enum SqlLeaseError {
         /// How much longer acquisition holds off.
         remaining: std::time::Duration,
     },
+    /// Acquisition is held off: rows of the lease table had vanished although the table had
+    /// been seeded (`TRUNCATE` or `DELETE` while the database stayed up), so nodes may still use
+    /// their IDs. The rows are back, blocked until the hold-off ends (see "Deleted rows" in the
+    /// crate docs).
+    #[error(
+        "acquisition is held off for {} more: {blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE FROM the table while the database stayed up), so running nodes may still use them; they are back, blocked until then, and the nodes that held them find their renewals lost. Wait: acquisition resumes by itself. Only if every node is stopped, free them at once with `nononce leases release --store URL --id N --yes`, one per id. Never TRUNCATE or DELETE the lease table while nodes run: free a dead node's id with `nononce leases release`. The hold-off is the longest lease (`max_lease_s` in the url) and, except on SQLite, twice the largest clock offset of a node (`max_clock_offset_s`); `amnesia_guard=off` turns this check off",
+        human(*.remaining)
+    )]
+    RowsDeleted {
+        /// The configured table name.
+        table: String,
+        /// How many IDs are blocked because their rows had vanished.
+        blocked: u64,
+        /// How much longer acquisition holds off.
+        remaining: std::time::Duration,
+    },
     /// The PostgreSQL server is a standby (in recovery) and cannot grant leases.
     #[error(
         "the database server is a standby (in recovery): it cannot grant leases; point the strategy at the primary; the operation is retried"
@@ -166,7 +182,10 @@ impl LeaseError for SqlLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Lost { .. } => ErrorKind::Lost,
-            Self::Unavailable(_) | Self::ServerChanged { .. } | Self::Standby => ErrorKind::Retry,
+            Self::Unavailable(_)
+            | Self::ServerChanged { .. }
+            | Self::RowsDeleted { .. }
+            | Self::Standby => ErrorKind::Retry,
             Self::Contention(_) | Self::Conflict { .. } => ErrorKind::Conflict,
             Self::Exhausted { .. } => ErrorKind::Exhausted,
             Self::MissingTable { .. }

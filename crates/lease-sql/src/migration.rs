@@ -19,6 +19,10 @@ const SQLITE: &str = include_str!("../migrations/sqlite.sql");
 /// made before `floor_ms` existed, and [`SqlStrategy::migrate`](crate::SqlStrategy::migrate)
 /// does it by itself. For another table name, replace `no_noncense_leases` (in the string
 /// literals too).
+///
+/// The file puts rows missing from the table back free. After rows vanished from a table in use
+/// (`TRUNCATE`, `DELETE`), run [`SqlStrategy::migrate`](crate::SqlStrategy::migrate) instead,
+/// which puts them back blocked for the amnesia hold-off (see "Deleted rows" in the crate docs).
 #[must_use]
 pub const fn migration_sql(dialect: Dialect) -> &'static str {
     match dialect {
@@ -29,7 +33,9 @@ pub const fn migration_sql(dialect: Dialect) -> &'static str {
 }
 
 /// The migration's statements for `table`: comments dropped, split at `;`, the names replaced
-/// (identifiers quoted, string literals as literals). The last statement seeds the rows.
+/// (identifiers quoted, string literals as literals). The statement that starts (SQLite: whose
+/// insert starts) `INSERT INTO <table> (id, token, expires_at, lock_version)` seeds the rows; on
+/// PostgreSQL and MySQL/MariaDB the coordinator record comes after it.
 pub(crate) fn statements(dialect: Dialect, table: &TableName) -> Vec<String> {
     let (schema, bare) = table.parts();
     // The information_schema lookup names schema and table apart.
@@ -92,8 +98,16 @@ mod tests {
                 statements.iter().any(|s| s.starts_with(&create)),
                 "{dialect}: {statements:#?}"
             );
-            let seed = statements.last().unwrap();
-            assert!(seed.contains("INSERT INTO"), "{dialect}");
+            let seed_prefix = format!(
+                "INSERT INTO {} (id, token, expires_at, lock_version)",
+                table.quoted(dialect)
+            );
+            let seeds: Vec<_> = statements
+                .iter()
+                .filter(|s| s.contains(&seed_prefix))
+                .collect();
+            assert_eq!(seeds.len(), 1, "{dialect}: {statements:#?}");
+            let seed = seeds[0];
             assert!(seed.contains("511"), "{dialect}");
             for s in &statements {
                 assert!(!s.contains(DEFAULT_TABLE), "{s}");
@@ -115,9 +129,18 @@ mod tests {
             );
             let record = statements
                 .iter()
-                .find(|s| s.starts_with(&format!("INSERT INTO {coordinator}")))
+                .position(|s| s.starts_with(&format!("INSERT INTO {coordinator}")))
                 .unwrap();
-            assert!(record.contains("'app.my_leases'"), "{record}");
+            assert!(
+                statements[record].contains("'app.my_leases'"),
+                "{}",
+                statements[record]
+            );
+            assert_eq!(
+                record,
+                statements.len() - 1,
+                "{dialect}: the record, which says the table was seeded, comes last"
+            );
         }
         let pg = statements(Dialect::Postgres, &table).join(";\n");
         // The migration records the server as the guard identifies it.

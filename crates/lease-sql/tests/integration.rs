@@ -18,3 +18,4 @@ mod protocol;
 mod release;
 mod restart;
 mod urls;
+mod wiped;

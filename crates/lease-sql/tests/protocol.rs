@@ -53,7 +53,8 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
             .await,
         512
     );
-    // A held lease survives a migration; missing rows come back.
+    // A held lease survives a migration; missing rows come back, blocked for the amnesia
+    // hold-off (their IDs may have been in use: see tests/wiped.rs).
     let held = s.acquire(HOUR).await.unwrap();
     t.pool
         .exec(&format!(
@@ -64,7 +65,14 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
     assert_eq!(s.migrate().await.unwrap(), 100);
     assert_eq!(t.pool.scalar(&count).await, 512);
     s.renew(&held.lease, HOUR).await.unwrap();
-    assert_eq!(s.free_count().await.unwrap(), 511);
+    assert_eq!(s.free_count().await.unwrap(), 411);
+    let (token, version, remaining) = t.pool.row(&t.name, 150).await;
+    assert_eq!((token, version), (None, 0));
+    let hold_off = i64::try_from(s.amnesia_hold_off().as_micros()).unwrap();
+    assert!(
+        remaining > hold_off - 600_000_000 && remaining <= hold_off,
+        "blocked for the hold-off: {remaining} µs"
+    );
 }
 
 async fn acquires_lowest_free_id_and_skips_held_rows(dialect: Dialect) {

@@ -59,13 +59,19 @@ pub(crate) struct Common {
     pub holders: Statement,
     /// Free one held row at once, whoever holds it (param id).
     pub force_release: Statement,
+    /// Put back the missing rows of a seeded table, blocked for the amnesia hold-off: no token,
+    /// version 0, expiring at the database's now plus the hold-off (a NoNoncense node sees them
+    /// taken too). PostgreSQL and MySQL/MariaDB add them only where the table has its
+    /// coordinator record, which the migration writes once it has seeded the table.
+    pub restore: Statement,
 }
 
 /// The amnesia guard's statements (PostgreSQL and MySQL/MariaDB; SQLite has no replicas).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) struct AmnesiaQueries {
     /// Identity now, recorded identity, previous identity, microseconds of hold-off left, free
-    /// rows, whether any row was ever claimed.
+    /// rows, whether any row was ever claimed, then the [`Rows`](crate::amnesia::Rows): rows
+    /// present, rows blocked since they were put back, microseconds until the last is free.
     pub diagnose: Statement,
     /// Record the server for the table if nothing is recorded (params identity, trusted).
     pub record: Statement,
@@ -103,6 +109,9 @@ impl ClaimBatch {
         )
     }
 }
+
+/// The condition on a lease row that [`Common::restore`] put back and that is still blocked.
+const BLOCKED_SINCE_RESTORED: &str = "lock_version = 0 AND token IS NULL";
 
 /// The amnesia hold-off in whole microseconds, as the guard's statements compare it.
 #[cfg(any(feature = "postgres", feature = "mysql"))]

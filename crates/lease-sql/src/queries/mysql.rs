@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
 
-use super::{AmnesiaQueries, ClaimBatch, Common, Statement, micros};
+use super::{AmnesiaQueries, BLOCKED_SINCE_RESTORED, ClaimBatch, Common, Statement, micros};
 use crate::amnesia::MYSQL_IDENTITY;
 use crate::table::TableName;
 use crate::{AmnesiaGuard, Dialect};
@@ -41,6 +41,7 @@ impl MySqlQueries {
             "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now}) DIV 1000 AS SIGNED)"
         );
         let until = format!("TIMESTAMPADD(MICROSECOND, ?, {now})");
+        let blocked = format!("{BLOCKED_SINCE_RESTORED} AND NOT (expires_at < {now})");
         // The clock, reported in the OK packet without a result set (LAST_INSERT_ID(expr)
         // is documented to set what mysql_insert_id() returns); adds 0.
         let clock = format!("CAST(0 * LAST_INSERT_ID({now_ms}) AS SIGNED)");
@@ -79,6 +80,13 @@ impl MySqlQueries {
                     "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00', \
                      lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
                 )),
+                restore: q(format!(
+                    "INSERT INTO {t} (id, token, expires_at, lock_version) \
+                     WITH RECURSIVE seq (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < 511) \
+                     SELECT n, NULL, TIMESTAMPADD(MICROSECOND, {max_us}, {now}), 0 FROM seq \
+                     WHERE EXISTS (SELECT 1 FROM {m} WHERE lease_table = {key}) \
+                     ON DUPLICATE KEY UPDATE id = id"
+                )),
             },
             amnesia: AmnesiaQueries {
                 diagnose: q(format!(
@@ -88,7 +96,11 @@ impl MySqlQueries {
                      TIMESTAMPADD(MICROSECOND, {max_us}, m.since)) AS SIGNED), \
                      (SELECT COUNT(*) FROM {t} WHERE expires_at < {now}), \
                      CAST(EXISTS (SELECT 1 FROM {t} WHERE lock_version <> 0 OR token IS NOT NULL) \
-                     AS SIGNED) \
+                     AS SIGNED), \
+                     (SELECT COUNT(*) FROM {t}), \
+                     (SELECT COUNT(*) FROM {t} WHERE {blocked}), \
+                     (SELECT CAST(TIMESTAMPDIFF(MICROSECOND, {now}, MAX(expires_at)) AS SIGNED) \
+                     FROM {t} WHERE {blocked}) \
                      FROM (SELECT 1) AS one LEFT JOIN {m} AS m ON m.lease_table = {key}"
                 )),
                 record: q(format!(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{AmnesiaQueries, Common, Statement, micros};
+use super::{AmnesiaQueries, BLOCKED_SINCE_RESTORED, Common, Statement, micros};
 use crate::amnesia::POSTGRES_IDENTITY;
 use crate::table::TableName;
 use crate::{AmnesiaGuard, Dialect};
@@ -30,6 +30,7 @@ impl PostgresQueries {
         let max_us = micros(hold_off);
         let q = Statement::new;
         let now = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')";
+        let blocked = format!("{BLOCKED_SINCE_RESTORED} AND NOT (expires_at < {now})");
         let now_ms = "floor(EXTRACT(EPOCH FROM CURRENT_TIMESTAMP) * 1000)::bigint";
         let until = |p: &str| format!("({now} + {p}::bigint * INTERVAL '1 microsecond')");
         let guard = match guard {
@@ -79,6 +80,13 @@ impl PostgresQueries {
                     "UPDATE {t} SET token = NULL, expires_at = TIMESTAMP '1970-01-01 00:00:00', \
                      lock_version = lock_version + 1 WHERE id = $1 AND NOT (expires_at < {now})"
                 )),
+                restore: q(format!(
+                    "INSERT INTO {t} (id, token, expires_at, lock_version) \
+                     SELECT n, NULL, {now} + INTERVAL '{max_us} microseconds', 0 \
+                     FROM generate_series(0, 511) AS n \
+                     WHERE EXISTS (SELECT 1 FROM {m} WHERE lease_table = {key}) \
+                     ON CONFLICT (id) DO NOTHING"
+                )),
             },
             amnesia: AmnesiaQueries {
                 diagnose: q(format!(
@@ -86,7 +94,11 @@ impl PostgresQueries {
                      floor(EXTRACT(EPOCH FROM (m.since + INTERVAL '{max_us} microseconds' - {now})) \
                      * 1000000)::bigint, \
                      (SELECT COUNT(*) FROM {t} WHERE expires_at < {now}), \
-                     EXISTS (SELECT 1 FROM {t} WHERE lock_version <> 0 OR token IS NOT NULL) \
+                     EXISTS (SELECT 1 FROM {t} WHERE lock_version <> 0 OR token IS NOT NULL), \
+                     (SELECT COUNT(*) FROM {t}), \
+                     (SELECT COUNT(*) FROM {t} WHERE {blocked}), \
+                     (SELECT floor(EXTRACT(EPOCH FROM (MAX(expires_at) - {now})) * 1000000)::bigint \
+                     FROM {t} WHERE {blocked}) \
                      FROM (SELECT 1) AS one LEFT JOIN {m} AS m ON m.lease_table = {key}"
                 )),
                 record: q(format!(

@@ -1,6 +1,6 @@
 //! SQLite's statements.
 
-use super::{ClaimBatch, Common, Statement};
+use super::{BLOCKED_SINCE_RESTORED, ClaimBatch, Common, Statement};
 use crate::Dialect;
 use crate::table::TableName;
 
@@ -13,15 +13,21 @@ pub(crate) struct SqliteQueries {
     pub claim_batch: ClaimBatch,
     /// The column names of the lease table.
     pub columns: Statement,
+    /// Free rows, then the [`Rows`](crate::amnesia::Rows): rows present, rows blocked since
+    /// they were put back, microseconds until the last is free.
+    pub diagnose: Statement,
 }
 
 impl SqliteQueries {
-    pub(crate) fn new(table: &TableName) -> Self {
+    /// The statements for `table`; rows put back after they vanished are blocked for the
+    /// `strftime` modifier `hold_off` (`+S.mmm seconds`).
+    pub(crate) fn new(table: &TableName, hold_off: &str) -> Self {
         let t = table.quoted(Dialect::Sqlite);
         let q = Statement::new;
         let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
         let now_ms = "CAST(round(unixepoch('now', 'subsec') * 1000) AS INTEGER)";
         let until = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)";
+        let blocked = format!("{BLOCKED_SINCE_RESTORED} AND NOT (expires_at < {now})");
         Self {
             common: Common {
                 renew: q(format!(
@@ -47,6 +53,14 @@ impl SqliteQueries {
                     "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00.000', \
                      lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
                 )),
+                // The table exists, so it was seeded: SQLite creates and seeds it in one
+                // transaction.
+                restore: q(format!(
+                    "WITH RECURSIVE seq (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n < 511) \
+                     INSERT INTO {t} (id, token, expires_at, lock_version) \
+                     SELECT n, NULL, strftime('%Y-%m-%d %H:%M:%f', 'now', '{hold_off}'), 0 \
+                     FROM seq WHERE true ON CONFLICT (id) DO NOTHING"
+                )),
             },
             // The first update leaves floor_ms alone, so RETURNING shows the floor before;
             // the second raises it, in the same transaction. The token is ours alone.
@@ -61,6 +75,13 @@ impl SqliteQueries {
                  RETURNING id, floor_ms, {now_ms}; \
                  UPDATE {t} SET floor_ms = max(floor_ms, {{floor}}) WHERE token = X'{{token}}'; \
                  COMMIT"
+            )),
+            diagnose: q(format!(
+                "SELECT (SELECT COUNT(*) FROM {t} WHERE expires_at < {now}), \
+                 (SELECT COUNT(*) FROM {t}), \
+                 (SELECT COUNT(*) FROM {t} WHERE {blocked}), \
+                 (SELECT CAST(round((julianday(MAX(expires_at)) - julianday({now})) * 86400000.0) \
+                 AS INTEGER) * 1000 FROM {t} WHERE {blocked})"
             )),
             columns: q(match table.parts() {
                 (Some(schema), bare) => {

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "sqlite")]
+use super::amount::Amount;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use crate::queries::AmnesiaQueries;
 use crate::queries::Common;
@@ -70,17 +72,20 @@ impl Backend {
         Self::MySql(pool, Arc::new(MySqlQueries::new(table, guard, hold_off)))
     }
 
-    /// A SQLite pool with the statements for `table`: SQLite has no replicas, so the amnesia
-    /// guard's settings do not apply (the signature is the other dialects', for
+    /// A SQLite pool with the statements for `table`: SQLite has no replicas, so only the
+    /// hold-off for deleted rows applies (the signature is the other dialects', for
     /// [`rebuilt`](Self::rebuilt)).
     #[cfg(feature = "sqlite")]
     pub(super) fn sqlite(
         pool: sqlx::SqlitePool,
         table: &TableName,
         _guard: AmnesiaGuard,
-        _hold_off: Duration,
+        hold_off: Duration,
     ) -> Self {
-        Self::Sqlite(pool, Arc::new(SqliteQueries::new(table)))
+        // The hold-off is validated within the longest duration, so it always converts.
+        let hold_off =
+            Amount::new(hold_off, Dialect::Sqlite).map_or_else(|_| String::new(), |a| a.modifier());
+        Self::Sqlite(pool, Arc::new(SqliteQueries::new(table, &hold_off)))
     }
 
     /// The same pool with the statements for new settings.

@@ -4,8 +4,8 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::SqlStrategy;
 use super::backend::Backend;
-use crate::SqlLeaseError;
 use crate::queries::Statement;
+use crate::{AmnesiaGuard, SqlLeaseError};
 
 impl SqlStrategy {
     /// Creates the lease table if it does not exist, adds the `floor_ms` column to a table made
@@ -13,6 +13,12 @@ impl SqlStrategy {
     /// it added (0 when everything was there). On PostgreSQL and MySQL/MariaDB it also creates
     /// the coordinator table and, if the lease table has no entry there yet, records the
     /// current server as the one that granted its leases.
+    ///
+    /// A new table is seeded free: usable at once. Rows missing from a table that was seeded
+    /// before (deleted by `TRUNCATE` or `DELETE` while nodes may still hold their IDs) come back
+    /// blocked for the [amnesia hold-off](Self::amnesia_hold_off), with the amnesia guard on
+    /// (the default): so running it at every node's start, or after such a loss, never frees
+    /// an ID that a running node holds. With [`AmnesiaGuard::Off`] they come back free.
     ///
     /// Idempotent and safe to run from several nodes at once (PostgreSQL and MySQL serialize it
     /// with an advisory lock, SQLite with a write transaction). It runs the statements of
@@ -41,13 +47,23 @@ impl SqlStrategy {
         let add_floor_sql =
             format!("ALTER TABLE {t} ADD COLUMN floor_ms integer NOT NULL DEFAULT 0");
         let added = |before: i64, after: i64| u64::try_from(after - before).unwrap_or(0);
+        let seed = format!("INSERT INTO {t} (id, token, expires_at, lock_version)");
+        // Rows missing from a table seeded before come back blocked, not free: they may have
+        // been deleted while their holders run (see "Deleted rows" in the crate docs).
+        let restore =
+            (self.amnesia_guard == AmnesiaGuard::HoldOff).then_some(&self.backend.common().restore);
         // The same steps on each dialect's connection or transaction; `$columns` is the
-        // statement that lists the table's columns where `floor_ms` is added by hand (SQLite).
+        // statement that lists the table's columns where `floor_ms` is added by hand (SQLite),
+        // `$restore` the statement that puts missing rows back blocked, if it applies.
         macro_rules! migrate_on {
-            ($conn:expr, $columns:expr) => {{
+            ($conn:expr, $columns:expr, $restore:expr) => {{
                 let columns: Option<&Statement> = $columns;
+                let restore: Option<&Statement> = $restore;
                 let mut before = 0;
                 for statement in statements {
+                    if let Some(restore) = restore.filter(|_| statement.contains(&seed)) {
+                        sqlx::query(restore.sql()).execute($conn).await?;
+                    }
                     sqlx::raw_sql(AssertSqlSafe(statement.as_str()))
                         .execute($conn)
                         .await?;
@@ -84,7 +100,7 @@ impl SqlStrategy {
                         .execute(&mut *tx)
                         .await?;
                 }
-                let added = migrate_on!(&mut *tx, None)?;
+                let added = migrate_on!(&mut *tx, None, restore)?;
                 tx.commit().await?;
                 Ok(added)
             }
@@ -105,7 +121,7 @@ impl SqlStrategy {
                         "timed out waiting for another node's migration of the lease table".into(),
                     ));
                 }
-                let result = async { migrate_on!(&mut *conn, None) }.await;
+                let result = async { migrate_on!(&mut *conn, None, restore) }.await;
                 sqlx::query("SELECT RELEASE_LOCK(?)")
                     .bind(&lock)
                     .execute(&mut *conn)
@@ -115,7 +131,14 @@ impl SqlStrategy {
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(pool, queries) => {
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let added = migrate_on!(&mut *tx, Some(&queries.columns))?;
+                // A table that exists was seeded: SQLite creates and seeds it in this one
+                // transaction. One made here is seeded free.
+                let existed = !sqlx::query(queries.columns.sql())
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .is_empty();
+                let restore = restore.filter(|_| existed);
+                let added = migrate_on!(&mut *tx, Some(&queries.columns), restore)?;
                 tx.commit().await?;
                 Ok(added)
             }

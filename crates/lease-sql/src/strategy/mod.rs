@@ -81,7 +81,7 @@ impl SqlStrategy {
     fn with_backend(backend: impl FnOnce(&TableName, AmnesiaGuard, Duration) -> Backend) -> Self {
         let table = TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!());
         let amnesia_guard = AmnesiaGuard::default();
-        Self {
+        let mut strategy = Self {
             backend: backend(
                 &table,
                 amnesia_guard,
@@ -92,7 +92,10 @@ impl SqlStrategy {
             amnesia_guard,
             max_lease_duration: DEFAULT_MAX_LEASE,
             max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
-        }
+        };
+        // The hold-off depends on the dialect, known once the backend is built.
+        strategy.rebuild();
+        strategy
     }
 
     /// Builds the statements again after a setting they depend on changed.
@@ -214,11 +217,18 @@ impl SqlStrategy {
         self.max_clock_offset
     }
 
-    /// How long the amnesia guard holds acquisition off after it noticed a changed server:
-    /// `max_lease_duration + 2 × max_clock_offset`.
+    /// How long the amnesia guard holds acquisition off after it noticed a changed server, and
+    /// how long rows put back after they were deleted stay blocked:
+    /// `max_lease_duration + 2 × max_clock_offset`; on SQLite, whose nodes share one host's
+    /// clock, `max_lease_duration`.
     #[must_use]
     pub fn amnesia_hold_off(&self) -> Duration {
-        hold_off(self.max_lease_duration, self.max_clock_offset)
+        match self.dialect() {
+            Dialect::Sqlite => self.max_lease_duration,
+            Dialect::Postgres | Dialect::MySql => {
+                hold_off(self.max_lease_duration, self.max_clock_offset)
+            }
+        }
     }
 
     /// The amnesia guard.

@@ -1,14 +1,17 @@
 //! Why a claim found nothing: the table is exhausted, others are claiming its free rows, or
-//! the amnesia guard holds acquisition off (PostgreSQL, MySQL/MariaDB).
+//! the amnesia guard holds acquisition off (a changed server on PostgreSQL and MySQL/MariaDB;
+//! deleted rows on every dialect).
+
+use sqlx::Row;
 
 use super::SqlStrategy;
+use super::backend::on_pool;
 use crate::SqlLeaseError;
+use crate::amnesia::{Rows, RowsVerdict};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use {
-    super::backend::on_pool,
     crate::amnesia::{Diagnosis, Verdict},
     crate::queries::AmnesiaQueries,
-    sqlx::Row,
 };
 
 impl SqlStrategy {
@@ -18,12 +21,59 @@ impl SqlStrategy {
         #[cfg(any(feature = "postgres", feature = "mysql"))]
         if let Some(amnesia) = self.backend.amnesia().filter(|_| self.guarded()) {
             return match self.check_server(amnesia).await? {
-                Some(free) => Err(self.shortage(free, tried)),
+                Some((free, rows)) => {
+                    self.check_rows(rows).await?;
+                    Err(self.shortage(free, tried))
+                }
                 None => Ok(()),
             };
         }
+        #[cfg(feature = "sqlite")]
+        if let super::backend::Backend::Sqlite(pool, queries) = &self.backend
+            && self.amnesia_guard == crate::AmnesiaGuard::HoldOff
+        {
+            let read = async {
+                let row = sqlx::query(queries.diagnose.sql()).fetch_one(pool).await?;
+                let rows = Rows {
+                    present: row.try_get(1)?,
+                    blocked: row.try_get(2)?,
+                    blocked_remaining_us: row.try_get(3)?,
+                };
+                Ok::<_, sqlx::Error>((row.try_get::<i64, _>(0)?, rows))
+            };
+            let (free, rows) = self.checked(read.await).await?;
+            self.check_rows(rows).await?;
+            return Err(self.shortage(free, tried));
+        }
         let free = self.count_free().await.map_err(|e| self.error(e))?;
         Err(self.shortage(free, tried))
+    }
+
+    /// Acts on what the rows say: missing rows are put back blocked, and while rows put back
+    /// are blocked, acquisition is held off.
+    async fn check_rows(&self, rows: Rows) -> Result<(), SqlLeaseError> {
+        let held_off = |blocked, remaining| SqlLeaseError::RowsDeleted {
+            table: self.table.as_str().to_owned(),
+            blocked,
+            remaining,
+        };
+        match rows.verdict() {
+            RowsVerdict::Missing { missing, blocked } => {
+                self.checked(self.restore_rows().await).await?;
+                Err(held_off(blocked + missing, self.amnesia_hold_off()))
+            }
+            RowsVerdict::Blocked { blocked, remaining } => Err(held_off(blocked, remaining)),
+            RowsVerdict::Intact => Ok(()),
+        }
+    }
+
+    /// Puts the missing rows of the seeded table back, blocked for the amnesia hold-off.
+    async fn restore_rows(&self) -> Result<(), sqlx::Error> {
+        let sql = self.backend.common().restore.sql();
+        on_pool!(&self.backend, |pool| sqlx::query(sql)
+            .execute(pool)
+            .await
+            .map(|_| ()))
     }
 
     /// No ID for us although the guard passed: free rows that we could not claim are being
@@ -44,9 +94,12 @@ impl SqlStrategy {
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 impl SqlStrategy {
     /// Asks the database whether the server is the one that granted the table's leases, and
-    /// acts on the [`Verdict`]: the free rows when the guard passed, `None` when the server was
-    /// just recorded as trusted, else the hold-off error.
-    async fn check_server(&self, amnesia: &AmnesiaQueries) -> Result<Option<i64>, SqlLeaseError> {
+    /// acts on the [`Verdict`]: the free rows and what the rows say when the guard passed,
+    /// `None` when the server was just recorded as trusted, else the hold-off error.
+    async fn check_server(
+        &self,
+        amnesia: &AmnesiaQueries,
+    ) -> Result<Option<(i64, Rows)>, SqlLeaseError> {
         let fail = |e| self.error(e);
         let table = self.table.as_str().to_owned();
         let held_off = |previous, current, remaining| SqlLeaseError::ServerChanged {
@@ -76,7 +129,7 @@ impl SqlStrategy {
                 current,
                 remaining,
             } => Err(held_off(previous, current, remaining)),
-            Verdict::Passed { free } => Ok(Some(free)),
+            Verdict::Passed { free, rows } => Ok(Some((free, rows))),
         }
     }
 
@@ -97,6 +150,11 @@ impl SqlStrategy {
                 remaining_us: row.try_get(3)?,
                 free: row.try_get(4)?,
                 claimed: claimed != 0,
+                rows: Rows {
+                    present: row.try_get(6)?,
+                    blocked: row.try_get(7)?,
+                    blocked_remaining_us: row.try_get(8)?,
+                },
             })
         })
     }
