@@ -49,6 +49,15 @@ pub enum Migration {
         /// How many ID rows this migration inserted.
         rows_added: u64,
     },
+    /// The store's initialization marker is in place: acquisitions may claim IDs from now on.
+    /// Stores that cannot tell a new store from one that lost its lease data keep such a marker
+    /// with the leases, and hold acquisitions off while it is missing.
+    Initialized {
+        /// Where the marker is, as a clause ("field `open_at` of hash `leases`").
+        marker: String,
+        /// How long a pending hold-off still had, when this initialization ended one.
+        ended_hold_off: Option<Duration>,
+    },
     /// The store keeps its leases in keys that need no schema; `reason` says which, as a
     /// clause ("the hash `leases` needs no schema").
     NoSchema {
@@ -63,6 +72,22 @@ impl fmt::Display for Migration {
             Self::Table { table, rows_added } => {
                 write!(f, "table `{table}` ready: {rows_added} rows added")
             }
+            Self::Initialized {
+                marker,
+                ended_hold_off: None,
+            } => write!(
+                f,
+                "store initialized: {marker} is set; acquisitions may start"
+            ),
+            Self::Initialized {
+                marker,
+                ended_hold_off: Some(left),
+            } => write!(
+                f,
+                "store initialized: {marker} is set; acquisitions may start, ending a hold-off \
+                 that had {left:?} left (its lease data had been found missing: this is safe \
+                 only if no node still generates with a lease granted before)"
+            ),
             Self::NoSchema { reason } => write!(f, "nothing to migrate: {reason}"),
         }
     }

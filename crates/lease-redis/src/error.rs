@@ -79,6 +79,28 @@ pub enum RedisLeaseError {
         /// How much longer acquisition holds off.
         remaining: Duration,
     },
+    /// The lease hash has no initialization marker (field `open_at`), or one whose time has not
+    /// come: the store is new, or it lost its lease data while the server stayed up, and a node
+    /// may still generate with an ID it held.
+    #[error(
+        "acquisition is held off for {remaining:?} more: hash `{key}` has no initialization marker (field `open_at`), so either the store is new or it lost its lease data while the server stayed up (FLUSHALL, FLUSHDB, DEL of the key, eviction), and a node may still generate with any id it held. If the store is new, or every node using it is stopped, run `nononce leases migrate --store <url>` once (in code: `StoreAdmin::migrate`); otherwise wait"
+    )]
+    LeaseDataMissing {
+        /// The lease hash key.
+        key: String,
+        /// How much longer acquisition holds off, on the server's clock.
+        remaining: Duration,
+    },
+    /// The server may evict any key under memory pressure, the lease hash with it.
+    #[error(
+        "the server's maxmemory-policy is {policy}: under memory pressure it may evict the lease hash `{key}`, and every lease and floor with it, so held machine ids would be handed out again. Set `maxmemory-policy noeviction` (CONFIG SET maxmemory-policy noeviction, and in the server's config file), or a volatile-* policy (those evict only keys with a TTL of their own, which the lease hash never has), or give the leases a server of their own"
+    )]
+    EvictionPolicy {
+        /// The server's `maxmemory-policy`.
+        policy: String,
+        /// The lease hash key.
+        key: String,
+    },
     /// Fewer replicas than configured confirmed the write in time.
     #[error(
         "only {acknowledged} of {required} replicas confirmed the lease write within {timeout:?}: try again, and check replication"
@@ -155,16 +177,18 @@ impl RedisLeaseError {
 impl LeaseError for RedisLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::InvalidUrl(_) | Self::InvalidOptions(_) | Self::WrongType { .. } => {
-                ErrorKind::Misconfigured
-            }
+            Self::InvalidUrl(_)
+            | Self::InvalidOptions(_)
+            | Self::WrongType { .. }
+            | Self::EvictionPolicy { .. } => ErrorKind::Misconfigured,
             Self::Unsupported(_) => ErrorKind::Unsupported,
             Self::Exhausted { .. } => ErrorKind::Exhausted,
             Self::Conflict { .. } => ErrorKind::Conflict,
             Self::Lost { .. } => ErrorKind::Lost,
-            Self::AmnesiaWindow { .. } | Self::ServerChanged { .. } | Self::Replicas { .. } => {
-                ErrorKind::Retry
-            }
+            Self::AmnesiaWindow { .. }
+            | Self::ServerChanged { .. }
+            | Self::LeaseDataMissing { .. }
+            | Self::Replicas { .. } => ErrorKind::Retry,
             Self::UnexpectedReply { .. } | Self::UnreadableFloor { .. } => ErrorKind::Other,
             Self::Command { source, .. } => classify(source),
         }

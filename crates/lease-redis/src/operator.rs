@@ -1,10 +1,13 @@
 //! [`StoreAdmin`] for the lease hash: the operator commands, and the free count the hash's
 //! ID fields give.
 
+use std::time::Duration;
+
 use lease_core::{Holder, MachineId, Migration, StoreAdmin};
 use redis::aio::ConnectionLike;
 
 use crate::error::RedisLeaseError;
+use crate::scripts::INITIALIZE_SCRIPT;
 use crate::strategy::RedisStrategy;
 use crate::wire;
 
@@ -34,12 +37,28 @@ where
         RedisStrategy::force_release(self, id).await
     }
 
-    /// A hash needs no schema: the hash must answer a read all the same, so that a wrong
-    /// address, password or key type shows here rather than at the first lease.
+    /// A hash needs no schema, but it needs its initialization marker (field `open_at`): a
+    /// new hash cannot be told from one the server lost while it stayed up, so the amnesia
+    /// guard holds acquisitions off while the marker is missing. This sets it (ending a pending
+    /// hold-off), after a read that makes a wrong address, password or key type show here
+    /// rather than at the first lease. Run it on a new store, or with every node stopped; never
+    /// after the hash was lost while nodes ran (wait out the hold-off instead).
     async fn migrate(&self) -> Result<Migration, RedisLeaseError> {
         RedisStrategy::holders(self).await?;
-        Ok(Migration::NoSchema {
-            reason: format!("the hash `{}` needs no schema", self.options().key()),
+        let key = self.options().key();
+        let (before, now): (Vec<u8>, Vec<u8>) = INITIALIZE_SCRIPT
+            .key(key)
+            .invoke_async(&mut self.connection())
+            .await
+            .map_err(|e| RedisLeaseError::command("EVALSHA (initialize script)", key, e))?;
+        let ended_hold_off = wire::parse_floor_value(&before)
+            .zip(wire::parse_floor_value(&now))
+            .and_then(|(open_at, now)| open_at.checked_sub(now))
+            .filter(|left| *left > 0)
+            .map(Duration::from_millis);
+        Ok(Migration::Initialized {
+            marker: format!("field `open_at` of hash `{key}`"),
+            ended_hold_off,
         })
     }
 }

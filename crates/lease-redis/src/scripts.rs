@@ -3,7 +3,8 @@
 //! [`redis::Script`]).
 //!
 //! Every script reads `TIME` itself, so the coordinator's clock comes back with the answer, and
-//! names only `KEYS[1]`, the lease hash. A floor is canonical decimal Unix ms of at most 19
+//! names only `KEYS[1]`, the lease hash (its fields: the lease fields, `floor.<id>`, and the
+//! initialization marker `open_at`). A floor is canonical decimal Unix ms of at most 19
 //! digits (the rule of [`wire::parse_floor_value`](crate::wire::parse_floor_value)); two
 //! such values compare exactly as strings of digits, never as Lua's floating-point numbers.
 
@@ -12,6 +13,13 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Helpers every script starts with.
+///
+/// `open_at(now, hold)` reads the hash's initialization marker, `open_at` (a field without TTL:
+/// the store time, Unix ms, from which acquisitions may claim). A hash without it is new, or
+/// lost its lease data while the server stayed up (`FLUSHALL`, `DEL`, eviction: the marker goes
+/// with the hash), so a node may still generate with any ID it held: the marker is then written
+/// as now + `hold` ms, the amnesia hold-off, and returned. [`INITIALIZE`] writes it as now.
+/// Times are whole ms below 2^53, exact in Lua's numbers.
 const PRELUDE: &str = r"
 local function readable(v)
   return #v <= 19 and (v == '0' or string.find(v, '^[1-9]%d*$') ~= nil)
@@ -20,27 +28,52 @@ local function above(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
-local key, id, token = KEYS[1], ARGV[1], ARGV[2]
+local key = KEYS[1]
+local function ms(now, plus)
+  return string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + plus)
+end
+local function open_at(now, hold)
+  local at = redis.call('HGET', key, 'open_at')
+  if at and readable(at) then return at end
+  at = ms(now, tonumber(hold))
+  redis.call('HSET', key, 'open_at', at)
+  return at
+end
+";
+
+/// What the lease scripts (acquire, renew, release) add: `ARGV[1]` and `ARGV[2]` are the ID and
+/// the token.
+const LEASE_PRELUDE: &str = r"
+local id, token = ARGV[1], ARGV[2]
 local marker = 'token.' .. id .. '.' .. token
 local floor_field = 'floor.' .. id
 ";
 
-/// Claim: `ARGV` = id, token, TTL ms, floor (empty: the plain, floor-less acquire), run ID.
+/// Claim: `ARGV` = id, token, TTL ms, floor (empty: the plain, floor-less acquire), run ID,
+/// hold-off ms (empty: the amnesia guard is off).
 /// When a run ID is given (the amnesia guard checked that server's uptime), the claim is made
 /// only on that same server process: a server restarted (or swapped behind the connection)
-/// since the check has forgotten leases its uptime no longer speaks for. With a floor, the
-/// stored one is read next; an unreadable one stops the claim. Then `HSETEX FNX` of both lease
-/// fields and, if it won, the floor is raised to the given one.
+/// since the check has forgotten leases its uptime no longer speaks for. With a hold-off, the
+/// claim is made only once the initialization marker's time has come (see [`PRELUDE`]). With a
+/// floor, the stored one is read next; an unreadable one stops the claim. Then `HSETEX FNX` of
+/// both lease fields and, if it won, the floor is raised to the given one.
 ///
 /// Reply: `{status, floor before, TIME seconds, TIME microseconds}`, status 1 = claimed,
 /// 0 = the ID is taken, 2 = its floor is unreadable (the floor before is then that value),
-/// 3 = the server is not the one checked (the floor before is then its run ID).
+/// 3 = the server is not the one checked (the floor before is then its run ID), 4 = held off
+/// by the initialization marker (the floor before is then the marker's time).
 const ACQUIRE: &str = r"
 local now = redis.call('TIME')
 if ARGV[5] ~= '' then
   local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
   if run_id ~= ARGV[5] then
     return {3, run_id, now[1], now[2]}
+  end
+end
+if ARGV[6] ~= '' then
+  local at = open_at(now, ARGV[6])
+  if above(at, ms(now, 0)) then
+    return {4, at, now[1], now[2]}
   end
 end
 local stored = '0'
@@ -58,9 +91,12 @@ end
 return {claimed, stored, now[1], now[2]}
 ";
 
-/// Renewal: `ARGV` = id, token, TTL ms, floor. `HSETEX FXX` of both lease fields (so only
-/// while this holder's marker exists) and, only if it succeeded, the floor is raised to the
-/// given one. An unreadable stored floor is left as it is.
+/// Renewal: `ARGV` = id, token, TTL ms, floor, hold-off ms (empty: the amnesia guard is off).
+/// `HSETEX FXX` of both lease fields (so only while this holder's marker exists) and, only if
+/// it succeeded, the floor is raised to the given one. An unreadable stored floor is left as it
+/// is. A renewal that failed on a hash without its initialization marker starts the hold-off
+/// (see [`PRELUDE`]): the first holder to find its lease gone starts the wait, so
+/// acquirers need not be the ones to find the loss.
 ///
 /// Reply: `{renewed (1 or 0), TIME seconds, TIME microseconds}`.
 const RENEW: &str = r"
@@ -72,6 +108,8 @@ if renewed == 1 then
   if readable(stored) and above(ARGV[4], stored) then
     redis.call('HSET', key, floor_field, ARGV[4])
   end
+elseif ARGV[5] ~= '' then
+  open_at(now, ARGV[5])
 end
 return {renewed, now[1], now[2]}
 ";
@@ -101,13 +139,36 @@ end
 return released
 ";
 
+/// Initialization (what `migrate` runs): the marker is set to now, unless it already holds a
+/// time that has come. Reply: `{marker before (empty: none), now}`, as Unix ms.
+const INITIALIZE: &str = r"
+local now = redis.call('TIME')
+local at = redis.call('HGET', key, 'open_at')
+if at and readable(at) and not above(at, ms(now, 0)) then
+  return {'', ms(now, 0)}
+end
+redis.call('HSET', key, 'open_at', ms(now, 0))
+return {at or '', ms(now, 0)}
+";
+
+/// Starts the hold-off if the initialization marker is missing (`ARGV[1]` = hold-off ms), as a
+/// failed acquisition or renewal does; run when the restart guard refuses an acquisition, so
+/// that both waits run at once instead of one after the other. Reply: the marker's value.
+const START_HOLD_OFF: &str = r"
+return open_at(redis.call('TIME'), ARGV[1])
+";
+
 fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}{body}"))
+    Script::new(&format!("{PRELUDE}{LEASE_PRELUDE}{body}"))
 }
 
 pub(crate) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(ACQUIRE));
 pub(crate) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(RENEW));
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(RELEASE));
+pub(crate) static START_HOLD_OFF_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{PRELUDE}{START_HOLD_OFF}")));
+pub(crate) static INITIALIZE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{PRELUDE}{INITIALIZE}")));
 
 /// `TIME`'s seconds and microseconds as Unix ms.
 pub(crate) fn time_ms(seconds: u64, micros: u64) -> u64 {

@@ -4,13 +4,15 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lease_core::time::{granted_floor, millis};
-use lease_core::{Grant, Holder, MachineId, Renewal, Strategy};
+use lease_core::{ErrorKind, Grant, Holder, LeaseError, MachineId, Renewal, Strategy};
 use redis::FromRedisValue;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::RedisLeaseError;
 use crate::options::{AmnesiaGuard, RedisOptions};
-use crate::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT, time_ms};
+use crate::scripts::{
+    ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT, START_HOLD_OFF_SCRIPT, time_ms,
+};
 use crate::wire;
 
 /// This holder's lease: the machine ID and the random token in its ownership marker.
@@ -240,8 +242,8 @@ where
         guard: bool,
     ) -> Result<(T, Option<String>), RedisLeaseError> {
         let (command, both) = match read {
-            Read::Keys => ("HKEYS", "INFO server + HKEYS"),
-            Read::All => ("HGETALL", "INFO server + HGETALL"),
+            Read::Keys => ("HKEYS", "INFO server memory + HKEYS"),
+            Read::All => ("HGETALL", "INFO server memory + HGETALL"),
         };
         let mut cmd = redis::cmd(command);
         cmd.arg(self.key());
@@ -255,12 +257,35 @@ where
         let (info, value): (String, T) = redis::pipe()
             .cmd("INFO")
             .arg("server")
+            .arg("memory")
             .add_command(cmd)
             .query_async(connection)
             .await
             .map_err(self.fail(both))?;
-        let run_id = self.check_amnesia(&info)?;
-        Ok((value, Some(run_id)))
+        match self.check_amnesia(&info) {
+            Ok(run_id) => Ok((value, Some(run_id))),
+            Err(refused) => {
+                if refused.kind() == ErrorKind::Retry {
+                    // A restarted server lost the hash too: its marker's hold-off starts now,
+                    // beside the restart's, not after it. The refusal stands either way.
+                    let _: Result<Vec<u8>, _> = START_HOLD_OFF_SCRIPT
+                        .key(self.key())
+                        .arg(self.hold_off_arg())
+                        .invoke_async(connection)
+                        .await;
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// The hold-off the scripts start when they find the hash's initialization marker missing,
+    /// in ms; empty with the guard off, which turns that check off too.
+    fn hold_off_arg(&self) -> String {
+        match self.options.amnesia_guard {
+            AmnesiaGuard::HoldOff => millis(self.options.amnesia_hold_off()).to_string(),
+            AmnesiaGuard::Off => String::new(),
+        }
     }
 
     /// The grant, asking the manager to hold the node's clock within what the hold-off allows
@@ -272,16 +297,30 @@ where
         }
     }
 
-    /// The amnesia guard on an `INFO server` reply: fails with a `Retry` error while the server
-    /// may have forgotten leases; otherwise returns the server's run ID.
+    /// The amnesia guard on an `INFO server memory` reply: fails with a `Misconfigured` error
+    /// when the server may evict the lease hash, with a `Retry` error while the server may have
+    /// forgotten leases; otherwise returns the server's run ID.
     fn check_amnesia(&self, info: &str) -> Result<String, RedisLeaseError> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
                 .map(str::trim)
         };
+        let policy = field("maxmemory_policy").ok_or_else(|| RedisLeaseError::UnexpectedReply {
+            command: "INFO memory",
+            reply: "no maxmemory_policy".to_owned(),
+        })?;
+        // `noeviction` evicts nothing; the `volatile-*` policies evict only keys with a TTL of
+        // their own, which the lease hash never has (its fields' TTLs are not a key TTL).
+        // Everything else (`allkeys-*`, and policies this code does not know) may evict it.
+        if policy != "noeviction" && !policy.starts_with("volatile-") {
+            return Err(RedisLeaseError::EvictionPolicy {
+                policy: policy.to_owned(),
+                key: self.options.key.clone(),
+            });
+        }
         let unexpected = || RedisLeaseError::UnexpectedReply {
-            command: "INFO server",
+            command: "INFO server memory",
             reply: "no uptime_in_seconds or run_id".to_owned(),
         };
         let uptime = field("uptime_in_seconds")
@@ -341,6 +380,9 @@ enum Claim {
     Unreadable(String),
     /// The server is not the process the amnesia guard checked: this is its run ID.
     ServerChanged(String),
+    /// The hash's initialization marker holds acquisitions off until `open_at_ms` (Unix ms on
+    /// the server's clock, which read `server_ms`).
+    HeldOff { open_at_ms: u64, server_ms: u64 },
 }
 
 /// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
@@ -415,6 +457,7 @@ where
             .arg(millis(ttl))
             .arg(floor_ms.map_or_else(String::new, |f| f.to_string()))
             .arg(run_id.unwrap_or(""))
+            .arg(self.hold_off_arg())
             .invoke_async(connection)
             .await
             .map_err(self.fail("EVALSHA (acquire script)"))?;
@@ -439,6 +482,15 @@ where
             3 => Ok(Claim::ServerChanged(
                 String::from_utf8_lossy(&stored).into_owned(),
             )),
+            4 => {
+                let open_at_ms = wire::parse_floor_value(&stored).ok_or_else(|| {
+                    unexpected(format!("open_at {:?}", String::from_utf8_lossy(&stored)))
+                })?;
+                Ok(Claim::HeldOff {
+                    open_at_ms,
+                    server_ms: time_ms(seconds, micros),
+                })
+            }
             other => Err(unexpected(other.to_string())),
         }
     }
@@ -519,6 +571,15 @@ where
                         key: self.options.key.clone(),
                         id,
                         value,
+                    });
+                }
+                Claim::HeldOff {
+                    open_at_ms,
+                    server_ms,
+                } => {
+                    return Err(RedisLeaseError::LeaseDataMissing {
+                        key: self.options.key.clone(),
+                        remaining: Duration::from_millis(open_at_ms.saturating_sub(server_ms)),
                     });
                 }
                 Claim::ServerChanged(current) => {
@@ -649,6 +710,7 @@ where
             .arg(&lease.token)
             .arg(millis(ttl))
             .arg(Self::recorded_floor(floor_ms, requested, ttl).to_string())
+            .arg(self.hold_off_arg())
             .invoke_async(&mut connection)
             .await
             .map_err(self.fail("EVALSHA (renew script)"))?;

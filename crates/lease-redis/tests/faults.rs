@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Binary, Key, OwnServer, occupy, options, raw};
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, MachineId, Strategy};
+use lease_core::{ErrorKind, LeaseConfig, LeaseError, MachineId, StoreAdmin, Strategy};
 use lease_manager::{LeaseManager, LeaseTarget, LossReason};
 use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
@@ -42,6 +42,8 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     let node_a = RedisStrategy::connect(&server.url, guarded())
         .await
         .unwrap();
+    // A new store: initialized once (tested in forgets.rs).
+    node_a.migrate().await.unwrap();
     let error = node_a.acquire(max_lease).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
     assert!(

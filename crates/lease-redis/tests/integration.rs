@@ -9,6 +9,7 @@ mod config;
 mod conformance;
 mod faults;
 mod floor;
+mod forgets;
 mod herd;
 mod protocol;
 mod release;

@@ -145,7 +145,7 @@ impl ConnectionLike for Racer {
                     _ => Vec::new(),
                 })
                 .collect();
-            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 9 {
+            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 10 {
                 self.claims.fetch_add(1, Ordering::SeqCst);
                 let steal = self
                     .steals

@@ -264,6 +264,21 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
             ),
         });
     }
+    if let Some(RedisLeaseError::LeaseDataMissing { key, remaining }) =
+        inner.downcast_ref::<RedisLeaseError>()
+    {
+        // No guard to turn off and no option to shorten it with: the store must be initialized
+        // once, or the wait is the only safe thing.
+        return Some(HoldOff {
+            remaining: *remaining,
+            message: format!(
+                "{} holds new leases off for {} more: hash `{key}` has no initialization marker (field `open_at`), so either the store is new or it lost its lease data while the server stayed up (FLUSHALL, FLUSHDB, DEL, eviction) and a node may still use any machine id it held. If the store is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
+                store.shown,
+                human(*remaining),
+                store.url
+            ),
+        });
+    }
     let (remaining, why) = match inner.downcast_ref::<RedisLeaseError>() {
         Some(RedisLeaseError::AmnesiaWindow {
             uptime, hold_off, ..

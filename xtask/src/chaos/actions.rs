@@ -47,11 +47,13 @@ pub fn collect_steals(cluster: &mut Cluster, wait: bool) {
     }
 }
 
-/// Leaves only IDs `0..keep` to the nodes (`chaos-node reserve`).
+/// Leaves only IDs `0..keep` to the nodes (`chaos-node reserve`), initializing the store first
+/// when `initialize` (a store no node has used yet).
 pub fn reserve(
     cluster: &mut Cluster,
     coordinator: &Coordinator,
     keep: usize,
+    initialize: bool,
 ) -> Result<(), String> {
     let mut cmd = Command::new(&cluster.bin);
     cmd.args([
@@ -67,6 +69,9 @@ pub fn reserve(
         "--ttl-ms",
         &RESERVE_MS.to_string(),
     ]);
+    if initialize {
+        cmd.arg("--initialize");
+    }
     let out = servers::output_within(cmd, "reserve", STEAL_TIMEOUT)?;
     if !out.status.success() {
         return Err(format!(
@@ -179,8 +184,9 @@ pub fn act(
             coordinator.restart()?;
             cluster.note("coordinator_up", None, "server answers again");
             if matches!(coordinator, Coordinator::Redis(_)) {
-                // It came back empty: the foreign holder's IDs too.
-                reserve(cluster, coordinator, ctx.nodes + SPARE_IDS)?;
+                // It came back empty: the foreign holder's IDs too. Not initialized again: the
+                // nodes' guard must find the loss.
+                reserve(cluster, coordinator, ctx.nodes + SPARE_IDS, false)?;
             }
         }
         Action::FailoverLag => {

@@ -103,7 +103,7 @@ pub fn run_backend(
             LEASE_MS + 2 * cluster.max_clock_offset_ms + 500,
         ));
     }
-    reserve(&mut cluster, &coordinator, ctx.nodes + SPARE_IDS)?;
+    reserve(&mut cluster, &coordinator, ctx.nodes + SPARE_IDS, true)?;
     cluster.started = Instant::now();
     // Many nodes starting at once.
     cluster.log("herd", None, "all nodes start at once");

@@ -72,6 +72,10 @@ struct ReserveArgs {
     /// How long the foreign holder keeps the others.
     #[arg(long, default_value_t = 3_600_000)]
     ttl_ms: u64,
+    /// Initializes the store first (its `migrate`): only on a store no node has used yet, never
+    /// after a fault that made it lose its leases (its guard must hold the nodes off then).
+    #[arg(long)]
+    initialize: bool,
 }
 
 /// The token of the reserving holder: `steal` leaves its IDs alone.
@@ -880,6 +884,17 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
     let keep = i64::from(args.keep);
     let work = async {
         if args.store.starts_with("redis://") {
+            if args.initialize {
+                RedisStrategy::connect(
+                    &args.store,
+                    RedisOptions::new().with_key(args.name.clone()),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .migrate()
+                .await
+                .map_err(|e| e.to_string())?;
+            }
             let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
             let mut con = client
                 .get_multiplexed_async_connection()
