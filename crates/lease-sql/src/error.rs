@@ -39,7 +39,7 @@ pub enum SqlLeaseError {
     /// The database user may not read or write the lease table or the coordinator table (or
     /// create them, for the migration).
     #[error(
-        "the database user may not use table `{table}`: grant it select and update on the lease table, select, insert and update on nononce_coordinator (PostgreSQL, MySQL), and create, for the migration; or make the database file writable"
+        "the database user may not use table `{table}`: grant it select, update and insert (which puts back rows deleted by hand) on the lease table, select, insert and update on nononce_coordinator (PostgreSQL, MySQL), and create, for the migration; or make the database file writable"
     )]
     PermissionDenied {
         /// The configured table name.

@@ -442,7 +442,7 @@ async fn postgres_guard_works_for_a_plain_role() {
     assert_eq!(previous.as_deref(), Some("x"));
 }
 
-/// SQLite has no replicas: no coordinator table, no guard, the options are accepted.
+/// SQLite has no replicas: no coordinator table, no server check, the options are accepted.
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_has_no_guard() {
