@@ -11,15 +11,19 @@ use crate::wire::DEFAULT_KEY;
 #[non_exhaustive]
 pub enum AmnesiaGuard {
     /// Acquisition holds off (answers [`ErrorKind::Retry`](lease_core::ErrorKind::Retry)) while
-    /// the server has been up for less than the hold-off, and, in this process, for the hold-off
-    /// after the server's run ID changed ([`RedisOptions::amnesia_hold_off`]: the longest lease
-    /// and twice [`RedisOptions::with_max_clock_offset`], which nodes are held to). Safe with any
-    /// persistence setting.
+    /// the server has been up for less than the hold-off, in this process for the hold-off
+    /// after the server's run ID changed, and for the hold-off after the lease hash was found
+    /// without its initialization marker (lost while the server stayed up, or new: see
+    /// [`StoreAdmin::migrate`](lease_core::StoreAdmin::migrate)); the hold-off is
+    /// [`RedisOptions::amnesia_hold_off`]: the longest lease and twice
+    /// [`RedisOptions::with_max_clock_offset`], which nodes are held to. A `maxmemory-policy`
+    /// that may evict the hash is refused. Safe with any persistence setting.
     #[default]
     HoldOff,
-    /// No hold-off: only for servers whose every acknowledged write survives a restart and a
-    /// failover (`appendonly yes` with `appendfsync always`, and failover only to replicas that
-    /// confirmed the write, see [`RedisOptions::with_wait_for_replicas`]).
+    /// No hold-off and no check of the hash's marker or the eviction policy: only for servers
+    /// whose every acknowledged write survives a restart and a failover (`appendonly yes` with
+    /// `appendfsync always`, and failover only to replicas that confirmed the write, see
+    /// [`RedisOptions::with_wait_for_replicas`]), and that no operator flushes or evicts.
     Off,
 }
 
@@ -37,11 +41,12 @@ pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
 /// | `amnesia_guard` | [`AmnesiaGuard::HoldOff`] | defence against a server that forgot leases |
 /// | `max_clock_offset` | 1 h | with the guard on: largest offset of a node's clock from the server's that nodes accept |
 ///
-/// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
-/// ([`amnesia_hold_off`](RedisOptions::amnesia_hold_off)).
 /// | `wait_for_replicas` | none | after each claim and renewal, `WAIT` for this many replicas |
 /// | `response_timeout` | 5 s | longest wait for one reply (for [`RedisStrategy::connect`](crate::RedisStrategy::connect)) |
 /// | `connection_timeout` | 2 s | longest wait for a connection (for `connect`) |
+///
+/// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
+/// ([`amnesia_hold_off`](RedisOptions::amnesia_hold_off)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisOptions {
     pub(crate) key: String,
