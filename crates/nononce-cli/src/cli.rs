@@ -65,7 +65,7 @@ const ENCRYPT_EXAMPLES: &str = "Example:
 const DECRYPT_EXAMPLES: &str = "Example:
   nononce decrypt 55728bcb7d191444 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 03be4cb500002000";
 
-const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME,NAME,...";
+const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -490,11 +490,19 @@ async fn start_lease(
     let store = Store::open(url, Access::Lease).await?;
     store.prepare_embedded().await?;
     let info = store.info().clone();
-    let watched = crate::lease::Watched::new(store.into_strategy(), info.clone(), args.quiet);
+    let strategy = store.into_strategy();
+    let mut config = crate::lease::config();
+    if nononce::Strategy::deterministic(&strategy) {
+        // A static store's first grant comes a margin after it is asked for (no predecessor's
+        // nonces to start above): the wait for it is that much longer.
+        let longer = config.acquire_timeout().map(|t| t + config.margin());
+        config = config.with_acquire_timeout(longer);
+    }
+    let watched = crate::lease::Watched::new(strategy, info.clone(), args.quiet);
     let log = watched.log();
     nononce::Nononce::builder(watched)
         .with_factory("gen", options)
-        .with_lease_config(crate::lease::config())
+        .with_lease_config(config)
         .start()
         .await
         .map_err(|e| Exit::Fail(crate::lease::start_error(&e, &log, &info)))

@@ -76,7 +76,7 @@ trait LeaseStore: DynStrategy + DynStoreAdmin {}
 
 impl<S: DynStrategy + DynStoreAdmin> LeaseStore for S {}
 
-const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), etcd://HOST:PORT[,HOST:PORT...] (or etcds://), env:VAR or hosts:NAME,NAME,...";
+const USAGE: &str = "use sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT (or rediss://), etcd://HOST:PORT[,HOST:PORT...] (or etcds://), env:VAR or hosts:NAME=ID,NAME=ID,...";
 
 impl Store {
     /// Opens the store a `--store` URL names, for `access`.

@@ -1,6 +1,6 @@
 //! The machine ID from this host's place in a node list shared by every node.
 //!
-//! `NODES=$(hostname),other-host cargo run -p nononce --example hosts --features hosts`
+//! `NODES=$(hostname)=0,other-host=1 cargo run -p nononce --example hosts --features hosts`
 
 use nononce::hosts::HostListStrategy;
 use nononce::prelude::*;
