@@ -257,10 +257,39 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
         return Some(HoldOff {
             remaining: *remaining,
             message: format!(
-                "{} holds new leases off for {} more: the etcd store went back in time ({what}: a snapshot restore, or a member started on an empty data directory), so it may lack leases still in use; max_lease_s=SECONDS shortens the hold-off to the longest lease any node of this store holds (nononce gen holds {} s)",
+                "{} holds new leases off for {} more: the etcd store went back in time ({what}: a snapshot restore, or a member started on an empty data directory), so it may lack leases still in use; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the others'; 3600 by default) shorten the hold-off",
                 store.shown,
                 human(*remaining),
                 LEASE_DURATION.as_secs()
+            ),
+        });
+    }
+    if let Some(EtcdLeaseError::NotInitialized { prefix, remaining }) =
+        inner.downcast_ref::<EtcdLeaseError>()
+    {
+        return Some(HoldOff {
+            remaining: *remaining,
+            message: format!(
+                "{} holds new leases off for {} more: the etcd prefix `{prefix}` has no initialization marker (`{prefix}initialized`), so either the prefix is new or its keys were deleted while nodes ran (etcdctl del --prefix) and a node may still use any machine id it held. If the prefix is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
+                store.shown,
+                human(*remaining),
+                store.url
+            ),
+        });
+    }
+    if let Some(SqlLeaseError::RowsDeleted {
+        table,
+        blocked,
+        remaining,
+    }) = inner.downcast_ref::<SqlLeaseError>()
+    {
+        return Some(HoldOff {
+            remaining: *remaining,
+            message: format!(
+                "{} holds new leases off for {} more: {blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE while the database stayed up), so running nodes may still use them; they are back, blocked until then. Wait; only if every node is stopped, free them with `nononce leases release --store '{}' --id N --yes`, one per id. Never TRUNCATE or DELETE the lease table while nodes run",
+                store.shown,
+                human(*remaining),
+                store.url
             ),
         });
     }
@@ -419,7 +448,7 @@ fn describe_etcd(e: &nononce::etcd::EtcdLeaseError, store: &StoreInfo) -> String
     match e {
         E::Exhausted { prefix } => exhausted(&format!("prefix `{prefix}`"), store),
         E::InvalidUrl(why) if !why.contains("use etcd://") => format!(
-            "{e}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N], with %XX escapes in the user name, password and prefix"
+            "{e}: use etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N&max_clock_offset_s=N], with %XX escapes in the user name, password and prefix"
         ),
         E::Timeout { .. } => format!(
             "{shown}: {e}: check that the endpoints are etcd client URLs (port 2379 by default) and the cluster has a leader"

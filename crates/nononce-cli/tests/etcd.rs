@@ -51,7 +51,7 @@ fn gen_on_etcd_prints_nonces_and_releases_its_lease() {
 }
 
 /// Two `gen`s at once get distinct IDs; `leases list` shows the running one, `leases release`
-/// frees an ID (with `--yes` only), and `leases migrate` says there is nothing to migrate.
+/// frees an ID (with `--yes` only), and `leases migrate` says the prefix is initialized.
 #[test]
 fn leases_on_etcd_list_release_and_migrate() {
     let store = etcd_store();
@@ -111,11 +111,12 @@ fn leases_on_etcd_list_release_and_migrate() {
     ]);
     assert_eq!(again.trim(), format!("machine id {a} was not held"));
 
+    // Again on an initialized prefix: nothing pending to end, a running holder left alone.
     let migrate = run_ok(&["leases", "migrate", "--store", &store]);
     let prefix = store.split_once(&etcd_hosts()).unwrap().1;
     assert_eq!(
         migrate.trim(),
-        format!("nothing to migrate: the etcd keys under `{prefix}` need no schema")
+        format!("store initialized: key `{prefix}initialized` is set; acquisitions may start")
     );
     let (status, err) = running.signal("TERM");
     assert_eq!(status.code(), Some(143), "{err}");
@@ -176,6 +177,7 @@ fn one_live_endpoint_is_enough() {
         etcd_hosts(),
         unique("t")
     );
+    assert!(run_ok(&["leases", "migrate", "--store", &store]).starts_with("store initialized"));
     let mut ids = Vec::new();
     for _ in 0..5 {
         let out = run(&["gen", "--store", &store, "-n", "2", "--quiet"]);
@@ -199,7 +201,7 @@ fn one_live_endpoint_is_enough() {
         "--yes",
     ]);
     assert!(freed.contains("freed"), "{freed}");
-    assert!(run_ok(&["leases", "migrate", "--store", &store]).starts_with("nothing to migrate"));
+    assert!(run_ok(&["leases", "migrate", "--store", &store]).starts_with("store initialized"));
 }
 
 /// Malformed URLs are refused before anything is connected, naming the mistake and the form.
@@ -217,7 +219,7 @@ fn bad_etcd_urls_are_refused_naming_the_mistake() {
         ("etcd://me:p%zz@a:2379", "bad %-escape"),
         (
             "etcd://a:2379?table=t",
-            "unknown option `table` (known: max_lease_s)",
+            "unknown option `table` (known: max_lease_s, max_clock_offset_s)",
         ),
         (
             "etcd://a:2379?max_lease_s=x",

@@ -107,8 +107,12 @@ pub fn etcd_hosts() -> String {
 }
 
 /// An etcd store URL on a key prefix of its own.
+/// An etcd store URL on a prefix of its own, initialized (`leases migrate`) as a new store is.
 pub fn etcd_store() -> String {
-    format!("etcd://{}/nononce-cli/{}/", etcd_hosts(), unique("t"))
+    let store = format!("etcd://{}/nononce-cli/{}/", etcd_hosts(), unique("t"));
+    let migrated = run_ok(&["leases", "migrate", "--store", &store]);
+    assert!(migrated.starts_with("store initialized"), "{migrated}");
+    store
 }
 
 /// A name no other test run uses: process ID, a counter and the time.
