@@ -34,7 +34,7 @@ use nononce::etcd::etcd_client::{
 };
 use nononce::etcd::{EtcdOptions, EtcdStrategy};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
-use nononce::lease::{LeaseManager, LeaseTarget, MachineId};
+use nononce::lease::{LeaseManager, LeaseTarget, MachineId, StoreAdmin as _};
 use nononce::nonce::{Base, Factory, FactoryConfig};
 use nononce::redis::{RedisOptions, RedisStrategy};
 use nononce::statefulset::StatefulSetStrategy;
