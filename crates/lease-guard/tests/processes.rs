@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
+use lease_core::LeaseConfig;
 use lease_guard::{Announce, ConflictGuard, GuardConfig, PeerOutcome, Resolution};
 use lease_manager::{LeaseManager, LeaseState};
 use lease_static::StatefulSetStrategy;
@@ -78,7 +79,11 @@ fn child(pod: &str) {
         let strategy = StatefulSetStrategy::from_value("POD_NAME", pod, 0).unwrap();
         let clock = BootClock::new();
         let factory = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
+        // A static strategy grants its first lease a margin after it is asked (nothing tells it
+        // when a predecessor with its ordinal stopped): a short margin keeps start-up quick.
+        let config = LeaseConfig::default().with_margin(Duration::from_millis(200));
         let manager = LeaseManager::builder(strategy)
+            .with_config(config)
             .with_clock(clock)
             .with_target(factory.clone())
             .start()

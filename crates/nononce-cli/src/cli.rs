@@ -40,6 +40,7 @@ const GEN_EXAMPLES: &str = "Examples:
   export NONCE_KEY=$(openssl rand -hex 32)
   nononce gen --kind encrypted --bits 128 --base-key-env NONCE_KEY
   nononce gen --store postgres://app@db/app --quiet
+  nononce leases migrate --store etcd://etcd:2379    # once, on a new etcd prefix or Redis hash
   nononce gen --store etcd://etcd:2379 -n 3
 
 The lease: gen asks for 2 minutes, renewed every 30 s while it runs, and waits up to 10 s for

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{LeaseError, MachineId, Strategy};
+use lease_core::{LeaseError, MachineId, StoreAdmin, Strategy};
 use lease_etcd::etcd_client::{self, DeleteOptions, GetOptions};
 use lease_etcd::{EtcdOptions, EtcdStrategy};
 use lease_redis::redis;
@@ -493,6 +493,8 @@ fn etcd_model_replays_like_etcd() {
         let options = EtcdOptions::new(endpoints.clone()).with_prefix(prefix.clone());
         let strategy =
             Arc::new(EtcdStrategy::with_client(client.clone(), options).expect("etcd strategy"));
+        // A new prefix: initialized, as a new store is (`leases migrate`).
+        strategy.migrate().await.expect("initialize the prefix");
         // As lease-etcd's conformance harness: revoke the lease the key is on, as its expiry
         // would; a key on no lease is deleted.
         let expire = |id: MachineId| {
