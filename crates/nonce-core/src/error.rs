@@ -47,6 +47,25 @@ pub enum Error {
         /// The kind this factory issues at that size.
         locked: Base,
     },
+    /// The process was forked after this factory was enabled: it is the parent's factory,
+    /// with the parent's machine ID and counters, and would issue the parent's nonces. It
+    /// refuses in the child until it is enabled again there, with a machine ID of the child's
+    /// own (the parent keeps generating with its own). Only `std` builds on Unix detect a fork.
+    Forked,
+    /// The call would issue a plain nonce of a size at which this factory issues encrypted
+    /// ones, or the reverse. An encrypted nonce can equal a plain one of the same size (among
+    /// n of one and m of the other, with probability about n·m/2^bits: about 5% at 10^9 of
+    /// each at 64 bits), so a factory issues plain or encrypted nonces of one size, fixed by
+    /// the first call of that size, unless
+    /// [`FactoryConfig::with_plain_and_encrypted`](crate::FactoryConfig::with_plain_and_encrypted)
+    /// allows both. Nothing is consumed by the refused call.
+    EncryptionConflict {
+        /// The size in bits of the nonces the call returns: 64, 96 or 128 (every
+        /// `encrypted96` counts as 96, whatever its base).
+        bits: u16,
+        /// Whether this factory issues encrypted (`true`) or plain nonces at that size.
+        encrypted: bool,
+    },
 }
 
 impl fmt::Display for Error {
@@ -80,6 +99,20 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "this nonce factory issues {have} {bits}-bit nonces, and a factory issues one kind per size (counter or sortable): use a separate factory for {want} {bits}-bit nonces and keep its nonces apart from these, as the two kinds can repeat each other's values"
+                )
+            }
+            Self::Forked => f.write_str(
+                "this process was forked and the nonce factory was enabled in the parent, so it would issue the parent's nonces: re-enable the factory in the child with a machine ID of its own (with the nononce facade: start a new `Nononce` in the child, after the fork)",
+            ),
+            Self::EncryptionConflict { bits, encrypted } => {
+                let (have, want) = if *encrypted {
+                    ("encrypted", "plain")
+                } else {
+                    ("plain", "encrypted")
+                };
+                write!(
+                    f,
+                    "this nonce factory issues {have} {bits}-bit nonces, and a factory issues plain or encrypted nonces of one size, not both, as an encrypted nonce can equal a plain one (probability about n*m/2^{bits} for n of one and m of the other): use a separate factory for {want} {bits}-bit nonces, or accept that chance with `with_plain_and_encrypted(true)` in the factory's options"
                 )
             }
         }
@@ -127,6 +160,12 @@ pub enum FactoryConfigError {
         /// The configured epoch (Unix ms).
         epoch_ms: u64,
     },
+    /// The handler that stops factories in a forked child could not be registered
+    /// (`pthread_atfork` failed: the system is out of memory). The factory stays disabled.
+    ForkHandler {
+        /// The error code `pthread_atfork` returned.
+        code: i32,
+    },
 }
 
 impl fmt::Display for FactoryConfigError {
@@ -155,6 +194,10 @@ impl fmt::Display for FactoryConfigError {
             Self::TimestampOverflow { epoch_ms } => write!(
                 f,
                 "the 42-bit timestamp has overflowed for epoch {epoch_ms} ms: use a later epoch"
+            ),
+            Self::ForkHandler { code } => write!(
+                f,
+                "could not register the fork handler that stops nonce factories in a forked child (pthread_atfork returned error {code}, out of memory): free memory, then enable the factory again"
             ),
         }
     }

@@ -62,11 +62,32 @@ pub enum Base {
     Sortable,
 }
 
-/// A base size together with a kind: what a generating call claims in `Factory::kinds`.
+/// What a generating call claims in `Factory::kinds`: a base size with its kind, and the size
+/// of what the call returns with whether it is encrypted (its form).
 #[derive(Clone, Copy)]
 pub(crate) struct Kind {
     bits: u16,
     base: Base,
+    /// The size of the nonce the call returns: the base's, or the cipher's block for
+    /// `encrypted96` with Blowfish or 3DES (a 64-bit base, a 96-bit nonce).
+    out_bits: u16,
+    encrypted: bool,
+}
+
+/// Where the form bits start in the kinds word: per returned size, one bit for plain nonces
+/// and the next for encrypted ones, after the base kinds' two bits per size.
+const FORM_SHIFT: u32 = 6;
+
+/// Both form bits of every size: plain and encrypted nonces allowed side by side
+/// ([`FactoryConfig::with_plain_and_encrypted`]).
+const ALL_FORMS: u64 = 0b11_1111 << FORM_SHIFT;
+
+const fn size_index(bits: u16) -> u32 {
+    match bits {
+        64 => 0,
+        96 => 1,
+        _ => 2,
+    }
 }
 
 impl Kind {
@@ -76,28 +97,39 @@ impl Kind {
     pub(crate) const SORTABLE96: Self = Self::new(96, Base::Sortable);
     pub(crate) const COUNTER128: Self = Self::new(128, Base::Counter);
     pub(crate) const SORTABLE128: Self = Self::new(128, Base::Sortable);
+    /// The base of encrypted 128-bit counter nonces.
+    pub(crate) const ENCRYPTED_COUNTER128: Self = Self::COUNTER128.encrypted(128);
 
+    /// A plain nonce of `bits` bits of kind `base`.
     const fn new(bits: u16, base: Base) -> Self {
-        Self { bits, base }
-    }
-
-    const fn shift(self) -> u32 {
-        match self.bits {
-            64 => 0,
-            96 => 2,
-            _ => 4,
+        Self {
+            bits,
+            base,
+            out_bits: bits,
+            encrypted: false,
         }
     }
 
-    /// The bits of the kinds word that hold this size's kind.
-    #[inline]
-    pub(crate) const fn mask(self) -> u64 {
+    /// This base, encrypted into a nonce of `out_bits` bits.
+    pub(crate) const fn encrypted(self, out_bits: u16) -> Self {
+        Self {
+            out_bits,
+            encrypted: true,
+            ..self
+        }
+    }
+
+    const fn shift(self) -> u32 {
+        2 * size_index(self.bits)
+    }
+
+    /// The bits of the kinds word that hold this base size's kind.
+    const fn base_mask(self) -> u64 {
         3 << self.shift()
     }
 
-    /// The bits of the kinds word once this size is claimed for this kind.
-    #[inline]
-    pub(crate) const fn value(self) -> u64 {
+    /// The bits of the kinds word once this base size is claimed for this kind.
+    const fn base_value(self) -> u64 {
         let code = match self.base {
             Base::Counter => 1,
             Base::Sortable => 2,
@@ -105,7 +137,31 @@ impl Kind {
         code << self.shift()
     }
 
-    /// The kind recorded in `word` for this size, if any.
+    /// The bit of the kinds word that allows this form (plain or encrypted) at this returned
+    /// size.
+    const fn form_bit(self) -> u64 {
+        1 << (FORM_SHIFT + 2 * size_index(self.out_bits) + self.encrypted as u32)
+    }
+
+    /// The bit of the other form at this returned size.
+    const fn other_form_bit(self) -> u64 {
+        1 << (FORM_SHIFT + 2 * size_index(self.out_bits) + !self.encrypted as u32)
+    }
+
+    /// The bits of the kinds word a call of this kind checks: the base size's kind and the
+    /// form at the returned size.
+    #[inline]
+    pub(crate) const fn mask(self) -> u64 {
+        self.base_mask() | self.form_bit()
+    }
+
+    /// The bits under [`mask`](Self::mask) once this kind is claimed.
+    #[inline]
+    pub(crate) const fn value(self) -> u64 {
+        self.base_value() | self.form_bit()
+    }
+
+    /// The kind recorded in `word` for this base size, if any.
     const fn locked_in(self, word: u64) -> Option<Base> {
         match (word >> self.shift()) & 3 {
             0 => None,
@@ -136,6 +192,7 @@ pub struct FactoryConfig<K = &'static [u8]> {
     cipher96: crate::Cipher96,
     cipher128: crate::Cipher128,
     kinds: u64,
+    plain_and_encrypted: bool,
     thread_cache: bool,
 }
 
@@ -161,6 +218,7 @@ impl<K> fmt::Debug for FactoryConfig<K> {
             .field("kind64", &self.kind64())
             .field("kind96", &self.kind96())
             .field("kind128", &self.kind128())
+            .field("plain_and_encrypted", &self.plain_and_encrypted)
             .field("thread_cache", &self.thread_cache)
             .finish()
     }
@@ -186,6 +244,7 @@ impl<K> FactoryConfig<K> {
             cipher96: crate::Cipher96::Blowfish,
             cipher128: crate::Cipher128::Aes,
             kinds: 0,
+            plain_and_encrypted: false,
             thread_cache: false,
         }
     }
@@ -300,8 +359,25 @@ impl<K> FactoryConfig<K> {
         self
     }
 
+    /// Lets the factory hand out plain and encrypted nonces of one size side by side (say
+    /// `counter64` and `encrypted64`). Off by default: the first call of a returned size fixes
+    /// whether the factory's nonces of that size are plain or encrypted, for its whole life,
+    /// and a call of the other form fails with [`Error::EncryptionConflict`].
+    ///
+    /// Why: an encrypted nonce is a pseudo-random value of its size, which can equal a plain
+    /// nonce of the same factory. Among n encrypted and m plain nonces of b bits, some pair is
+    /// equal with probability about n·m/2^b: at 10^9 of each, about 5% at 64 bits
+    /// (10^18/2^64), 1.3·10^-11 at 96 bits and 2.9·10^-21 at 128 bits. Turn this on only if
+    /// the two forms never meet in one namespace (or that chance is acceptable). The 96-bit
+    /// size counts `encrypted96` under every cipher, since what it returns is 96 bits.
+    #[must_use]
+    pub const fn with_plain_and_encrypted(mut self, on: bool) -> Self {
+        self.plain_and_encrypted = on;
+        self
+    }
+
     const fn with_kind(mut self, kind: Kind) -> Self {
-        self.kinds = (self.kinds & !kind.mask()) | kind.value();
+        self.kinds = (self.kinds & !kind.base_mask()) | kind.base_value();
         self
     }
 
@@ -340,6 +416,12 @@ impl<K> FactoryConfig<K> {
         Kind::new(128, Base::Counter).locked_in(self.kinds)
     }
 
+    /// Whether plain and encrypted nonces of one size may come from the factory side by side
+    /// ([`with_plain_and_encrypted`](Self::with_plain_and_encrypted)).
+    pub const fn plain_and_encrypted(&self) -> bool {
+        self.plain_and_encrypted
+    }
+
     /// Whether the factory's own calls draw on per-thread blocks
     /// ([`with_thread_cache`](Self::with_thread_cache)).
     pub const fn thread_cache(&self) -> bool {
@@ -375,9 +457,15 @@ impl<K: AsRef<[u8]>> FactoryConfig<K> {
 pub(crate) struct Snapshot {
     pub(crate) state: u64,
     pub(crate) machine_id: u16,
+    /// The process's fork count the generation was enabled under (see `crate::fork`): a
+    /// block cached under a snapshot is valid only in the process that took it.
+    pub(crate) forks: u32,
     pub(crate) init_ts: u64,
     pub(crate) deadline_ts: u64,
 }
+
+/// Where the fork count sits in `Factory::machine_id`, above the machine ID.
+const FORKS_SHIFT: u32 = 32;
 
 /// Generates unique 64/96/128-bit nonces for one machine ID at a time.
 ///
@@ -411,9 +499,12 @@ pub struct Factory<C: Clock> {
     /// This factory's ID in the per-thread caches ([`FactoryConfig::with_thread_cache`]); 0: none.
     cache_id: u64,
     engines: Engines,
+    /// The sequence word (see the module docs).
     state: AtomicU64,
     /// The kind each base size is claimed for (see the module docs); read next to `state`.
     kinds: AtomicU64,
+    /// The machine ID, and above it (`FORKS_SHIFT`) the process's fork count at the enable
+    /// that set it, read in the same load.
     machine_id: AtomicU64,
     init_ts: AtomicU64,
     deadline_ts: AtomicU64,
@@ -465,7 +556,11 @@ impl<C: Clock> Factory<C> {
             cache_id: cache_id(config.thread_cache),
             engines,
             state: AtomicU64::new(0),
-            kinds: AtomicU64::new(config.kinds),
+            kinds: AtomicU64::new(if config.plain_and_encrypted {
+                config.kinds | ALL_FORMS
+            } else {
+                config.kinds
+            }),
             machine_id: AtomicU64::new(0),
             init_ts: AtomicU64::new(NEVER_ENABLED),
             deadline_ts: AtomicU64::new(0),
@@ -489,9 +584,10 @@ impl<C: Clock> Factory<C> {
         &self.clock
     }
 
-    /// Whether generation is currently allowed.
+    /// Whether generation is currently allowed: enabled, and not a copy of an enabled factory
+    /// in a forked child ([`Error::Forked`]).
     pub fn is_enabled(&self) -> bool {
-        self.state.load(SeqCst) & ENABLED != 0
+        self.snapshot().is_ok()
     }
 
     /// The machine ID, while enabled.
@@ -563,6 +659,7 @@ impl<C: Clock> Factory<C> {
         floor_ms: u64,
         deadline_ms: u64,
     ) -> Result<(), FactoryConfigError> {
+        crate::fork::watch()?;
         let now_ts = self.now_ts_checked()?;
         let above_floor = floor_ms
             .checked_sub(self.epoch_ms)
@@ -575,7 +672,10 @@ impl<C: Clock> Factory<C> {
                 epoch_ms: self.epoch_ms,
             });
         }
-        self.machine_id.store(u64::from(machine_id.get()), SeqCst);
+        self.machine_id.store(
+            u64::from(machine_id.get()) | u64::from(crate::fork::count()) << FORKS_SHIFT,
+            SeqCst,
+        );
         self.init_ts.store(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
@@ -730,10 +830,17 @@ impl<C: Clock> Factory<C> {
         if state & ENABLED == 0 {
             return Err(Error::Disabled);
         }
-        let machine_id = MachineId::from_low_bits(self.machine_id.load(SeqCst)).get();
+        let word = self.machine_id.load(SeqCst);
+        // The count is the word's high 32 bits.
+        #[allow(clippy::cast_possible_truncation)]
+        let forks = (word >> FORKS_SHIFT) as u32;
+        if forks != crate::fork::count() {
+            return Err(Error::Forked);
+        }
         Ok(Snapshot {
             state,
-            machine_id,
+            machine_id: MachineId::from_low_bits(word).get(),
+            forks,
             init_ts: self.init_ts.load(SeqCst),
             deadline_ts: self.deadline_ts.load(SeqCst),
         })
@@ -755,20 +862,28 @@ impl<C: Clock> Factory<C> {
     fn claim_slow(&self, kind: Kind) -> Result<(), Error> {
         let mut word = self.kinds.load(SeqCst);
         loop {
-            if let Some(locked) = kind.locked_in(word) {
-                if locked == kind.base {
-                    return Ok(());
+            let mut claimed = word;
+            match kind.locked_in(word) {
+                Some(locked) if locked != kind.base => {
+                    return Err(Error::KindConflict {
+                        bits: kind.bits,
+                        locked,
+                    });
                 }
-                return Err(Error::KindConflict {
-                    bits: kind.bits,
-                    locked,
-                });
+                Some(_) => {}
+                None => claimed |= kind.base_value(),
+            }
+            if word & kind.form_bit() == 0 {
+                if word & kind.other_form_bit() != 0 {
+                    return Err(Error::EncryptionConflict {
+                        bits: kind.out_bits,
+                        encrypted: !kind.encrypted,
+                    });
+                }
+                claimed |= kind.form_bit();
             }
             // Of racing first uses of one size, exactly one compare-and-swap wins.
-            match self
-                .kinds
-                .compare_exchange(word, word | kind.value(), SeqCst, SeqCst)
-            {
+            match self.kinds.compare_exchange(word, claimed, SeqCst, SeqCst) {
                 Ok(_) => return Ok(()),
                 Err(actual) => word = actual,
             }
@@ -789,9 +904,12 @@ impl<C: Clock> Factory<C> {
         self.state.load(SeqCst) == snap.state
     }
 
+    /// Whether a block cached under a snapshot of `state` taken in a process of `forks`
+    /// forks still belongs to the current generation, in this process: the check of every
+    /// call served from a cache.
     #[inline]
-    pub(crate) fn state_word(&self) -> u64 {
-        self.state.load(SeqCst)
+    pub(crate) fn is_current(&self, state: u64, forks: u32) -> bool {
+        state == self.state.load(SeqCst) && forks == crate::fork::count()
     }
 
     fn ms_to_ts(&self, ms: u64) -> u64 {
@@ -878,9 +996,9 @@ impl<C: Clock> Factory<C> {
     /// The value is committed (compare-and-swap) only once it passed the deadline and the
     /// throttle, so a refused call leaves the counter where it was.
     #[inline]
-    fn take64(&self) -> Result<(Snapshot, u64), Error> {
+    fn take64(&self, kind: Kind) -> Result<(Snapshot, u64), Error> {
         let snap = self.snapshot()?;
-        self.claim(Kind::COUNTER64)?;
+        self.claim(kind)?;
         let last = self.c64_hint.load(Relaxed);
         let v = last.wrapping_add(1);
         let ts = v >> COUNT64_BITS;
@@ -895,17 +1013,17 @@ impl<C: Clock> Factory<C> {
                 return Ok((snap, v));
             }
         }
-        self.take64_slow()
+        self.take64_slow(kind)
     }
 
     /// [`take64`](Self::take64) past the common case: a race, the throttle's clock reading or
     /// wait, a refusal, or a change of generation.
     #[cold]
     #[inline(never)]
-    fn take64_slow(&self) -> Result<(Snapshot, u64), Error> {
+    fn take64_slow(&self, kind: Kind) -> Result<(Snapshot, u64), Error> {
         'generation: loop {
             let snap = self.snapshot()?;
-            self.claim(Kind::COUNTER64)?;
+            self.claim(kind)?;
             let mut last = self.c64.load(SeqCst);
             let v = loop {
                 let v = last.wrapping_add(1);
@@ -968,14 +1086,19 @@ impl<C: Clock> Factory<C> {
         self.throttle(ts)
     }
 
-    /// Reserves up to `want` values of the 64-bit counter that may all be issued now (below
-    /// the deadline and within what the throttle has seen of the clock): `(snapshot, first,
-    /// count)`, or `None` when not even the next value may be issued now, and nothing taken.
+    /// Reserves up to `want` values of the 64-bit counter for nonces of `kind` that may all
+    /// be issued now (below the deadline and within what the throttle has seen of the clock):
+    /// `(snapshot, first, count)`, or `None` when not even the next value may be issued now,
+    /// and nothing taken.
     #[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
-    pub(crate) fn reserve64(&self, want: u64) -> Result<Option<(Snapshot, u64, u64)>, Error> {
+    pub(crate) fn reserve64(
+        &self,
+        want: u64,
+        kind: Kind,
+    ) -> Result<Option<(Snapshot, u64, u64)>, Error> {
         'generation: loop {
             let snap = self.snapshot()?;
-            self.claim(Kind::COUNTER64)?;
+            self.claim(kind)?;
             // A guess; a wrong one only fails the compare-and-swap, which reports the truth.
             let mut last = self.c64_hint.load(Relaxed);
             loop {
@@ -1070,34 +1193,46 @@ impl<C: Clock> Factory<C> {
     /// waits for the clock (8192 per ms sustained).
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
+        self.counter64_as(Kind::COUNTER64)
+    }
+
+    /// A 64-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn counter64_as(&self, kind: Kind) -> Result<Nonce64, Error> {
         #[cfg(all(feature = "std", not(loom)))]
         if self.cache_id != 0 {
-            return crate::thread_cache::counter64(self);
+            return crate::thread_cache::counter64(self, kind);
         }
-        self.shared_counter64()
+        self.shared_counter64(kind)
     }
 
     /// [`counter64`](Self::counter64) on the shared counter.
     #[inline]
-    pub(crate) fn shared_counter64(&self) -> Result<Nonce64, Error> {
-        let (snap, v) = self.take64()?;
+    pub(crate) fn shared_counter64(&self, kind: Kind) -> Result<Nonce64, Error> {
+        let (snap, v) = self.take64(kind)?;
         Ok(Self::pack_counter64(&snap, v))
     }
 
     /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
+        self.counter96_as(Kind::COUNTER96)
+    }
+
+    /// A 96-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn counter96_as(&self, kind: Kind) -> Result<Nonce96, Error> {
         #[cfg(all(feature = "std", not(loom)))]
         if self.cache_id != 0 {
-            return crate::thread_cache::counter96(self);
+            return crate::thread_cache::counter96(self, kind);
         }
-        self.shared_counter96()
+        self.shared_counter96(kind)
     }
 
     #[inline]
-    pub(crate) fn shared_counter96(&self) -> Result<Nonce96, Error> {
+    pub(crate) fn shared_counter96(&self, kind: Kind) -> Result<Nonce96, Error> {
         let snap = self.snapshot()?;
-        self.claim(Kind::COUNTER96)?;
+        self.claim(kind)?;
         if Self::check_ts(snap.init_ts, &snap).is_ok() {
             let v = self.c96.fetch_add(1, SeqCst).wrapping_add(1);
             // Written out here, not through `reserve` and `finish96`: the common case (the
@@ -1106,11 +1241,11 @@ impl<C: Clock> Factory<C> {
             // three times on the way, and the call cost 1.4x a `fetch_add` and the packing;
             // here about as much (the `paired` benchmark's `fetch_add/counter96_u128`).
             if !self.unchanged(&snap) || v >> COUNT96_BITS != 0 {
-                return self.shared_counter96_slow(Some((snap.state, v)));
+                return self.shared_counter96_slow(kind, Some((snap.state, v)));
             }
             return Ok(Self::pack96(&snap, snap.init_ts, v));
         }
-        self.shared_counter96_slow(None)
+        self.shared_counter96_slow(kind, None)
     }
 
     /// [`shared_counter96`](Self::shared_counter96) past the common case: `v` taken after
@@ -1120,7 +1255,11 @@ impl<C: Clock> Factory<C> {
     /// snapshot by reference made the common case store it on every call.
     #[cold]
     #[inline(never)]
-    fn shared_counter96_slow(&self, taken: Option<(u64, u64)>) -> Result<Nonce96, Error> {
+    fn shared_counter96_slow(
+        &self,
+        kind: Kind,
+        taken: Option<(u64, u64)>,
+    ) -> Result<Nonce96, Error> {
         if let Some((state, v)) = taken {
             let snap = self.snapshot()?;
             // The state word is the same from before `v` was taken until after this snapshot's
@@ -1129,23 +1268,29 @@ impl<C: Clock> Factory<C> {
                 return Self::finish96(&snap, v);
             }
         }
-        let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER96, 1)?;
+        let (snap, v) = self.reserve(Counter::C96, kind, 1)?;
         Self::finish96(&snap, v)
     }
 
     /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
     #[inline]
     pub fn counter128(&self) -> Result<Nonce128, Error> {
+        self.counter128_as(Kind::COUNTER128)
+    }
+
+    /// A 128-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn counter128_as(&self, kind: Kind) -> Result<Nonce128, Error> {
         #[cfg(all(feature = "std", not(loom)))]
         if self.cache_id != 0 {
-            return crate::thread_cache::counter128(self);
+            return crate::thread_cache::counter128(self, kind);
         }
-        self.shared_counter128()
+        self.shared_counter128(kind)
     }
 
     #[inline]
-    pub(crate) fn shared_counter128(&self) -> Result<Nonce128, Error> {
-        let (snap, v) = self.reserve(Counter::C96, Kind::COUNTER128, 1)?;
+    pub(crate) fn shared_counter128(&self, kind: Kind) -> Result<Nonce128, Error> {
+        let (snap, v) = self.reserve(Counter::C96, kind, 1)?;
         Self::finish128(&snap, v)
     }
 
@@ -1174,12 +1319,17 @@ impl<C: Clock> Factory<C> {
                 } else {
                     // The state's timestamp, not `now`: a generation may start a little ahead
                     // of the clock.
-                    let next = last.wrapping_add(1);
-                    (
-                        next,
-                        next >> SORTABLE_COUNT_BITS,
-                        next & SORTABLE_COUNT_MASK,
-                    )
+                    match last.checked_add(1) {
+                        Some(next) => (
+                            next,
+                            next >> SORTABLE_COUNT_BITS,
+                            next & SORTABLE_COUNT_MASK,
+                        ),
+                        // The last count of the last millisecond the epoch's range holds has
+                        // no successor: a timestamp past the range, which `check_ts` refuses,
+                        // not a wrap to timestamp 0.
+                        None => (last, MAX_TIMESTAMP + 1, 0),
+                    }
                 };
                 let admitted = if cap64 && count > COUNT64_MASK {
                     let until_ms = ts + 1 + self.epoch_ms;
@@ -1231,8 +1381,10 @@ impl<C: Clock> Factory<C> {
                 let (ts, first) = if now_ts > last >> SORTABLE_COUNT_BITS {
                     (now_ts, 0)
                 } else {
-                    let next = last.wrapping_add(1);
-                    (next >> SORTABLE_COUNT_BITS, next & SORTABLE_COUNT_MASK)
+                    // Past the range's last count: refused by `check_ts`, as in `take_sortable`.
+                    last.checked_add(1).map_or((MAX_TIMESTAMP + 1, 0), |next| {
+                        (next >> SORTABLE_COUNT_BITS, next & SORTABLE_COUNT_MASK)
+                    })
                 };
                 if let Err(e) = Self::check_ts(ts, &snap) {
                     if self.unchanged(&snap) {
@@ -1258,7 +1410,11 @@ impl<C: Clock> Factory<C> {
 
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
-        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE64)?;
+        self.sortable64_as(Kind::SORTABLE64)
+    }
+
+    fn sortable64_as(&self, kind: Kind) -> Result<Nonce64, Error> {
+        let (snap, ts, count) = self.take_sortable(kind)?;
         Ok(Nonce64::from_u64(layout::pack64(
             ts,
             snap.machine_id,
@@ -1269,32 +1425,44 @@ impl<C: Clock> Factory<C> {
     /// A 96-bit sortable nonce.
     #[inline]
     pub fn sortable96(&self) -> Result<Nonce96, Error> {
+        self.sortable96_as(Kind::SORTABLE96)
+    }
+
+    /// A 96-bit sortable nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn sortable96_as(&self, kind: Kind) -> Result<Nonce96, Error> {
         #[cfg(all(feature = "std", not(loom)))]
         if self.cache_id != 0 {
-            return crate::thread_cache::sortable96(self);
+            return crate::thread_cache::sortable96(self, kind);
         }
-        self.shared_sortable96()
+        self.shared_sortable96(kind)
     }
 
     #[inline]
-    pub(crate) fn shared_sortable96(&self) -> Result<Nonce96, Error> {
-        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
+    pub(crate) fn shared_sortable96(&self, kind: Kind) -> Result<Nonce96, Error> {
+        let (snap, ts, count) = self.take_sortable(kind)?;
         Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
     }
 
     /// A 128-bit sortable nonce.
     #[inline]
     pub fn sortable128(&self) -> Result<Nonce128, Error> {
+        self.sortable128_as(Kind::SORTABLE128)
+    }
+
+    /// A 128-bit sortable nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn sortable128_as(&self, kind: Kind) -> Result<Nonce128, Error> {
         #[cfg(all(feature = "std", not(loom)))]
         if self.cache_id != 0 {
-            return crate::thread_cache::sortable128(self);
+            return crate::thread_cache::sortable128(self, kind);
         }
-        self.shared_sortable128()
+        self.shared_sortable128(kind)
     }
 
     #[inline]
-    pub(crate) fn shared_sortable128(&self) -> Result<Nonce128, Error> {
-        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
+    pub(crate) fn shared_sortable128(&self, kind: Kind) -> Result<Nonce128, Error> {
+        let (snap, ts, count) = self.take_sortable(kind)?;
         Ok(Nonce128::from_u128(layout::pack128(
             ts,
             snap.machine_id,
@@ -1302,11 +1470,12 @@ impl<C: Clock> Factory<C> {
         )))
     }
 
+    /// The 64-bit base of an encrypted nonce of `out_bits` bits.
     #[inline]
-    fn base64(&self, base: Base) -> Result<Nonce64, Error> {
+    fn base64(&self, base: Base, out_bits: u16) -> Result<Nonce64, Error> {
         match base {
-            Base::Counter => self.counter64(),
-            Base::Sortable => self.sortable64(),
+            Base::Counter => self.counter64_as(Kind::COUNTER64.encrypted(out_bits)),
+            Base::Sortable => self.sortable64_as(Kind::SORTABLE64.encrypted(out_bits)),
         }
     }
 
@@ -1315,7 +1484,7 @@ impl<C: Clock> Factory<C> {
     pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
         let engine = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
         Ok(Nonce64::from_bytes(
-            engine.encrypt(self.base64(base)?.to_bytes()),
+            engine.encrypt(self.base64(base, 64)?.to_bytes()),
         ))
     }
 
@@ -1324,11 +1493,11 @@ impl<C: Clock> Factory<C> {
     pub fn encrypted96(&self, base: Base) -> Result<Nonce96, Error> {
         let engine = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
         let plain = if engine.has_64bit_block() {
-            widen(self.base64(base)?)
+            widen(self.base64(base, 96)?)
         } else {
             match base {
-                Base::Counter => self.counter96()?,
-                Base::Sortable => self.sortable96()?,
+                Base::Counter => self.counter96_as(Kind::COUNTER96.encrypted(96))?,
+                Base::Sortable => self.sortable96_as(Kind::SORTABLE96.encrypted(96))?,
             }
         };
         Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
@@ -1352,8 +1521,8 @@ impl<C: Clock> Factory<C> {
             .as_ref()
             .ok_or(Error::NoKey { bits: 128 })?;
         let plain = match base {
-            Base::Counter => self.counter128()?,
-            Base::Sortable => self.sortable128()?,
+            Base::Counter => self.counter128_as(Kind::ENCRYPTED_COUNTER128)?,
+            Base::Sortable => self.sortable128_as(Kind::SORTABLE128.encrypted(128))?,
         };
         Ok(Nonce128::from_bytes(engine.encrypt(plain.to_bytes())))
     }
@@ -1373,7 +1542,8 @@ impl<C: Clock> Factory<C> {
         if out.is_empty() {
             return Ok(());
         }
-        let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, out.len() as u64)?;
+        let (snap, first) =
+            self.reserve(Counter::C96, Kind::ENCRYPTED_COUNTER128, out.len() as u64)?;
         let plain = Self::finish128(&snap, first)?;
         encrypt_run(engine, plain, out);
         Ok(())
@@ -1517,5 +1687,55 @@ mod tests {
         assert!(f.counter96().is_ok());
         assert_eq!(f.counter96(), Err(Error::LeaseExpired));
         assert_eq!(f.counter96(), Err(Error::LeaseExpired));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod end_of_range {
+    use super::*;
+    use crate::ManualClock;
+
+    /// A factory whose clock reads the last millisecond the 42-bit timestamp can hold, with
+    /// the shared sortable state at that millisecond's second-to-last count: where 4 194 302
+    /// sortable96 calls in that millisecond would leave it.
+    fn at_the_last_counts() -> Factory<ManualClock> {
+        let clock = ManualClock::new(DEFAULT_EPOCH_MS + MAX_TIMESTAMP);
+        let f = Factory::new(clock, FactoryConfig::new()).unwrap();
+        f.enable(MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
+        f.sortable.store(
+            (MAX_TIMESTAMP << SORTABLE_COUNT_BITS) | (SORTABLE_COUNT_MASK - 1),
+            SeqCst,
+        );
+        f
+    }
+
+    fn fields(n: Nonce96) -> (u64, u64) {
+        let d = n.decode(DEFAULT_EPOCH_MS);
+        (d.timestamp_ms, d.count)
+    }
+
+    #[test]
+    fn sortable_nonces_end_with_the_timestamp_range() {
+        let f = at_the_last_counts();
+        let last = f.sortable96().unwrap();
+        assert_eq!(fields(last), (MAX_TIMESTAMP, SORTABLE_COUNT_MASK));
+        // The state is at the range's last value: the next one would wrap to timestamp 0.
+        assert_eq!(f.sortable96().map(fields), Err(Error::TimestampOverflow));
+        assert_eq!(f.sortable64(), Err(Error::TimestampOverflow));
+        assert_eq!(f.sortable128(), Err(Error::TimestampOverflow));
+        // A refused call takes nothing: still refused, never wrapped.
+        assert_eq!(f.sortable96().map(fields), Err(Error::TimestampOverflow));
+    }
+
+    #[test]
+    fn sortable_handles_end_with_the_timestamp_range() {
+        let f = at_the_last_counts();
+        let h = f.handle();
+        assert_eq!(
+            h.sortable96().map(fields),
+            Ok((MAX_TIMESTAMP, SORTABLE_COUNT_MASK))
+        );
+        assert_eq!(h.sortable96().map(fields), Err(Error::TimestampOverflow));
+        assert_eq!(h.sortable128(), Err(Error::TimestampOverflow));
     }
 }

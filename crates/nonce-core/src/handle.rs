@@ -36,7 +36,7 @@ impl Block {
     fn peek<C: Clock>(&self, factory: &Factory<C>, kind: Kind) -> Result<(Snapshot, u64), Error> {
         if let Some(snap) = self.snap.get()
             && self.left.get() > 0
-            && snap.state == factory.state_word()
+            && factory.is_current(snap.state, snap.forks)
         {
             return Ok((snap, self.next.get()));
         }
@@ -122,6 +122,7 @@ const ENCRYPTED_RUN: usize = 32;
 
 struct Encrypted128 {
     state: u64,
+    forks: u32,
     items: [Nonce128; ENCRYPTED_RUN],
     next: usize,
 }
@@ -142,6 +143,7 @@ impl<C: Clock> Factory<C> {
             verified: Cell::new(0),
             enc128: RefCell::new(Encrypted128 {
                 state: 0,
+                forks: 0,
                 items: [Nonce128::from_u128(0); ENCRYPTED_RUN],
                 next: ENCRYPTED_RUN,
             }),
@@ -158,8 +160,15 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit counter nonce, as [`Factory::counter64`].
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
-        // Only `counter64` fills this block, and the fill claimed its kind.
-        let (snap, v) = self.b64.peek(self.factory, Kind::COUNTER64)?;
+        self.counter64_as(Kind::COUNTER64)
+    }
+
+    /// A 64-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
+    #[inline]
+    fn counter64_as(&self, kind: Kind) -> Result<Nonce64, Error> {
+        let (snap, v) = self.b64.peek(self.factory, kind)?;
+        // The block may have been filled by a call of the other form (plain or encrypted).
+        self.verify(kind)?;
         let nonce = self.factory.finish64(&snap, v)?;
         self.b64.consume();
         Ok(nonce)
@@ -168,8 +177,13 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 96-bit counter nonce, as [`Factory::counter96`].
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
-        let (snap, v) = self.b96.peek(self.factory, Kind::COUNTER96)?;
-        self.verify(Kind::COUNTER96)?;
+        self.counter96_as(Kind::COUNTER96)
+    }
+
+    #[inline]
+    fn counter96_as(&self, kind: Kind) -> Result<Nonce96, Error> {
+        let (snap, v) = self.b96.peek(self.factory, kind)?;
+        self.verify(kind)?;
         let nonce = Factory::<C>::finish96(&snap, v)?;
         self.b96.consume();
         Ok(nonce)
@@ -210,7 +224,7 @@ impl<'f, C: Clock> Handle<'f, C> {
         let now = self.factory.now_ts();
         let b = &self.sortable;
         if let Some(snap) = b.snap.get()
-            && snap.state == self.factory.state_word()
+            && self.factory.is_current(snap.state, snap.forks)
             && b.ts.get() >= now
             && b.next.get() < b.end.get()
             && self.verified.get() & kind.mask() == kind.value()
@@ -236,7 +250,8 @@ impl<'f, C: Clock> Handle<'f, C> {
     }
 
     /// Checks the factory's kind at `kind`'s size: counter96 and counter128 share one block,
-    /// which the other size may have filled. Asks the factory once per handle and size.
+    /// which the other size may have filled, and plain and encrypted calls share the blocks
+    /// of their base. Asks the factory once per handle and kind.
     #[inline]
     fn verify(&self, kind: Kind) -> Result<(), Error> {
         if self.verified.get() & kind.mask() == kind.value() {
@@ -261,9 +276,9 @@ impl<'f, C: Clock> Handle<'f, C> {
             .e64
             .as_ref()
             .ok_or(Error::NoKey { bits: 64 })?;
-        Ok(Nonce64::from_bytes(
-            engine.encrypt(self.counter64()?.to_bytes()),
-        ))
+        Ok(Nonce64::from_bytes(engine.encrypt(
+            self.counter64_as(Kind::COUNTER64.encrypted(64))?.to_bytes(),
+        )))
     }
 
     /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
@@ -276,9 +291,9 @@ impl<'f, C: Clock> Handle<'f, C> {
             .as_ref()
             .ok_or(Error::NoKey { bits: 96 })?;
         let plain = if engine.has_64bit_block() {
-            widen(self.counter64()?)
+            widen(self.counter64_as(Kind::COUNTER64.encrypted(96))?)
         } else {
-            self.counter96()?
+            self.counter96_as(Kind::COUNTER96.encrypted(96))?
         };
         Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
     }
@@ -290,7 +305,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     #[inline]
     pub fn encrypted128(&self) -> Result<Nonce128, Error> {
         let mut buf = self.enc128.borrow_mut();
-        if buf.next < ENCRYPTED_RUN && buf.state == self.factory.state_word() {
+        if buf.next < ENCRYPTED_RUN && self.factory.is_current(buf.state, buf.forks) {
             let n = buf.items[buf.next];
             buf.next += 1;
             return Ok(n);
@@ -307,12 +322,15 @@ impl<'f, C: Clock> Handle<'f, C> {
             .e128
             .as_ref()
             .ok_or(Error::NoKey { bits: 128 })?;
-        let (snap, first) =
-            self.factory
-                .reserve(Counter::C96, Kind::COUNTER128, ENCRYPTED_RUN as u64)?;
+        let (snap, first) = self.factory.reserve(
+            Counter::C96,
+            Kind::ENCRYPTED_COUNTER128,
+            ENCRYPTED_RUN as u64,
+        )?;
         let plain = Factory::<C>::finish128(&snap, first)?;
         encrypt_run(engine, plain, &mut buf.items);
         buf.state = snap.state;
+        buf.forks = snap.forks;
         buf.next = 1;
         Ok(buf.items[0])
     }

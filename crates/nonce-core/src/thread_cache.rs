@@ -60,6 +60,7 @@ const _: () = assert!(MAX_BLOCK.is_multiple_of(RUN as u64));
 const NONE: Snapshot = Snapshot {
     state: 0,
     machine_id: 0,
+    forks: 0,
     init_ts: 0,
     deadline_ts: 0,
 };
@@ -104,7 +105,8 @@ impl Block {
 
     #[inline]
     fn valid<C: Clock>(&self, factory: &Factory<C>) -> bool {
-        self.next.get() < self.end.get() && self.snap.get().state == factory.state_word()
+        let snap = self.snap.get();
+        self.next.get() < self.end.get() && factory.is_current(snap.state, snap.forks)
     }
 
     #[inline]
@@ -171,6 +173,7 @@ struct Slot {
     /// The counter128 values encrypted runs are cut from.
     enc_source: Block,
     enc_state: Cell<u64>,
+    enc_forks: Cell<u32>,
     enc_next: Cell<usize>,
     enc: [Cell<u128>; RUN],
 }
@@ -185,6 +188,7 @@ impl Slot {
             sortable: SortableBlock::new(),
             enc_source: Block::new(),
             enc_state: Cell::new(0),
+            enc_forks: Cell::new(0),
             enc_next: Cell::new(RUN),
             enc: [const { Cell::new(0) }; RUN],
         }
@@ -202,11 +206,12 @@ impl Slot {
         self.enc_next.set(RUN);
     }
 
-    /// The next 64-bit counter nonce from the block, if it holds one for this generation.
+    /// The next 64-bit counter nonce from the block for a call of `kind`, if it holds one for
+    /// this generation and `kind` was checked.
     #[inline]
-    fn hit64<C: Clock>(&self, f: &Factory<C>) -> Option<u64> {
+    fn hit64<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u64> {
         let b = &self.b64;
-        if !b.valid(f) {
+        if !(b.valid(f) && self.verified.get() & kind.mask() == kind.value()) {
             return None;
         }
         // Admitted when reserved (deadline and throttle), and nothing in a generation can
@@ -218,22 +223,31 @@ impl Slot {
         Some(raw64(&snap, v))
     }
 
-    fn miss64<C: Clock>(&self, f: &Factory<C>) -> Result<u64, Error> {
+    fn miss64<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u64, Error> {
         let b = &self.b64;
         if b.valid(f) {
+            // Plain and encrypted calls share the block: one the other form filled is checked
+            // against this call's kind once (the factory is enabled: the block's generation
+            // is current).
+            f.claim(kind)?;
+            self.verified.set(self.verified.get() | kind.value());
+            if let Some(v) = self.hit64(f, kind) {
+                return Ok(v);
+            }
             let v = b.next.get();
             Factory::<C>::check_ts(v >> COUNT64_BITS, &b.snap.get())?;
         }
         b.drop_values();
-        match f.reserve64(b.size.get())? {
+        match f.reserve64(b.size.get(), kind)? {
             Some((snap, first, n)) => {
+                self.verified.set(self.verified.get() | kind.value());
                 b.fill(snap, first, n);
                 b.consume();
                 Ok(raw64(&snap, first))
             }
             // Not one value may be issued now: the shared call waits for the clock or
             // refuses, taking nothing.
-            None => f.shared_counter64().map(Nonce64::to_u64),
+            None => f.shared_counter64(kind).map(Nonce64::to_u64),
         }
     }
 
@@ -283,30 +297,30 @@ impl Slot {
     }
 
     #[inline]
-    fn hit96<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
-        let (snap, v) = self.valid96(f, Kind::COUNTER96)?;
+    fn hit96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
+        let (snap, v) = self.valid96(f, kind)?;
         let n = Self::pack96::<C>(&snap, v).ok()?;
         self.b96.consume();
         Some(n)
     }
 
-    fn miss96<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
-        let (snap, v) = self.peek96(f, Kind::COUNTER96)?;
+    fn miss96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
+        let (snap, v) = self.peek96(f, kind)?;
         let n = Self::pack96::<C>(&snap, v)?;
         self.b96.consume();
         Ok(n)
     }
 
     #[inline]
-    fn hit128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
-        let (snap, v) = self.valid96(f, Kind::COUNTER128)?;
+    fn hit128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
+        let (snap, v) = self.valid96(f, kind)?;
         let n = Self::pack128::<C>(&snap, v).ok()?;
         self.b96.consume();
         Some(n)
     }
 
-    fn miss128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
-        let (snap, v) = self.peek96(f, Kind::COUNTER128)?;
+    fn miss128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
+        let (snap, v) = self.peek96(f, kind)?;
         let n = Self::pack128::<C>(&snap, v)?;
         self.b96.consume();
         Ok(n)
@@ -321,7 +335,7 @@ impl Slot {
         let now = f.now_ts();
         let snap = b.snap.get();
         let count = b.next.get();
-        if snap.state == f.state_word()
+        if f.is_current(snap.state, snap.forks)
             && b.ts.get() >= now
             && count < b.end.get()
             && self.verified.get() & kind.mask() == kind.value()
@@ -354,24 +368,24 @@ impl Slot {
     }
 
     #[inline]
-    fn hit_sortable96<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
-        let (snap, ts, count) = self.hit_sortable(f, Kind::SORTABLE96)?;
+    fn hit_sortable96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
+        let (snap, ts, count) = self.hit_sortable(f, kind)?;
         Some(layout::pack96(ts, snap.machine_id, count))
     }
 
-    fn miss_sortable96<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
-        let (snap, ts, count) = self.miss_sortable(f, Kind::SORTABLE96)?;
+    fn miss_sortable96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
+        let (snap, ts, count) = self.miss_sortable(f, kind)?;
         Ok(layout::pack96(ts, snap.machine_id, count))
     }
 
     #[inline]
-    fn hit_sortable128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
-        let (snap, ts, count) = self.hit_sortable(f, Kind::SORTABLE128)?;
+    fn hit_sortable128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
+        let (snap, ts, count) = self.hit_sortable(f, kind)?;
         Some(layout::pack128(ts, snap.machine_id, count))
     }
 
-    fn miss_sortable128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
-        let (snap, ts, count) = self.miss_sortable(f, Kind::SORTABLE128)?;
+    fn miss_sortable128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
+        let (snap, ts, count) = self.miss_sortable(f, kind)?;
         Ok(layout::pack128(ts, snap.machine_id, count))
     }
 
@@ -381,7 +395,7 @@ impl Slot {
     #[inline]
     fn hit_encrypted128<C: Clock>(&self, f: &Factory<C>) -> Option<u128> {
         let next = self.enc_next.get();
-        if next < RUN && self.enc_state.get() == f.state_word() {
+        if next < RUN && f.is_current(self.enc_state.get(), self.enc_forks.get()) {
             self.enc_next.set(next + 1);
             return Some(self.enc[next].get());
         }
@@ -399,7 +413,7 @@ impl Slot {
         if !(source.valid(f) && source.left() >= RUN as u64) {
             source.drop_values();
             let n = source.size.get().max(RUN as u64);
-            let (snap, first) = f.reserve(Counter::C96, Kind::COUNTER128, n)?;
+            let (snap, first) = f.reserve(Counter::C96, Kind::ENCRYPTED_COUNTER128, n)?;
             source.fill(snap, first, n);
         }
         let snap = source.snap.get();
@@ -413,6 +427,7 @@ impl Slot {
             cell.set(n.to_u128());
         }
         self.enc_state.set(snap.state);
+        self.enc_forks.set(snap.forks);
         self.enc_next.set(1);
         Ok(items[0].to_u128())
     }
@@ -499,35 +514,41 @@ fn miss<C: Clock, T>(
 }
 
 #[inline]
-pub(crate) fn counter64<C: Clock>(f: &Factory<C>) -> Result<Nonce64, Error> {
-    if let Some(v) = hit(f, Slot::hit64) {
+pub(crate) fn counter64<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce64, Error> {
+    if let Some(v) = hit(f, |slot, f| slot.hit64(f, kind)) {
         return Ok(Nonce64::from_u64(v));
     }
-    miss(f, Slot::miss64, |f| {
-        f.shared_counter64().map(Nonce64::to_u64)
-    })
+    miss(
+        f,
+        |slot, f| slot.miss64(f, kind),
+        |f| f.shared_counter64(kind).map(Nonce64::to_u64),
+    )
     .map(Nonce64::from_u64)
 }
 
 #[inline]
-pub(crate) fn counter96<C: Clock>(f: &Factory<C>) -> Result<Nonce96, Error> {
-    let v = match hit(f, Slot::hit96) {
+pub(crate) fn counter96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96, Error> {
+    let v = match hit(f, |slot, f| slot.hit96(f, kind)) {
         Some(v) => v,
-        None => miss(f, Slot::miss96, |f| {
-            f.shared_counter96().map(Nonce96::to_u128)
-        })?,
+        None => miss(
+            f,
+            |slot, f| slot.miss96(f, kind),
+            |f| f.shared_counter96(kind).map(Nonce96::to_u128),
+        )?,
     };
     Ok(Nonce96::from_u128(v).expect("96 bits"))
 }
 
 #[inline]
-pub(crate) fn counter128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> {
-    if let Some(v) = hit(f, Slot::hit128) {
+pub(crate) fn counter128<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce128, Error> {
+    if let Some(v) = hit(f, |slot, f| slot.hit128(f, kind)) {
         return Ok(Nonce128::from_u128(v));
     }
-    miss(f, Slot::miss128, |f| {
-        f.shared_counter128().map(Nonce128::to_u128)
-    })
+    miss(
+        f,
+        |slot, f| slot.miss128(f, kind),
+        |f| f.shared_counter128(kind).map(Nonce128::to_u128),
+    )
     .map(Nonce128::from_u128)
 }
 
@@ -544,23 +565,27 @@ pub(crate) fn encrypted128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> 
 }
 
 #[inline]
-pub(crate) fn sortable96<C: Clock>(f: &Factory<C>) -> Result<Nonce96, Error> {
-    let v = match hit(f, Slot::hit_sortable96) {
+pub(crate) fn sortable96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96, Error> {
+    let v = match hit(f, |slot, f| slot.hit_sortable96(f, kind)) {
         Some(v) => v,
-        None => miss(f, Slot::miss_sortable96, |f| {
-            f.shared_sortable96().map(Nonce96::to_u128)
-        })?,
+        None => miss(
+            f,
+            |slot, f| slot.miss_sortable96(f, kind),
+            |f| f.shared_sortable96(kind).map(Nonce96::to_u128),
+        )?,
     };
     Ok(Nonce96::from_u128(v).expect("96 bits"))
 }
 
 #[inline]
-pub(crate) fn sortable128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> {
-    if let Some(v) = hit(f, Slot::hit_sortable128) {
+pub(crate) fn sortable128<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce128, Error> {
+    if let Some(v) = hit(f, |slot, f| slot.hit_sortable128(f, kind)) {
         return Ok(Nonce128::from_u128(v));
     }
-    miss(f, Slot::miss_sortable128, |f| {
-        f.shared_sortable128().map(Nonce128::to_u128)
-    })
+    miss(
+        f,
+        |slot, f| slot.miss_sortable128(f, kind),
+        |f| f.shared_sortable128(kind).map(Nonce128::to_u128),
+    )
     .map(Nonce128::from_u128)
 }

@@ -23,8 +23,13 @@ fn machine_id(n: u16) -> MachineId {
 }
 const KEY: [u8; 32] = [9; 32];
 
+/// A factory whose plain and encrypted calls of one size these tests mix, to check what the
+/// two share (counters, throttle, generation).
 fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
-    let f = Factory::new(clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
+    let config = FactoryConfig::new()
+        .with_base_key(&KEY)
+        .with_plain_and_encrypted(true);
+    let f = Factory::new(clock, config).unwrap();
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
     f
 }
@@ -318,9 +323,13 @@ fn refused_sortable64_retries_never_run_past_the_clock() {
 #[test]
 fn deadline_stops_every_kind_and_renewal_resumes() {
     let clock = ManualClock::new(T0);
-    // One kind per size per factory: `f` issues counter nonces, `s` sortable ones.
+    // One kind per size per factory: `f` issues counter nonces, `s` sortable ones, each
+    // plain and encrypted.
     let leased = || {
-        let f = Factory::new(&clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
+        let config = FactoryConfig::new()
+            .with_base_key(&KEY)
+            .with_plain_and_encrypted(true);
+        let f = Factory::new(&clock, config).unwrap();
         f.enable(machine_id(3), T0 + 5).unwrap();
         f
     };

@@ -146,8 +146,9 @@ fn a_floor_at_or_past_the_deadline_issues_nothing() {
         let deadline = T0 + HOUR;
         let clock = ManualClock::new(T0).jump_on_wait(true);
         for cipher96 in ciphers96() {
-            let counters = factory(&clock, config(cipher96));
-            let sortables = factory(&clock, config(cipher96));
+            // Every entry point of each kind, plain and encrypted.
+            let counters = factory(&clock, config(cipher96).with_plain_and_encrypted(true));
+            let sortables = factory(&clock, config(cipher96).with_plain_and_encrypted(true));
             counters
                 .enable_above(machine_id(5), floor, deadline)
                 .unwrap();
@@ -344,7 +345,11 @@ proptest! {
         id in 0u16..3,
         thread_cache in any::<bool>(),
     ) {
-        let cfg = config(cipher96).with_kind64(kinds[0]).with_kind96(kinds[1]).with_kind128(kinds[2]);
+        let cfg = config(cipher96)
+            .with_kind64(kinds[0])
+            .with_kind96(kinds[1])
+            .with_kind128(kinds[2])
+            .with_plain_and_encrypted(true);
         // Per-thread blocks behind the factory's own calls, or not.
         #[cfg(feature = "std")]
         let cfg = cfg.with_thread_cache(thread_cache);

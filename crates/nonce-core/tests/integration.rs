@@ -8,6 +8,7 @@
 mod common;
 mod factory;
 mod floor;
+mod fork;
 mod fuzz;
 mod kinds;
 mod known_answers;

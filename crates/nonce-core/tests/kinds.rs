@@ -39,7 +39,8 @@ fn counter_and_sortable_of_one_size_never_repeat() {
 
 /// For every pair of entry points of one size and different kinds: the first call fixes the
 /// kind, the other is refused with `KindConflict` naming it, and the first goes on working.
-/// Entry points of different sizes never conflict.
+/// Entry points of different sizes never conflict (nor, with both forms allowed, plain and
+/// encrypted ones: see `plain_and_encrypted_of_one_size_are_refused` for those).
 #[test]
 fn the_first_call_of_a_size_fixes_its_kind() {
     let mut pairs = 0;
@@ -47,7 +48,7 @@ fn the_first_call_of_a_size_fixes_its_kind() {
         for first in all_ops() {
             for second in all_ops() {
                 let clock = ManualClock::new(T0);
-                let f = enabled(&clock, config(cipher96));
+                let f = enabled(&clock, config(cipher96).with_plain_and_encrypted(true));
                 let h = f.handle();
                 let (bits, locked) = first.claims(cipher96);
                 let (bits2, base2) = second.claims(cipher96);
@@ -307,6 +308,135 @@ fn the_message_says_what_went_wrong_and_what_to_do() {
     assert!(msg.contains("for counter 128-bit nonces"), "{msg}");
 }
 
+/// An encrypted nonce can equal a plain one of the same size; a factory hands out one form
+/// per returned size. For every pair of entry points of one returned size and different
+/// forms (and no conflict of base kinds): the first call fixes the form, the other is refused
+/// with `EncryptionConflict` naming it, and the first goes on working.
+#[test]
+fn plain_and_encrypted_of_one_size_are_refused() {
+    let mut pairs = 0;
+    for cipher96 in ciphers96() {
+        for first in all_ops() {
+            for second in all_ops() {
+                let (bits, encrypted) = first.form();
+                let (bits2, encrypted2) = second.form();
+                let (base_bits, locked) = first.claims(cipher96);
+                let (base_bits2, base2) = second.claims(cipher96);
+                if bits != bits2 || encrypted == encrypted2 {
+                    continue;
+                }
+                if base_bits == base_bits2 && locked != base2 {
+                    continue;
+                }
+                let clock = ManualClock::new(T0);
+                let f = enabled(&clock, config(cipher96));
+                let h = f.handle();
+                assert!(first.run(&f, &h).is_ok(), "{first:?} {cipher96}");
+                pairs += 1;
+                assert_eq!(
+                    second.run(&f, &h),
+                    Err(Error::EncryptionConflict { bits, encrypted }),
+                    "{first:?} then {second:?} ({cipher96})"
+                );
+                assert!(first.run(&f, &h).is_ok(), "{first:?} after {second:?}");
+            }
+        }
+    }
+    assert!(pairs >= 60, "{pairs} conflicting pairs checked");
+}
+
+/// The setting that allows both forms: every pair of one base kind works side by side.
+#[test]
+fn plain_and_encrypted_side_by_side_when_allowed() {
+    for cipher96 in ciphers96() {
+        for first in all_ops() {
+            for second in all_ops() {
+                let (base_bits, locked) = first.claims(cipher96);
+                let (base_bits2, base2) = second.claims(cipher96);
+                if base_bits == base_bits2 && locked != base2 {
+                    continue;
+                }
+                let clock = ManualClock::new(T0);
+                let f = enabled(&clock, config(cipher96).with_plain_and_encrypted(true));
+                let h = f.handle();
+                for op in [first, second, first, second] {
+                    let got = op.run(&f, &h);
+                    assert!(got.is_ok(), "{first:?}, {second:?} ({cipher96}): {got:?}");
+                }
+            }
+        }
+    }
+    assert!(
+        config(Cipher96::Speck)
+            .with_plain_and_encrypted(true)
+            .plain_and_encrypted()
+    );
+    assert!(!config(Cipher96::Speck).plain_and_encrypted());
+}
+
+/// A call refused for its form takes no counter value, from the factory or a handle's block.
+#[test]
+fn a_call_refused_for_its_form_consumes_nothing() {
+    let clock = ManualClock::new(T0);
+    let f = enabled(&clock, config(Cipher96::Blowfish));
+    let epoch = f.epoch_ms();
+    assert_eq!(f.counter64().unwrap().decode(epoch).count, 0);
+    let h = f.handle();
+    for _ in 0..10 {
+        let refused = Err(Error::EncryptionConflict {
+            bits: 64,
+            encrypted: false,
+        });
+        assert_eq!(f.encrypted64(Base::Counter), refused);
+        assert_eq!(h.encrypted64(), refused);
+    }
+    assert_eq!(f.counter64().unwrap().decode(epoch).count, 1);
+    // The handle's first refusal came before it reserved anything.
+    assert_eq!(h.counter64().unwrap().decode(epoch).count, 2);
+    // A handle whose block the plain calls filled is refused for the encrypted ones, and
+    // keeps the block for the plain ones.
+    assert_eq!(h.counter64().unwrap().decode(epoch).count, 3);
+    assert!(h.encrypted64().is_err());
+    assert_eq!(h.counter64().unwrap().decode(epoch).count, 4);
+    // Encrypted 96-bit nonces under Blowfish have a 64-bit base but return 96 bits: a
+    // factory issuing plain 64-bit nonces may issue them, and then no plain 96-bit ones.
+    assert!(f.encrypted96(Base::Counter).is_ok());
+    assert_eq!(
+        f.counter96(),
+        Err(Error::EncryptionConflict {
+            bits: 96,
+            encrypted: true
+        })
+    );
+}
+
+#[test]
+fn the_encryption_message_says_what_went_wrong_and_what_to_do() {
+    let msg = Error::EncryptionConflict {
+        bits: 64,
+        encrypted: true,
+    }
+    .to_string();
+    assert!(msg.contains("issues encrypted 64-bit nonces"), "{msg}");
+    assert!(
+        msg.contains("plain or encrypted nonces of one size"),
+        "{msg}"
+    );
+    assert!(msg.contains("n*m/2^64"), "{msg}");
+    assert!(
+        msg.contains("use a separate factory for plain 64-bit nonces"),
+        "{msg}"
+    );
+    assert!(msg.contains("with_plain_and_encrypted(true)"), "{msg}");
+    let msg = Error::EncryptionConflict {
+        bits: 128,
+        encrypted: false,
+    }
+    .to_string();
+    assert!(msg.contains("issues plain 128-bit nonces"), "{msg}");
+    assert!(msg.contains("for encrypted 128-bit nonces"), "{msg}");
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Call(Op, usize),
@@ -343,17 +473,22 @@ fn slot(bits: u16) -> usize {
 }
 
 proptest! {
-    /// Random interleavings of every entry point, with re-enables, handles and declared
-    /// kinds: each call succeeds exactly when its kind is its size's kind (fixed by the
-    /// declaration or the first successful call), and no value repeats within a size.
+    /// Random interleavings of every entry point, with re-enables, handles, declared kinds
+    /// and both forms allowed or not: each call succeeds exactly when its kind is its base
+    /// size's kind (fixed by the declaration or the first successful call) and its form
+    /// (plain or encrypted) its returned size's (fixed by the first successful call, unless
+    /// both are allowed), and no value repeats within a size.
     #[test]
     fn interleaved_kinds_never_repeat_a_value(
         cipher96 in proptest::sample::select(ciphers96()),
         kinds in (declared(), declared(), declared()),
+        both_forms in any::<bool>(),
         steps in proptest::collection::vec(step(), 1..80),
     ) {
         let clock = ManualClock::new(T0).jump_on_wait(true);
-        let mut cfg = config(cipher96);
+        let mut cfg = config(cipher96).with_plain_and_encrypted(both_forms);
+        // Per returned size: whether the factory's nonces are encrypted, once fixed.
+        let mut forms: [Option<bool>; 3] = [None; 3];
         let mut locks = [kinds.0, kinds.1, kinds.2];
         for (i, k) in locks.iter().enumerate() {
             if let Some(base) = *k {
@@ -378,13 +513,22 @@ proptest! {
                             prop_assert_eq!(got, Err(Error::Disabled));
                             continue;
                         }
+                        let (out_bits, encrypted) = op.form();
+                        let form = &mut forms[slot(out_bits)];
                         let lock = &mut locks[slot(bits)];
-                        match *lock {
-                            Some(locked) if locked != base => {
+                        match (*lock, *form) {
+                            (Some(locked), _) if locked != base => {
                                 prop_assert_eq!(got, Err(Error::KindConflict { bits, locked }));
+                            }
+                            (_, Some(fixed)) if fixed != encrypted && !both_forms => {
+                                prop_assert_eq!(
+                                    got,
+                                    Err(Error::EncryptionConflict { bits: out_bits, encrypted: fixed })
+                                );
                             }
                             _ => {
                                 *lock = Some(base);
+                                *form = Some(encrypted);
                                 let values = got.map_err(|e| TestCaseError::fail(format!("{op:?}: {e}")))?;
                                 for v in values {
                                     prop_assert!(seen.insert(v), "{:?} repeated {:x?}", op, v);

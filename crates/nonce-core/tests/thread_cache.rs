@@ -26,12 +26,15 @@ fn machine_id(n: u16) -> MachineId {
 }
 const KEY: [u8; 32] = [9; 32];
 
+/// A factory with the thread cache, whose plain and encrypted calls of one size these tests
+/// mix, to check what the two share (blocks, generation, deadline).
 fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
     let f = Factory::new(
         clock,
         FactoryConfig::new()
             .with_base_key(&KEY)
-            .with_thread_cache(true),
+            .with_thread_cache(true)
+            .with_plain_and_encrypted(true),
     )
     .unwrap();
     f.enable(machine_id(id), NO_DEADLINE).unwrap();
@@ -39,7 +42,10 @@ fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
 }
 
 fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
-    let f = Factory::new(clock, FactoryConfig::new().with_base_key(&KEY)).unwrap();
+    let config = FactoryConfig::new()
+        .with_base_key(&KEY)
+        .with_plain_and_encrypted(true);
+    let f = Factory::new(clock, config).unwrap();
     f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
 }

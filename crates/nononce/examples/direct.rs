@@ -15,9 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let handle = factory.handle(); // one per thread
     println!("{}", handle.counter64()?);
     println!("{}", handle.encrypted128()?);
-    // One kind per size: this factory's 64-bit nonces are counters, so its encrypted 64-bit
-    // nonces are made from counters too (`Base::Sortable` would fail with `KindConflict`).
-    println!("{}", factory.encrypted64(Base::Counter)?);
+    // One kind per size: this factory's 64-bit nonces are counters, so its encrypted 96-bit
+    // nonces (Blowfish: a 64-bit base) are made from counters too (`Base::Sortable` would fail
+    // with `KindConflict`). And plain or encrypted per size: its 64-bit nonces are plain, so
+    // `encrypted64` would fail with `EncryptionConflict`.
+    println!("{}", factory.encrypted96(Base::Counter)?);
     println!("now: {} ms", clock.now_ms());
     Ok(())
 }

@@ -57,7 +57,10 @@ async fn a_started_factory_gives_each_thread_its_own_block() {
     let nonces = Nononce::builder(store.strategy())
         .with_factory(
             "ids",
-            FactoryOptions::new().with_base_key(vec![4u8; 32].into()),
+            // Plain and encrypted 128-bit nonces from the one factory.
+            FactoryOptions::new()
+                .with_base_key(vec![4u8; 32].into())
+                .with_plain_and_encrypted(true),
         )
         .with_lease_config(
             LeaseConfig::default()

@@ -140,6 +140,26 @@ impl Op {
         }
     }
 
+    /// The size in bits of what this entry point returns, and whether it is encrypted: its
+    /// form, which a factory fixes per returned size (plain or encrypted).
+    pub fn form(self) -> (u16, bool) {
+        let bits = match self {
+            Op::Counter64
+            | Op::Sortable64
+            | Op::Encrypted64(_)
+            | Op::HandleCounter64
+            | Op::HandleEncrypted64 => 64,
+            Op::Counter96
+            | Op::Sortable96
+            | Op::Encrypted96(_)
+            | Op::HandleCounter96
+            | Op::HandleEncrypted96
+            | Op::HandleSortable96 => 96,
+            _ => 128,
+        };
+        (bits, self.encrypted())
+    }
+
     /// Whether the values this entry point issues are encrypted.
     pub fn encrypted(self) -> bool {
         matches!(

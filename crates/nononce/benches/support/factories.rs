@@ -12,10 +12,12 @@ const T0: u64 = 1_800_000_000_000;
 const AHEAD_MS: u64 = 1_000_000_000;
 
 /// A factory as the facade builds it (`FactoryOptions::new()`: thread cache on), or with
-/// other options, on a manual clock set up as above.
+/// other options, on a manual clock set up as above. Its rows call plain and encrypted
+/// 128-bit nonces on the one factory, which it therefore allows.
 pub fn factory(options: FactoryOptions) -> Factory<ManualClock> {
     let f = options
         .with_base_key(KEY.to_vec().into())
+        .with_plain_and_encrypted(true)
         .build(ManualClock::new(T0))
         .unwrap();
     f.enable(MachineId::new(17).unwrap(), T0 + 2 * AHEAD_MS)
