@@ -134,12 +134,14 @@ pub trait DynStrategy: Send + Sync {
         requested: Duration,
         floor_ms: u64,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>>;
-    /// [`Strategy::release_with_floor`], boxed.
+    /// [`Strategy::release_with_floor`] with `Some(floor_ms)`, boxed; [`Strategy::release`]
+    /// with `None`, which leaves a recorded floor as it is. A floor of 0 is a floor: a backend
+    /// stores it, and the next holder of the ID starts from its own clock again.
     fn release_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
         guard: Duration,
-        floor_ms: u64,
+        floor_ms: Option<u64>,
     ) -> BoxFuture<'a, Result<(), DynError>>;
     /// [`Strategy::check_config`].
     fn check_config_boxed(&self, config: &crate::LeaseConfig) -> Result<(), DynError>;
@@ -190,13 +192,15 @@ impl<S: Strategy> DynStrategy for S {
         &'a self,
         lease: &'a AnyLease,
         guard: Duration,
-        floor_ms: u64,
+        floor_ms: Option<u64>,
     ) -> BoxFuture<'a, Result<(), DynError>> {
         Box::pin(async move {
             let lease = self.own_lease(lease)?;
-            self.release_with_floor(lease, guard, floor_ms)
-                .await
-                .map_err(DynError::new)
+            let released = match floor_ms {
+                Some(floor_ms) => self.release_with_floor(lease, guard, floor_ms).await,
+                None => self.release(lease, guard).await,
+            };
+            released.map_err(DynError::new)
         })
     }
 
@@ -251,7 +255,7 @@ impl Strategy for dyn DynStrategy {
     }
 
     async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), DynError> {
-        self.release_boxed(lease, guard, 0).await
+        self.release_boxed(lease, guard, None).await
     }
 
     fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), DynError> {
@@ -286,7 +290,7 @@ impl Strategy for dyn DynStrategy {
         guard: Duration,
         floor_ms: u64,
     ) -> Result<(), DynError> {
-        self.release_boxed(lease, guard, floor_ms).await
+        self.release_boxed(lease, guard, Some(floor_ms)).await
     }
 
     fn deterministic(&self) -> bool {

@@ -369,7 +369,9 @@ fn join_chain(
 ///   replica that missed the last writes), learns again what was issued under the ID before
 ///   its amnesia guard lets a successor in.
 /// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
-///   lowered by anything but the holder's own release.
+///   lowered by anything but the holder's own `release_with_floor`. The plain
+///   [`release`](Strategy::release) leaves it as stored: a wrapper must forward it as `release`,
+///   never as `release_with_floor(.., 0)`, which stores 0.
 /// - A strategy that grants less than was asked may record `floor_ms - (requested - ttl)`
 ///   ([`time::granted_floor`](crate::time::granted_floor)) instead: the manager's deadline never
 ///   exceeds `sent + ttl - margin` ([`time::local_deadline`](crate::time::local_deadline)), which
