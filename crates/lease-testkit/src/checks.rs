@@ -676,21 +676,60 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         ));
     }
     match again.floor_ms {
+        f if f == raised => {}
+        f if f == FLOOR_BASE + 1 => {
+            return Err(format!(
+                "a release by a holder whose lease on machine id {id} had expired and been taken set \
+                 the floor: release must match the token before it sets the floor, and may only \
+                 raise it otherwise"
+            ));
+        }
+        f if f == released => {
+            return Err(format!(
+                "a release of a lost lease on machine id {id} with a floor of {raised}, above the \
+                 stored {released}, did not raise it: a lost lease's release must raise the floor \
+                 to what was issued under it (a coordinator that forgot the lease forgot its floor)"
+            ));
+        }
+        f => {
+            return Err(format!(
+                "after the holder of machine id {id} released it with a floor of {released} and the \
+                 holder it was lost by with {raised}, the next grant reported {f}: release must \
+                 store the floor it is given, and a lost lease's release raise it"
+            ));
+        }
+    }
+
+    // A release that gives no floor (the plain `release`) must leave the stored one as it is:
+    // a floor of 0 stored in its place lets the next holder start from its own clock again.
+    renew_all(&filler, &fillers, options).await?;
+    third
+        .release(&again.lease, options.guard)
+        .await
+        .map_err(|e| format!("release without a floor failed: {}", describe(&e)))?;
+    let released_at = Instant::now();
+    sleep_until(released_at + options.guard + options.slack).await;
+    let fourth = harness.node().await;
+    let last = acquire_with_floor(&fourth, options, FLOOR_BASE + 10)
+        .await
+        .map_err(|e| format!("acquiring the released machine id {id} failed: {e}"))?;
+    if last.machine_id != id {
+        return Err(format!(
+            "with every other id held, acquire handed out {} instead of the released {id}",
+            last.machine_id
+        ));
+    }
+    match last.floor_ms {
         f if f == raised => Ok(Outcome::Passed),
-        f if f == FLOOR_BASE + 1 => Err(format!(
-            "a release by a holder whose lease on machine id {id} had expired and been taken set \
-             the floor: release must match the token before it sets the floor, and may only \
-             raise it otherwise"
-        )),
-        f if f == released => Err(format!(
-            "a release of a lost lease on machine id {id} with a floor of {raised}, above the \
-             stored {released}, did not raise it: a lost lease's release must raise the floor \
-             to what was issued under it (a coordinator that forgot the lease forgot its floor)"
+        0 => Err(format!(
+            "a release without a floor (`release`) of machine id {id} stored a floor of 0 in \
+             place of {raised}: only `release_with_floor` may set the floor, and `release` \
+             (and every wrapper's, such as `BoxStrategy`'s) must leave it as stored"
         )),
         f => Err(format!(
-            "after the holder of machine id {id} released it with a floor of {released} and the \
-             holder it was lost by with {raised}, the next grant reported {f}: release must \
-             store the floor it is given, and a lost lease's release raise it"
+            "a release without a floor (`release`) of machine id {id} changed its floor from \
+             {raised} to {f}: only `release_with_floor` may set the floor, and `release` (and \
+             every wrapper's, such as `BoxStrategy`'s) must leave it as stored"
         )),
     }
 }

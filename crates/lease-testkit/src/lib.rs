@@ -267,7 +267,8 @@ pub enum Check {
     /// A strategy that [records floors](lease_core::Strategy::records_floor) keeps an ID's
     /// timestamp floor across holders: raised by acquire and renew (never lowered by them),
     /// surviving expiry, set by the holder's release, only raised by the release of a lease
-    /// that was lost. Needs `holds_all_ids`.
+    /// that was lost, and left as it is by a release that gives none (the plain `release`).
+    /// Needs `holds_all_ids`.
     FloorTravels,
 }
 

@@ -48,6 +48,9 @@ pub enum Flaw {
     /// Release of a lease that is no longer ours leaves the floor as it is, instead of raising
     /// it to what was issued under the lease.
     LostReleaseKeepsFloor,
+    /// The plain `release` stores a floor of 0, as a wrapper does that forwards it as
+    /// `release_with_floor(.., 0)`.
+    PlainReleaseZeroesFloor,
 }
 
 /// An error of the in-memory strategy.
@@ -408,7 +411,8 @@ impl Strategy for MemoryStrategy {
     }
 
     async fn release(&self, lease: &MemoryLease, guard: Duration) -> Result<(), MemoryLeaseError> {
-        self.release_with_floor(lease, guard, 0).await
+        let floor_ms = self.store.has(Flaw::PlainReleaseZeroesFloor).then_some(0);
+        self.release_recording(lease, guard, floor_ms)
     }
 
     async fn release_with_floor(
@@ -416,6 +420,23 @@ impl Strategy for MemoryStrategy {
         lease: &MemoryLease,
         guard: Duration,
         floor_ms: u64,
+    ) -> Result<(), MemoryLeaseError> {
+        self.release_recording(lease, guard, Some(floor_ms))
+    }
+
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+}
+
+impl MemoryStrategy {
+    /// Releases `lease`; with `Some` floor, records it as the backends do (a floor of 0 is
+    /// stored as 0), with `None` leaves the floor alone.
+    fn release_recording(
+        &self,
+        lease: &MemoryLease,
+        guard: Duration,
+        floor_ms: Option<u64>,
     ) -> Result<(), MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
@@ -426,9 +447,8 @@ impl Strategy for MemoryStrategy {
             .copied()
             .flatten()
             .is_some_and(|row| row.token == lease.token);
-        // `floor_ms == 0`: the floor-less `release`, which leaves the floor alone. Ours: the
-        // exact bound of what was issued. Not ours (a lost lease): only ever raised.
-        if floor_ms > 0 {
+        // Ours: the exact bound of what was issued. Not ours (a lost lease): only ever raised.
+        if let Some(floor_ms) = floor_ms {
             if ours || store.has(Flaw::ReleaseFloorIgnoresToken) {
                 store.record_floor(index, floor_ms, true);
             } else if !store.has(Flaw::LostReleaseKeepsFloor) {
@@ -447,9 +467,5 @@ impl Strategy for MemoryStrategy {
             row.expires_at = row.expires_at.min(until);
         }
         Ok(())
-    }
-
-    fn name(&self) -> &'static str {
-        "memory"
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use lease_core::{Grant, MachineId, Renewal, Strategy};
+use lease_core::{BoxStrategy, Grant, MachineId, Renewal, Strategy};
 use lease_testkit::memory::{Flaw, MemoryStore};
 use lease_testkit::{Capabilities, Check, Options, Outcome, Report};
 
@@ -134,7 +134,37 @@ async fn floor_flaws_are_caught() {
         assert_caught(Flaw::RenewLowersFloor, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::ReleaseFloorIgnoresToken, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::LostReleaseKeepsFloor, Check::FloorTravels, hooks).await;
+        assert_caught(Flaw::PlainReleaseZeroesFloor, Check::FloorTravels, hooks).await;
     }
+}
+
+/// The reference store behind the object-safe [`BoxStrategy`], as a strategy chosen at run
+/// time reaches it.
+struct Boxed(MemoryStore);
+
+impl lease_testkit::Harness for Boxed {
+    type Strategy = BoxStrategy;
+
+    fn node(&self) -> impl Future<Output = BoxStrategy> + Send {
+        let strategy: BoxStrategy = Box::new(self.0.strategy());
+        async move { strategy }
+    }
+
+    fn expire(&self, id: MachineId) -> impl Future<Output = bool> + Send {
+        self.0.expire(id);
+        async { true }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_boxed_strategy_carries_the_floor_and_its_plain_release_keeps_it() {
+    let outcome = lease_testkit::run_check(
+        Check::FloorTravels,
+        || async { Boxed(MemoryStore::new().with_capacity(512)) },
+        &options(),
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Passed);
 }
 
 #[tokio::test(start_paused = true)]
