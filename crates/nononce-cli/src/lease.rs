@@ -148,8 +148,9 @@ impl Strategy for Watched {
         self.renew_with_floor(lease, requested, 0).await
     }
 
+    // Not `release_with_floor(.., 0)`: a backend stores a floor of 0 as given.
     async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), WatchedError> {
-        self.release_with_floor(lease, guard, 0).await
+        Ok(self.inner.release(lease, guard).await?)
     }
 
     fn records_floor(&self) -> bool {
