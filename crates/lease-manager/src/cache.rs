@@ -19,6 +19,20 @@ pub struct CachedLease<L> {
     pub ttl: Duration,
     /// The timestamp floor the lease was granted with (Unix ms).
     pub floor_ms: u64,
+    /// An upper bound (Unix ms) of every timestamp the factories of the managers that held
+    /// this lease issued, 0 when none reported one: raised on every renewal, when a manager is
+    /// dropped or shut down and after a panic. A manager resuming the lease with new factories
+    /// starts them above it (as above the floor): a floor ahead of the clock, or a resume in
+    /// the same millisecond, would otherwise give them the earlier factories' values again.
+    pub issued_up_to_ms: u64,
+}
+
+impl<L> CachedLease<L> {
+    /// What a manager resuming this lease starts its factories above, and never releases it
+    /// with less than: the granted floor or what was issued under the lease, the larger.
+    pub(crate) fn resume_floor_ms(&self) -> u64 {
+        self.floor_ms.max(self.issued_up_to_ms)
+    }
 }
 
 // Manual impl: `L` itself need not be `Clone` behind the `Arc`.
@@ -30,6 +44,7 @@ impl<L> Clone for CachedLease<L> {
             deadline_ms: self.deadline_ms,
             ttl: self.ttl,
             floor_ms: self.floor_ms,
+            issued_up_to_ms: self.issued_up_to_ms,
         }
     }
 }
@@ -55,6 +70,14 @@ impl<L> LeaseCache<L> {
     /// Stores `lease`, replacing what was there.
     pub fn store(&self, lease: CachedLease<L>) {
         *self.lock() = Some(lease);
+    }
+
+    /// Raises the cached lease's [`issued_up_to_ms`](CachedLease::issued_up_to_ms) to
+    /// `issued_up_to_ms`; nothing when no lease is cached.
+    pub(crate) fn record_issued(&self, issued_up_to_ms: u64) {
+        if let Some(cached) = self.lock().as_mut() {
+            cached.issued_up_to_ms = cached.issued_up_to_ms.max(issued_up_to_ms);
+        }
     }
 
     /// Forgets the cached lease.

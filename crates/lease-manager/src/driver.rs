@@ -316,6 +316,7 @@ impl<S: Strategy + 'static> LeaseManager<S> {
         }
         // Whatever happened in the task, nothing generates after shutdown.
         self.targets.retire();
+        self.cache.record_issued(self.targets.issued_up_to_ms());
     }
 }
 
@@ -326,6 +327,9 @@ impl<S: Strategy> Drop for LeaseManager<S> {
             // and none after it reaches the targets; then stop the task.
             self.targets.retire();
             task.abort();
+            // Exact now that the targets are off: a manager resuming the cached lease with
+            // new factories starts them above it.
+            self.cache.record_issued(self.targets.issued_up_to_ms());
         }
     }
 }
@@ -398,6 +402,7 @@ impl<S: Strategy + 'static> Driver<S> {
             };
             // A panic must never leave the targets generating.
             self.disable_all();
+            self.record_issued();
             self.state.send_replace(LeaseState::Starting);
             if during_cache_renew {
                 // Renewing this cached lease is what panics: acquire a new one next time.
@@ -609,7 +614,10 @@ impl<S: Strategy + 'static> Driver<S> {
                         let _ = std::panic::catch_unwind(AssertUnwindSafe(|| callback(&reason)));
                     }
                 }
-                Effect::StoreCache(lease) => self.cache.store(lease),
+                Effect::StoreCache(lease) => {
+                    self.cache.store(lease);
+                    self.record_issued();
+                }
                 Effect::ClearCache => self.cache.clear(),
                 Effect::Event(event) => telemetry::event(self.name, &event, span),
             }
@@ -629,6 +637,20 @@ impl<S: Strategy + 'static> Driver<S> {
 
     fn disable_all(&self) {
         self.targets.disable();
+    }
+
+    /// Raises the cached lease's bound of what was issued to what the targets report.
+    fn record_issued(&self) {
+        self.cache.record_issued(self.targets.issued_up_to_ms());
+    }
+}
+
+/// A driver that unwinds (a panic outside the caught calls) or is cancelled still leaves the
+/// cached lease with a bound of what its targets issued. A driver dropped late, after a newer
+/// manager cached its own lease, only raises that bound: a higher floor is never unsafe.
+impl<S: Strategy> Drop for Driver<S> {
+    fn drop(&mut self) {
+        self.cache.record_issued(self.targets.issued_up_to_ms());
     }
 }
 

@@ -860,3 +860,55 @@ async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease(
     );
     assert!(entries(&s.log).is_empty(), "{:?}", entries(&s.log));
 }
+
+/// A manager with a fresh nonce factory resumes `cache`; the factory issues `count` nonces.
+async fn resume_and_issue(
+    s: &Setup,
+    cache: lease_manager::LeaseCache<(u16, u64)>,
+    count: usize,
+) -> (LeaseManager<Arc<TestCoordinator>>, Vec<nonce_core::Nonce96>) {
+    let factory =
+        Arc::new(nonce_core::Factory::new(s.clock, nonce_core::FactoryConfig::new()).unwrap());
+    let manager = LeaseManager::builder(Arc::clone(&s.coordinator))
+        .with_clock(s.clock)
+        .with_target(factory.clone())
+        .with_cache(cache)
+        .start()
+        .await
+        .unwrap();
+    let nonces = (0..count).map(|_| factory.counter96().unwrap()).collect();
+    (manager, nonces)
+}
+
+/// Two managers in turn on one cached lease, each with its own new factory, issue `count`
+/// nonces each without moving the clock; the repeats among them.
+async fn repeats_across_a_cached_handover(s: &Setup, count: usize) -> usize {
+    let cache = lease_manager::LeaseCache::new();
+    let (first, mut issued) = resume_and_issue(s, cache.clone(), count).await;
+    drop(first); // a crash: the lease stays cached, unreleased
+    let (second, more) = resume_and_issue(s, cache, count).await;
+    assert_eq!(
+        entries(&s.log),
+        ["acquire 0", "renew 0"],
+        "the second manager must resume the cached lease"
+    );
+    issued.extend(more);
+    second.shutdown().await;
+    let distinct: std::collections::HashSet<_> = issued.iter().collect();
+    issued.len() - distinct.len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_lease_starts_above_what_a_floor_ahead_let_the_first_factory_issue() {
+    let s = setup(1, Duration::from_secs(8 * 3600));
+    // Granted with a floor an hour ahead of the clock: the factory counts up from it.
+    s.coordinator.floors.lock().unwrap()[0] = BASE + HOUR_MS;
+    assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_lease_starts_above_what_the_first_factory_issued_in_the_same_millisecond() {
+    let s = setup(1, Duration::from_secs(8 * 3600));
+    // The paused clock does not move: both factories issue in the same millisecond.
+    assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
+}

@@ -581,6 +581,7 @@ fn cached_lease_is_renewed_first() {
         deadline_ms: T0 + HOUR,
         ttl: secs(8 * 3600),
         floor_ms: 0,
+        issued_up_to_ms: 0,
     };
     let mut m = LeaseMachine::new(
         LeaseConfig::default(),
@@ -911,6 +912,7 @@ mod properties {
             deadline_ms: T0 + 20_000,
             ttl: secs(60),
             floor_ms: 0,
+            issued_up_to_ms: 0,
         });
         let mut m = LeaseMachine::new(LeaseConfig::default(), deterministic, cache, Jitter::new(5))
             .unwrap();
@@ -1345,6 +1347,7 @@ fn a_machine_replacing_a_started_one_never_fails_and_labels_reacquisitions() {
         deadline_ms: T0 + HOUR,
         ttl: secs(8 * 3600),
         floor_ms: 0,
+        issued_up_to_ms: 0,
     };
     let mut m = LeaseMachine::new(LeaseConfig::default(), false, Some(cached), Jitter::new(3))
         .unwrap()

@@ -33,7 +33,7 @@ impl<L> LeaseMachine<L> {
         });
         if self.started {
             // The ID was in use before the restart: stopping is a loss the application hears of.
-            let lost = (Arc::clone(&cached.lease), cached.floor_ms);
+            let lost = (Arc::clone(&cached.lease), cached.resume_floor_ms());
             return self.lose(
                 lost,
                 cached.deadline_ms,

@@ -371,7 +371,7 @@ impl<L> LeaseMachine<L> {
         let (lost, deadline) = match &phase {
             Phase::Held { held, .. } => ((Arc::clone(&held.lease), held.floor_ms), held.deadline),
             Phase::Recovering { cached, .. } => (
-                (Arc::clone(&cached.lease), cached.floor_ms),
+                (Arc::clone(&cached.lease), cached.resume_floor_ms()),
                 cached.deadline_ms,
             ),
             _ => {
@@ -398,7 +398,10 @@ impl<L> LeaseMachine<L> {
                 return;
             }
             Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
-            Phase::Recovering { cached, .. } => Some((cached.lease, cached.floor_ms)),
+            Phase::Recovering { cached, .. } => {
+                let floor_ms = cached.resume_floor_ms();
+                Some((cached.lease, floor_ms))
+            }
             // A refused grant being given back is released all the same, then the machine stops.
             Phase::Releasing {
                 lease, floor_ms, ..
@@ -477,7 +480,8 @@ impl<L> LeaseMachine<L> {
             lease: Arc::new(renewal.lease),
             deadline,
             ttl: renewal.ttl,
-            floor_ms: cached.floor_ms,
+            // New factories start above what earlier ones issued under this lease.
+            floor_ms: cached.resume_floor_ms(),
             coordinator: renewal
                 .coordinator_ms
                 .map(|coordinator_ms| CoordinatorReading {
@@ -520,6 +524,8 @@ impl<L> LeaseMachine<L> {
             deadline_ms: held.deadline,
             ttl: held.ttl,
             floor_ms: held.floor_ms,
+            // The driver raises it to what its targets report.
+            issued_up_to_ms: 0,
         }));
     }
 
