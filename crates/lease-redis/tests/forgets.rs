@@ -146,7 +146,7 @@ async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
     let granted = loop {
         match b.acquire_with_floor(MAX_LEASE, now_ms(), 0).await {
             Ok(grant) => break grant,
-            Err(e) if matches!(e, RedisLeaseError::LeaseDataMissing { .. }) => {
+            Err(RedisLeaseError::LeaseDataMissing { .. }) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => panic!("{}: {e}", server.name),
