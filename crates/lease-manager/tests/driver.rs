@@ -912,3 +912,39 @@ async fn a_resumed_lease_starts_above_what_the_first_factory_issued_in_the_same_
     // The paused clock does not move: both factories issue in the same millisecond.
     assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_cached_lease_records_what_the_targets_issued() {
+    let s = setup(4, Duration::from_secs(8 * 3600));
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
+    let cache = manager.cache();
+    let issued = |cache: &lease_manager::LeaseCache<(u16, u64)>| {
+        cache.get().map(|cached| cached.issued_up_to_ms)
+    };
+    // Each renewal records what the targets report.
+    *s.target.issued.lock().unwrap() = BASE + 5;
+    sleep_ms(30 * 60_000).await;
+    assert_eq!(entries(&s.log).last().map(String::as_str), Some("renew 0"));
+    assert_eq!(issued(&cache), Some(BASE + 5));
+    // A panic records it before the restart renews anything.
+    *s.target.issued.lock().unwrap() = BASE + 10;
+    s.coordinator.fault(Fault::Panic);
+    let last = |s: &Setup| entries(&s.log).last().cloned();
+    // The renewal is due in the 30th minute from here: step through it finely enough to see
+    // the state between the panic and the restart's renewal.
+    sleep_ms(29 * 60_000).await;
+    for _ in 0..2 * 60_000 {
+        if last(&s).as_deref() == Some("disable") {
+            break;
+        }
+        sleep_ms(10).await;
+    }
+    assert_eq!(last(&s).as_deref(), Some("disable"), "the renewal panicked");
+    assert_eq!(issued(&cache), Some(BASE + 10));
+    // So does dropping the manager.
+    sleep_ms(1_000).await;
+    assert_eq!(entries(&s.log).last().map(String::as_str), Some("enable 0"));
+    *s.target.issued.lock().unwrap() = BASE + 20;
+    drop(manager);
+    assert_eq!(issued(&cache), Some(BASE + 20));
+}
