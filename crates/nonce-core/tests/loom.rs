@@ -230,7 +230,11 @@ fn refused_counter64_calls_take_no_value() {
 fn fill_encrypted128_is_all_or_nothing() {
     model(|| {
         let key = [7u8; 32];
-        let f = Factory::new(ManualClock::new(T0), FactoryConfig::new().with_key128(&key)).unwrap();
+        // Plain and encrypted 128-bit nonces side by side: the race is on the counter they share.
+        let config = FactoryConfig::new()
+            .with_key128(&key)
+            .with_plain_and_encrypted(true);
+        let f = Factory::new(ManualClock::new(T0), config).unwrap();
         f.enable(machine_id(2), NO_DEADLINE).unwrap();
         let f = Arc::new(f);
         let f2 = f.clone();

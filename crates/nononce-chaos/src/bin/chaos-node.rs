@@ -362,6 +362,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let options = EtcdOptions::from_url(&store)
             .map_err(|e| e.to_string())?
             .with_prefix(etcd_prefix(&args.name))
+            // The clock bound the run holds nodes to, as for Redis.
+            .with_max_clock_offset(ms(args.max_clock_offset_ms))
             .with_connect_timeout(ms(args.call_timeout_ms))
             .with_request_timeout(ms(args.call_timeout_ms));
         let strategy = EtcdStrategy::new(options).map_err(|e| e.to_string())?;
@@ -847,8 +849,18 @@ async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
 /// (`<prefix><id>`, a 32-hex-digit token), attached to one etcd lease of `ttl_ms`. Floors are
 /// left absent (0), as for a never-used ID.
 async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
-    let mut client = etcd_connect(&args.store).await?;
     let prefix = etcd_prefix(&args.name);
+    if args.initialize {
+        let options = EtcdOptions::from_url(&args.store)
+            .map_err(|e| e.to_string())?
+            .with_prefix(prefix.clone());
+        EtcdStrategy::new(options)
+            .map_err(|e| e.to_string())?
+            .migrate()
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let mut client = etcd_connect(&args.store).await?;
     let seconds = i64::try_from(args.ttl_ms.div_ceil(1000).max(1)).map_err(|e| e.to_string())?;
     let lease = client
         .lease_grant(seconds, None)
