@@ -379,9 +379,10 @@ fn join_chain(
 ///
 /// The manager starts its factories strictly above the granted floor, so their timestamps never
 /// meet an earlier holder's, whatever the clocks. The defaults forward to the floor-less
-/// methods and report a floor of 0: a strategy that cannot store one (static strategies) keeps
-/// the older condition that a node taking over an ID has a clock no further behind than the
-/// margin, plus the release guard.
+/// methods and report a floor of 0: a strategy that cannot store one keeps the older condition
+/// on clocks (the static strategies, which cannot tell when a predecessor stopped, grant their
+/// first lease a margin after it is asked for: a successor is safe while its clock lags by less
+/// than the margin and the time between the predecessor's stop and its own start).
 pub trait Strategy: Send + Sync {
     /// The strategy's lease handle (for example an ID and a random token).
     type Lease: Send + Sync + 'static;
