@@ -1,5 +1,6 @@
 //! The lease arithmetic the machine, the driver and the strategies share: durations in
-//! milliseconds, the local deadline of a grant, and the floor a shortened grant may record.
+//! milliseconds, the local deadline of a grant, the floor a shortened grant may record, and how
+//! long a store that may have forgotten leases holds acquisitions off.
 //!
 //! ```
 //! use std::time::Duration;
@@ -15,6 +16,12 @@
 //! let recorded = granted_floor(floor, Duration::from_secs(8 * 3600), Duration::from_secs(3600));
 //! assert_eq!(recorded, deadline);
 //! assert_eq!(millis(Duration::MAX), u64::MAX);
+//!
+//! // A store that lost its leases (a restart, a failover, a flush) waits out the longest lease
+//! // and twice the clock offset nodes are held to.
+//! use lease_core::time::amnesia_hold_off;
+//! let hold_off = amnesia_hold_off(Duration::from_secs(8 * 3600), Duration::from_secs(3600));
+//! assert_eq!(hold_off, Duration::from_secs(10 * 3600));
 //! ```
 
 use std::time::Duration;
@@ -51,6 +58,20 @@ pub fn local_deadline(sent_ms: u64, ttl: Duration, margin: Duration) -> u64 {
 #[must_use]
 pub fn granted_floor(floor_ms: u64, requested: Duration, granted: Duration) -> u64 {
     floor_ms.saturating_sub(millis(requested.saturating_sub(granted)))
+}
+
+/// How long a store that may have forgotten leases (a restart without persistence, a failover
+/// to a lagging replica, a flush or deletion of the lease data while it stayed up) holds
+/// acquisitions off: `max_lease + 2 × max_clock_offset`, saturating.
+///
+/// By the end of the longest lease every holder of a forgotten lease has stopped issuing
+/// (its local deadline comes first); its timestamps reach at most its own clock then, which is
+/// up to `max_clock_offset` ahead of the store's, and a successor starts at its own clock, up to
+/// `max_clock_offset` behind: twice the offset later, the successor's clock is past every
+/// timestamp the forgotten holder issued, although the store forgot its floor too.
+#[must_use]
+pub const fn amnesia_hold_off(max_lease: Duration, max_clock_offset: Duration) -> Duration {
+    max_lease.saturating_add(max_clock_offset.saturating_mul(2))
 }
 
 #[cfg(test)]

@@ -245,8 +245,7 @@ impl EtcdOptions {
     /// without its initialization marker: `max_lease_duration + 2 × max_clock_offset`.
     #[must_use]
     pub fn amnesia_hold_off(&self) -> Duration {
-        self.max_lease_duration
-            .saturating_add(self.max_clock_offset.saturating_mul(2))
+        lease_core::time::amnesia_hold_off(self.max_lease_duration, self.max_clock_offset)
     }
 
     /// Sets the longest wait for a connection to a member (default 5 s).

@@ -130,8 +130,7 @@ impl RedisOptions {
     /// `max_lease_duration + 2 × max_clock_offset`.
     #[must_use]
     pub fn amnesia_hold_off(&self) -> Duration {
-        self.max_lease_duration
-            .saturating_add(self.max_clock_offset.saturating_mul(2))
+        lease_core::time::amnesia_hold_off(self.max_lease_duration, self.max_clock_offset)
     }
 
     /// After every claim and renewal, sends `WAIT replicas timeout` and treats fewer

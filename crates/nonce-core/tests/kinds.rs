@@ -313,7 +313,12 @@ fn the_message_says_what_went_wrong_and_what_to_do() {
 /// forms (and no conflict of base kinds): the first call fixes the form, the other is refused
 /// with `EncryptionConflict` naming it, and the first goes on working.
 // Every pair under every 96-bit cipher: needs them all (and AES for 128 bits).
-#[cfg(all(feature = "aes", feature = "blowfish", feature = "des3", feature = "speck"))]
+#[cfg(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
 #[test]
 fn plain_and_encrypted_of_one_size_are_refused() {
     let mut pairs = 0;
@@ -378,7 +383,12 @@ fn plain_and_encrypted_side_by_side_when_allowed() {
 
 /// A call refused for its form takes no counter value, from the factory or a handle's block.
 // `common::config` keys a factory only with every cipher built in.
-#[cfg(all(feature = "aes", feature = "blowfish", feature = "des3", feature = "speck"))]
+#[cfg(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+))]
 #[test]
 fn a_call_refused_for_its_form_consumes_nothing() {
     let clock = ManualClock::new(T0);

@@ -14,6 +14,7 @@ mod nothing_claimed;
 mod own_lease;
 
 use core::fmt;
+use lease_core::time::amnesia_hold_off;
 use std::time::Duration;
 
 use crate::table::{DEFAULT_TABLE, TableName};
@@ -30,12 +31,6 @@ const DEFAULT_MAX_LEASE: Duration = Duration::from_secs(8 * 3600);
 /// The default largest clock offset between a node and the database: an hour, the clock
 /// difference between nodes that a handover tolerates anyway.
 const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
-
-/// The amnesia hold-off: a forgotten holder stops issuing by the end of its lease, and its
-/// timestamps and a successor's may each be `max_clock_offset` off the database's clock.
-fn hold_off(max_lease: Duration, max_clock_offset: Duration) -> Duration {
-    max_lease.saturating_add(max_clock_offset.saturating_mul(2))
-}
 
 /// Machine-ID leases in one SQL table, on PostgreSQL, MySQL/MariaDB or SQLite.
 ///
@@ -85,7 +80,7 @@ impl SqlStrategy {
             backend: backend(
                 &table,
                 amnesia_guard,
-                hold_off(DEFAULT_MAX_LEASE, DEFAULT_MAX_CLOCK_OFFSET),
+                amnesia_hold_off(DEFAULT_MAX_LEASE, DEFAULT_MAX_CLOCK_OFFSET),
             ),
             table,
             acquisition: Acquisition::default(),
@@ -176,7 +171,7 @@ impl SqlStrategy {
     /// # Errors
     /// [`SqlLeaseError::InvalidOption`] when the hold-off would pass 366 days.
     pub fn with_max_clock_offset(mut self, max: Duration) -> Result<Self, SqlLeaseError> {
-        if hold_off(self.max_lease_duration, max) > MAX_DURATION {
+        if amnesia_hold_off(self.max_lease_duration, max) > MAX_DURATION {
             return Err(SqlLeaseError::InvalidOption(format!(
                 "max_clock_offset of {max:?} is out of range: the amnesia hold-off, \
                  max_lease_duration plus twice it, must stay within 366 days"
@@ -226,7 +221,7 @@ impl SqlStrategy {
         match self.dialect() {
             Dialect::Sqlite => self.max_lease_duration,
             Dialect::Postgres | Dialect::MySql => {
-                hold_off(self.max_lease_duration, self.max_clock_offset)
+                amnesia_hold_off(self.max_lease_duration, self.max_clock_offset)
             }
         }
     }
