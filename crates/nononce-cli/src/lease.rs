@@ -255,28 +255,26 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
     {
         // etcd keeps every acknowledged write: there is no guard to turn off, only the
         // longest lease to shorten.
-        return Some(HoldOff {
-            remaining: *remaining,
-            message: format!(
-                "{} holds new leases off for {} more: the etcd store went back in time ({what}: a snapshot restore, or a member started on an empty data directory), so it may lack leases still in use; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the others'; 3600 by default) shorten the hold-off",
-                store.shown,
-                human(*remaining),
+        return Some(held_off(
+            store,
+            *remaining,
+            format!(
+                "the etcd store went back in time ({what}: a snapshot restore, or a member started on an empty data directory), so it may lack leases still in use; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the others'; 3600 by default) shorten the hold-off",
                 LEASE_DURATION.as_secs()
             ),
-        });
+        ));
     }
     if let Some(EtcdLeaseError::NotInitialized { prefix, remaining }) =
         inner.downcast_ref::<EtcdLeaseError>()
     {
-        return Some(HoldOff {
-            remaining: *remaining,
-            message: format!(
-                "{} holds new leases off for {} more: the etcd prefix `{prefix}` has no initialization marker (`{prefix}initialized`), so either the prefix is new or its keys were deleted while nodes ran (etcdctl del --prefix) and a node may still use any machine id it held. If the prefix is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
-                store.shown,
-                human(*remaining),
+        return Some(held_off(
+            store,
+            *remaining,
+            format!(
+                "the etcd prefix `{prefix}` has no initialization marker (`{prefix}initialized`), so either the prefix is new or its keys were deleted while nodes ran (etcdctl del --prefix) and a node may still use any machine id it held. If the prefix is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
                 store.url
             ),
-        });
+        ));
     }
     if let Some(SqlLeaseError::RowsDeleted {
         table,
@@ -284,30 +282,28 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
         remaining,
     }) = inner.downcast_ref::<SqlLeaseError>()
     {
-        return Some(HoldOff {
-            remaining: *remaining,
-            message: format!(
-                "{} holds new leases off for {} more: {blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE while the database stayed up), so running nodes may still use them; they are back, blocked until then. Wait; only if every node is stopped, free them with `nononce leases release --store '{}' --id N --yes`, one per id. Never TRUNCATE or DELETE the lease table while nodes run",
-                store.shown,
-                human(*remaining),
+        return Some(held_off(
+            store,
+            *remaining,
+            format!(
+                "{blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE while the database stayed up), so running nodes may still use them; they are back, blocked until then. Wait; only if every node is stopped, free them with `nononce leases release --store '{}' --id N --yes`, one per id. Never TRUNCATE or DELETE the lease table while nodes run",
                 store.url
             ),
-        });
+        ));
     }
     if let Some(RedisLeaseError::LeaseDataMissing { key, remaining }) =
         inner.downcast_ref::<RedisLeaseError>()
     {
         // No guard to turn off and no option to shorten it with: the store must be initialized
         // once, or the wait is the only safe thing.
-        return Some(HoldOff {
-            remaining: *remaining,
-            message: format!(
-                "{} holds new leases off for {} more: hash `{key}` has no initialization marker (field `open_at`), so either the store is new or it lost its lease data while the server stayed up (FLUSHALL, FLUSHDB, DEL, eviction) and a node may still use any machine id it held. If the store is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
-                store.shown,
-                human(*remaining),
+        return Some(held_off(
+            store,
+            *remaining,
+            format!(
+                "hash `{key}` has no initialization marker (field `open_at`), so either the store is new or it lost its lease data while the server stayed up (FLUSHALL, FLUSHDB, DEL, eviction) and a node may still use any machine id it held. If the store is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
                 store.url
             ),
-        });
+        ));
     }
     let (remaining, why) = match inner.downcast_ref::<RedisLeaseError>() {
         Some(RedisLeaseError::AmnesiaWindow {
@@ -333,15 +329,26 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
             _ => return None,
         },
     };
-    Some(HoldOff {
+    Some(held_off(
+        store,
         remaining,
-        message: format!(
-            "{} holds new leases off for {} more: {why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the server's; 3600 by default) shorten the hold-off",
-            store.shown,
-            human(remaining),
+        format!(
+            "{why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the server's; 3600 by default) shorten the hold-off",
             LEASE_DURATION.as_secs()
         ),
-    })
+    ))
+}
+
+/// A hold-off of `remaining` on `store`, for the reason `why` (a clause).
+fn held_off(store: &StoreInfo, remaining: Duration, why: String) -> HoldOff {
+    HoldOff {
+        remaining,
+        message: format!(
+            "{} holds new leases off for {} more: {why}",
+            store.shown,
+            human(remaining)
+        ),
+    }
 }
 
 /// The hold-off left, from whichever error carries it.
