@@ -5,18 +5,21 @@
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
 //! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
 
+/// `cargo` arguments that build and run the simulation; its own arguments follow.
+pub const COMMAND: [&str; 7] = [
+    "run",
+    "--release",
+    "--locked",
+    "-q",
+    "-p",
+    "nononce-sim",
+    "--",
+];
+
 pub fn run(args: &[String]) -> Result<(), String> {
     let started = std::time::Instant::now();
     let status = crate::cargo()
-        .args([
-            "run",
-            "--release",
-            "--locked",
-            "-q",
-            "-p",
-            "nononce-sim",
-            "--",
-        ])
+        .args(COMMAND)
         .args(args)
         .current_dir(crate::workspace_root())
         .status()

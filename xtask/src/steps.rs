@@ -68,7 +68,7 @@ impl Step {
         self
     }
 
-    fn command(&self) -> Command {
+    fn command(&self, base_env: &[(String, String)]) -> Command {
         let program = self.program.clone().unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         });
@@ -82,7 +82,7 @@ impl Step {
         crate::clean_env(&mut cmd);
         cmd.args(&self.args)
             .current_dir(self.dir.clone().unwrap_or_else(crate::workspace_root));
-        for (k, v) in &self.env {
+        for (k, v) in base_env.iter().chain(&self.env) {
             cmd.env(k, v);
         }
         cmd
@@ -125,6 +125,8 @@ pub struct Steps {
     logs: PathBuf,
     /// Set by the first failure: no step starts after it.
     failed: AtomicBool,
+    /// Variables every step of the run gets (a step's own win).
+    env: Vec<(String, String)>,
 }
 
 impl Steps {
@@ -134,7 +136,14 @@ impl Steps {
             records: Mutex::new(Vec::new()),
             logs: crate::target_dir().join("xtask/logs"),
             failed: AtomicBool::new(false),
+            env: Vec::new(),
         }
+    }
+
+    /// Gives every step of the run `key=value`.
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// Runs a step in the foreground, its output streamed (and kept in its log).
@@ -209,7 +218,7 @@ impl Steps {
     fn execute(&self, step: &Step, stream: bool) -> Result<(), String> {
         let started = Instant::now();
         let log_path = self.log_path(&step.name);
-        let (result, tests) = run_logged(step, &log_path, stream);
+        let (result, tests) = run_logged(step, &self.env, &log_path, stream);
         if result.is_err() && !stream {
             print_tail(&step.name, &log_path);
         }
@@ -299,7 +308,12 @@ impl Steps {
 
 /// Runs `step` with its output in `log` (and on the terminal when `stream`); returns its
 /// outcome and the number of tests its runners reported.
-fn run_logged(step: &Step, log: &PathBuf, stream: bool) -> (Result<(), String>, Option<u64>) {
+fn run_logged(
+    step: &Step,
+    base_env: &[(String, String)],
+    log: &PathBuf,
+    stream: bool,
+) -> (Result<(), String>, Option<u64>) {
     if let Some(dir) = log.parent() {
         let _ = fs::create_dir_all(dir);
     }
@@ -307,7 +321,7 @@ fn run_logged(step: &Step, log: &PathBuf, stream: bool) -> (Result<(), String>, 
         Ok(f) => Mutex::new(f),
         Err(e) => return (Err(format!("{}: {e}", log.display())), None),
     };
-    let mut cmd = step.command();
+    let mut cmd = step.command(base_env);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(c) => c,

@@ -7,11 +7,12 @@
 //!    and start in the background meanwhile;
 //! 2. format and clippy (fail fast), then one build of the workspace's tests (the chaos
 //!    binaries with them);
-//! 3. then, in the background, cargo-nextest runs the workspace's tests (those that wait on
-//!    servers and timers many at a time) and after them the chaos run puts every backend under
-//!    faults at once; in the foreground, the feature checks, docs, doctests, each crate alone
-//!    with the features that change it, the simulation and the README's first command; beside
-//!    them, loom and the no_std proof in target folders of their own.
+//! 3. then three lanes that share no target folder, so none waits on another's build lock:
+//!    the servers' lane runs the workspace's tests (those that wait on servers and timers many
+//!    at a time), then chaos (every backend under faults at once), then what reuses the test
+//!    build: docs, doctests, each crate alone with the features that change it, the README's
+//!    first command; the release lane builds and runs loom, the no_std proof and the
+//!    simulation; the foreground checks every feature combination in `target/check`.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -43,6 +44,9 @@ pub const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
 /// the facade's build.
 const TEST_TARGETS: [&str; 3] = ["--lib", "--bins", "--tests"];
 
+/// The simulation's command line (`cargo xtask sim` runs it too).
+const SIM: [&str; 7] = crate::sim::COMMAND;
+
 /// Seeds of the simulation in the full run, and in `--quick`.
 const SIM_SEEDS: &str = "5000";
 const QUICK_SIM_SEEDS: &str = "300";
@@ -57,7 +61,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             ));
         }
     };
-    let steps = Steps::new();
+    let steps = if quick {
+        Steps::new()
+    } else {
+        // The full run builds most crates once: incremental compilation's caches cost time
+        // there and pay off only in the edit-compile loop (`--quick` keeps them).
+        Steps::new().with_env("CARGO_INCREMENTAL", "0")
+    };
     let result = if quick {
         quick_steps(&steps)
     } else {
@@ -134,26 +144,6 @@ fn full(steps: &Steps) -> Result<(), String> {
     })
 }
 
-/// The feature checks, lease-core's dependency tree and the docs: they compile one crate at a
-/// time, mostly on one core, beside the tests that wait.
-fn static_steps(hack: &Path) -> Result<Vec<Step>, String> {
-    let mut steps = feature_check_steps(hack)?;
-    steps.push(
-        Step::cargo(
-            "docs",
-            &[
-                "doc",
-                "--workspace",
-                "--no-deps",
-                "--all-features",
-                "--locked",
-            ],
-        )
-        .env("RUSTDOCFLAGS", "-D warnings"),
-    );
-    Ok(steps.into_iter().map(Step::nice).collect())
-}
-
 /// `cargo hack check` of the facade with each feature alone.
 const NONONCE_EACH_FEATURE: [&str; 9] = [
     "hack",
@@ -167,13 +157,23 @@ const NONONCE_EACH_FEATURE: [&str; 9] = [
     "--locked",
 ];
 
-/// Every feature combination checked. `hack` is the folder of the `cargo-hack` binary.
+/// Every feature combination checked, in `target/check`: check builds share only their leaf
+/// dependencies with the test build, and a folder of their own lets them compile while the
+/// test build's folder is busy. `hack` is the folder of the `cargo-hack` binary.
 fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone());
+    let target = crate::target_dir().join("check").display().to_string();
+    let hack_step = |name, args: &[&str]| {
+        Step::cargo(name, args)
+            .env("PATH", path.clone())
+            .env("CARGO_TARGET_DIR", target.clone())
+            .nice()
+    };
     Ok(vec![
-        // What users build: each library and binary alone (no dev-dependencies unified in), in
-        // every combination of its features. `default` adds nothing a combination lacks.
+        // What users build: each published library and binary alone (no dev-dependencies
+        // unified in), in every combination of its features. `default` adds nothing a
+        // combination lacks. The unpublished crates (chaos, simulation, xtask, the example
+        // strategy) have no features; the step below checks each alone with its tests.
         hack_step(
             "features: check, every combination",
             &[
@@ -182,6 +182,7 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
                 "--workspace",
                 "--exclude",
                 "nononce",
+                "--ignore-private",
                 "--feature-powerset",
                 "--exclude-features",
                 "default",
@@ -243,7 +244,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 ///   repository README's example (built with `postgres`).
 fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    const NEXTEST: [&str; 3] = ["--profile", "serverless", "--locked"];
+    // The test targets alone: the examples are checked with each feature, and linking them
+    // here would run nothing more.
+    let nextest_args = [&TEST_TARGETS[..], &["--profile", "serverless", "--locked"]].concat();
     let each = |name, packages: &[&str], features: &[&str]| {
         let mut args = vec!["hack", "nextest", "run"];
         for p in packages {
@@ -251,11 +254,14 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         }
         args.extend(["--each-feature", "--exclude-all-features"]);
         args.extend(features);
-        args.extend(NEXTEST);
+        args.extend(&nextest_args);
         Step::cargo(name, &args).env("PATH", path.clone())
     };
     let nextest = |name, args: &[&str]| {
-        Step::cargo(name, &[&["nextest", "run"][..], args, &NEXTEST].concat())
+        Step::cargo(
+            name,
+            &[&["nextest", "run"][..], args, &nextest_args].concat(),
+        )
     };
     let steps = vec![
         each(
@@ -328,61 +334,38 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
     )
 }
 
-/// The steps with the servers up.
+/// The steps with the servers up, in three lanes that share no target folder, so that none
+/// waits on another's build lock:
+///
+/// - the servers' lane, in the workspace's target folder: the workspace's tests, chaos, then
+///   the docs, the doctests, each crate with features alone and the README's first command
+///   (what reuses the test build's artifacts);
+/// - the release lane, each in a folder of its own: loom, the no_std proof, the simulation;
+/// - the foreground, in `target/check`: every `cargo check` of the feature combinations.
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
+    let after_chaos = test_build_steps(hack, &servers.env)?;
     thread::scope(|scope| {
         // The workspace's tests, then chaos: both mostly wait, but together (dozens of test
         // processes, six private coordinators, 48 nodes) they starved the shared servers.
-        let waiting = scope.spawn(|| {
-            let tests = steps.run_logged(&workspace_tests("tests", &[]).envs(&servers.env));
-            let chaos = steps.check("chaos: every backend at once", || {
+        // Then what compiles against the test build's artifacts, at a lower priority.
+        let servers_lane = scope.spawn(|| {
+            steps.run_logged(&workspace_tests("tests", &[]).envs(&servers.env))?;
+            steps.check("chaos: every backend at once", || {
                 chaos::suite(&servers.env, &bins)
-            });
-            tests.and(chaos)
+            })?;
+            after_chaos
+                .iter()
+                .try_for_each(|step| steps.run_logged(step))
         });
-        // loom and the no_std proof build in target folders of their own: they need not wait
-        // for the feature checks, which mostly leave a core idle.
-        let own_folders = scope.spawn(|| {
-            let mut own = vec![
-                Step::cargo(
-                    "loom",
-                    &[
-                        "test",
-                        "-p",
-                        "nonce-core",
-                        "--test",
-                        "loom",
-                        "--release",
-                        "--locked",
-                    ],
-                )
-                .env("RUSTFLAGS", "--cfg loom")
-                .env(
-                    "CARGO_TARGET_DIR",
-                    crate::target_dir().join("loom").display().to_string(),
-                )
-                .nice(),
-            ];
-            own.extend(nostd_steps().into_iter().map(Step::nice));
-            own.iter().try_for_each(|step| steps.run_logged(step))
+        let release_lane = scope.spawn(|| {
+            release_steps()
+                .iter()
+                .try_for_each(|step| steps.run_logged(step))
         });
-        // What keeps the cores busy, at a lower priority than the tests beside it.
         let foreground = || -> Result<(), String> {
             steps.check(CORE_DEPS, core_deps::check)?;
-            let mut foreground = static_steps(hack)?;
-            foreground.push(
-                Step::cargo(
-                    "doctests",
-                    &["test", "--doc", "--workspace", "--all-features", "--locked"],
-                )
-                .envs(&servers.env)
-                .nice(),
-            );
-            foreground.extend(feature_test_steps(hack, &servers.env)?);
-            foreground.push(Step::cargo("sim", &["xtask", "sim", "--seeds", SIM_SEEDS]).nice());
-            foreground.push(readme_gen()?);
-            steps.run_all(&foreground)
+            steps.run_all(&feature_check_steps(hack)?)
         };
         let foreground = foreground();
         let joined = |handle: thread::ScopedJoinHandle<'_, Result<(), String>>, what: &str| {
@@ -390,10 +373,70 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
                 .join()
                 .unwrap_or_else(|_| Err(format!("{what} panicked")))
         };
-        let waiting = joined(waiting, "the workspace run or chaos");
-        let own_folders = joined(own_folders, "loom or the no_std proof");
-        foreground.and(waiting).and(own_folders)
+        let servers_lane = joined(
+            servers_lane,
+            "the workspace run, chaos or the feature tests",
+        );
+        let release_lane = joined(release_lane, "loom, the no_std proof or the simulation");
+        foreground.and(servers_lane).and(release_lane)
     })
+}
+
+/// What runs in the workspace's target folder after chaos: docs, doctests, the feature tests
+/// and the README's first command.
+fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
+    let mut after = vec![
+        Step::cargo(
+            "docs",
+            &[
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--all-features",
+                "--locked",
+            ],
+        )
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .nice(),
+        Step::cargo(
+            "doctests",
+            &["test", "--doc", "--workspace", "--all-features", "--locked"],
+        )
+        .envs(env)
+        .nice(),
+    ];
+    after.extend(feature_test_steps(hack, env)?);
+    after.push(readme_gen()?);
+    Ok(after)
+}
+
+/// Release builds, each in a target folder of its own (their flags and profile share no
+/// artifact with the test build): loom, the no_std proof, and the simulation at 5,000 seeds.
+fn release_steps() -> Vec<Step> {
+    let own_folder = |name: &str| crate::target_dir().join(name).display().to_string();
+    let mut release = vec![
+        Step::cargo(
+            "loom",
+            &[
+                "test",
+                "-p",
+                "nonce-core",
+                "--test",
+                "loom",
+                "--release",
+                "--locked",
+            ],
+        )
+        .env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", own_folder("loom")),
+    ];
+    release.extend(nostd_steps());
+    // What `cargo xtask sim --seeds 5000` runs, without building xtask a second time.
+    release.push(
+        Step::cargo("sim", &[&SIM[..], &["--seeds", SIM_SEEDS]].concat())
+            .env("CARGO_TARGET_DIR", own_folder("sim")),
+    );
+    release.into_iter().map(Step::nice).collect()
 }
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
