@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::backoff::{Backoff, Jitter};
 use crate::cache::LeaseCache;
+use crate::claims::{self, Claim};
 use crate::machine::{
     AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason, Operation, Source,
 };
@@ -118,7 +119,11 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     /// and the targets are enabled.
     ///
     /// # Errors
-    /// [`StartError`] when the configuration is invalid or no lease was acquired in time.
+    /// [`StartError`] when the configuration is invalid or no lease was acquired in time, and
+    /// [`AcquireError::Fatal`] (`Misconfigured`) when the strategy is deterministic and
+    /// another manager of this process holds the ID it yields: two managers with one ordinal
+    /// or host entry would repeat each other's nonces (docs/safety.md, "One holder of an ID per
+    /// process").
     pub async fn start(self) -> Result<LeaseManager<S>, StartError> {
         self.config.validate()?;
         self.strategy
@@ -134,6 +139,7 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
             .acquire_timeout()
             .map(|t| clock.exact_now_ms().saturating_add(millis(t)));
         let targets = Arc::new(Targets::new(self.targets));
+        let claim = self.strategy.deterministic().then(Claim::new);
         let driver = Driver {
             strategy: Arc::new(self.strategy),
             config: self.config,
@@ -148,6 +154,7 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
             startup_deadline,
             shutting_down: false,
             name,
+            claim,
         };
         let task = tokio::spawn(driver.run());
         let manager = LeaseManager {
@@ -360,6 +367,8 @@ struct Driver<S: Strategy> {
     startup_deadline: Option<u64>,
     shutting_down: bool,
     name: &'static str,
+    /// The ID this manager holds in this process's table, for a deterministic strategy.
+    claim: Option<Claim>,
 }
 
 impl<S: Strategy + 'static> Driver<S> {
@@ -440,6 +449,13 @@ impl<S: Strategy + 'static> Driver<S> {
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();
                     match outcome {
+                        Outcome::Done(Ok(grant)) if !self.claim(grant.machine_id) => {
+                            let held_elsewhere = Failure::new(
+                                ErrorKind::Misconfigured,
+                                claims::held_elsewhere(grant.machine_id),
+                            );
+                            m.on_acquire_refused(now, grant, held_elsewhere);
+                        }
                         Outcome::Done(result) => {
                             m.on_acquire_result(now, result.map_err(|e| Failure::from_error(&e)));
                         }
@@ -594,6 +610,13 @@ impl<S: Strategy + 'static> Driver<S> {
                     floor_ms,
                     deadline_ms,
                 } => {
+                    // A cached lease resumed while another manager of this process holds
+                    // its ID (an acquired one was checked before the machine saw it).
+                    if !self.claim(machine_id) {
+                        let now = self.clock.exact_now_ms();
+                        m.lease_lost(now, claims::held_elsewhere(machine_id));
+                        continue;
+                    }
                     self.targets.while_driven(|target| {
                         target.enable(machine_id, floor_ms, deadline_ms);
                     });
@@ -623,6 +646,18 @@ impl<S: Strategy + 'static> Driver<S> {
             }
         }
         let state = m.state();
+        // Held until the lease is given back or lost for good: a deterministic successor in
+        // this process reads the floor that release leaves.
+        if matches!(
+            state,
+            LeaseState::Starting
+                | LeaseState::Reacquiring
+                | LeaseState::Stopped
+                | LeaseState::Failed
+        ) && let Some(claim) = &mut self.claim
+        {
+            claim.give_up();
+        }
         telemetry::gauges(self.name, &state, self.clock.exact_now_ms());
         self.state.send_if_modified(|current| {
             let changed = *current != state;
@@ -633,6 +668,12 @@ impl<S: Strategy + 'static> Driver<S> {
         if enabled && let Some(started) = self.started.take() {
             let _ = started.send(Ok(()));
         }
+    }
+
+    /// Enters `id` in this process's table for a deterministic strategy; `false` when another
+    /// manager holds it there.
+    fn claim(&mut self, id: MachineId) -> bool {
+        self.claim.as_mut().is_none_or(|claim| claim.claim(id))
     }
 
     fn disable_all(&self) {

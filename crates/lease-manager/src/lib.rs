@@ -5,6 +5,8 @@
 
 pub mod backoff;
 mod cache;
+#[cfg(feature = "tokio")]
+mod claims;
 pub mod machine;
 mod target;
 #[cfg(feature = "tokio")]

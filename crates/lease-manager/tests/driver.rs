@@ -948,3 +948,76 @@ async fn the_cached_lease_records_what_the_targets_issued() {
     drop(manager);
     assert_eq!(issued(&cache), Some(BASE + 20));
 }
+
+/// A strategy that always yields the same ID for this node, like an ordinal or a host list.
+struct Fixed(Arc<TestCoordinator>);
+
+impl Strategy for Fixed {
+    type Lease = (u16, u64);
+    type Error = TestError;
+    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
+        self.0.acquire(requested).await
+    }
+    async fn renew(
+        &self,
+        lease: &(u16, u64),
+        requested: Duration,
+    ) -> Result<Renewal<(u16, u64)>, TestError> {
+        self.0.renew(lease, requested).await
+    }
+    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
+        self.0.release(lease, guard).await
+    }
+    fn deterministic(&self) -> bool {
+        true
+    }
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+}
+
+async fn start_fixed(s: &Setup) -> Result<LeaseManager<Fixed>, StartError> {
+    LeaseManager::builder(Fixed(Arc::clone(&s.coordinator)))
+        .with_clock(s.clock)
+        .with_target(s.target.clone())
+        .with_jitter_seed(1)
+        .start()
+        .await
+}
+
+/// Two managers in one process that work out the same ID (two instances on one ordinal, a
+/// sidecar reading the same `POD_NAME`): the second is refused before it enables anything, and
+/// the ID is free again once the first has released it. Machine ID 7 is this test's alone: the
+/// tests of this file share a process under `cargo test`.
+#[tokio::test(start_paused = true)]
+async fn a_second_manager_in_one_process_is_refused_the_id_a_deterministic_one_holds() {
+    let (first, second) = (
+        setup(8, Duration::from_secs(3600)),
+        setup(8, Duration::from_secs(3600)),
+    );
+    for s in [&first, &second] {
+        for id in 0..7 {
+            s.coordinator.rows.lock().unwrap()[id] = Some((u64::MAX, u64::MAX));
+        }
+    }
+    let holder = start_fixed(&first).await.unwrap();
+    assert_eq!(holder.machine_id(), Some(MachineId::new(7).unwrap()));
+
+    let refused = start_fixed(&second).await;
+    let Err(StartError::Acquire(AcquireError::Fatal(failure))) = &refused else {
+        panic!("the second manager started: {:?}", refused.err());
+    };
+    assert_eq!(failure.kind, ErrorKind::Misconfigured);
+    assert!(
+        failure.reason.contains("machine ID 7") && failure.reason.contains("this process"),
+        "{failure}"
+    );
+    assert_eq!(second.target.enabled(), None);
+    // Given back at once, with the floor it came with: nothing was issued under it.
+    assert_eq!(entries(&second.log), ["acquire 7", "release 7"]);
+
+    holder.shutdown().await;
+    let successor = start_fixed(&second).await.unwrap();
+    assert_eq!(successor.machine_id(), Some(MachineId::new(7).unwrap()));
+    successor.shutdown().await;
+}

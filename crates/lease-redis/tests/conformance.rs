@@ -48,12 +48,13 @@ impl Harness for RedisHarness {
     }
 }
 
-/// Leases of 10 s: the release and takeover checks fill all 512 IDs and then wait out the release
-/// guard while the new holder's lease must stay valid; on two loaded cores the fill alone took
-/// over 4 s, past the half-lease the checks require, and they failed as "too slow to conclude".
-/// The harness expires leases directly, so a longer lease adds no waiting.
+/// Leases of 30 s: the release and takeover checks fill all 512 IDs and then wait out the release
+/// guard (10 s) while the fillers' leases must stay valid (at least half a lease); on two loaded
+/// cores the fill and the guard together took 11 s, past the 5 s that 10 s leases left, and the
+/// checks failed as "too slow to conclude". The harness expires leases directly; only
+/// `ttl_honoured` waits out a whole lease.
 fn options() -> lease_testkit::Options {
-    lease_testkit::Options::new(std::time::Duration::from_secs(10))
+    lease_testkit::Options::new(std::time::Duration::from_secs(30))
 }
 
 mod valkey {

@@ -194,11 +194,14 @@ fn generate(factory: &Factory<BootClock>, for_ms: u64) -> Vec<u128> {
 
 /// A pod replaced by one whose clock is `lag_ms` behind: with the floor file nothing repeats,
 /// without it the replacement's first nonces repeat the old pod's last ones.
-async fn replace_pod(with_file: bool, lag_ms: u64) -> usize {
+async fn replace_pod(with_file: bool, lag_ms: u64, ordinal: u16) -> usize {
     let dir = scratch(if with_file { "with" } else { "without" });
     let file = FloorFile::new(dir.join("floor"));
+    // An ordinal per test: a process refuses one ID to two managers at once, and the tests of
+    // this file may share a process (`cargo test`).
+    let pod = format!("nonce-worker-{ordinal}");
     let strategy = |file: &FloorFile| {
-        let s = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
+        let s = StatefulSetStrategy::from_value("POD_NAME", &pod, 0).unwrap();
         if with_file {
             s.with_floor_file(file.clone())
         } else {
@@ -244,14 +247,14 @@ async fn replace_pod(with_file: bool, lag_ms: u64) -> usize {
 
 #[tokio::test]
 async fn a_replaced_pod_with_a_lagging_clock_repeats_nothing_with_the_floor_file() {
-    assert_eq!(replace_pod(true, 400).await, 0);
+    assert_eq!(replace_pod(true, 400, 20).await, 0);
 }
 
 #[tokio::test]
 async fn without_the_floor_file_a_replaced_pod_with_a_clock_lagging_past_the_margin_repeats_nonces()
 {
     // The margin is 300 ms: a clock 1 s behind is beyond what the replacement's wait covers.
-    assert!(replace_pod(false, 1_000).await > 0);
+    assert!(replace_pod(false, 1_000, 21).await > 0);
 }
 
 #[tokio::test]
@@ -259,7 +262,7 @@ async fn without_the_floor_file_a_replaced_pod_with_a_clock_lagging_less_than_th
  {
     // The margin is 300 ms: the documented tolerance is the margin plus the replacement's
     // start-up time, so a clock 200 ms behind must repeat nothing.
-    assert_eq!(replace_pod(false, 200).await, 0);
+    assert_eq!(replace_pod(false, 200, 22).await, 0);
 }
 
 /// A pod crashes (its manager still holds the lease: nothing is released, the floor file stays

@@ -96,7 +96,9 @@ fn leases_on_postgres_and_mariadb() {
         assert!(run_ok(&["leases", "migrate", "--store", &store]).contains("0 rows added"));
         let (a, b, _) = two_gens_at_once(dir.path(), Some(&store));
         assert_ne!(a, b);
-        let held = b.as_u64().unwrap().to_string();
+        // `a` ended last: its ID is in its release guard (10 s) from just now, whatever the
+        // load made `a` take after `b` ended.
+        let held = a.as_u64().unwrap().to_string();
         let list = run_ok(&["leases", "list", "--store", &store]);
         assert!(
             list.lines()
@@ -384,7 +386,9 @@ fn leases_on_redis_two_concurrent_gens_list_and_release() {
     assert_ne!(id_a, id_b);
     let list = run_ok(&["leases", "list", "--store", &store]);
     assert!(list.contains("of 512 free"), "{list}");
-    let held = id_b.as_u64().unwrap().to_string();
+    // `a` ended last: its ID is in its release guard (10 s) from just now, whatever the load
+    // made `a` take after `b` ended.
+    let held = id_a.as_u64().unwrap().to_string();
     assert!(
         list.lines()
             .any(|l| l.split_whitespace().next() == Some(held.as_str())),

@@ -214,14 +214,7 @@ impl<L> LeaseMachine<L> {
         let deadline = match deadline {
             Ok(deadline) => deadline,
             Err(failure) => {
-                let then = self.acquire_failed(source, attempts, call, failure, now);
-                // Nothing was issued under the refused grant: its floor stays as it was.
-                self.phase = Phase::Releasing {
-                    lease: Arc::new(grant.lease),
-                    floor_ms: grant.floor_ms,
-                    call: None,
-                    then: Box::new(then),
-                };
+                self.phase = self.refuse(source, attempts, call, grant, failure, now);
                 return;
             }
         };
@@ -254,6 +247,45 @@ impl<L> LeaseMachine<L> {
             at: self.next_renewal(call.sent, ttl_ms),
         };
         self.phase = Phase::Held { held, step };
+    }
+
+    /// Refuses the grant the outstanding `Acquire` returned, received at `now`, for a reason
+    /// only the driver can see (its ID is held by another manager of this process): the
+    /// grant is given back with the floor it came with, and `failure` is the acquisition's
+    /// outcome, retried or fatal by its kind. Ignored if no acquire is outstanding.
+    pub fn on_acquire_refused(&mut self, now: u64, grant: Grant<L>, failure: Failure) {
+        let phase = mem::replace(&mut self.phase, Phase::Stopped);
+        let Phase::Acquiring {
+            source,
+            attempts,
+            call: Some(call),
+            ..
+        } = phase
+        else {
+            self.phase = phase;
+            return;
+        };
+        self.phase = self.refuse(source, attempts, call, grant, failure, now);
+    }
+
+    /// The phase after a refused grant: releasing it, then what a failed acquisition leads to.
+    fn refuse(
+        &mut self,
+        source: Source,
+        attempts: u32,
+        call: InFlight,
+        grant: Grant<L>,
+        failure: Failure,
+        now: u64,
+    ) -> Phase<L> {
+        let then = self.acquire_failed(source, attempts, call, failure, now);
+        // Nothing was issued under the refused grant: its floor stays as it was.
+        Phase::Releasing {
+            lease: Arc::new(grant.lease),
+            floor_ms: grant.floor_ms,
+            call: None,
+            then: Box::new(then),
+        }
     }
 
     /// Reports the result of the outstanding `Renew`, received at `now`. Ignored if no renewal
