@@ -11,7 +11,7 @@
 //!    the servers' lane runs the workspace's tests (those that wait on servers and timers many
 //!    at a time), then chaos (every backend under faults at once), then what reuses the test
 //!    build: docs, doctests, each crate alone with the features that change it, the README's
-//!    first command; the release lane builds and runs loom, the no_std proof and the
+//!    first command; the own-folders lane builds and runs loom, the no_std proof and the
 //!    simulation; the foreground checks every feature combination in `target/check`.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
@@ -238,8 +238,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// - `nonce-core` (ciphers, clocks, serde) and `lease-manager` (driver, telemetry): no
 ///   features, each feature alone, and `nonce-core`'s defaults.
 /// - `lease-sql`: no dialect, and each dialect alone.
-/// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing), in one
-///   build; their one feature alone is what the workspace run has.
+/// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
+///   feature alone is what the workspace run has. Every integration test of the first two
+///   needs a server, so only their unit tests are built.
 /// - `nononce`: no features, `tracing` (its default), `guard` and `metrics` alone, and the
 ///   repository README's example (built with `postgres`).
 fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
@@ -281,9 +282,26 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
                 "default,tls-rustls,tls-rustls-native-roots",
             ],
         ),
+        // Every integration test of these two needs a server (the serverless profile leaves
+        // none of them): their unit tests alone, without building binaries that run nothing.
+        Step::cargo(
+            "features: tests, lease-redis and lease-etcd default features",
+            &[
+                "nextest",
+                "run",
+                "-p",
+                "lease-redis",
+                "-p",
+                "lease-etcd",
+                "--lib",
+                "--profile",
+                "serverless",
+                "--locked",
+            ],
+        ),
         nextest(
-            "features: tests, lease-redis, lease-etcd and lease-guard default features",
-            &["-p", "lease-redis", "-p", "lease-etcd", "-p", "lease-guard"],
+            "features: tests, lease-guard default features",
+            &["-p", "lease-guard"],
         ),
         nextest(
             "features: tests, nononce without features",
@@ -340,7 +358,7 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 /// - the servers' lane, in the workspace's target folder: the workspace's tests, chaos, then
 ///   the docs, the doctests, each crate with features alone and the README's first command
 ///   (what reuses the test build's artifacts);
-/// - the release lane, each in a folder of its own: loom, the no_std proof, the simulation;
+/// - the own-folders lane, each in a folder of its own: loom, the no_std proof, the simulation;
 /// - the foreground, in `target/check`: every `cargo check` of the feature combinations.
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
@@ -358,8 +376,8 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
                 .iter()
                 .try_for_each(|step| steps.run_logged(step))
         });
-        let release_lane = scope.spawn(|| {
-            release_steps()
+        let own_folders_lane = scope.spawn(|| {
+            own_folder_steps()
                 .iter()
                 .try_for_each(|step| steps.run_logged(step))
         });
@@ -377,8 +395,8 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
             servers_lane,
             "the workspace run, chaos or the feature tests",
         );
-        let release_lane = joined(release_lane, "loom, the no_std proof or the simulation");
-        foreground.and(servers_lane).and(release_lane)
+        let own_folders_lane = joined(own_folders_lane, "loom, the no_std proof or the simulation");
+        foreground.and(servers_lane).and(own_folders_lane)
     })
 }
 
@@ -410,33 +428,28 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
     Ok(after)
 }
 
-/// Release builds, each in a target folder of its own (their flags and profile share no
-/// artifact with the test build): loom, the no_std proof, and the simulation at 5,000 seeds.
-fn release_steps() -> Vec<Step> {
+/// Builds whose flags or profile share no artifact with the test build, each in a target
+/// folder of its own: loom (`--cfg loom` on every crate), the no_std proof, and the simulation
+/// at 5,000 seeds (release).
+fn own_folder_steps() -> Vec<Step> {
     let own_folder = |name: &str| crate::target_dir().join(name).display().to_string();
-    let mut release = vec![
+    let mut own = vec![
+        // The test profile, not release: the eight models run in seconds either way, and an
+        // optimised build of loom and every dependency under `--cfg loom` took minutes.
         Step::cargo(
             "loom",
-            &[
-                "test",
-                "-p",
-                "nonce-core",
-                "--test",
-                "loom",
-                "--release",
-                "--locked",
-            ],
+            &["test", "-p", "nonce-core", "--test", "loom", "--locked"],
         )
         .env("RUSTFLAGS", "--cfg loom")
         .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
-    release.extend(nostd_steps());
+    own.extend(nostd_steps());
     // What `cargo xtask sim --seeds 5000` runs, without building xtask a second time.
-    release.push(
+    own.push(
         Step::cargo("sim", &[&SIM[..], &["--seeds", SIM_SEEDS]].concat())
             .env("CARGO_TARGET_DIR", own_folder("sim")),
     );
-    release.into_iter().map(Step::nice).collect()
+    own.into_iter().map(Step::nice).collect()
 }
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
