@@ -68,17 +68,18 @@ impl Step {
         self
     }
 
+    /// The step's command, under `sh`, which prints the CPU time of everything the step ran
+    /// once it ends (`times`: the shell's children, waited for), after [`CPU_MARK`].
     fn command(&self, base_env: &[(String, String)]) -> Command {
         let program = self.program.clone().unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         });
-        let mut cmd = if self.nice {
-            let mut nice = Command::new("nice");
-            nice.args(["-n", "10"]).arg(program);
-            nice
-        } else {
-            Command::new(program)
-        };
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", CPU_SCRIPT, "sh"]);
+        if self.nice {
+            cmd.args(["nice", "-n", "10"]);
+        }
+        cmd.arg(program);
         crate::clean_env(&mut cmd);
         cmd.args(&self.args)
             .current_dir(self.dir.clone().unwrap_or_else(crate::workspace_root));
@@ -102,6 +103,14 @@ impl Step {
     }
 }
 
+/// Printed on its own line before `times`' two lines (the shell's own CPU time, then its
+/// children's), when a step's command ends.
+const CPU_MARK: &str = "xtask: step CPU time";
+
+/// Runs the command given as arguments, then prints [`CPU_MARK`] and `times`, and exits with
+/// the command's status. `times` runs in the shell itself: a subshell would report none of it.
+const CPU_SCRIPT: &str = r#""$@"; status=$?; echo "xtask: step CPU time"; times; exit $status"#;
+
 /// How a step ended.
 #[derive(Clone)]
 enum Outcome {
@@ -114,6 +123,8 @@ struct Record {
     name: String,
     started: f64,
     secs: f64,
+    /// User and system CPU seconds of everything the step ran, when it reported them.
+    cpu: Option<f64>,
     tests: Option<u64>,
     outcome: Outcome,
 }
@@ -189,7 +200,7 @@ impl Steps {
         eprintln!("==> {name}");
         let started = Instant::now();
         let result = check();
-        self.record(name, started, None, &result);
+        self.record(name, started, Summary::default(), &result);
         result
     }
 
@@ -218,21 +229,15 @@ impl Steps {
     fn execute(&self, step: &Step, stream: bool) -> Result<(), String> {
         let started = Instant::now();
         let log_path = self.log_path(&step.name);
-        let (result, tests) = run_logged(step, &self.env, &log_path, stream);
+        let (result, summary) = run_logged(step, &self.env, &log_path, stream);
         if result.is_err() && !stream {
             print_tail(&step.name, &log_path);
         }
-        self.record(&step.name, started, tests, &result);
+        self.record(&step.name, started, summary, &result);
         result
     }
 
-    fn record(
-        &self,
-        name: &str,
-        started: Instant,
-        tests: Option<u64>,
-        result: &Result<(), String>,
-    ) {
+    fn record(&self, name: &str, started: Instant, summary: Summary, result: &Result<(), String>) {
         let secs = started.elapsed().as_secs_f64();
         let outcome = match result {
             Ok(()) => {
@@ -252,7 +257,8 @@ impl Steps {
                 name: name.to_owned(),
                 started: started.duration_since(self.started).as_secs_f64(),
                 secs,
-                tests,
+                cpu: summary.cpu,
+                tests: summary.tests,
                 outcome,
             });
     }
@@ -273,17 +279,20 @@ impl Steps {
             .max(5);
         println!();
         println!(
-            "{:<width$} {:>8} {:>8} {:>6}  result",
-            "step", "start s", "secs", "tests"
+            "{:<width$} {:>8} {:>8} {:>8} {:>6}  result",
+            "step", "start s", "secs", "cpu s", "tests"
         );
         let mut tests_total = 0;
+        let mut cpu_total = 0.0;
         for r in records.iter() {
             tests_total += r.tests.unwrap_or(0);
+            cpu_total += r.cpu.unwrap_or(0.0);
             println!(
-                "{:<width$} {:>8.1} {:>8.1} {:>6}  {}",
+                "{:<width$} {:>8.1} {:>8.1} {:>8} {:>6}  {}",
                 r.name,
                 r.started,
                 r.secs,
+                r.cpu.map_or_else(|| "-".to_owned(), |c| format!("{c:.1}")),
                 r.tests.map_or_else(|| "-".to_owned(), |n| n.to_string()),
                 match &r.outcome {
                     Outcome::Ok => "ok".to_owned(),
@@ -296,45 +305,67 @@ impl Steps {
             .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
             .count();
         println!(
-            "{:<width$} {:>8} {:>8.1} {:>6}  {} steps, {failed} failed",
+            "{:<width$} {:>8} {:>8.1} {:>8.1} {:>6}  {} steps, {failed} failed",
             "total",
             "",
             self.started.elapsed().as_secs_f64(),
+            cpu_total,
             tests_total,
             records.len()
         );
     }
 }
 
+/// What a step's output says of it: the tests its runners ran, the CPU time it used.
+#[derive(Default)]
+struct Summary {
+    tests: Option<u64>,
+    cpu: Option<f64>,
+}
+
 /// Runs `step` with its output in `log` (and on the terminal when `stream`); returns its
-/// outcome and the number of tests its runners reported.
+/// outcome and what its output summed up.
 fn run_logged(
     step: &Step,
     base_env: &[(String, String)],
     log: &PathBuf,
     stream: bool,
-) -> (Result<(), String>, Option<u64>) {
+) -> (Result<(), String>, Summary) {
     if let Some(dir) = log.parent() {
         let _ = fs::create_dir_all(dir);
     }
     let file = match fs::File::create(log) {
         Ok(f) => Mutex::new(f),
-        Err(e) => return (Err(format!("{}: {e}", log.display())), None),
+        Err(e) => return (Err(format!("{}: {e}", log.display())), Summary::default()),
     };
     let mut cmd = step.command(base_env);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return (Err(format!("could not run {}: {e}", step.describe())), None),
+        Err(e) => {
+            return (
+                Err(format!("could not run {}: {e}", step.describe())),
+                Summary::default(),
+            );
+        }
     };
     let counts = Mutex::new(TestCount::default());
+    let cpu = Mutex::new(CpuTime::default());
     let (out, err) = (child.stdout.take(), child.stderr.take());
     thread::scope(|s| {
         let pump = |reader: Box<dyn Read + Send>, to_stderr: bool| {
-            let (file, counts) = (&file, &counts);
+            let (file, counts, cpu) = (&file, &counts, &cpu);
             s.spawn(move || {
                 for line in BufReader::new(reader).split(b'\n').map_while(Result::ok) {
                     let text = String::from_utf8_lossy(&line);
+                    if !to_stderr
+                        && cpu
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .read(&text)
+                    {
+                        continue;
+                    }
                     counts
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -361,16 +392,61 @@ fn run_logged(
         }
     });
     let status = child.wait();
-    let tests = counts
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .total();
+    let summary = Summary {
+        tests: counts
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .total(),
+        cpu: cpu
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .seconds,
+    };
     let result = match status {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(s.to_string()),
         Err(e) => Err(format!("waiting for {}: {e}", step.describe())),
     };
-    (result, tests)
+    (result, summary)
+}
+
+/// The CPU time `sh`'s `times` reports after [`CPU_MARK`]: its second line, the children's
+/// user and system time (`1m2.5s 0m0.25s`; dash prints fewer decimals than bash).
+#[derive(Default)]
+struct CpuTime {
+    /// Lines of `times` still to come.
+    pending: u8,
+    seconds: Option<f64>,
+}
+
+impl CpuTime {
+    /// Reads one line of the step's standard output; whether it was part of the report (and
+    /// so not the step's own output).
+    fn read(&mut self, line: &str) -> bool {
+        if line.trim() == CPU_MARK {
+            self.pending = 2;
+            return true;
+        }
+        match self.pending {
+            0 => false,
+            pending => {
+                self.pending = pending - 1;
+                if self.pending == 0 {
+                    self.seconds = line
+                        .split_whitespace()
+                        .map(minutes_seconds)
+                        .sum::<Option<f64>>();
+                }
+                true
+            }
+        }
+    }
+}
+
+/// `1m2.5s` as seconds.
+fn minutes_seconds(text: &str) -> Option<f64> {
+    let (minutes, seconds) = text.strip_suffix('s')?.split_once('m')?;
+    Some(minutes.parse::<f64>().ok()? * 60.0 + seconds.parse::<f64>().ok()?)
 }
 
 /// Tests run, from the runners' summaries: nextest's `Summary [...] N tests run: ...` and
@@ -431,7 +507,24 @@ fn print_tail(name: &str, log: &PathBuf) {
 
 #[cfg(test)]
 mod tests {
-    use super::TestCount;
+    use super::{CPU_MARK, CpuTime, TestCount};
+
+    #[test]
+    fn cpu_time_is_the_childrens_line_of_times() {
+        for (own, children, seconds) in [
+            ("0m0.001s 0m0.002s", "1m2.500s 0m0.250s", 62.75),
+            ("0m0.00s 0m0.00s", "0m3.25s 0m1.00s", 4.25),
+        ] {
+            let mut cpu = CpuTime::default();
+            assert!(!cpu.read("Finished `dev` profile"));
+            assert!(cpu.read(CPU_MARK));
+            assert!(cpu.read(own));
+            assert!(cpu.read(children));
+            assert!(!cpu.read("anything after"));
+            assert_eq!(cpu.seconds, Some(seconds));
+        }
+        assert_eq!(CpuTime::default().seconds, None);
+    }
 
     #[test]
     fn counts_come_from_the_runners_summaries() {
