@@ -400,7 +400,9 @@ impl EtcdStrategy {
                 remaining: granted,
             }));
         }
-        self.revoke_quietly(client, lease).await;
+        // Not revoked either when the answer is "failed": that answer may be a duplicate's,
+        // after the first delivery already wrote the hold-off key onto this lease, and revoking
+        // it would end the hold-off at once. Unused, it holds nothing and ends with its TTL.
         Ok(None)
     }
 
