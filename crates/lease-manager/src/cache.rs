@@ -74,6 +74,7 @@ impl<L> LeaseCache<L> {
 
     /// Raises the cached lease's [`issued_up_to_ms`](CachedLease::issued_up_to_ms) to
     /// `issued_up_to_ms`; nothing when no lease is cached.
+    #[cfg(feature = "tokio")]
     pub(crate) fn record_issued(&self, issued_up_to_ms: u64) {
         if let Some(cached) = self.lock().as_mut() {
             cached.issued_up_to_ms = cached.issued_up_to_ms.max(issued_up_to_ms);
