@@ -815,40 +815,67 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     drop(signal);
 }
 
-/// A coordinator that cannot serve leases shorter than an hour.
-struct Picky(Arc<TestCoordinator>);
+/// The test coordinator behind another strategy's traits: one that cannot serve leases
+/// shorter than an hour (`picky`), or one that always yields the same ID for this node, like
+/// an ordinal or a host list (`deterministic`).
+struct Shaped {
+    coordinator: Arc<TestCoordinator>,
+    picky: bool,
+    deterministic: bool,
+}
 
-impl Strategy for Picky {
+impl Shaped {
+    fn picky(coordinator: &Arc<TestCoordinator>) -> Self {
+        Self {
+            coordinator: Arc::clone(coordinator),
+            picky: true,
+            deterministic: false,
+        }
+    }
+
+    fn deterministic(coordinator: &Arc<TestCoordinator>) -> Self {
+        Self {
+            coordinator: Arc::clone(coordinator),
+            picky: false,
+            deterministic: true,
+        }
+    }
+}
+
+impl Strategy for Shaped {
     type Lease = (u16, u64);
     type Error = TestError;
     async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
-        self.0.acquire(requested).await
+        self.coordinator.acquire(requested).await
     }
     async fn renew(
         &self,
         lease: &(u16, u64),
         requested: Duration,
     ) -> Result<Renewal<(u16, u64)>, TestError> {
-        self.0.renew(lease, requested).await
+        self.coordinator.renew(lease, requested).await
     }
     async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
-        self.0.release(lease, guard).await
+        self.coordinator.release(lease, guard).await
     }
     fn check_config(&self, config: &LeaseConfig) -> Result<(), TestError> {
-        if config.min_ttl() < Duration::from_secs(3600) {
+        if self.picky && config.min_ttl() < Duration::from_secs(3600) {
             return Err(TestError(ErrorKind::Misconfigured));
         }
         Ok(())
     }
+    fn deterministic(&self) -> bool {
+        self.deterministic
+    }
     fn name(&self) -> &'static str {
-        "picky"
+        "shaped"
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
     let s = setup(4, Duration::from_secs(3600));
-    let result = LeaseManager::builder(Picky(Arc::clone(&s.coordinator)))
+    let result = LeaseManager::builder(Shaped::picky(&s.coordinator))
         .with_clock(s.clock)
         .with_target(s.target.clone())
         .start()
@@ -949,35 +976,8 @@ async fn the_cached_lease_records_what_the_targets_issued() {
     assert_eq!(issued(&cache), Some(BASE + 20));
 }
 
-/// A strategy that always yields the same ID for this node, like an ordinal or a host list.
-struct Fixed(Arc<TestCoordinator>);
-
-impl Strategy for Fixed {
-    type Lease = (u16, u64);
-    type Error = TestError;
-    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
-        self.0.acquire(requested).await
-    }
-    async fn renew(
-        &self,
-        lease: &(u16, u64),
-        requested: Duration,
-    ) -> Result<Renewal<(u16, u64)>, TestError> {
-        self.0.renew(lease, requested).await
-    }
-    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
-        self.0.release(lease, guard).await
-    }
-    fn deterministic(&self) -> bool {
-        true
-    }
-    fn name(&self) -> &'static str {
-        "fixed"
-    }
-}
-
-async fn start_fixed(s: &Setup) -> Result<LeaseManager<Fixed>, StartError> {
-    LeaseManager::builder(Fixed(Arc::clone(&s.coordinator)))
+async fn start_fixed(s: &Setup) -> Result<LeaseManager<Shaped>, StartError> {
+    LeaseManager::builder(Shaped::deterministic(&s.coordinator))
         .with_clock(s.clock)
         .with_target(s.target.clone())
         .with_jitter_seed(1)

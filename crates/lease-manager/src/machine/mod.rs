@@ -177,15 +177,7 @@ impl<L> LeaseMachine<L> {
     /// Reports the result of the outstanding `Acquire`, received at `now`. Ignored if no acquire
     /// is outstanding (a late or cancelled call).
     pub fn on_acquire_result(&mut self, now: u64, result: Result<Grant<L>, Failure>) {
-        let phase = mem::replace(&mut self.phase, Phase::Stopped);
-        let Phase::Acquiring {
-            source,
-            attempts,
-            call: Some(call),
-            ..
-        } = phase
-        else {
-            self.phase = phase;
+        let Some((source, attempts, call)) = self.take_outstanding_acquire() else {
             return;
         };
         let latency_ms = now.saturating_sub(call.sent);
@@ -254,6 +246,16 @@ impl<L> LeaseMachine<L> {
     /// grant is given back with the floor it came with, and `failure` is the acquisition's
     /// outcome, retried or fatal by its kind. Ignored if no acquire is outstanding.
     pub fn on_acquire_refused(&mut self, now: u64, grant: Grant<L>, failure: Failure) {
+        let Some((source, attempts, call)) = self.take_outstanding_acquire() else {
+            return;
+        };
+        self.phase = self.refuse(source, attempts, call, grant, failure, now);
+    }
+
+    /// The outstanding `Acquire`'s source, attempt count and call, leaving the phase
+    /// `Stopped` for the caller to replace; `None`, the phase untouched, when none is
+    /// outstanding.
+    fn take_outstanding_acquire(&mut self) -> Option<(Source, u32, InFlight)> {
         let phase = mem::replace(&mut self.phase, Phase::Stopped);
         let Phase::Acquiring {
             source,
@@ -263,9 +265,9 @@ impl<L> LeaseMachine<L> {
         } = phase
         else {
             self.phase = phase;
-            return;
+            return None;
         };
-        self.phase = self.refuse(source, attempts, call, grant, failure, now);
+        Some((source, attempts, call))
     }
 
     /// The phase after a refused grant: releasing it, then what a failed acquisition leads to.
