@@ -44,9 +44,6 @@ pub const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
 /// the facade's build.
 const TEST_TARGETS: [&str; 3] = ["--lib", "--bins", "--tests"];
 
-/// The simulation's command line (`cargo xtask sim` runs it too).
-const SIM: [&str; 7] = crate::sim::COMMAND;
-
 /// Seeds of the simulation in the full run, and in `--quick`.
 const SIM_SEEDS: &str = "5000";
 const QUICK_SIM_SEEDS: &str = "300";
@@ -446,8 +443,11 @@ fn own_folder_steps() -> Vec<Step> {
     own.extend(nostd_steps());
     // What `cargo xtask sim --seeds 5000` runs, without building xtask a second time.
     own.push(
-        Step::cargo("sim", &[&SIM[..], &["--seeds", SIM_SEEDS]].concat())
-            .env("CARGO_TARGET_DIR", own_folder("sim")),
+        Step::cargo(
+            "sim",
+            &[&crate::sim::COMMAND[..], &["--seeds", SIM_SEEDS]].concat(),
+        )
+        .env("CARGO_TARGET_DIR", own_folder("sim")),
     );
     own.into_iter().map(Step::nice).collect()
 }
