@@ -202,7 +202,10 @@ async fn an_unreachable_cluster_is_retry_not_lost() {
     let s = common::strategy(&prefix).await;
     let grant = s.acquire(TTL).await.unwrap();
     let dead = EtcdStrategy::new(common::options_at(
-        &[format!("http://127.0.0.1:{}", common::free_port())],
+        &[format!(
+            "http://127.0.0.1:{}",
+            lease_testkit::ports::server_port().expect("a free loopback port")
+        )],
         &prefix,
     ))
     .unwrap();

@@ -366,7 +366,10 @@ async fn transport_errors_are_retry() {
     let server = common::valkey();
     let key = Key::new(&server);
     let held = strategy(&server, &key).await.acquire(HOUR).await.unwrap();
-    let closed = format!("redis://127.0.0.1:{}", common::free_port());
+    let closed = format!(
+        "redis://127.0.0.1:{}",
+        lease_testkit::ports::server_port().expect("a free loopback port")
+    );
     let s = RedisStrategy::connect(
         &closed,
         options(&key).with_connection_timeout(Duration::from_millis(300)),

@@ -6,6 +6,7 @@ pub mod admin;
 mod checks;
 pub mod handover;
 pub mod memory;
+pub mod ports;
 
 use core::fmt;
 use std::time::Duration;

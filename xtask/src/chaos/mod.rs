@@ -246,7 +246,9 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
                 );
             }
             Err(e) => {
-                failed.push(backend.name().to_owned());
+                // The error in the run's result too: the step table, printed last, shows it
+                // when the log above it is cut.
+                failed.push(format!("{} ({e})", backend.name()));
                 println!("{:<9} error: {e}", backend.name());
             }
         }
@@ -254,7 +256,7 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
     match guard {
         Some(Ok(line)) => println!("guard     {line}"),
         Some(Err(e)) => {
-            failed.push("guard".into());
+            failed.push(format!("guard ({e})"));
             println!("guard     FAIL: {e}");
         }
         None => {}

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::thread;
 use std::time::Duration;
 
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a proxy does with traffic (see `nononce_chaos::proxy::Mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,21 +5,16 @@
 //! Every server is killed on drop, and its data removed.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::ports::server_port;
+
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-
-pub fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("free port: {e}"))
-}
 
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -113,8 +108,14 @@ fn output_ok(cmd: Command, what: &str) -> Result<Output, String> {
 /// is stopped first so it forks no more, its children are killed by parent ID, then the server.
 /// Servers stay in the harness's process group, so a Ctrl-C reaches them too (PostgreSQL shuts
 /// down on SIGINT; MariaDB ignores it and runs under a shell that kills it).
+///
+/// A stop takes effect some time after `kill` returns: the children are listed only once the
+/// server is seen stopped, and the kill waits until each of them has exited. A backend forked
+/// for a reconnect after the list was taken outlived its server, kept its shared memory
+/// attached, and PostgreSQL refused to start again on that data ("pre-existing shared memory
+/// block is still in use").
 fn kill_tree(child: &mut Child) {
-    let pid = child.id().to_string();
+    let pid = child.id();
     let signal = |args: &[&str]| {
         let _ = Command::new(args[0])
             .args(&args[1..])
@@ -123,11 +124,54 @@ fn kill_tree(child: &mut Child) {
             .status();
     };
     if let Ok(None) = child.try_wait() {
-        signal(&["kill", "-STOP", &pid]);
-        signal(&["pkill", "-9", "-P", &pid]);
+        let id = pid.to_string();
+        signal(&["kill", "-STOP", &id]);
+        wait_for(KILL_TIMEOUT, || process_state(pid).is_none_or(|s| s == 'T'));
+        signal(&["pkill", "-9", "-P", &id]);
+        // Killed children stay zombies (their parent is stopped) but have let go of
+        // everything they held.
+        wait_for(KILL_TIMEOUT, || live_children(pid) == 0);
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Longest a kill waits for a server to stop and for its children to exit.
+const KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Polls `done` until it holds or `timeout` passed.
+fn wait_for(timeout: Duration, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() && started.elapsed() < timeout {
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process's state letter (`R`, `S`, `T`, `Z`, ...) and its parent ID, from `/proc`.
+fn process_stat(pid: &str) -> Option<(char, u32)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": the command may hold spaces and parentheses.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+/// The state of process `pid`, `None` when it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    process_stat(&pid.to_string()).map(|(state, _)| state)
+}
+
+/// How many children of `parent` have not exited (zombies have).
+fn live_children(parent: u32) -> usize {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| process_stat(entry.file_name().to_str()?))
+        .filter(|&(state, ppid)| ppid == parent && state != 'Z' && state != 'X')
+        .count()
 }
 
 /// A temporary directory, removed on drop.
@@ -199,7 +243,7 @@ impl RedisServer {
         let mut server = Self {
             bin,
             dir: dir.join("server"),
-            port: free_port()?,
+            port: server_port()?,
             child: None,
         };
         fs::create_dir_all(&server.dir).map_err(|e| format!("{}: {e}", server.dir.display()))?;
@@ -294,7 +338,7 @@ impl Postgres {
             primary: PgNode {
                 name: "primary",
                 data: root.0.join("primary"),
-                port: free_port()?,
+                port: server_port()?,
                 child: None,
             },
             replica: None,
@@ -323,7 +367,7 @@ impl Postgres {
             let mut node = PgNode {
                 name: "replica",
                 data: pg.root.0.join("replica"),
-                port: free_port()?,
+                port: server_port()?,
                 child: None,
             };
             let (data, port) = (node.data.display().to_string(), pg.primary.port.to_string());
@@ -574,7 +618,7 @@ impl Mariadb {
         let mut server = Self {
             root,
             log: logs.join("mariadb.log"),
-            port: free_port()?,
+            port: server_port()?,
             as_mysql,
             child: None,
         };
@@ -693,11 +737,9 @@ pub struct EtcdServer {
 
 impl EtcdServer {
     pub fn start(bin: PathBuf, dir: &Path) -> Result<Self, String> {
-        let client_port = free_port()?;
-        let mut peer_port = free_port()?;
-        while peer_port == client_port {
-            peer_port = free_port()?;
-        }
+        let client_port = server_port()?;
+        // Never the client port: each call in a process tries the next port.
+        let peer_port = server_port()?;
         let data = dir.join("etcd-data");
         let _ = fs::remove_dir_all(&data);
         fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;

@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::Running;
+use crate::ports::{bindable, server_port};
 
 const ENDPOINTS_VAR: &str = "NONONCE_TEST_ETCD_ENDPOINTS";
 const BIN_VAR: &str = "NONONCE_TEST_ETCD_BIN";
@@ -49,7 +50,7 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
     let (client_port, peer_port) = if bindable(CLIENT_PORT) && bindable(PEER_PORT) {
         (CLIENT_PORT, PEER_PORT)
     } else {
-        (free_port()?, free_port()?)
+        (server_port()?, server_port()?)
     };
     let services = crate::workspace_root().join(".services");
     // In the run's scratch folder, removed when the run ends.
@@ -247,19 +248,6 @@ fn wait_healthy(running: &mut Running, port: u16, log_path: &Path) -> Result<(),
         START_TIMEOUT.as_secs(),
         log_path.display()
     ))
-}
-
-/// Whether loopback `port` is free to listen on.
-pub fn bindable(port: u16) -> bool {
-    std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).is_ok()
-}
-
-/// A loopback port nothing listens on (bound and released).
-pub fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|e| format!("free port: {e}"))
 }
 
 /// Whether an etcd on loopback `port` reports itself healthy (it has a leader).

@@ -80,10 +80,10 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
         // A server of this run's own, never one found running: another run's server stops when
         // that run ends. The usual port when it is free, another when a run beside this one
         // holds it.
-        let port = if super::etcd::bindable(server.port) {
+        let port = if crate::ports::bindable(server.port) {
             server.port
         } else {
-            super::etcd::free_port()?
+            crate::ports::server_port()?
         };
         start(running, server.name, &binary, port, &logs)?;
         let url = format!("redis://127.0.0.1:{port}");

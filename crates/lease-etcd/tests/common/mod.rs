@@ -2,7 +2,6 @@
 //! and etcd servers of a test's own.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -148,12 +147,6 @@ pub fn now_ms() -> u64 {
     .unwrap()
 }
 
-/// A port nothing listens on (bound and released).
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
 /// The etcd binary (`NONONCE_TEST_ETCD_BIN`, or `etcd` on the `PATH`).
 fn binary() -> PathBuf {
     if let Ok(path) = std::env::var("NONONCE_TEST_ETCD_BIN") {
@@ -206,8 +199,8 @@ impl OwnCluster {
                 let dir = std::env::temp_dir().join(format!("{token}-{name}"));
                 Member {
                     name,
-                    client_port: free_port(),
-                    peer_port: free_port(),
+                    client_port: lease_testkit::ports::server_port().expect("a free loopback port"),
+                    peer_port: lease_testkit::ports::server_port().expect("a free loopback port"),
                     dir,
                     child: None,
                 }

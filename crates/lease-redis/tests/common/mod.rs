@@ -1,7 +1,6 @@
 //! Shared test helpers: server URLs, unique keys with cleanup, and servers of a test's own.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -155,12 +154,6 @@ pub async fn hget(
         .expect("HGET")
 }
 
-/// A port nothing listens on (bound and released).
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
 /// Which server binary a test starts itself.
 #[derive(Debug, Clone, Copy)]
 pub enum Binary {
@@ -214,7 +207,7 @@ impl OwnServer {
     pub fn start(binary: Binary, extra: &[&str]) -> Self {
         let mut server = Self {
             binary,
-            port: free_port(),
+            port: lease_testkit::ports::server_port().expect("a free loopback port"),
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             dir: None,

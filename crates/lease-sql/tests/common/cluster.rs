@@ -56,15 +56,6 @@ fn pg(bin: &Path, program: &str, args: &[&str]) {
     );
 }
 
-/// A free loopback port (bound, then closed).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A directory the server user may own.
 fn server_dir() -> TempDir {
     let dir = TempDir::new();
@@ -108,7 +99,7 @@ impl Cluster {
         let cluster = Self {
             bin,
             dir,
-            port: free_port(),
+            port: lease_testkit::ports::server_port().expect("a free loopback port"),
             settings: settings.iter().map(|s| (*s).to_owned()).collect(),
         };
         cluster.ctl(&["start"]);
@@ -143,7 +134,7 @@ impl Cluster {
         let replica = Self {
             bin: primary.bin.clone(),
             dir,
-            port: free_port(),
+            port: lease_testkit::ports::server_port().expect("a free loopback port"),
             settings: Vec::new(),
         };
         replica.ctl(&["start"]);
