@@ -7,12 +7,12 @@
 //!    and start in the background meanwhile;
 //! 2. format and clippy (fail fast), then one build of the workspace's tests (the chaos
 //!    binaries with them);
-//! 3. then three lanes that share no target folder, so none waits on another's build lock:
-//!    the servers' lane runs the workspace's tests (those that wait on servers and timers many
-//!    at a time), then chaos (every backend under faults at once), then what reuses the test
-//!    build: docs, doctests, each crate alone with the features that change it, the README's
-//!    first command; the own-folders lane builds and runs loom, the no_std proof and the
-//!    simulation; the foreground checks every feature combination in `target/check`.
+//! 3. then three lanes: the servers' lane runs the workspace's tests (those that wait on
+//!    servers and timers many at a time), then chaos (every backend under faults at once), then
+//!    what reuses the test build: docs, doctests, each crate alone with the features that
+//!    change it, the README's first command; the own-folders lane builds and runs loom, the
+//!    no_std proof and the simulation, each in a target folder of its own; the foreground
+//!    checks every feature combination in the workspace's target folder, beside the tests.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -154,18 +154,15 @@ const NONONCE_EACH_FEATURE: [&str; 9] = [
     "--locked",
 ];
 
-/// Every feature combination checked, in `target/check`: check builds share only their leaf
-/// dependencies with the test build, and a folder of their own lets them compile while the
-/// test build's folder is busy. `hack` is the folder of the `cargo-hack` binary.
+/// Every feature combination checked, in the workspace's target folder: the checks reuse
+/// clippy's dependency metadata, build scripts and proc-macros (a folder of their own cost
+/// about 160 CPU seconds more, building them again). Cargo locks the folder for one
+/// invocation at a time: the checks run while the servers' lane runs tests and chaos, which
+/// build nothing, and take turns with the builds after them. `hack` is the folder of the
+/// `cargo-hack` binary.
 fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    let target = crate::target_dir().join("check").display().to_string();
-    let hack_step = |name, args: &[&str]| {
-        Step::cargo(name, args)
-            .env("PATH", path.clone())
-            .env("CARGO_TARGET_DIR", target.clone())
-            .nice()
-    };
+    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone()).nice();
     Ok(vec![
         // What users build: each published library and binary alone (no dev-dependencies
         // unified in), in every combination of its features. `default` adds nothing a
@@ -349,14 +346,15 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
     )
 }
 
-/// The steps with the servers up, in three lanes that share no target folder, so that none
-/// waits on another's build lock:
+/// The steps with the servers up, in three lanes:
 ///
 /// - the servers' lane, in the workspace's target folder: the workspace's tests, chaos, then
 ///   the docs, the doctests, each crate with features alone and the README's first command
 ///   (what reuses the test build's artifacts);
-/// - the own-folders lane, each in a folder of its own: loom, the no_std proof, the simulation;
-/// - the foreground, in `target/check`: every `cargo check` of the feature combinations.
+/// - the own-folders lane, each in a folder of its own (their flags or profiles share no
+///   artifact with the rest): loom, the no_std proof, the simulation;
+/// - the foreground, in the workspace's target folder too: every `cargo check` of the
+///   feature combinations ([`feature_check_steps`]).
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
     let after_chaos = test_build_steps(hack, &servers.env)?;
