@@ -24,6 +24,7 @@ per_dialect!(
     a_wiped_table_heals_after_the_hold_off,
     guard_off_hands_the_wiped_id_out_again,
     a_new_table_is_usable_right_after_migrate,
+    a_released_blocked_row_keeps_its_block_as_floor,
 );
 
 /// How the rows vanish.
@@ -232,6 +233,38 @@ async fn guard_off_hands_the_wiped_id_out_again(dialect: Dialect) {
         b.acquire(HOUR).await.unwrap().machine_id.get(),
         0,
         "the test can fail: with the guard off, the wiped ID is free again"
+    );
+}
+
+/// An operator frees an ID whose row came back blocked (`nononce leases release`) while its
+/// old holder may still run: the next holder is granted it with a floor at the block's end,
+/// so that it starts above anything the old holder may issue until its lease runs out, and
+/// not from its own clock on a floor of 0.
+async fn a_released_blocked_row_keeps_its_block_as_floor(dialect: Dialect) {
+    let t = TestTable::new(dialect).await;
+    let (_a, _lease) = held_then_wiped(&t, t.strategy(), Wipe::Truncate).await;
+    let b = t.strategy();
+    let (_, remaining) = rows_held_off(&b.acquire(HOUR).await.unwrap_err());
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    assert!(
+        b.force_release(lease_core::MachineId::new(0).unwrap())
+            .await
+            .unwrap()
+    );
+    let grant = b.acquire(HOUR).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 0);
+    let block_end = now + u64::try_from(remaining.as_millis()).unwrap();
+    // The block's end on the database clock, which may differ from this one by a second.
+    assert!(
+        grant.floor_ms + 1_000 >= block_end,
+        "granted on floor {} though the row was blocked until about {block_end}",
+        grant.floor_ms
     );
 }
 

@@ -286,7 +286,7 @@ fn hold_off(error: &DynError, store: &StoreInfo) -> Option<HoldOff> {
             store,
             *remaining,
             format!(
-                "{blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE while the database stayed up), so running nodes may still use them; they are back, blocked until then. Wait; only if every node is stopped, free them with `nononce leases release --store '{}' --id N --yes`, one per id. Never TRUNCATE or DELETE the lease table while nodes run",
+                "{blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE while the database stayed up), so running nodes may still use them; they are back, blocked until then. Wait, or free one with `nononce leases release --store '{}' --id N --yes`: at once, on a floor at the end of its block (64-bit counter and sortable nonces wait for the clock to pass it). Never TRUNCATE or DELETE the lease table while nodes run",
                 store.url
             ),
         ));

@@ -57,7 +57,9 @@ pub(crate) struct Common {
     pub count_free: Statement,
     /// Held rows: id, token, microseconds left.
     pub holders: Statement,
-    /// Free one held row at once, whoever holds it (param id).
+    /// Free one held row at once, whoever holds it (param id), its floor raised to the end of
+    /// the lease or block it ends (ms): a holder that still runs issues nothing past that,
+    /// and a row put back blocked after it vanished carries no other floor.
     pub force_release: Statement,
     /// Put back the missing rows of a seeded table, blocked for the amnesia hold-off: no token,
     /// version 0, expiring at the database's now plus the hold-off (a NoNoncense node sees them

@@ -77,7 +77,11 @@ impl MySqlQueries {
                      FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
                 )),
                 force_release: q(format!(
-                    "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00', \
+                    // MySQL assigns left to right, each seeing the ones before: the floor
+                    // first, from the expiry it replaces.
+                    "UPDATE {t} SET floor_ms = GREATEST(floor_ms, \
+                     CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at) / 1000) AS SIGNED)), \
+                     token = NULL, expires_at = '1970-01-01 00:00:00', \
                      lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
                 )),
                 restore: q(format!(

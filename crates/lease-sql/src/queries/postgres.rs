@@ -77,7 +77,9 @@ impl PostgresQueries {
                      FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
                 )),
                 force_release: q(format!(
-                    "UPDATE {t} SET token = NULL, expires_at = TIMESTAMP '1970-01-01 00:00:00', \
+                    "UPDATE {t} SET \
+                     floor_ms = GREATEST(floor_ms, ceil(EXTRACT(EPOCH FROM expires_at) * 1000)::bigint), \
+                     token = NULL, expires_at = TIMESTAMP '1970-01-01 00:00:00', \
                      lock_version = lock_version + 1 WHERE id = $1 AND NOT (expires_at < {now})"
                 )),
                 restore: q(format!(

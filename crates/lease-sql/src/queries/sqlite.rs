@@ -50,7 +50,9 @@ impl SqliteQueries {
                      FROM {t} WHERE NOT (expires_at < {now}) ORDER BY id"
                 )),
                 force_release: q(format!(
-                    "UPDATE {t} SET token = NULL, expires_at = '1970-01-01 00:00:00.000', \
+                    "UPDATE {t} SET floor_ms = max(floor_ms, \
+                     CAST(round(unixepoch(expires_at, 'subsec') * 1000) AS INTEGER)), \
+                     token = NULL, expires_at = '1970-01-01 00:00:00.000', \
                      lock_version = lock_version + 1 WHERE id = ? AND NOT (expires_at < {now})"
                 )),
                 // The table exists, so it was seeded: SQLite creates and seeds it in one

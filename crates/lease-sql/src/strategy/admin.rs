@@ -51,9 +51,11 @@ impl SqlStrategy {
             .collect()
     }
 
-    /// Frees `id` at once, whoever holds it: its token is cleared and its expiry reset to the
-    /// seed value, 1970-01-01; its timestamp floor stays. Only for a node known to be dead; a
-    /// live holder finds out at its next renewal (*lost*), and may have used the ID until then.
+    /// Frees `id` at once, whoever holds it: its token is cleared, its expiry reset to the
+    /// seed value, 1970-01-01, and its timestamp floor raised to the expiry it had (the end of
+    /// the lease, or of the block of a row put back after it vanished). Meant for a node known
+    /// to be dead; a live holder finds out at its next renewal (*lost*), may use the ID until
+    /// its lease ends, and the next holder starts above that end.
     /// Returns whether the ID was held.
     ///
     /// # Errors

@@ -437,7 +437,8 @@ impl SqlServer {
         }
     }
 
-    /// `force_release`: token cleared, expiry reset to 1970, the floor kept.
+    /// `force_release`: token cleared, expiry reset to 1970, the floor raised to the expiry
+    /// it had.
     pub fn force_release(&mut self, t: u64, now: u64, id: MachineId) -> bool {
         let index = usize::from(id.get());
         match self.primary.rows.get(index).copied() {
@@ -446,7 +447,7 @@ impl SqlServer {
                     token: None,
                     expires_at: 0,
                     lock_version: row.lock_version.wrapping_add(1),
-                    floor_ms: row.floor_ms,
+                    floor_ms: row.floor_ms.max(row.expires_at),
                 };
                 self.write_row(t, index, freed);
                 true
