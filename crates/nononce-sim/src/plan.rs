@@ -128,11 +128,16 @@ pub enum Fault {
     /// longest lease, as lease-etcd's documentation asks (a process that never saw the old store
     /// cannot tell: documented).
     EtcdRestore,
+    /// The store loses its lease data while the server stays up (Redis: the lease hash deleted,
+    /// `DEL` or `FLUSHALL`, its marker with it, run ID and uptime unchanged; SQL: the lease
+    /// table truncated, or the rows of held IDs deleted, sometimes the table's coordinator row
+    /// too; etcd: `del --prefix` of the lease prefix, its marker and hold-off keys included).
+    StoreWiped,
 }
 
 impl Fault {
     /// Every class.
-    pub const ALL: [Self; 24] = [
+    pub const ALL: [Self; 25] = [
         Self::Partition,
         Self::Crash,
         Self::Freeze,
@@ -157,6 +162,7 @@ impl Fault {
         Self::SqlLostCommits,
         Self::EtcdLeaderChange,
         Self::EtcdRestore,
+        Self::StoreWiped,
     ];
 
     /// Kebab-case name.
@@ -187,6 +193,7 @@ impl Fault {
             Self::SqlLostCommits => "sql-lost-commits",
             Self::EtcdLeaderChange => "etcd-leader-change",
             Self::EtcdRestore => "etcd-restore",
+            Self::StoreWiped => "store-wiped",
         }
     }
 
@@ -201,6 +208,7 @@ impl Fault {
                 | Self::RedisFailover
                 | Self::SqlLostCommits
                 | Self::EtcdRestore
+                | Self::StoreWiped
         )
     }
 }
@@ -524,6 +532,10 @@ impl Plan {
                 | Fault::CoordinatorClockForward
                 | Fault::CoordinatorClockBackward
                 | Fault::ForceRelease => dynamic,
+                // etcd reports no time, so its nodes are not held to a clock: after its data is
+                // gone only clocks that agree keep a new holder above an old one's timestamps,
+                // as after a restore (documented).
+                Fault::StoreWiped => dynamic && !(backend == Backend::Etcd && wide),
                 // With wide clocks too: the amnesia hold-off outlasts a forgotten holder's
                 // timestamps by the clock offset every node keeps to the store's clock.
                 Fault::RedisAmnesia | Fault::RedisSnapshot => backend == Backend::Redis,

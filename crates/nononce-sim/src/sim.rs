@@ -1662,7 +1662,70 @@ impl<B: Backend> Sim<B> {
             | Fault::RedisFailover
             | Fault::EtcdLeaderChange
             | Fault::EtcdRestore => self.coordinator_down(fault),
+            Fault::StoreWiped => self.store_wiped(),
         }
+    }
+
+    /// The store's lease data vanishes while the server stays up.
+    fn store_wiped(&mut self) -> bool {
+        let now = self.ctx.now;
+        let Some(state) = self.server.as_mut() else {
+            return false;
+        };
+        if state.down {
+            return false;
+        }
+        let now_c = state.clock.ms(now);
+        let rng = &mut self.ctx.rng;
+        let (what, lost, record) = match &mut state.server {
+            Server::Redis(server) => (
+                "redis lease hash deleted: {a} leases lost",
+                server.wipe(now_c),
+                false,
+            ),
+            Server::Sql(server) => {
+                // The coordinator row lives in a table of its own: an operator may wipe it too.
+                let record = rng.chance(250_000);
+                if rng.chance(500_000) {
+                    let lost = server.held(now_c).len();
+                    server.wipe(now, None, record);
+                    (
+                        "sql lease table truncated: {a} leases lost (coordinator row too: {b})",
+                        lost,
+                        record,
+                    )
+                } else {
+                    // A cleanup script deletes the rows of some held IDs.
+                    let mut held = server.held(now_c);
+                    if held.is_empty() {
+                        return false;
+                    }
+                    let keep = held.len() - 1 - rng.index(held.len().min(8));
+                    for _ in 0..keep {
+                        held.swap_remove(rng.index(held.len()));
+                    }
+                    let lost = server.wipe(now, Some(&held), record);
+                    (
+                        "sql rows of {a} held ids deleted (coordinator row too: {b})",
+                        lost,
+                        record,
+                    )
+                }
+            }
+            Server::Etcd(server) => (
+                "etcd prefix deleted: {a} leases lost",
+                server.wipe(now_c),
+                false,
+            ),
+        };
+        self.ctx.trace(
+            None,
+            what,
+            u64::try_from(lost).unwrap_or(0),
+            u64::from(record),
+            0,
+        );
+        true
     }
 
     fn coordinator_down(&mut self, fault: Fault) -> bool {
@@ -1784,6 +1847,9 @@ fn summarize(request: &Request) -> Summary {
         Request::Redis(RedisRequest::Release { id, .. }) => {
             Summary::RedisOther("redis release id {a}: {b}", u64::from(*id))
         }
+        Request::Redis(RedisRequest::StartHoldOff { .. }) => {
+            Summary::RedisOther("redis start hold-off: open at {b}", 0)
+        }
         Request::Etcd(EtcdRequest::Range { .. }) => Summary::EtcdRange,
         Request::Etcd(EtcdRequest::Txn(txn)) => {
             let id = match txn.then.first() {
@@ -1793,13 +1859,16 @@ fn summarize(request: &Request) -> Summary {
                 }) => Some(*id),
                 _ => txn.when.iter().find_map(|c| match c.key {
                     EtcdKey::Lease(id) => Some(id),
-                    EtcdKey::Floor(_) => None,
+                    EtcdKey::Floor(_) | EtcdKey::Marker | EtcdKey::HoldOff => None,
                 }),
             };
             Summary::EtcdTxn(id.map_or(u64::MAX, u64::from))
         }
         Request::Etcd(
-            EtcdRequest::Grant { .. } | EtcdRequest::KeepAlive { .. } | EtcdRequest::Revoke { .. },
+            EtcdRequest::Grant { .. }
+            | EtcdRequest::KeepAlive { .. }
+            | EtcdRequest::Revoke { .. }
+            | EtcdRequest::TimeToLive { .. },
         ) => Summary::EtcdLease,
     }
 }
@@ -1847,6 +1916,14 @@ impl Summary {
             (Self::RedisOther(what, id), Reply::Redis(RedisResponse::Released(ok))) => {
                 (what, *id, u64::from(*ok))
             }
+            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::OpenAt(at))) => {
+                (what, *id, *at)
+            }
+            (Self::RedisClaim(id), Reply::Redis(RedisResponse::HeldOff { open_at, .. })) => (
+                "redis claim id {a}: no marker, held off until {b}",
+                *id,
+                *open_at,
+            ),
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }
@@ -1882,6 +1959,11 @@ impl Summary {
             (Self::EtcdLease, Reply::Etcd(EtcdResponse::Revoked { found, .. })) => {
                 ("etcd lease revoke: found {a}", u64::from(*found), 0)
             }
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::TimeToLive { ttl_s, .. })) => (
+                "etcd lease time-to-live: {a} s (-1: none)",
+                ttl_s.cast_unsigned(),
+                0,
+            ),
             (Self::EtcdRange | Self::EtcdLease, _) => ("etcd: unexpected reply", 0, 0),
         }
     }

@@ -88,7 +88,8 @@ fn on_etcd(config: Config) -> Config {
 }
 
 /// What the release guard protects: handover without floors between clocks within the margin.
-/// Operator force-releases free an ID under a running holder, which only the floor covers.
+/// Operator force-releases free an ID under a running holder, which only the floor covers; a
+/// wiped store holds the whole fleet off for the amnesia hold-off, leaving few handovers.
 fn release_config(release_guard: bool) -> Config {
     Config {
         guards: Guards {
@@ -97,7 +98,7 @@ fn release_config(release_guard: bool) -> Config {
             ..Guards::ALL
         },
         clocks: Some(Clocks::Tight),
-        without: vec![Fault::ForceRelease],
+        without: vec![Fault::ForceRelease, Fault::StoreWiped],
         ..Config::default()
     }
 }
@@ -350,4 +351,51 @@ fn redis_claims_only_on_the_server_the_guard_checked() {
         report.fingerprint,
         run_seed(14_413, &Config::default()).fingerprint
     );
+}
+
+/// The store loses its lease data while the server stays up (`store-wiped`: the Redis hash
+/// deleted, the SQL lease table truncated or rows deleted, the etcd prefix deleted), the only
+/// fault that makes it forget; tight clocks, so the only hazard is the lost lease data.
+fn wiped(backend: Backend, marker: bool) -> Config {
+    Config {
+        backend: Some(backend),
+        clocks: Some(Clocks::Tight),
+        nodes: Some(16),
+        guards: Guards {
+            marker,
+            ..Guards::ALL
+        },
+        without: Fault::ALL
+            .into_iter()
+            .filter(|f| f.is_amnesia() && *f != Fault::StoreWiped)
+            .collect(),
+        ..Config::default()
+    }
+}
+
+/// Seeds the marker guard is searched and checked over, per backend.
+const WIPED_SEEDS: u64 = 12;
+
+/// Without the initialization marker, a wiped store hands out IDs in use at once (on Redis the
+/// holders' ranges overlap; on SQL and etcd values repeat exactly too); with it, acquisitions
+/// wait for the hold-off and nothing repeats over the same seeds.
+#[test]
+fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
+    for backend in [Backend::Redis, Backend::Sql, Backend::Etcd] {
+        let off = wiped(backend, false);
+        let what = format!("marker guard off, {backend}");
+        let report = first_failure(1..=WIPED_SEEDS, &off)
+            .unwrap_or_else(|| panic!("{what}: no seed in 1..={WIPED_SEEDS} found a repeat"));
+        assert!(report.stats.faults.contains_key("store-wiped"), "{report}");
+        println!("{what}: found by seed {}\n{report}", report.seed);
+        if backend != Backend::Redis {
+            let report = first_duplicate(1..=WIPED_SEEDS, &off).unwrap_or_else(|| {
+                panic!("{what}: no seed in 1..={WIPED_SEEDS} issued a value twice")
+            });
+            println!("{what}: first exact duplicate in seed {}", report.seed);
+        }
+        let on = run_seeds(1..=WIPED_SEEDS, &wiped(backend, true));
+        assert_eq!(on.failed, 0, "{on}");
+        assert!(on.stats.faults.contains_key("store-wiped"), "{on}");
+    }
 }

@@ -13,12 +13,18 @@
 //!   value comparison), a put onto a lease etcd does not know fails the whole transaction,
 //!   reads in a transaction see its earlier writes;
 //! - every answer's header: store revision, cluster ID and Raft term;
+//! - the initialization marker `<prefix>initialized` (on no lease; written by `migrate`, and the
+//!   model starts with it, as a deployed prefix does) and the hold-off key `<prefix>hold-off` (on
+//!   an etcd lease of the amnesia hold-off);
 //! - acquire: a range of the prefix (with the floors, or keys only), the amnesia check (a
 //!   revision below one seen before the request, or another cluster ID, holds acquisitions off
-//!   for the longest lease), a random free ID (preferring a floor below the acquirer's clock, as
-//!   lease-redis), one lease grant per acquire, the claim transaction (`create_revision == 0`,
-//!   the floor key's mod revision unchanged, the floor raised), up to three attempts; a failed
-//!   acquire revokes its lease;
+//!   for the longest lease), the marker check (a hold-off key holds acquisitions off for its
+//!   lease's time to live; no marker: a transaction writes the hold-off key on a new lease of
+//!   the amnesia hold-off and the marker, unless another node did first), a random free ID
+//!   (preferring a floor below the acquirer's clock, as lease-redis), one lease grant per
+//!   acquire, the claim transaction (`create_revision == 0`, the marker there and no hold-off
+//!   key, the floor key's mod revision unchanged, the floor raised), up to three attempts; a
+//!   failed acquire revokes its lease;
 //! - renew: two keep-alives (the stream's opening answer and the one that reports the TTL and the
 //!   term), then the proof transaction (lease and create revision of the key, the floor raised in
 //!   a nested transaction), which must be answered in the keep-alive's term; a lost key revokes
@@ -64,6 +70,10 @@ pub enum Key {
     Lease(u16),
     /// `<prefix>floor/<id>`: the ID's timestamp floor.
     Floor(u16),
+    /// `<prefix>initialized`: the initialization marker.
+    Marker,
+    /// `<prefix>hold-off`: the hold-off key, on an etcd lease.
+    HoldOff,
 }
 
 /// A key as a range returns it.
@@ -102,6 +112,8 @@ pub enum CompareOp {
     Equal,
     /// The key's is less.
     Less,
+    /// The key's is greater.
+    Greater,
 }
 
 /// One comparison of a transaction.
@@ -204,6 +216,11 @@ pub enum EtcdRequest {
         /// The lease.
         lease: i64,
     },
+    /// `LeaseTimeToLive`.
+    TimeToLive {
+        /// The lease.
+        lease: i64,
+    },
     /// A transaction.
     Txn(Txn),
 }
@@ -242,6 +259,13 @@ pub enum EtcdResponse {
         /// Whether the lease existed.
         found: bool,
     },
+    /// A time-to-live answer: whole seconds left, -1 when etcd does not know the lease.
+    TimeToLive {
+        /// The header.
+        header: Header,
+        /// The TTL left in seconds.
+        ttl_s: i64,
+    },
     /// A transaction's answer.
     Txn {
         /// The header.
@@ -262,8 +286,8 @@ pub enum EtcdResponse {
 struct LeaseEntry {
     ttl_s: i64,
     expires_at: u64,
-    /// The lease keys attached to it.
-    keys: Vec<u16>,
+    /// The keys attached to it.
+    keys: Vec<Key>,
 }
 
 /// Keys, leases and the revision: what Raft replicates and a backup holds.
@@ -271,6 +295,8 @@ struct LeaseEntry {
 struct Store {
     lease_keys: Vec<Option<Kv>>,
     floors: Vec<Option<Kv>>,
+    marker: Option<Kv>,
+    hold_off: Option<Kv>,
     leases: BTreeMap<i64, LeaseEntry>,
     /// `(expires_at, lease)` of every lease.
     expiries: BTreeSet<(u64, i64)>,
@@ -278,13 +304,23 @@ struct Store {
 }
 
 impl Store {
-    /// A new cluster's store (revision 1); IDs from `capacity` on are held by keys on no lease
-    /// (another fleet's), written in one transaction.
-    fn new(capacity: u16) -> Self {
+    /// A new cluster's store (revision 1), with the initialization marker if `initialized`
+    /// (written with the first revision, as `migrate` on a new cluster); IDs from `capacity` on
+    /// are held by keys on no lease (another fleet's), written in one transaction.
+    fn new(capacity: u16, initialized: bool) -> Self {
         let n = usize::from(MachineId::COUNT);
+        let marker = initialized.then_some(Kv {
+            create_revision: 1,
+            mod_revision: 1,
+            version: 1,
+            lease: 0,
+            value: 0,
+        });
         let mut store = Self {
             lease_keys: vec![None; n],
             floors: vec![None; n],
+            marker,
+            hold_off: None,
             leases: BTreeMap::new(),
             expiries: BTreeSet::new(),
             revision: 1,
@@ -309,6 +345,8 @@ impl Store {
         match key {
             Key::Lease(id) => self.lease_keys.get(usize::from(id)).copied().flatten(),
             Key::Floor(id) => self.floors.get(usize::from(id)).copied().flatten(),
+            Key::Marker => self.marker,
+            Key::HoldOff => self.hold_off,
         }
     }
 
@@ -316,12 +354,14 @@ impl Store {
         match key {
             Key::Lease(id) => self.lease_keys.get_mut(usize::from(id)),
             Key::Floor(id) => self.floors.get_mut(usize::from(id)),
+            Key::Marker => Some(&mut self.marker),
+            Key::HoldOff => Some(&mut self.hold_off),
         }
     }
 
     fn detach(&mut self, key: Key, lease: i64) {
-        if let (Key::Lease(id), Some(entry)) = (key, self.leases.get_mut(&lease)) {
-            entry.keys.retain(|k| *k != id);
+        if let Some(entry) = self.leases.get_mut(&lease) {
+            entry.keys.retain(|k| *k != key);
         }
     }
 
@@ -349,10 +389,10 @@ impl Store {
                 value,
             },
         };
-        if let (Key::Lease(id), Some(entry)) = (key, self.leases.get_mut(&lease))
-            && !entry.keys.contains(&id)
+        if let Some(entry) = self.leases.get_mut(&lease)
+            && !entry.keys.contains(&key)
         {
-            entry.keys.push(id);
+            entry.keys.push(key);
         }
         if let Some(slot) = self.slot(key) {
             *slot = Some(kv);
@@ -379,8 +419,8 @@ impl Store {
         self.expiries.remove(&(entry.expires_at, lease));
         if !entry.keys.is_empty() {
             self.revision += 1;
-            for id in entry.keys {
-                if let Some(slot) = self.lease_keys.get_mut(usize::from(id)) {
+            for key in entry.keys {
+                if let Some(slot) = self.slot(key) {
                     *slot = None;
                 }
             }
@@ -428,6 +468,7 @@ impl Store {
         match c.op {
             CompareOp::Equal => have == want,
             CompareOp::Less => have < want,
+            CompareOp::Greater => have > want,
         }
     }
 
@@ -551,7 +592,7 @@ impl EtcdServer {
     /// held by keys of another fleet that never end).
     #[must_use]
     pub fn new(capacity: u16, cluster_id: u64) -> Self {
-        let store = Store::new(capacity);
+        let store = Store::new(capacity, true);
         Self {
             backup: store.clone(),
             store,
@@ -641,7 +682,8 @@ impl EtcdServer {
             let restored = if from_backup {
                 self.backup.clone()
             } else {
-                Store::new(self.capacity)
+                // An empty data directory: no marker either.
+                Store::new(self.capacity, false)
             };
             forgotten = self
                 .store
@@ -717,8 +759,15 @@ impl EtcdServer {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, kv)| kv.map(|kv| (Key::Floor(machine_id(i).get()), kv)));
+                let marker = [
+                    (Key::Marker, self.store.marker),
+                    (Key::HoldOff, self.store.hold_off),
+                ]
+                .into_iter()
+                .filter_map(|(key, kv)| kv.map(|kv| (key, kv)));
                 let kvs = lease_keys
                     .chain(floors)
+                    .chain(marker)
                     .map(|(key, kv)| {
                         let value = if values { kv.value } else { 0 };
                         (key, Kv { value, ..kv })
@@ -770,6 +819,15 @@ impl EtcdServer {
                 EtcdResponse::Revoked {
                     header: self.header(),
                     found,
+                }
+            }
+            EtcdRequest::TimeToLive { lease } => {
+                let ttl_s = self.store.leases.get(&lease).map_or(-1, |entry| {
+                    i64::try_from(entry.expires_at.saturating_sub(now) / 1000).unwrap_or(i64::MAX)
+                });
+                EtcdResponse::TimeToLive {
+                    header: self.header(),
+                    ttl_s,
                 }
             }
             EtcdRequest::Txn(txn) => {
@@ -828,6 +886,37 @@ impl EtcdServer {
         true
     }
 
+    /// `etcdctl del --prefix` at `now`, in one revision: the lease and floor keys of the IDs the
+    /// prefix offers, the initialization marker and the hold-off key (the keys that hold IDs
+    /// from the capacity on stay: they model another fleet, not this one's data). The etcd
+    /// leases live on, holding nothing. Returns how many IDs were held.
+    pub fn wipe(&mut self, now: u64) -> usize {
+        self.advance(now);
+        let held = self.held(now).len();
+        let capacity = usize::from(self.capacity.min(MachineId::COUNT));
+        let mut keys: Vec<Key> = (0..capacity)
+            .flat_map(|i| {
+                let id = machine_id(i).get();
+                [Key::Lease(id), Key::Floor(id)]
+            })
+            .collect();
+        keys.extend([Key::Marker, Key::HoldOff]);
+        let mut changed = false;
+        for key in keys {
+            changed |= self.store.delete(key);
+        }
+        if changed {
+            self.store.revision += 1;
+        }
+        held
+    }
+
+    /// Whether the prefix has its initialization marker.
+    #[must_use]
+    pub const fn initialized(&self) -> bool {
+        self.store.marker.is_some()
+    }
+
     /// The IDs (below the capacity) whose lease key is on a live lease at `now`.
     #[must_use]
     pub fn held(&self, now: u64) -> Vec<MachineId> {
@@ -861,6 +950,17 @@ struct Seen {
 
 /// The free IDs of one range: `(id, stored floor, floor key's mod revision)`, 0 when absent.
 type Free = Vec<(u16, u64, i64)>;
+
+/// What one range of the prefix found.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// The free IDs.
+    free: Free,
+    /// Whether the initialization marker exists.
+    initialized: bool,
+    /// The etcd lease of the hold-off key, when it exists.
+    hold_off: Option<i64>,
+}
 
 /// The `lease-etcd` strategy's client logic over a [`Link`] to an [`EtcdServer`].
 #[derive(Debug)]
@@ -995,8 +1095,8 @@ impl<L: Link> EtcdModel<L> {
         }
     }
 
-    /// One range of the prefix (with the floors when `floors`): the free IDs.
-    async fn read(&self, floors: bool) -> Result<Free, Failure> {
+    /// One range of the prefix (with the floors when `floors`).
+    async fn read(&self, floors: bool) -> Result<Snapshot, Failure> {
         let before = self.revision_before();
         let reply = self.call(EtcdRequest::Range { values: floors }).await?;
         let EtcdResponse::Range { header, kvs } = reply else {
@@ -1006,18 +1106,86 @@ impl<L: Link> EtcdModel<L> {
         let n = usize::from(MachineId::COUNT);
         let mut held = vec![false; n];
         let mut stored = vec![(0, 0); n];
+        let mut snapshot = Snapshot::default();
         for (key, kv) in kvs {
             match key {
                 Key::Lease(id) => held[usize::from(id)] = true,
                 // Keys only: the floor-less acquire does not look at floors.
                 Key::Floor(_) if !floors => {}
                 Key::Floor(id) => stored[usize::from(id)] = (kv.value, kv.mod_revision),
+                Key::Marker => snapshot.initialized = true,
+                Key::HoldOff => snapshot.hold_off = Some(kv.lease),
             }
         }
-        Ok((0..n)
+        snapshot.free = (0..n)
             .filter(|&i| !held[i])
             .map(|i| (machine_id(i).get(), stored[i].0, stored[i].1))
-            .collect())
+            .collect();
+        Ok(snapshot)
+    }
+
+    /// The amnesia hold-off in whole seconds, rounded up.
+    fn hold_off_seconds(&self) -> i64 {
+        let ms = super::amnesia_hold_off_ms(millis(self.max_lease));
+        i64::try_from(ms.div_ceil(1000).max(1)).unwrap_or(i64::MAX)
+    }
+
+    fn not_initialized(remaining_s: i64) -> Failure {
+        Failure::new(
+            ErrorKind::Retry,
+            format!(
+                "the prefix was found without its initialization marker: acquisition is held \
+                 off for {remaining_s} s more"
+            ),
+        )
+    }
+
+    /// `held_off`: the answer to an acquire while the hold-off key, on etcd lease `lease`,
+    /// exists, or `None` when that lease ended since the read (read again).
+    async fn held_off(&self, lease: i64) -> Result<Option<Failure>, Failure> {
+        if lease == 0 {
+            return Ok(Some(Self::not_initialized(i64::MAX)));
+        }
+        match self.call(EtcdRequest::TimeToLive { lease }).await? {
+            EtcdResponse::TimeToLive { ttl_s, .. } if ttl_s < 0 => Ok(None),
+            EtcdResponse::TimeToLive { ttl_s, .. } => Ok(Some(Self::not_initialized(ttl_s.max(1)))),
+            other => Err(Self::unexpected(&other)),
+        }
+    }
+
+    /// `begin_hold_off`: if there is still neither marker nor hold-off key, writes the hold-off
+    /// key on a new etcd lease of the amnesia hold-off and the marker, in one transaction. Its
+    /// answer to the acquire, or `None` when another node began a hold-off or initialized the
+    /// prefix since the read (read again).
+    async fn begin_hold_off(&self) -> Result<Option<Failure>, Failure> {
+        let (lease, granted) = self.grant(self.hold_off_seconds()).await?;
+        let absent = |key| Compare::new(key, CompareOp::Equal, Target::CreateRevision(0));
+        let txn = Txn {
+            when: vec![absent(Key::Marker), absent(Key::HoldOff)],
+            then: vec![
+                TxnOp::Put {
+                    key: Key::HoldOff,
+                    value: 0,
+                    lease,
+                },
+                TxnOp::Put {
+                    key: Key::Marker,
+                    value: 0,
+                    lease: 0,
+                },
+            ],
+            otherwise: Vec::new(),
+        };
+        // An uncertain answer may have written the hold-off key: its etcd lease is left to its
+        // TTL, since a revoke would end the hold-off at once.
+        let (succeeded, _, _) = self.txn(txn).await?;
+        if succeeded {
+            let seconds = i64::try_from(granted.as_secs()).unwrap_or(i64::MAX);
+            return Ok(Some(Self::not_initialized(seconds)));
+        }
+        // Not revoked on "failed" either, as lease-etcd: that answer may be a duplicate's, after
+        // the first delivery wrote the hold-off key onto this lease.
+        Ok(None)
     }
 
     /// `acquire_seconds`: the request, at most the longest lease, in whole seconds rounded down.
@@ -1071,10 +1239,29 @@ impl<L: Link> EtcdModel<L> {
         floor: Option<(u64, u64)>,
         granted: &mut Option<(i64, Duration)>,
     ) -> Result<Grant<ModelLease>, Failure> {
+        let marker = self.guards.marker_checked();
         for _ in 0..ACQUIRE_ATTEMPTS {
-            let free = self.read(floor.is_some()).await?;
+            let Snapshot {
+                free,
+                initialized,
+                hold_off,
+            } = self.read(floor.is_some()).await?;
             if self.guards.amnesia {
                 self.check_rewound()?;
+            }
+            // The prefix may have lost keys of IDs that running nodes still use: no claim
+            // until every such lease has ended.
+            if marker && let Some(hold_off_lease) = hold_off {
+                match self.held_off(hold_off_lease).await? {
+                    Some(held_off) => return Err(held_off),
+                    None => continue,
+                }
+            }
+            if marker && !initialized {
+                match self.begin_hold_off().await? {
+                    Some(held_off) => return Err(held_off),
+                    None => continue,
+                }
             }
             let now_ms = floor.map_or(u64::MAX, |(now_ms, _)| now_ms);
             let picked = pick(&free, |f| f.1, now_ms, &mut self.rng());
@@ -1096,6 +1283,13 @@ impl<L: Link> EtcdModel<L> {
                 CompareOp::Equal,
                 Target::CreateRevision(0),
             )];
+            if marker {
+                // Decided with the claim: the prefix is initialized and not held off.
+                when.extend([
+                    Compare::new(Key::Marker, CompareOp::Greater, Target::CreateRevision(0)),
+                    Compare::new(Key::HoldOff, CompareOp::Equal, Target::CreateRevision(0)),
+                ]);
+            }
             let mut then = vec![TxnOp::Put {
                 key: Key::Lease(id),
                 value: 0,
@@ -1456,7 +1650,8 @@ mod tests {
         assert_eq!(s.held(0), vec![MachineId::new(1).unwrap()]);
         // IDs from the capacity on are held by another fleet's keys.
         match s.handle(0, EtcdRequest::Range { values: false }) {
-            EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 1 + 512 - 4),
+            // The lease key, the marker, and the other fleet's keys.
+            EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 2 + 512 - 4),
             other => panic!("{other:?}"),
         }
         s.lose_leader(9_000, None);
@@ -1480,5 +1675,63 @@ mod tests {
         assert!(s.revision() < revision);
         assert_ne!(s.cluster_id(), 9);
         assert!(!s.held(12_000).contains(&MachineId::new(1).unwrap()));
+        assert!(!s.initialized());
+    }
+
+    #[test]
+    fn a_wipe_deletes_the_prefix_in_one_revision_and_the_hold_off_key_ends_with_its_lease() {
+        let mut s = EtcdServer::new(4, 9);
+        assert!(s.initialized());
+        let (a, _) = grant(&mut s, 0, 10);
+        txn(&mut s, 0, claim(1, a));
+        txn(&mut s, 0, EtcdRequest::Txn(raise_floor(1, 70)));
+        let revision = s.revision();
+        assert_eq!(s.wipe(100), 1);
+        assert_eq!(s.revision(), revision + 1);
+        assert!(!s.initialized());
+        assert!(s.held(100).is_empty());
+        assert_eq!(s.floor(MachineId::new(1).unwrap()), 0);
+        // The other fleet's keys stay.
+        match s.handle(100, EtcdRequest::Range { values: false }) {
+            EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 512 - 4),
+            other => panic!("{other:?}"),
+        }
+        // The hold-off key and the marker; the key goes when its lease ends.
+        let (h, _) = grant(&mut s, 200, 3);
+        let begin = EtcdRequest::Txn(Txn {
+            when: vec![Compare::new(
+                Key::Marker,
+                CompareOp::Equal,
+                Target::CreateRevision(0),
+            )],
+            then: vec![
+                TxnOp::Put {
+                    key: Key::HoldOff,
+                    value: 0,
+                    lease: h,
+                },
+                TxnOp::Put {
+                    key: Key::Marker,
+                    value: 0,
+                    lease: 0,
+                },
+            ],
+            otherwise: Vec::new(),
+        });
+        assert!(txn(&mut s, 200, begin).0);
+        let ttl =
+            |s: &mut EtcdServer, now| match s.handle(now, EtcdRequest::TimeToLive { lease: h }) {
+                EtcdResponse::TimeToLive { ttl_s, .. } => ttl_s,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(ttl(&mut s, 1_200), 2);
+        assert_eq!(ttl(&mut s, 3_200), -1);
+        assert!(s.initialized());
+        match s.handle(3_200, EtcdRequest::Range { values: false }) {
+            EtcdResponse::Range { kvs, .. } => {
+                assert!(kvs.iter().all(|(key, _)| *key != Key::HoldOff));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -38,6 +38,12 @@ pub struct Guards {
     /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID; etcd: store
     /// revision and cluster ID).
     pub amnesia: bool,
+    /// The store's initialization marker, which catches lease data lost while the server stays
+    /// up (Redis: field `open_at` of the hash; SQL: rows missing from the seeded table, put back
+    /// blocked; etcd: `<prefix>initialized` and `<prefix>hold-off`). Off: a wiped store has
+    /// every ID free, as before the marker existed. The real backends switch it with their
+    /// amnesia guard, so it is on only where [`amnesia`](Self::amnesia) is too.
+    pub marker: bool,
 }
 
 /// The largest offset of a node's clock from the store's that the Redis and SQL amnesia guards
@@ -79,7 +85,15 @@ impl Guards {
         release_guard: true,
         floor: true,
         amnesia: true,
+        marker: true,
     };
+
+    /// Whether the initialization marker is checked: the marker switch, within the amnesia
+    /// guard's.
+    #[must_use]
+    pub const fn marker_checked(self) -> bool {
+        self.amnesia && self.marker
+    }
 }
 
 impl Default for Guards {
@@ -168,6 +182,8 @@ pub trait Link: Send + Sync + 'static {
 }
 
 /// A coordinator model's server side.
+// One per run: the size of the etcd keyspace inline costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Server {
     /// A SQL lease table.

@@ -2,12 +2,18 @@
 //!
 //! - the hash: per ID a lease (the ID field and its ownership marker, written together by one
 //!   `HSETEX`, sharing one field TTL on the server's clock) and a floor field without TTL;
+//! - the hash's initialization marker `open_at` (a field without TTL: the store time from which
+//!   acquisitions may claim), written by `migrate`; the model starts with it, as a deployed
+//!   store does. A hash without it lost its lease data (or is new): the first script to find it
+//!   missing writes it as now + the amnesia hold-off;
 //! - acquire: `INFO server` with the first `HGETALL` (the amnesia guard: uptime below the
-//!   longest lease, or a run ID this process saw change), a random free ID among those whose
-//!   floor is below the acquirer's clock (else the lower-floored of two random picks), then the
-//!   acquire script (the server's run ID compared with the one the guard checked, `HSETEX FNX`,
-//!   floor raised, `TIME`), up to three attempts;
-//! - renew: the renew script (`HSETEX FXX`, floor raised only if that succeeded, `TIME`);
+//!   longest lease, or a run ID this process saw change; a refusal also runs the script that
+//!   starts the marker's hold-off), a random free ID among those whose floor is below the
+//!   acquirer's clock (else the lower-floored of two random picks), then the acquire script
+//!   (the server's run ID compared with the one the guard checked, the marker's time come,
+//!   `HSETEX FNX`, floor raised, `TIME`), up to three attempts;
+//! - renew: the renew script (`HSETEX FXX`, floor raised only if that succeeded, `TIME`; a
+//!   failed one starts the marker's hold-off if the marker is missing);
 //! - release: the release script (`HSETEX FXX PX guard`: the guard becomes the fields' TTL;
 //!   then the holder's marker is deleted, so the ID field blocks the ID for the guard while a
 //!   renewal arriving later fails; the floor set if the marker was there, else only raised);
@@ -17,6 +23,8 @@
 //!
 //! A restart may forget everything (no persistence), keep the last snapshot (RDB) or keep
 //! everything (AOF with `appendfsync always`); it always gets a new run ID and an uptime of 0.
+//! A wipe deletes the hash (`DEL`, `FLUSHALL`, eviction), marker included, while the server
+//! stays up: run ID and uptime unchanged.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -48,6 +56,8 @@ pub enum RedisRequest {
         floor_ms: Option<u64>,
         /// The run ID the amnesia guard checked: no claim on another server process.
         run_id: Option<u64>,
+        /// The amnesia hold-off in ms (`None`: the marker is not checked).
+        hold_off_ms: Option<u64>,
     },
     /// The renew script, or a plain `HSETEX FXX`.
     Renew {
@@ -59,6 +69,9 @@ pub enum RedisRequest {
         ttl_ms: u64,
         /// The floor to raise to.
         floor_ms: Option<u64>,
+        /// The amnesia hold-off in ms, which a failed renew script starts when the marker is
+        /// missing (`None`: a plain `HSETEX FXX`, or the marker is not checked).
+        hold_off_ms: Option<u64>,
     },
     /// The release script, or a plain `HSETEX FXX PX guard`.
     Release {
@@ -70,6 +83,12 @@ pub enum RedisRequest {
         guard_ms: Option<u64>,
         /// The floor to set.
         floor_ms: Option<u64>,
+    },
+    /// The script that starts the marker's hold-off if the marker is missing, run when the
+    /// restart guard refuses an acquisition.
+    StartHoldOff {
+        /// The amnesia hold-off in ms.
+        hold_off_ms: u64,
     },
 }
 
@@ -95,6 +114,15 @@ pub enum RedisResponse {
     },
     /// The claim found another server process than the guard checked: its run ID.
     ServerChanged(u64),
+    /// The initialization marker holds acquisitions off until `open_at` (server ms).
+    HeldOff {
+        /// The marker's time.
+        open_at: u64,
+        /// `TIME`.
+        time_ms: u64,
+    },
+    /// The marker's time after [`RedisRequest::StartHoldOff`].
+    OpenAt(u64),
     /// The renewal.
     Renewed {
         /// Both fields were there and were set.
@@ -121,14 +149,26 @@ struct Fields {
 struct Hash {
     leases: Vec<Option<Fields>>,
     floors: Vec<u64>,
+    /// The initialization marker `open_at` (server ms), if the hash has it.
+    open_at: Option<u64>,
 }
 
 impl Hash {
+    /// No hash: every field absent, the marker too.
     fn new(capacity: u16) -> Self {
         let n = usize::from(capacity.min(MachineId::COUNT));
         Self {
             leases: vec![None; n],
             floors: vec![0; n],
+            open_at: None,
+        }
+    }
+
+    /// A hash `migrate` initialized: only the marker, at a time that has come.
+    fn initialized(capacity: u16) -> Self {
+        Self {
+            open_at: Some(0),
+            ..Self::new(capacity)
         }
     }
 
@@ -157,6 +197,17 @@ const SNAPSHOT_EVERY_MS: u64 = 60_000;
 /// Writes older than this have reached the replica whatever its lag.
 const MAX_LAG_MS: u64 = 300_000;
 
+/// One write, as the replica receives it.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// An ID's lease fields and floor.
+    Entry(usize, Option<Fields>, u64),
+    /// The initialization marker.
+    OpenAt(u64),
+    /// The hash deleted.
+    Deleted,
+}
+
 /// A Valkey/Redis server holding one lease hash.
 #[derive(Debug, Clone)]
 pub struct RedisServer {
@@ -164,17 +215,18 @@ pub struct RedisServer {
     snapshot: Hash,
     snapshot_at: u64,
     replica: Hash,
-    log: VecDeque<(u64, usize, Option<Fields>, u64)>,
+    log: VecDeque<(u64, Change)>,
     run_id: u64,
     started_at: u64,
 }
 
 impl RedisServer {
-    /// An empty hash of `capacity` IDs (at most 512; the rest count as held by foreign owners)
-    /// on a server started at `started_at` (server ms) with run ID `run_id`.
+    /// A hash of `capacity` IDs (at most 512; the rest count as held by foreign owners),
+    /// initialized (its marker written by `migrate`) and without leases, on a server started at
+    /// `started_at` (server ms) with run ID `run_id`.
     #[must_use]
     pub fn new(capacity: u16, started_at: u64, run_id: u64) -> Self {
-        let hash = Hash::new(capacity);
+        let hash = Hash::initialized(capacity);
         Self {
             snapshot: hash.clone(),
             replica: hash.clone(),
@@ -230,24 +282,58 @@ impl RedisServer {
     fn set(&mut self, now: u64, index: usize, fields: Option<Fields>) {
         self.hash.leases[index] = fields;
         self.log
-            .push_back((now, index, fields, self.hash.floors[index]));
+            .push_back((now, Change::Entry(index, fields, self.hash.floors[index])));
     }
 
     fn set_floor(&mut self, now: u64, index: usize, floor: u64) {
         self.hash.floors[index] = floor;
         let fields = self.hash.leases[index];
-        self.log.push_back((now, index, fields, floor));
+        self.log
+            .push_back((now, Change::Entry(index, fields, floor)));
     }
 
     fn replicate_until(&mut self, t: u64) {
-        while let Some(&(at, index, fields, floor)) = self.log.front() {
+        while let Some(&(at, change)) = self.log.front() {
             if at > t {
                 break;
             }
-            self.replica.leases[index] = fields;
-            self.replica.floors[index] = floor;
+            match change {
+                Change::Entry(index, fields, floor) => {
+                    self.replica.leases[index] = fields;
+                    self.replica.floors[index] = floor;
+                }
+                Change::OpenAt(at) => self.replica.open_at = Some(at),
+                Change::Deleted => self.replica = Hash::new(self.capacity()),
+            }
             self.log.pop_front();
         }
+    }
+
+    /// The lease hash is deleted at server time `now` (`DEL`, `FLUSHALL`, eviction), its marker
+    /// with it; the server stays up. Returns how many leases it held.
+    pub fn wipe(&mut self, now: u64) -> usize {
+        let held = self.held(now).len();
+        self.hash = Hash::new(self.capacity());
+        self.log.push_back((now, Change::Deleted));
+        held
+    }
+
+    /// The scripts' `open_at(now, hold)`: the marker's time, written as `now + hold_off_ms`
+    /// first if it is missing.
+    fn open_at(&mut self, now: u64, hold_off_ms: u64) -> u64 {
+        if let Some(at) = self.hash.open_at {
+            return at;
+        }
+        let at = now.saturating_add(hold_off_ms);
+        self.hash.open_at = Some(at);
+        self.log.push_back((now, Change::OpenAt(at)));
+        at
+    }
+
+    /// The initialization marker's time, if the hash has one.
+    #[must_use]
+    pub const fn marker(&self) -> Option<u64> {
+        self.hash.open_at
     }
 
     /// Applies one command at server time `now`.
@@ -275,9 +361,19 @@ impl RedisServer {
                 ttl_ms,
                 floor_ms,
                 run_id,
+                hold_off_ms,
             } => {
                 if run_id.is_some_and(|checked| checked != self.run_id) {
                     return RedisResponse::ServerChanged(self.run_id);
+                }
+                if let Some(hold) = hold_off_ms {
+                    let open_at = self.open_at(now, hold);
+                    if open_at > now {
+                        return RedisResponse::HeldOff {
+                            open_at,
+                            time_ms: now,
+                        };
+                    }
                 }
                 let index = usize::from(id);
                 let floor_before = self.hash.floors.get(index).copied().unwrap_or(0);
@@ -306,6 +402,7 @@ impl RedisServer {
                 token,
                 ttl_ms,
                 floor_ms,
+                hold_off_ms,
             } => {
                 let index = usize::from(id);
                 // FXX: both the ID field and this holder's marker must be there.
@@ -325,6 +422,8 @@ impl RedisServer {
                     {
                         self.set_floor(now, index, floor);
                     }
+                } else if let Some(hold) = hold_off_ms {
+                    self.open_at(now, hold);
                 }
                 RedisResponse::Renewed { ok, time_ms: now }
             }
@@ -357,6 +456,9 @@ impl RedisServer {
                     self.set_floor(now, index, floor);
                 }
                 RedisResponse::Released(ours)
+            }
+            RedisRequest::StartHoldOff { hold_off_ms } => {
+                RedisResponse::OpenAt(self.open_at(now, hold_off_ms))
             }
         }
     }
@@ -492,6 +594,14 @@ impl<L: Link> RedisModel<L> {
         Ok(())
     }
 
+    /// The hold-off the scripts start when they find the marker missing (`hold_off_arg`):
+    /// `None` when the marker is not checked.
+    fn hold_off_arg(&self) -> Option<u64> {
+        self.guards
+            .marker_checked()
+            .then(|| super::amnesia_hold_off_ms(self.max_lease_ms))
+    }
+
     /// The real strategy's `pick`.
     fn pick(&self, free: &[(u16, u64)], now_ms: u64) -> Option<u16> {
         let mut rng = self.rng();
@@ -533,7 +643,14 @@ impl<L: Link> RedisModel<L> {
                 return Err(Self::unexpected(&reply));
             };
             if let Some((uptime, run_id)) = info {
-                self.check_amnesia(uptime, run_id)?;
+                if let Err(refused) = self.check_amnesia(uptime, run_id) {
+                    // A restarted server lost the hash too: its marker's hold-off starts now,
+                    // beside the restart's. The refusal stands either way.
+                    if let Some(hold_off_ms) = self.hold_off_arg() {
+                        let _ = self.call(RedisRequest::StartHoldOff { hold_off_ms }).await;
+                    }
+                    return Err(refused);
+                }
                 checked = Some(run_id);
             }
             let id = if floor_ms.is_some() {
@@ -558,6 +675,7 @@ impl<L: Link> RedisModel<L> {
                     ttl_ms,
                     floor_ms,
                     run_id: checked,
+                    hold_off_ms: self.hold_off_arg(),
                 })
                 .await?;
             match reply {
@@ -579,6 +697,16 @@ impl<L: Link> RedisModel<L> {
                     });
                 }
                 RedisResponse::Claimed { won: false, .. } => {}
+                RedisResponse::HeldOff { open_at, time_ms } => {
+                    return Err(Failure::new(
+                        ErrorKind::Retry,
+                        format!(
+                            "the hash has no initialization marker: acquisition is held off for \
+                             {} ms more",
+                            open_at.saturating_sub(time_ms)
+                        ),
+                    ));
+                }
                 RedisResponse::ServerChanged(current) => {
                     let mut seen = self
                         .seen
@@ -613,6 +741,8 @@ impl<L: Link> RedisModel<L> {
                 token: lease.token,
                 ttl_ms,
                 floor_ms,
+                // The renew script starts the hold-off; a plain `HSETEX FXX` does not.
+                hold_off_ms: floor_ms.and(self.hold_off_arg()),
             })
             .await?;
         match reply {
@@ -735,6 +865,7 @@ mod tests {
             ttl_ms: 1000,
             floor_ms: Some(floor),
             run_id: None,
+            hold_off_ms: None,
         }
     }
 
@@ -747,6 +878,7 @@ mod tests {
             ttl_ms: 1000,
             floor_ms: Some(50),
             run_id: Some(run_id),
+            hold_off_ms: Some(10_000),
         };
         assert_eq!(s.handle(100, checked(2)), RedisResponse::ServerChanged(1));
         assert!(s.held(100).is_empty());
@@ -802,6 +934,7 @@ mod tests {
             token: 7,
             ttl_ms: 1000,
             floor_ms: Some(80),
+            hold_off_ms: None,
         };
         assert_eq!(
             s.handle(6001, renew),
@@ -811,6 +944,51 @@ mod tests {
             }
         );
         assert_eq!(s.floor(MachineId::new(0).unwrap()), 70);
+    }
+
+    #[test]
+    fn a_wiped_hash_holds_claims_off_from_the_first_node_that_finds_it() {
+        let mut s = RedisServer::new(2, 0, 1);
+        let guarded = |token, hold_off_ms| RedisRequest::Claim {
+            id: 0,
+            token,
+            ttl_ms: 1000,
+            floor_ms: Some(50),
+            run_id: Some(1),
+            hold_off_ms,
+        };
+        let won = |r| matches!(r, RedisResponse::Claimed { won: true, .. });
+        assert!(won(s.handle(100, guarded(7, Some(10_000)))));
+        assert_eq!(s.wipe(200), 1);
+        assert_eq!(s.marker(), None);
+        assert_eq!(s.run_id(), 1);
+        // The holder's renewal is lost and starts the hold-off.
+        let renew = RedisRequest::Renew {
+            id: 0,
+            token: 7,
+            ttl_ms: 1000,
+            floor_ms: Some(80),
+            hold_off_ms: Some(10_000),
+        };
+        assert_eq!(
+            s.handle(300, renew),
+            RedisResponse::Renewed {
+                ok: false,
+                time_ms: 300
+            }
+        );
+        assert_eq!(
+            s.handle(400, guarded(8, Some(10_000))),
+            RedisResponse::HeldOff {
+                open_at: 10_300,
+                time_ms: 400
+            }
+        );
+        // Without the marker check the wiped ID is free at once.
+        assert!(won(s.handle(500, guarded(9, None))));
+        // Once the hold-off has passed (and that lease ended), claims go through again.
+        assert!(!won(s.handle(10_299, guarded(10, Some(10_000)))));
+        assert!(won(s.handle(10_300, guarded(10, Some(10_000)))));
     }
 
     #[test]

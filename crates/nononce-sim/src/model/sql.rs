@@ -9,7 +9,11 @@
 //!   arriving later is lost), the floor set, token-matched; when it matched nothing (a lost
 //!   lease), a second statement raises the floor, whoever holds the row;
 //! - the amnesia guard's diagnosis after a claim found nothing: trust a fresh table, record a
-//!   changed server identity and hold acquisitions off for the longest lease.
+//!   changed server identity and hold acquisitions off for the amnesia hold-off; then the rows:
+//!   rows missing from the seeded table (deleted while the server stayed up: `TRUNCATE`,
+//!   `DELETE`) are put back blocked for the hold-off (only where the table has its coordinator
+//!   row), and acquisition is held off while rows put back are blocked. Without that check,
+//!   missing rows are put back free, as the migration a starting node runs did before it.
 //!
 //! All times are the database clock in ms. The server keeps an asynchronous replica: writes
 //! reach it after a lag, and a failover promotes it with whatever it had, under a new
@@ -71,6 +75,13 @@ pub enum SqlRequest {
     },
     /// Counts free rows.
     CountFree,
+    /// Puts the missing rows back: blocked for `blocked_ms` from now and only if the table has
+    /// its coordinator row (the guard's restore statement), or free (`None`: the migration's
+    /// seeding, as without the guard). Answers how many rows it added.
+    Restore {
+        /// How long the rows put back stay blocked.
+        blocked_ms: Option<u64>,
+    },
     /// The renew statement.
     Renew {
         /// Row.
@@ -118,6 +129,12 @@ pub struct Diagnosis {
     pub free: u64,
     /// Whether any row was ever claimed.
     pub claimed: bool,
+    /// Rows missing from the seeded table (the model's table has one row per ID it offers).
+    pub missing: u64,
+    /// Rows put back blocked and not yet free (no token, version 0, expiry ahead).
+    pub blocked: u64,
+    /// Ms until the last of them is free.
+    pub blocked_remaining_ms: Option<i64>,
 }
 
 /// A statement's result.
@@ -154,16 +171,17 @@ struct RecordRow {
     previous: Option<Identity>,
 }
 
-/// The lease table and the coordinator table's row for it.
+/// The lease table (a row per ID, `None` where it was deleted) and the coordinator table's row
+/// for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Tables {
-    rows: Vec<Row>,
+    rows: Vec<Option<Row>>,
     record: Option<RecordRow>,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Write {
-    Row(usize, Row),
+    Row(usize, Option<Row>),
     Record(Option<RecordRow>),
 }
 
@@ -190,12 +208,12 @@ impl SqlServer {
             timeline: 1,
         };
         let rows = vec![
-            Row {
+            Some(Row {
                 token: None,
                 expires_at: 0,
                 lock_version: 0,
                 floor_ms: 0,
-            };
+            });
             usize::from(capacity.min(MachineId::COUNT))
         ];
         let tables = Tables {
@@ -221,8 +239,62 @@ impl SqlServer {
     }
 
     fn write_row(&mut self, t: u64, index: usize, row: Row) {
+        self.set_row(t, index, Some(row));
+    }
+
+    fn set_row(&mut self, t: u64, index: usize, row: Option<Row>) {
         self.primary.rows[index] = row;
         self.log.push_back((t, Write::Row(index, row)));
+    }
+
+    /// Row `index`, if the table has it.
+    fn row(&self, index: usize) -> Option<Row> {
+        self.primary.rows.get(index).copied().flatten()
+    }
+
+    /// The rows the table has, with their indexes.
+    fn present(&self) -> impl Iterator<Item = (usize, Row)> + '_ {
+        self.primary
+            .rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, row)| row.map(|row| (i, row)))
+    }
+
+    /// Rows vanish while the server stays up, at true time `t`: every row (`TRUNCATE`, `rows`
+    /// `None`) or those of `rows` (`DELETE ... WHERE id`), and the table's coordinator row
+    /// with them if `record`. Returns how many rows went.
+    pub fn wipe(&mut self, t: u64, rows: Option<&[MachineId]>, record: bool) -> usize {
+        let indexes: Vec<usize> = match rows {
+            None => (0..self.primary.rows.len()).collect(),
+            Some(ids) => ids.iter().map(|id| usize::from(id.get())).collect(),
+        };
+        let mut deleted = 0;
+        for index in indexes {
+            if self.row(index).is_some() {
+                self.set_row(t, index, None);
+                deleted += 1;
+            }
+        }
+        if record {
+            self.write_record(t, None);
+        }
+        deleted
+    }
+
+    /// Rows put back blocked and not yet free at `now` (`lock_version = 0 AND token IS NULL`,
+    /// expiry ahead), and ms until the last is free.
+    fn blocked(&self, now: u64) -> (u64, Option<i64>) {
+        let blocked: Vec<u64> = self
+            .present()
+            .filter(|(_, r)| r.lock_version == 0 && r.token.is_none() && !Self::free(r, now))
+            .map(|(_, r)| r.expires_at)
+            .collect();
+        let remaining = blocked
+            .iter()
+            .max()
+            .map(|end| i64::try_from(i128::from(*end) - i128::from(now)).unwrap_or(i64::MAX));
+        (u64::try_from(blocked.len()).unwrap_or(u64::MAX), remaining)
     }
 
     fn write_record(&mut self, t: u64, record: Option<RecordRow>) {
@@ -292,13 +364,9 @@ impl SqlServer {
                 }
                 // ORDER BY (floor_ms >= $now), id LIMIT 1
                 let pick = self
-                    .primary
-                    .rows
-                    .iter()
-                    .enumerate()
+                    .present()
                     .filter(|(_, row)| Self::free(row, now))
-                    .min_by_key(|(i, row)| (row.floor_ms >= now_ms, *i))
-                    .map(|(i, row)| (i, *row));
+                    .min_by_key(|(i, row)| (row.floor_ms >= now_ms, *i));
                 let Some((index, row)) = pick else {
                     return SqlResponse::Claimed(None);
                 };
@@ -313,6 +381,8 @@ impl SqlServer {
             }
             SqlRequest::Diagnose { hold_off_ms } => {
                 let record = self.primary.record;
+                let (blocked, blocked_remaining_ms) = self.blocked(now);
+                let missing = self.primary.rows.iter().filter(|r| r.is_none()).count();
                 SqlResponse::Diagnosis(Diagnosis {
                     current: Some(self.identity),
                     recorded: record.map(|r| r.identity),
@@ -323,11 +393,30 @@ impl SqlServer {
                     }),
                     free: self.count_free(now),
                     claimed: self
-                        .primary
-                        .rows
-                        .iter()
-                        .any(|r| r.lock_version != 0 || r.token.is_some()),
+                        .present()
+                        .any(|(_, r)| r.lock_version != 0 || r.token.is_some()),
+                    missing: u64::try_from(missing).unwrap_or(u64::MAX),
+                    blocked,
+                    blocked_remaining_ms,
                 })
+            }
+            SqlRequest::Restore { blocked_ms } => {
+                if blocked_ms.is_some() && self.primary.record.is_none() {
+                    return SqlResponse::Count(0);
+                }
+                let missing: Vec<usize> = (0..self.primary.rows.len())
+                    .filter(|&i| self.primary.rows[i].is_none())
+                    .collect();
+                for &index in &missing {
+                    let row = Row {
+                        token: None,
+                        expires_at: blocked_ms.map_or(0, |ms| now.saturating_add(ms)),
+                        lock_version: 0,
+                        floor_ms: 0,
+                    };
+                    self.write_row(t, index, row);
+                }
+                SqlResponse::Count(u64::try_from(missing.len()).unwrap_or(u64::MAX))
             }
             SqlRequest::Record { identity, trusted } => {
                 if self.primary.record.is_none() {
@@ -366,7 +455,7 @@ impl SqlServer {
                 floor_ms,
             } => {
                 let index = usize::from(id);
-                match self.primary.rows.get(index).copied() {
+                match self.row(index) {
                     Some(row) if row.token == Some(token) => {
                         let renewed = Row {
                             expires_at: now.saturating_add(amount_ms),
@@ -387,7 +476,7 @@ impl SqlServer {
                 floor_ms,
             } => {
                 let index = usize::from(id);
-                match self.primary.rows.get(index).copied() {
+                match self.row(index) {
                     Some(row) if row.token == Some(token) => {
                         let until = guard_ms.map_or(0, |guard| now.saturating_add(guard));
                         // The token goes: a renewal arriving later no longer matches.
@@ -405,7 +494,7 @@ impl SqlServer {
             }
             SqlRequest::RaiseFloor { id, floor_ms } => {
                 let index = usize::from(id);
-                if let Some(row) = self.primary.rows.get(index).copied() {
+                if let Some(row) = self.row(index) {
                     let raised = Row {
                         lock_version: row.lock_version.wrapping_add(1),
                         floor_ms: row.floor_ms.max(floor_ms),
@@ -419,19 +508,14 @@ impl SqlServer {
     }
 
     fn count_free(&self, now: u64) -> u64 {
-        let free = self
-            .primary
-            .rows
-            .iter()
-            .filter(|r| Self::free(r, now))
-            .count();
+        let free = self.present().filter(|(_, r)| Self::free(r, now)).count();
         u64::try_from(free).unwrap_or(u64::MAX)
     }
 
     /// `UPDATE ... SET expires_at = now - 1 s WHERE id = ?` (the conformance harness).
     pub fn expire(&mut self, now: u64, id: MachineId) {
         let index = usize::from(id.get());
-        if let Some(mut row) = self.primary.rows.get(index).copied() {
+        if let Some(mut row) = self.row(index) {
             row.expires_at = now.saturating_sub(1000);
             self.write_row(now, index, row);
         }
@@ -441,7 +525,7 @@ impl SqlServer {
     /// it had.
     pub fn force_release(&mut self, t: u64, now: u64, id: MachineId) -> bool {
         let index = usize::from(id.get());
-        match self.primary.rows.get(index).copied() {
+        match self.row(index) {
             Some(row) if !Self::free(&row, now) => {
                 let freed = Row {
                     token: None,
@@ -459,10 +543,7 @@ impl SqlServer {
     /// The rows held at `now`.
     #[must_use]
     pub fn held(&self, now: u64) -> Vec<MachineId> {
-        self.primary
-            .rows
-            .iter()
-            .enumerate()
+        self.present()
             .filter(|(_, r)| !Self::free(r, now))
             .map(|(i, _)| machine_id(i))
             .collect()
@@ -471,10 +552,7 @@ impl SqlServer {
     /// The floor stored with `id`.
     #[must_use]
     pub fn floor(&self, id: MachineId) -> u64 {
-        self.primary
-            .rows
-            .get(usize::from(id.get()))
-            .map_or(0, |r| r.floor_ms)
+        self.row(usize::from(id.get())).map_or(0, |r| r.floor_ms)
     }
 }
 
@@ -531,6 +609,45 @@ impl<L: Link> SqlModel<L> {
         )
     }
 
+    /// `check_rows`: missing rows are put back blocked, and while rows put back are blocked,
+    /// acquisition is held off.
+    async fn check_rows(&self, d: &Diagnosis) -> Result<(), Failure> {
+        let rows_deleted = |remaining_ms: u64| {
+            Failure::new(
+                ErrorKind::Retry,
+                format!(
+                    "rows of the seeded lease table had vanished: they are back, blocked, and \
+                     acquisition is held off for {remaining_ms} ms more"
+                ),
+            )
+        };
+        let hold_off_ms = super::amnesia_hold_off_ms(self.max_lease_ms);
+        if d.missing > 0 {
+            match self
+                .call(SqlRequest::Restore {
+                    blocked_ms: Some(hold_off_ms),
+                })
+                .await?
+            {
+                SqlResponse::Count(_) => return Err(rows_deleted(hold_off_ms)),
+                other => return Err(Self::unexpected(&other)),
+            }
+        }
+        match d.blocked_remaining_ms.and_then(|ms| u64::try_from(ms).ok()) {
+            Some(ms) if ms > 0 && d.blocked > 0 => Err(rows_deleted(ms)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Without the rows check, missing rows come back free (the migration's seeding, which a
+    /// starting node runs), and the claim is tried again.
+    async fn seed(&self) -> Result<(), Failure> {
+        match self.call(SqlRequest::Restore { blocked_ms: None }).await? {
+            SqlResponse::Count(_) => Ok(()),
+            other => Err(Self::unexpected(&other)),
+        }
+    }
+
     /// `nothing_claimed`: `Ok` when the claim may be tried again.
     async fn nothing_claimed(&self) -> Result<(), Failure> {
         let free = if self.guards.amnesia {
@@ -566,9 +683,19 @@ impl<L: Link> SqlModel<L> {
                 Some(_) if d.remaining_ms.is_some_and(|r| r > 0) => {
                     return Err(Self::held_off());
                 }
+                Some(_) if self.guards.marker_checked() => {
+                    self.check_rows(&d).await?;
+                    d.free
+                }
+                Some(_) if d.missing > 0 => return self.seed().await,
                 Some(_) => d.free,
             }
         } else {
+            match self.call(SqlRequest::Restore { blocked_ms: None }).await? {
+                SqlResponse::Count(0) => {}
+                SqlResponse::Count(_) => return Ok(()),
+                other => return Err(Self::unexpected(&other)),
+            }
             match self.call(SqlRequest::CountFree).await? {
                 SqlResponse::Count(n) => n,
                 other => return Err(Self::unexpected(&other)),
