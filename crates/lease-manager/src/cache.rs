@@ -73,9 +73,11 @@ impl<L> LeaseCache<L> {
     }
 
     /// Raises the cached lease's [`issued_up_to_ms`](CachedLease::issued_up_to_ms) to
-    /// `issued_up_to_ms`; nothing when no lease is cached.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn record_issued(&self, issued_up_to_ms: u64) {
+    /// `issued_up_to_ms`; nothing when no lease is cached. The tokio driver calls it with what
+    /// its targets report after every renewal, when it is dropped or shut down and after a
+    /// panic; a driver of one's own over [`LeaseMachine`](crate::LeaseMachine) does the same,
+    /// so that a manager resumed from the cache with new factories starts them above it.
+    pub fn record_issued(&self, issued_up_to_ms: u64) {
         if let Some(cached) = self.lock().as_mut() {
             cached.issued_up_to_ms = cached.issued_up_to_ms.max(issued_up_to_ms);
         }

@@ -96,6 +96,19 @@ impl Backend for Fixed {
     }
 }
 
+/// A node's factory of kinds `set` on `clock`, the kinds declared when `declare`.
+fn factory(clock: &SimClock, set: KindSet, declare: bool) -> Factory<SimClock> {
+    let mut config = FactoryConfig::new();
+    if declare {
+        let [k64, k96, k128] = match set {
+            KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],
+            KindSet::B => [Base::Sortable, Base::Counter, Base::Sortable],
+        };
+        config = config.with_kind64(k64).with_kind96(k96).with_kind128(k128);
+    }
+    Factory::new(clock.clone(), config).unwrap_or_else(|e| panic!("a factory: {e:?}"))
+}
+
 /// Runs one seed's plan.
 pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     let max_lease = Duration::from_millis(plan.profile.lease);
@@ -200,6 +213,8 @@ struct Ctx {
     violation: Option<String>,
     next_holder: u32,
     mean_tick_gap: u64,
+    /// Whether the cached lease records what the factories issued ([`Guards::issued_record`]).
+    record_issued: bool,
 }
 
 impl Ctx {
@@ -393,6 +408,20 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     fn drop_call(&mut self) {
         self.call = None;
         self.link.reset();
+    }
+
+    /// Raises the cached lease's bound of what was issued to what the factories report, as
+    /// the tokio driver does; nothing when that record is switched off.
+    fn record_issued(&self, ctx: &Ctx) {
+        if ctx.record_issued {
+            let issued = self
+                .factories
+                .iter()
+                .map(|(f, _)| LeaseTarget::issued_up_to_ms(f))
+                .max()
+                .unwrap_or(0);
+            self.cache.record_issued(issued);
+        }
     }
 
     /// Runs the machine until it waits: the driver loop.
@@ -647,6 +676,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         }
                     }
                     self.cache.store(cached);
+                    // What the tokio driver records with every cached lease.
+                    self.record_issued(ctx);
                 }
                 Effect::ClearCache => self.cache.clear(),
                 Effect::Event(LeaseEvent::Operation(op)) => {
@@ -896,6 +927,7 @@ impl<B: Backend> Sim<B> {
             violation: None,
             next_holder: 0,
             mean_tick_gap: (plan.duration / TICKS_PER_RUN).max(profile.grid),
+            record_issued: plan.guards.issued_record,
             queue: BinaryHeap::new(),
             seq: 0,
             rng,
@@ -1046,19 +1078,7 @@ impl<B: Backend> Sim<B> {
         let factories = shell
             .kinds
             .iter()
-            .map(|&set| {
-                let mut config = FactoryConfig::new();
-                if shell.declare_kinds {
-                    let [k64, k96, k128] = match set {
-                        KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],
-                        KindSet::B => [Base::Sortable, Base::Counter, Base::Sortable],
-                    };
-                    config = config.with_kind64(k64).with_kind96(k96).with_kind128(k128);
-                }
-                let factory = Factory::new(clock.clone(), config)
-                    .unwrap_or_else(|e| panic!("factory on a clock at {local}: {e:?}"));
-                (factory, set)
-            })
+            .map(|&set| (factory(&clock, set, shell.declare_kinds), set))
             .collect();
         let link = SimLink::new(clock.clone());
         let strategy = Arc::new(self.backend.strategy(
@@ -1475,9 +1495,19 @@ impl<B: Backend> Sim<B> {
                 for (f, _) in &p.factories {
                     LeaseTarget::disable(f);
                 }
+                p.record_issued(ctx);
                 p.window = None;
                 if fault == Fault::ManagerRestartUncached {
                     p.cache.clear();
+                }
+                // Half the time the process builds new factories for the new manager (the
+                // cache's documentation invites it): they know nothing of what the old ones
+                // issued but what the cache carries.
+                let new_factories = ctx.rng.chance(500_000);
+                if new_factories {
+                    for (f, set) in &mut p.factories {
+                        *f = factory(&p.clock, *set, shell.declare_kinds);
+                    }
                 }
                 let config = ctx.config.clone().with_acquire_timeout(None);
                 p.machine = LeaseMachine::new(
@@ -1492,9 +1522,9 @@ impl<B: Backend> Sim<B> {
                 let cached = u64::from(fault == Fault::ManagerRestartCached);
                 ctx.trace(
                     Some(shell.idx),
-                    "lease manager restarts (cache: {a})",
+                    "lease manager restarts (cache: {a}, new factories: {b})",
                     cached,
-                    0,
+                    u64::from(new_factories),
                     0,
                 );
                 self.drive(n);

@@ -399,3 +399,50 @@ fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
         assert!(on.stats.faults.contains_key("store-wiped"), "{on}");
     }
 }
+
+/// Cached manager restarts the only fault, on wide clocks (a granted floor ahead of the clock):
+/// half of them give the new manager new factories, which know only what the cached lease
+/// carries of what the old ones issued.
+fn cached_restarts(backend: Backend, issued_record: bool) -> Config {
+    Config {
+        backend: Some(backend),
+        clocks: Some(Clocks::Wide),
+        guards: Guards {
+            issued_record,
+            ..Guards::ALL
+        },
+        without: Fault::ALL
+            .into_iter()
+            .filter(|f| *f != Fault::ManagerRestartCached)
+            .collect(),
+        ..Config::default()
+    }
+}
+
+/// Seeds the issued record is searched and checked over.
+const CACHED_RESTART_SEEDS: u64 = 150;
+
+/// Without the cached lease's record of what was issued, new factories under a resumed lease
+/// start above the granted floor only, and a later holder of the ID, above the floor the
+/// resumed manager releases, repeats what the old factories issued past it; with the record,
+/// nothing repeats over the same seeds.
+#[test]
+fn without_the_issued_record_new_factories_under_a_cached_lease_repeat() {
+    let off = cached_restarts(Backend::Etcd, false);
+    let report = first_failure(1..=CACHED_RESTART_SEEDS, &off).unwrap_or_else(|| {
+        panic!("issued record off: no seed in 1..={CACHED_RESTART_SEEDS} found a repeat")
+    });
+    assert!(
+        report.stats.faults.contains_key("manager-restart-cached"),
+        "{report}"
+    );
+    println!("issued record off: found by seed {}\n{report}", report.seed);
+    for backend in [Backend::Etcd, Backend::Sql] {
+        let on = run_seeds(1..=CACHED_RESTART_SEEDS, &cached_restarts(backend, true));
+        assert_eq!(on.failed, 0, "{backend}: {on}");
+        assert!(
+            on.stats.faults.contains_key("manager-restart-cached"),
+            "{on}"
+        );
+    }
+}

@@ -44,6 +44,10 @@ pub struct Guards {
     /// every ID free, as before the marker existed. The real backends switch it with their
     /// amnesia guard, so it is on only where [`amnesia`](Self::amnesia) is too.
     pub marker: bool,
+    /// The cached lease's bound of what the factories issued (`LeaseCache::record_issued`),
+    /// recorded as the tokio driver does: on every renewal and after a panic. Off: a manager
+    /// resumed from the cache with new factories starts them above the granted floor only.
+    pub issued_record: bool,
 }
 
 /// The largest offset of a node's clock from the store's that the Redis and SQL amnesia guards
@@ -86,6 +90,7 @@ impl Guards {
         floor: true,
         amnesia: true,
         marker: true,
+        issued_record: true,
     };
 
     /// Whether the initialization marker is checked: the marker switch, within the amnesia
