@@ -16,7 +16,8 @@ pub struct Grant<L> {
     pub lease: L,
     /// How long the coordinator holds the lease for us, counted from when it processed the request.
     pub ttl: Duration,
-    /// The timestamp floor stored with this ID *before* this acquisition (Unix ms; 0 when none
+    /// The timestamp floor stored with this ID *before* this acquisition (in the floors' terms,
+    /// see "Timestamp floor" on [`Strategy`]; 0 when none
     /// is stored or the strategy stores none): every timestamp any earlier holder may have
     /// issued under the ID is at or below it. See "Timestamp floor" on [`Strategy`].
     pub floor_ms: u64,
@@ -350,8 +351,11 @@ fn join_chain(
 /// Nodes' wall clocks disagree: a successor whose clock lags its predecessor's by more than the
 /// margin would issue timestamps its predecessor already issued under the same ID. A strategy
 /// that answers `true` to [`records_floor`](Strategy::records_floor) removes that condition by
-/// storing, with each machine ID, a *timestamp floor* (Unix ms, on the holders' own nonce
-/// clocks): an upper bound of every timestamp any holder of the ID may have issued.
+/// storing, with each machine ID, a *timestamp floor*: an upper bound of every timestamp any
+/// holder of the ID may have issued, in milliseconds as the nonces carry them plus the default
+/// epoch (2025-01-01), which for nonces on the default epoch is the Unix millisecond on the
+/// holders' own clocks. A strategy stores and compares floors as numbers; the lease manager
+/// converts them for factories on another epoch.
 ///
 /// - [`acquire_with_floor`](Strategy::acquire_with_floor) claims an ID and, in the same atomic
 ///   write, raises its floor to at least `floor_ms` (the acquirer's own bound); the [`Grant`]

@@ -248,6 +248,17 @@ impl Targets {
         }
     }
 
+    /// Clock millisecond `clock_ms` in the fleet's floor terms: the highest any target gives
+    /// it (the clock's millisecond itself without targets), so that the floor covers every
+    /// target's timestamps up to it.
+    fn floor_of(&self, clock_ms: u64) -> u64 {
+        self.list
+            .iter()
+            .map(|target| target.floor_of(clock_ms))
+            .max()
+            .unwrap_or(clock_ms)
+    }
+
     /// The highest timestamp bound any target reports (0 without targets).
     fn issued_up_to_ms(&self) -> u64 {
         self.list
@@ -445,6 +456,11 @@ impl<S: Strategy + 'static> Driver<S> {
                 } => {
                     let span = OpSpan::new(self.name, Operation::Acquire, source);
                     let strategy = Arc::clone(&self.strategy);
+                    // The machine's clock readings in the floors' terms.
+                    let (now_ms, floor_ms) = (
+                        self.targets.floor_of(now_ms),
+                        self.targets.floor_of(floor_ms),
+                    );
                     let call = strategy.acquire_with_floor(requested, now_ms, floor_ms);
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();
@@ -481,6 +497,7 @@ impl<S: Strategy + 'static> Driver<S> {
                 } => {
                     let span = OpSpan::new(self.name, Operation::Renew, source);
                     let strategy = Arc::clone(&self.strategy);
+                    let floor_ms = self.targets.floor_of(floor_ms);
                     let call = strategy.renew_with_floor(&lease, requested, floor_ms);
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();

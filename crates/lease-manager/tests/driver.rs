@@ -1021,3 +1021,50 @@ async fn a_second_manager_in_one_process_is_refused_the_id_a_deterministic_one_h
     assert_eq!(successor.machine_id(), Some(MachineId::new(7).unwrap()));
     successor.shutdown().await;
 }
+
+/// Two holders of one ID in turn, the second counting its timestamps from an epoch 10 minutes
+/// later (`--epoch-ms`): it starts above every timestamp the first issued in the nonces' own
+/// terms. Floors in Unix milliseconds let it start above the same millisecond instead, 10
+/// minutes of the first's values behind, and repeat them.
+#[tokio::test(start_paused = true)]
+async fn a_successor_on_a_later_epoch_starts_above_what_its_predecessor_issued() {
+    use nonce_core::{DEFAULT_EPOCH_MS, Factory, FactoryConfig};
+    let s = setup(1, Duration::from_secs(3600));
+    let start = |epoch_ms: u64| {
+        let factory =
+            Arc::new(Factory::new(s.clock, FactoryConfig::new().with_epoch_ms(epoch_ms)).unwrap());
+        let manager = LeaseManager::builder(Arc::clone(&s.coordinator))
+            .with_clock(s.clock)
+            .with_target(Arc::clone(&factory) as Arc<dyn LeaseTarget>)
+            .with_jitter_seed(1)
+            .start();
+        async move { (factory, manager.await.unwrap()) }
+    };
+    let (first, manager) = start(DEFAULT_EPOCH_MS).await;
+    let mut issued = std::collections::HashSet::new();
+    let mut first_latest = 0;
+    for _ in 0..50 {
+        for _ in 0..100 {
+            let nonce = first.counter96().unwrap();
+            first_latest = first_latest.max(nonce.decode(first.epoch_ms()).timestamp_ms);
+            issued.insert(nonce.to_u128());
+        }
+        sleep_ms(300).await;
+    }
+    manager.shutdown().await;
+
+    let (second, manager) = start(DEFAULT_EPOCH_MS + 600_000).await;
+    let nonce = second.counter96().unwrap();
+    let timestamp = nonce.decode(second.epoch_ms()).timestamp_ms;
+    assert!(
+        timestamp > first_latest,
+        "the successor issued timestamp {timestamp} of its epoch, the predecessor up to {first_latest}"
+    );
+    for _ in 0..1000 {
+        assert!(
+            !issued.contains(&second.counter96().unwrap().to_u128()),
+            "a value of the predecessor again"
+        );
+    }
+    manager.shutdown().await;
+}

@@ -226,9 +226,18 @@ fn waiting_for_a_lease_shows_progress_unless_quiet() {
         if quiet {
             assert!(err.is_empty(), "{err}");
         } else {
-            assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(err.starts_with("nononce: waiting"), "{err}");
-            assert!(err.contains("leased"), "{err}");
+            // One progress line per reason: the IDs all leased, and on a loaded machine perhaps
+            // a transient one (a connection that timed out) on the way.
+            assert!(
+                err.lines().all(|line| line.starts_with("nononce: waiting")),
+                "{err}"
+            );
+            assert!(
+                err.lines()
+                    .next()
+                    .is_some_and(|line| line.contains("leased")),
+                "{err}"
+            );
         }
     }
     drop_table(&store);

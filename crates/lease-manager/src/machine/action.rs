@@ -104,7 +104,7 @@ pub enum Effect<L> {
     EnableFactories {
         /// The leased ID.
         machine_id: MachineId,
-        /// Every timestamp must be strictly above this floor (Unix ms): earlier holders of the
+        /// Every timestamp must be strictly above this floor (the floors' terms, see `LeaseTarget`): earlier holders of the
         /// ID may have issued timestamps up to it. 0 when the strategy stores no floor.
         floor_ms: u64,
         /// Exclusive local deadline.

@@ -49,7 +49,7 @@ pub enum LeaseEvent {
     FloorAhead {
         /// The granted ID.
         machine_id: MachineId,
-        /// The floor stored with it (Unix ms).
+        /// The floor stored with it (the floors' terms, see `LeaseTarget`).
         floor_ms: u64,
         /// How far the floor is ahead of this node's clock, in ms.
         ahead_ms: u64,

@@ -240,6 +240,14 @@ impl LeaseTarget for Recorder {
             .max()
             .unwrap_or(0)
     }
+
+    fn floor_of(&self, clock_ms: u64) -> u64 {
+        self.factories
+            .iter()
+            .map(|f| LeaseTarget::floor_of(&**f, clock_ms))
+            .max()
+            .unwrap_or(clock_ms)
+    }
 }
 
 fn main() -> std::process::ExitCode {
