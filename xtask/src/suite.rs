@@ -439,11 +439,16 @@ fn own_folder_steps() -> Vec<Step> {
         .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
     own.extend(nostd_steps());
-    // What `cargo xtask sim --seeds 5000` runs, without building xtask a second time.
+    // What `cargo xtask sim --seeds 5000 --epoch-changes` runs, without building xtask a second
+    // time.
     own.push(
         Step::cargo(
             "sim",
-            &[&crate::sim::COMMAND[..], &["--seeds", SIM_SEEDS]].concat(),
+            &[
+                &crate::sim::COMMAND[..],
+                &["--seeds", SIM_SEEDS, "--epoch-changes"],
+            ]
+            .concat(),
         )
         .env("CARGO_TARGET_DIR", own_folder("sim")),
     );

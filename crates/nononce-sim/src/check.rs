@@ -65,44 +65,63 @@ impl Kind {
         }
     }
 
-    /// One nonce from `factory`: its value, Unix ms timestamp and machine ID.
+    /// One nonce from `factory`, as the checker sees it ([`Issued`]).
     ///
     /// # Errors
     /// The factory's refusal.
-    pub fn generate<C: Clock>(self, factory: &Factory<C>) -> Result<(u128, u64, u16), Error> {
+    pub fn generate<C: Clock>(self, factory: &Factory<C>) -> Result<Issued, Error> {
         let epoch = factory.epoch_ms();
         Ok(match self {
             Self::Counter64 => {
                 let n = factory.counter64()?;
-                let d = n.decode(epoch);
-                (u128::from(n.to_u64()), d.unix_ms, d.machine_id.get())
+                Issued::new(u128::from(n.to_u64()), &n.decode(epoch))
             }
             Self::Sortable64 => {
                 let n = factory.sortable64()?;
-                let d = n.decode(epoch);
-                (u128::from(n.to_u64()), d.unix_ms, d.machine_id.get())
+                Issued::new(u128::from(n.to_u64()), &n.decode(epoch))
             }
             Self::Counter96 => {
                 let n = factory.counter96()?;
-                let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id.get())
+                Issued::new(n.to_u128(), &n.decode(epoch))
             }
             Self::Sortable96 => {
                 let n = factory.sortable96()?;
-                let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id.get())
+                Issued::new(n.to_u128(), &n.decode(epoch))
             }
             Self::Counter128 => {
                 let n = factory.counter128()?;
-                let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id.get())
+                Issued::new(n.to_u128(), &n.decode(epoch))
             }
             Self::Sortable128 => {
                 let n = factory.sortable128()?;
-                let d = n.decode(epoch);
-                (n.to_u128(), d.unix_ms, d.machine_id.get())
+                Issued::new(n.to_u128(), &n.decode(epoch))
             }
         })
+    }
+}
+
+/// One nonce as the checker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issued {
+    /// Its value.
+    pub value: u128,
+    /// Its timestamp in the floors' terms (as the nonce carries it, plus the default epoch: the
+    /// Unix millisecond on the default epoch): what holders on different epochs compare.
+    pub ts: u64,
+    /// Its Unix millisecond (its factory's epoch plus its timestamp).
+    pub unix_ms: u64,
+    /// Its machine ID.
+    pub id: u16,
+}
+
+impl Issued {
+    fn new(value: u128, d: &nonce_core::Decoded) -> Self {
+        Self {
+            value,
+            ts: d.timestamp_ms.saturating_add(nonce_core::DEFAULT_EPOCH_MS),
+            unix_ms: d.unix_ms,
+            id: d.machine_id.get(),
+        }
     }
 }
 
@@ -131,7 +150,7 @@ impl KindSet {
 pub struct Window {
     /// The machine ID.
     pub id: u16,
-    /// Timestamps must be strictly above this (Unix ms).
+    /// Timestamps must be strictly above this (the floors' terms).
     pub floor: u64,
     /// And strictly below this.
     pub deadline: u64,
@@ -251,10 +270,14 @@ impl Checker {
         node: u16,
         window: Option<Window>,
         kind: Kind,
-        value: u128,
-        ts: u64,
-        id: u16,
+        issued: Issued,
     ) -> Result<(), Violation> {
+        let Issued {
+            value,
+            ts,
+            unix_ms,
+            id,
+        } = issued;
         self.nonces += 1;
         if !self.seen[kind.index()].insert(value) {
             self.duplicates += 1;
@@ -275,7 +298,8 @@ impl Checker {
                 kind.name()
             )));
         }
-        let inside = window.is_some_and(|w| w.id == id && w.floor < ts && ts < w.deadline);
+        // The floor in the floors' terms, the deadline on the node's clock.
+        let inside = window.is_some_and(|w| w.id == id && w.floor < ts && unix_ms < w.deadline);
         if !inside {
             self.out_of_window += 1;
             return Err(Violation::OutOfWindow(format!(
@@ -352,6 +376,16 @@ impl Checker {
 mod tests {
     use super::*;
 
+    /// A nonce on the default epoch, where both timestamps agree.
+    fn at(value: u128, ts: u64, id: u16) -> Issued {
+        Issued {
+            value,
+            ts,
+            unix_ms: ts,
+            id,
+        }
+    }
+
     fn w(id: u16) -> Option<Window> {
         Some(Window {
             id,
@@ -363,10 +397,10 @@ mod tests {
     #[test]
     fn a_repeated_value_is_a_duplicate_of_its_kind_only() {
         let mut c = Checker::new();
-        assert!(c.nonce(0, w(1), Kind::Counter64, 5, 50, 1).is_ok());
-        assert!(c.nonce(1, w(1), Kind::Sortable64, 5, 50, 1).is_ok());
+        assert!(c.nonce(0, w(1), Kind::Counter64, at(5, 50, 1)).is_ok());
+        assert!(c.nonce(1, w(1), Kind::Sortable64, at(5, 50, 1)).is_ok());
         assert!(matches!(
-            c.nonce(1, w(1), Kind::Counter64, 5, 50, 1),
+            c.nonce(1, w(1), Kind::Counter64, at(5, 50, 1)),
             Err(Violation::Duplicate(_))
         ));
         assert_eq!(c.duplicates, 1);
@@ -377,11 +411,11 @@ mod tests {
         let mut c = Checker::new();
         for (v, ts, id) in [(1, 10, 1), (2, 100, 1), (3, 50, 2)] {
             assert!(matches!(
-                c.nonce(0, w(1), Kind::Counter96, v, ts, id),
+                c.nonce(0, w(1), Kind::Counter96, at(v, ts, id)),
                 Err(Violation::OutOfWindow(_))
             ));
         }
-        assert!(c.nonce(0, None, Kind::Counter96, 4, 50, 1).is_err());
+        assert!(c.nonce(0, None, Kind::Counter96, at(4, 50, 1)).is_err());
         assert_eq!(c.out_of_window, 4);
     }
 

@@ -3,7 +3,7 @@
 //! ```text
 //! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
-//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
+//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--epoch-changes] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
@@ -19,7 +19,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
+         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--epoch-changes] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
     );
     ExitCode::from(2)
 }
@@ -67,6 +67,8 @@ fn main() -> ExitCode {
             "--without-amnesia-guard" => config.guards.amnesia = false,
             "--without-marker-guard" => config.guards.marker = false,
             "--without-issued-record" => config.guards.issued_record = false,
+            "--without-epoch-floor" => config.guards.epoch_floor = false,
+            "--epoch-changes" => config.epoch_changes = true,
             "--gap" => match value().as_str() {
                 "redis-failover" => config.gaps.redis_failover = true,
                 "sql-lost-commits" => config.gaps.sql_lost_commits = true,

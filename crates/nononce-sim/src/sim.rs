@@ -21,9 +21,9 @@ use lease_manager::machine::LeaseEvent;
 use lease_manager::{
     Action, Effect, LeaseCache, LeaseMachine, LeaseState, LeaseTarget, LossReason,
 };
-use nonce_core::{Base, Clock, Error as NonceError, Factory, FactoryConfig};
+use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, FactoryConfig};
 
-use crate::check::{Checker, KindSet, Violation, Window};
+use crate::check::{Checker, Issued, KindSet, Violation, Window};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
 use crate::model::etcd::{
@@ -96,9 +96,10 @@ impl Backend for Fixed {
     }
 }
 
-/// A node's factory of kinds `set` on `clock`, the kinds declared when `declare`.
-fn factory(clock: &SimClock, set: KindSet, declare: bool) -> Factory<SimClock> {
-    let mut config = FactoryConfig::new();
+/// A node's factory of kinds `set` on `clock`, the kinds declared when `declare`, its
+/// timestamps counted from `epoch_ms`.
+fn factory(clock: &SimClock, set: KindSet, declare: bool, epoch_ms: u64) -> Factory<SimClock> {
+    let mut config = FactoryConfig::new().with_epoch_ms(epoch_ms);
     if declare {
         let [k64, k96, k128] = match set {
             KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],
@@ -215,6 +216,9 @@ struct Ctx {
     mean_tick_gap: u64,
     /// Whether the cached lease records what the factories issued ([`Guards::issued_record`]).
     record_issued: bool,
+    /// Whether the deadlines sent as floors are converted to the floors' terms
+    /// ([`Guards::epoch_floor`]).
+    epoch_floor: bool,
 }
 
 impl Ctx {
@@ -298,6 +302,8 @@ struct Shell {
     ordinal: u16,
     kinds: Vec<KindSet>,
     declare_kinds: bool,
+    /// The epoch its next process's factories count from (`epoch-change` moves it).
+    epoch_ms: u64,
     kernel: LinearClock,
     base_ppm: i64,
     storm_seq: u64,
@@ -410,18 +416,63 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         self.link.reset();
     }
 
+    /// Clock millisecond `clock_ms` in the floors' terms, the highest any factory gives it, as
+    /// the tokio driver converts the deadlines it sends as floors; unconverted when that is
+    /// switched off ([`Guards::epoch_floor`]).
+    fn floor_of(&self, ctx: &Ctx, clock_ms: u64) -> u64 {
+        if !ctx.epoch_floor {
+            return clock_ms;
+        }
+        self.factories
+            .iter()
+            .map(|(f, _)| LeaseTarget::floor_of(f, clock_ms))
+            .max()
+            .unwrap_or(clock_ms)
+    }
+
     /// Raises the cached lease's bound of what was issued to what the factories report, as
     /// the tokio driver does; nothing when that record is switched off.
     fn record_issued(&self, ctx: &Ctx) {
         if ctx.record_issued {
-            let issued = self
-                .factories
-                .iter()
-                .map(|(f, _)| LeaseTarget::issued_up_to_ms(f))
-                .max()
-                .unwrap_or(0);
-            self.cache.record_issued(issued);
+            self.cache.record_issued(self.issued(ctx));
         }
+    }
+
+    /// What the factories issued, the highest bound any reports: in the floors' terms, or
+    /// with the epoch floor off, in clock ms, as before floors knew the epoch.
+    fn issued(&self, ctx: &Ctx) -> u64 {
+        self.factories
+            .iter()
+            .map(|(f, _)| {
+                if ctx.epoch_floor {
+                    LeaseTarget::issued_up_to_ms(f)
+                } else {
+                    f.issued_up_to_ms()
+                }
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Enables every factory above `floor_ms` (converted by each, or with the epoch floor off
+    /// taken as clock ms) until `deadline_ms`; returns the floor in the floors' terms, which
+    /// the checker holds the timestamps to.
+    fn enable(&self, ctx: &Ctx, id: MachineId, floor_ms: u64, deadline_ms: u64) -> u64 {
+        let mut floor = floor_ms;
+        for (f, _) in &self.factories {
+            if ctx.epoch_floor {
+                LeaseTarget::enable(f, id, floor_ms, deadline_ms);
+            } else {
+                if f.enable_above(id, floor_ms, deadline_ms).is_err() {
+                    f.disable();
+                }
+                // Timestamps above `floor_ms - epoch`, in the floors' terms.
+                floor = floor_ms
+                    .saturating_add(DEFAULT_EPOCH_MS)
+                    .saturating_sub(f.epoch_ms());
+            }
+        }
+        floor
     }
 
     /// Runs the machine until it waits: the driver loop.
@@ -446,6 +497,10 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     floor_ms,
                     ..
                 } => {
+                    // The machine's clock readings in the floors' terms, as the tokio driver
+                    // sends them.
+                    let (now_ms, floor_ms) =
+                        (self.floor_of(ctx, now_ms), self.floor_of(ctx, floor_ms));
                     let s = Arc::clone(&self.strategy);
                     let fut = async move {
                         Outcome::Acquired(s.acquire_with_floor(requested, now_ms, floor_ms).await)
@@ -460,6 +515,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     floor_ms,
                     ..
                 } => {
+                    let floor_ms = self.floor_of(ctx, floor_ms);
                     let s = Arc::clone(&self.strategy);
                     let id = u64::from(lease.id.get());
                     let fut = async move {
@@ -482,13 +538,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     floor_ms,
                 } => {
                     // The targets are disabled by now: what they report is exact.
-                    let floor = self
-                        .factories
-                        .iter()
-                        .map(|(f, _)| LeaseTarget::issued_up_to_ms(f))
-                        .max()
-                        .unwrap_or(0)
-                        .max(floor_ms);
+                    let floor = self.issued(ctx).max(floor_ms);
                     let s = Arc::clone(&self.strategy);
                     let id = u64::from(lease.id.get());
                     let fut = async move {
@@ -614,13 +664,11 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     floor_ms,
                     deadline_ms,
                 } => {
-                    for (f, _) in &self.factories {
-                        LeaseTarget::enable(f, machine_id, floor_ms, deadline_ms);
-                    }
+                    let floor = self.enable(ctx, machine_id, floor_ms, deadline_ms);
                     let id = machine_id.get();
                     self.window = Some(Window {
                         id,
-                        floor: floor_ms,
+                        floor,
                         deadline: deadline_ms,
                     });
                     self.enable_pending = true;
@@ -769,10 +817,9 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 let n = ctx.rng.between(1, MAX_PER_KIND);
                 for _ in 0..n {
                     match kind.generate(factory) {
-                        Ok((value, ts, id)) => {
-                            if let Err(v) =
-                                ctx.checker.nonce(shell.idx, window, kind, value, ts, id)
-                            {
+                        Ok(issued) => {
+                            let Issued { ts, id, .. } = issued;
+                            if let Err(v) = ctx.checker.nonce(shell.idx, window, kind, issued) {
                                 ctx.fail(&v);
                                 return;
                             }
@@ -881,6 +928,7 @@ impl<B: Backend> Sim<B> {
                         ordinal: idx,
                         kinds,
                         declare_kinds: rng.chance(500_000),
+                        epoch_ms: DEFAULT_EPOCH_MS,
                         kernel: LinearClock::new(rng.signed(spread), ppm),
                         base_ppm: ppm,
                         storm_seq: 0,
@@ -928,6 +976,7 @@ impl<B: Backend> Sim<B> {
             next_holder: 0,
             mean_tick_gap: (plan.duration / TICKS_PER_RUN).max(profile.grid),
             record_issued: plan.guards.issued_record,
+            epoch_floor: plan.guards.epoch_floor,
             queue: BinaryHeap::new(),
             seq: 0,
             rng,
@@ -1078,7 +1127,10 @@ impl<B: Backend> Sim<B> {
         let factories = shell
             .kinds
             .iter()
-            .map(|&set| (factory(&clock, set, shell.declare_kinds), set))
+            .map(|&set| {
+                let factory = factory(&clock, set, shell.declare_kinds, shell.epoch_ms);
+                (factory, set)
+            })
             .collect();
         let link = SimLink::new(clock.clone());
         let strategy = Arc::new(self.backend.strategy(
@@ -1506,7 +1558,7 @@ impl<B: Backend> Sim<B> {
                 let new_factories = ctx.rng.chance(500_000);
                 if new_factories {
                     for (f, set) in &mut p.factories {
-                        *f = factory(&p.clock, *set, shell.declare_kinds);
+                        *f = factory(&p.clock, *set, shell.declare_kinds, f.epoch_ms());
                     }
                 }
                 let config = ctx.config.clone().with_acquire_timeout(None);
@@ -1534,6 +1586,26 @@ impl<B: Backend> Sim<B> {
                 let Some(n) = self.pick_running(false) else {
                     return false;
                 };
+                self.shutdown(n, false);
+                true
+            }
+            Fault::EpochChange => {
+                let Some(n) = self.pick_running(false) else {
+                    return false;
+                };
+                // Up to a lease either way: an earlier epoch puts the node's timestamps ahead
+                // of its predecessors', a later one behind them.
+                let lease = self.plan.profile.lease;
+                let delta = self.ctx.rng.signed(lease);
+                let shell = &mut self.nodes[n].shell;
+                shell.epoch_ms = DEFAULT_EPOCH_MS.saturating_add_signed(delta);
+                self.ctx.trace(
+                    Some(shell.idx),
+                    "redeployed with epoch {a} ({b} ms from the default)",
+                    shell.epoch_ms,
+                    delta.unsigned_abs(),
+                    0,
+                );
                 self.shutdown(n, false);
                 true
             }

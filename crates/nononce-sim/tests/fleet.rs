@@ -446,3 +446,37 @@ fn without_the_issued_record_new_factories_under_a_cached_lease_repeat() {
         );
     }
 }
+
+/// Nodes redeployed on another epoch the only fault (a node's next process counts its
+/// timestamps from up to a lease earlier or later than the default).
+fn epoch_changes(epoch_floor: bool) -> Config {
+    Config {
+        guards: Guards {
+            epoch_floor,
+            ..Guards::ALL
+        },
+        epoch_changes: true,
+        without: Fault::ALL
+            .into_iter()
+            .filter(|f| *f != Fault::EpochChange)
+            .collect(),
+        ..Config::default()
+    }
+}
+
+/// Seeds the epoch floor is searched and checked over.
+const EPOCH_SEEDS: u64 = 60;
+
+/// Floors in clock milliseconds (before they knew the epoch) let a holder on a later epoch
+/// start below its predecessor's timestamps, and one on an earlier epoch leave a floor below
+/// its own; floors in the nonces' own terms keep every holder above the last.
+#[test]
+fn without_the_epoch_floor_holders_on_other_epochs_repeat() {
+    let report = first_failure(1..=EPOCH_SEEDS, &epoch_changes(false))
+        .unwrap_or_else(|| panic!("epoch floor off: no seed in 1..={EPOCH_SEEDS} found a repeat"));
+    assert!(report.stats.faults.contains_key("epoch-change"), "{report}");
+    println!("epoch floor off: found by seed {}\n{report}", report.seed);
+    let on = run_seeds(1..=EPOCH_SEEDS, &epoch_changes(true));
+    assert_eq!(on.failed, 0, "{on}");
+    assert!(on.stats.faults.contains_key("epoch-change"), "{on}");
+}

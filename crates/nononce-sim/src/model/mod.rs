@@ -48,6 +48,10 @@ pub struct Guards {
     /// recorded as the tokio driver does: on every renewal and after a panic. Off: a manager
     /// resumed from the cache with new factories starts them above the granted floor only.
     pub issued_record: bool,
+    /// The manager's deadlines, sent as floors with an acquire or renewal, converted to the
+    /// floors' terms for factories on another epoch (`LeaseTarget::floor_of`), as the tokio
+    /// driver does. Off: sent as clock milliseconds, as before floors knew the epoch.
+    pub epoch_floor: bool,
 }
 
 /// The largest offset of a node's clock from the store's that the Redis and SQL amnesia guards
@@ -91,6 +95,7 @@ impl Guards {
         amnesia: true,
         marker: true,
         issued_record: true,
+        epoch_floor: true,
     };
 
     /// Whether the initialization marker is checked: the marker switch, within the amnesia
