@@ -6,6 +6,9 @@
 //! connection, or by a client reconnecting to that very port, which on loopback connects to
 //! itself (TCP simultaneous open) and then holds the port. Ports below the ephemeral range are
 //! never given to a connection.
+//!
+//! `lease_testkit::ports` does the same for the crates' tests: xtask depends on no workspace
+//! crate, so that it builds in seconds on a fresh clone.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU32, Ordering};
