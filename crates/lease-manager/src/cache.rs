@@ -21,9 +21,10 @@ pub struct CachedLease<L> {
     pub floor_ms: u64,
     /// An upper bound (the floors' terms) of every timestamp the factories of the managers
     /// that held this lease issued, 0 when none reported one: raised on every renewal, when a
-    /// manager is dropped or shut down and after a panic. A manager resuming the lease with new factories
-    /// starts them above it (as above the floor): a floor ahead of the clock, or a resume in
-    /// the same millisecond, would otherwise give them the earlier factories' values again.
+    /// manager is dropped or shut down and after a panic. A manager resuming the lease with new
+    /// factories starts them above it (as above the floor): a floor ahead of the clock, or a
+    /// resume in the same millisecond, would otherwise give them the earlier factories' values
+    /// again.
     pub issued_up_to_ms: u64,
 }
 

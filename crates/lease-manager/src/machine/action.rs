@@ -104,8 +104,9 @@ pub enum Effect<L> {
     EnableFactories {
         /// The leased ID.
         machine_id: MachineId,
-        /// Every timestamp must be strictly above this floor (the floors' terms, see `LeaseTarget`): earlier holders of the
-        /// ID may have issued timestamps up to it. 0 when the strategy stores no floor.
+        /// Every timestamp must be strictly above this floor (the floors' terms, see
+        /// `LeaseTarget`): earlier holders of the ID may have issued timestamps up to it. 0 when
+        /// the strategy stores no floor.
         floor_ms: u64,
         /// Exclusive local deadline.
         deadline_ms: u64,

@@ -30,8 +30,8 @@ pub(super) struct Held<L> {
     pub(super) lease: Arc<L>,
     pub(super) deadline: u64,
     pub(super) ttl: Duration,
-    /// The floor the lease was granted with (the floors' terms), or, resumed from the cache, what
-    /// earlier factories issued under it if that is higher: the targets start above it.
+    /// The floor the lease was granted with (the floors' terms), or, resumed from the cache,
+    /// what earlier factories issued under it if that is higher: the targets start above it.
     pub(super) floor_ms: u64,
     /// The coordinator's clock at the last grant or renewal, with when that call was sent.
     pub(super) coordinator: Option<CoordinatorReading>,
