@@ -439,14 +439,14 @@ fn own_folder_steps() -> Vec<Step> {
         .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
     own.extend(nostd_steps());
-    // What `cargo xtask sim --seeds 5000 --epoch-changes` runs, without building xtask a second
+    // What `cargo xtask sim --seeds 5000 --epoch-changes --host-list-edits` runs, without building xtask a second
     // time.
     own.push(
         Step::cargo(
             "sim",
             &[
                 &crate::sim::COMMAND[..],
-                &["--seeds", SIM_SEEDS, "--epoch-changes"],
+                &["--seeds", SIM_SEEDS, "--epoch-changes", "--host-list-edits"],
             ]
             .concat(),
         )

@@ -3,7 +3,7 @@
 //! ```text
 //! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
-//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--epoch-changes] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
+//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
@@ -19,7 +19,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--epoch-changes] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
+         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
     );
     ExitCode::from(2)
 }
@@ -68,7 +68,9 @@ fn main() -> ExitCode {
             "--without-marker-guard" => config.guards.marker = false,
             "--without-issued-record" => config.guards.issued_record = false,
             "--without-epoch-floor" => config.guards.epoch_floor = false,
+            "--without-explicit-ids" => config.guards.explicit_ids = false,
             "--epoch-changes" => config.epoch_changes = true,
+            "--host-list-edits" => config.host_list_edits = true,
             "--gap" => match value().as_str() {
                 "redis-failover" => config.gaps.redis_failover = true,
                 "sql-lost-commits" => config.gaps.sql_lost_commits = true,

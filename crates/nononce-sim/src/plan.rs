@@ -18,7 +18,7 @@ pub enum Backend {
     Redis,
     /// The etcd cluster model (etcd v3 semantics).
     Etcd,
-    /// Fixed IDs (StatefulSet ordinals): no coordinator, no floor.
+    /// Fixed IDs (StatefulSet ordinals, host lists): no coordinator, no floor.
     Static,
 }
 
@@ -136,11 +136,15 @@ pub enum Fault {
     /// A node is redeployed with another epoch (up to a lease earlier or later than the
     /// default): its next holder of an ID counts timestamps from elsewhere.
     EpochChange,
+    /// An operator adds a host to the static node list (or removes one added earlier) and rolls
+    /// the new list out: every node restarts in turn and takes its ID from the new list, while
+    /// the nodes not yet restarted run on the old one.
+    HostListEdit,
 }
 
 impl Fault {
     /// Every class.
-    pub const ALL: [Self; 26] = [
+    pub const ALL: [Self; 27] = [
         Self::Partition,
         Self::Crash,
         Self::Freeze,
@@ -167,6 +171,7 @@ impl Fault {
         Self::EtcdRestore,
         Self::StoreWiped,
         Self::EpochChange,
+        Self::HostListEdit,
     ];
 
     /// Kebab-case name.
@@ -199,6 +204,7 @@ impl Fault {
             Self::EtcdRestore => "etcd-restore",
             Self::StoreWiped => "store-wiped",
             Self::EpochChange => "epoch-change",
+            Self::HostListEdit => "host-list-edit",
         }
     }
 
@@ -262,6 +268,10 @@ pub struct Config {
     /// so that the seeds the documentation and the tests name keep their plans; the suite's
     /// run at 5,000 seeds turns it on (`--epoch-changes`).
     pub epoch_changes: bool,
+    /// Whether static node lists are edited during runs ([`Fault::HostListEdit`]). Off by
+    /// default for the same reason as [`epoch_changes`](Self::epoch_changes); the suite's run
+    /// at 5,000 seeds turns it on (`--host-list-edits`).
+    pub host_list_edits: bool,
     /// How many events the failure trace shows.
     pub trace_len: usize,
     /// Stop a seed at its first violation (the trace then ends there).
@@ -278,6 +288,7 @@ impl Default for Config {
             gaps: Gaps::default(),
             without: Vec::new(),
             epoch_changes: false,
+            host_list_edits: false,
             trace_len: 40,
             stop_at_first: true,
         }
@@ -536,6 +547,7 @@ impl Plan {
                 // The static model keeps no floor (lease-static's floor file is not modelled):
                 // a node redeployed on a later epoch repeats its own earlier values there.
                 Fault::EpochChange => dynamic && config.epoch_changes,
+                Fault::HostListEdit => !dynamic && config.host_list_edits,
                 Fault::WallStepForward | Fault::DriftStorm | Fault::SuspendUncounted => wide,
                 Fault::WallStepBackward => {
                     (wide && dynamic) || (!dynamic && gaps.static_clock_behind)

@@ -29,7 +29,7 @@ use crate::link::SimLink;
 use crate::model::etcd::{
     EtcdModel, EtcdRequest, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery, TxnOp,
 };
-use crate::model::fixed::FixedModel;
+use crate::model::fixed::{FixedModel, HostList};
 use crate::model::redis::{Persistence, RedisModel, RedisRequest, RedisResponse, RedisServer};
 use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
 use crate::model::{Guards, ModelLease, NetError, Reply, Request, Server};
@@ -90,9 +90,12 @@ impl Backend for Etcd {
 struct Fixed;
 
 impl Backend for Fixed {
-    type S = FixedModel;
-    fn strategy(&self, _: SimLink, ordinal: u16, _: u64) -> Self::S {
-        FixedModel::new(MachineId::new(ordinal).unwrap_or_else(|_| unreachable!()))
+    type S = FixedModel<SimLink>;
+    fn strategy(&self, link: SimLink, ordinal: u16, _: u64) -> Self::S {
+        FixedModel::new(
+            link,
+            MachineId::new(ordinal).unwrap_or_else(|_| unreachable!()),
+        )
     }
 }
 
@@ -150,6 +153,12 @@ enum Ev {
         node: u16,
         order: u64,
         response: Result<Reply, NetError>,
+        id: u64,
+        inc: u32,
+    },
+    /// A [`Request::Sleep`] of process `inc` ends.
+    Slept {
+        node: u16,
         id: u64,
         inc: u32,
     },
@@ -299,6 +308,9 @@ struct Partition {
 /// A node apart from its process: the machine's clock and network.
 struct Shell {
     idx: u16,
+    /// The host's name in a static fleet's node list.
+    name: String,
+    /// The machine ID a static strategy gives its next process.
     ordinal: u16,
     kinds: Vec<KindSet>,
     declare_kinds: bool,
@@ -644,6 +656,11 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
 
     fn flush(&mut self, ctx: &mut Ctx, shell: &mut Shell) {
         for (id, request) in self.link.take_outbox() {
+            if let Request::Sleep(ms) = request {
+                let (node, inc) = (shell.idx, self.inc);
+                ctx.at(ctx.now + ms, Ev::Slept { node, id, inc });
+                continue;
+            }
             shell.sent[0] += 1;
             let ev = Ev::ToServer {
                 node: shell.idx,
@@ -896,6 +913,18 @@ struct Sim<B: Backend> {
     server: Option<ServerState>,
     /// No process starts before this true time (after an etcd restore, for the longest lease).
     starts_held_until: u64,
+    /// A static fleet's node list: each process takes its ID from the list as it is when the
+    /// process starts.
+    hosts: Option<HostList>,
+    /// The slots of hosts added to the node list by edits (they run outside the simulated
+    /// fleet).
+    added_hosts: Vec<u64>,
+}
+
+/// Node `slot`'s host name. Fleet nodes take every sixteenth slot, so that an added host's name
+/// sorts between two of theirs (names compare by bytes, and the slot is zero-padded).
+fn host_name(slot: u64) -> String {
+    format!("node-{slot:05}")
 }
 
 impl<B: Backend> Sim<B> {
@@ -913,7 +942,7 @@ impl<B: Backend> Sim<B> {
             }
             Clocks::Wide => 100,
         };
-        let nodes = (0..plan.nodes)
+        let nodes: Vec<Node<B::S>> = (0..plan.nodes)
             .map(|i| {
                 let kinds = match rng.below(3) {
                     0 => vec![KindSet::A],
@@ -925,6 +954,7 @@ impl<B: Backend> Sim<B> {
                 Node {
                     shell: Shell {
                         idx,
+                        name: host_name(u64::from(idx) * 16),
                         ordinal: idx,
                         kinds,
                         declare_kinds: rng.chance(500_000),
@@ -943,6 +973,10 @@ impl<B: Backend> Sim<B> {
                 }
             })
             .collect();
+        let hosts = (plan.backend == BackendKind::Static).then(|| {
+            let names: Vec<&str> = nodes.iter().map(|n| n.shell.name.as_str()).collect();
+            HostList::new(&names, plan.guards.explicit_ids)
+        });
         let coordinator = LinearClock::new(rng.signed(3_600_000), rng.signed(100));
         let server = match plan.backend {
             BackendKind::Sql => Some(Server::Sql(SqlServer::new(plan.capacity))),
@@ -988,6 +1022,8 @@ impl<B: Backend> Sim<B> {
             nodes,
             server,
             starts_held_until: 0,
+            hosts,
+            added_hosts: Vec::new(),
         }
     }
 
@@ -1075,6 +1111,7 @@ impl<B: Backend> Sim<B> {
                 id,
                 inc,
             } => self.at_node(usize::from(node), order, response, id, inc),
+            Ev::Slept { node, id, inc } => self.slept(usize::from(node), id, inc),
             Ev::Resume { node, inc } => self.resume(usize::from(node), inc),
             Ev::Kill { node, inc } => {
                 let n = usize::from(node);
@@ -1118,6 +1155,12 @@ impl<B: Backend> Sim<B> {
         let Node { shell, proc } = &mut self.nodes[n];
         if proc.is_some() {
             return;
+        }
+        if let Some(hosts) = &self.hosts {
+            shell.ordinal = hosts
+                .id_of(&shell.name)
+                .unwrap_or_else(|e| panic!("host {}: {e}", shell.name))
+                .get();
         }
         let inc = shell.next_inc;
         shell.next_inc += 1;
@@ -1345,6 +1388,22 @@ impl<B: Backend> Sim<B> {
         }
     }
 
+    fn slept(&mut self, n: usize, id: u64, inc: u32) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
+        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+            return;
+        };
+        if p.frozen.is_some() {
+            // The process runs again when it is resumed.
+            p.held_replies.push((id, Ok(Reply::Slept)));
+            return;
+        }
+        if p.link.deliver(id, Ok(Reply::Slept)) && p.poll_call(ctx, shell) {
+            self.drive(n);
+        }
+    }
+
     fn resume(&mut self, n: usize, inc: u32) {
         let ctx = &mut self.ctx;
         let Node { shell, proc } = &mut self.nodes[n];
@@ -1463,6 +1522,61 @@ impl<B: Backend> Sim<B> {
 
     fn lease_fraction(&mut self, lo_permille: u64, hi_permille: u64) -> u64 {
         self.plan.profile.lease * self.ctx.rng.between(lo_permille, hi_permille) / 1000
+    }
+
+    /// Every node shuts down gracefully in a random order, one every `stagger` ms or so, each
+    /// replacement starting shortly after; returns the stagger.
+    fn roll_out(&mut self) -> u64 {
+        let mut order: Vec<u16> = (0..self.nodes.len())
+            .map(|i| self.nodes[i].shell.idx)
+            .collect();
+        for i in (1..order.len()).rev() {
+            let j = self.ctx.rng.index(i + 1);
+            order.swap(i, j);
+        }
+        let stagger = self.ctx.rng.between(20, 2_000);
+        let mut at = self.ctx.now;
+        for node in order {
+            self.ctx.at(at, Ev::Shutdown { node });
+            at += self.ctx.rng.between(stagger / 2, stagger);
+        }
+        stagger
+    }
+
+    /// [`Fault::HostListEdit`]: a host added to the node list between two of the fleet's (or,
+    /// a third of the time, one added earlier removed), then the new list rolled out.
+    fn edit_host_list(&mut self) -> bool {
+        let Some(hosts) = self.hosts.as_mut() else {
+            return false;
+        };
+        let removed = !self.added_hosts.is_empty() && self.ctx.rng.chance(330_000);
+        let slot = if removed {
+            let slot = self
+                .added_hosts
+                .swap_remove(self.ctx.rng.index(self.added_hosts.len()));
+            hosts.remove(&host_name(slot));
+            slot
+        } else {
+            let slots = u64::try_from(self.nodes.len()).unwrap_or(0) * 16;
+            let slot = loop {
+                let slot = self.ctx.rng.below(slots);
+                if !slot.is_multiple_of(16) && !self.added_hosts.contains(&slot) {
+                    break slot;
+                }
+            };
+            hosts.add(&host_name(slot));
+            self.added_hosts.push(slot);
+            slot
+        };
+        let what = if removed {
+            "node list: host {a} removed ({b} entries); rolled out, a node every {c} ms"
+        } else {
+            "node list: host {a} added ({b} entries); rolled out, a node every {c} ms"
+        };
+        let entries = u64::try_from(hosts.entries().len()).unwrap_or(0);
+        let stagger = self.roll_out();
+        self.ctx.trace(None, what, slot, entries, stagger);
+        true
     }
 
     fn fault(&mut self, fault: Fault) {
@@ -1609,20 +1723,9 @@ impl<B: Backend> Sim<B> {
                 self.shutdown(n, false);
                 true
             }
+            Fault::HostListEdit => self.edit_host_list(),
             Fault::RollingDeploy => {
-                let mut order: Vec<u16> = (0..self.nodes.len())
-                    .map(|i| self.nodes[i].shell.idx)
-                    .collect();
-                for i in (1..order.len()).rev() {
-                    let j = self.ctx.rng.index(i + 1);
-                    order.swap(i, j);
-                }
-                let stagger = self.ctx.rng.between(20, 2_000);
-                let mut at = now;
-                for node in order {
-                    self.ctx.at(at, Ev::Shutdown { node });
-                    at += self.ctx.rng.between(stagger / 2, stagger);
-                }
+                let stagger = self.roll_out();
                 self.ctx.trace(
                     None,
                     "rolling deployment, one node every {a} ms",
@@ -1925,6 +2028,7 @@ enum Summary {
     EtcdRange,
     EtcdTxn(u64),
     EtcdLease,
+    Sleep,
 }
 
 fn summarize(request: &Request) -> Summary {
@@ -1941,6 +2045,7 @@ fn summarize(request: &Request) -> Summary {
         }
         Request::Sql(SqlRequest::Diagnose { .. }) => Summary::SqlOther("sql diagnose", 0),
         Request::Sql(_) => Summary::SqlOther("sql guard bookkeeping", 0),
+        Request::Sleep(_) => Summary::Sleep,
         Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,
         Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(*id)),
         Request::Redis(RedisRequest::Renew { id, .. }) => {
@@ -2067,6 +2172,7 @@ impl Summary {
                 0,
             ),
             (Self::EtcdRange | Self::EtcdLease, _) => ("etcd: unexpected reply", 0, 0),
+            (Self::Sleep, _) => ("wait over", 0, 0),
         }
     }
 }

@@ -13,7 +13,9 @@ use nononce_sim::model::etcd::EtcdModel;
 use nononce_sim::model::fixed::FixedModel;
 use nononce_sim::model::redis::RedisModel;
 use nononce_sim::model::sql::SqlModel;
-use nononce_sim::model::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
+use nononce_sim::model::{
+    ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore,
+};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -104,9 +106,31 @@ mod etcd_model_seconds {
     );
 }
 
+/// The static model's link: its one call, the margin wait, sleeps on tokio's clock.
+struct Local;
+
+impl Link for Local {
+    async fn exchange(&self, request: Request) -> Result<Reply, NetError> {
+        match request {
+            Request::Sleep(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(Reply::Slept)
+            }
+            _ => Err(NetError),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        START_UNIX_MS
+    }
+}
+
 mod static_model {
     lease_testkit::conformance_tests!(
-        || async { || async { super::FixedModel::new(super::MachineId::new(7).unwrap()) } },
+        || async {
+            tokio::time::pause();
+            || async { super::FixedModel::new(super::Local, super::MachineId::new(7).unwrap()) }
+        },
         super::Options::new(super::HOUR).with_capabilities(super::Capabilities::STATIC),
         does_not_apply: [
             distinct_ids,

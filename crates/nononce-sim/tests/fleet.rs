@@ -480,3 +480,49 @@ fn without_the_epoch_floor_holders_on_other_epochs_repeat() {
     assert_eq!(on.failed, 0, "{on}");
     assert!(on.stats.faults.contains_key("epoch-change"), "{on}");
 }
+
+/// Node-list edits the only fault, on static fleets: a host added between two of the fleet's
+/// (or one added earlier removed), then the new list rolled out node by node.
+fn host_list_edits(explicit_ids: bool) -> Config {
+    Config {
+        backend: Some(Backend::Static),
+        guards: Guards {
+            explicit_ids,
+            ..Guards::ALL
+        },
+        host_list_edits: true,
+        without: Fault::ALL
+            .into_iter()
+            .filter(|f| *f != Fault::HostListEdit)
+            .collect(),
+        ..Config::default()
+    }
+}
+
+/// Seeds the host list's IDs are searched and checked over.
+const HOST_LIST_SEEDS: u64 = 40;
+
+/// IDs taken from a host's place in the list move when a host is inserted: during the rollout a
+/// restarted node runs with the ID a node not yet restarted still holds. IDs written in the list
+/// (`NAME=ID`, all `lease-static` accepts) stay with their hosts, and nothing repeats.
+#[test]
+fn without_ids_in_the_host_list_an_edit_gives_one_id_to_two_hosts() {
+    let off = host_list_edits(false);
+    let report = first_failure(1..=HOST_LIST_SEEDS, &off)
+        .unwrap_or_else(|| panic!("ids by place: no seed in 1..={HOST_LIST_SEEDS} found a repeat"));
+    assert!(
+        report.stats.faults.contains_key("host-list-edit"),
+        "{report}"
+    );
+    println!("ids by place: found by seed {}\n{report}", report.seed);
+    let report = first_duplicate(1..=HOST_LIST_SEEDS, &off).unwrap_or_else(|| {
+        panic!("ids by place: no seed in 1..={HOST_LIST_SEEDS} issued a value twice")
+    });
+    println!(
+        "ids by place: first exact duplicate in seed {}",
+        report.seed
+    );
+    let on = run_seeds(1..=HOST_LIST_SEEDS, &host_list_edits(true));
+    assert_eq!(on.failed, 0, "{on}");
+    assert!(on.stats.faults.contains_key("host-list-edit"), "{on}");
+}

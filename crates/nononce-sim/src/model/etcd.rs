@@ -1016,9 +1016,15 @@ impl<L: Link> EtcdModel<L> {
 
     async fn call(&self, request: EtcdRequest) -> Result<EtcdResponse, Failure> {
         match self.link.exchange(Request::Etcd(request)).await {
-            Ok(Reply::Etcd(EtcdResponse::WrongServer) | Reply::Sql(_) | Reply::Redis(_)) => Err(
-                Failure::new(ErrorKind::Misconfigured, "not an etcd cluster"),
-            ),
+            Ok(
+                Reply::Etcd(EtcdResponse::WrongServer)
+                | Reply::Sql(_)
+                | Reply::Redis(_)
+                | Reply::Slept,
+            ) => Err(Failure::new(
+                ErrorKind::Misconfigured,
+                "not an etcd cluster",
+            )),
             Ok(Reply::Etcd(EtcdResponse::LeaseNotFound)) => Err(Failure::new(
                 ErrorKind::Other,
                 "etcdserver: requested lease not found",

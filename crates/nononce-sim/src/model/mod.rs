@@ -52,6 +52,11 @@ pub struct Guards {
     /// floors' terms for factories on another epoch (`LeaseTarget::floor_of`), as the tokio
     /// driver does. Off: sent as clock milliseconds, as before floors knew the epoch.
     pub epoch_floor: bool,
+    /// Static node lists give each host the machine ID written beside it (`NAME=ID`, as
+    /// `lease-static` reads them). Off: a host's ID is its place in the sorted list, as
+    /// `lease-static` derived it before it refused such lists (the IDs its refusal writes
+    /// out), so an inserted host moves the IDs after it.
+    pub explicit_ids: bool,
 }
 
 /// The largest offset of a node's clock from the store's that the Redis and SQL amnesia guards
@@ -96,6 +101,7 @@ impl Guards {
         marker: true,
         issued_record: true,
         epoch_floor: true,
+        explicit_ids: true,
     };
 
     /// Whether the initialization marker is checked: the marker switch, within the amnesia
@@ -140,6 +146,9 @@ pub enum Request {
     Redis(redis::RedisRequest),
     /// To the etcd cluster model.
     Etcd(etcd::EtcdRequest),
+    /// No message: the node waits this many ms on its own clock (a static strategy's wait of
+    /// the margin), answered with [`Reply::Slept`] without the network.
+    Sleep(u64),
 }
 
 /// A coordinator model's reply.
@@ -151,6 +160,8 @@ pub enum Reply {
     Redis(redis::RedisResponse),
     /// From the etcd cluster model.
     Etcd(etcd::EtcdResponse),
+    /// The end of a [`Request::Sleep`].
+    Slept,
 }
 
 /// A reply as the SQL and Redis models read it ([`Link::call`]): one of theirs, or, from an
@@ -169,7 +180,7 @@ impl From<Reply> for Response {
         match reply {
             Reply::Sql(r) => Self::Sql(r),
             Reply::Redis(r) => Self::Redis(r),
-            Reply::Etcd(_) => Self::Sql(sql::SqlResponse::WrongServer),
+            Reply::Etcd(_) | Reply::Slept => Self::Sql(sql::SqlResponse::WrongServer),
         }
     }
 }
