@@ -51,7 +51,10 @@ pub enum LeaseEvent {
         machine_id: MachineId,
         /// The floor stored with it (the floors' terms, see `LeaseTarget`).
         floor_ms: u64,
-        /// How far the floor is ahead of this node's clock, in ms.
+        /// How far the floor is ahead of this node's clock, in ms: the floor compared with the
+        /// clock's millisecond as it is, which is the floors' terms for targets on the default
+        /// epoch; for targets on another epoch the figure is off by the epochs' difference
+        /// (the machine does not know its targets' epochs; the driver converts floors).
         ahead_ms: u64,
     },
 }
