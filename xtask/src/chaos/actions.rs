@@ -1,5 +1,5 @@
 //! The schedule's actions on the cluster, the proxies and the coordinator, and the direct
-//! writes to the store (`chaos-node reserve` and `steal`).
+//! writes to the store (`chaos-node reserve`, `steal` and `wipe`).
 
 use std::process::Command;
 use std::thread;
@@ -72,6 +72,9 @@ pub fn reserve(
     if initialize {
         cmd.arg("--initialize");
     }
+    if let Some(options) = &cluster.sql_options {
+        cmd.args(["--sql-options", options]);
+    }
     let out = servers::output_within(cmd, "reserve", STEAL_TIMEOUT)?;
     if !out.status.success() {
         return Err(format!(
@@ -85,6 +88,49 @@ pub fn reserve(
         &format!("IDs {keep}..511 held by a foreign holder: the nodes share IDs 0..{keep}"),
     );
     Ok(())
+}
+
+/// The `chaos-node wipe` command for the run's store, as an operator's direct connection:
+/// `wide` picks `FLUSHALL` over `DEL` of the hash and `TRUNCATE` over `DELETE` (SQLite and etcd
+/// have one form each).
+fn wipe_command(bin: &std::path::Path, url: &str, name: &str, wide: bool) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args(["wipe", "--store", url, "--name", name]);
+    if wide {
+        cmd.arg("--all");
+    }
+    cmd
+}
+
+/// The store loses the run's lease data while the server stays up, its initialization
+/// marker with it; never initialized again. The reservation of the IDs beyond the nodes' share
+/// is written again (it went too), without `--initialize`: the nodes keep sharing a few IDs,
+/// so with the guard off one that takes an ID after the wipe likely takes one that a running
+/// node still generates with.
+fn wipe(
+    cluster: &mut Cluster,
+    coordinator: &Coordinator,
+    ctx: &Ctx<'_>,
+    wide: bool,
+) -> Result<(), String> {
+    let cmd = wipe_command(&cluster.bin, &coordinator.direct_url(), &cluster.name, wide);
+    let out = servers::output_within(cmd, "wipe", STEAL_TIMEOUT)?;
+    if !out.status.success() {
+        // Not a harness failure: the store may not answer; the run goes on without the loss.
+        cluster.note(
+            "wipe_failed",
+            None,
+            String::from_utf8_lossy(&out.stderr).trim(),
+        );
+        return Ok(());
+    }
+    let what = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    cluster.log(
+        "wipe",
+        None,
+        &format!("the store lost the run's lease data, its marker too, while up ({what})"),
+    );
+    reserve(cluster, coordinator, ctx.nodes + SPARE_IDS, false)
 }
 
 fn set_proxy(cluster: &mut Cluster, i: usize, mode: Mode) -> Result<(), String> {
@@ -176,6 +222,7 @@ pub fn act(
                 servers::output_within(cmd, "steal", STEAL_TIMEOUT)
             }));
         }
+        Action::Wipe(wide) => wipe(cluster, coordinator, ctx, wide)?,
         Action::CoordinatorDown => {
             let detail = coordinator.kill();
             cluster.log("coordinator", None, detail);
@@ -244,4 +291,41 @@ pub fn act(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wipe_command;
+    use std::path::Path;
+
+    fn args(cmd: &std::process::Command) -> Vec<String> {
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_wipe_goes_to_the_store_directly_in_the_planned_form() {
+        let bin = Path::new("chaos-node");
+        let narrow = wipe_command(bin, "redis://127.0.0.1:7000", "chaos_valkey9_1_2", false);
+        assert_eq!(
+            args(&narrow),
+            [
+                "wipe",
+                "--store",
+                "redis://127.0.0.1:7000",
+                "--name",
+                "chaos_valkey9_1_2"
+            ]
+        );
+        let wide = wipe_command(
+            bin,
+            "postgres://postgres@127.0.0.1:7001/postgres",
+            "t",
+            true,
+        );
+        assert_eq!(args(&wide).last().map(String::as_str), Some("--all"));
+        // Never an initialization: the wipe command has no such flag to pass.
+        assert!(!args(&wide).iter().any(|a| a == "--initialize"));
+    }
 }

@@ -50,6 +50,9 @@ pub struct Options {
     /// Clocks within the margin of each other (the condition the guarantee still needs on
     /// stores that can lose writes; see docs/safety.md, "Remaining conditions").
     pub within_margin: bool,
+    /// The nodes' amnesia guard off, their stores' initialization markers with it (Valkey/Redis
+    /// and SQL; etcd has no such switch), to see what the guard prevents.
+    pub without_amnesia_guard: bool,
 }
 
 pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -62,6 +65,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         guard: true,
         sql_options: None,
         within_margin: false,
+        without_amnesia_guard: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -74,6 +78,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--long" => o.long = true,
             "--no-guard" => o.guard = false,
             "--within-margin" => o.within_margin = true,
+            "--without-amnesia-guard" => o.without_amnesia_guard = true,
             "--seed" => {
                 o.seed = value("--seed")?
                     .parse()
@@ -101,7 +106,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --sql-options K=V[&K=V]"
                 ));
             }
         }
@@ -147,5 +152,11 @@ mod tests {
         assert!(parse(&args("--backend oracle")).is_err());
         assert!(parse(&args("--nodes 1")).is_err());
         assert!(parse(&args("--seed")).is_err());
+        assert!(!o.without_amnesia_guard);
+        assert!(
+            parse(&args("--without-amnesia-guard"))
+                .unwrap()
+                .without_amnesia_guard
+        );
     }
 }

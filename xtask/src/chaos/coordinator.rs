@@ -8,18 +8,35 @@ use super::servers::{EtcdServer, Mariadb, Postgres, RedisServer, loopback};
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
 /// longest lease (the nodes' lease) and twice the run's clock bound after the database's
-/// identity changes; `extra` is appended (`--sql-options`).
-fn sql_options(extra: Option<&str>, max_clock_offset_ms: u64) -> String {
+/// identity changes or rows vanished from the table (SQLite: for the lease alone); with
+/// `guard` false it is off (`amnesia_guard=off`); `extra` is appended (`--sql-options`).
+fn sql_options(extra: Option<&str>, max_clock_offset_ms: u64, guard: bool) -> String {
     let mut options = format!(
         "max_lease_s={}&max_clock_offset_s={}",
         LEASE_MS.div_ceil(1000),
         max_clock_offset_ms / 1000
     );
+    if !guard {
+        options.push_str("&amnesia_guard=off");
+    }
     if let Some(extra) = extra {
         options.push('&');
         options.push_str(extra);
     }
     options
+}
+
+/// lease-sql URL options for SQLite nodes: none by default, so the hold-off after deleted rows
+/// is the default longest lease (hours): on SQLite it leaves the clock offset out (its nodes
+/// share one machine's clock), which the harness's skewed node clocks do not; `guard` false
+/// turns the guard off, `extra` is appended (`--sql-options max_lease_s=5` shortens it).
+fn sqlite_options(extra: Option<&str>, guard: bool) -> Option<String> {
+    let options: Vec<&str> = (!guard)
+        .then_some("amnesia_guard=off")
+        .into_iter()
+        .chain(extra)
+        .collect();
+    (!options.is_empty()).then(|| options.join("&"))
 }
 
 /// Options of the nodes' etcd URLs: the amnesia hold-off is the longest lease (the nodes').
@@ -63,12 +80,14 @@ impl Coordinator {
         }
     }
 
-    /// The store URL a node is given, through its proxy on `port`.
+    /// The store URL a node is given, through its proxy on `port`; `guard` false turns the
+    /// SQL amnesia guard off (Valkey/Redis nodes take a flag, etcd has no switch).
     pub fn node_url(
         &self,
         port: Option<u16>,
         sql_extra: Option<&str>,
         max_clock_offset_ms: u64,
+        guard: bool,
     ) -> String {
         let through = |url: String, port: Option<u16>, options: Option<String>| {
             let url = match port {
@@ -81,19 +100,37 @@ impl Coordinator {
             }
         };
         match self {
-            Coordinator::Sqlite(url) => url.clone(),
+            Coordinator::Sqlite(url) => {
+                through(url.clone(), None, sqlite_options(sql_extra, guard))
+            }
             Coordinator::Redis(s) => through(s.url(), port, None),
             Coordinator::Postgres(s) => through(
                 s.url(),
                 port,
-                Some(sql_options(sql_extra, max_clock_offset_ms)),
+                Some(sql_options(sql_extra, max_clock_offset_ms, guard)),
             ),
             Coordinator::Mariadb(s) => through(
                 s.url(),
                 port,
-                Some(sql_options(sql_extra, max_clock_offset_ms)),
+                Some(sql_options(sql_extra, max_clock_offset_ms, guard)),
             ),
             Coordinator::Etcd(s) => through(s.url(), port, Some(etcd_options())),
+        }
+    }
+
+    /// The lease-sql URL options of the nodes (none: not SQL).
+    pub fn sql_url_options(
+        &self,
+        sql_extra: Option<&str>,
+        max_clock_offset_ms: u64,
+        guard: bool,
+    ) -> Option<String> {
+        match self {
+            Coordinator::Sqlite(_) => sqlite_options(sql_extra, guard),
+            Coordinator::Postgres(_) | Coordinator::Mariadb(_) => {
+                Some(sql_options(sql_extra, max_clock_offset_ms, guard))
+            }
+            _ => None,
         }
     }
 
@@ -168,7 +205,23 @@ fn with_port(url: &str, port: u16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::with_port;
+    use super::{sql_options, sqlite_options, with_port};
+
+    #[test]
+    fn the_amnesia_guard_is_on_unless_turned_off() {
+        let on = sql_options(None, 31_000, true);
+        assert_eq!(on, "max_lease_s=5&max_clock_offset_s=31");
+        assert_eq!(sqlite_options(None, true), None);
+        assert_eq!(
+            sqlite_options(Some("max_lease_s=5"), false).as_deref(),
+            Some("amnesia_guard=off&max_lease_s=5")
+        );
+        let off = sql_options(Some("x=1"), 2_000, false);
+        assert_eq!(
+            off,
+            "max_lease_s=5&max_clock_offset_s=2&amnesia_guard=off&x=1"
+        );
+    }
 
     #[test]
     fn urls_are_pointed_at_the_proxy() {

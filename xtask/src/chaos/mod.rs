@@ -22,6 +22,11 @@
 //! - `failover` (PostgreSQL): the streaming replica stops receiving WAL, the primary is killed
 //!   more than a lease later, the lagging replica is promoted and every node's proxy repointed.
 //! - `rolling`: every node in turn is stopped gracefully (releasing its ID) and restarted.
+//! - `wipe`: the store loses the run's lease data while the server stays up (`DEL` of the hash
+//!   or `FLUSHALL`; `DELETE` or `TRUNCATE` of the table; a delete of the etcd prefix), markers
+//!   included, never initialized again; the last fault of every run. The nodes' guards must
+//!   hold acquisitions off (to the end of a short run); `--without-amnesia-guard` turns the
+//!   Valkey/Redis and SQL guards off to show what they prevent.
 //!
 //! Every wait is bounded, every child (nodes, servers, proxies) is stopped on drop, and
 //! everything listens on loopback only.
@@ -137,6 +142,7 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             secs: opts.secs,
             long: opts.long,
             within_margin: opts.within_margin,
+            amnesia_guard: !opts.without_amnesia_guard,
             sql_options: opts.sql_options.as_deref(),
             rng: Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };

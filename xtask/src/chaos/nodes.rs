@@ -31,6 +31,10 @@ pub struct Cluster {
     /// The largest offset of a node's clock from the store's in this run (whole seconds):
     /// every node's `max_clock_offset`.
     pub max_clock_offset_ms: u64,
+    /// The nodes' amnesia guard (off: every node and reservation is told so).
+    pub amnesia_guard: bool,
+    /// SQL: the nodes' lease-sql URL options, for the reservation's `migrate` too.
+    pub sql_options: Option<String>,
     pub proxies: Option<Proxies>,
     /// Faults running in the background (steals), each bounded by its own timeout.
     pub background: Vec<thread::JoinHandle<Result<std::process::Output, String>>>,
@@ -49,6 +53,8 @@ impl Cluster {
             nodes: Vec::new(),
             clocks: Vec::new(),
             max_clock_offset_ms: 0,
+            amnesia_guard: true,
+            sql_options: None,
             proxies: None,
             background: Vec::new(),
             faults,
@@ -101,6 +107,9 @@ impl Cluster {
                 &self.max_clock_offset_ms.to_string(),
             ])
             .args(extra);
+        if !self.amnesia_guard {
+            cmd.arg("--without-amnesia-guard");
+        }
         for (flag, value) in NODE_TIMING {
             cmd.args([flag, &value.to_string()]);
         }

@@ -31,6 +31,8 @@ pub struct Ctx<'a> {
     pub long: bool,
     /// Keep every clock within a quarter margin of the machine's, steps included.
     pub within_margin: bool,
+    /// The nodes' amnesia guard (off: `--without-amnesia-guard`).
+    pub amnesia_guard: bool,
     pub sql_options: Option<&'a str>,
     pub rng: Rng,
 }
@@ -61,6 +63,7 @@ pub fn run_backend(
         coordinator.features(),
     );
     cluster.clocks = plan.clocks;
+    cluster.amnesia_guard = ctx.amnesia_guard;
     if ctx.within_margin {
         // The guarantee's documented condition on stores that can lose writes: clocks within
         // the margin of each other (a quarter each way, plus a quarter for a step).
@@ -85,10 +88,20 @@ pub fn run_backend(
             cluster.max_clock_offset_ms
         ),
     );
+    cluster.sql_options = coordinator.sql_url_options(
+        ctx.sql_options,
+        cluster.max_clock_offset_ms,
+        ctx.amnesia_guard,
+    );
     for i in 0..ctx.nodes {
         let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
         cluster.nodes.push(Node {
-            url: coordinator.node_url(port, ctx.sql_options, cluster.max_clock_offset_ms),
+            url: coordinator.node_url(
+                port,
+                ctx.sql_options,
+                cluster.max_clock_offset_ms,
+                ctx.amnesia_guard,
+            ),
             child: None,
             incarnation: 0,
             spawned: Instant::now(),
@@ -120,11 +133,19 @@ pub fn run_backend(
         coordinator,
         Coordinator::Redis(_) | Coordinator::Postgres(_)
     );
+    // SQLite's hold-off after deleted rows is its longest lease, hours by default (see
+    // `coordinator.rs`): a long run is not extended for it.
     let hold_off = LEASE_MS + 2 * cluster.max_clock_offset_ms;
+    let sqlite = matches!(coordinator, Coordinator::Sqlite(_));
+    // The wipe, every store's loss, comes last: the short run ends within its hold-off (the
+    // nodes are held off to the end); the long run goes on until IDs changed hands after it.
     let last_loss = plan
         .actions
         .iter()
-        .filter(|(_, a)| forgets && matches!(a, Action::CoordinatorUp | Action::FailoverPromote))
+        .filter(|(_, a)| {
+            (forgets && matches!(a, Action::CoordinatorUp | Action::FailoverPromote))
+                || (ctx.long && !sqlite && matches!(a, Action::Wipe(_)))
+        })
         // The server's uptime counts from its start, rounded down a second; then a retry
         // interval, and leases to hand over.
         .map(|(t, _)| t + hold_off + RECOVERY_MS + 2 * LEASE_MS)

@@ -36,6 +36,9 @@ pub enum Action {
     /// SIGUSR1: the node steps its clock back.
     ClockStep(usize),
     Steal,
+    /// The store loses the run's lease data while the server stays up (true: the wider form,
+    /// `FLUSHALL` or `TRUNCATE`); nothing initializes it again.
+    Wipe(bool),
     CoordinatorDown,
     CoordinatorUp,
     /// The replica stops receiving WAL.
@@ -44,6 +47,22 @@ pub enum Action {
     FailoverPromote,
     Rolling,
     Herd,
+}
+
+impl Action {
+    /// Whether the action begins a fault (rather than healing or ending one).
+    pub fn begins_fault(self) -> bool {
+        !matches!(
+            self,
+            Action::Partition(_, false)
+                | Action::Reset(_, false)
+                | Action::Latency(_, 0)
+                | Action::Thaw(_)
+                | Action::Restart(_)
+                | Action::CoordinatorUp
+                | Action::FailoverPromote
+        )
+    }
 }
 
 /// What a backend offers for faults.
@@ -151,9 +170,9 @@ fn clocks(rng: &mut Rng, nodes: usize, long: bool) -> Vec<NodeClocks> {
     out
 }
 
-/// The fault classes a backend gets.
+/// The fault classes a backend gets (`wipe` on every backend, always the last fault).
 pub fn classes(features: Features) -> Vec<&'static str> {
-    let mut classes = vec!["freeze", "kill9", "steal", "rolling", "clock_step"];
+    let mut classes = vec!["freeze", "kill9", "steal", "rolling", "clock_step", "wipe"];
     if features.proxy {
         classes.extend(["partition", "reset", "latency"]);
     }
@@ -168,11 +187,17 @@ pub fn classes(features: Features) -> Vec<&'static str> {
 
 /// The seeded schedule over `secs` seconds: the short run injects every class once in a
 /// seeded order, each on a different node; the long run one every ~4 s, every class at
-/// least once (failover once, rolling at most twice), and a herd restart.
+/// least once (failover once, rolling at most twice), and a herd restart. Either way the
+/// wipe comes once, last: after every other fault began and every server fault ended, at the
+/// end of the planned time (its amnesia hold-off outlasts the rest of a short run; the long
+/// run is extended past it, see `run.rs`).
 pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Features) -> Plan {
     let clocks = clocks(rng, nodes, long);
     let end_ms = secs * 1000;
-    let classes = classes(features);
+    let classes: Vec<&str> = classes(features)
+        .into_iter()
+        .filter(|c| *c != "wipe")
+        .collect();
     let mut picks: Vec<&str> = classes.clone();
     rng.shuffle(&mut picks);
     if long {
@@ -253,6 +278,19 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
             _ => out.push((t, Action::Herd)),
         }
     }
+    // The wipe: at the end of the planned time, after every other fault's start and every
+    // server fault's end; the wider form (FLUSHALL, TRUNCATE) on half the seeds.
+    let begun = out
+        .iter()
+        .filter(|(_, a)| a.begins_fault())
+        .map(|(t, _)| *t + 500)
+        .max()
+        .unwrap_or(0);
+    let wide = rng.next().is_multiple_of(2);
+    let t = (last + rng.range(0, step / 3))
+        .max(begun)
+        .max(server_free_at);
+    out.push((t, Action::Wipe(wide)));
     out.sort_by_key(|(t, _)| *t);
     Plan {
         actions: out,
@@ -308,9 +346,82 @@ mod tests {
         assert_eq!(count(|a| matches!(a, Action::ClockStep(_))), 1);
         assert_eq!(count(|a| matches!(a, Action::FailoverPromote)), 1);
         assert_eq!(count(|a| matches!(a, Action::CoordinatorDown)), 1);
+        assert_eq!(count(|a| matches!(a, Action::Wipe(_))), 1);
         assert!(a.actions.windows(2).all(|w| w[0].0 <= w[1].0));
         let c = plan(&mut Rng::new(2), 8, 30, false, ALL);
         assert_ne!(a.actions, c.actions);
+    }
+
+    /// The feature sets of the backends: SQLite (a file), Valkey/Redis, MariaDB and etcd (a
+    /// server behind proxies), PostgreSQL (and its replica).
+    const BACKENDS: [Features; 3] = [
+        Features {
+            proxy: false,
+            server: false,
+            replica: false,
+        },
+        Features {
+            proxy: true,
+            server: true,
+            replica: false,
+        },
+        ALL,
+    ];
+
+    fn wipes(p: &Plan) -> Vec<(u64, bool)> {
+        p.actions
+            .iter()
+            .filter_map(|(t, a)| match a {
+                Action::Wipe(wide) => Some((*t, *wide)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_backend_gets_the_wipe_once_as_the_last_fault() {
+        let mut forms = [0; 2];
+        for features in BACKENDS {
+            assert!(classes(features).contains(&"wipe"));
+            for (secs, long) in [(30, false), (150, true)] {
+                for seed in 0..100 {
+                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    let again = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    assert_eq!(p.actions, again.actions, "seed {seed}");
+                    let w = wipes(&p);
+                    assert_eq!(w.len(), 1, "seed {seed}: {:?}", p.actions);
+                    let (at, wide) = w[0];
+                    forms[usize::from(wide)] += 1;
+                    // Late: at the end of the planned time (8 s before its end) or later, and
+                    // after every other fault began.
+                    assert!(at >= secs * 1000 - 8_000, "seed {seed}: {at}");
+                    for (t, a) in &p.actions {
+                        if a.begins_fault() && !matches!(a, Action::Wipe(_)) {
+                            assert!(*t < at, "seed {seed}: {a:?} at {t}, wipe at {at}");
+                        }
+                    }
+                    // Never against a server that is down or failing over: every server fault
+                    // has ended (the failover's hold-off past the promotion too).
+                    let mut server_free_at = 0;
+                    for (t, a) in &p.actions {
+                        match a {
+                            Action::CoordinatorUp => server_free_at = t + 2_000,
+                            Action::FailoverPromote => server_free_at = t + LEASE_MS + 2_000,
+                            _ => {}
+                        }
+                    }
+                    assert!(at >= server_free_at, "seed {seed}: {:?}", p.actions);
+                    // Without server faults to wait for, the short run's wipe comes within
+                    // its last slot (22 s plus a third of the 3.4 s slot): the run ends 6 s
+                    // later, at its nominal 30 s, inside the wipe's hold-off.
+                    if !long && !features.server {
+                        assert!(at < 24_000, "seed {seed}: {at}");
+                    }
+                }
+            }
+        }
+        // Both forms (DEL/DELETE and FLUSHALL/TRUNCATE) over the seeds.
+        assert!(forms[0] > 100 && forms[1] > 100, "{forms:?}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A chaos node: leases a machine ID, generates nonces continuously and records everything.
 //!
 //! `chaos-node run ...` is one node; `chaos-node steal ...` overwrites one held lease in the
-//! store (the "stolen lease" fault); `chaos-node reserve ...` gives every ID but a few to a
-//! foreign holder. Started by `cargo xtask chaos`. Stores: SQL (`postgres://`, `mysql://`,
+//! store (the "stolen lease" fault); `chaos-node wipe ...` deletes the run's lease data while
+//! the server stays up (the "wiped store" fault); `chaos-node reserve ...` gives every ID but a
+//! few to a foreign holder. Started by `cargo xtask chaos`. Stores: SQL (`postgres://`, `mysql://`,
 //! `sqlite:`), `redis://` and `etcd://host:port[,host:port...][?max_lease_s=N]`; `--name` is the
 //! table, the hash key or, on etcd, the key prefix `/<name>/`.
 //!
@@ -59,6 +60,20 @@ enum Command {
     Drop(StealArgs),
     /// Give every ID from `--keep` on to a foreign holder, so that the nodes share a few IDs.
     Reserve(ReserveArgs),
+    /// Delete the run's lease data while the server stays up (never initializing it again).
+    Wipe(WipeArgs),
+}
+
+#[derive(clap::Args)]
+struct WipeArgs {
+    #[arg(long)]
+    store: String,
+    #[arg(long)]
+    name: String,
+    /// The wider form: `FLUSHALL` instead of `DEL` of the hash (Valkey/Redis), `TRUNCATE`
+    /// instead of `DELETE` (PostgreSQL, MySQL/MariaDB); SQLite and etcd have one form.
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(clap::Args)]
@@ -77,6 +92,11 @@ struct ReserveArgs {
     /// after a fault that made it lose its leases (its guard must hold the nodes off then).
     #[arg(long)]
     initialize: bool,
+    /// SQL: the nodes' lease-sql URL options (`max_lease_s=5&max_clock_offset_s=31`, and
+    /// `amnesia_guard=off` with their guard off), so that rows missing from a seeded table come
+    /// back blocked for the nodes' own hold-off (free with their guard off).
+    #[arg(long)]
+    sql_options: Option<String>,
 }
 
 /// The token of the reserving holder: `steal` leaves its IDs alone.
@@ -137,6 +157,10 @@ struct RunArgs {
     /// adds twice it); SQL stores take it in their URL.
     #[arg(long, default_value_t = 3_600_000)]
     max_clock_offset_ms: u64,
+    /// Redis: the amnesia guard off, its initialization marker check too (SQL stores take
+    /// `amnesia_guard=off` in their URL; etcd has no such switch).
+    #[arg(long)]
+    without_amnesia_guard: bool,
 }
 
 #[derive(clap::Args)]
@@ -269,6 +293,7 @@ fn main() -> std::process::ExitCode {
             Command::Steal(args) => steal(args).await,
             Command::Drop(args) => drop_table(args).await,
             Command::Reserve(args) => reserve(args).await,
+            Command::Wipe(args) => wipe(args).await,
         }
     });
     match result {
@@ -350,7 +375,12 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .with_max_lease_duration(ms(args.lease_ms))
             .with_max_clock_offset(ms(args.max_clock_offset_ms))
             .with_response_timeout(ms(args.call_timeout_ms))
-            .with_connection_timeout(ms(args.call_timeout_ms));
+            .with_connection_timeout(ms(args.call_timeout_ms))
+            .with_amnesia_guard(if args.without_amnesia_guard {
+                lease_redis::AmnesiaGuard::Off
+            } else {
+                lease_redis::AmnesiaGuard::HoldOff
+            });
         // The server may be down (a restart fault): keep trying until it answers or we are told
         // to stop.
         let strategy = loop {
@@ -596,6 +626,121 @@ async fn drop_table(args: StealArgs) -> Result<(), String> {
         .await
         .map_err(|_| "drop timed out".to_owned())?
         .map_err(|e| e.to_string())
+}
+
+/// Deletes the run's lease data while the server stays up, as an operator's `DEL`, `FLUSHALL`,
+/// `TRUNCATE`, `DELETE FROM` or `etcdctl del --prefix` would, initialization markers included;
+/// prints what went. Nothing is put back: the nodes' guards must find the loss.
+async fn wipe(args: WipeArgs) -> Result<(), String> {
+    // The name is spliced into SQL: only plain lowercase identifiers.
+    if args.name.is_empty()
+        || !args
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
+    }
+    let work = async {
+        if args.store.starts_with("redis://") {
+            let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
+            let fields: i64 = redis::cmd("HLEN")
+                .arg(&args.name)
+                .query_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            if args.all {
+                let () = redis::cmd("FLUSHALL")
+                    .query_async(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Ok(format!("FLUSHALL: hash {} had {fields} fields", args.name));
+            }
+            let _: i64 = redis::cmd("DEL")
+                .arg(&args.name)
+                .query_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(format!("DEL {}: {fields} fields", args.name));
+        }
+        if args.store.starts_with("etcd://") {
+            let mut client = etcd_connect(&args.store).await?;
+            let prefix = etcd_prefix(&args.name);
+            let deleted = client
+                .delete(
+                    prefix.as_str(),
+                    Some(nononce::etcd::etcd_client::DeleteOptions::new().with_prefix()),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .deleted();
+            return Ok(format!("del --prefix {prefix}: {deleted} keys"));
+        }
+        let (how, rows) = if args.store.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(&args.store)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("\"{}\"", args.name);
+            let rows: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {t}")))
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let how = if args.all { "TRUNCATE" } else { "DELETE FROM" };
+            sqlx::query(sqlx::AssertSqlSafe(format!("{how} {t}")))
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            (how, rows)
+        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
+            let url = args.store.replacen("mariadb:", "mysql:", 1);
+            let pool = sqlx::MySqlPool::connect(&url)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("`{}`", args.name);
+            let rows: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {t}")))
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let how = if args.all {
+                "TRUNCATE TABLE"
+            } else {
+                "DELETE FROM"
+            };
+            sqlx::query(sqlx::AssertSqlSafe(format!("{how} {t}")))
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
+            (how, rows)
+        } else {
+            use std::str::FromStr;
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
+                .map_err(|e| e.to_string())?
+                .busy_timeout(Duration::from_secs(5));
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .map_err(|e| e.to_string())?;
+            let t = format!("\"{}\"", args.name);
+            // SQLite has no TRUNCATE: an unqualified DELETE is its truncate.
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?
+                .rows_affected();
+            ("DELETE FROM", i64::try_from(rows).unwrap_or(i64::MAX))
+        };
+        Ok::<_, String>(format!("{how} {}: {rows} rows", args.name))
+    };
+    let done = tokio::time::timeout(Duration::from_secs(10), work)
+        .await
+        .map_err(|_| "wipe timed out".to_owned())??;
+    println!("{done}");
+    Ok(())
 }
 
 /// Overwrites one held lease with a foreign token: its holder's next renewal fails.
@@ -944,9 +1089,15 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
         if args.store.starts_with("etcd://") {
             return reserve_etcd(&args).await;
         }
-        let strategy = lease_sql::SqlStrategy::connect_lazy(&args.store)
+        let url = match &args.sql_options {
+            Some(options) => format!("{}?{options}", args.store),
+            None => args.store.clone(),
+        };
+        let strategy = lease_sql::SqlStrategy::connect_lazy(&url)
             .and_then(|s| s.with_table(&args.name))
             .map_err(|e| e.to_string())?;
+        // Not an initialization: on a table that was seeded, rows deleted since come back
+        // blocked for the amnesia hold-off (free with the nodes' guard off).
         strategy.migrate().await.map_err(|e| e.to_string())?;
         if args.store.starts_with("postgres") {
             let pool = sqlx::PgPool::connect(&args.store)
