@@ -9,6 +9,7 @@
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
 //! seeds `S..S+N`. Exits with status 1 if any seed failed.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -85,11 +86,10 @@ fn main() -> ExitCode {
         && let Some(seed) = first
     {
         let report = run_seed(seed, &config);
-        print!("{report}");
-        println!(
-            "events {}, fingerprint {:016x}",
+        say(format_args!(
+            "{report}events {}, fingerprint {:016x}\n",
             report.events, report.fingerprint
-        );
+        ));
         return if report.failed() {
             ExitCode::FAILURE
         } else {
@@ -124,15 +124,20 @@ fn main() -> ExitCode {
         total
     });
     let secs = started.elapsed().as_secs_f64();
-    println!("{summary}");
-    println!(
-        "seeds {start}..{}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s",
+    say(format_args!(
+        "{summary}\nseeds {start}..{}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s\n",
         start + count,
         f64::from(u32::try_from(count).unwrap_or(u32::MAX)) / secs.max(1e-9)
-    );
+    ));
     if summary.failed > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Writes to standard output; a reader that went away (`| head`) ends the output quietly, the
+/// exit status still the run's.
+fn say(text: std::fmt::Arguments<'_>) {
+    let _ = std::io::stdout().lock().write_fmt(text);
 }
