@@ -4,7 +4,9 @@
 //!   must be unique.
 //! - **Out of window**: every nonce's own machine ID and timestamp (decrypted first for
 //!   encrypted nonces) must fall in a lease window its node recorded for that ID, judged on
-//!   that node's own clock: `floor < timestamp < deadline`; and, on the machine's clock (which
+//!   that node's own clock: `floor < timestamp < deadline` (the floor in the floors' terms, the
+//!   timestamp converted to them with the node's epoch; the deadline on the node's clock, the
+//!   timestamp decoded to Unix ms with that epoch); and, on the machine's clock (which
 //!   clock offsets and steps do not move), produced no earlier than the window began and begun
 //!   no later than its disable. This is the property the lease layer promises; a duplicate
 //!   across nodes can only come from a broken window or a broken floor.
@@ -17,7 +19,9 @@ use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
-use nononce::nonce::{BootClock, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128};
+use nononce::nonce::{
+    BootClock, DEFAULT_EPOCH_MS, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128,
+};
 use serde::Serialize;
 
 use crate::record::{Kind, Record, Stamp, read_all};
@@ -34,9 +38,12 @@ pub struct Window {
     pub file: usize,
     /// Leased ID.
     pub machine_id: u16,
-    /// Timestamp floor the lease came with: every timestamp must be above it (node clock
-    /// units; written by earlier holders on theirs).
+    /// Timestamp floor the lease came with: every timestamp must be above it. In the floors'
+    /// terms (a timestamp plus the default epoch: for a node on the default epoch its clock's
+    /// ms; written by earlier holders on theirs), whatever the node's epoch.
     pub floor_ms: u64,
+    /// The epoch the node's factories counted from (its file's start record).
+    pub epoch_ms: u64,
     /// Node clock recorded before the factories were enabled.
     pub start_ms: u64,
     /// The same instant on the machine's clock.
@@ -384,11 +391,19 @@ struct Series {
     values: HashMap<(Kind, u16), Vec<Occurrence>>,
 }
 
-/// Whether window `w` allows a nonce with `id` and timestamp `ts`, produced (node clock read
-/// right after) at `at`, in a batch begun at `tick`.
+/// Unix ms `unix_ms` (a clock reading, or a timestamp decoded with `epoch_ms`) of a node on
+/// `epoch_ms` in the floors' terms: its timestamp plus the default epoch. Saturating.
+fn floor_terms(unix_ms: u64, epoch_ms: u64) -> u64 {
+    let shifted = i128::from(unix_ms) + i128::from(DEFAULT_EPOCH_MS) - i128::from(epoch_ms);
+    u64::try_from(shifted.max(0)).unwrap_or(u64::MAX)
+}
+
+/// Whether window `w` allows a nonce with `id` and timestamp `ts` (decoded to Unix ms with the
+/// window's epoch), produced (node clock read right after) at `at`, in a batch begun at `tick`:
+/// the floor in the floors' terms, the deadline on the node's clock.
 fn allows(w: &Window, id: u16, ts: u64, at: Stamp, tick: Stamp) -> bool {
     w.machine_id == id
-        && w.floor_ms < ts
+        && w.floor_ms < floor_terms(ts, w.epoch_ms)
         && ts < w.deadline_ms
         && w.start_machine_ms <= at.machine_ms()
         && w.end_machine_ms.is_none_or(|end| tick.machine_ms() <= end)
@@ -445,15 +460,19 @@ fn scan_file(
                 {
                     open.end_machine_ms = Some(machine);
                 }
-                if floor_ms >= at.at_ms {
+                // The node's clock in the floors' terms: on another epoch its timestamps, and
+                // so its floors, lie that far from its clock.
+                let now = floor_terms(at.at_ms, epoch_ms);
+                if floor_ms >= now {
                     report.floor_ahead_windows += 1;
-                    report.floor_ahead_max_ms = report.floor_ahead_max_ms.max(floor_ms - at.at_ms);
+                    report.floor_ahead_max_ms = report.floor_ahead_max_ms.max(floor_ms - now);
                 }
                 scan.windows.push(Window {
                     node: scan.node,
                     file: file_index,
                     machine_id,
                     floor_ms,
+                    epoch_ms,
                     start_ms: at.at_ms,
                     offset_ms: i64::from(at.offset_ms),
                     start_machine_ms: machine,
@@ -794,6 +813,7 @@ pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError>
 mod tests {
     use super::*;
     use crate::clock::NodeClock;
+    use nononce::lease::LeaseTarget;
     use nononce::nonce::{Base, MachineId};
     use std::io::Write;
 
@@ -828,10 +848,17 @@ mod tests {
 
     impl Node {
         fn new(node: u32, offset_ms: i64) -> Self {
+            Self::on_epoch(node, offset_ms, DEFAULT_EPOCH_MS)
+        }
+
+        /// A node whose factory counts from `epoch_ms`.
+        fn on_epoch(node: u32, offset_ms: i64, epoch_ms: u64) -> Self {
             let clock = NodeClock::new(offset_ms).unwrap();
             let factory = Factory::new(
                 clock.clone(),
-                FactoryConfig::new().with_base_key(&crate::CHAOS_KEY),
+                FactoryConfig::new()
+                    .with_epoch_ms(epoch_ms)
+                    .with_base_key(&crate::CHAOS_KEY),
             )
             .unwrap();
             let records = vec![Record::Start {
@@ -861,6 +888,27 @@ mod tests {
             self.factory
                 .enable_above(MachineId::new(id).unwrap(), floor_ms, self.deadline)
                 .unwrap();
+            self
+        }
+
+        /// As the lease manager enables a factory: `floor_ms` in the floors' terms, converted
+        /// to the factory's epoch (`LeaseTarget::enable`).
+        fn enable_converted(&mut self, id: u16, floor_ms: u64, deadline_off: u64) -> &mut Self {
+            let at = stamp(&self.clock);
+            self.start = at.at_ms;
+            self.deadline = at.at_ms + deadline_off;
+            self.records.push(Record::Enable {
+                at,
+                machine_id: id,
+                floor_ms,
+                deadline_ms: self.deadline,
+            });
+            LeaseTarget::enable(
+                &self.factory,
+                MachineId::new(id).unwrap(),
+                floor_ms,
+                self.deadline,
+            );
             self
         }
 
@@ -1115,5 +1163,64 @@ mod tests {
             report.floor_ahead_max_ms
         );
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_window_on_another_epoch_passes_above_its_converted_floor() {
+        let dir = tempdir("epoch");
+        // A node on an epoch 5 s earlier than the default: its timestamps, in the floors'
+        // terms, run 5 s ahead of its clock. The floor a predecessor left is 2 s ahead of the
+        // node's clock (the floors' terms): converted, it is 3 s behind the node's own
+        // timestamps, so the window begins with its floor below them, not ahead of them.
+        let epoch = DEFAULT_EPOCH_MS - 5_000;
+        let mut a = Node::on_epoch(1, 0, epoch);
+        let now = stamp(&a.clock).at_ms;
+        let floor = now + 2_000;
+        a.enable_converted(1, floor, 60_000).generate(10);
+        write(&dir, "node-1.bin", &a.records);
+        let report = check(&dir).unwrap();
+        assert_eq!(report.nonces, 30, "{}", report.summary());
+        // Decoded with the file's epoch and compared in the floors' terms: every nonce passes.
+        // (Against the floor as decoded Unix ms, every one would be at or below it.)
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        assert_eq!(report.floor_ahead_windows, 0, "{}", report.summary());
+        assert!(report.passed());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_nonce_at_or_below_the_converted_floor_fails() {
+        let dir = tempdir("epochfloor");
+        // A node on an epoch 5 s later than the default, enabled with a floor 2 s behind its
+        // clock (the floors' terms) taken as clock ms, as before floors knew the epoch: its
+        // timestamps, in the floors' terms 5 s behind its clock, are at or below the floor.
+        let epoch = DEFAULT_EPOCH_MS + 5_000;
+        let mut a = Node::on_epoch(1, 0, epoch);
+        let now = stamp(&a.clock).at_ms;
+        let floor = now - 2_000;
+        a.enable(1, floor, 60_000).generate(10);
+        write(&dir, "node-1.bin", &a.records);
+        let report = check(&dir).unwrap();
+        // Every nonce the factory made (the floor, read as clock ms, holds none back).
+        assert_eq!(report.nonces, 30, "{}", report.summary());
+        assert_eq!(report.out_of_window, 30, "{}", report.summary());
+        assert!(!report.passed());
+        // The floor ahead of the node's clock in the floors' terms, by 3 s.
+        assert_eq!(report.floor_ahead_windows, 1);
+        assert!(
+            (2_900..=3_000).contains(&report.floor_ahead_max_ms),
+            "{}",
+            report.floor_ahead_max_ms
+        );
+        // Converted, the same floor holds the factory above it: nothing out of window.
+        let dir2 = tempdir("epochfloor2");
+        let mut b = Node::on_epoch(1, 0, epoch);
+        b.enable_converted(1, floor, 60_000).generate(10);
+        write(&dir2, "node-1.bin", &b.records);
+        let report = check(&dir2).unwrap();
+        assert!(report.nonces > 0, "{}", report.summary());
+        assert_eq!(report.out_of_window, 0, "{}", report.summary());
+        fs::remove_dir_all(dir).unwrap();
+        fs::remove_dir_all(dir2).unwrap();
     }
 }

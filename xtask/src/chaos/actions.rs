@@ -19,8 +19,25 @@ const STEAL_TIMEOUT: Duration = Duration::from_secs(20);
 pub const SPARE_IDS: usize = 4;
 /// How long the reservation of the other IDs lasts.
 const RESERVE_MS: u64 = 3_600_000;
-/// A node just started has not yet installed its SIGUSR1 handler: wait this long first.
+/// A node just started has not yet installed its SIGUSR1 and SIGUSR2 handlers: wait this long
+/// first.
 const SIGNAL_READY: Duration = Duration::from_millis(1500);
+/// `nonce_core::DEFAULT_EPOCH_MS`, the epoch the nodes' factories count from unless an `epoch`
+/// fault moved it (xtask depends on no workspace crate).
+const DEFAULT_EPOCH_MS: u64 = 1_735_689_600_000;
+
+/// The epoch `shift_ms` from the default one.
+fn shifted_epoch(shift_ms: i64) -> u64 {
+    DEFAULT_EPOCH_MS.saturating_add_signed(shift_ms)
+}
+
+/// Waits until node `i` has had time to install its signal handlers.
+fn signal_ready(cluster: &Cluster, i: usize) {
+    let age = cluster.nodes[i].spawned.elapsed();
+    if age < SIGNAL_READY {
+        thread::sleep(SIGNAL_READY - age);
+    }
+}
 
 /// Logs the steals that finished (all of them with `wait`: each is bounded by its timeout).
 pub fn collect_steals(cluster: &mut Cluster, wait: bool) {
@@ -193,10 +210,7 @@ pub fn act(
                 cluster.note("clock_step_skipped", Some(i), "node not running");
                 return Ok(());
             }
-            let age = cluster.nodes[i].spawned.elapsed();
-            if age < SIGNAL_READY {
-                thread::sleep(SIGNAL_READY - age);
-            }
+            signal_ready(cluster, i);
             let incarnation = cluster.nodes[i].incarnation;
             let (_, step) = cluster.clocks[i].get(incarnation);
             cluster.signal(i, "-USR1");
@@ -223,6 +237,36 @@ pub fn act(
             }));
         }
         Action::Wipe(wide) => wipe(cluster, coordinator, ctx, wide)?,
+        Action::Epoch(i, shift) => {
+            // A graceful restart (the lease released) with the factories on another epoch,
+            // as a redeployment with a changed setting: the node's later processes keep it.
+            cluster.signal(i, "-CONT");
+            cluster.signal(i, "-TERM");
+            cluster.wait_stopped(i);
+            let epoch = shifted_epoch(shift);
+            cluster.nodes[i].epoch_ms = Some(epoch);
+            cluster.spawn(i)?;
+            cluster.log(
+                "epoch",
+                Some(i),
+                &format!(
+                    "restarted gracefully with its factories on epoch {epoch} ({shift:+} ms from the default)"
+                ),
+            );
+        }
+        Action::Rebuild(i) => {
+            if cluster.nodes[i].child.is_none() {
+                cluster.note("rebuild_skipped", Some(i), "node not running");
+                return Ok(());
+            }
+            signal_ready(cluster, i);
+            cluster.signal(i, "-USR2");
+            cluster.log(
+                "rebuild",
+                Some(i),
+                "SIGUSR2: the lease manager dropped without release, a new one with new factories resumes the lease from its cache",
+            );
+        }
         Action::CoordinatorDown => {
             let detail = coordinator.kill();
             cluster.log("coordinator", None, detail);
@@ -295,7 +339,7 @@ pub fn act(
 
 #[cfg(test)]
 mod tests {
-    use super::wipe_command;
+    use super::{DEFAULT_EPOCH_MS, shifted_epoch, wipe_command};
     use std::path::Path;
 
     fn args(cmd: &std::process::Command) -> Vec<String> {
@@ -327,5 +371,12 @@ mod tests {
         assert_eq!(args(&wide).last().map(String::as_str), Some("--all"));
         // Never an initialization: the wipe command has no such flag to pass.
         assert!(!args(&wide).iter().any(|a| a == "--initialize"));
+    }
+
+    #[test]
+    fn an_epoch_shift_moves_the_default_epoch_both_ways() {
+        assert_eq!(shifted_epoch(0), DEFAULT_EPOCH_MS);
+        assert_eq!(shifted_epoch(5_000), 1_735_689_605_000);
+        assert_eq!(shifted_epoch(-2_500), 1_735_689_597_500);
     }
 }

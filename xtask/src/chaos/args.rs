@@ -53,6 +53,12 @@ pub struct Options {
     /// The nodes' amnesia guard off, their stores' initialization markers with it (Valkey/Redis
     /// and SQL; etcd has no such switch), to see what the guard prevents.
     pub without_amnesia_guard: bool,
+    /// The nodes take floors as clock ms, as before floors knew the epoch (the `epoch` fault's
+    /// protection off).
+    pub floors_in_clock_ms: bool,
+    /// A rebuilt manager resumes its lease without the cache's record of what the old
+    /// factories issued (the `rebuild` fault's protection off).
+    pub without_issued_record: bool,
 }
 
 pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -66,6 +72,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         sql_options: None,
         within_margin: false,
         without_amnesia_guard: false,
+        floors_in_clock_ms: false,
+        without_issued_record: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -79,6 +87,8 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--no-guard" => o.guard = false,
             "--within-margin" => o.within_margin = true,
             "--without-amnesia-guard" => o.without_amnesia_guard = true,
+            "--floors-in-clock-ms" => o.floors_in_clock_ms = true,
+            "--without-issued-record" => o.without_issued_record = true,
             "--seed" => {
                 o.seed = value("--seed")?
                     .parse()
@@ -106,7 +116,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --sql-options K=V[&K=V]"
                 ));
             }
         }
@@ -153,6 +163,9 @@ mod tests {
         assert!(parse(&args("--nodes 1")).is_err());
         assert!(parse(&args("--seed")).is_err());
         assert!(!o.without_amnesia_guard);
+        assert!(!o.floors_in_clock_ms && !o.without_issued_record);
+        let off = parse(&args("--floors-in-clock-ms --without-issued-record")).unwrap();
+        assert!(off.floors_in_clock_ms && off.without_issued_record);
         assert!(
             parse(&args("--without-amnesia-guard"))
                 .unwrap()

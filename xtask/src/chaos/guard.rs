@@ -31,6 +31,7 @@ pub fn scenario(bins: &Bins, dir: &Path) -> Result<String, String> {
             child: None,
             incarnation: 0,
             spawned: Instant::now(),
+            epoch_ms: None,
         });
     }
     let guard_args = |bind: SocketAddr, seed: Option<SocketAddr>| {

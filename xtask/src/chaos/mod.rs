@@ -22,6 +22,12 @@
 //! - `failover` (PostgreSQL): the streaming replica stops receiving WAL, the primary is killed
 //!   more than a lease later, the lagging replica is promoted and every node's proxy repointed.
 //! - `rolling`: every node in turn is stopped gracefully (releasing its ID) and restarted.
+//! - `epoch`: one node is restarted gracefully with its factories on an epoch 2-5 s earlier or
+//!   later than the default, kept by its later processes; `--floors-in-clock-ms` makes the
+//!   nodes take floors as clock ms, as before floors knew the epoch.
+//! - `rebuild`: SIGUSR2, after each clock step, to the stepped node: it drops its lease
+//!   manager without release and resumes the lease from the cache with a new manager and new
+//!   factories; `--without-issued-record` leaves the cache's record of what was issued out.
 //! - `wipe`: the store loses the run's lease data while the server stays up (`DEL` of the hash
 //!   or `FLUSHALL`; `DELETE` or `TRUNCATE` of the table; a delete of the etcd prefix), markers
 //!   included, never initialized again; the last fault of every run. The nodes' guards must
@@ -143,6 +149,8 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             long: opts.long,
             within_margin: opts.within_margin,
             amnesia_guard: !opts.without_amnesia_guard,
+            floors_in_clock_ms: opts.floors_in_clock_ms,
+            issued_record: !opts.without_issued_record,
             sql_options: opts.sql_options.as_deref(),
             rng: Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };

@@ -18,6 +18,9 @@ pub struct Node {
     pub child: Option<Child>,
     pub incarnation: u32,
     pub spawned: Instant,
+    /// The epoch the node's factories count from (`None`: the default), kept across restarts
+    /// once an `epoch` fault set it.
+    pub epoch_ms: Option<u64>,
 }
 
 /// The nodes of one backend run (or the guard scenario), their proxies and the fault log.
@@ -33,6 +36,10 @@ pub struct Cluster {
     pub max_clock_offset_ms: u64,
     /// The nodes' amnesia guard (off: every node and reservation is told so).
     pub amnesia_guard: bool,
+    /// The nodes take floors as clock ms, as before floors knew the epoch.
+    pub floors_in_clock_ms: bool,
+    /// A rebuilt manager resumes with the cache's record of what was issued.
+    pub issued_record: bool,
     /// SQL: the nodes' lease-sql URL options, for the reservation's `migrate` too.
     pub sql_options: Option<String>,
     pub proxies: Option<Proxies>,
@@ -54,6 +61,8 @@ impl Cluster {
             clocks: Vec::new(),
             max_clock_offset_ms: 0,
             amnesia_guard: true,
+            floors_in_clock_ms: false,
+            issued_record: true,
             sql_options: None,
             proxies: None,
             background: Vec::new(),
@@ -109,6 +118,15 @@ impl Cluster {
             .args(extra);
         if !self.amnesia_guard {
             cmd.arg("--without-amnesia-guard");
+        }
+        if let Some(epoch) = node.epoch_ms {
+            cmd.args(["--epoch-ms", &epoch.to_string()]);
+        }
+        if self.floors_in_clock_ms {
+            cmd.arg("--floors-in-clock-ms");
+        }
+        if !self.issued_record {
+            cmd.arg("--without-issued-record");
         }
         for (flag, value) in NODE_TIMING {
             cmd.args([flag, &value.to_string()]);

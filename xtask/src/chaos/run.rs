@@ -33,6 +33,11 @@ pub struct Ctx<'a> {
     pub within_margin: bool,
     /// The nodes' amnesia guard (off: `--without-amnesia-guard`).
     pub amnesia_guard: bool,
+    /// The nodes take floors as clock ms (`--floors-in-clock-ms`).
+    pub floors_in_clock_ms: bool,
+    /// A rebuilt manager resumes with the cache's record of what was issued (off:
+    /// `--without-issued-record`).
+    pub issued_record: bool,
     pub sql_options: Option<&'a str>,
     pub rng: Rng,
 }
@@ -64,6 +69,8 @@ pub fn run_backend(
     );
     cluster.clocks = plan.clocks;
     cluster.amnesia_guard = ctx.amnesia_guard;
+    cluster.floors_in_clock_ms = ctx.floors_in_clock_ms;
+    cluster.issued_record = ctx.issued_record;
     if ctx.within_margin {
         // The guarantee's documented condition on stores that can lose writes: clocks within
         // the margin of each other (a quarter each way, plus a quarter for a step).
@@ -105,6 +112,7 @@ pub fn run_backend(
             child: None,
             incarnation: 0,
             spawned: Instant::now(),
+            epoch_ms: None,
         });
     }
 

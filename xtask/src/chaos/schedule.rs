@@ -36,6 +36,12 @@ pub enum Action {
     /// SIGUSR1: the node steps its clock back.
     ClockStep(usize),
     Steal,
+    /// The node is restarted gracefully with its factories on an epoch this many ms from the
+    /// default one (kept by its later processes).
+    Epoch(usize, i64),
+    /// SIGUSR2: the node drops its lease manager without releasing the lease and resumes it
+    /// from the cache with a new manager and new factories.
+    Rebuild(usize),
     /// The store loses the run's lease data while the server stays up (true: the wider form,
     /// `FLUSHALL` or `TRUNCATE`); nothing initializes it again.
     Wipe(bool),
@@ -170,9 +176,19 @@ fn clocks(rng: &mut Rng, nodes: usize, long: bool) -> Vec<NodeClocks> {
     out
 }
 
-/// The fault classes a backend gets (`wipe` on every backend, always the last fault).
+/// The fault classes a backend gets (`wipe` on every backend, always the last fault;
+/// `rebuild` follows each clock step, on the stepped node).
 pub fn classes(features: Features) -> Vec<&'static str> {
-    let mut classes = vec!["freeze", "kill9", "steal", "rolling", "clock_step", "wipe"];
+    let mut classes = vec![
+        "freeze",
+        "kill9",
+        "steal",
+        "rolling",
+        "clock_step",
+        "epoch",
+        "rebuild",
+        "wipe",
+    ];
     if features.proxy {
         classes.extend(["partition", "reset", "latency"]);
     }
@@ -196,7 +212,7 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
     let end_ms = secs * 1000;
     let classes: Vec<&str> = classes(features)
         .into_iter()
-        .filter(|c| *c != "wipe")
+        .filter(|c| !matches!(*c, "wipe" | "rebuild"))
         .collect();
     let mut picks: Vec<&str> = classes.clone();
     rng.shuffle(&mut picks);
@@ -255,7 +271,19 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
                 out.push((t, Action::Kill(node)));
                 out.push((t + rng.range(300, 1500), Action::Restart(node)));
             }
-            "clock_step" => out.push((t, Action::ClockStep(node))),
+            "clock_step" => {
+                out.push((t, Action::ClockStep(node)));
+                // The rebuild: while the stepped clock (2-20 margins back) is still behind what
+                // the node's factories issued before the step, so that new factories started
+                // above the lease's floor alone would repeat their values.
+                out.push((t + rng.range(300, 1_000), Action::Rebuild(node)));
+            }
+            "epoch" => {
+                // Up to a lease earlier or later than the default epoch, at least 2 s.
+                let shift = i64::try_from(rng.range(2_000, LEASE_MS)).unwrap_or(0);
+                let sign = if rng.next().is_multiple_of(2) { 1 } else { -1 };
+                out.push((t, Action::Epoch(node, sign * shift)));
+            }
             "steal" => out.push((t, Action::Steal)),
             "coordinator" => {
                 let t = t.max(server_free_at);
@@ -347,6 +375,8 @@ mod tests {
         assert_eq!(count(|a| matches!(a, Action::FailoverPromote)), 1);
         assert_eq!(count(|a| matches!(a, Action::CoordinatorDown)), 1);
         assert_eq!(count(|a| matches!(a, Action::Wipe(_))), 1);
+        assert_eq!(count(|a| matches!(a, Action::Epoch(..))), 1);
+        assert_eq!(count(|a| matches!(a, Action::Rebuild(_))), 1);
         assert!(a.actions.windows(2).all(|w| w[0].0 <= w[1].0));
         let c = plan(&mut Rng::new(2), 8, 30, false, ALL);
         assert_ne!(a.actions, c.actions);
@@ -422,6 +452,87 @@ mod tests {
         }
         // Both forms (DEL/DELETE and FLUSHALL/TRUNCATE) over the seeds.
         assert!(forms[0] > 100 && forms[1] > 100, "{forms:?}");
+    }
+
+    #[test]
+    fn every_backend_gets_an_epoch_change_of_up_to_a_lease_both_ways() {
+        let mut signs = [0; 2];
+        for features in BACKENDS {
+            assert!(classes(features).contains(&"epoch"));
+            for (secs, long) in [(30, false), (150, true)] {
+                for seed in 0..100 {
+                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    let again = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    assert_eq!(p.actions, again.actions, "seed {seed}");
+                    let epochs: Vec<(usize, i64)> = p
+                        .actions
+                        .iter()
+                        .filter_map(|(_, a)| match a {
+                            Action::Epoch(node, shift) => Some((*node, *shift)),
+                            _ => None,
+                        })
+                        .collect();
+                    if long {
+                        assert!(!epochs.is_empty(), "seed {seed}");
+                    } else {
+                        assert_eq!(epochs.len(), 1, "seed {seed}: {:?}", p.actions);
+                    }
+                    for (node, shift) in epochs {
+                        assert!(node < 8);
+                        let lease = i64::try_from(LEASE_MS).unwrap();
+                        assert!(
+                            (2_000..=lease).contains(&shift.abs()),
+                            "seed {seed}: {shift}"
+                        );
+                        signs[usize::from(shift > 0)] += 1;
+                    }
+                }
+            }
+        }
+        // Earlier and later epochs over the seeds.
+        assert!(signs[0] > 100 && signs[1] > 100, "{signs:?}");
+    }
+
+    #[test]
+    fn every_clock_step_is_followed_by_a_rebuild_of_the_stepped_node() {
+        for features in BACKENDS {
+            assert!(classes(features).contains(&"rebuild"));
+            for (secs, long) in [(30, false), (150, true)] {
+                for seed in 0..100 {
+                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    let steps: Vec<(u64, usize)> = p
+                        .actions
+                        .iter()
+                        .filter_map(|(t, a)| match a {
+                            Action::ClockStep(node) => Some((*t, *node)),
+                            _ => None,
+                        })
+                        .collect();
+                    let rebuilds: Vec<(u64, usize)> = p
+                        .actions
+                        .iter()
+                        .filter_map(|(t, a)| match a {
+                            Action::Rebuild(node) => Some((*t, *node)),
+                            _ => None,
+                        })
+                        .collect();
+                    assert!(!rebuilds.is_empty(), "seed {seed}");
+                    assert_eq!(steps.len(), rebuilds.len(), "seed {seed}: {:?}", p.actions);
+                    for (t, node) in &rebuilds {
+                        // 0.3-1 s after a step of that node: its clock is still stepped back
+                        // (by at least 2 margins, 1.5 s) past what its factories issued.
+                        assert!(
+                            steps
+                                .iter()
+                                .any(|(s, n)| n == node && (s + 300..=s + 1_000).contains(t)),
+                            "seed {seed}: {:?}",
+                            p.actions
+                        );
+                        assert!(p.clocks[*node].get(1).1 >= 2 * MARGIN_MS);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
