@@ -81,7 +81,10 @@ impl Kind {
 /// One handover to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scenario {
-    /// How far B's clock is from A's, in ms (negative: B is behind).
+    /// How far B's clock is from A's, in ms (negative: B is behind), as the handover would
+    /// see it on an idle machine: when A's end and B's start take longer than the scenario
+    /// plans (the release guard; nothing after an expiry), a B that is behind lags by that
+    /// much more, so that its first timestamps still fall where the scenario puts them.
     pub offset_ms: i64,
     /// How A's lease ends.
     pub end: End,
@@ -356,7 +359,6 @@ where
 
     let base = BootClock::new();
     let clock_a = NodeClock::new(base, 0);
-    let clock_b = NodeClock::new(base, scenario.offset_ms);
 
     let factory_a = node(clock_a)?;
     let manager_a = start(
@@ -373,21 +375,35 @@ where
         ));
     }
     let a = generate(Arc::clone(&factory_a), scenario.kinds, scenario.active).await?;
-    match scenario.end {
+    let a_stopped = Instant::now();
+    let planned = match scenario.end {
         End::Release => {
             manager_a.shutdown().await;
-            tokio::time::sleep(MARGIN + Duration::from_millis(50)).await;
+            let guard = MARGIN + Duration::from_millis(50);
+            tokio::time::sleep(guard).await;
+            guard
         }
         End::Expiry => {
             drop(manager_a);
             if !harness.expire(id).await {
                 return Err("the expiry scenarios need a harness that can expire a lease".into());
             }
+            Duration::ZERO
         }
-    }
+    };
     if factory_a.is_enabled() {
         return Err("node A still generates after its lease ended".into());
     }
+    // A loaded machine slows the handover: a B behind A lags by the delay beyond the plan too.
+    let late = a_stopped.elapsed().saturating_sub(planned);
+    let offset_ms = if scenario.offset_ms < 0 {
+        scenario
+            .offset_ms
+            .saturating_sub(i64::try_from(late.as_millis()).unwrap_or(i64::MAX))
+    } else {
+        scenario.offset_ms
+    };
+    let clock_b = NodeClock::new(base, offset_ms);
 
     let factory_b = node(clock_b)?;
     let manager_b = start(
