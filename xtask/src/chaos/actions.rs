@@ -147,7 +147,7 @@ fn wipe(
         None,
         &format!("the store lost the run's lease data, its marker too, while up ({what})"),
     );
-    reserve(cluster, coordinator, ctx.nodes + SPARE_IDS, false)
+    reserve(cluster, coordinator, ctx.nodes + ctx.spare_ids, false)
 }
 
 fn set_proxy(cluster: &mut Cluster, i: usize, mode: Mode) -> Result<(), String> {
@@ -239,12 +239,14 @@ pub fn act(
         Action::Wipe(wide) => wipe(cluster, coordinator, ctx, wide)?,
         Action::Epoch(i, shift) => {
             // A graceful restart (the lease released) with the factories on another epoch,
-            // as a redeployment with a changed setting: the node's later processes keep it.
+            // as a redeployment with a changed setting on the same machine: the new process
+            // keeps the machine's clock, and the node's later processes keep the epoch.
             cluster.signal(i, "-CONT");
             cluster.signal(i, "-TERM");
             cluster.wait_stopped(i);
             let epoch = shifted_epoch(shift);
             cluster.nodes[i].epoch_ms = Some(epoch);
+            cluster.keep_clock(i);
             cluster.spawn(i)?;
             cluster.log(
                 "epoch",
@@ -277,7 +279,7 @@ pub fn act(
             if matches!(coordinator, Coordinator::Redis(_)) {
                 // It came back empty: the foreign holder's IDs too. Not initialized again: the
                 // nodes' guard must find the loss.
-                reserve(cluster, coordinator, ctx.nodes + SPARE_IDS, false)?;
+                reserve(cluster, coordinator, ctx.nodes + ctx.spare_ids, false)?;
             }
         }
         Action::FailoverLag => {

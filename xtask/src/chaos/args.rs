@@ -59,6 +59,9 @@ pub struct Options {
     /// A rebuilt manager resumes its lease without the cache's record of what the old
     /// factories issued (the `rebuild` fault's protection off).
     pub without_issued_record: bool,
+    /// IDs the nodes share beyond one each (the rest are held by a foreign holder); 0 leaves
+    /// every ID to one node, so a node restarted gracefully takes its own ID back at once.
+    pub spare_ids: usize,
 }
 
 pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -74,6 +77,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         without_amnesia_guard: false,
         floors_in_clock_ms: false,
         without_issued_record: false,
+        spare_ids: super::actions::SPARE_IDS,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -105,6 +109,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     .map_err(|e| format!("--secs: {e}"))?;
             }
             "--sql-options" => o.sql_options = Some(value("--sql-options")?),
+            "--spare-ids" => {
+                o.spare_ids = value("--spare-ids")?
+                    .parse()
+                    .map_err(|e| format!("--spare-ids: {e}"))?;
+            }
             "--backend" => {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
@@ -116,7 +125,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --spare-ids N, --sql-options K=V[&K=V]"
                 ));
             }
         }
@@ -160,6 +169,9 @@ mod tests {
             [Backend::Etcd]
         );
         assert!(parse(&args("--backend oracle")).is_err());
+        assert_eq!(o.spare_ids, super::super::actions::SPARE_IDS);
+        assert_eq!(parse(&args("--spare-ids 0")).unwrap().spare_ids, 0);
+        assert!(parse(&args("--spare-ids many")).is_err());
         assert!(parse(&args("--nodes 1")).is_err());
         assert!(parse(&args("--seed")).is_err());
         assert!(!o.without_amnesia_guard);

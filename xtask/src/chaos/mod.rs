@@ -151,6 +151,7 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             amnesia_guard: !opts.without_amnesia_guard,
             floors_in_clock_ms: opts.floors_in_clock_ms,
             issued_record: !opts.without_issued_record,
+            spare_ids: opts.spare_ids,
             sql_options: opts.sql_options.as_deref(),
             rng: Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };

@@ -92,6 +92,19 @@ impl Cluster {
     }
 
     /// Starts node `i` as a new process incarnation with its planned clock.
+    /// Node `i`'s next process runs on the clock offset of its current one, as a redeployment
+    /// on the same machine does (other restarts come back on a planned other offset).
+    pub fn keep_clock(&mut self, i: usize) {
+        let incarnation = self.nodes[i].incarnation;
+        if let Some(clocks) = self.clocks.get_mut(i) {
+            let (offset, _) = clocks.get(incarnation);
+            let next = usize::try_from(incarnation).unwrap_or(usize::MAX);
+            if let Some(planned) = clocks.offsets_ms.get_mut(next) {
+                *planned = offset;
+            }
+        }
+    }
+
     pub fn spawn(&mut self, i: usize) -> Result<(), String> {
         self.spawn_with(i, &[])
     }

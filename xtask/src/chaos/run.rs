@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Bins;
-use super::actions::{SPARE_IDS, act, collect_steals, reserve};
+use super::actions::{act, collect_steals, reserve};
 use super::coordinator::Coordinator;
 use super::nodes::{Cluster, Node};
 use super::proxy::{Mode, Proxies};
@@ -38,6 +38,8 @@ pub struct Ctx<'a> {
     /// A rebuilt manager resumes with the cache's record of what was issued (off:
     /// `--without-issued-record`).
     pub issued_record: bool,
+    /// IDs the nodes share beyond one each.
+    pub spare_ids: usize,
     pub sql_options: Option<&'a str>,
     pub rng: Rng,
 }
@@ -124,7 +126,7 @@ pub fn run_backend(
             LEASE_MS + 2 * cluster.max_clock_offset_ms + 500,
         ));
     }
-    reserve(&mut cluster, &coordinator, ctx.nodes + SPARE_IDS, true)?;
+    reserve(&mut cluster, &coordinator, ctx.nodes + ctx.spare_ids, true)?;
     cluster.started = Instant::now();
     // Many nodes starting at once.
     cluster.log("herd", None, "all nodes start at once");
