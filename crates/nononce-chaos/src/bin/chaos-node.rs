@@ -798,15 +798,23 @@ fn generate(slot: &Slot, log: &Log, stop: &AtomicBool, per_tick: u32, tick: Dura
     log.flush();
 }
 
+/// The run's table, hash or prefix name, refused unless it is a plain lowercase identifier: it
+/// is spliced into SQL.
+fn plain_name(name: &str) -> Result<(), String> {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        Ok(())
+    } else {
+        Err(format!("table name {name:?}: use [a-z0-9_]"))
+    }
+}
+
 /// Drops the run's table from a shared database server.
 async fn drop_table(args: StealArgs) -> Result<(), String> {
-    if !args
-        .name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
-        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
-    }
+    plain_name(&args.name)?;
     let work = async {
         if args.store.starts_with("postgres") {
             let pool = sqlx::PgPool::connect(&args.store).await?;
@@ -838,15 +846,7 @@ async fn drop_table(args: StealArgs) -> Result<(), String> {
 /// `TRUNCATE`, `DELETE FROM` or `etcdctl del --prefix` would, initialization markers included;
 /// prints what went. Nothing is put back: the nodes' guards must find the loss.
 async fn wipe(args: WipeArgs) -> Result<(), String> {
-    // The name is spliced into SQL: only plain lowercase identifiers.
-    if args.name.is_empty()
-        || !args
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
-        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
-    }
+    plain_name(&args.name)?;
     let work = async {
         if args.store.starts_with("redis://") {
             let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
@@ -953,15 +953,7 @@ async fn wipe(args: WipeArgs) -> Result<(), String> {
 async fn steal(args: StealArgs) -> Result<(), String> {
     let token: [u8; 16] = rand::random::<u128>().to_le_bytes();
     let ttl = i64::try_from(args.ttl_ms).map_err(|e| e.to_string())?;
-    // The name is spliced into SQL: only plain lowercase identifiers.
-    if args.name.is_empty()
-        || !args
-            .name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
-        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
-    }
+    plain_name(&args.name)?;
     let work = async {
         let id: Option<i64> = if args.store.starts_with("redis://") {
             steal_redis(&args).await?
@@ -1367,6 +1359,14 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_plain_lowercase_names_are_spliced_into_sql() {
+        assert!(plain_name("chaos_sqlite_1_17").is_ok());
+        for bad in ["", "Chaos", "a-b", "a\"; DROP TABLE x; --", "t\u{e9}"] {
+            assert!(plain_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
