@@ -798,6 +798,17 @@ fn generate(slot: &Slot, log: &Log, stop: &AtomicBool, per_tick: u32, tick: Dura
     log.flush();
 }
 
+/// A pool on the run's SQLite file that waits for the nodes' writes rather than failing.
+async fn sqlite_pool(store: &str) -> Result<sqlx::SqlitePool, String> {
+    use std::str::FromStr;
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(store)
+        .map_err(|e| e.to_string())?
+        .busy_timeout(Duration::from_secs(5));
+    sqlx::SqlitePool::connect_with(options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// The run's table, hash or prefix name, refused unless it is a plain lowercase identifier: it
 /// is spliced into SQL.
 fn plain_name(name: &str) -> Result<(), String> {
@@ -924,13 +935,7 @@ async fn wipe(args: WipeArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             (how, rows)
         } else {
-            use std::str::FromStr;
-            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
-                .map_err(|e| e.to_string())?
-                .busy_timeout(Duration::from_secs(5));
-            let pool = sqlx::SqlitePool::connect_with(options)
-                .await
-                .map_err(|e| e.to_string())?;
+            let pool = sqlite_pool(&args.store).await?;
             let t = format!("\"{}\"", args.name);
             // SQLite has no TRUNCATE: an unqualified DELETE is its truncate.
             let rows = sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
@@ -1006,13 +1011,7 @@ async fn steal(args: StealArgs) -> Result<(), String> {
             }
             id
         } else {
-            use std::str::FromStr;
-            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
-                .map_err(|e| e.to_string())?
-                .busy_timeout(Duration::from_secs(5));
-            let pool = sqlx::SqlitePool::connect_with(options)
-                .await
-                .map_err(|e| e.to_string())?;
+            let pool = sqlite_pool(&args.store).await?;
             let t = format!("\"{}\"", args.name);
             let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
             let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -1329,13 +1328,7 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         } else {
-            use std::str::FromStr;
-            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&args.store)
-                .map_err(|e| e.to_string())?
-                .busy_timeout(Duration::from_secs(5));
-            let pool = sqlx::SqlitePool::connect_with(options)
-                .await
-                .map_err(|e| e.to_string())?;
+            let pool = sqlite_pool(&args.store).await?;
             #[allow(clippy::cast_precision_loss)] // milliseconds, far below 2^52
             let modifier = format!("+{:.3} seconds", ttl as f64 / 1000.0);
             sqlx::query(sqlx::AssertSqlSafe(format!(
