@@ -20,4 +20,4 @@ pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
 pub use cache::{CachedLease, LeaseCache};
 pub use machine::{AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason};
-pub use target::LeaseTarget;
+pub use target::{LeaseTarget, floor_terms};

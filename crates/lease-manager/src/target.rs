@@ -79,9 +79,21 @@ impl<T: LeaseTarget + ?Sized> LeaseTarget for &T {
     }
 }
 
-/// Clock milliseconds of a factory on `epoch_ms` in the fleet's terms (its timestamp plus the
-/// default epoch), and back; saturating at 0 and `u64::MAX`.
-fn to_fleet(clock_ms: u64, epoch_ms: u64) -> u64 {
+/// Clock milliseconds (or a timestamp decoded to Unix milliseconds) of a factory counting from
+/// `epoch_ms`, in the floors' terms: its timestamp plus the default epoch. Saturating at 0 and
+/// `u64::MAX`. On the default epoch it is the clock's millisecond itself.
+///
+/// ```
+/// use lease_manager::floor_terms;
+/// use nonce_core::DEFAULT_EPOCH_MS;
+///
+/// assert_eq!(floor_terms(DEFAULT_EPOCH_MS + 5, DEFAULT_EPOCH_MS), DEFAULT_EPOCH_MS + 5);
+/// // Ten minutes later: its timestamp at the same clock reading is ten minutes lower.
+/// let ten_minutes_later = DEFAULT_EPOCH_MS + 600_000;
+/// assert_eq!(floor_terms(DEFAULT_EPOCH_MS + 600_005, ten_minutes_later), DEFAULT_EPOCH_MS + 5);
+/// ```
+#[must_use]
+pub fn floor_terms(clock_ms: u64, epoch_ms: u64) -> u64 {
     shift(clock_ms, nonce_core::DEFAULT_EPOCH_MS, epoch_ms)
 }
 
@@ -119,11 +131,11 @@ impl<C: nonce_core::Clock + Send + Sync> LeaseTarget for nonce_core::Factory<C> 
         match nonce_core::Factory::issued_up_to_ms(self) {
             // Never enabled: nothing issued, in any terms.
             0 => 0,
-            issued => to_fleet(issued, self.epoch_ms()),
+            issued => floor_terms(issued, self.epoch_ms()),
         }
     }
     fn floor_of(&self, clock_ms: u64) -> u64 {
-        to_fleet(clock_ms, self.epoch_ms())
+        floor_terms(clock_ms, self.epoch_ms())
     }
 }
 
@@ -134,12 +146,12 @@ mod tests {
     #[test]
     fn the_default_epoch_keeps_unix_milliseconds_and_others_shift() {
         let d = nonce_core::DEFAULT_EPOCH_MS;
-        assert_eq!(to_fleet(d + 5, d), d + 5);
+        assert_eq!(floor_terms(d + 5, d), d + 5);
         assert_eq!(from_fleet(d + 5, d), d + 5);
         // Ten minutes later: its timestamp at a clock reading is ten minutes lower.
-        assert_eq!(to_fleet(d + 600_005, d + 600_000), d + 5);
+        assert_eq!(floor_terms(d + 600_005, d + 600_000), d + 5);
         assert_eq!(from_fleet(d + 5, d + 600_000), d + 600_005);
-        assert_eq!(to_fleet(3, d + 600_000), 0);
+        assert_eq!(floor_terms(3, d + 600_000), 0);
         assert_eq!(from_fleet(u64::MAX - 1, d + 2), u64::MAX);
     }
 }

@@ -19,9 +19,8 @@ use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
-use nononce::nonce::{
-    BootClock, DEFAULT_EPOCH_MS, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128,
-};
+use nononce::lease::floor_terms;
+use nononce::nonce::{BootClock, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128};
 use serde::Serialize;
 
 use crate::record::{Kind, Record, Stamp, read_all};
@@ -389,13 +388,6 @@ type Occurrence = (u128, u32, u32);
 /// Every value of each series.
 struct Series {
     values: HashMap<(Kind, u16), Vec<Occurrence>>,
-}
-
-/// Unix ms `unix_ms` (a clock reading, or a timestamp decoded with `epoch_ms`) of a node on
-/// `epoch_ms` in the floors' terms: its timestamp plus the default epoch. Saturating.
-fn floor_terms(unix_ms: u64, epoch_ms: u64) -> u64 {
-    let shifted = i128::from(unix_ms) + i128::from(DEFAULT_EPOCH_MS) - i128::from(epoch_ms);
-    u64::try_from(shifted.max(0)).unwrap_or(u64::MAX)
 }
 
 /// Whether window `w` allows a nonce with `id` and timestamp `ts` (decoded to Unix ms with the
@@ -814,6 +806,7 @@ mod tests {
     use super::*;
     use crate::clock::NodeClock;
     use nononce::lease::LeaseTarget;
+    use nononce::nonce::DEFAULT_EPOCH_MS;
     use nononce::nonce::{Base, MachineId};
     use std::io::Write;
 

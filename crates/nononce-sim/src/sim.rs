@@ -19,7 +19,7 @@ use lease_core::{Failure, Grant, LeaseConfig, MachineId, Renewal, Strategy};
 use lease_manager::backoff::Jitter;
 use lease_manager::machine::LeaseEvent;
 use lease_manager::{
-    Action, Effect, LeaseCache, LeaseMachine, LeaseState, LeaseTarget, LossReason,
+    Action, Effect, LeaseCache, LeaseMachine, LeaseState, LeaseTarget, LossReason, floor_terms,
 };
 use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, FactoryConfig};
 
@@ -479,9 +479,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     f.disable();
                 }
                 // Timestamps above `floor_ms - epoch`, in the floors' terms.
-                floor = floor_ms
-                    .saturating_add(DEFAULT_EPOCH_MS)
-                    .saturating_sub(f.epoch_ms());
+                floor = floor_terms(floor_ms, f.epoch_ms());
             }
         }
         floor

@@ -39,7 +39,9 @@ use nononce::etcd::etcd_client::{
 };
 use nononce::etcd::{EtcdOptions, EtcdStrategy};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
-use nononce::lease::{LeaseCache, LeaseManager, LeaseTarget, MachineId, StoreAdmin as _};
+use nononce::lease::{
+    LeaseCache, LeaseManager, LeaseTarget, MachineId, StoreAdmin as _, floor_terms,
+};
 use nononce::nonce::{Base, Clock as _, DEFAULT_EPOCH_MS, Factory, FactoryConfig};
 use nononce::redis::{RedisOptions, RedisStrategy};
 use nononce::statefulset::StatefulSetStrategy;
@@ -242,10 +244,7 @@ impl Recorder {
     /// make of it, `floor_ms - epoch` as a timestamp (both factories share one epoch).
     fn held_floor(&self, floor_ms: u64) -> u64 {
         if self.floors_in_clock_ms {
-            let epoch = self.factories[0].epoch_ms();
-            floor_ms
-                .saturating_add(DEFAULT_EPOCH_MS)
-                .saturating_sub(epoch)
+            floor_terms(floor_ms, self.factories[0].epoch_ms())
         } else {
             floor_ms
         }
