@@ -205,11 +205,14 @@ fn waiting_for_a_lease_shows_progress_unless_quiet() {
     let (base, query) = store.split_once('?').unwrap();
     let table = query.trim_start_matches("table=");
     for quiet in [false, true] {
-        // Every ID held by someone else, one of them for 2 more seconds.
+        // Every ID held by someone else, one of them for 5 more seconds: long enough that a
+        // first attempt whose connection timed out on a loaded machine is followed by one that
+        // finds every ID leased (seen: the pool's timeout, then ID 77 free, and no leased line
+        // while it was held for 2 s).
         sql(
             base,
             &format!(
-                "update {table} set token = '\\x0102'::bytea, expires_at = (now() at time zone 'utc') + case when id = 77 then interval '2 seconds' else interval '1 hour' end"
+                "update {table} set token = '\\x0102'::bytea, expires_at = (now() at time zone 'utc') + case when id = 77 then interval '5 seconds' else interval '1 hour' end"
             ),
         );
         let mut args = vec!["gen", "--store", &store];
