@@ -4,7 +4,7 @@
 use core::fmt;
 use std::time::Duration;
 
-use nonce_core::MachineId;
+use machine_id::MachineId;
 
 use crate::dyn_strategy::{BoxFuture, DynError};
 use crate::strategy::LeaseError;

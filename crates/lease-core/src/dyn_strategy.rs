@@ -3,9 +3,10 @@
 use core::any::Any;
 use core::fmt;
 use core::pin::Pin;
-use std::time::Duration;
 
-use crate::strategy::{ErrorKind, Grant, LeaseError, Renewal, Strategy};
+use crate::strategy::{
+    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, Profile, Release, Renew, Renewal, Strategy,
+};
 
 /// A boxed, `Send` future borrowing for `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -73,13 +74,24 @@ impl LeaseError for DynError {
 }
 
 /// A lease of the wrong type was passed to a [`DynStrategy`] (a lease from another strategy).
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("lease handle belongs to a different strategy than {strategy}")]
+#[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct ForeignLease {
     /// The strategy that received it.
     pub strategy: &'static str,
 }
+
+impl fmt::Display for ForeignLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lease handle belongs to a different strategy than {}",
+            self.strategy
+        )
+    }
+}
+
+impl std::error::Error for ForeignLease {}
 
 impl LeaseError for ForeignLease {
     fn kind(&self) -> ErrorKind {
@@ -94,80 +106,60 @@ impl LeaseError for ForeignLease {
 /// handed to anything that takes a `Strategy`, without `async-trait`:
 ///
 /// ```
-/// use lease_core::{BoxStrategy, DynStrategy, Strategy};
-/// # use lease_core::{Grant, Renewal, MachineId};
+/// use lease_core::{Acquire, BoxStrategy, DynStrategy, Strategy};
+/// # use lease_core::{Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal};
 /// # use std::time::Duration;
 /// # struct Fixed;
 /// # impl Strategy for Fixed {
 /// #     type Lease = ();
 /// #     type Error = core::convert::Infallible;
-/// #     async fn acquire(&self, _: Duration) -> Result<Grant<()>, Self::Error> {
+/// #     async fn acquire(&self, _: Acquire) -> Result<Grant<()>, Self::Error> {
 /// #         Ok(Grant::new(MachineId::new(7).unwrap(), (), Duration::from_secs(3600)))
 /// #     }
-/// #     async fn renew(&self, _: &(), _: Duration) -> Result<Renewal<()>, Self::Error> {
+/// #     async fn renew(&self, _: &(), _: Renew) -> Result<Renewal<()>, Self::Error> {
 /// #         Ok(Renewal::new((), Duration::from_secs(3600)))
 /// #     }
-/// #     async fn release(&self, _: &(), _: Duration) -> Result<(), Self::Error> { Ok(()) }
-/// #     fn deterministic(&self) -> bool { true }
-/// #     fn name(&self) -> &'static str { "fixed" }
+/// #     async fn release(&self, _: &(), _: Release) -> Result<(), Self::Error> { Ok(()) }
+/// #     fn check_terms(&self, _: &LeaseTerms) -> Result<(), Self::Error> { Ok(()) }
+/// #     fn profile(&self) -> Profile { Profile::new("fixed").deterministic() }
 /// # }
 /// fn pick(_from_config: &str) -> BoxStrategy {
 ///     Box::new(Fixed)
 /// }
 /// let strategy = pick("fixed");
-/// assert_eq!(Strategy::name(&strategy), "fixed");
-/// let grant = futures::executor::block_on(strategy.acquire(Duration::from_secs(60))).unwrap();
+/// assert_eq!(strategy.profile().name, "fixed");
+/// let request = Acquire::new(Duration::from_secs(60), 0, 0);
+/// let grant = futures::executor::block_on(strategy.acquire(request)).unwrap();
 /// assert_eq!(grant.machine_id.get(), 7);
 /// ```
 pub trait DynStrategy: Send + Sync {
-    /// [`Strategy::acquire_with_floor`], boxed.
-    fn acquire_boxed(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>>;
-    /// [`Strategy::renew_with_floor`], boxed.
+    /// [`Strategy::acquire`], boxed.
+    fn acquire_boxed(&self, request: Acquire) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>>;
+    /// [`Strategy::renew`], boxed.
     fn renew_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
-        requested: Duration,
-        floor_ms: u64,
+        request: Renew,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>>;
-    /// [`Strategy::release_with_floor`] with `Some(floor_ms)`, boxed; [`Strategy::release`]
-    /// with `None`, which leaves a recorded floor as it is. A floor of 0 is a floor: a backend
-    /// stores it, and the next holder of the ID starts from its own clock again.
+    /// [`Strategy::release`], boxed.
     fn release_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
-        guard: Duration,
-        floor_ms: Option<u64>,
+        request: Release,
     ) -> BoxFuture<'a, Result<(), DynError>>;
-    /// [`Strategy::check_config`].
-    fn check_config_boxed(&self, config: &crate::LeaseConfig) -> Result<(), DynError>;
-    /// [`Strategy::records_floor`].
-    fn stores_floor(&self) -> bool;
-    /// [`Strategy::deterministic`].
-    fn is_deterministic(&self) -> bool;
-    /// [`Strategy::name`].
-    fn strategy_name(&self) -> &'static str;
+    /// [`Strategy::check_terms`].
+    fn check_terms_boxed(&self, terms: &LeaseTerms) -> Result<(), DynError>;
+    /// [`Strategy::profile`].
+    fn profile_boxed(&self) -> Profile;
 }
 
 /// A boxed strategy chosen at run time.
 pub type BoxStrategy = Box<dyn DynStrategy>;
 
 impl<S: Strategy> DynStrategy for S {
-    fn acquire_boxed(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>> {
+    fn acquire_boxed(&self, request: Acquire) -> BoxFuture<'_, Result<Grant<AnyLease>, DynError>> {
         Box::pin(async move {
-            let grant = self
-                .acquire_with_floor(requested, now_ms, floor_ms)
-                .await
-                .map_err(DynError::new)?;
+            let grant = self.acquire(request).await.map_err(DynError::new)?;
             Ok(grant.map_lease(AnyLease::new))
         })
     }
@@ -175,15 +167,11 @@ impl<S: Strategy> DynStrategy for S {
     fn renew_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
-        requested: Duration,
-        floor_ms: u64,
+        request: Renew,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>> {
         Box::pin(async move {
             let lease = self.own_lease(lease)?;
-            let renewal = self
-                .renew_with_floor(lease, requested, floor_ms)
-                .await
-                .map_err(DynError::new)?;
+            let renewal = self.renew(lease, request).await.map_err(DynError::new)?;
             Ok(renewal.map_lease(AnyLease::new))
         })
     }
@@ -191,33 +179,20 @@ impl<S: Strategy> DynStrategy for S {
     fn release_boxed<'a>(
         &'a self,
         lease: &'a AnyLease,
-        guard: Duration,
-        floor_ms: Option<u64>,
+        request: Release,
     ) -> BoxFuture<'a, Result<(), DynError>> {
         Box::pin(async move {
             let lease = self.own_lease(lease)?;
-            let released = match floor_ms {
-                Some(floor_ms) => self.release_with_floor(lease, guard, floor_ms).await,
-                None => self.release(lease, guard).await,
-            };
-            released.map_err(DynError::new)
+            self.release(lease, request).await.map_err(DynError::new)
         })
     }
 
-    fn check_config_boxed(&self, config: &crate::LeaseConfig) -> Result<(), DynError> {
-        self.check_config(config).map_err(DynError::new)
+    fn check_terms_boxed(&self, terms: &LeaseTerms) -> Result<(), DynError> {
+        self.check_terms(terms).map_err(DynError::new)
     }
 
-    fn stores_floor(&self) -> bool {
-        self.records_floor()
-    }
-
-    fn is_deterministic(&self) -> bool {
-        self.deterministic()
-    }
-
-    fn strategy_name(&self) -> &'static str {
-        self.name()
+    fn profile_boxed(&self) -> Profile {
+        self.profile()
     }
 }
 
@@ -226,7 +201,7 @@ trait OwnLease: Strategy {
     fn own_lease<'a>(&self, lease: &'a AnyLease) -> Result<&'a Self::Lease, DynError> {
         lease.downcast_ref::<Self::Lease>().ok_or_else(|| {
             DynError::new(ForeignLease {
-                strategy: self.name(),
+                strategy: self.profile().name,
             })
         })
     }
@@ -240,64 +215,25 @@ impl Strategy for dyn DynStrategy {
 
     fn acquire(
         &self,
-        requested: Duration,
+        request: Acquire,
     ) -> impl Future<Output = Result<Grant<AnyLease>, DynError>> + Send {
-        self.acquire_boxed(requested, 0, 0)
+        self.acquire_boxed(request)
     }
 
     // `async fn` unifies the two borrow lifetimes that the boxed future needs as one.
-    async fn renew(
-        &self,
-        lease: &AnyLease,
-        requested: Duration,
-    ) -> Result<Renewal<AnyLease>, DynError> {
-        self.renew_boxed(lease, requested, 0).await
+    async fn renew(&self, lease: &AnyLease, request: Renew) -> Result<Renewal<AnyLease>, DynError> {
+        self.renew_boxed(lease, request).await
     }
 
-    async fn release(&self, lease: &AnyLease, guard: Duration) -> Result<(), DynError> {
-        self.release_boxed(lease, guard, None).await
+    async fn release(&self, lease: &AnyLease, request: Release) -> Result<(), DynError> {
+        self.release_boxed(lease, request).await
     }
 
-    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), DynError> {
-        self.check_config_boxed(config)
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), DynError> {
+        self.check_terms_boxed(terms)
     }
 
-    fn records_floor(&self) -> bool {
-        self.stores_floor()
-    }
-
-    fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<Grant<AnyLease>, DynError>> + Send {
-        self.acquire_boxed(requested, now_ms, floor_ms)
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &AnyLease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<AnyLease>, DynError> {
-        self.renew_boxed(lease, requested, floor_ms).await
-    }
-
-    async fn release_with_floor(
-        &self,
-        lease: &AnyLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), DynError> {
-        self.release_boxed(lease, guard, Some(floor_ms)).await
-    }
-
-    fn deterministic(&self) -> bool {
-        self.is_deterministic()
-    }
-
-    fn name(&self) -> &'static str {
-        self.strategy_name()
+    fn profile(&self) -> Profile {
+        self.profile_boxed()
     }
 }

@@ -4,18 +4,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
-mod config;
 mod dyn_strategy;
-mod splitmix;
 mod strategy;
 pub mod time;
 
 pub use admin::{BoxStoreAdmin, DynStoreAdmin, Holder, Migration, StoreAdmin};
-pub use config::{LeaseConfig, LeaseConfigError};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
-// The machine ID is nonce-core's: the one type factories, strategies and targets exchange.
-pub use nonce_core::{InvalidMachineId, MachineId};
-pub use splitmix::SplitMix64;
+// The one type factories, strategies and targets exchange, from its own dependency-free crate.
+pub use machine_id::{InvalidMachineId, MachineId};
 pub use strategy::{
-    ErrorKind, Failure, Grant, LeaseError, Renewal, Strategy, error_chain, error_chain_with,
+    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, Profile, Release, Renew, Renewal, Strategy,
 };

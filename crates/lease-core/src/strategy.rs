@@ -3,7 +3,7 @@
 use core::fmt;
 use std::time::Duration;
 
-use nonce_core::MachineId;
+use machine_id::MachineId;
 
 /// A newly acquired lease: the ID it grants, the strategy's lease handle and the granted TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,125 +207,148 @@ impl LeaseError for core::convert::Infallible {
     }
 }
 
-/// A strategy failure reduced to its kind and a message: what the state machine consumes, and a
-/// ready-made error type for simple strategies.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind}: {reason}")]
+/// An acquisition: what [`Strategy::acquire`] is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Failure {
-    /// What kind of failure this is.
-    pub kind: ErrorKind,
-    /// A human-readable reason, including the source chain of the original error.
-    pub reason: String,
+pub struct Acquire {
+    /// The lease duration asked for; the strategy may grant less.
+    pub requested: Duration,
+    /// The acquirer's nonce clock, in the floors' terms: among free IDs, prefer one whose
+    /// stored floor is below it.
+    pub now_ms: u64,
+    /// The acquirer's own bound of what it will issue under the ID, in the floors' terms: the
+    /// claimed ID's floor is raised to at least this in the same atomic write as the claim.
+    pub floor_ms: u64,
 }
 
-impl Failure {
-    /// A failure of `kind` with `reason`.
-    pub fn new(kind: ErrorKind, reason: impl Into<String>) -> Self {
-        Self {
-            kind,
-            reason: reason.into(),
-        }
-    }
-
-    /// Reduces a strategy error to its kind and its message followed by its source chain, each
-    /// cause said once (see [`error_chain`]).
-    pub fn from_error<E: LeaseError + ?Sized>(error: &E) -> Self {
-        Self {
-            kind: error.kind(),
-            reason: join_chain(error.to_string(), error.source(), &mut |_| None),
-        }
-    }
-
-    /// A call that did not answer within `timeout`: uncertain, so [`ErrorKind::Retry`].
+impl Acquire {
+    /// An acquisition of `requested`, at `now_ms`, recording `floor_ms` (see "Timestamp floor"
+    /// on [`Strategy`]).
     #[must_use]
-    pub fn timeout(timeout: Duration) -> Self {
-        Self::new(
-            ErrorKind::Retry,
-            format!("timed out after {} ms", timeout.as_millis()),
-        )
-    }
-}
-
-impl LeaseError for Failure {
-    fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-/// An error and its sources on one line, `: `-separated, each cause said once: many errors
-/// already quote their source in their own message, and a cause whose text an earlier part
-/// contains is left out. Empty messages are left out too.
-///
-/// ```
-/// use lease_core::error_chain;
-///
-/// #[derive(Debug)]
-/// struct Connect(std::io::Error);
-/// impl std::fmt::Display for Connect {
-///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-///         write!(f, "cannot connect: {}", self.0) // quotes its source
-///     }
-/// }
-/// impl std::error::Error for Connect {
-///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-///         Some(&self.0)
-///     }
-/// }
-///
-/// let error = Connect(std::io::Error::other("connection refused"));
-/// assert_eq!(error_chain(&error), "cannot connect: connection refused");
-/// ```
-#[must_use]
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    error_chain_with(error, |_| None)
-}
-
-/// [`error_chain`], with `own_words` saying some errors of the chain its own way: for each
-/// error, from the outermost, `Some(text)` says `text` instead of the error's message *and its
-/// sources* (the chain ends there), `None` says the message and goes on to the source. Used to
-/// shorten an error whose sources only repeat it in more detail (a database error and the
-/// server's own source line, say).
-#[must_use]
-pub fn error_chain_with(
-    error: &(dyn std::error::Error + 'static),
-    mut own_words: impl FnMut(&(dyn std::error::Error + 'static)) -> Option<String>,
-) -> String {
-    match own_words(error) {
-        Some(text) => join_chain(text, None, &mut own_words),
-        None => join_chain(error.to_string(), error.source(), &mut own_words),
-    }
-}
-
-/// `first`, then each error from `next` down the source chain, each said once.
-fn join_chain(
-    first: String,
-    mut next: Option<&(dyn std::error::Error + 'static)>,
-    own_words: &mut dyn FnMut(&(dyn std::error::Error + 'static)) -> Option<String>,
-) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut say = |text: String| {
-        if !text.is_empty() && !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
+    pub const fn new(requested: Duration, now_ms: u64, floor_ms: u64) -> Self {
+        Self {
+            requested,
+            now_ms,
+            floor_ms,
         }
-    };
-    say(first);
-    while let Some(error) = next {
-        if let Some(text) = own_words(error) {
-            say(text);
-            break;
-        }
-        say(error.to_string());
-        next = error.source();
     }
-    parts.join(": ")
+}
+
+/// A renewal: what [`Strategy::renew`] is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Renew {
+    /// The lease duration asked for, from when the coordinator applies the renewal.
+    pub requested: Duration,
+    /// The holder's bound of what it will issue until the renewed lease ends, in the floors'
+    /// terms: the ID's floor is raised to at least this, only while the lease is ours.
+    pub floor_ms: u64,
+}
+
+impl Renew {
+    /// A renewal for `requested`, recording `floor_ms`.
+    #[must_use]
+    pub const fn new(requested: Duration, floor_ms: u64) -> Self {
+        Self {
+            requested,
+            floor_ms,
+        }
+    }
+}
+
+/// A release: what [`Strategy::release`] is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Release {
+    /// How long the ID stays blocked after the release (see "Handover guard" on [`Strategy`]).
+    pub guard: Duration,
+    /// The exact bound of what the holder issued under the ID, in the floors' terms: stored
+    /// as the ID's floor by the token-matched release, or raised to when the lease is no
+    /// longer ours.
+    pub floor_ms: u64,
+}
+
+impl Release {
+    /// A release blocking the ID for `guard`, recording `floor_ms`.
+    #[must_use]
+    pub const fn new(guard: Duration, floor_ms: u64) -> Self {
+        Self { guard, floor_ms }
+    }
+}
+
+/// What a strategy is: its name and the properties the lease manager plans around.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Profile {
+    /// A short name for logs and metrics, for example `"postgres"` or `"statefulset"`.
+    pub name: &'static str,
+    /// Whether the strategy stores a timestamp floor with each ID (see "Timestamp floor" on
+    /// [`Strategy`]). Without it, every grant reports floor 0 and a successor's clock must lag
+    /// its predecessor's by less than the margin.
+    pub records_floor: bool,
+    /// Whether the strategy always yields the same ID for this node (environment variable,
+    /// host list). A deterministic strategy is not asked to reacquire after a loss: it would
+    /// only hand back the ID that was just lost.
+    pub deterministic: bool,
+}
+
+impl Profile {
+    /// A strategy named `name` that stores no floor and is not deterministic.
+    #[must_use]
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            records_floor: false,
+            deterministic: false,
+        }
+    }
+
+    /// The same profile, storing a timestamp floor with each ID.
+    #[must_use]
+    pub const fn recording_floor(mut self) -> Self {
+        self.records_floor = true;
+        self
+    }
+
+    /// The same profile, always yielding the same ID for this node.
+    #[must_use]
+    pub const fn deterministic(mut self) -> Self {
+        self.deterministic = true;
+        self
+    }
+}
+
+/// The lease timing the manager will run a strategy with, handed to [`Strategy::check_terms`]
+/// before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseTerms {
+    /// The duration asked for on every acquire and renew.
+    pub lease_duration: Duration,
+    /// A grant below this is refused as an illegal TTL (and, refused, still blocks its ID).
+    pub min_ttl: Duration,
+    /// The safety margin subtracted from every TTL: the clock skew tolerated between a node and
+    /// the coordinator, and between a releaser and its successor.
+    pub margin: Duration,
+}
+
+impl LeaseTerms {
+    /// Terms of `lease_duration`, `min_ttl` and `margin`.
+    #[must_use]
+    pub const fn new(lease_duration: Duration, min_ttl: Duration, margin: Duration) -> Self {
+        Self {
+            lease_duration,
+            min_ttl,
+            margin,
+        }
+    }
 }
 
 /// A machine-ID coordinator: hands out, renews and releases exclusive leases on IDs `0..=511`.
 ///
 /// This is the trait third parties implement; see the crate docs, "For implementers", for the
-/// contract and an example. It is deliberately small: new capabilities arrive as defaulted
-/// methods, never as changed signatures.
+/// contract and an example. Each call takes one `#[non_exhaustive]` request struct, so new
+/// inputs arrive as new fields without changing a signature.
 ///
 /// # Contract
 ///
@@ -341,49 +364,47 @@ fn join_chain(
 ///   may not have been applied. A retried renewal must be idempotent (match on the lease's
 ///   token, not on a version that the lost reply already bumped).
 /// - **Handover guard on release.** `release` must not free the ID *now*: it must leave the ID
-///   blocked for `guard` more (set its expiry to the coordinator's `now + guard`, or a TTL of
-///   `guard`). The releaser's last nonce may carry a timestamp up to the safety margin ahead of
-///   a successor's clock; the guard keeps a successor's first nonce after it. Release is best
-///   effort and must never free a lease that is not this holder's.
+///   blocked for [`Release::guard`] more (set its expiry to the coordinator's `now + guard`, or
+///   a TTL of `guard`). The releaser's last nonce may carry a timestamp up to the safety margin
+///   ahead of a successor's clock; the guard keeps a successor's first nonce after it. Release
+///   is best effort and must never free a lease that is not this holder's.
 ///
 /// # Timestamp floor
 ///
 /// Nodes' wall clocks disagree: a successor whose clock lags its predecessor's by more than the
 /// margin would issue timestamps its predecessor already issued under the same ID. A strategy
-/// that answers `true` to [`records_floor`](Strategy::records_floor) removes that condition by
-/// storing, with each machine ID, a *timestamp floor*: an upper bound of every timestamp any
-/// holder of the ID may have issued, in milliseconds as the nonces carry them plus the default
-/// epoch (2025-01-01), which for nonces on the default epoch is the Unix millisecond on the
-/// holders' own clocks. A strategy stores and compares floors as numbers; the lease manager
-/// converts them for factories on another epoch.
+/// whose [`Profile::records_floor`] is `true` removes that condition by storing, with each
+/// machine ID, a *timestamp floor*: an upper bound of every timestamp any holder of the ID may
+/// have issued, in milliseconds as the nonces carry them plus the default epoch (2025-01-01),
+/// which for nonces on the default epoch is the Unix millisecond on the holders' own clocks. A
+/// strategy stores and compares floors as numbers; the lease manager converts them for
+/// factories on another epoch.
 ///
-/// - [`acquire_with_floor`](Strategy::acquire_with_floor) claims an ID and, in the same atomic
-///   write, raises its floor to at least `floor_ms` (the acquirer's own bound); the [`Grant`]
-///   reports the floor stored *before* the write in [`Grant::floor_ms`]. Among free IDs it
-///   prefers one whose floor is below the acquirer's `now_ms`.
-/// - [`renew_with_floor`](Strategy::renew_with_floor) raises the floor to at least `floor_ms`
-///   in the same atomic write that extends the lease, and only if the lease is still ours.
-/// - [`release_with_floor`](Strategy::release_with_floor) sets the floor to `floor_ms` (the
-///   exact bound of what was issued, which the manager computes after disabling its factories
-///   and which is never below the floor the lease was granted with), token-matched, in the same
-///   write that releases. When the lease is no longer ours, it still *raises* the ID's floor to
-///   at least `floor_ms` (never lowers it) and touches nothing else: the manager also releases
-///   a lease it lost (renewal answered `Lost`, deadline passed), so that a coordinator that
-///   forgot the lease, and the floor with it (a restart without persistence, a failover to a
-///   replica that missed the last writes), learns again what was issued under the ID before
-///   its amnesia guard lets a successor in.
+/// - `acquire` claims an ID and, in the same atomic write, raises its floor to at least
+///   [`Acquire::floor_ms`]; the [`Grant`] reports the floor stored *before* the write in
+///   [`Grant::floor_ms`]. Among free IDs it prefers one whose floor is below
+///   [`Acquire::now_ms`].
+/// - `renew` raises the floor to at least [`Renew::floor_ms`] in the same atomic write that
+///   extends the lease, and only if the lease is still ours.
+/// - `release` sets the floor to [`Release::floor_ms`] (the exact bound of what was issued,
+///   which the manager computes after disabling its factories and which is never below the
+///   floor the lease was granted with), token-matched, in the same write that releases. When
+///   the lease is no longer ours, it still *raises* the ID's floor to at least that (never
+///   lowers it) and touches nothing else: the manager also releases a lease it lost (renewal
+///   answered `Lost`, deadline passed), so that a coordinator that forgot the lease, and the
+///   floor with it (a restart without persistence, a failover to a replica that missed the
+///   last writes), learns again what was issued under the ID before its amnesia guard lets a
+///   successor in.
 /// - The floor survives expiry and release (it is not part of the lease's TTL) and is never
-///   lowered by anything but the holder's own `release_with_floor`. The plain
-///   [`release`](Strategy::release) leaves it as stored: a wrapper must forward it as `release`,
-///   never as `release_with_floor(.., 0)`, which stores 0.
+///   lowered by anything but the holder's own release.
 /// - A strategy that grants less than was asked may record `floor_ms - (requested - ttl)`
 ///   ([`time::granted_floor`](crate::time::granted_floor)) instead: the manager's deadline never
 ///   exceeds `sent + ttl - margin` ([`time::local_deadline`](crate::time::local_deadline)), which
 ///   that still bounds.
 ///
 /// The manager starts its factories strictly above the granted floor, so their timestamps never
-/// meet an earlier holder's, whatever the clocks. The defaults forward to the floor-less
-/// methods and report a floor of 0: a strategy that cannot store one keeps the older condition
+/// meet an earlier holder's, whatever the clocks. A strategy that cannot store a floor ignores
+/// the requests' floors, reports 0 and says so in its [`Profile`]: it keeps the older condition
 /// on clocks (the static strategies, which cannot tell when a predecessor stopped, grant their
 /// first lease a margin after it is asked for: a successor is safe while its clock lags by less
 /// than the margin and the time between the predecessor's stop and its own start).
@@ -393,96 +414,42 @@ pub trait Strategy: Send + Sync {
     /// The strategy's own error type.
     type Error: LeaseError;
 
-    /// Acquires a lease on some free machine ID, asking for `requested` as its duration.
+    /// Acquires a lease on some free machine ID (see "Timestamp floor" for the floor).
     fn acquire(
         &self,
-        requested: Duration,
+        request: Acquire,
     ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send;
 
-    /// Extends `lease` by `requested`; an error of kind [`ErrorKind::Lost`] when the coordinator
-    /// confirms it is no longer ours.
+    /// Extends `lease`; an error of kind [`ErrorKind::Lost`] when the coordinator confirms it
+    /// is no longer ours.
     fn renew(
         &self,
         lease: &Self::Lease,
-        requested: Duration,
+        request: Renew,
     ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send;
 
-    /// Gives `lease` back, best effort, leaving the ID blocked for `guard` (see "Handover guard").
+    /// Gives `lease` back, best effort, leaving the ID blocked for the request's guard (see
+    /// "Handover guard") and recording its floor.
     fn release(
         &self,
         lease: &Self::Lease,
-        guard: Duration,
+        request: Release,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// Checks that this strategy can serve leases of `config`, before the manager starts: for
-    /// example that its longest grant is not below `config.min_ttl()`, which would make every
-    /// grant illegal (and, refused, still block an ID each time). The default accepts every
-    /// configuration.
+    /// Checks that this strategy can serve leases on `terms`, before the manager starts: for
+    /// example that its longest grant is not below `terms.min_ttl`, which would make every
+    /// grant illegal (and, refused, still block an ID each time). A strategy that plans with
+    /// the margin (a static one waits it out before its first grant) keeps it from here.
     ///
     /// # Errors
     /// The strategy's own error (kind [`ErrorKind::Misconfigured`]) naming what to change.
-    fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
-        let _ = config;
-        Ok(())
-    }
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Self::Error>;
 
-    /// Whether this strategy stores a timestamp floor with each ID (see "Timestamp floor").
-    /// `false` by default; a strategy that overrides the `*_with_floor` methods answers `true`.
-    fn records_floor(&self) -> bool {
-        false
-    }
-
-    /// [`acquire`](Strategy::acquire), recording a timestamp floor: prefer a free ID whose
-    /// stored floor is below `now_ms` (the acquirer's nonce clock), raise the claimed ID's
-    /// floor to at least `floor_ms` in the same atomic write, and report the floor stored
-    /// before it in [`Grant::floor_ms`]. The default ignores both and reports no floor.
-    fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
-        let _ = (now_ms, floor_ms);
-        self.acquire(requested)
-    }
-
-    /// [`renew`](Strategy::renew), raising the lease's floor to at least `floor_ms` in the same
-    /// atomic write, only while the lease is ours. The default ignores the floor.
-    fn renew_with_floor(
-        &self,
-        lease: &Self::Lease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
-        let _ = floor_ms;
-        self.renew(lease, requested)
-    }
-
-    /// [`release`](Strategy::release), setting the lease's floor to `floor_ms` in the same
-    /// token-matched write; when the lease is no longer ours, raising the ID's floor to at least
-    /// `floor_ms` and nothing else (see "Timestamp floor"). The default ignores the floor.
-    fn release_with_floor(
-        &self,
-        lease: &Self::Lease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        let _ = floor_ms;
-        self.release(lease, guard)
-    }
-
-    /// Whether this strategy always yields the same ID for this node (environment variable,
-    /// host list). A deterministic strategy is not asked to reacquire after a loss: it would
-    /// only hand back the ID that was just lost.
-    fn deterministic(&self) -> bool {
-        false
-    }
-
-    /// A short name for logs and metrics, for example `"postgres"` or `"statefulset"`.
-    fn name(&self) -> &'static str;
+    /// The strategy's name and properties.
+    fn profile(&self) -> Profile;
 }
 
-/// Forwards every method, defaulted ones included (a default here would drop the floor).
+/// Forwards every method.
 macro_rules! forward_strategy {
     ($ty:ty) => {
         impl<S: Strategy + ?Sized> Strategy for $ty {
@@ -490,59 +457,29 @@ macro_rules! forward_strategy {
             type Error = S::Error;
             fn acquire(
                 &self,
-                requested: Duration,
+                request: Acquire,
             ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
-                (**self).acquire(requested)
+                (**self).acquire(request)
             }
             fn renew(
                 &self,
                 lease: &Self::Lease,
-                requested: Duration,
+                request: Renew,
             ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
-                (**self).renew(lease, requested)
+                (**self).renew(lease, request)
             }
             fn release(
                 &self,
                 lease: &Self::Lease,
-                guard: Duration,
+                request: Release,
             ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-                (**self).release(lease, guard)
+                (**self).release(lease, request)
             }
-            fn check_config(&self, config: &crate::LeaseConfig) -> Result<(), Self::Error> {
-                (**self).check_config(config)
+            fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Self::Error> {
+                (**self).check_terms(terms)
             }
-            fn records_floor(&self) -> bool {
-                (**self).records_floor()
-            }
-            fn acquire_with_floor(
-                &self,
-                requested: Duration,
-                now_ms: u64,
-                floor_ms: u64,
-            ) -> impl Future<Output = Result<Grant<Self::Lease>, Self::Error>> + Send {
-                (**self).acquire_with_floor(requested, now_ms, floor_ms)
-            }
-            fn renew_with_floor(
-                &self,
-                lease: &Self::Lease,
-                requested: Duration,
-                floor_ms: u64,
-            ) -> impl Future<Output = Result<Renewal<Self::Lease>, Self::Error>> + Send {
-                (**self).renew_with_floor(lease, requested, floor_ms)
-            }
-            fn release_with_floor(
-                &self,
-                lease: &Self::Lease,
-                guard: Duration,
-                floor_ms: u64,
-            ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-                (**self).release_with_floor(lease, guard, floor_ms)
-            }
-            fn deterministic(&self) -> bool {
-                (**self).deterministic()
-            }
-            fn name(&self) -> &'static str {
-                (**self).name()
+            fn profile(&self) -> Profile {
+                (**self).profile()
             }
         }
     };
@@ -551,87 +488,3 @@ macro_rules! forward_strategy {
 forward_strategy!(&S);
 forward_strategy!(Box<S>);
 forward_strategy!(std::sync::Arc<S>);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An error with a message and an optional source, quoting it or not.
-    #[derive(Debug)]
-    struct Layer {
-        message: &'static str,
-        quotes_source: bool,
-        source: Option<Box<Layer>>,
-    }
-
-    impl Layer {
-        fn new(message: &'static str, quotes_source: bool, source: Option<Layer>) -> Self {
-            Self {
-                message,
-                quotes_source,
-                source: source.map(Box::new),
-            }
-        }
-    }
-
-    impl fmt::Display for Layer {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.message)?;
-            match &self.source {
-                Some(source) if self.quotes_source => write!(f, ": {source}"),
-                _ => Ok(()),
-            }
-        }
-    }
-
-    impl std::error::Error for Layer {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            self.source.as_deref().map(|s| s as _)
-        }
-    }
-
-    impl LeaseError for Layer {
-        fn kind(&self) -> ErrorKind {
-            ErrorKind::Retry
-        }
-    }
-
-    /// `renew failed: cannot connect: connection refused`, where `cannot connect` quotes
-    /// `connection refused` and `renew failed` quotes neither.
-    fn repeated_cause() -> Layer {
-        let refused = Layer::new("connection refused", false, None);
-        let connect = Layer::new("cannot connect", true, Some(refused));
-        Layer::new("renew failed", false, Some(connect))
-    }
-
-    #[test]
-    fn a_cause_quoted_by_its_error_is_said_once() {
-        let expected = "renew failed: cannot connect: connection refused";
-        assert_eq!(error_chain(&repeated_cause()), expected);
-        let failure = Failure::from_error(&repeated_cause());
-        assert_eq!(
-            (failure.kind, failure.reason.as_str()),
-            (ErrorKind::Retry, expected)
-        );
-    }
-
-    #[test]
-    fn causes_that_are_not_repeated_are_all_said() {
-        let c = Layer::new("c", false, None);
-        let b = Layer::new("b", false, Some(c));
-        let a = Layer::new("a", false, Some(b));
-        assert_eq!(error_chain(&a), "a: b: c");
-        let empty = Layer::new("", false, Some(Layer::new("cause", false, None)));
-        assert_eq!(error_chain(&empty), "cause");
-    }
-
-    #[test]
-    fn own_words_replace_an_error_and_its_sources() {
-        let shortened = error_chain_with(&repeated_cause(), |e| {
-            (e.to_string().starts_with("cannot connect")).then(|| "unreachable".to_owned())
-        });
-        assert_eq!(shortened, "renew failed: unreachable");
-        let outermost = error_chain_with(&repeated_cause(), |_| Some("all of it".to_owned()));
-        assert_eq!(outermost, "all of it");
-    }
-}

@@ -1,6 +1,6 @@
 //! Exponential backoff with jitter, and the small seeded generator that supplies the jitter.
 
-use lease_core::SplitMix64;
+use crate::SplitMix64;
 
 /// The longest backoff delay ever used: 24 hours, in milliseconds.
 pub const MAX_BACKOFF_MS: u64 = 24 * 3600 * 1000;

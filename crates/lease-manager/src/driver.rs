@@ -18,7 +18,9 @@ use crate::machine::{
 use crate::target::LeaseTarget;
 use crate::telemetry::{self, OpSpan};
 use lease_core::time::millis;
-use lease_core::{ErrorKind, Failure, LeaseConfig, LeaseConfigError, Strategy};
+use lease_core::{Acquire, ErrorKind, Release, Renew, Strategy};
+
+use crate::{Failure, LeaseConfig, LeaseConfigError};
 use nonce_core::MachineId;
 
 /// Longest single sleep: tokio's timers may not count time spent suspended, so the driver
@@ -127,19 +129,19 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
     pub async fn start(self) -> Result<LeaseManager<S>, StartError> {
         self.config.validate()?;
         self.strategy
-            .check_config(&self.config)
+            .check_terms(&self.config.terms())
             .map_err(|e| StartError::Strategy(Failure::from_error(&e)))?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(BootClock::new()));
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(LeaseState::Starting);
         let (started_tx, started) = oneshot::channel();
-        let name = self.strategy.name();
+        let name = self.strategy.profile().name;
         let startup_deadline = self
             .config
             .acquire_timeout()
             .map(|t| clock.exact_now_ms().saturating_add(millis(t)));
         let targets = Arc::new(Targets::new(self.targets));
-        let claim = self.strategy.deterministic().then(Claim::new);
+        let claim = self.strategy.profile().deterministic.then(Claim::new);
         let driver = Driver {
             strategy: Arc::new(self.strategy),
             config: self.config,
@@ -401,7 +403,7 @@ impl<S: Strategy + 'static> Driver<S> {
             let seed = self.jitter.next_u64();
             let Ok(mut machine) = LeaseMachine::new(
                 config,
-                self.strategy.deterministic(),
+                self.strategy.profile().deterministic,
                 self.cache.get(),
                 Jitter::new(seed),
             ) else {
@@ -461,7 +463,7 @@ impl<S: Strategy + 'static> Driver<S> {
                         self.targets.floor_of(now_ms),
                         self.targets.floor_of(floor_ms),
                     );
-                    let call = strategy.acquire_with_floor(requested, now_ms, floor_ms);
+                    let call = strategy.acquire(Acquire::new(requested, now_ms, floor_ms));
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();
                     match outcome {
@@ -498,7 +500,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let span = OpSpan::new(self.name, Operation::Renew, source);
                     let strategy = Arc::clone(&self.strategy);
                     let floor_ms = self.targets.floor_of(floor_ms);
-                    let call = strategy.renew_with_floor(&lease, requested, floor_ms);
+                    let call = strategy.renew(&lease, Renew::new(requested, floor_ms));
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();
                     match outcome {
@@ -526,7 +528,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let strategy = Arc::clone(&self.strategy);
                     // The targets are disabled by now: what they report is exact.
                     let floor_ms = self.targets.issued_up_to_ms().max(floor_ms);
-                    let call = strategy.release_with_floor(&lease, guard, floor_ms);
+                    let call = strategy.release(&lease, Release::new(guard, floor_ms));
                     let outcome = self.call(call, timeout, &mut m).await;
                     let result = match outcome {
                         Outcome::Done(result) => result.map_err(|e| Failure::from_error(&e)),

@@ -7,7 +7,10 @@ pub mod backoff;
 mod cache;
 #[cfg(feature = "tokio")]
 mod claims;
+mod config;
+mod failure;
 pub mod machine;
+mod splitmix;
 mod target;
 #[cfg(feature = "tokio")]
 mod telemetry;
@@ -19,5 +22,8 @@ mod driver;
 pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
 pub use cache::{CachedLease, LeaseCache};
+pub use config::{LeaseConfig, LeaseConfigError};
+pub use failure::{Failure, error_chain, error_chain_with};
 pub use machine::{AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason};
+pub use splitmix::SplitMix64;
 pub use target::{LeaseTarget, floor_terms};

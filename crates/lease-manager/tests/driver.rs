@@ -5,8 +5,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{ErrorKind, Grant, LeaseConfig, LeaseError, MachineId, Renewal, Strategy};
-use lease_manager::{AcquireError, LeaseManager, LeaseState, LeaseTarget, LossReason, StartError};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew, Renewal,
+    Strategy,
+};
+use lease_manager::{
+    AcquireError, LeaseConfig, LeaseManager, LeaseState, LeaseTarget, LossReason, StartError,
+};
 
 const BASE: u64 = 1_750_000_000_000;
 
@@ -135,20 +140,8 @@ impl Strategy for TestCoordinator {
     type Lease = (u16, u64);
     type Error = TestError;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
-        self.acquire_with_floor(requested, 0, 0).await
-    }
-
-    fn records_floor(&self) -> bool {
-        true
-    }
-
-    async fn acquire_with_floor(
-        &self,
-        _requested: Duration,
-        _now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<(u16, u64)>, TestError> {
+    async fn acquire(&self, request: Acquire) -> Result<Grant<(u16, u64)>, TestError> {
+        let floor_ms = request.floor_ms;
         let fault = self.acquire_faults.lock().unwrap().pop_front();
         if let Some(fault) = fault {
             self.note(format!("acquire fails: {fault:?}"));
@@ -177,17 +170,9 @@ impl Strategy for TestCoordinator {
     async fn renew(
         &self,
         lease: &(u16, u64),
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<(u16, u64)>, TestError> {
-        self.renew_with_floor(lease, requested, 0).await
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &(u16, u64),
-        _requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<(u16, u64)>, TestError> {
+        let floor_ms = request.floor_ms;
         let fault = self.faults.lock().unwrap().pop_front();
         match fault {
             Some(Fault::Retry) => return Err(TestError(ErrorKind::Retry)),
@@ -217,16 +202,10 @@ impl Strategy for TestCoordinator {
         Ok(Renewal::new(*lease, self.ttl))
     }
 
-    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
-        self.release_with_floor(lease, guard, 0).await
-    }
-
-    async fn release_with_floor(
-        &self,
-        lease: &(u16, u64),
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), TestError> {
+    async fn release(&self, lease: &(u16, u64), request: Release) -> Result<(), TestError> {
+        let Release {
+            guard, floor_ms, ..
+        } = request;
         let now = now(self.clock);
         if let Some((token, expires)) = &mut self.rows.lock().unwrap()[usize::from(lease.0)]
             && *token == lease.1
@@ -238,8 +217,12 @@ impl Strategy for TestCoordinator {
         Ok(())
     }
 
-    fn name(&self) -> &'static str {
-        "test"
+    fn check_terms(&self, _: &LeaseTerms) -> Result<(), TestError> {
+        Ok(())
+    }
+
+    fn profile(&self) -> Profile {
+        Profile::new("test").recording_floor()
     }
 }
 
@@ -845,30 +828,32 @@ impl Shaped {
 impl Strategy for Shaped {
     type Lease = (u16, u64);
     type Error = TestError;
-    async fn acquire(&self, requested: Duration) -> Result<Grant<(u16, u64)>, TestError> {
-        self.coordinator.acquire(requested).await
+    async fn acquire(&self, request: Acquire) -> Result<Grant<(u16, u64)>, TestError> {
+        self.coordinator.acquire(request).await
     }
     async fn renew(
         &self,
         lease: &(u16, u64),
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<(u16, u64)>, TestError> {
-        self.coordinator.renew(lease, requested).await
+        self.coordinator.renew(lease, request).await
     }
-    async fn release(&self, lease: &(u16, u64), guard: Duration) -> Result<(), TestError> {
-        self.coordinator.release(lease, guard).await
+    async fn release(&self, lease: &(u16, u64), request: Release) -> Result<(), TestError> {
+        self.coordinator.release(lease, request).await
     }
-    fn check_config(&self, config: &LeaseConfig) -> Result<(), TestError> {
-        if self.picky && config.min_ttl() < Duration::from_secs(3600) {
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), TestError> {
+        if self.picky && terms.min_ttl < Duration::from_secs(3600) {
             return Err(TestError(ErrorKind::Misconfigured));
         }
         Ok(())
     }
-    fn deterministic(&self) -> bool {
-        self.deterministic
-    }
-    fn name(&self) -> &'static str {
-        "shaped"
+    fn profile(&self) -> Profile {
+        let profile = Profile::new("shaped");
+        if self.deterministic {
+            profile.deterministic()
+        } else {
+            profile
+        }
     }
 }
 

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{ErrorKind, Failure, Grant, LeaseConfig, MachineId, Renewal};
+use lease_core::{ErrorKind, Grant, MachineId, Renewal};
 use lease_manager::backoff::Jitter;
 use lease_manager::machine::{LeaseEvent, OpResult, Operation, Source};
 use lease_manager::{
-    AcquireError, Action, CachedLease, Effect, LeaseMachine, LeaseState, LossReason,
+    AcquireError, Action, CachedLease, Effect, Failure, LeaseConfig, LeaseMachine, LeaseState,
+    LossReason,
 };
 
 const T0: u64 = 1_750_000_000_000;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lease_core::{ErrorKind, LeaseError, MachineId, StoreAdmin, Strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, MachineId, Renew, StoreAdmin, Strategy};
 
 /// Acquires an ID through `store` (for `requested`) and checks that the operator commands of
 /// the same store see it: the ID is among the holders, the free count is one lower, force
@@ -24,7 +24,7 @@ where
         .await
         .map_err(|e| say("free_count", &e))?;
     let grant = store
-        .acquire(requested)
+        .acquire(Acquire::new(requested, 0, 0))
         .await
         .map_err(|e| say("acquire", &e))?;
     let id = grant.machine_id;
@@ -68,7 +68,7 @@ where
             "free count {free_after} after force_release({id}), {free_before} before the acquire"
         ));
     }
-    match store.renew(&grant.lease, requested).await {
+    match store.renew(&grant.lease, Renew::new(requested, 0)).await {
         Err(e) if e.kind() == ErrorKind::Lost => Ok(()),
         Err(e) => Err(say("renew of the freed lease, expected lost", &e)),
         Ok(_) => Err(format!("the freed lease of id {id} renewed")),

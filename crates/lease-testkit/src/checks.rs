@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::join_all;
-use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseError, MachineId, Release, Renew, Renewal, Strategy,
+};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::{Check, Harness, Options, Outcome};
@@ -42,7 +44,7 @@ async fn acquire<S: Strategy>(
     strategy: &S,
     options: &Options,
 ) -> Result<Grant<S::Lease>, S::Error> {
-    retrying(|| strategy.acquire(options.ttl)).await
+    retrying(|| strategy.acquire(Acquire::new(options.ttl, 0, 0))).await
 }
 
 /// Calls `call` until it succeeds or fails with something other than `Retry` or `Conflict`,
@@ -82,7 +84,7 @@ async fn must_renew<S: Strategy>(
     what: &str,
 ) -> Result<Renewal<S::Lease>, String> {
     strategy
-        .renew(lease, options.ttl)
+        .renew(lease, Renew::new(options.ttl, 0))
         .await
         .map_err(|e| format!("{what}: {}", describe(&e)))
 }
@@ -191,7 +193,7 @@ async fn never_grants<S: Strategy>(
 ) -> Result<(), String> {
     let mut grants = Vec::new();
     for _ in 0..count {
-        let Ok(grant) = strategy.acquire(options.ttl).await else {
+        let Ok(grant) = strategy.acquire(Acquire::new(options.ttl, 0, 0)).await else {
             break;
         };
         if grant.machine_id == id {
@@ -380,7 +382,10 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
     };
 
     for attempt in ["renewing", "retrying the renewal of"] {
-        match old.renew(&old_grant.lease, options.ttl).await {
+        match old
+            .renew(&old_grant.lease, Renew::new(options.ttl, 0))
+            .await
+        {
             Ok(_) => {
                 return Err(format!(
                     "{attempt} the expired lease on machine id {id} succeeded although another \
@@ -419,7 +424,9 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
     };
 
     // Release is best effort: an error is fine, freeing the new holder's lease is not.
-    let _ = old.release(&old_grant.lease, options.guard).await;
+    let _ = old
+        .release(&old_grant.lease, Release::new(options.guard, 0))
+        .await;
     let released = Instant::now();
     // No renewal of the new holder until after the guard: it would hide a release that
     // shortened the new holder's lease to the guard.
@@ -450,12 +457,12 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
     let _fillers = fill_all(&filler, options, &[id], acquired).await?;
 
     let sent = Instant::now();
-    node.release(&grant.lease, options.guard)
+    node.release(&grant.lease, Release::new(options.guard, 0))
         .await
         .map_err(|e| format!("release of a valid lease failed: {}", describe(&e)))?;
     let replied = Instant::now();
     // No retries here: they would wait, and the point is to ask within the guard.
-    if let Ok(again) = filler.acquire(options.ttl).await {
+    if let Ok(again) = filler.acquire(Acquire::new(options.ttl, 0, 0)).await {
         let elapsed = sent.elapsed();
         if again.machine_id != id {
             fillers_still_valid(filled_from, options)?;
@@ -525,12 +532,14 @@ async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
 
 async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
-    if !node.deterministic() {
+    if !node.profile().deterministic {
         return skip("strategy is not deterministic");
     }
     let first = must_acquire(&node, options, "first acquire").await?;
     let id = first.machine_id;
-    let _ = node.release(&first.lease, options.guard).await;
+    let _ = node
+        .release(&first.lease, Release::new(options.guard, 0))
+        .await;
     if options.capabilities.exclusive {
         // The released ID is blocked for the guard, even for the same node.
         sleep(options.guard + options.slack).await;
@@ -556,12 +565,12 @@ async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResul
 }
 
 /// Acquires with a floor, retrying answers the lease manager would retry.
-async fn acquire_with_floor<S: Strategy>(
+async fn acquire_recording<S: Strategy>(
     strategy: &S,
     options: &Options,
     floor_ms: u64,
 ) -> Result<Grant<S::Lease>, String> {
-    retrying(|| strategy.acquire_with_floor(options.ttl, 0, floor_ms))
+    retrying(|| strategy.acquire(Acquire::new(options.ttl, 0, floor_ms)))
         .await
         .map_err(|e| describe(&e))
 }
@@ -572,8 +581,8 @@ const FLOOR_BASE: u64 = 1_000_000;
 
 async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let first = harness.node().await;
-    if !first.records_floor() {
-        return skip("strategy stores no timestamp floor (`records_floor` is false)");
+    if !first.profile().records_floor {
+        return skip("strategy stores no timestamp floor (its profile's `records_floor` is false)");
     }
     if !options.capabilities.holds_all_ids {
         return skip(&format!(
@@ -584,12 +593,12 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
     // The first holder records a floor on acquire, raises it on renew, and must not lower it
     // by renewing with less.
     let sent = Instant::now();
-    let grant = acquire_with_floor(&first, options, FLOOR_BASE + 100)
+    let grant = acquire_recording(&first, options, FLOOR_BASE + 100)
         .await
         .map_err(|e| format!("acquire with a floor on an idle store failed: {e}"))?;
     let id = grant.machine_id;
     let before = grant.floor_ms;
-    let renew = |floor_ms| first.renew_with_floor(&grant.lease, options.ttl, floor_ms);
+    let renew = |floor_ms| first.renew(&grant.lease, Renew::new(options.ttl, floor_ms));
     renew(FLOOR_BASE + 1000)
         .await
         .map_err(|e| format!("renewing with a higher floor failed: {}", describe(&e)))?;
@@ -608,7 +617,7 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         sleep_until(sent + grant.ttl + options.slack).await;
     }
     let second = harness.node().await;
-    let taken = acquire_with_floor(&second, options, FLOOR_BASE + 10)
+    let taken = acquire_recording(&second, options, FLOOR_BASE + 10)
         .await
         .map_err(|e| format!("acquiring the expired machine id {id} failed: {e}"))?;
     if taken.machine_id != id {
@@ -646,14 +655,14 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
     // what was issued under it), a lower one must not lower it.
     let released = FLOOR_BASE + 2000;
     second
-        .release_with_floor(&taken.lease, options.guard, released)
+        .release(&taken.lease, Release::new(options.guard, released))
         .await
         .map_err(|e| format!("release with a floor failed: {}", describe(&e)))?;
     let released_at = Instant::now();
     renew_all(&filler, &fillers, options).await?;
     let raised = FLOOR_BASE + 3000;
     first
-        .release_with_floor(&grant.lease, options.guard, raised)
+        .release(&grant.lease, Release::new(options.guard, raised))
         .await
         .map_err(|e| {
             format!(
@@ -662,11 +671,11 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
             )
         })?;
     let _ = first
-        .release_with_floor(&grant.lease, options.guard, FLOOR_BASE + 1)
+        .release(&grant.lease, Release::new(options.guard, FLOOR_BASE + 1))
         .await;
     sleep_until(released_at + options.guard + options.slack).await;
     let third = harness.node().await;
-    let again = acquire_with_floor(&third, options, FLOOR_BASE + 10)
+    let again = acquire_recording(&third, options, FLOOR_BASE + 10)
         .await
         .map_err(|e| format!("acquiring the released machine id {id} failed: {e}"))?;
     if again.machine_id != id {
@@ -700,38 +709,7 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         }
     }
 
-    // A release that gives no floor (the plain `release`) must leave the stored one as it is:
-    // a floor of 0 stored in its place lets the next holder start from its own clock again.
-    renew_all(&filler, &fillers, options).await?;
-    third
-        .release(&again.lease, options.guard)
-        .await
-        .map_err(|e| format!("release without a floor failed: {}", describe(&e)))?;
-    let released_at = Instant::now();
-    sleep_until(released_at + options.guard + options.slack).await;
-    let fourth = harness.node().await;
-    let last = acquire_with_floor(&fourth, options, FLOOR_BASE + 10)
-        .await
-        .map_err(|e| format!("acquiring the released machine id {id} failed: {e}"))?;
-    if last.machine_id != id {
-        return Err(format!(
-            "with every other id held, acquire handed out {} instead of the released {id}",
-            last.machine_id
-        ));
-    }
-    match last.floor_ms {
-        f if f == raised => Ok(Outcome::Passed),
-        0 => Err(format!(
-            "a release without a floor (`release`) of machine id {id} stored a floor of 0 in \
-             place of {raised}: only `release_with_floor` may set the floor, and `release` \
-             (and every wrapper's, such as `BoxStrategy`'s) must leave it as stored"
-        )),
-        f => Err(format!(
-            "a release without a floor (`release`) of machine id {id} changed its floor from \
-             {raised} to {f}: only `release_with_floor` may set the floor, and `release` (and \
-             every wrapper's, such as `BoxStrategy`'s) must leave it as stored"
-        )),
-    }
+    Ok(Outcome::Passed)
 }
 
 /// Renews every filler lease, so they outlast a wait of up to the minimum TTL.

@@ -13,7 +13,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_core::{Grant, LeaseConfig, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
+use lease_manager::LeaseConfig;
 use lease_manager::LeaseManager;
 use nonce_core::{BootClock, Clock, Error as NonceError, Factory, FactoryConfig};
 
@@ -218,28 +221,39 @@ impl Clock for NodeClock {
     }
 }
 
-/// A strategy with the floor stripped: the floor-less methods only.
+/// A strategy with the floor stripped, as a store that keeps none: every floor sent is 0 and
+/// every grant reports none.
 struct WithoutFloor<S>(S);
 
 impl<S: Strategy> Strategy for WithoutFloor<S> {
     type Lease = S::Lease;
     type Error = S::Error;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<S::Lease>, S::Error> {
-        self.0.acquire(requested).await
+    async fn acquire(&self, request: Acquire) -> Result<Grant<S::Lease>, S::Error> {
+        let mut grant = self
+            .0
+            .acquire(Acquire::new(request.requested, 0, 0))
+            .await?;
+        grant.floor_ms = 0;
+        Ok(grant)
     }
-    async fn renew(
-        &self,
-        lease: &S::Lease,
-        requested: Duration,
-    ) -> Result<Renewal<S::Lease>, S::Error> {
-        self.0.renew(lease, requested).await
+    async fn renew(&self, lease: &S::Lease, request: Renew) -> Result<Renewal<S::Lease>, S::Error> {
+        self.0.renew(lease, Renew::new(request.requested, 0)).await
     }
-    async fn release(&self, lease: &S::Lease, guard: Duration) -> Result<(), S::Error> {
-        self.0.release(lease, guard).await
+    async fn release(&self, lease: &S::Lease, request: Release) -> Result<(), S::Error> {
+        self.0.release(lease, Release::new(request.guard, 0)).await
     }
-    fn name(&self) -> &'static str {
-        self.0.name()
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), S::Error> {
+        self.0.check_terms(terms)
+    }
+    fn profile(&self) -> Profile {
+        let inner = self.0.profile();
+        let profile = Profile::new(inner.name);
+        if inner.deterministic {
+            profile.deterministic()
+        } else {
+            profile
+        }
     }
 }
 
@@ -337,7 +351,10 @@ where
     let filler = harness.node().await;
     let mut fillers = Vec::new();
     loop {
-        match filler.acquire(Duration::from_secs(600)).await {
+        match filler
+            .acquire(Acquire::new(Duration::from_secs(600), 0, 0))
+            .await
+        {
             Ok(grant) => fillers.push(grant),
             Err(_) if fillers.len() == usize::from(MachineId::COUNT) => break,
             Err(e) => {
@@ -353,7 +370,9 @@ where
     };
     let id = freed.machine_id;
     if !harness.expire(id).await {
-        let _ = filler.release(&freed.lease, Duration::from_millis(1)).await;
+        let _ = filler
+            .release(&freed.lease, Release::new(Duration::from_millis(1), 0))
+            .await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -422,7 +441,9 @@ where
     let b = generate(Arc::clone(&factory_b), scenario.kinds, scenario.active).await?;
     manager_b.shutdown().await;
     for grant in &fillers {
-        let _ = filler.release(&grant.lease, Duration::from_millis(1)).await;
+        let _ = filler
+            .release(&grant.lease, Release::new(Duration::from_millis(1), 0))
+            .await;
     }
 
     let mut duplicates = 0;

@@ -418,7 +418,7 @@ where
             panic!("lease-testkit: {why}");
         }
         let harness = new_harness().await;
-        strategy = harness.node().await.name();
+        strategy = harness.node().await.profile().name;
         results.push((check, checks::run(check, &harness, options).await));
     }
     Report { strategy, results }
@@ -603,11 +603,11 @@ macro_rules! conformance_tests {
     };
     (@one deterministic $check:ident $h:tt $o:tt [deterministic $($rest:ident)*] $all:tt) => {
         $crate::conformance_tests!(@ignored deterministic $check $h $o
-            "does not apply: needs a deterministic strategy (Strategy::deterministic)");
+            "does not apply: needs a deterministic strategy (`Profile::deterministic`)");
     };
     (@one floor_travels $check:ident $h:tt $o:tt [floor_travels $($rest:ident)*] $all:tt) => {
         $crate::conformance_tests!(@ignored floor_travels $check $h $o
-            "does not apply: needs a strategy that records floors (Strategy::records_floor) \
+            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
              and holds all 512 IDs (Capabilities::holds_all_ids)");
     };
     // Another name first: look further.

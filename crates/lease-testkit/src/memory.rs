@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew, Renewal,
+    Strategy,
+};
 use tokio::time::Instant;
 
 use crate::Harness;
@@ -48,9 +51,6 @@ pub enum Flaw {
     /// Release of a lease that is no longer ours leaves the floor as it is, instead of raising
     /// it to what was issued under the lease.
     LostReleaseKeepsFloor,
-    /// The plain `release` stores a floor of 0, as a wrapper does that forwards it as
-    /// `release_with_floor(.., 0)`.
-    PlainReleaseZeroesFloor,
 }
 
 /// An error of the in-memory strategy.
@@ -298,20 +298,13 @@ impl Strategy for MemoryStrategy {
     type Lease = MemoryLease;
     type Error = MemoryLeaseError;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<MemoryLease>, MemoryLeaseError> {
-        self.acquire_with_floor(requested, 0, 0).await
-    }
-
-    fn records_floor(&self) -> bool {
-        true
-    }
-
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<MemoryLease>, MemoryLeaseError> {
+    async fn acquire(&self, request: Acquire) -> Result<Grant<MemoryLease>, MemoryLeaseError> {
+        let Acquire {
+            requested,
+            now_ms,
+            floor_ms,
+            ..
+        } = request;
         let store = &self.store;
         let now = Instant::now();
         let ttl = store.granted(requested);
@@ -363,20 +356,11 @@ impl Strategy for MemoryStrategy {
     async fn renew(
         &self,
         lease: &MemoryLease,
-        requested: Duration,
-    ) -> Result<Renewal<MemoryLease>, MemoryLeaseError> {
-        self.renew_with_floor(lease, requested, 0).await
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &MemoryLease,
-        requested: Duration,
-        floor_ms: u64,
+        request: Renew,
     ) -> Result<Renewal<MemoryLease>, MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
-        let ttl = store.granted(requested);
+        let ttl = store.granted(request.requested);
         let mut rows = store.lock();
         let Some(row) = rows
             .get_mut(usize::from(lease.id.get()))
@@ -394,14 +378,11 @@ impl Strategy for MemoryStrategy {
             return Err(MemoryLeaseError::Lost { id: lease.id });
         }
         row.expires_at = now + store.kept(ttl);
-        // `floor_ms == 0`: the floor-less `renew`, which leaves the floor alone.
-        if floor_ms > 0 {
-            store.record_floor(
-                usize::from(lease.id.get()),
-                floor_ms,
-                store.has(Flaw::RenewLowersFloor),
-            );
-        }
+        store.record_floor(
+            usize::from(lease.id.get()),
+            request.floor_ms,
+            store.has(Flaw::RenewLowersFloor),
+        );
         let mut renewed = *lease;
         if store.has(Flaw::RenewRotatesToken) {
             renewed.token = store.token();
@@ -410,33 +391,26 @@ impl Strategy for MemoryStrategy {
         Ok(Renewal::new(renewed, ttl))
     }
 
-    async fn release(&self, lease: &MemoryLease, guard: Duration) -> Result<(), MemoryLeaseError> {
-        let floor_ms = self.store.has(Flaw::PlainReleaseZeroesFloor).then_some(0);
-        self.release_recording(lease, guard, floor_ms)
+    async fn release(&self, lease: &MemoryLease, request: Release) -> Result<(), MemoryLeaseError> {
+        self.release_recording(lease, request.guard, request.floor_ms)
     }
 
-    async fn release_with_floor(
-        &self,
-        lease: &MemoryLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), MemoryLeaseError> {
-        self.release_recording(lease, guard, Some(floor_ms))
+    fn check_terms(&self, _terms: &LeaseTerms) -> Result<(), MemoryLeaseError> {
+        Ok(())
     }
 
-    fn name(&self) -> &'static str {
-        "memory"
+    fn profile(&self) -> Profile {
+        Profile::new("memory").recording_floor()
     }
 }
 
 impl MemoryStrategy {
-    /// Releases `lease`; with `Some` floor, records it as the backends do (a floor of 0 is
-    /// stored as 0), with `None` leaves the floor alone.
+    /// Releases `lease`, recording `floor_ms` as the backends do.
     fn release_recording(
         &self,
         lease: &MemoryLease,
         guard: Duration,
-        floor_ms: Option<u64>,
+        floor_ms: u64,
     ) -> Result<(), MemoryLeaseError> {
         let store = &self.store;
         let now = Instant::now();
@@ -448,12 +422,10 @@ impl MemoryStrategy {
             .flatten()
             .is_some_and(|row| row.token == lease.token);
         // Ours: the exact bound of what was issued. Not ours (a lost lease): only ever raised.
-        if let Some(floor_ms) = floor_ms {
-            if ours || store.has(Flaw::ReleaseFloorIgnoresToken) {
-                store.record_floor(index, floor_ms, true);
-            } else if !store.has(Flaw::LostReleaseKeepsFloor) {
-                store.record_floor(index, floor_ms, false);
-            }
+        if ours || store.has(Flaw::ReleaseFloorIgnoresToken) {
+            store.record_floor(index, floor_ms, true);
+        } else if !store.has(Flaw::LostReleaseKeepsFloor) {
+            store.record_floor(index, floor_ms, false);
         }
         if let Some(row) = rows.get_mut(index).and_then(Option::as_mut)
             && (row.token == lease.token || store.has(Flaw::ReleaseIgnoresToken))

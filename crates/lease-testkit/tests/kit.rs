@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use lease_core::{BoxStrategy, Grant, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, BoxStrategy, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
 use lease_testkit::memory::{Flaw, MemoryStore};
 use lease_testkit::{Capabilities, Check, Options, Outcome, Report};
 
@@ -134,7 +136,6 @@ async fn floor_flaws_are_caught() {
         assert_caught(Flaw::RenewLowersFloor, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::ReleaseFloorIgnoresToken, Check::FloorTravels, hooks).await;
         assert_caught(Flaw::LostReleaseKeepsFloor, Check::FloorTravels, hooks).await;
-        assert_caught(Flaw::PlainReleaseZeroesFloor, Check::FloorTravels, hooks).await;
     }
 }
 
@@ -205,26 +206,26 @@ impl Strategy for Fixed {
     type Lease = MachineId;
     type Error = core::convert::Infallible;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<MachineId>, Self::Error> {
+    async fn acquire(&self, request: Acquire) -> Result<Grant<MachineId>, Self::Error> {
         let id = self.id + self.drift.map_or(0, |d| d.fetch_add(1, Ordering::Relaxed));
         let id = MachineId::new(id).unwrap();
-        Ok(Grant::new(id, id, requested))
+        Ok(Grant::new(id, id, request.requested))
     }
     async fn renew(
         &self,
         id: &MachineId,
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<MachineId>, Self::Error> {
-        Ok(Renewal::new(*id, requested))
+        Ok(Renewal::new(*id, request.requested))
     }
-    async fn release(&self, _: &MachineId, _: Duration) -> Result<(), Self::Error> {
+    async fn release(&self, _: &MachineId, _: Release) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn deterministic(&self) -> bool {
-        true
+    fn check_terms(&self, _: &LeaseTerms) -> Result<(), Self::Error> {
+        Ok(())
     }
-    fn name(&self) -> &'static str {
-        "fixed"
+    fn profile(&self) -> Profile {
+        Profile::new("fixed").deterministic()
     }
 }
 

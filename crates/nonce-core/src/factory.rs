@@ -36,7 +36,7 @@ use crate::layout::{
     self, COUNT64_BITS, COUNT64_MASK, COUNT96_BITS, COUNT96_MASK, DEFAULT_EPOCH_MS, MAX_TIMESTAMP,
     SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
 };
-use crate::machine_id::MachineId;
+use crate::MachineId;
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 use crate::sync::{AtomicU64, Padded, Relaxed, SeqCst};
 

@@ -5,7 +5,7 @@ use crate::MachineId;
 /// Bits of the millisecond timestamp.
 pub const TIMESTAMP_BITS: u32 = 42;
 /// Bits of the machine ID.
-pub const MACHINE_ID_BITS: u32 = 9;
+pub const MACHINE_ID_BITS: u32 = MachineId::BITS;
 /// The largest timestamp (ms since the epoch) a nonce can carry; about 139 years.
 pub const MAX_TIMESTAMP: u64 = (1 << TIMESTAMP_BITS) - 1;
 /// The default epoch, 2025-01-01T00:00:00Z, in Unix milliseconds.

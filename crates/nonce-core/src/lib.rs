@@ -21,7 +21,6 @@ mod factory;
 mod fork;
 mod handle;
 pub mod layout;
-mod machine_id;
 mod manual_clock;
 mod nonce;
 mod sync;
@@ -40,7 +39,7 @@ pub use crate::error::{Error, FactoryConfigError};
 pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
 pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
-pub use crate::machine_id::{InvalidMachineId, MachineId};
+pub use machine_id::{InvalidMachineId, MachineId};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 #[cfg(feature = "std")]

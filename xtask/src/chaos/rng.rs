@@ -1,10 +1,10 @@
 //! The chaos schedule's draws, on the workspace's one SplitMix64.
 
-// lease-core's own source, compiled in: depending on lease-core would build nonce-core and its
+// lease-manager's own source, compiled in: depending on lease-manager would build nonce-core and its
 // cipher crates into xtask (about 45 s more from cold, against 14 s for xtask alone) for one
-// small generator. The file names nothing else of lease-core, and `below` is not drawn here.
+// small generator. The file names nothing else of lease-manager, and `below` is not drawn here.
 #[allow(dead_code)]
-#[path = "../../../crates/lease-core/src/splitmix.rs"]
+#[path = "../../../crates/lease-manager/src/splitmix.rs"]
 mod splitmix;
 
 use splitmix::SplitMix64;

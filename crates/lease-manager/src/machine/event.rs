@@ -1,6 +1,8 @@
 //! Telemetry the machine emits as effects: finished calls, scheduled retries, floors ahead.
 
-use lease_core::{Failure, MachineId};
+use lease_core::MachineId;
+
+use crate::Failure;
 
 use super::{OpResult, Operation, Source};
 

@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
+use lease_core::ErrorKind;
 use lease_core::time::millis;
-use lease_core::{ErrorKind, Failure};
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
 use super::{
     AcquireError, Effect, LeaseMachine, LossReason, OpResult, Operation, OperationEvent, Source,
     UNRELEASED_MAX,
 };
+use crate::Failure;
 use crate::backoff::Backoff;
 use crate::cache::CachedLease;
 

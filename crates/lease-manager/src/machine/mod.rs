@@ -37,7 +37,9 @@ use std::mem;
 use std::sync::Arc;
 
 use lease_core::time::millis;
-use lease_core::{ErrorKind, Failure, Grant, LeaseConfig, LeaseConfigError, MachineId, Renewal};
+use lease_core::{ErrorKind, Grant, MachineId, Renewal};
+
+use crate::{Failure, LeaseConfig, LeaseConfigError};
 
 pub use action::{Action, Effect, OpResult, Operation, Source};
 pub use event::{LeaseEvent, OperationEvent, RetryEvent};

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lease_core::MachineId;
 use lease_core::time::millis;
-use lease_core::{Failure, MachineId};
+
+use crate::Failure;
 
 use super::{AcquireError, Source};
 use crate::cache::CachedLease;

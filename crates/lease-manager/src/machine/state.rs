@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use lease_core::{Failure, MachineId};
+use lease_core::MachineId;
+
+use crate::Failure;
 
 /// Why the node stopped using its machine ID.
 #[derive(Debug, Clone, PartialEq, Eq)]

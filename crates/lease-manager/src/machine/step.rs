@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use lease_core::Failure;
 use lease_core::time::millis;
+
+use crate::Failure;
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
 use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Source};

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use lease_core::LeaseTerms;
+
 /// Timing of the lease lifecycle. Defaults follow NoNoncense 2.0.
 ///
 /// | setting | default | meaning |
@@ -17,7 +19,7 @@ use std::time::Duration;
 /// | `renew_backoff_base` | 1 s | base of the renewal retry backoff (capped at `renew_interval`) |
 ///
 /// ```
-/// use lease_core::LeaseConfig;
+/// use lease_manager::LeaseConfig;
 /// use std::time::Duration;
 ///
 /// // Seconds instead of hours, for an integration test.
@@ -194,6 +196,13 @@ impl LeaseConfig {
     #[must_use]
     pub const fn renew_backoff_base(&self) -> Duration {
         self.renew_backoff_base
+    }
+
+    /// What a strategy is told of this timing before the manager starts
+    /// ([`Strategy::check_terms`](lease_core::Strategy::check_terms)).
+    #[must_use]
+    pub const fn terms(&self) -> LeaseTerms {
+        LeaseTerms::new(self.lease_duration, self.min_ttl, self.margin)
     }
 
     /// Checks the configuration.

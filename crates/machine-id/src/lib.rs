@@ -1,15 +1,21 @@
-//! The machine ID: the 9-bit node number every nonce carries.
+//! The machine ID: the 9-bit node number every nonce carries, `0..=511`, and the one type
+//! nonce factories, lease strategies and the lease manager exchange.
+//!
+//! A crate of its own, `no_std` and without dependencies, so that the lease contract
+//! (`lease-core`) can name it without the nonce ciphers.
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use core::fmt;
-
-use crate::layout::MACHINE_ID_BITS;
 
 /// A machine ID: the 9-bit node number embedded in every nonce, `0..=511`.
 ///
 /// The constructor validates the range, so holding a `MachineId` proves it fits the nonce layout.
 ///
 /// ```
-/// use nonce_core::{InvalidMachineId, MachineId};
+/// use machine_id::{InvalidMachineId, MachineId};
 ///
 /// let id = MachineId::new(7).unwrap();
 /// assert_eq!((id.get(), id.to_string()), (7, "7".to_owned()));
@@ -19,8 +25,10 @@ use crate::layout::MACHINE_ID_BITS;
 pub struct MachineId(u16);
 
 impl MachineId {
+    /// The width of the field every nonce carries the ID in.
+    pub const BITS: u32 = 9;
     /// The largest machine ID, 511.
-    pub const MAX: u16 = (1 << MACHINE_ID_BITS) - 1;
+    pub const MAX: u16 = (1 << Self::BITS) - 1;
     /// The number of distinct machine IDs, 512.
     pub const COUNT: u16 = Self::MAX + 1;
 
@@ -36,10 +44,11 @@ impl MachineId {
         }
     }
 
-    /// The ID in the low 9 bits of `bits`, the rest ignored: for fields the layout already
+    /// The ID in the low 9 bits of `bits`, the rest ignored: for fields a nonce layout already
     /// confines to 9 bits, where no value can be out of range.
     #[inline]
-    pub(crate) const fn from_low_bits(bits: u64) -> Self {
+    #[must_use]
+    pub const fn from_low_bits(bits: u64) -> Self {
         // The mask keeps the narrowing exact; `From` is not available in a const fn.
         #[allow(clippy::cast_possible_truncation, clippy::cast_lossless)]
         Self((bits & Self::MAX as u64) as u16)
@@ -91,6 +100,7 @@ impl core::error::Error for InvalidMachineId {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
     use std::string::ToString;
 
     #[test]

@@ -11,7 +11,7 @@
 /// it, so the algorithm never changes.
 ///
 /// ```
-/// use lease_core::SplitMix64;
+/// use lease_manager::SplitMix64;
 ///
 /// let mut a = SplitMix64::new(42);
 /// let mut b = SplitMix64::new(42);
