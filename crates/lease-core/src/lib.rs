@@ -4,11 +4,13 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
+pub mod backend;
 mod dyn_strategy;
 mod strategy;
 pub mod time;
 
 pub use admin::{BoxStoreAdmin, DynStoreAdmin, Holder, Migration, StoreAdmin};
+pub use backend::{Access, Backend, Explained, OpenError, Opened, StoreUrl};
 pub use dyn_strategy::{AnyLease, BoxFuture, BoxStrategy, DynError, DynStrategy, ForeignLease};
 // The one type factories, strategies and targets exchange, from its own dependency-free crate.
 pub use machine_id::{InvalidMachineId, MachineId};
