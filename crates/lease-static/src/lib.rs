@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{ErrorKind, LeaseConfig, LeaseError};
+use lease_core::{ErrorKind, LeaseError, LeaseTerms};
 
 /// Why a static strategy could not grant or keep its machine ID.
 #[derive(Debug, thiserror::Error)]
@@ -15,36 +15,21 @@ pub enum StaticLeaseError {
     /// The floor file could not be read or written.
     #[error(transparent)]
     FloorFile(#[from] FloorFileError),
-    /// The wait before the first grant would outlast the call that makes it.
-    #[error(
-        "a node taking over a static machine id waits the lease margin ({margin:?}) before it \
-         generates, but the {setting} is {limit:?}: raise the {setting} above the margin or \
-         lower the margin"
-    )]
-    WaitOutlastsCall {
-        /// The lease manager's margin.
-        margin: Duration,
-        /// The setting the wait must fit in: `call timeout` or `acquire timeout`.
-        setting: &'static str,
-        /// Its value.
-        limit: Duration,
-    },
 }
 
 impl LeaseError for StaticLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::FloorFile(e) => e.kind(),
-            Self::WaitOutlastsCall { .. } => ErrorKind::Misconfigured,
         }
     }
 }
 
-/// What a static strategy takes from the lease manager's configuration
-/// ([`Strategy::check_config`](lease_core::Strategy::check_config), which the manager calls
-/// before it starts; [`LeaseConfig::default`]'s values until then): the margin a node waits
-/// before it first generates with no floor to start above, and the longest grant it gives with
-/// a floor file.
+/// What a static strategy takes from the lease manager's terms
+/// ([`Strategy::check_terms`](lease_core::Strategy::check_terms), which the manager calls
+/// before it starts; [`Timing::DEFAULT_TERMS`] until then): the margin a node waits before it
+/// first generates with no floor to start above, and the longest grant it gives with a floor
+/// file.
 #[derive(Debug)]
 struct Timing {
     margin_ms: AtomicU64,
@@ -52,13 +37,21 @@ struct Timing {
 }
 
 impl Timing {
-    fn set(&self, config: &LeaseConfig) {
-        self.margin_ms.store(millis(config.margin()), Relaxed);
+    /// The lease manager's default terms (`LeaseConfig::default().terms()`, which a unit test
+    /// compares): this crate depends on the contract alone, not on the manager.
+    const DEFAULT_TERMS: LeaseTerms = LeaseTerms::new(
+        Duration::from_secs(8 * 3600),
+        Duration::from_secs(30),
+        Duration::from_secs(10),
+    );
+
+    fn set(&self, terms: &LeaseTerms) {
+        self.margin_ms.store(millis(terms.margin), Relaxed);
         // The deadline of a grant lies `window - margin` past its sending, and the floor file
         // records that much ahead of the clock: a crashed holder's replacement waits at most
         // that. Renewals come every `window - 2 * margin`, at least a margin apart; a grant
         // below the minimum TTL would be refused.
-        let window = config.min_ttl().max(config.margin().saturating_mul(3));
+        let window = terms.min_ttl.max(terms.margin.saturating_mul(3));
         self.window_ms.store(millis(window), Relaxed);
     }
 
@@ -70,24 +63,6 @@ impl Timing {
     fn window(&self, requested: Duration) -> Duration {
         requested.min(Duration::from_millis(self.window_ms.load(Relaxed)))
     }
-
-    fn check(config: &LeaseConfig) -> Result<(), StaticLeaseError> {
-        let margin = config.margin();
-        let limits = [
-            ("call timeout", Some(config.call_timeout())),
-            ("acquire timeout", config.acquire_timeout()),
-        ];
-        for (setting, limit) in limits {
-            if let Some(limit) = limit.filter(|limit| *limit <= margin) {
-                return Err(StaticLeaseError::WaitOutlastsCall {
-                    margin,
-                    setting,
-                    limit,
-                });
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Default for Timing {
@@ -96,7 +71,7 @@ impl Default for Timing {
             margin_ms: AtomicU64::new(0),
             window_ms: AtomicU64::new(0),
         };
-        timing.set(&LeaseConfig::default());
+        timing.set(&Self::DEFAULT_TERMS);
         timing
     }
 }
@@ -182,54 +157,18 @@ macro_rules! fixed_id_strategy {
             type Lease = lease_core::MachineId;
             type Error = $crate::StaticLeaseError;
 
-            fn check_config(
-                &self,
-                config: &lease_core::LeaseConfig,
-            ) -> Result<(), $crate::StaticLeaseError> {
-                $crate::Timing::check(config)?;
-                self.timing.set(config);
-                Ok(())
-            }
-
             async fn acquire(
                 &self,
-                requested: std::time::Duration,
-            ) -> Result<lease_core::Grant<lease_core::MachineId>, Self::Error> {
-                self.acquire_with_floor(requested, 0, 0).await
-            }
-
-            async fn renew(
-                &self,
-                lease: &lease_core::MachineId,
-                requested: std::time::Duration,
-            ) -> Result<lease_core::Renewal<lease_core::MachineId>, Self::Error> {
-                Ok(lease_core::Renewal::new(*lease, self.ttl(requested)))
-            }
-
-            async fn release(
-                &self,
-                _lease: &lease_core::MachineId,
-                _guard: std::time::Duration,
-            ) -> Result<(), Self::Error> {
-                Ok(())
-            }
-
-            fn records_floor(&self) -> bool {
-                self.floor_file().is_some()
-            }
-
-            async fn acquire_with_floor(
-                &self,
-                requested: std::time::Duration,
-                _now_ms: u64,
-                floor_ms: u64,
+                request: lease_core::Acquire,
             ) -> Result<lease_core::Grant<lease_core::MachineId>, Self::Error> {
                 let id = self.machine_id();
-                let ttl = self.ttl(requested);
+                let ttl = self.ttl(request.requested);
                 let before = match self.floor_file() {
-                    Some(file) => {
-                        file.raise(lease_core::time::granted_floor(floor_ms, requested, ttl))?
-                    }
+                    Some(file) => file.raise(lease_core::time::granted_floor(
+                        request.floor_ms,
+                        request.requested,
+                        ttl,
+                    ))?,
                     None => 0,
                 };
                 if before == 0 {
@@ -239,41 +178,55 @@ macro_rules! fixed_id_strategy {
                 Ok(lease_core::Grant::new(id, id, ttl).with_floor(before))
             }
 
-            async fn renew_with_floor(
+            async fn renew(
                 &self,
                 lease: &lease_core::MachineId,
-                requested: std::time::Duration,
-                floor_ms: u64,
+                request: lease_core::Renew,
             ) -> Result<lease_core::Renewal<lease_core::MachineId>, Self::Error> {
+                let ttl = self.ttl(request.requested);
                 // Recorded before the renewal is answered, so before the deadline moves.
                 if let Some(file) = self.floor_file() {
                     file.raise(lease_core::time::granted_floor(
-                        floor_ms,
-                        requested,
-                        self.ttl(requested),
+                        request.floor_ms,
+                        request.requested,
+                        ttl,
                     ))?;
                 }
-                self.renew(lease, requested).await
+                Ok(lease_core::Renewal::new(*lease, ttl))
             }
 
-            async fn release_with_floor(
+            /// Nothing is held anywhere to give back: with a floor file, records what was
+            /// issued.
+            async fn release(
                 &self,
                 _lease: &lease_core::MachineId,
-                _guard: std::time::Duration,
-                floor_ms: u64,
+                request: lease_core::Release,
             ) -> Result<(), Self::Error> {
                 match self.floor_file() {
-                    Some(file) => Ok(file.set(floor_ms)?),
+                    Some(file) => Ok(file.set(request.floor_ms)?),
                     None => Ok(()),
                 }
             }
 
-            fn deterministic(&self) -> bool {
-                true
+            /// Takes the margin and the grant window from `terms`; refuses nothing: a grant
+            /// lasts the lease duration, or with a floor file the window, which is never below
+            /// the minimum TTL.
+            fn check_terms(
+                &self,
+                terms: &lease_core::LeaseTerms,
+            ) -> Result<(), $crate::StaticLeaseError> {
+                self.timing.set(terms);
+                Ok(())
             }
 
-            fn name(&self) -> &'static str {
-                $name
+            /// Deterministic; recording a floor only with a floor file.
+            fn profile(&self) -> lease_core::Profile {
+                let profile = lease_core::Profile::new($name).deterministic();
+                if self.floor.is_some() {
+                    profile.recording_floor()
+                } else {
+                    profile
+                }
             }
         }
 
@@ -315,3 +268,22 @@ pub use hosts::{
     HostListLeaseError, HostListStrategy, IdentifierSource, NodeEntry, NodeMatch, SystemIdentifiers,
 };
 pub use statefulset::{StatefulSetLeaseError, StatefulSetStrategy};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn until_the_manager_tells_them_the_terms_are_the_managers_defaults() {
+        assert_eq!(
+            Timing::DEFAULT_TERMS,
+            lease_manager::LeaseConfig::default().terms()
+        );
+        let timing = Timing::default();
+        assert_eq!(timing.margin(), Duration::from_secs(10));
+        assert_eq!(
+            timing.window(Duration::from_secs(8 * 3600)),
+            Duration::from_secs(30)
+        );
+    }
+}

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lease_core::{LeaseConfig, Strategy};
+use lease_core::{Acquire, Release, Renew, Strategy};
+use lease_manager::LeaseConfig;
 use lease_static::{HostListStrategy, StatefulSetStrategy};
 use lease_testkit::{Capabilities, Check, Options, Outcome};
 
@@ -13,7 +14,7 @@ fn configured<S: Strategy>(strategy: S) -> S {
         .with_margin(Duration::from_millis(50))
         .with_min_ttl(Duration::from_secs(1));
     strategy
-        .check_config(&config)
+        .check_terms(&config.terms())
         .map_err(|e| e.to_string())
         .unwrap();
     strategy
@@ -76,14 +77,34 @@ async fn host_list_strategy_conforms() {
 }
 
 #[tokio::test]
-async fn without_a_floor_file_grants_exactly_the_requested_ttl() {
+async fn without_a_floor_file_grants_exactly_the_requested_ttl_and_reports_no_floor() {
     let strategy = configured(StatefulSetStrategy::from_value("POD_NAME", "w-3", 0).unwrap());
+    let profile = strategy.profile();
+    assert!(
+        profile.deterministic && !profile.records_floor,
+        "{profile:?}"
+    );
     let ttl = Duration::from_secs(8 * 3600);
-    let grant = strategy.acquire(ttl).await.unwrap();
-    assert_eq!((grant.machine_id.get(), grant.ttl), (3, ttl));
-    let renewal = strategy.renew(&grant.lease, ttl / 2).await.unwrap();
+    let grant = strategy
+        .acquire(Acquire::new(ttl, 1_000, 2_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (grant.machine_id.get(), grant.ttl, grant.floor_ms),
+        (3, ttl, 0)
+    );
+    let renewal = strategy
+        .renew(&grant.lease, Renew::new(ttl / 2, 3_000))
+        .await
+        .unwrap();
     assert_eq!((renewal.lease.get(), renewal.ttl), (3, ttl / 2));
-    strategy.release(&grant.lease, ttl).await.unwrap();
+    strategy
+        .release(&grant.lease, Release::new(ttl, 2_500))
+        .await
+        .unwrap();
+    // Nothing was stored: the next grant has no floor either.
+    let again = strategy.acquire(Acquire::new(ttl, 0, 0)).await.unwrap();
+    assert_eq!(again.floor_ms, 0);
 }
 
 mod generated {

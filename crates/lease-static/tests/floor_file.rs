@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, Strategy};
-use lease_manager::LeaseManager;
+use lease_core::{Acquire, ErrorKind, LeaseError, MachineId, Release, Renew, Strategy};
+use lease_manager::{LeaseConfig, LeaseManager};
 use lease_static::{FloorFile, FloorFileError, StatefulSetStrategy};
 use nonce_core::{BootClock, Factory, FactoryConfig};
 
@@ -27,33 +27,32 @@ async fn the_floor_file_records_raises_and_sets() {
     let dir = scratch("records");
     let file = FloorFile::new(dir.join("floor"));
     let a = pod(&file);
-    a.check_config(&config()).unwrap();
-    assert!(a.records_floor());
+    a.check_terms(&config().terms()).unwrap();
+    let profile = a.profile();
     assert!(
-        !StatefulSetStrategy::from_value("P", "p-1", 0)
-            .unwrap()
-            .records_floor()
+        profile.records_floor && profile.deterministic,
+        "{profile:?}"
     );
     // Requests of the grant window (1 s with `config`): recorded as they come.
     let window = Duration::from_secs(1);
-    let grant = a.acquire_with_floor(window, 0, 1_000).await.unwrap();
+    let grant = a.acquire(Acquire::new(window, 0, 1_000)).await.unwrap();
     assert_eq!(grant.floor_ms, 0, "no file yet");
     assert_eq!(grant.ttl, window);
     assert_eq!(file.read().unwrap(), 1_000);
-    a.renew_with_floor(&grant.lease, window, 5_000)
+    a.renew(&grant.lease, Renew::new(window, 5_000))
         .await
         .unwrap();
-    a.renew_with_floor(&grant.lease, window, 2_000)
+    a.renew(&grant.lease, Renew::new(window, 2_000))
         .await
         .unwrap();
     assert_eq!(file.read().unwrap(), 5_000, "renew only raises");
-    a.release_with_floor(&grant.lease, window, 3_000)
+    a.release(&grant.lease, Release::new(window, 3_000))
         .await
         .unwrap();
     assert_eq!(file.read().unwrap(), 3_000, "release sets what was issued");
     // The replacement pod, same volume: told the floor.
     let b = pod(&file);
-    let grant = b.acquire_with_floor(window, 0, 10).await.unwrap();
+    let grant = b.acquire(Acquire::new(window, 0, 10)).await.unwrap();
     assert_eq!(grant.floor_ms, 3_000);
     assert_eq!(file.read().unwrap(), 3_000);
     std::fs::remove_dir_all(dir).unwrap();
@@ -69,28 +68,28 @@ async fn with_a_floor_file_grants_last_the_window_and_record_its_deadline() {
         .with_lease_duration(Duration::from_secs(8 * 3600))
         .with_min_ttl(Duration::from_secs(30))
         .with_margin(Duration::from_millis(12_500));
-    strategy.check_config(&config).unwrap();
+    strategy.check_terms(&config.terms()).unwrap();
     let (requested, sent) = (config.lease_duration(), 10_000_000);
     // What the manager passes: the latest deadline a grant of the requested duration gives.
     let floor = lease_core::time::local_deadline(sent, requested, config.margin());
     let grant = strategy
-        .acquire_with_floor(requested, sent, floor)
+        .acquire(Acquire::new(requested, sent, floor))
         .await
         .unwrap();
     assert_eq!(grant.ttl, Duration::from_millis(37_500));
     // The deadline of that grant, and no further.
     assert_eq!(file.read().unwrap(), sent + 37_500 - 12_500);
     let renewal = strategy
-        .renew_with_floor(&grant.lease, requested, floor + 20_000)
+        .renew(&grant.lease, Renew::new(requested, floor + 20_000))
         .await
         .unwrap();
     assert_eq!(renewal.ttl, Duration::from_millis(37_500));
     assert_eq!(file.read().unwrap(), sent + 20_000 + 37_500 - 12_500);
     // Without a floor file nothing bounds what was issued: the requested TTL.
     let plain = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
-    plain.check_config(&config).unwrap();
+    plain.check_terms(&config.terms()).unwrap();
     let grant = plain
-        .acquire_with_floor(requested, sent, floor)
+        .acquire(Acquire::new(requested, sent, floor))
         .await
         .unwrap();
     assert_eq!((grant.ttl, grant.floor_ms), (requested, 0));
@@ -107,41 +106,27 @@ async fn with_nothing_to_start_above_the_first_grant_waits_the_margin() {
         .with_renew_interval(Duration::from_secs(1));
     let hour = Duration::from_secs(3600);
     let plain = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
-    plain.check_config(&config).unwrap();
+    plain.check_terms(&config.terms()).unwrap();
     let started = std::time::Instant::now();
-    plain.acquire(hour).await.unwrap();
+    plain.acquire(Acquire::new(hour, 0, 1_000)).await.unwrap();
     assert!(started.elapsed() >= margin, "{:?}", started.elapsed());
     // A floor file that holds no floor yet (a predecessor may have run without one) too.
     let file = FloorFile::new(dir.join("floor"));
     let fresh = pod(&file);
-    fresh.check_config(&config).unwrap();
+    fresh.check_terms(&config.terms()).unwrap();
     let started = std::time::Instant::now();
-    fresh.acquire_with_floor(hour, 0, 0).await.unwrap();
+    fresh.acquire(Acquire::new(hour, 0, 0)).await.unwrap();
     assert!(started.elapsed() >= margin, "{:?}", started.elapsed());
+    // A file that holds a floor: the grant starts above it, with nothing to wait for.
+    fresh
+        .release(&MachineId::new(3).unwrap(), Release::new(margin, 5_000))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let grant = fresh.acquire(Acquire::new(hour, 0, 0)).await.unwrap();
+    assert!(started.elapsed() < margin, "{:?}", started.elapsed());
+    assert_eq!(grant.floor_ms, 5_000);
     std::fs::remove_dir_all(dir).unwrap();
-}
-
-#[test]
-fn a_margin_the_acquire_call_cannot_wait_out_is_refused() {
-    let strategy = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
-    let config = LeaseConfig::default().with_call_timeout(Duration::from_secs(10));
-    let error = strategy.check_config(&config).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Misconfigured);
-    assert_eq!(
-        error.to_string(),
-        "a node taking over a static machine id waits the lease margin (10s) before it \
-         generates, but the call timeout is 10s: raise the call timeout above the margin or \
-         lower the margin"
-    );
-    let config = LeaseConfig::default().with_acquire_timeout(Some(Duration::from_secs(5)));
-    assert!(
-        strategy
-            .check_config(&config)
-            .unwrap_err()
-            .to_string()
-            .contains("but the acquire timeout is 5s")
-    );
-    strategy.check_config(&LeaseConfig::default()).unwrap();
 }
 
 #[tokio::test]
@@ -149,7 +134,7 @@ async fn a_floor_file_that_cannot_be_written_or_read_fails_clearly() {
     let dir = scratch("errors");
     let missing = FloorFile::new(dir.join("no-such-dir").join("floor"));
     let error = pod(&missing)
-        .acquire_with_floor(Duration::from_secs(60), 0, 60_000)
+        .acquire(Acquire::new(Duration::from_secs(60), 0, 60_000))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Misconfigured);
@@ -161,7 +146,7 @@ async fn a_floor_file_that_cannot_be_written_or_read_fails_clearly() {
     std::fs::write(&corrupt, "not a number\n").unwrap();
     let error = FloorFile::new(&corrupt).read().unwrap_err();
     let strategy_error = pod(&FloorFile::new(&corrupt))
-        .acquire(Duration::from_secs(60))
+        .acquire(Acquire::new(Duration::from_secs(60), 0, 0))
         .await
         .unwrap_err();
     assert_eq!(strategy_error.to_string(), error.to_string());
