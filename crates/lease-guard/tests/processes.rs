@@ -9,9 +9,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use lease_core::LeaseConfig;
 use lease_guard::{Announce, ConflictGuard, GuardConfig, PeerOutcome, Resolution};
-use lease_manager::{LeaseManager, LeaseState};
+use lease_manager::{LeaseConfig, LeaseManager, LeaseState};
 use lease_static::StatefulSetStrategy;
 use nonce_core::{BootClock, Factory, FactoryConfig};
 
