@@ -14,6 +14,7 @@
 mod chaos;
 mod core_deps;
 mod fuzz;
+mod launcher;
 mod ports;
 mod services;
 mod sim;

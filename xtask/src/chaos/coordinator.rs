@@ -49,8 +49,9 @@ pub enum Coordinator {
     Sqlite(String),
     /// Our own Valkey/Redis server, reached through the proxies.
     Redis(RedisServer),
-    /// Our own PostgreSQL primary (and replica), reached through the proxies.
-    Postgres(Postgres),
+    /// Our own PostgreSQL primary (and replica), reached through the proxies; boxed, as it
+    /// holds two servers.
+    Postgres(Box<Postgres>),
     /// Our own MariaDB server, reached through the proxies.
     Mariadb(Mariadb),
     /// Our own etcd member, reached through the proxies.
@@ -62,7 +63,7 @@ impl Coordinator {
     pub fn upstream(&self) -> Option<SocketAddr> {
         match self {
             Coordinator::Sqlite(_) => None,
-            Coordinator::Redis(s) => Some(loopback(s.port)),
+            Coordinator::Redis(s) => Some(loopback(s.port())),
             Coordinator::Postgres(s) => Some(loopback(s.port())),
             Coordinator::Mariadb(s) => Some(loopback(s.port())),
             Coordinator::Etcd(s) => Some(loopback(s.port())),

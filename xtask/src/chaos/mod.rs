@@ -161,7 +161,9 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
                 "sqlite:{}",
                 dir.join("leases.db").display()
             ))),
-            Backend::Postgres => Postgres::start(&dir, true).map(Coordinator::Postgres),
+            Backend::Postgres => {
+                Postgres::start(&dir, true).map(|pg| Coordinator::Postgres(Box::new(pg)))
+            }
             Backend::Mariadb => Mariadb::start(&dir).map(Coordinator::Mariadb),
             Backend::Valkey | Backend::Redis8 => {
                 let var = if backend == Backend::Valkey {

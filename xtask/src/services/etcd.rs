@@ -21,10 +21,11 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use super::Running;
+use super::running::Running;
+use crate::launcher::{Server, which};
 use crate::ports::{bindable, server_port};
 
 const ENDPOINTS_VAR: &str = "NONONCE_TEST_ETCD_ENDPOINTS";
@@ -33,7 +34,6 @@ const BIN_VAR: &str = "NONONCE_TEST_ETCD_BIN";
 /// a distribution's own etcd service may hold).
 const CLIENT_PORT: u16 = 2390;
 const PEER_PORT: u16 = 2391;
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Makes `protoc` and an etcd server available to the tests.
 pub fn ensure(running: &mut Running) -> Result<(), String> {
@@ -63,15 +63,9 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let logs = services.join("logs");
     fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-    let log_path = logs.join(format!("etcd-{client_port}.log"));
-    let log = fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log = logs.join(format!("etcd-{client_port}.log"));
     let member = Member::single("nononce-test", client_port, peer_port);
-    let child = spawn(&binary, &member, &member.initial_cluster(), &dir, log)
-        .map_err(|e| format!("could not start etcd ({}): {e}", binary.display()))?;
-    running
-        .children
-        .push((format!("etcd on port {client_port}"), child));
-    wait_healthy(running, client_port, &log_path)?;
+    running.start(server(&binary, &member, &dir, log))?;
     running.set_env(ENDPOINTS_VAR, format!("http://127.0.0.1:{client_port}"));
     Ok(())
 }
@@ -183,20 +177,13 @@ impl Member {
     }
 }
 
-/// Starts `binary` as `member` of `initial_cluster` (`name=http://127.0.0.1:port,...`), its
-/// data in `dir`, output to `log`; the server stays in the foreground so the caller can stop it.
-pub fn spawn(
-    binary: &Path,
-    member: &Member,
-    initial_cluster: &str,
-    dir: &Path,
-    log: fs::File,
-) -> Result<Child, String> {
-    let log_err = log.try_clone().map_err(|e| e.to_string())?;
+/// `binary` as `member`, a cluster of its own, its data in `dir`, output to `log`; it is ready
+/// once it reports itself healthy (it has a leader).
+pub fn server(binary: &Path, member: &Member, dir: &Path, log: PathBuf) -> Server {
     let client = format!("http://127.0.0.1:{}", member.client_port);
     let peer = format!("http://127.0.0.1:{}", member.peer_port);
-    Command::new(binary)
-        .args(["--name", &member.name, "--data-dir"])
+    let mut cmd = Command::new(binary);
+    cmd.args(["--name", &member.name, "--data-dir"])
         .arg(dir)
         .args([
             "--listen-client-urls",
@@ -210,44 +197,12 @@ pub fn spawn(
             "--initial-advertise-peer-urls",
             &peer,
         ])
-        .args(["--initial-cluster", initial_cluster])
+        .args(["--initial-cluster", &member.initial_cluster()])
         .args(["--initial-cluster-state", "new"])
         .args(["--initial-cluster-token", "nononce-test"])
         .args(["--logger", "zap", "--log-outputs", "stderr"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| e.to_string())
-}
-
-/// Waits until the last started child answers `/health` on `port`.
-fn wait_healthy(running: &mut Running, port: u16, log_path: &Path) -> Result<(), String> {
-    let started = Instant::now();
-    while started.elapsed() < START_TIMEOUT {
-        if healthy(port) {
-            eprintln!(
-                "xtask: etcd answers on port {port} after {} ms",
-                started.elapsed().as_millis()
-            );
-            return Ok(());
-        }
-        if let Some((_, child)) = running.children.last_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            return Err(format!(
-                "etcd exited ({status}) before answering on port {port}; see {}",
-                log_path.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!(
-        "etcd did not report healthy on port {port} within {} s; see {}",
-        START_TIMEOUT.as_secs(),
-        log_path.display()
-    ))
+        .current_dir(dir);
+    Server::new("etcd", &cmd, member.client_port, log, healthy)
 }
 
 /// Whether an etcd on loopback `port` reports itself healthy (it has a leader).
@@ -270,13 +225,4 @@ fn get(port: u16, path: &str) -> Option<String> {
     let response = String::from_utf8_lossy(&response);
     let (head, body) = response.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.").then(|| body.to_owned())
-}
-
-/// `program` on the `PATH`.
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|path| path.is_file())
-    })
 }

@@ -6,42 +6,12 @@
 pub mod cargo_hack;
 pub mod etcd;
 pub mod redis;
+mod running;
 mod sql;
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 
-/// Servers made available for one test run.
-#[derive(Default)]
-pub struct Running {
-    /// Processes started by this run, stopped on drop.
-    pub children: Vec<(String, Child)>,
-    /// Variables the tests read to find the servers.
-    pub env: Vec<(String, String)>,
-    /// This run's scratch folder ([`scratch`]), removed on drop.
-    pub scratch: Option<PathBuf>,
-}
-
-impl Running {
-    /// Records a variable for the test processes.
-    pub fn set_env(&mut self, key: &str, value: impl Into<String>) {
-        self.env.push((key.to_owned(), value.into()));
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        for (name, child) in &mut self.children {
-            if let Err(e) = child.kill() {
-                eprintln!("xtask: could not stop {name}: {e}");
-            }
-            let _ = child.wait();
-        }
-        if let Some(dir) = &self.scratch {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
+pub use running::Running;
 
 /// A scratch folder for this run, in memory (`/dev/shm`) where the machine has one: the shared
 /// etcd's data, and the tests' temporary files (`TMPDIR`: SQLite files, the private PostgreSQL,

