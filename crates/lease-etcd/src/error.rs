@@ -112,8 +112,8 @@ pub enum EtcdLeaseError {
         remaining: Duration,
     },
     /// The only free IDs have a timestamp floor key holding something other than 20-digit
-    /// decimal Unix ms: nobody can say which timestamps were issued under them, so a floor-aware
-    /// acquire does not claim them, and a renewal cannot raise the floor.
+    /// decimal Unix ms: nobody can say which timestamps were issued under them, so an acquire
+    /// does not claim them, and a renewal cannot raise the floor.
     #[error(
         "machine id {id}'s floor key `{key}` holds {value:?}, not 20-digit decimal unix ms: set it (etcdctl put {key} <unix ms, 20 digits with leading zeros>) to a time no earlier than any timestamp issued under the id, for example now plus the lease duration"
     )]

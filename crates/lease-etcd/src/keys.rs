@@ -101,7 +101,7 @@ pub(crate) fn new_token() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
+/// The ID an acquire tries: a random one among the free IDs whose floor is below
 /// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
 /// IDs (nodes starting together still spread out, and the factory starts less far ahead).
 /// `random(n)` picks in `0..n`.

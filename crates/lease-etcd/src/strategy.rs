@@ -7,7 +7,9 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, ResponseHeader, Txn, TxnOp,
     TxnOpResponse, TxnResponse,
 };
-use lease_core::{Grant, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
 use tokio::sync::OnceCell;
 
 use crate::error::{EtcdLeaseError, LostReason};
@@ -67,12 +69,14 @@ struct Seen {
 /// Machine-ID leases on etcd v3.
 ///
 /// Each held ID is one key, `<prefix><id>`, attached to an etcd lease of the granted TTL; its
-/// value is a random token. Acquire grants an etcd lease and claims a randomly chosen free ID in
-/// one transaction that succeeds only if the key does not exist; renew sends one keep-alive and
-/// proves in a transaction that the key is still attached to this holder's etcd lease; release
-/// moves the key onto a new etcd lease of the guard's length and revokes the holder's. The
-/// floor-aware operations (what the lease manager calls) also keep the ID's timestamp floor,
-/// `<prefix>floor/<id>`, a key without a lease, in the same transactions. See the crate docs.
+/// value is a random token. Each ID's timestamp floor is a key without a lease,
+/// `<prefix>floor/<id>`, written in the same transactions as the lease key. Acquire grants an
+/// etcd lease and claims a free ID (randomly chosen, preferring one whose floor is below the
+/// acquirer's clock) in one transaction that succeeds only if the key does not exist and the
+/// floor is as read, raising the floor; renew sends one keep-alive and proves in a transaction
+/// that the key is still attached to this holder's etcd lease, raising the floor; release moves
+/// the key onto a new etcd lease of the guard's length, sets the floor, and revokes the
+/// holder's etcd lease. See the crate docs.
 ///
 /// The client connects on first use: an unreachable cluster makes the first acquire answer
 /// `Retry`, not the constructor fail. Must be used inside a tokio runtime.
@@ -287,12 +291,9 @@ impl EtcdStrategy {
         Ok(answer)
     }
 
-    /// One read of every key under the prefix (with values when `floors`), linearizable.
-    async fn read(&self, client: &Client, floors: bool) -> Result<Snapshot, EtcdLeaseError> {
-        let mut get = GetOptions::new().with_prefix();
-        if !floors {
-            get = get.with_keys_only();
-        }
+    /// One read of every key under the prefix, with values (the floors'), linearizable.
+    async fn read(&self, client: &Client) -> Result<Snapshot, EtcdLeaseError> {
+        let get = GetOptions::new().with_prefix();
         let before = self.revision_before();
         let answer = self
             .call("range", client.kv_client().get(self.prefix(), Some(get)))
@@ -305,8 +306,6 @@ impl EtcdStrategy {
         for kv in answer.kvs() {
             match keys::classify(self.prefix(), kv.key()) {
                 Entry::Lease(id) => held[usize::from(id.get())] = true,
-                // Keys only: the floor-less acquire does not look at floors.
-                Entry::Floor(_) if !floors => {}
                 Entry::Floor(id) => {
                     stored[usize::from(id.get())] = Some((
                         keys::parse_floor(kv.value()),
@@ -419,16 +418,14 @@ impl EtcdStrategy {
         Ok(i64::try_from(seconds).unwrap_or(i64::MAX))
     }
 
-    /// Acquire, with the floor (`Some((now_ms, floor_ms))`) or without.
-    async fn acquire_inner(
-        &self,
-        requested: Duration,
-        floor: Option<(u64, u64)>,
-    ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
-        let seconds = self.acquire_seconds(requested)?;
+    /// The claim loop, with the etcd lease it granted revoked when it claimed nothing.
+    async fn acquire_inner(&self, request: Acquire) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        let seconds = self.acquire_seconds(request.requested)?;
         let client = self.client().await?;
         let mut granted = None;
-        let result = self.claim_loop(&client, seconds, floor, &mut granted).await;
+        let result = self
+            .claim_loop(&client, seconds, request, &mut granted)
+            .await;
         if result.is_err()
             && let Some((lease, _)) = granted
         {
@@ -442,12 +439,12 @@ impl EtcdStrategy {
         &self,
         client: &Client,
         seconds: i64,
-        floor: Option<(u64, u64)>,
+        request: Acquire,
         granted: &mut Option<(i64, Duration)>,
     ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
         let prefix = self.prefix();
         for _ in 0..self.options.acquire_attempts {
-            let snapshot = self.read(client, floor.is_some()).await?;
+            let snapshot = self.read(client).await?;
             self.check_rewound()?;
             // The prefix may have lost keys of IDs that running nodes still use: no claim
             // until every such lease has ended (see the crate docs, "Amnesia").
@@ -463,18 +460,19 @@ impl EtcdStrategy {
                     None => continue,
                 }
             }
-            let now_ms = floor.map_or(u64::MAX, |(now_ms, _)| now_ms);
             // A random free ID, not the lowest: nodes starting together spread out.
             let Some((id, stored, floor_revision)) =
-                keys::pick(&snapshot.free, now_ms, &mut |n| rand::random_range(0..n))
+                keys::pick(&snapshot.free, request.now_ms, &mut |n| {
+                    rand::random_range(0..n)
+                })
             else {
                 return Err(match snapshot.unreadable.into_iter().next() {
-                    Some((id, value)) if floor.is_some() => EtcdLeaseError::UnreadableFloor {
+                    Some((id, value)) => EtcdLeaseError::UnreadableFloor {
                         key: keys::floor_key(prefix, id),
                         id,
                         value,
                     },
-                    _ => EtcdLeaseError::Exhausted {
+                    None => EtcdLeaseError::Exhausted {
                         prefix: prefix.to_owned(),
                     },
                 });
@@ -485,32 +483,26 @@ impl EtcdStrategy {
             };
             let token = keys::new_token();
             let lease_key = keys::lease_key(prefix, id);
-            let mut when = vec![
+            let floor_key = keys::floor_key(prefix, id);
+            let when = vec![
                 Compare::create_revision(lease_key.clone(), CompareOp::Equal, 0),
                 // Decided with the claim: the prefix is initialized and not held off.
                 Compare::version(keys::marker_key(prefix), CompareOp::Greater, 0),
                 Compare::version(keys::hold_off_key(prefix), CompareOp::Equal, 0),
+                // The floor read above, unchanged: the grant reports exactly what was stored.
+                Compare::mod_revision(floor_key.clone(), CompareOp::Equal, floor_revision),
             ];
             let mut then = vec![TxnOp::put(
                 lease_key,
                 token.clone(),
                 Some(PutOptions::new().with_lease(lease)),
             )];
-            if let Some((_, floor_ms)) = floor {
-                let floor_key = keys::floor_key(prefix, id);
-                // The floor read above, unchanged: the grant reports exactly what was stored.
-                when.push(Compare::mod_revision(
-                    floor_key.clone(),
-                    CompareOp::Equal,
-                    floor_revision,
+            if floor_revision == 0 || request.floor_ms > stored {
+                then.push(TxnOp::put(
+                    floor_key,
+                    keys::encode_floor(stored.max(request.floor_ms)),
+                    None,
                 ));
-                if floor_revision == 0 || floor_ms > stored {
-                    then.push(TxnOp::put(
-                        floor_key,
-                        keys::encode_floor(stored.max(floor_ms)),
-                        None,
-                    ));
-                }
             }
             let answer = self
                 .txn(client, "txn (claim)", Txn::new().when(when).and_then(then))
@@ -528,21 +520,13 @@ impl EtcdStrategy {
                     operation: "txn (claim)",
                     reply: "no header".to_owned(),
                 })?;
-            let grant = Grant::new(
+            let lease = EtcdLease {
                 id,
-                EtcdLease {
-                    id,
-                    lease,
-                    revision,
-                    token,
-                },
-                ttl,
-            );
-            return Ok(if floor.is_some() {
-                grant.with_floor(stored)
-            } else {
-                grant
-            });
+                lease,
+                revision,
+                token,
+            };
+            return Ok(Grant::new(id, lease, ttl).with_floor(stored));
         }
         Err(EtcdLeaseError::Conflict {
             attempts: self.options.acquire_attempts,
@@ -592,24 +576,21 @@ impl EtcdStrategy {
         Ok((Duration::from_secs(ttl), term))
     }
 
-    /// Renew, raising the floor to `floor` (`Some`) or leaving it.
+    /// The keep-alive, then the proof that raises the floor to `floor_ms`.
     async fn renew_inner(
         &self,
         lease: &EtcdLease,
-        floor: Option<u64>,
+        floor_ms: u64,
     ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
         let client = self.client().await?;
         let (ttl, keep_alive_term) = self.keep_alive(&client, lease).await?;
         let prefix = self.prefix();
         let lease_key = keys::lease_key(prefix, lease.id);
         let floor_key = keys::floor_key(prefix, lease.id);
-        let then = match floor {
-            None => Vec::new(),
-            Some(floor_ms) => vec![
-                TxnOp::get(floor_key.clone(), None),
-                TxnOp::txn(raise_floor(&floor_key, floor_ms)),
-            ],
-        };
+        let then = vec![
+            TxnOp::get(floor_key.clone(), None),
+            TxnOp::txn(raise_floor(&floor_key, floor_ms)),
+        ];
         let txn = Txn::new()
             .when(ours(&lease_key, lease))
             .and_then(then)
@@ -660,40 +641,37 @@ impl EtcdStrategy {
         Ok(Renewal::new(lease.clone(), ttl))
     }
 
-    /// Release, setting the floor to `floor` (`Some`) or leaving it.
+    /// The guard's etcd lease, the transaction that moves the key onto it and sets the floor
+    /// to `floor_ms` (only raises it when the key is no longer ours), then the revoke.
     async fn release_inner(
         &self,
         lease: &EtcdLease,
-        guard: Duration,
-        floor: Option<u64>,
+        request: Release,
     ) -> Result<(), EtcdLeaseError> {
         let client = self.client().await?;
         // Rounded up: the ID stays blocked at least `guard`.
-        let seconds = whole_seconds_up(guard);
+        let seconds = whole_seconds_up(request.guard);
         let (guard_lease, _) = self.grant(&client, seconds).await?;
         let prefix = self.prefix();
         let lease_key = keys::lease_key(prefix, lease.id);
-        let mut then = vec![TxnOp::put(
-            lease_key.clone(),
-            lease.token.clone(),
-            Some(PutOptions::new().with_lease(guard_lease)),
-        )];
-        if let Some(floor_ms) = floor {
-            then.push(TxnOp::put(
-                keys::floor_key(prefix, lease.id),
-                keys::encode_floor(floor_ms),
-                None,
-            ));
-        }
-        let mut txn = Txn::new().when(ours(&lease_key, lease)).and_then(then);
-        if let Some(floor_ms) = floor {
+        let floor_key = keys::floor_key(prefix, lease.id);
+        let txn = Txn::new()
+            .when(ours(&lease_key, lease))
+            .and_then(vec![
+                TxnOp::put(
+                    lease_key.clone(),
+                    lease.token.clone(),
+                    Some(PutOptions::new().with_lease(guard_lease)),
+                ),
+                TxnOp::put(
+                    floor_key.clone(),
+                    keys::encode_floor(request.floor_ms),
+                    None,
+                ),
+            ])
             // Not ours any more (expired, taken over): only raise the floor, so what was
             // issued under the lease is known; the lease manager releases a lost lease too.
-            txn = txn.or_else(vec![TxnOp::txn(raise_floor(
-                &keys::floor_key(prefix, lease.id),
-                floor_ms,
-            ))]);
-        }
+            .or_else(vec![TxnOp::txn(raise_floor(&floor_key, request.floor_ms))]);
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
         // to their TTLs rather than free the ID early.
         self.txn(&client, "txn (release)", txn).await?;
@@ -760,89 +738,51 @@ impl Strategy for EtcdStrategy {
     type Lease = EtcdLease;
     type Error = EtcdLeaseError;
 
-    /// Refuses a configuration whose leases, in the whole seconds etcd grants (the lease
-    /// duration, at most `max_lease_duration`, rounded down), are below the manager's minimum
-    /// TTL: every grant would be refused as an illegal TTL.
-    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), EtcdLeaseError> {
-        let asked = config.lease_duration().min(self.options.max_lease_duration);
+    /// A read of the prefix (keys and floors), a lease grant, then the claim transaction on a
+    /// random free ID, preferring one whose floor is below `now_ms`; the transaction also
+    /// requires the floor key unchanged since the read and raises it to `floor_ms`.
+    async fn acquire(&self, request: Acquire) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
+        self.acquire_inner(request).await
+    }
+
+    /// One keep-alive, then the transaction that proves the key is still attached to this
+    /// holder's etcd lease and raises the floor key to `floor_ms` (a nested transaction). etcd
+    /// keeps a lease's TTL: `requested` is not used, the TTL etcd granted at acquire is renewed
+    /// and reported.
+    async fn renew(
+        &self,
+        lease: &EtcdLease,
+        request: Renew,
+    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
+        self.renew_inner(lease, request.floor_ms).await
+    }
+
+    /// A guard lease, the transaction that moves this holder's key onto it and sets the floor
+    /// key to `floor_ms` (or, when the key is no longer ours, only raises it), and the revoke
+    /// of this holder's etcd lease.
+    async fn release(&self, lease: &EtcdLease, request: Release) -> Result<(), EtcdLeaseError> {
+        self.release_inner(lease, request).await
+    }
+
+    /// Refuses terms whose leases, in the whole seconds etcd grants (the lease duration, at
+    /// most `max_lease_duration`, rounded down), are below the manager's minimum TTL: every
+    /// grant would be refused as an illegal TTL.
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), EtcdLeaseError> {
+        let asked = terms.lease_duration.min(self.options.max_lease_duration);
         let granted = Duration::from_secs(asked.as_secs());
-        if granted < config.min_ttl() {
+        if granted < terms.min_ttl {
             return Err(EtcdLeaseError::InvalidOptions(format!(
                 "leases would be granted {granted:?} (the lease duration {:?}, at most \
                  max_lease_duration {:?}, in whole seconds as etcd grants them), below the lease \
                  manager's min_ttl ({:?}): raise EtcdOptions::max_lease_duration or the lease \
                  duration, or lower LeaseConfig::with_min_ttl",
-                config.lease_duration(),
-                self.options.max_lease_duration,
-                config.min_ttl()
+                terms.lease_duration, self.options.max_lease_duration, terms.min_ttl
             )));
         }
         Ok(())
     }
 
-    /// A read of the prefix, a lease grant, then the claim transaction on a random free ID.
-    async fn acquire(&self, requested: Duration) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
-        self.acquire_inner(requested, None).await
-    }
-
-    /// One keep-alive, then the transaction that proves the key is still attached to this
-    /// holder's etcd lease. etcd keeps a lease's TTL: `requested` is not used, the TTL etcd
-    /// granted at acquire is renewed and reported.
-    async fn renew(
-        &self,
-        lease: &EtcdLease,
-        requested: Duration,
-    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
-        let _ = requested;
-        self.renew_inner(lease, None).await
-    }
-
-    /// A guard lease, the transaction that moves this holder's key onto it, and the revoke of
-    /// this holder's etcd lease.
-    async fn release(&self, lease: &EtcdLease, guard: Duration) -> Result<(), EtcdLeaseError> {
-        self.release_inner(lease, guard, None).await
-    }
-
-    fn records_floor(&self) -> bool {
-        true
-    }
-
-    /// As [`acquire`](Strategy::acquire), reading the floors too; the claim transaction also
-    /// requires the floor key unchanged since the read and raises it to `floor_ms`.
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
-        self.acquire_inner(requested, Some((now_ms, floor_ms)))
-            .await
-    }
-
-    /// As [`renew`](Strategy::renew); the proof transaction also raises the floor key to
-    /// `floor_ms` (a nested transaction), only when the key is still ours.
-    async fn renew_with_floor(
-        &self,
-        lease: &EtcdLease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
-        let _ = requested;
-        self.renew_inner(lease, Some(floor_ms)).await
-    }
-
-    /// As [`release`](Strategy::release); the transaction also sets the floor key to
-    /// `floor_ms`, or, when the key is no longer ours, only raises it to `floor_ms`.
-    async fn release_with_floor(
-        &self,
-        lease: &EtcdLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), EtcdLeaseError> {
-        self.release_inner(lease, guard, Some(floor_ms)).await
-    }
-
-    fn name(&self) -> &'static str {
-        "etcd"
+    fn profile(&self) -> Profile {
+        Profile::new("etcd").recording_floor()
     }
 }

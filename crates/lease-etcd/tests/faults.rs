@@ -7,7 +7,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{OwnCluster, Prefix};
-use lease_core::{ErrorKind, LeaseError, Renewal, Strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Renewal, Strategy};
 use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdStrategy};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -19,7 +19,7 @@ const ATTEMPTS: u32 = 100;
 async fn renew_through(s: &EtcdStrategy, lease: &EtcdLease, what: &str) -> Renewal<EtcdLease> {
     let mut last = None;
     for _ in 0..ATTEMPTS {
-        match s.renew_with_floor(lease, TTL, 1).await {
+        match s.renew(lease, Renew::new(TTL, 1)).await {
             Ok(renewal) => return renewal,
             Err(e) if e.kind() == ErrorKind::Lost => panic!("{what}: lease lost: {e}"),
             Err(e) => last = Some(e),
@@ -36,16 +36,16 @@ async fn a_restarted_etcd_keeps_every_lease() {
     let prefix = Prefix::at(endpoints.clone());
     let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
     common::initialize(&s).await;
-    let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
 
     cluster.kill(0);
-    let e = s.renew_with_floor(&grant.lease, TTL, 1).await.unwrap_err();
+    let e = s.renew(&grant.lease, Renew::new(TTL, 1)).await.unwrap_err();
     assert_eq!(
         e.kind(),
         ErrorKind::Retry,
         "a stopped server is uncertain: {e}"
     );
-    let e = s.acquire(TTL).await.unwrap_err();
+    let e = s.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
 
     cluster.restart(0);
@@ -58,7 +58,7 @@ async fn a_restarted_etcd_keeps_every_lease() {
     assert_eq!(holders[0].machine_id, grant.machine_id);
     assert_eq!(other.free_count().await.unwrap(), 511);
     other
-        .release(&grant.lease, Duration::from_secs(1))
+        .release(&grant.lease, Release::new(Duration::from_secs(1), 500))
         .await
         .unwrap();
 }
@@ -73,17 +73,17 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
         .with_max_clock_offset(Duration::from_secs(100));
     let s = EtcdStrategy::new(options.clone()).unwrap();
     common::initialize(&s).await;
-    let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
     // Some history, so the revision the strategy saw is well above a fresh store's.
     for _ in 0..5 {
-        s.renew_with_floor(&grant.lease, TTL, 1).await.unwrap();
+        s.renew(&grant.lease, Renew::new(TTL, 1)).await.unwrap();
     }
 
     cluster.wipe_and_restart(0);
     // The holder learns at its next renewal that its lease is gone.
     let mut lost = None;
     for _ in 0..ATTEMPTS {
-        match s.renew_with_floor(&grant.lease, TTL, 1).await {
+        match s.renew(&grant.lease, Renew::new(TTL, 1)).await {
             Err(e) if e.kind() == ErrorKind::Lost => {
                 lost = Some(e);
                 break;
@@ -95,7 +95,7 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     }
     assert!(lost.is_some(), "the loss was never reported");
     // This process saw a later revision: it holds acquisition off.
-    let e = s.acquire_with_floor(TTL, 0, 1).await.unwrap_err();
+    let e = s.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry);
     let EtcdLeaseError::StoreRewound { remaining, .. } = &e else {
         panic!("{e}");
@@ -112,7 +112,7 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     // marker, and holds off too (a restored snapshot keeps the marker: see the crate docs,
     // "Amnesia").
     let fresh = EtcdStrategy::new(options.clone()).unwrap();
-    let e = fresh.acquire(TTL).await.unwrap_err();
+    let e = fresh.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
     assert!(
         matches!(&e, EtcdLeaseError::NotInitialized { remaining, .. }
             if *remaining >= hold_off && *remaining <= hold_off + Duration::from_secs(1)),
@@ -128,7 +128,7 @@ async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved
     let prefix = Prefix::at(endpoints.clone());
     let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
     common::initialize(&s).await;
-    let grant = s.acquire_with_floor(TTL, 0, 500).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
     let id = grant.machine_id;
 
     // Each member's ID, and the leader.
@@ -160,7 +160,7 @@ async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved
     let other = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
     let mut taken = None;
     for _ in 0..ATTEMPTS {
-        match other.acquire_with_floor(TTL, 0, 1).await {
+        match other.acquire(Acquire::new(TTL, 0, 1)).await {
             Ok(g) => {
                 taken = Some(g);
                 break;

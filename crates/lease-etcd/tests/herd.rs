@@ -1,5 +1,5 @@
-//! A herd: 512 nodes acquiring at once all end up with distinct IDs, by the plain acquire and
-//! by the floor-aware one. Prints the time until all held one.
+//! A herd: 512 nodes acquiring at once all end up with distinct IDs, each with its floor.
+//! Prints the time until all held one.
 
 use crate::common;
 
@@ -8,28 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Prefix, options, raw};
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Strategy};
 use lease_etcd::EtcdStrategy;
 use lease_etcd::etcd_client::GetOptions;
 
 const FLOOR_MS: u64 = 1_893_456_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn herd_of_512_gets_distinct_ids() {
-    herd(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn herd_of_512_gets_distinct_ids_and_floors() {
-    herd(true).await;
-}
-
-async fn herd(with_floor: bool) {
-    let how = if with_floor {
-        "floor acquire"
-    } else {
-        "plain acquire"
-    };
     let prefix = Prefix::new();
     let mut c = raw().await;
     // One strategy (and client) per node, all made and connected before the clock starts.
@@ -51,12 +37,10 @@ async fn herd(with_floor: bool) {
             tokio::spawn(async move {
                 loop {
                     let ttl = Duration::from_secs(60);
-                    let result = if with_floor {
-                        node.acquire_with_floor(ttl, FLOOR_MS, FLOOR_MS + 1).await
-                    } else {
-                        node.acquire(ttl).await
-                    };
-                    match result {
+                    match node
+                        .acquire(Acquire::new(ttl, FLOOR_MS, FLOOR_MS + 1))
+                        .await
+                    {
                         Ok(grant) => return grant.machine_id.get(),
                         // Lost three races in a row: try again, as the lease manager would.
                         Err(e) if e.kind() == ErrorKind::Conflict => {
@@ -88,19 +72,15 @@ async fn herd(with_floor: bool) {
         .iter()
         .filter(|kv| kv.key_str().unwrap().contains("/floor/"))
         .collect();
-    if with_floor {
-        // Every ID got its floor, and only the winners wrote one.
-        assert_eq!(floors.len(), 512);
-        assert!(
-            floors
-                .iter()
-                .all(|kv| kv.value_str().unwrap() == format!("{:020}", FLOOR_MS + 1))
-        );
-    } else {
-        assert!(floors.is_empty());
-    }
+    // Every ID got its floor, and only the winners wrote one.
+    assert_eq!(floors.len(), 512);
+    assert!(
+        floors
+            .iter()
+            .all(|kv| kv.value_str().unwrap() == format!("{:020}", FLOOR_MS + 1))
+    );
     println!(
-        "herd on etcd ({how}): 512 acquirers, all distinct in {} ms, {} conflict answers (each = 3 lost claims)",
+        "herd on etcd: 512 acquirers, all distinct in {} ms, {} conflict answers (each = 3 lost claims)",
         elapsed.as_millis(),
         conflicts.load(Ordering::Relaxed),
     );

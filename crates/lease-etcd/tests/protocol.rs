@@ -6,11 +6,40 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Prefix, now_ms, raw};
-use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseError, MachineId, Release, Renew, Renewal, Strategy,
+};
 use lease_etcd::etcd_client::{Client, PutOptions};
 use lease_etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy, LostReason};
 
 const TTL: Duration = Duration::from_secs(30);
+
+/// Acquires for `requested` as the lease manager does: its clock as `now_ms`, and a floor of
+/// the lease's deadline.
+async fn acquire(
+    s: &EtcdStrategy,
+    requested: Duration,
+) -> Result<Grant<lease_etcd::EtcdLease>, EtcdLeaseError> {
+    let now = now_ms();
+    s.acquire(Acquire::new(requested, now, now + 20_000)).await
+}
+
+/// Renews for `TTL`, raising the floor to this machine's clock.
+async fn renew(
+    s: &EtcdStrategy,
+    lease: &lease_etcd::EtcdLease,
+) -> Result<Renewal<lease_etcd::EtcdLease>, EtcdLeaseError> {
+    s.renew(lease, Renew::new(TTL, now_ms())).await
+}
+
+/// Releases with a guard of `guard` and this machine's clock as the floor.
+async fn release(
+    s: &EtcdStrategy,
+    lease: &lease_etcd::EtcdLease,
+    guard: Duration,
+) -> Result<(), EtcdLeaseError> {
+    s.release(lease, Release::new(guard, now_ms())).await
+}
 
 async fn value(client: &mut Client, key: &str) -> Option<(String, i64, i64)> {
     let answer = client.get(key, None).await.expect("get");
@@ -46,9 +75,12 @@ async fn acquire_claims_one_key_on_an_etcd_lease_of_whole_seconds() {
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
     // 4.7 s asks etcd for 4 s: never more than requested, and what etcd granted is reported.
-    let grant = s.acquire(Duration::from_millis(4700)).await.unwrap();
+    let grant = s
+        .acquire(Acquire::new(Duration::from_millis(4700), now_ms(), 1234))
+        .await
+        .unwrap();
     assert_eq!(grant.ttl, Duration::from_secs(4));
-    assert_eq!(grant.floor_ms, 0);
+    assert_eq!(grant.floor_ms, 0, "nothing stored before");
     assert_eq!(grant.coordinator_ms, None, "etcd reports no server clock");
     let lease = &grant.lease;
     assert_eq!(lease.machine_id(), grant.machine_id);
@@ -59,14 +91,16 @@ async fn acquire_claims_one_key_on_an_etcd_lease_of_whole_seconds() {
     assert_eq!(token, lease.token());
     assert_eq!(on, lease.etcd_lease_id());
     assert_eq!(created, lease.revision());
-    // The plain acquire writes no floor.
-    assert!(
+    // The floor is written with the claim.
+    assert_eq!(
         value(&mut c, &prefix.floor_key(grant.machine_id.get()))
             .await
-            .is_none()
+            .expect("the floor key exists")
+            .0,
+        "00000000000000001234"
     );
 
-    let e = s.acquire(Duration::from_millis(999)).await.unwrap_err();
+    let e = acquire(&s, Duration::from_millis(999)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
 }
 
@@ -74,19 +108,16 @@ async fn acquire_claims_one_key_on_an_etcd_lease_of_whole_seconds() {
 async fn renew_keeps_the_granted_ttl_and_is_idempotent() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     // etcd renews a lease to the TTL it was granted with, whatever is asked now.
     let first = s
-        .renew(&grant.lease, Duration::from_secs(90))
+        .renew(&grant.lease, Renew::new(Duration::from_secs(90), now_ms()))
         .await
         .unwrap();
     assert_eq!(first.ttl, TTL);
     assert_eq!(first.lease, grant.lease);
     // A retried renewal (its first answer lost) succeeds again.
-    let again = s
-        .renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap();
+    let again = renew(&s, &grant.lease).await.unwrap();
     assert_eq!(again.ttl, TTL);
     assert_eq!(again.lease, grant.lease);
 }
@@ -96,10 +127,10 @@ async fn renew_is_lost_when_the_etcd_lease_is_gone() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     c.lease_revoke(grant.lease.etcd_lease_id()).await.unwrap();
     for _ in 0..2 {
-        let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+        let e = renew(&s, &grant.lease).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
         assert!(
             matches!(
@@ -119,7 +150,7 @@ async fn renew_is_lost_when_another_lease_holds_the_key() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, now_ms(), 1234)).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
     // Another holder's key on another lease, our etcd lease still alive.
     let other = c.lease_grant(60, None).await.unwrap().id();
@@ -131,28 +162,30 @@ async fn renew_is_lost_when_another_lease_holds_the_key() {
     )
     .await
     .unwrap();
-    let e = s
-        .renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap_err();
+    let e = renew(&s, &grant.lease).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
     assert!(
         matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease, .. }, .. } if *lease == other),
         "{e}"
     );
-    // The other holder is untouched; our orphaned etcd lease is revoked; no floor written.
+    // The other holder is untouched; our orphaned etcd lease is revoked; the floor is the
+    // claim's, not raised by the renewal that was not ours.
+    let floor_key = prefix.floor_key(grant.machine_id.get());
     assert_eq!(value(&mut c, &key).await.unwrap().1, other);
     assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
-    assert!(
-        value(&mut c, &prefix.floor_key(grant.machine_id.get()))
-            .await
-            .is_none()
+    assert_eq!(
+        value(&mut c, &floor_key).await.unwrap().0,
+        "00000000000000001234"
     );
-    // Releasing the stale handle leaves the other holder alone too.
-    s.release_with_floor(&grant.lease, Duration::from_secs(1), 5)
+    // Releasing the stale handle leaves the other holder alone too, and lowers no floor.
+    s.release(&grant.lease, Release::new(Duration::from_secs(1), 5))
         .await
         .unwrap();
     assert_eq!(value(&mut c, &key).await.unwrap().1, other);
+    assert_eq!(
+        value(&mut c, &floor_key).await.unwrap().0,
+        "00000000000000001234"
+    );
     c.lease_revoke(other).await.unwrap();
 }
 
@@ -161,10 +194,10 @@ async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
     c.delete(key.as_str(), None).await.unwrap();
-    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = renew(&s, &grant.lease).await.unwrap_err();
     assert!(
         matches!(
             e,
@@ -177,7 +210,7 @@ async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
     );
 
     // The same etcd lease, but a key created again: another holding.
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
     let lease = grant.lease.etcd_lease_id();
     c.delete(key.as_str(), None).await.unwrap();
@@ -188,7 +221,7 @@ async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
     )
     .await
     .unwrap();
-    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = renew(&s, &grant.lease).await.unwrap_err();
     assert!(
         matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease: l, revision }, .. }
             if *l == lease && *revision > grant.lease.revision()),
@@ -200,7 +233,7 @@ async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
 async fn an_unreachable_cluster_is_retry_not_lost() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     let dead = EtcdStrategy::new(common::options_at(
         &[format!(
             "http://127.0.0.1:{}",
@@ -209,14 +242,14 @@ async fn an_unreachable_cluster_is_retry_not_lost() {
         &prefix,
     ))
     .unwrap();
-    let e = dead.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = renew(&dead, &grant.lease).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
-    let e = dead.acquire(TTL).await.unwrap_err();
+    let e = acquire(&dead, TTL).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
-    let e = dead.release(&grant.lease, TTL).await.unwrap_err();
+    let e = release(&dead, &grant.lease, TTL).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
     // Nothing happened to the lease.
-    s.renew(&grant.lease, TTL).await.unwrap();
+    renew(&s, &grant.lease).await.unwrap();
 }
 
 #[tokio::test]
@@ -224,9 +257,9 @@ async fn release_moves_the_key_onto_a_guard_lease_and_revokes_ours() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
-    s.release(&grant.lease, Duration::from_millis(2500))
+    release(&s, &grant.lease, Duration::from_millis(2500))
         .await
         .unwrap();
     let (token, guard, created) = value(&mut c, &key).await.expect("still blocked");
@@ -237,9 +270,9 @@ async fn release_moves_the_key_onto_a_guard_lease_and_revokes_ours() {
     assert_eq!(granted_ttl(&mut c, guard).await.0, 3);
     assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
     // Released: renewing is lost, releasing again changes nothing.
-    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = renew(&s, &grant.lease).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
-    s.release(&grant.lease, Duration::from_secs(1))
+    release(&s, &grant.lease, Duration::from_secs(1))
         .await
         .unwrap();
     assert_eq!(value(&mut c, &key).await.unwrap().1, guard);
@@ -252,7 +285,7 @@ async fn the_floor_is_a_key_without_lease_raised_by_claim_and_renewal_set_by_rel
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
-    let grant = s.acquire_with_floor(TTL, now_ms(), 1234).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, now_ms(), 1234)).await.unwrap();
     assert_eq!(grant.floor_ms, 0);
     let id = grant.machine_id.get();
     let floor = |c: &mut Client| {
@@ -263,12 +296,14 @@ async fn the_floor_is_a_key_without_lease_raised_by_claim_and_renewal_set_by_rel
     let (stored, lease, _) = floor(&mut c).await.expect("floor written with the claim");
     assert_eq!(stored, "00000000000000001234");
     assert_eq!(lease, 0, "the floor outlives every lease");
-    s.renew_with_floor(&grant.lease, TTL, 1000).await.unwrap();
+    s.renew(&grant.lease, Renew::new(TTL, 1000)).await.unwrap();
     assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000001234");
-    s.renew_with_floor(&grant.lease, TTL, 98_765).await.unwrap();
+    s.renew(&grant.lease, Renew::new(TTL, 98_765))
+        .await
+        .unwrap();
     assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000098765");
     // Release sets it to what was issued.
-    s.release_with_floor(&grant.lease, Duration::from_secs(1), 50_000)
+    s.release(&grant.lease, Release::new(Duration::from_secs(1), 50_000))
         .await
         .unwrap();
     assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
@@ -278,7 +313,7 @@ async fn the_floor_is_a_key_without_lease_raised_by_claim_and_renewal_set_by_rel
     assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
     // The next holder is told, and a lower floor does not lower it.
     occupy_all_but(&mut c, &prefix, &[id]).await;
-    let next = s.acquire_with_floor(TTL, now_ms(), 10).await.unwrap();
+    let next = s.acquire(Acquire::new(TTL, now_ms(), 10)).await.unwrap();
     assert_eq!(next.machine_id, grant.machine_id);
     assert_eq!(next.floor_ms, 50_000);
     assert_eq!(floor(&mut c).await.unwrap().0, "00000000000000050000");
@@ -296,12 +331,12 @@ async fn a_free_id_whose_floor_is_below_now_is_preferred() {
             .await
             .unwrap();
     }
-    let grant = s.acquire_with_floor(TTL, now, now + 1).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, now, now + 1)).await.unwrap();
     assert_eq!(grant.machine_id.get(), 20);
     assert_eq!(grant.floor_ms, now - 5_000);
     // With every free floor ahead, the lower of two random picks: never the highest here when
     // the two picks differ, and always one of the free IDs.
-    let grant = s.acquire_with_floor(TTL, now, now + 1).await.unwrap();
+    let grant = s.acquire(Acquire::new(TTL, now, now + 1)).await.unwrap();
     assert!([10, 30].contains(&grant.machine_id.get()));
 }
 
@@ -311,23 +346,25 @@ async fn an_unreadable_floor_is_never_claimed_or_raised() {
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
     occupy_all_but(&mut c, &prefix, &[7]).await;
-    c.put(prefix.floor_key(7), "soon", None).await.unwrap();
-    let e = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap_err();
+    let floor_key = prefix.floor_key(7);
+    c.put(floor_key.as_str(), "soon", None).await.unwrap();
+    let e = acquire(&s, TTL).await.unwrap_err();
     assert!(
         matches!(&e, EtcdLeaseError::UnreadableFloor { id, value, .. } if id.get() == 7 && value == "soon"),
         "{e}"
     );
     assert_eq!(e.kind(), ErrorKind::Other);
-    // The floor-less acquire does not read floors; its renewal with a floor cannot raise it.
-    let grant = s.acquire(TTL).await.unwrap();
+    assert_eq!(value(&mut c, &floor_key).await.unwrap().0, "soon");
+    // Held, then made unreadable: its renewal cannot raise it, and leaves it as it is.
+    c.delete(floor_key.as_str(), None).await.unwrap();
+    let grant = acquire(&s, TTL).await.unwrap();
     assert_eq!(grant.machine_id.get(), 7);
-    let e = s
-        .renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap_err();
+    c.put(floor_key.as_str(), "soon", None).await.unwrap();
+    let e = renew(&s, &grant.lease).await.unwrap_err();
     assert!(matches!(e, EtcdLeaseError::UnreadableFloor { .. }), "{e}");
+    assert_eq!(value(&mut c, &floor_key).await.unwrap().0, "soon");
     // Exhausted once that ID is taken too.
-    let e = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap_err();
+    let e = acquire(&s, TTL).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
 }
 
@@ -338,8 +375,8 @@ async fn operator_views() {
     let mut c = raw().await;
     assert_eq!(s.free_count().await.unwrap(), 512);
     assert!(s.holders().await.unwrap().is_empty());
-    let a = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
-    let b = s.acquire(Duration::from_secs(60)).await.unwrap();
+    let a = acquire(&s, TTL).await.unwrap();
+    let b = acquire(&s, Duration::from_secs(60)).await.unwrap();
     c.put(prefix.lease_key(511), "foreign-holder", None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -368,7 +405,7 @@ async fn operator_views() {
     // Force release frees at once, revokes the holder's lease: its renewal is lost.
     assert!(s.force_release(a.machine_id).await.unwrap());
     assert_eq!(s.free_count().await.unwrap(), 510);
-    let e = s.renew(&a.lease, TTL).await.unwrap_err();
+    let e = renew(&s, &a.lease).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
 }
 
@@ -380,10 +417,10 @@ async fn two_prefixes_do_not_see_each_other() {
     let s1 = common::strategy(&p1).await;
     let s2 = common::strategy(&p2).await;
     assert_eq!(
-        s1.acquire(TTL).await.unwrap_err().kind(),
+        acquire(&s1, TTL).await.unwrap_err().kind(),
         ErrorKind::Exhausted
     );
-    s2.acquire(TTL).await.unwrap();
+    acquire(&s2, TTL).await.unwrap();
     assert_eq!(s1.free_count().await.unwrap(), 0);
     assert_eq!(s2.free_count().await.unwrap(), 511);
 }
@@ -405,26 +442,22 @@ async fn authentication_errors_are_misconfigured() {
             .unwrap()
     };
 
-    let e = with("root", "wrong").acquire(TTL).await.unwrap_err();
+    let e = acquire(&with("root", "wrong"), TTL).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
-    let e = with("outsider", "outsider-pw")
-        .acquire(TTL)
+    let e = acquire(&with("outsider", "outsider-pw"), TTL)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     let root = with("root", "root-pw");
     common::initialize(&root).await;
-    let grant = root.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
-    root.renew_with_floor(&grant.lease, TTL, 2).await.unwrap();
-    root.release_with_floor(&grant.lease, Duration::from_secs(1), 3)
+    let grant = acquire(&root, TTL).await.unwrap();
+    renew(&root, &grant.lease).await.unwrap();
+    release(&root, &grant.lease, Duration::from_secs(1))
         .await
         .unwrap();
     // Without credentials on a cluster that requires them.
-    let e = EtcdStrategy::new(common::options_at(&endpoints, &prefix))
-        .unwrap()
-        .acquire(TTL)
-        .await
-        .unwrap_err();
+    let anonymous = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
+    let e = acquire(&anonymous, TTL).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
 }
 
@@ -445,24 +478,36 @@ async fn urls_and_options_are_checked() {
     #[cfg(not(feature = "tls"))]
     {
         let s = EtcdStrategy::new(EtcdOptions::new(["https://127.0.0.1:1"])).unwrap();
-        let e = s.acquire(TTL).await.unwrap_err();
+        let e = acquire(&s, TTL).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
     }
 }
 
 #[test]
-fn a_configuration_whose_grants_fall_below_the_minimum_ttl_is_refused() {
-    use lease_core::LeaseConfig;
+fn terms_whose_grants_fall_below_the_minimum_ttl_are_refused() {
+    use lease_manager::LeaseConfig;
     let s = EtcdStrategy::new(EtcdOptions::new(["http://h:1"])).unwrap();
-    s.check_config(&LeaseConfig::default()).unwrap();
+    s.check_terms(&LeaseConfig::default().terms()).unwrap();
     let capped = EtcdStrategy::new(
         EtcdOptions::new(["http://h:1"]).with_max_lease_duration(Duration::from_secs(20)),
     )
     .unwrap();
-    let e = capped.check_config(&LeaseConfig::default()).unwrap_err();
+    let e = capped
+        .check_terms(&LeaseConfig::default().terms())
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
-    assert!(e.to_string().contains("max_lease_duration"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "invalid lease-etcd options: leases would be granted 20s (the lease duration 28800s, at \
+         most max_lease_duration 20s, in whole seconds as etcd grants them), below the lease \
+         manager's min_ttl (30s): raise EtcdOptions::max_lease_duration or the lease duration, \
+         or lower LeaseConfig::with_min_ttl"
+    );
     // 30.5 s is granted as 30 s: still the default minimum.
     let config = LeaseConfig::default().with_lease_duration(Duration::from_millis(30_500));
-    s.check_config(&config).unwrap();
+    s.check_terms(&config.terms()).unwrap();
+    assert_eq!(
+        s.profile(),
+        lease_core::Profile::new("etcd").recording_floor()
+    );
 }

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::{OwnCluster, Prefix, now_ms, options_at};
-use lease_core::Strategy;
+use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_etcd::EtcdStrategy;
 
 /// What the member on `port` has received so far: gRPC messages by method (a unary call is
@@ -92,31 +92,30 @@ async fn requests_per_operation() {
     common::initialize(&s).await;
     let ttl = Duration::from_secs(30);
     let guard = Duration::from_secs(2);
+    let acquire = || Acquire::new(ttl, now_ms(), now_ms());
+    let renew = || Renew::new(ttl, now_ms());
+    let release = || Release::new(guard, now_ms());
     // First use: connects; measured from the second round on, as in a running node.
-    let grant = s.acquire_with_floor(ttl, now_ms(), now_ms()).await.unwrap();
-    s.renew_with_floor(&grant.lease, ttl, now_ms())
-        .await
-        .unwrap();
-    s.release_with_floor(&grant.lease, guard, now_ms())
-        .await
-        .unwrap();
+    let grant = s.acquire(acquire()).await.unwrap();
+    s.renew(&grant.lease, renew()).await.unwrap();
+    s.release(&grant.lease, release()).await.unwrap();
 
-    let (grant, seen) = counted(port, s.acquire_with_floor(ttl, now_ms(), now_ms())).await;
+    let (grant, seen) = counted(port, s.acquire(acquire())).await;
     let grant = grant.unwrap();
     // The read of the prefix (keys and floors), the holder's etcd lease, the claim.
     expect(
-        "acquire_with_floor",
+        "acquire",
         &seen,
         &[("LeaseGrant", 1), ("Range", 1), ("Txn", 1)],
     );
 
-    let (renewal, seen) = counted(port, s.renew_with_floor(&grant.lease, ttl, now_ms())).await;
+    let (renewal, seen) = counted(port, s.renew(&grant.lease, renew())).await;
     renewal.unwrap();
     // A keep-alive stream (opened with one keep-alive, whose answer the client keeps to
     // itself, then a second for the TTL and the Raft term) and the proof of the key with the
     // floor's raise.
     expect(
-        "renew_with_floor",
+        "renew",
         &seen,
         &[
             ("LeaseKeepAlive", 2),
@@ -125,12 +124,12 @@ async fn requests_per_operation() {
         ],
     );
 
-    let (release, seen) = counted(port, s.release_with_floor(&grant.lease, guard, now_ms())).await;
-    release.unwrap();
+    let (released, seen) = counted(port, s.release(&grant.lease, release())).await;
+    released.unwrap();
     // The guard's etcd lease, the move of the key onto it with the floor, the holder's etcd
     // lease revoked.
     expect(
-        "release_with_floor",
+        "release",
         &seen,
         &[("LeaseGrant", 1), ("LeaseRevoke", 1), ("Txn", 1)],
     );

@@ -8,11 +8,23 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Prefix, now_ms, raw};
-use lease_core::{ErrorKind, LeaseError, MachineId, Migration, StoreAdmin, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, LeaseError, MachineId, Migration, Renew, StoreAdmin, Strategy,
+};
 use lease_etcd::etcd_client::{Client, DeleteOptions};
 use lease_etcd::{EtcdLeaseError, EtcdStrategy};
 
 const TTL: Duration = Duration::from_secs(30);
+
+/// An acquire of `TTL` at this machine's clock with a floor of `floor_ms`.
+fn acquire(floor_ms: u64) -> Acquire {
+    Acquire::new(TTL, now_ms(), floor_ms)
+}
+
+/// A renewal for `TTL` raising the floor to this machine's clock.
+fn renew() -> Renew {
+    Renew::new(TTL, now_ms())
+}
 /// Attempts at an acquire while a short hold-off runs out (etcd ends expired leases in a
 /// sweep every 500 ms).
 const ATTEMPTS: u32 = 200;
@@ -81,16 +93,13 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     let holder = common::strategy(&prefix).await;
     let mut c = raw().await;
     occupy_all_but(&mut c, &prefix, 17).await;
-    let grant = holder
-        .acquire_with_floor(TTL, now_ms(), now_ms())
-        .await
-        .unwrap();
+    let grant = holder.acquire(acquire(now_ms())).await.unwrap();
     assert_eq!(grant.machine_id.get(), 17);
 
     delete_prefix(&mut c, &prefix).await;
     occupy_all_but(&mut c, &prefix, 17).await;
     let second = EtcdStrategy::new(common::options(&prefix)).unwrap();
-    let e = match second.acquire_with_floor(TTL, now_ms(), 1).await {
+    let e = match second.acquire(acquire(1)).await {
         Ok(taken) => panic!(
             "machine id {} held by a running node was handed out again after the prefix was deleted",
             taken.machine_id
@@ -120,19 +129,16 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     assert!(ttl > 10 * 3600 - 60 && ttl <= 10 * 3600, "{ttl}");
     assert!(marker(&mut c, &prefix).await, "the marker comes with it");
     // The holder finds out at its next renewal and stops.
-    let e = holder
-        .renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap_err();
+    let e = holder.renew(&grant.lease, renew()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
-    // Still held off for every node, whatever it tries (the plain acquire reads keys only).
+    // Still held off for every node.
     let third = EtcdStrategy::new(common::options(&prefix)).unwrap();
-    let left = held_off(third.acquire(TTL).await);
+    let left = held_off(third.acquire(acquire(1)).await);
     assert!(
         left <= hold_off && left > hold_off - Duration::from_secs(60),
         "{left:?}"
     );
-    held_off(second.acquire_with_floor(TTL, now_ms(), 1).await);
+    held_off(second.acquire(acquire(1)).await);
     // Once every node is stopped, the operator initializes the prefix: usable at once.
     let done = StoreAdmin::migrate(&second).await.unwrap();
     assert!(
@@ -141,7 +147,7 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
         "{done:?}"
     );
     assert!(hold_off_key(&mut c, &prefix).await.is_none());
-    let again = second.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
+    let again = second.acquire(acquire(1)).await.unwrap();
     assert_eq!(again.machine_id.get(), 17);
 }
 
@@ -158,10 +164,8 @@ async fn a_new_prefix_is_usable_right_after_migrate() {
         "{done:?}"
     );
     assert!(marker(&mut c, &prefix).await);
-    let grant = s.acquire_with_floor(TTL, now_ms(), 1).await.unwrap();
-    s.renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap();
+    let grant = s.acquire(acquire(1)).await.unwrap();
+    s.renew(&grant.lease, renew()).await.unwrap();
     // Running it again (nodes may run) changes nothing for them.
     let done = StoreAdmin::migrate(&s).await.unwrap();
     assert!(
@@ -174,17 +178,15 @@ async fn a_new_prefix_is_usable_right_after_migrate() {
         ),
         "{done:?}"
     );
-    s.renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap();
-    s.acquire(TTL).await.unwrap();
+    s.renew(&grant.lease, renew()).await.unwrap();
+    s.acquire(acquire(1)).await.unwrap();
     assert_eq!(s.free_count().await.unwrap(), 510);
     assert_eq!(s.holders().await.unwrap().len(), 2);
 
     // Not initialized: the first acquire begins the hold-off.
     let new = Prefix::new();
     let s = EtcdStrategy::new(common::options(&new)).unwrap();
-    held_off(s.acquire_with_floor(TTL, now_ms(), 1).await);
+    held_off(s.acquire(acquire(1)).await);
     assert!(hold_off_key(&mut c, &new).await.is_some());
 }
 
@@ -201,20 +203,17 @@ async fn a_deleted_prefix_heals_by_itself_after_the_hold_off() {
     common::initialize(&holder).await;
     let mut c = raw().await;
     occupy_all_but(&mut c, &prefix, 17).await;
-    let grant = holder
-        .acquire_with_floor(TTL, now_ms(), now_ms())
-        .await
-        .unwrap();
+    let grant = holder.acquire(acquire(now_ms())).await.unwrap();
     assert_eq!(grant.machine_id.get(), 17);
 
     delete_prefix(&mut c, &prefix).await;
     occupy_all_but(&mut c, &prefix, 17).await;
     let second = EtcdStrategy::new(short).unwrap();
-    held_off(second.acquire_with_floor(TTL, now_ms(), 1).await);
+    held_off(second.acquire(acquire(1)).await);
     let (hold_off_lease, _) = hold_off_key(&mut c, &prefix).await.expect("recorded");
     let mut granted = None;
     for _ in 0..ATTEMPTS {
-        match second.acquire_with_floor(TTL, now_ms(), 1).await {
+        match second.acquire(acquire(1)).await {
             Ok(g) => {
                 granted = Some(g);
                 break;
@@ -231,9 +230,6 @@ async fn a_deleted_prefix_heals_by_itself_after_the_hold_off() {
         let ttl = c.lease_time_to_live(lease, None).await.unwrap().ttl();
         assert_eq!(ttl, -1, "etcd lease {lease:x} still runs");
     }
-    let e = holder
-        .renew_with_floor(&grant.lease, TTL, now_ms())
-        .await
-        .unwrap_err();
+    let e = holder.renew(&grant.lease, renew()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
 }
