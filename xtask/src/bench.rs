@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::steps::{Step, Steps};
+use crate::workspace;
 
 /// A benchmark `cargo xtask bench` runs.
 struct Bench {
@@ -83,9 +84,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// directory, as criterion finds them.
 fn criterion_dir() -> PathBuf {
     if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return crate::workspace_root().join(home);
+        return workspace::root().join(home);
     }
-    crate::target_dir().join("criterion")
+    workspace::target_dir().join("criterion")
 }
 
 /// A ratio of the `paired` benchmark: its fastest-tenth ratio (the goal's figure), then the
@@ -138,7 +139,7 @@ fn goals() -> Result<Vec<Goal>, String> {
     packages.dedup();
     let mut goals = Vec::new();
     for package in packages {
-        let path = crate::workspace_root()
+        let path = workspace::root()
             .join("crates")
             .join(package)
             .join("benches/goals.json");
@@ -261,7 +262,7 @@ fn cost((fastest, median, low, high): PairedRatio) -> PairedRatio {
 /// The per-round ratios of the last run of the facade's `paired` benchmark
 /// (`<target>/paired/report.json`), by ID.
 fn paired_report() -> Result<impl Fn(&str) -> Result<PairedRatio, String>, String> {
-    let path = crate::target_dir().join("paired/report.json");
+    let path = workspace::target_dir().join("paired/report.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("{}: {e} (run `cargo xtask bench` first)", path.display()))?;
     let json: Value =

@@ -33,12 +33,12 @@ pub fn check() -> Result<(), String> {
 
 /// `cargo tree` of `lease-core`'s normal dependencies, one crate name first on each line.
 fn tree(features: Option<&str>) -> Result<String, String> {
-    let mut command = crate::cargo();
+    let mut command = crate::workspace::cargo();
     command
         .args(["tree", "--locked", "-p", "lease-core", "-e", "normal"])
         .args(["--prefix", "none"])
         .args(features)
-        .current_dir(crate::workspace_root());
+        .current_dir(crate::workspace::root());
     let output = command
         .output()
         .map_err(|e| format!("could not run cargo tree: {e}"))?;

@@ -61,11 +61,11 @@ fn parse_cases(args: &[String]) -> Result<u32, String> {
 /// Runs every fuzz target with `--cases N` (default 20 000) cases each.
 pub fn run(args: &[String]) -> Result<(), String> {
     let cases = parse_cases(args)?;
-    let root = super::workspace_root();
+    let root = crate::workspace::root();
     let started = Instant::now();
     for (name, selection) in targets() {
         let target_started = Instant::now();
-        let mut cmd = crate::cargo();
+        let mut cmd = crate::workspace::cargo();
         cmd.args(["test", "--release", "--locked"])
             .args(&selection)
             .env("NONONCE_FUZZ_CASES", cases.to_string())

@@ -18,10 +18,10 @@ pub const COMMAND: [&str; 7] = [
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let status = crate::cargo()
+    let status = crate::workspace::cargo()
         .args(COMMAND)
         .args(args)
-        .current_dir(crate::workspace_root())
+        .current_dir(crate::workspace::root())
         .status()
         .map_err(|e| format!("sim: could not run cargo: {e}"))?;
     let secs = started.elapsed().as_secs_f64();

@@ -80,9 +80,9 @@ impl Step {
             cmd.args(["nice", "-n", "10"]);
         }
         cmd.arg(program);
-        crate::clean_env(&mut cmd);
+        crate::workspace::clean_env(&mut cmd);
         cmd.args(&self.args)
-            .current_dir(self.dir.clone().unwrap_or_else(crate::workspace_root));
+            .current_dir(self.dir.clone().unwrap_or_else(crate::workspace::root));
         for (k, v) in base_env.iter().chain(&self.env) {
             cmd.env(k, v);
         }
@@ -145,7 +145,7 @@ impl Steps {
         Self {
             started: Instant::now(),
             records: Mutex::new(Vec::new()),
-            logs: crate::target_dir().join("xtask/logs"),
+            logs: crate::workspace::target_dir().join("xtask/logs"),
             failed: AtomicBool::new(false),
             env: Vec::new(),
         }

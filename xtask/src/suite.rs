@@ -22,7 +22,7 @@ use std::thread;
 
 use crate::services::{self, Running};
 use crate::steps::{Step, Steps};
-use crate::{chaos, core_deps, nostd_steps};
+use crate::{chaos, core_deps, workspace};
 
 /// Crates with features: besides the workspace run with every feature, each is tested crate by
 /// crate with the combinations that change its behaviour ([`feature_test_steps`]).
@@ -356,7 +356,7 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 /// - the foreground, in the workspace's target folder too: every `cargo check` of the
 ///   feature combinations ([`feature_check_steps`]).
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
-    let bins = chaos::Bins::in_dir(&crate::target_dir().join("debug"));
+    let bins = chaos::Bins::in_dir(&workspace::target_dir().join("debug"));
     let after_chaos = test_build_steps(hack, &servers.env)?;
     thread::scope(|scope| {
         // The workspace's tests, then chaos: both mostly wait, but together (dozens of test
@@ -427,7 +427,7 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
 /// folder of its own: loom (`--cfg loom` on every crate), the no_std proof, and the simulation
 /// at 5,000 seeds (release).
 fn own_folder_steps() -> Vec<Step> {
-    let own_folder = |name: &str| crate::target_dir().join(name).display().to_string();
+    let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
     let mut own = vec![
         // The test profile, not release: the eight models run in seconds either way, and an
         // optimised build of loom and every dependency under `--cfg loom` took minutes.
@@ -459,9 +459,28 @@ fn own_folder_steps() -> Vec<Step> {
 /// test build made (`cargo run -p nononce-cli -- gen -n 3`; tests/docs.rs checks the README
 /// says so).
 fn readme_gen() -> Result<Step, String> {
-    let scratch = crate::target_dir().join("readme-gen");
+    let scratch = workspace::target_dir().join("readme-gen");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let binary: PathBuf = crate::target_dir().join("debug/nononce");
+    let binary: PathBuf = workspace::target_dir().join("debug/nononce");
     Ok(Step::program("README: nononce gen", binary, &["gen", "-n", "3"]).dir(scratch))
+}
+
+/// The no_std proof (`xtask/no-std-proof`), without and with the ciphers, in a target folder of
+/// its own.
+pub fn nostd_steps() -> Vec<Step> {
+    let root = workspace::root();
+    let dir = root.join("xtask/no-std-proof");
+    let target = root.join("target/no-std-proof").display().to_string();
+    vec![
+        Step::cargo("no_std proof, no features", &["build", "--locked"])
+            .dir(dir.clone())
+            .env("CARGO_TARGET_DIR", target.clone()),
+        Step::cargo(
+            "no_std proof, every cipher",
+            &["build", "--locked", "--features", "ciphers"],
+        )
+        .dir(dir)
+        .env("CARGO_TARGET_DIR", target),
+    ]
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::coordinator::Coordinator;
 use super::nodes::Cluster;
 use super::proxy::Mode;
-use super::run::Ctx;
 use super::schedule::{Action, LEASE_MS};
 use super::servers::{self, loopback};
 
@@ -64,14 +63,14 @@ pub fn collect_steals(cluster: &mut Cluster, wait: bool) {
     }
 }
 
-/// Leaves only IDs `0..keep` to the nodes (`chaos-node reserve`), initializing the store first
-/// when `initialize` (a store no node has used yet).
+/// Leaves only the IDs the nodes share (`0..shared_ids`) to them (`chaos-node reserve`),
+/// initializing the store first when `initialize` (a store no node has used yet).
 pub fn reserve(
     cluster: &mut Cluster,
     coordinator: &Coordinator,
-    keep: usize,
     initialize: bool,
 ) -> Result<(), String> {
+    let keep = cluster.shared_ids;
     let mut cmd = Command::new(&cluster.bin);
     cmd.args([
         "reserve",
@@ -124,12 +123,7 @@ fn wipe_command(bin: &std::path::Path, url: &str, name: &str, wide: bool) -> Com
 /// is written again (it went too), without `--initialize`: the nodes keep sharing a few IDs,
 /// so with the guard off one that takes an ID after the wipe likely takes one that a running
 /// node still generates with.
-fn wipe(
-    cluster: &mut Cluster,
-    coordinator: &Coordinator,
-    ctx: &Ctx<'_>,
-    wide: bool,
-) -> Result<(), String> {
+fn wipe(cluster: &mut Cluster, coordinator: &Coordinator, wide: bool) -> Result<(), String> {
     let cmd = wipe_command(&cluster.bin, &coordinator.direct_url(), &cluster.name, wide);
     let out = servers::output_within(cmd, "wipe", STEAL_TIMEOUT)?;
     if !out.status.success() {
@@ -147,7 +141,7 @@ fn wipe(
         None,
         &format!("the store lost the run's lease data, its marker too, while up ({what})"),
     );
-    reserve(cluster, coordinator, ctx.nodes + ctx.spare_ids, false)
+    reserve(cluster, coordinator, false)
 }
 
 fn set_proxy(cluster: &mut Cluster, i: usize, mode: Mode) -> Result<(), String> {
@@ -162,7 +156,6 @@ pub fn act(
     cluster: &mut Cluster,
     action: Action,
     coordinator: &mut Coordinator,
-    ctx: &Ctx<'_>,
 ) -> Result<(), String> {
     match action {
         Action::Partition(i, on) => {
@@ -236,7 +229,7 @@ pub fn act(
                 servers::output_within(cmd, "steal", STEAL_TIMEOUT)
             }));
         }
-        Action::Wipe(wide) => wipe(cluster, coordinator, ctx, wide)?,
+        Action::Wipe(wide) => wipe(cluster, coordinator, wide)?,
         Action::Epoch(i, shift) => {
             // A graceful restart (the lease released) with the factories on another epoch,
             // as a redeployment with a changed setting on the same machine: the new process
@@ -279,7 +272,7 @@ pub fn act(
             if matches!(coordinator, Coordinator::Redis(_)) {
                 // It came back empty: the foreign holder's IDs too. Not initialized again: the
                 // nodes' guard must find the loss.
-                reserve(cluster, coordinator, ctx.nodes + ctx.spare_ids, false)?;
+                reserve(cluster, coordinator, false)?;
             }
         }
         Action::FailoverLag => {
@@ -314,7 +307,7 @@ pub fn act(
                 None,
                 "every node stopped gracefully and restarted in turn",
             );
-            for i in 0..ctx.nodes {
+            for i in 0..cluster.nodes.len() {
                 cluster.signal(i, "-CONT");
                 cluster.signal(i, "-TERM");
                 cluster.wait_stopped(i);
@@ -328,10 +321,10 @@ pub fn act(
                 None,
                 "every node killed, then all restarted at once",
             );
-            for i in 0..ctx.nodes {
+            for i in 0..cluster.nodes.len() {
                 cluster.kill(i);
             }
-            for i in 0..ctx.nodes {
+            for i in 0..cluster.nodes.len() {
                 cluster.spawn(i)?;
             }
         }

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Bins;
+use super::bins::Bins;
 use super::nodes::{Cluster, Node};
 
 fn free_udp() -> Result<SocketAddr, String> {

@@ -39,6 +39,7 @@
 
 mod actions;
 mod args;
+mod bins;
 mod coordinator;
 mod guard;
 mod nodes;
@@ -53,6 +54,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use args::Backend;
+pub use bins::Bins;
 use coordinator::Coordinator;
 use rng::Rng;
 use run::{Ctx, run_backend};
@@ -61,11 +63,11 @@ use servers::{EtcdServer, Mariadb, Postgres, RedisServer};
 /// Runs the chaos harness; `Err` when a check failed or the harness could not run.
 pub fn run(args: &[String]) -> Result<(), String> {
     let opts = args::parse(args)?;
-    let root = crate::workspace_root();
+    let root = crate::workspace::root();
     // First: it installs protoc, which building the nodes' etcd client needs.
     let services = crate::services::start()?;
     eprintln!("==> chaos: building nononce-chaos");
-    let status = crate::cargo()
+    let status = crate::workspace::cargo()
         .args(["build", "-p", "nononce-chaos", "--bins"])
         .current_dir(&root)
         .status()
@@ -73,7 +75,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if !status.success() {
         return Err(format!("building nononce-chaos failed ({status})"));
     }
-    let bins = Bins::in_dir(&crate::target_dir().join("debug"));
+    let bins = Bins::in_dir(&crate::workspace::target_dir().join("debug"));
     run_with(&opts, &services.env, &bins)
 }
 
@@ -114,7 +116,7 @@ pub fn suite(env: &[(String, String)], bins: &Bins) -> Result<(), String> {
 /// Runs every backend of `opts` at once (each with its own servers, proxies and nodes), then
 /// the guard scenario; `env` has the test servers' variables.
 fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Result<(), String> {
-    let root = crate::workspace_root();
+    let root = crate::workspace::root();
     let env = |key: &str| {
         env.iter()
             .rev()
@@ -292,23 +294,5 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             failed.join(", "),
             run_dir.display()
         ))
-    }
-}
-
-/// The harness's binaries, built from `crates/nononce-chaos`.
-pub struct Bins {
-    pub node: PathBuf,
-    pub check: PathBuf,
-    pub proxy: PathBuf,
-}
-
-impl Bins {
-    /// The binaries in a cargo output folder (`target/debug`).
-    pub fn in_dir(dir: &std::path::Path) -> Self {
-        Self {
-            node: dir.join("chaos-node"),
-            check: dir.join("chaos-check"),
-            proxy: dir.join("chaos-proxy"),
-        }
     }
 }

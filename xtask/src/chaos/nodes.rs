@@ -42,6 +42,9 @@ pub struct Cluster {
     pub issued_record: bool,
     /// SQL: the nodes' lease-sql URL options, for the reservation's `migrate` too.
     pub sql_options: Option<String>,
+    /// The IDs the nodes share, `0..shared_ids`: one each and the spare ones; a foreign holder
+    /// keeps the rest.
+    pub shared_ids: usize,
     pub proxies: Option<Proxies>,
     /// Faults running in the background (steals), each bounded by its own timeout.
     pub background: Vec<thread::JoinHandle<Result<std::process::Output, String>>>,
@@ -64,6 +67,7 @@ impl Cluster {
             floors_in_clock_ms: false,
             issued_record: true,
             sql_options: None,
+            shared_ids: 0,
             proxies: None,
             background: Vec::new(),
             faults,

@@ -7,8 +7,8 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::Bins;
 use super::actions::{act, collect_steals, reserve};
+use super::bins::Bins;
 use super::coordinator::Coordinator;
 use super::nodes::{Cluster, Node};
 use super::proxy::{Mode, Proxies};
@@ -73,6 +73,7 @@ pub fn run_backend(
     cluster.amnesia_guard = ctx.amnesia_guard;
     cluster.floors_in_clock_ms = ctx.floors_in_clock_ms;
     cluster.issued_record = ctx.issued_record;
+    cluster.shared_ids = ctx.nodes + ctx.spare_ids;
     if ctx.within_margin {
         // The guarantee's documented condition on stores that can lose writes: clocks within
         // the margin of each other (a quarter each way, plus a quarter for a step).
@@ -126,7 +127,7 @@ pub fn run_backend(
             LEASE_MS + 2 * cluster.max_clock_offset_ms + 500,
         ));
     }
-    reserve(&mut cluster, &coordinator, ctx.nodes + ctx.spare_ids, true)?;
+    reserve(&mut cluster, &coordinator, true)?;
     cluster.started = Instant::now();
     // Many nodes starting at once.
     cluster.log("herd", None, "all nodes start at once");
@@ -177,7 +178,7 @@ pub fn run_backend(
         } else {
             late += now - at;
         }
-        act(&mut cluster, action, &mut coordinator, &ctx)?;
+        act(&mut cluster, action, &mut coordinator)?;
         collect_steals(&mut cluster, false);
     }
     end += late;

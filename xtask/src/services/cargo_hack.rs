@@ -19,7 +19,7 @@ pub fn ensure() -> Result<PathBuf, String> {
     if let Some(dir) = on_path().filter(|dir| is_pinned(&dir.join("cargo-hack"))) {
         return Ok(dir);
     }
-    let root = crate::workspace_root().join(".services/cargo-hack");
+    let root = crate::workspace::root().join(".services/cargo-hack");
     let bin = root.join("bin");
     if is_pinned(&bin.join("cargo-hack")) {
         return Ok(bin);

@@ -52,7 +52,7 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
     } else {
         (server_port()?, server_port()?)
     };
-    let services = crate::workspace_root().join(".services");
+    let services = crate::workspace::root().join(".services");
     // In the run's scratch folder, removed when the run ends.
     let dir = running
         .scratch

