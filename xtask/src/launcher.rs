@@ -26,6 +26,8 @@ pub struct Server {
     name: String,
     program: OsString,
     args: Vec<OsString>,
+    /// Variables set (`Some`) or removed (`None`) on top of this process's environment.
+    env: Vec<(OsString, Option<OsString>)>,
     dir: Option<PathBuf>,
     port: u16,
     log: PathBuf,
@@ -38,9 +40,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// `name` (for messages) started as `command` (its program, arguments and working folder),
-    /// listening on loopback `port`, its output in `log`, ready for clients once `ready` holds
-    /// for its port. Nothing runs until [`Server::start`].
+    /// `name` (for messages) started as `command` (its program, arguments, environment and
+    /// working folder), listening on loopback `port`, its output in `log`, ready for clients
+    /// once `ready` holds for its port. Nothing runs until [`Server::start`].
     pub fn new(
         name: impl Into<String>,
         command: &Command,
@@ -52,6 +54,10 @@ impl Server {
             name: name.into(),
             program: command.get_program().to_owned(),
             args: command.get_args().map(ToOwned::to_owned).collect(),
+            env: command
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
             dir: command.get_current_dir().map(Path::to_path_buf),
             port,
             log,
@@ -135,6 +141,12 @@ impl Server {
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args);
+        for (key, value) in &self.env {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
         if let Some(dir) = &self.dir {
             cmd.current_dir(dir);
         }
@@ -280,7 +292,8 @@ mod tests {
         let log = dir.join("server.log");
         let marker = dir.join("ready");
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo up; touch ready; exec sleep 60"])
+        cmd.args(["-c", "echo $GREETING; touch ready; exec sleep 60"])
+            .env("GREETING", "up")
             .current_dir(&dir);
         let sleeper = |log: &PathBuf| {
             let marker = marker.clone();
