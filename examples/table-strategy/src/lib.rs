@@ -1,25 +1,41 @@
 //! A third-party lease strategy, written against `lease-core` alone.
 //!
 //! `Table` coordinates lease managers that share one process (a test rig, or one process
-//! hosting several tenants): a table of 512 rows, each with an owner token and an expiry. It
-//! follows the `Strategy` contract the way a database-backed strategy would: the coordinator's
-//! clock decides expiry, renewals match the owner's token, and release keeps the ID blocked for
-//! the guard interval. `tests/conformance.rs` runs the `lease-testkit` suite against it.
+//! hosting several tenants): a table of 512 rows, each with an owner token, an expiry and a
+//! timestamp floor. It follows the `Strategy` contract the way a database-backed strategy would:
+//! the coordinator's clock decides expiry, each call is one atomic write (one lock), renewals
+//! match the owner's token, release keeps the ID blocked for the guard interval, and each ID's
+//! floor travels from one holder to the next. It implements `StoreAdmin` too, for the operator
+//! commands. `tests/conformance.rs` runs the `lease-testkit` suite against it, and
+//! `docs/implementing-a-strategy.md` walks through the contract.
 
 #![forbid(unsafe_code)]
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, Holder, LeaseError, LeaseTerms, MachineId, Migration, Profile,
+    Release, Renew, Renewal, StoreAdmin, Strategy,
+};
 use tokio::time::Instant;
 
 const IDS: usize = MachineId::COUNT as usize;
 
 #[derive(Clone, Copy)]
 struct Row {
+    /// The token of the last acquisition of this ID (0: never acquired).
     token: u64,
+    /// When the lease ends on the table's clock; `None` or past: free.
     expires_at: Option<Instant>,
+    /// The timestamp floor: an upper bound of every timestamp any holder of this ID may have
+    /// issued. Not part of the lease, so expiry, release and force release keep it.
+    floor_ms: u64,
+}
+
+impl Row {
+    fn is_free(&self, now: Instant) -> bool {
+        self.expires_at.is_none_or(|at| at <= now)
+    }
 }
 
 struct Inner {
@@ -40,11 +56,12 @@ impl Default for Table {
 }
 
 impl Table {
-    /// An empty table: every ID free.
+    /// An empty table: every ID free, no floor stored.
     pub fn new() -> Self {
         let row = Row {
             token: 0,
             expires_at: None,
+            floor_ms: 0,
         };
         Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -54,10 +71,19 @@ impl Table {
         }
     }
 
-    /// Ends the lease on `id` at once, as an operator freeing a dead node's ID would.
+    /// Ends the lease on `id` at once, as if its TTL had run out; its floor stays.
     pub fn expire(&self, id: MachineId) {
-        let mut inner = self.inner.lock().expect("table lock");
-        inner.rows[usize::from(id.get())].expires_at = Some(Instant::now());
+        let mut inner = self.lock();
+        let row = &mut inner.rows[usize::from(id.get())];
+        if !row.is_free(Instant::now()) {
+            row.expires_at = Some(Instant::now());
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every write leaves the rows whole (they are `Copy`), so a panic elsewhere while the
+        // lock was held left nothing half-written.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -91,64 +117,139 @@ impl LeaseError for TableError {
     }
 }
 
-fn free(row: &Row, now: Instant) -> bool {
-    row.expires_at.is_none_or(|at| at <= now)
+fn machine_id(index: usize) -> MachineId {
+    u16::try_from(index)
+        .ok()
+        .and_then(|n| MachineId::new(n).ok())
+        .expect("index < IDS, the number of machine ids")
 }
 
 impl Strategy for Table {
     type Lease = TableLease;
     type Error = TableError;
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<TableLease>, TableError> {
+    async fn acquire(&self, request: Acquire) -> Result<Grant<TableLease>, TableError> {
         let now = Instant::now();
-        let mut inner = self.inner.lock().expect("table lock");
+        let mut inner = self.lock();
         // Start the search at a spot that varies per call, so nodes starting together spread out.
         let start =
             usize::try_from(inner.next_token.wrapping_mul(0x9E37_79B9) % IDS as u64).unwrap_or(0);
-        let index = (0..IDS)
-            .map(|i| (start + i) % IDS)
-            .find(|&i| free(&inner.rows[i], now))
+        let rows = &inner.rows;
+        let free = || {
+            (0..IDS)
+                .map(move |i| (start + i) % IDS)
+                .filter(move |&i| rows[i].is_free(now))
+        };
+        // Prefer an ID whose floor the acquirer's clock has passed: its factories start without
+        // waiting. Otherwise the lowest floor, the shortest wait.
+        let index = free()
+            .find(|&i| rows[i].floor_ms < request.now_ms)
+            .or_else(|| free().min_by_key(|&i| rows[i].floor_ms))
             .ok_or(TableError::Exhausted)?;
         let token = inner.next_token;
         inner.next_token += 1;
-        inner.rows[index] = Row {
+        let row = &mut inner.rows[index];
+        // The claim and the floor's raise in one write; the grant reports the floor before it.
+        let before = row.floor_ms;
+        *row = Row {
             token,
-            expires_at: Some(now + requested),
+            expires_at: Some(now + request.requested),
+            floor_ms: before.max(request.floor_ms),
         };
-        let id = MachineId::new(u16::try_from(index).expect("index < IDS"))
-            .expect("index < IDS, the number of machine ids");
-        Ok(Grant::new(id, TableLease { id, token }, requested))
+        let id = machine_id(index);
+        Ok(Grant::new(id, TableLease { id, token }, request.requested).with_floor(before))
     }
 
     async fn renew(
         &self,
         lease: &TableLease,
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<TableLease>, TableError> {
         let now = Instant::now();
-        let mut inner = self.inner.lock().expect("table lock");
+        let mut inner = self.lock();
         let row = &mut inner.rows[usize::from(lease.id.get())];
-        if row.token != lease.token || free(row, now) {
+        // The token, not a version: a retried renewal whose first answer was lost still matches.
+        if row.token != lease.token || row.is_free(now) {
             return Err(TableError::Lost(lease.id));
         }
-        row.expires_at = Some(now + requested);
-        Ok(Renewal::new(*lease, requested))
+        row.expires_at = Some(now + request.requested);
+        row.floor_ms = row.floor_ms.max(request.floor_ms);
+        Ok(Renewal::new(*lease, request.requested))
     }
 
-    async fn release(&self, lease: &TableLease, guard: Duration) -> Result<(), TableError> {
+    async fn release(&self, lease: &TableLease, request: Release) -> Result<(), TableError> {
         let now = Instant::now();
-        let mut inner = self.inner.lock().expect("table lock");
+        let mut inner = self.lock();
         let row = &mut inner.rows[usize::from(lease.id.get())];
-        // Only our own live lease, and never sooner than the guard: a successor must not start
-        // in our last milliseconds.
-        if row.token == lease.token && !free(row, now) {
-            let until = now + guard;
-            row.expires_at = Some(row.expires_at.map_or(until, |at| at.min(until)));
+        if row.token == lease.token {
+            // Ours (nobody acquired the ID since): the exact bound of what we issued.
+            row.floor_ms = request.floor_ms;
+            // Never sooner than the guard: a successor must not start in our last milliseconds.
+            if !row.is_free(now) {
+                let until = now + request.guard;
+                row.expires_at = Some(row.expires_at.map_or(until, |at| at.min(until)));
+            }
+        } else {
+            // Lost to another holder: leave its lease alone, but never forget what we issued.
+            row.floor_ms = row.floor_ms.max(request.floor_ms);
         }
         Ok(())
     }
 
-    fn name(&self) -> &'static str {
-        "table"
+    /// Grants whatever is asked: no terms to refuse.
+    fn check_terms(&self, _terms: &LeaseTerms) -> Result<(), TableError> {
+        Ok(())
+    }
+
+    fn profile(&self) -> Profile {
+        Profile::new("table").recording_floor()
     }
 }
+
+/// The operator commands (`nononce leases list`, `release`, `migrate` call them through
+/// `DynStoreAdmin`).
+impl StoreAdmin for Table {
+    type Error = TableError;
+
+    async fn holders(&self) -> Result<Vec<Holder>, TableError> {
+        let now = Instant::now();
+        let inner = self.lock();
+        Ok((0..IDS)
+            .filter_map(|i| {
+                let row = &inner.rows[i];
+                let left = row.expires_at?.checked_duration_since(now)?;
+                (!left.is_zero()).then(|| Holder::new(machine_id(i), &row.token.to_string(), left))
+            })
+            .collect())
+    }
+
+    async fn free_count(&self) -> Result<u64, TableError> {
+        let now = Instant::now();
+        let inner = self.lock();
+        Ok(inner.rows.iter().filter(|row| row.is_free(now)).count() as u64)
+    }
+
+    /// Frees `id` at once, keeping its floor: the next holder still starts above what the dead
+    /// node may have issued. The old holder's renewal answers `Lost`.
+    async fn force_release(&self, id: MachineId) -> Result<bool, TableError> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let row = &mut inner.rows[usize::from(id.get())];
+        if row.is_free(now) {
+            return Ok(false);
+        }
+        row.expires_at = None;
+        Ok(true)
+    }
+
+    async fn migrate(&self) -> Result<Migration, TableError> {
+        Ok(Migration::NoSchema {
+            reason: "the table lives in process memory and needs no schema".to_owned(),
+        })
+    }
+}
+
+/// `docs/implementing-a-strategy.md`, whose examples run as this crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/implementing-a-strategy.md")]
+pub struct ImplementingAStrategy;

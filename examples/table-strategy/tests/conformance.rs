@@ -1,4 +1,5 @@
-//! The `lease-testkit` conformance suite against the example strategy.
+//! The `lease-testkit` conformance suite, the operator check and the handover scenarios against
+//! the example strategy.
 
 use std::time::Duration;
 
@@ -25,9 +26,39 @@ async fn harness() -> TableHarness {
     TableHarness(Table::new())
 }
 
-// The table hands out any free ID and stores no timestamp floor.
+// The table hands out any free ID, so it is not deterministic; every other check applies,
+// the timestamp floor's included.
 lease_testkit::conformance_tests!(
     harness,
     Options::new(Duration::from_secs(2)),
-    does_not_apply: [deterministic, floor_travels]
+    does_not_apply: [deterministic]
 );
+
+/// `holders`, `free_count` and `force_release` agree with what the strategy leased.
+#[tokio::test]
+async fn operator_commands_agree() {
+    lease_testkit::admin::admin_agrees(&Table::new(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Two real lease managers hand one ID over with clocks up to an hour apart: with the floor,
+/// no nonce repeats.
+#[tokio::test]
+async fn handover_across_clocks_repeats_nothing() {
+    let outcomes = lease_testkit::handover::standard(harness)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        outcomes.len(),
+        lease_testkit::handover::Scenario::standard().len()
+    );
+    for (scenario, outcome) in &outcomes {
+        assert_eq!(outcome.duplicates, 0, "{scenario:?}: {outcome:?}");
+        assert!(outcome.issued_a > 0, "{scenario:?}: {outcome:?}");
+        assert!(
+            outcome.issued_b > 0 || outcome.refused_b > 0,
+            "{scenario:?}: {outcome:?}"
+        );
+    }
+}
