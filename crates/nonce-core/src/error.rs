@@ -1,6 +1,6 @@
 use core::fmt;
 
-use crate::factory::Base;
+use crate::kind::Base;
 
 /// Why a nonce could not be produced. Nothing is lost by an error: no value that was or will be
 /// handed out is affected, and the call can be retried once the cause is gone.

@@ -14,12 +14,14 @@
 #[cfg(any(test, doctest))]
 extern crate std;
 
+mod calls;
 mod cipher;
 mod clock;
 mod error;
 mod factory;
 mod fork;
 mod handle;
+mod kind;
 pub mod layout;
 mod manual_clock;
 mod nonce;
@@ -36,11 +38,12 @@ pub use crate::cipher::{
 pub use crate::clock::BootClock;
 pub use crate::clock::Clock;
 pub use crate::error::{Error, FactoryConfigError};
-pub use crate::factory::{Base, Factory, FactoryConfig, NO_DEADLINE};
+pub use crate::factory::{Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
+pub use crate::kind::Base;
 pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
-pub use machine_id::{InvalidMachineId, MachineId};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 #[cfg(feature = "std")]
 pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};
+pub use machine_id::{InvalidMachineId, MachineId};

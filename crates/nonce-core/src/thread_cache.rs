@@ -24,21 +24,13 @@
 extern crate std;
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::factory::{Counter, Factory, Kind, Snapshot, encrypt_run};
+use crate::factory::{Counter, Factory, Snapshot, encrypt_run};
+use crate::kind::Kind;
 use crate::layout::{self, COUNT64_BITS, COUNT64_MASK};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
-
-/// Factories with a thread cache, numbered from 1; never reused.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A new factory's cache ID.
-pub(crate) fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Factories one thread keeps blocks for at once; the next one takes the place of another.
 const SLOTS: usize = 4;
@@ -558,8 +550,7 @@ pub(crate) fn encrypted128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> 
         return Ok(Nonce128::from_u128(v));
     }
     miss(f, Slot::miss_encrypted128, |f| {
-        f.shared_encrypted128(crate::Base::Counter)
-            .map(Nonce128::to_u128)
+        f.shared_encrypted_counter128().map(Nonce128::to_u128)
     })
     .map(Nonce128::from_u128)
 }
