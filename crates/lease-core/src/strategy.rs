@@ -330,17 +330,36 @@ pub struct LeaseTerms {
     /// The safety margin subtracted from every TTL: the clock skew tolerated between a node and
     /// the coordinator, and between a releaser and its successor.
     pub margin: Duration,
+    /// The longest single strategy call the manager waits for (`None`: no limit): a strategy
+    /// whose call waits (a static one waits out the margin) must finish within it.
+    pub call_timeout: Option<Duration>,
+    /// How long the manager waits for its first lease before startup fails (`None`: forever).
+    pub acquire_timeout: Option<Duration>,
 }
 
 impl LeaseTerms {
-    /// Terms of `lease_duration`, `min_ttl` and `margin`.
+    /// Terms of `lease_duration`, `min_ttl` and `margin`, with no call or acquire timeout.
     #[must_use]
     pub const fn new(lease_duration: Duration, min_ttl: Duration, margin: Duration) -> Self {
         Self {
             lease_duration,
             min_ttl,
             margin,
+            call_timeout: None,
+            acquire_timeout: None,
         }
+    }
+
+    /// The same terms, with the manager's call and acquire timeouts.
+    #[must_use]
+    pub const fn with_timeouts(
+        mut self,
+        call_timeout: Option<Duration>,
+        acquire_timeout: Option<Duration>,
+    ) -> Self {
+        self.call_timeout = call_timeout;
+        self.acquire_timeout = acquire_timeout;
+        self
     }
 }
 

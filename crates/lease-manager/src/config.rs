@@ -203,6 +203,7 @@ impl LeaseConfig {
     #[must_use]
     pub const fn terms(&self) -> LeaseTerms {
         LeaseTerms::new(self.lease_duration, self.min_ttl, self.margin)
+            .with_timeouts(Some(self.call_timeout), self.acquire_timeout)
     }
 
     /// Checks the configuration.

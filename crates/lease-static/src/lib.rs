@@ -15,12 +15,27 @@ pub enum StaticLeaseError {
     /// The floor file could not be read or written.
     #[error(transparent)]
     FloorFile(#[from] FloorFileError),
+    /// The wait before the first grant would outlast the call that makes it.
+    #[error(
+        "a node taking over a static machine id waits the lease margin ({margin:?}) before it \
+         generates, but the {setting} is {limit:?}: raise the {setting} above the margin or \
+         lower the margin"
+    )]
+    WaitOutlastsCall {
+        /// The lease manager's margin.
+        margin: Duration,
+        /// The setting the wait must fit in: `call timeout` or `acquire timeout`.
+        setting: &'static str,
+        /// Its value.
+        limit: Duration,
+    },
 }
 
 impl LeaseError for StaticLeaseError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::FloorFile(e) => e.kind(),
+            Self::WaitOutlastsCall { .. } => ErrorKind::Misconfigured,
         }
     }
 }
@@ -43,7 +58,27 @@ impl Timing {
         Duration::from_secs(8 * 3600),
         Duration::from_secs(30),
         Duration::from_secs(10),
-    );
+    )
+    .with_timeouts(Some(Duration::from_secs(30)), Some(Duration::from_secs(60)));
+
+    /// Refuses terms whose call or acquire timeout the margin wait would outlast: the wait
+    /// would be cut off and retried until startup fails, instead of failing at once.
+    fn check(terms: &LeaseTerms) -> Result<(), StaticLeaseError> {
+        let limits = [
+            ("call timeout", terms.call_timeout),
+            ("acquire timeout", terms.acquire_timeout),
+        ];
+        for (setting, limit) in limits {
+            if let Some(limit) = limit.filter(|limit| *limit <= terms.margin) {
+                return Err(StaticLeaseError::WaitOutlastsCall {
+                    margin: terms.margin,
+                    setting,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
 
     fn set(&self, terms: &LeaseTerms) {
         self.margin_ms.store(millis(terms.margin), Relaxed);
@@ -215,6 +250,7 @@ macro_rules! fixed_id_strategy {
                 &self,
                 terms: &lease_core::LeaseTerms,
             ) -> Result<(), $crate::StaticLeaseError> {
+                $crate::Timing::check(terms)?;
                 self.timing.set(terms);
                 Ok(())
             }

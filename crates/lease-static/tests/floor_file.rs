@@ -314,3 +314,28 @@ fn unix_ms(nonce: u128) -> u64 {
         .decode(nonce_core::DEFAULT_EPOCH_MS)
         .unix_ms
 }
+
+#[test]
+fn a_margin_the_acquire_call_cannot_wait_out_is_refused() {
+    let strategy = StatefulSetStrategy::from_value("POD_NAME", "nonce-worker-3", 0).unwrap();
+    let config = LeaseConfig::default().with_call_timeout(Duration::from_secs(10));
+    let error = strategy.check_terms(&config.terms()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Misconfigured);
+    assert_eq!(
+        error.to_string(),
+        "a node taking over a static machine id waits the lease margin (10s) before it \
+         generates, but the call timeout is 10s: raise the call timeout above the margin or \
+         lower the margin"
+    );
+    let config = LeaseConfig::default().with_acquire_timeout(Some(Duration::from_secs(5)));
+    assert!(
+        strategy
+            .check_terms(&config.terms())
+            .unwrap_err()
+            .to_string()
+            .contains("but the acquire timeout is 5s")
+    );
+    strategy
+        .check_terms(&LeaseConfig::default().terms())
+        .unwrap();
+}
