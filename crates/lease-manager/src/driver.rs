@@ -42,7 +42,7 @@ pub enum StartError {
     #[error("could not acquire a machine id lease")]
     Acquire(#[from] AcquireError),
     /// The strategy cannot serve leases of this configuration (see
-    /// [`Strategy::check_config`]).
+    /// [`Strategy::check_terms`]).
     #[error("the lease strategy cannot serve this lease configuration")]
     Strategy(#[source] Failure),
     /// The manager task ended before startup finished (it was cancelled or crashed).

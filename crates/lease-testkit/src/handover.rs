@@ -5,7 +5,7 @@
 //! lease (by a graceful release, or by a crash and the lease's expiry), lets node B, whose
 //! clock is `offset_ms` off A's, lease the same ID and generate, and reports every nonce of B
 //! that repeats one of A's. With the timestamp floor a store that
-//! [records floors](lease_core::Strategy::records_floor) repeats none, whatever the offset;
+//! [records floors](lease_core::Profile::records_floor) repeats none, whatever the offset;
 //! without it (see [`Scenario::without_floor`]) a successor whose clock lags by a little more
 //! than the margin repeats many, which is how the scenario proves that it can fail.
 

@@ -263,12 +263,12 @@ pub enum Check {
     ReleaseGuard,
     /// With all 512 IDs held, acquire fails with `Exhausted`. Needs `holds_all_ids`.
     Exhausted,
-    /// A strategy reporting `deterministic()` hands a node the same ID every time.
+    /// A deterministic strategy (its profile says so) hands a node the same ID every time.
     Deterministic,
-    /// A strategy that [records floors](lease_core::Strategy::records_floor) keeps an ID's
+    /// A strategy that [records floors](lease_core::Profile::records_floor) keeps an ID's
     /// timestamp floor across holders: raised by acquire and renew (never lowered by them),
     /// surviving expiry, set by the holder's release, only raised by the release of a lease
-    /// that was lost, and left as it is by a release that gives none (the plain `release`).
+    /// that was lost.
     /// Needs `holds_all_ids`.
     FloorTravels,
 }
@@ -332,7 +332,7 @@ impl Outcome {
 /// The outcome of every check of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    /// The strategy's [`Strategy::name`].
+    /// The strategy's name ([`Profile::name`](lease_core::Profile::name)).
     pub strategy: &'static str,
     /// Each check with its outcome, in the order they ran.
     pub results: Vec<(Check, Outcome)>,
@@ -525,8 +525,8 @@ pub mod __private {
 /// evaluated once per test. Each test runs on its own current-thread tokio runtime (timers and,
 /// if your tokio has them enabled, I/O), so the calling crate does not need tokio's macros.
 ///
-/// Checks that do not apply to the strategy (see [`Capabilities`], [`Strategy::deterministic`]
-/// and [`Strategy::records_floor`]) are listed after the options, by name:
+/// Checks that do not apply to the strategy (see [`Capabilities`], [`Profile::deterministic`](lease_core::Profile::deterministic)
+/// and [`Profile::records_floor`](lease_core::Profile::records_floor)) are listed after the options, by name:
 /// `conformance_tests!(new_harness, options, does_not_apply: [deterministic, floor_travels])`.
 /// Their tests are generated `#[ignore = "does not apply: ..."]`, so `cargo test` reports them as
 /// ignored, never as passed. One more test, `listed_checks_do_not_apply`, runs the listed checks

@@ -137,7 +137,7 @@ pub enum Effect<L> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Action<L> {
-    /// Call [`Strategy::acquire_with_floor`](lease_core::Strategy::acquire_with_floor)
+    /// Call [`Strategy::acquire`](lease_core::Strategy::acquire)
     /// `(requested, now_ms, floor_ms)`, giving up after `timeout`, then report with
     /// [`LeaseMachine::on_acquire_result`](crate::LeaseMachine::on_acquire_result).
     Acquire {
@@ -153,7 +153,7 @@ pub enum Action<L> {
         /// give (`now + requested - margin`), so it bounds every timestamp issued under it.
         floor_ms: u64,
     },
-    /// Call [`Strategy::renew_with_floor`](lease_core::Strategy::renew_with_floor)
+    /// Call [`Strategy::renew`](lease_core::Strategy::renew)
     /// `(lease, requested, floor_ms)`, giving up after `timeout`, then report with
     /// [`LeaseMachine::on_renew_result`](crate::LeaseMachine::on_renew_result).
     Renew {
@@ -168,7 +168,7 @@ pub enum Action<L> {
         /// The floor to record: the latest local deadline this renewal can give.
         floor_ms: u64,
     },
-    /// Call [`Strategy::release_with_floor`](lease_core::Strategy::release_with_floor)
+    /// Call [`Strategy::release`](lease_core::Strategy::release)
     /// `(lease, guard, floor)`, giving up after `timeout`, then report with
     /// [`LeaseMachine::on_release_result`](crate::LeaseMachine::on_release_result).
     ///
