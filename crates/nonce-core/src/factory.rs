@@ -230,7 +230,9 @@ impl<K> FactoryConfig<K> {
     /// millisecond, but within one millisecond those of different threads are not in creation
     /// order (the shared calls keep one order for every thread). Each thread keeps blocks for
     /// a few factories at once; a thread that turns through more drops one's blocks for the
-    /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it.
+    /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it;
+    /// in a factory that issues `sortable64` nonces, the 96/128-bit sortable calls take one
+    /// count at a time, as the shared calls do, so as not to use up its 8192 a millisecond.
     #[cfg(feature = "std")]
     #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[must_use]
@@ -768,6 +770,13 @@ impl<C: Clock> Factory<C> {
                 Err(actual) => word = actual,
             }
         }
+    }
+
+    /// Whether this factory issues 64-bit sortable nonces: its 64-bit base size is claimed
+    /// for them (a claim is never undone).
+    #[cfg_attr(not(all(feature = "std", not(loom))), allow(dead_code))]
+    pub(crate) fn issues_sortable64(&self) -> bool {
+        Kind::SORTABLE64.locked_in(self.kinds.load(SeqCst)) == Some(Base::Sortable)
     }
 
     fn kinds_debug(&self) -> [Option<Base>; 3] {

@@ -340,7 +340,8 @@ impl Slot {
 
     /// Reserves a new run for `kind` (the factory checks the generation, the deadline and the
     /// kind) and takes its first count. Runs start at one count and double up to
-    /// [`MAX_BLOCK`]; a run ends with its millisecond, so what is left of it is a gap.
+    /// [`MAX_BLOCK`], but in a factory that issues sortable64 nonces are one count; a run ends
+    /// with its millisecond, so what is left of it is a gap.
     fn miss_sortable<C: Clock>(
         &self,
         f: &Factory<C>,
@@ -349,7 +350,15 @@ impl Slot {
         let b = &self.sortable;
         b.snap.set(NONE);
         let now = f.now_ts();
-        let (snap, ts, first, n) = f.reserve_sortable(kind, now, b.size.get())?;
+        // sortable64 draws on the same state, at most 8192 counts a millisecond: runs taken
+        // ahead would use them up, and it would refuse or wait for the next millisecond after
+        // every run. Where it is issued, a run is one count, what a shared call takes.
+        let want = if f.issues_sortable64() {
+            1
+        } else {
+            b.size.get()
+        };
+        let (snap, ts, first, n) = f.reserve_sortable(kind, now, want)?;
         self.verified.set(self.verified.get() | kind.value());
         b.snap.set(snap);
         b.ts.set(ts);

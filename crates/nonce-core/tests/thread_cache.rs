@@ -512,6 +512,24 @@ fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
     );
 }
 
+/// sortable64 draws on the sortable state the 96/128-bit calls do, at most 8192 counts a
+/// millisecond: runs this thread reserves ahead must not use those counts up.
+#[test]
+fn cached_sortable_runs_leave_sortable64_its_counts() {
+    let clock = ManualClock::new(T0);
+    let f = cached(&clock, 6);
+    // Runs double with every refill, and each millisecond starts one: within a few
+    // milliseconds a run would be 8192 counts, all that sortable64 may take in one.
+    for ms in T0..T0 + 20 {
+        clock.set(ms);
+        for _ in 0..100 {
+            assert_eq!(f.sortable96().map(ms96), Ok(ms));
+            assert_eq!(f.sortable128().map(ms128), Ok(ms));
+            assert_eq!(f.sortable64().map(|n| n.decode(EPOCH).unix_ms), Ok(ms));
+        }
+    }
+}
+
 #[test]
 fn cached_sortable_runs_follow_disable_enable_and_the_deadline() {
     let clock = ManualClock::new(T0);
