@@ -4,7 +4,8 @@
 use core::fmt;
 use std::time::Duration;
 
-use lease_core::{LeaseConfig, MachineId};
+use lease_core::MachineId;
+use lease_manager::LeaseConfig;
 
 use crate::model::Guards;
 use crate::rng::Rng;
@@ -326,7 +327,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// `lease-core`'s defaults: 8 h lease, 30 min renewals, 10 s margin.
+    /// `LeaseConfig`'s defaults: 8 h lease, 30 min renewals, 10 s margin.
     pub const PRODUCTION: Self = Self {
         name: "8h",
         lease: 8 * 3_600_000,

@@ -1,8 +1,8 @@
 //! The one seeded generator every decision of a run is drawn from.
 
-use lease_core::SplitMix64;
+use lease_manager::SplitMix64;
 
-/// lease-core's SplitMix64 with the draws a run needs; a run is reproducible from its seed.
+/// lease-manager's SplitMix64 with the draws a run needs; a run is reproducible from its seed.
 #[derive(Debug, Clone)]
 pub struct Rng {
     stream: SplitMix64,

@@ -15,11 +15,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{Failure, Grant, LeaseConfig, MachineId, Renewal, Strategy};
+use lease_core::{Acquire, Grant, MachineId, Release, Renew, Renewal, Strategy};
 use lease_manager::backoff::Jitter;
 use lease_manager::machine::LeaseEvent;
 use lease_manager::{
-    Action, Effect, LeaseCache, LeaseMachine, LeaseState, LeaseTarget, LossReason, floor_terms,
+    Action, Effect, Failure, LeaseCache, LeaseConfig, LeaseMachine, LeaseState, LeaseTarget,
+    LossReason, floor_terms,
 };
 use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, FactoryConfig};
 
@@ -513,7 +514,9 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         (self.floor_of(ctx, now_ms), self.floor_of(ctx, floor_ms));
                     let s = Arc::clone(&self.strategy);
                     let fut = async move {
-                        Outcome::Acquired(s.acquire_with_floor(requested, now_ms, floor_ms).await)
+                        Outcome::Acquired(
+                            s.acquire(Acquire::new(requested, now_ms, floor_ms)).await,
+                        )
                     };
                     self.trace(ctx, shell, "acquire sent (floor {a})", floor_ms, 0, 0);
                     self.begin(ctx, shell, local, timeout, Box::pin(fut));
@@ -529,7 +532,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     let s = Arc::clone(&self.strategy);
                     let id = u64::from(lease.id.get());
                     let fut = async move {
-                        Outcome::Renewed(s.renew_with_floor(&lease, requested, floor_ms).await)
+                        Outcome::Renewed(s.renew(&lease, Renew::new(requested, floor_ms)).await)
                     };
                     self.trace(
                         ctx,
@@ -552,7 +555,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     let s = Arc::clone(&self.strategy);
                     let id = u64::from(lease.id.get());
                     let fut = async move {
-                        Outcome::Released(s.release_with_floor(&lease, guard, floor).await)
+                        Outcome::Released(s.release(&lease, Release::new(guard, floor)).await)
                     };
                     self.trace(
                         ctx,
@@ -1180,12 +1183,12 @@ impl<B: Backend> Sim<B> {
             ctx.rng.next_u64(),
         ));
         // What `LeaseManagerBuilder::start` asks before anything else.
-        if let Err(e) = strategy.check_config(&ctx.config) {
+        if let Err(e) = strategy.check_terms(&ctx.config.terms()) {
             panic!("the strategy refuses the simulated lease configuration: {e}");
         }
         let machine = LeaseMachine::new(
             ctx.config.clone(),
-            strategy.deterministic(),
+            strategy.profile().deterministic,
             None,
             Jitter::new(ctx.rng.next_u64()),
         )
@@ -1676,7 +1679,7 @@ impl<B: Backend> Sim<B> {
                 let config = ctx.config.clone().with_acquire_timeout(None);
                 p.machine = LeaseMachine::new(
                     config,
-                    p.strategy.deterministic(),
+                    p.strategy.profile().deterministic,
                     p.cache.get(),
                     Jitter::new(ctx.rng.next_u64()),
                 )
@@ -2055,7 +2058,7 @@ fn summarize(request: &Request) -> Summary {
         Request::Redis(RedisRequest::StartHoldOff { .. }) => {
             Summary::RedisOther("redis start hold-off: open at {b}", 0)
         }
-        Request::Etcd(EtcdRequest::Range { .. }) => Summary::EtcdRange,
+        Request::Etcd(EtcdRequest::Range) => Summary::EtcdRange,
         Request::Etcd(EtcdRequest::Txn(txn)) => {
             let id = match txn.then.first() {
                 Some(TxnOp::Put {

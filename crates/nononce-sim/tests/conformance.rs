@@ -199,6 +199,17 @@ async fn the_suite_sees_the_switched_off_guards() {
     )
     .await;
     assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
+    let redis = RedisStore::new(clock(), 8 * HOUR).with_guards(no_floor);
+    let outcome = lease_testkit::run_check(
+        Check::FloorTravels,
+        || {
+            let redis = redis.clone();
+            async move { Redis(redis) }
+        },
+        &options,
+    )
+    .await;
+    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
     let etcd = EtcdStore::new(clock(), 8 * HOUR).with_guards(no_floor);
     let outcome = lease_testkit::run_check(
         Check::FloorTravels,

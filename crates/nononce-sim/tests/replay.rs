@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{LeaseError, MachineId, StoreAdmin, Strategy};
+use lease_core::{Acquire, LeaseError, MachineId, Release, Renew, StoreAdmin, Strategy};
 use lease_etcd::etcd_client::{self, DeleteOptions, GetOptions};
 use lease_etcd::{EtcdOptions, EtcdStrategy};
 use lease_redis::redis;
@@ -187,7 +187,7 @@ where
     let filler = node();
     let mut fillers = Vec::new();
     for _ in 0..FILLED {
-        match filler.acquire_with_floor(LONG, 0, 0).await {
+        match filler.acquire(Acquire::new(LONG, 0, 0)).await {
             Ok(grant) => fillers.push(grant),
             Err(e) => panic!("filling the store: {}", describe(&e)),
         }
@@ -200,7 +200,7 @@ where
     for op in script {
         let line = match op {
             Op::Acquire { who, now, floor } => {
-                match actors[who].acquire_with_floor(TTL, now, floor).await {
+                match actors[who].acquire(Acquire::new(TTL, now, floor)).await {
                     Ok(g) => {
                         ids.push(g.machine_id.get());
                         let line = format!(
@@ -218,7 +218,7 @@ where
             }
             Op::Renew { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
-                Some((lease, _)) => match actors[who].renew_with_floor(lease, TTL, floor).await {
+                Some((lease, _)) => match actors[who].renew(lease, Renew::new(TTL, floor)).await {
                     Ok(r) => format!(
                         "renewed ttl {:?} clock {}",
                         r.ttl,
@@ -229,11 +229,12 @@ where
             },
             Op::Release { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
-                Some((lease, _)) => match actors[who].release_with_floor(lease, GUARD, floor).await
-                {
-                    Ok(()) => "released".to_owned(),
-                    Err(e) => describe(&e),
-                },
+                Some((lease, _)) => {
+                    match actors[who].release(lease, Release::new(GUARD, floor)).await {
+                        Ok(()) => "released".to_owned(),
+                        Err(e) => describe(&e),
+                    }
+                }
             },
             Op::Expire { who } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),

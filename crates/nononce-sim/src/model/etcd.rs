@@ -16,13 +16,12 @@
 //! - the initialization marker `<prefix>initialized` (on no lease; written by `migrate`, and the
 //!   model starts with it, as a deployed prefix does) and the hold-off key `<prefix>hold-off` (on
 //!   an etcd lease of the amnesia hold-off);
-//! - acquire: a range of the prefix (with the floors, or keys only), the amnesia check (a
-//!   revision below one seen before the request, or another cluster ID, holds acquisitions off
-//!   for the longest lease), the marker check (a hold-off key holds acquisitions off for its
-//!   lease's time to live; no marker: a transaction writes the hold-off key on a new lease of
-//!   the amnesia hold-off and the marker, unless another node did first), a random free ID
-//!   (preferring a floor below the acquirer's clock, as lease-redis), one lease grant per
-//!   acquire, the claim transaction (`create_revision == 0`, the marker there and no hold-off
+//! - acquire: a range of the prefix, the amnesia check (a revision below one seen before the
+//!   request, or another cluster ID, holds acquisitions off for the longest lease), the marker
+//!   check (a hold-off key holds acquisitions off for its lease's time to live; no marker: a
+//!   transaction writes the hold-off key on a new lease of the amnesia hold-off and the marker,
+//!   unless another node did first), a random free ID (preferring a floor below the acquirer's
+//!   clock, as lease-redis), one lease grant per acquire, the claim transaction (`create_revision == 0`, the marker there and no hold-off
 //!   key, the floor key's mod revision unchanged, the floor raised), up to three attempts; a
 //!   failed acquire revokes its lease;
 //! - renew: two keep-alives (the stream's opening answer and the one that reports the TTL and the
@@ -45,7 +44,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
+use lease_manager::Failure;
 
 use super::{Guards, Link, ModelLease, Reply, Request, machine_id, pick};
 use crate::rng::Rng;
@@ -196,11 +198,8 @@ pub struct Header {
 /// A request the etcd strategy model sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EtcdRequest {
-    /// A linearizable range over the prefix, keys only unless `values`.
-    Range {
-        /// Whether values come with the keys.
-        values: bool,
-    },
+    /// A linearizable range over the prefix, keys and values.
+    Range,
     /// `LeaseGrant`.
     Grant {
         /// Requested TTL in seconds.
@@ -746,7 +745,7 @@ impl EtcdServer {
             self.backup_at = now;
         }
         match request {
-            EtcdRequest::Range { values } => {
+            EtcdRequest::Range => {
                 let lease_keys = self
                     .store
                     .lease_keys
@@ -765,14 +764,7 @@ impl EtcdServer {
                 ]
                 .into_iter()
                 .filter_map(|(key, kv)| kv.map(|kv| (key, kv)));
-                let kvs = lease_keys
-                    .chain(floors)
-                    .chain(marker)
-                    .map(|(key, kv)| {
-                        let value = if values { kv.value } else { 0 };
-                        (key, Kv { value, ..kv })
-                    })
-                    .collect();
+                let kvs = lease_keys.chain(floors).chain(marker).collect();
                 EtcdResponse::Range {
                     header: self.header(),
                     kvs,
@@ -1101,10 +1093,10 @@ impl<L: Link> EtcdModel<L> {
         }
     }
 
-    /// One range of the prefix (with the floors when `floors`).
-    async fn read(&self, floors: bool) -> Result<Snapshot, Failure> {
+    /// One range of the prefix.
+    async fn read(&self) -> Result<Snapshot, Failure> {
         let before = self.revision_before();
-        let reply = self.call(EtcdRequest::Range { values: floors }).await?;
+        let reply = self.call(EtcdRequest::Range).await?;
         let EtcdResponse::Range { header, kvs } = reply else {
             return Err(Self::unexpected(&reply));
         };
@@ -1116,8 +1108,6 @@ impl<L: Link> EtcdModel<L> {
         for (key, kv) in kvs {
             match key {
                 Key::Lease(id) => held[usize::from(id)] = true,
-                // Keys only: the floor-less acquire does not look at floors.
-                Key::Floor(_) if !floors => {}
                 Key::Floor(id) => stored[usize::from(id)] = (kv.value, kv.mod_revision),
                 Key::Marker => snapshot.initialized = true,
                 Key::HoldOff => snapshot.hold_off = Some(kv.lease),
@@ -1221,15 +1211,19 @@ impl<L: Link> EtcdModel<L> {
         let _ = self.call(EtcdRequest::Revoke { lease }).await;
     }
 
-    /// `acquire_inner`: `floor` is `Some((now_ms, floor_ms))` for the floor-aware acquire.
+    /// `acquire_inner`, preferring an ID whose floor is below `now_ms` and raising the
+    /// claimed one's to `floor_ms`.
     async fn claim(
         &self,
         requested: Duration,
-        floor: Option<(u64, u64)>,
+        now_ms: u64,
+        floor_ms: u64,
     ) -> Result<Grant<ModelLease>, Failure> {
         let seconds = self.acquire_seconds(requested)?;
         let mut granted = None;
-        let result = self.claim_loop(seconds, floor, &mut granted).await;
+        let result = self
+            .claim_loop(seconds, now_ms, floor_ms, &mut granted)
+            .await;
         if result.is_err()
             && let Some((lease, _)) = granted
         {
@@ -1242,7 +1236,8 @@ impl<L: Link> EtcdModel<L> {
     async fn claim_loop(
         &self,
         seconds: i64,
-        floor: Option<(u64, u64)>,
+        now_ms: u64,
+        floor_ms: u64,
         granted: &mut Option<(i64, Duration)>,
     ) -> Result<Grant<ModelLease>, Failure> {
         let marker = self.guards.marker_checked();
@@ -1251,7 +1246,7 @@ impl<L: Link> EtcdModel<L> {
                 free,
                 initialized,
                 hold_off,
-            } = self.read(floor.is_some()).await?;
+            } = self.read().await?;
             if self.guards.amnesia {
                 self.check_rewound()?;
             }
@@ -1269,7 +1264,6 @@ impl<L: Link> EtcdModel<L> {
                     None => continue,
                 }
             }
-            let now_ms = floor.map_or(u64::MAX, |(now_ms, _)| now_ms);
             let picked = pick(&free, |f| f.1, now_ms, &mut self.rng());
             let Some((id, stored, floor_revision)) = picked else {
                 return Err(Failure::new(
@@ -1301,20 +1295,18 @@ impl<L: Link> EtcdModel<L> {
                 value: 0,
                 lease,
             }];
-            if let Some((_, floor_ms)) = floor {
-                // The floor read above, unchanged: the grant reports exactly what was stored.
-                when.push(Compare::new(
-                    Key::Floor(id),
-                    CompareOp::Equal,
-                    Target::ModRevision(floor_revision),
-                ));
-                if floor_revision == 0 || floor_ms > stored {
-                    then.push(TxnOp::Put {
-                        key: Key::Floor(id),
-                        value: stored.max(floor_ms),
-                        lease: 0,
-                    });
-                }
+            // The floor read above, unchanged: the grant reports exactly what was stored.
+            when.push(Compare::new(
+                Key::Floor(id),
+                CompareOp::Equal,
+                Target::ModRevision(floor_revision),
+            ));
+            if floor_revision == 0 || floor_ms > stored {
+                then.push(TxnOp::Put {
+                    key: Key::Floor(id),
+                    value: stored.max(floor_ms),
+                    lease: 0,
+                });
             }
             let txn = Txn {
                 when,
@@ -1332,12 +1324,7 @@ impl<L: Link> EtcdModel<L> {
                 id,
                 token: token(lease, header.revision),
             };
-            let grant = Grant::new(id, handle, ttl);
-            return Ok(if floor.is_some() {
-                grant.with_floor(stored)
-            } else {
-                grant
-            });
+            return Ok(Grant::new(id, handle, ttl).with_floor(self.guards.floor_ms(stored)));
         }
         Err(Failure::new(
             ErrorKind::Conflict,
@@ -1363,21 +1350,18 @@ impl<L: Link> EtcdModel<L> {
         Ok((Duration::from_secs(u64::try_from(ttl_s).unwrap_or(0)), term))
     }
 
-    /// `renew_inner`, raising the floor to `floor` (`Some`) or leaving it.
+    /// `renew_inner`, raising the floor to `floor_ms`.
     async fn renew_inner(
         &self,
         handle: &ModelLease,
-        floor: Option<u64>,
+        floor_ms: u64,
     ) -> Result<Renewal<ModelLease>, Failure> {
         let (ttl, keep_alive_term) = self.keep_alive(handle).await?;
         let id = handle.id.get();
-        let then = match floor {
-            None => Vec::new(),
-            Some(floor_ms) => vec![
-                TxnOp::Get(Key::Floor(id)),
-                TxnOp::Txn(raise_floor(id, floor_ms)),
-            ],
-        };
+        let then = vec![
+            TxnOp::Get(Key::Floor(id)),
+            TxnOp::Txn(raise_floor(id, floor_ms)),
+        ];
         let txn = Txn {
             when: ours(handle),
             then,
@@ -1407,13 +1391,13 @@ impl<L: Link> EtcdModel<L> {
         Ok(Renewal::new(*handle, ttl))
     }
 
-    /// `release_inner`, setting the floor to `floor` (`Some`) or leaving it. With the release
-    /// guard switched off the key is deleted instead of moved onto a guard lease.
+    /// `release_inner`, setting the floor to `floor_ms`. With the release guard switched off
+    /// the key is deleted instead of moved onto a guard lease.
     async fn release_inner(
         &self,
         handle: &ModelLease,
         guard: Duration,
-        floor: Option<u64>,
+        floor_ms: u64,
     ) -> Result<(), Failure> {
         let id = handle.id.get();
         let guard_lease = if self.guards.release_guard {
@@ -1424,28 +1408,25 @@ impl<L: Link> EtcdModel<L> {
         } else {
             None
         };
-        let mut then = vec![match guard_lease {
+        let key = match guard_lease {
             Some(lease) => TxnOp::Put {
                 key: Key::Lease(id),
                 value: 0,
                 lease,
             },
             None => TxnOp::Delete(Key::Lease(id)),
-        }];
-        let mut otherwise = Vec::new();
-        if let Some(floor_ms) = floor {
-            then.push(TxnOp::Put {
-                key: Key::Floor(id),
-                value: floor_ms,
-                lease: 0,
-            });
-            // Not ours any more (expired, taken over): only raise the floor, so what was issued
-            // under the lease is known; the lease manager releases a lost lease too.
-            otherwise.push(TxnOp::Txn(raise_floor(id, floor_ms)));
-        }
+        };
+        let floor = TxnOp::Put {
+            key: Key::Floor(id),
+            value: floor_ms,
+            lease: 0,
+        };
+        // Not ours any more (expired, taken over): only raise the floor, so what was issued
+        // under the lease is known; the lease manager releases a lost lease too.
+        let otherwise = vec![TxnOp::Txn(raise_floor(id, floor_ms))];
         let txn = Txn {
             when: ours(handle),
-            then,
+            then: vec![key, floor],
             otherwise,
         };
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
@@ -1496,11 +1477,36 @@ impl<L: Link> Strategy for EtcdModel<L> {
     type Lease = ModelLease;
     type Error = Failure;
 
-    /// `EtcdStrategy::check_config`: leases whose whole-second grants fall below the minimum
+    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
+        let guards = self.guards;
+        self.claim(
+            request.requested,
+            guards.floor_ms(request.now_ms),
+            guards.floor_ms(request.floor_ms),
+        )
+        .await
+    }
+
+    /// etcd keeps a lease's TTL: the duration asked for is not used.
+    async fn renew(
+        &self,
+        lease: &ModelLease,
+        request: Renew,
+    ) -> Result<Renewal<ModelLease>, Failure> {
+        self.renew_inner(lease, self.guards.floor_ms(request.floor_ms))
+            .await
+    }
+
+    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
+        let floor_ms = self.guards.floor_ms(request.floor_ms);
+        self.release_inner(lease, request.guard, floor_ms).await
+    }
+
+    /// `EtcdStrategy::check_terms`: leases whose whole-second grants fall below the minimum
     /// TTL are refused.
-    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
-        let asked = config.lease_duration().min(self.max_lease);
-        if Duration::from_secs(asked.as_secs()) < config.min_ttl() {
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
+        let asked = terms.lease_duration.min(self.max_lease);
+        if Duration::from_secs(asked.as_secs()) < terms.min_ttl {
             return Err(Failure::new(
                 ErrorKind::Misconfigured,
                 "leases would be granted below the lease manager's min_ttl",
@@ -1509,61 +1515,8 @@ impl<L: Link> Strategy for EtcdModel<L> {
         Ok(())
     }
 
-    async fn acquire(&self, requested: Duration) -> Result<Grant<ModelLease>, Failure> {
-        self.claim(requested, None).await
-    }
-
-    /// etcd keeps a lease's TTL: `requested` is not used.
-    async fn renew(
-        &self,
-        lease: &ModelLease,
-        requested: Duration,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let _ = requested;
-        self.renew_inner(lease, None).await
-    }
-
-    async fn release(&self, lease: &ModelLease, guard: Duration) -> Result<(), Failure> {
-        self.release_inner(lease, guard, None).await
-    }
-
-    fn records_floor(&self) -> bool {
-        self.guards.floor
-    }
-
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        let floor = self.guards.floor.then_some((now_ms, floor_ms));
-        self.claim(requested, floor).await
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &ModelLease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let _ = requested;
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.renew_inner(lease, floor).await
-    }
-
-    async fn release_with_floor(
-        &self,
-        lease: &ModelLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), Failure> {
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.release_inner(lease, guard, floor).await
-    }
-
-    fn name(&self) -> &'static str {
-        "etcd-model"
+    fn profile(&self) -> Profile {
+        self.guards.profile("etcd-model")
     }
 }
 
@@ -1655,7 +1608,7 @@ mod tests {
         txn(&mut s, 0, claim(1, a));
         assert_eq!(s.held(0), vec![MachineId::new(1).unwrap()]);
         // IDs from the capacity on are held by another fleet's keys.
-        match s.handle(0, EtcdRequest::Range { values: false }) {
+        match s.handle(0, EtcdRequest::Range) {
             // The lease key, the marker, and the other fleet's keys.
             EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 2 + 512 - 4),
             other => panic!("{other:?}"),
@@ -1698,7 +1651,7 @@ mod tests {
         assert!(s.held(100).is_empty());
         assert_eq!(s.floor(MachineId::new(1).unwrap()), 0);
         // The other fleet's keys stay.
-        match s.handle(100, EtcdRequest::Range { values: false }) {
+        match s.handle(100, EtcdRequest::Range) {
             EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 512 - 4),
             other => panic!("{other:?}"),
         }
@@ -1733,7 +1686,7 @@ mod tests {
         assert_eq!(ttl(&mut s, 1_200), 2);
         assert_eq!(ttl(&mut s, 3_200), -1);
         assert!(s.initialized());
-        match s.handle(3_200, EtcdRequest::Range { values: false }) {
+        match s.handle(3_200, EtcdRequest::Range) {
             EtcdResponse::Range { kvs, .. } => {
                 assert!(kvs.iter().all(|(key, _)| *key != Key::HoldOff));
             }

@@ -4,10 +4,12 @@
 //! [`HostList`], read by `lease-static`'s own code.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{Failure, Grant, LeaseConfig, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
+use lease_manager::{Failure, LeaseConfig};
 use lease_static::HostListLeaseError;
 use lease_static::hosts::{match_node, parse_node_list};
 
@@ -16,7 +18,7 @@ use super::{Link, ModelLease, Request};
 /// A node whose machine ID is fixed: its StatefulSet ordinal, or its entry in a [`HostList`].
 ///
 /// As `lease-static` without a floor file: the first grant comes after the lease margin (read
-/// from the manager's configuration in `check_config`), since nothing tells the node when a
+/// from the manager's terms in `check_terms`), since nothing tells the node when a
 /// predecessor with its ID stopped; a process whose clock never runs behind its predecessor's
 /// thus starts above everything it issued.
 #[derive(Debug)]
@@ -38,46 +40,43 @@ impl<L: Link> FixedModel<L> {
     }
 }
 
+/// No floor: the requests' floors are ignored and every grant reports 0.
 impl<L: Link> Strategy for FixedModel<L> {
     type Lease = ModelLease;
     type Error = Failure;
 
-    fn check_config(&self, config: &LeaseConfig) -> Result<(), Failure> {
-        self.margin_ms.store(millis(config.margin()), Relaxed);
-        Ok(())
-    }
-
-    async fn acquire(&self, requested: Duration) -> Result<Grant<ModelLease>, Failure> {
+    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
         // Nothing to start above: a predecessor may have stopped just now.
         self.link
             .exchange(Request::Sleep(self.margin_ms.load(Relaxed)))
             .await
-            .map_err(|e| Failure::new(lease_core::ErrorKind::Other, e.to_string()))?;
+            .map_err(|e| Failure::new(ErrorKind::Other, e.to_string()))?;
         let lease = ModelLease {
             id: self.id,
             token: u128::from(self.id.get()),
         };
-        Ok(Grant::new(self.id, lease, requested))
+        Ok(Grant::new(self.id, lease, request.requested))
     }
 
     async fn renew(
         &self,
         lease: &ModelLease,
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        Ok(Renewal::new(*lease, requested))
+        Ok(Renewal::new(*lease, request.requested))
     }
 
-    async fn release(&self, _lease: &ModelLease, _guard: Duration) -> Result<(), Failure> {
+    async fn release(&self, _lease: &ModelLease, _request: Release) -> Result<(), Failure> {
         Ok(())
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
+        self.margin_ms.store(millis(terms.margin), Relaxed);
+        Ok(())
     }
 
-    fn name(&self) -> &'static str {
-        "statefulset-model"
+    fn profile(&self) -> Profile {
+        Profile::new("statefulset-model").deterministic()
     }
 }
 

@@ -32,8 +32,8 @@ pub struct Guards {
     /// A release leaves the ID blocked for the guard interval (off: it frees the ID at once,
     /// as NoNoncense does).
     pub release_guard: bool,
-    /// The timestamp floor (off: the strategy answers `records_floor() == false` and every
-    /// grant reports floor 0).
+    /// The timestamp floor (off: the strategy's profile says it records none, and it ignores
+    /// the floors it is sent and reports floor 0 with every grant, as a store without floors).
     pub floor: bool,
     /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID; etcd: store
     /// revision and cluster ID).
@@ -109,6 +109,25 @@ impl Guards {
     #[must_use]
     pub const fn marker_checked(self) -> bool {
         self.amnesia && self.marker
+    }
+
+    /// A figure in the floors' terms (a request's floor or clock, a stored floor) as a model
+    /// strategy uses it: itself, or 0 with the floor switched off, so that the store keeps no
+    /// floor, prefers no ID by one and reports none.
+    #[must_use]
+    pub const fn floor_ms(self, ms: u64) -> u64 {
+        if self.floor { ms } else { 0 }
+    }
+
+    /// The profile of a model strategy named `name`: recording floors while the floor is on.
+    #[must_use]
+    pub const fn profile(self, name: &'static str) -> lease_core::Profile {
+        let profile = lease_core::Profile::new(name);
+        if self.floor {
+            profile.recording_floor()
+        } else {
+            profile
+        }
     }
 }
 

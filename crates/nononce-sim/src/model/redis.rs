@@ -31,7 +31,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lease_core::time::{granted_floor, millis};
-use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
+use lease_manager::Failure;
 
 use super::{Guards, Link, ModelLease, Request, Response, machine_id};
 use crate::rng::Rng;
@@ -39,12 +42,12 @@ use crate::rng::Rng;
 /// A command (or script) the Redis strategy model sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisRequest {
-    /// `HGETALL` (or `HKEYS`), with `INFO server` in the same pipeline when `info`.
+    /// `HGETALL`, with `INFO server` in the same pipeline when `info`.
     Read {
         /// Whether `INFO server` goes with it.
         info: bool,
     },
-    /// The acquire script (`floor_ms: Some`) or a plain `HSETEX FNX` (`None`).
+    /// The acquire script.
     Claim {
         /// The ID.
         id: u16,
@@ -53,13 +56,13 @@ pub enum RedisRequest {
         /// Field TTL in ms.
         ttl_ms: u64,
         /// The floor to raise to.
-        floor_ms: Option<u64>,
+        floor_ms: u64,
         /// The run ID the amnesia guard checked: no claim on another server process.
         run_id: Option<u64>,
         /// The amnesia hold-off in ms (`None`: the marker is not checked).
         hold_off_ms: Option<u64>,
     },
-    /// The renew script, or a plain `HSETEX FXX`.
+    /// The renew script.
     Renew {
         /// The ID.
         id: u16,
@@ -68,21 +71,21 @@ pub enum RedisRequest {
         /// Field TTL in ms.
         ttl_ms: u64,
         /// The floor to raise to.
-        floor_ms: Option<u64>,
+        floor_ms: u64,
         /// The amnesia hold-off in ms, which a failed renew script starts when the marker is
-        /// missing (`None`: a plain `HSETEX FXX`, or the marker is not checked).
+        /// missing (`None`: the marker is not checked).
         hold_off_ms: Option<u64>,
     },
-    /// The release script, or a plain `HSETEX FXX PX guard`.
+    /// The release script.
     Release {
         /// The ID.
         id: u16,
         /// The token.
         token: u128,
-        /// The fields' new TTL (`None`: deleted at once).
+        /// The fields' new TTL (`None`: deleted at once, the switched-off guard).
         guard_ms: Option<u64>,
-        /// The floor to set.
-        floor_ms: Option<u64>,
+        /// The floor to set (only raised when the lease is no longer this holder's).
+        floor_ms: u64,
     },
     /// The script that starts the marker's hold-off if the marker is missing, run when the
     /// restart guard refuses an acquisition.
@@ -385,10 +388,8 @@ impl RedisServer {
                         marker: true,
                     };
                     self.set(now, index, Some(fields));
-                    if let Some(floor) = floor_ms
-                        && floor > floor_before
-                    {
-                        self.set_floor(now, index, floor);
+                    if floor_ms > floor_before {
+                        self.set_floor(now, index, floor_ms);
                     }
                 }
                 RedisResponse::Claimed {
@@ -417,10 +418,8 @@ impl RedisServer {
                         marker: true,
                     };
                     self.set(now, index, Some(fields));
-                    if let Some(floor) = floor_ms
-                        && floor > self.hash.floors[index]
-                    {
-                        self.set_floor(now, index, floor);
+                    if floor_ms > self.hash.floors[index] {
+                        self.set_floor(now, index, floor_ms);
                     }
                 } else if let Some(hold) = hold_off_ms {
                     self.open_at(now, hold);
@@ -446,14 +445,10 @@ impl RedisServer {
                         marker: false,
                     });
                     self.set(now, index, fields);
-                    if let Some(floor) = floor_ms {
-                        self.set_floor(now, index, floor);
-                    }
-                } else if let Some(floor) = floor_ms
-                    && floor > self.hash.floors.get(index).copied().unwrap_or(u64::MAX)
-                {
+                    self.set_floor(now, index, floor_ms);
+                } else if floor_ms > self.hash.floors.get(index).copied().unwrap_or(u64::MAX) {
                     // A lost lease's release only raises the floor.
-                    self.set_floor(now, index, floor);
+                    self.set_floor(now, index, floor_ms);
                 }
                 RedisResponse::Released(ours)
             }
@@ -602,39 +597,27 @@ impl<L: Link> RedisModel<L> {
             .then(|| super::amnesia_hold_off_ms(self.max_lease_ms))
     }
 
-    /// The real strategy's `pick`.
-    fn pick(&self, free: &[(u16, u64)], now_ms: u64) -> Option<u16> {
-        let mut rng = self.rng();
-        let below: Vec<u16> = free
-            .iter()
-            .filter(|(_, floor)| *floor < now_ms)
-            .map(|(id, _)| *id)
-            .collect();
-        if !below.is_empty() {
-            return Some(below[rng.index(below.len())]);
-        }
-        if free.is_empty() {
-            return None;
-        }
-        let a = free[rng.index(free.len())];
-        let b = free[rng.index(free.len())];
-        Some(if b.1 < a.1 { b.0 } else { a.0 })
-    }
-
     /// The backend's `recorded_floor`: the floor less what `max_lease_duration` cut off the
     /// request (without the field's cap, which no simulated clock reaches).
-    fn recorded_floor(floor_ms: Option<u64>, requested: Duration, ttl_ms: u64) -> Option<u64> {
-        floor_ms.map(|f| granted_floor(f, requested, Duration::from_millis(ttl_ms)))
+    fn recorded_floor(floor_ms: u64, requested: Duration, ttl_ms: u64) -> u64 {
+        granted_floor(floor_ms, requested, Duration::from_millis(ttl_ms))
     }
 
-    async fn claim(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: Option<u64>,
-    ) -> Result<Grant<ModelLease>, Failure> {
+    /// The `recorded_floor` of what a request asks, with the floor switched off 0.
+    fn floor_sent(&self, floor_ms: u64, requested: Duration, ttl_ms: u64) -> u64 {
+        Self::recorded_floor(self.guards.floor_ms(floor_ms), requested, ttl_ms)
+    }
+}
+
+impl<L: Link> Strategy for RedisModel<L> {
+    type Lease = ModelLease;
+    type Error = Failure;
+
+    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
+        let requested = request.requested;
         let ttl_ms = millis(requested).min(self.max_lease_ms).max(1);
-        let floor_ms = Self::recorded_floor(floor_ms, requested, ttl_ms);
+        let floor_ms = self.floor_sent(request.floor_ms, requested, ttl_ms);
+        let now_ms = self.guards.floor_ms(request.now_ms);
         let mut checked = None;
         for attempt in 0..ACQUIRE_ATTEMPTS {
             let info = attempt == 0 && self.guards.amnesia;
@@ -653,15 +636,8 @@ impl<L: Link> RedisModel<L> {
                 }
                 checked = Some(run_id);
             }
-            let id = if floor_ms.is_some() {
-                self.pick(&free, now_ms)
-            } else if free.is_empty() {
-                None
-            } else {
-                let i = self.rng().index(free.len());
-                Some(free[i].0)
-            };
-            let Some(id) = id else {
+            let picked = super::pick(&free, |f| f.1, now_ms, &mut self.rng());
+            let Some((id, _)) = picked else {
                 return Err(Failure::new(
                     ErrorKind::Exhausted,
                     "all machine ids in the hash are leased",
@@ -686,15 +662,10 @@ impl<L: Link> RedisModel<L> {
                 } => {
                     let id = machine_id(usize::from(id));
                     let grant =
-                        Grant::new(id, ModelLease { id, token }, Duration::from_millis(ttl_ms));
-                    return Ok(if floor_ms.is_some() {
-                        super::clock_bound(
-                            self.guards,
-                            grant.with_floor(floor_before).with_coordinator_ms(time_ms),
-                        )
-                    } else {
-                        grant
-                    });
+                        Grant::new(id, ModelLease { id, token }, Duration::from_millis(ttl_ms))
+                            .with_floor(self.guards.floor_ms(floor_before))
+                            .with_coordinator_ms(time_ms);
+                    return Ok(super::clock_bound(self.guards, grant));
                 }
                 RedisResponse::Claimed { won: false, .. } => {}
                 RedisResponse::HeldOff { open_at, time_ms } => {
@@ -727,33 +698,26 @@ impl<L: Link> RedisModel<L> {
         ))
     }
 
-    async fn renew_floor(
+    async fn renew(
         &self,
         lease: &ModelLease,
-        requested: Duration,
-        floor_ms: Option<u64>,
+        request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        let ttl_ms = millis(requested).min(self.max_lease_ms).max(1);
-        let floor_ms = Self::recorded_floor(floor_ms, requested, ttl_ms);
+        let ttl_ms = millis(request.requested).min(self.max_lease_ms).max(1);
         let reply = self
             .call(RedisRequest::Renew {
                 id: lease.id.get(),
                 token: lease.token,
                 ttl_ms,
-                floor_ms,
-                // The renew script starts the hold-off; a plain `HSETEX FXX` does not.
-                hold_off_ms: floor_ms.and(self.hold_off_arg()),
+                floor_ms: self.floor_sent(request.floor_ms, request.requested, ttl_ms),
+                hold_off_ms: self.hold_off_arg(),
             })
             .await?;
         match reply {
-            RedisResponse::Renewed { ok: true, time_ms } => {
-                let renewal = Renewal::new(*lease, Duration::from_millis(ttl_ms));
-                Ok(if floor_ms.is_some() {
-                    super::renewal_clock_bound(self.guards, renewal.with_coordinator_ms(time_ms))
-                } else {
-                    renewal
-                })
-            }
+            RedisResponse::Renewed { ok: true, time_ms } => Ok(super::renewal_clock_bound(
+                self.guards,
+                Renewal::new(*lease, Duration::from_millis(ttl_ms)).with_coordinator_ms(time_ms),
+            )),
             RedisResponse::Renewed { ok: false, .. } => Err(Failure::new(
                 ErrorKind::Lost,
                 format!("lease on machine id {} is no longer ours", lease.id),
@@ -762,19 +726,17 @@ impl<L: Link> RedisModel<L> {
         }
     }
 
-    async fn release_floor(
-        &self,
-        lease: &ModelLease,
-        guard: Duration,
-        floor_ms: Option<u64>,
-    ) -> Result<(), Failure> {
-        let guard_ms = self.guards.release_guard.then(|| millis(guard).max(1));
+    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
+        let guard_ms = self
+            .guards
+            .release_guard
+            .then(|| millis(request.guard).max(1));
         match self
             .call(RedisRequest::Release {
                 id: lease.id.get(),
                 token: lease.token,
                 guard_ms,
-                floor_ms,
+                floor_ms: self.guards.floor_ms(request.floor_ms),
             })
             .await?
         {
@@ -782,31 +744,10 @@ impl<L: Link> RedisModel<L> {
             other => Err(Self::unexpected(&other)),
         }
     }
-}
-
-impl<L: Link> Strategy for RedisModel<L> {
-    type Lease = ModelLease;
-    type Error = Failure;
-
-    async fn acquire(&self, requested: Duration) -> Result<Grant<ModelLease>, Failure> {
-        self.claim(requested, 0, None).await
-    }
-
-    async fn renew(
-        &self,
-        lease: &ModelLease,
-        requested: Duration,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        self.renew_floor(lease, requested, None).await
-    }
-
-    async fn release(&self, lease: &ModelLease, guard: Duration) -> Result<(), Failure> {
-        self.release_floor(lease, guard, None).await
-    }
 
     /// `RedisOptions::validate_for`: a longest lease below the minimum TTL is refused.
-    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
-        if self.max_lease_ms < millis(config.min_ttl()) {
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
+        if self.max_lease_ms < millis(terms.min_ttl) {
             return Err(Failure::new(
                 ErrorKind::Misconfigured,
                 "max_lease_duration is below the lease manager's min_ttl",
@@ -815,42 +756,8 @@ impl<L: Link> Strategy for RedisModel<L> {
         Ok(())
     }
 
-    fn records_floor(&self) -> bool {
-        self.guards.floor
-    }
-
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.claim(requested, now_ms, floor).await
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &ModelLease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.renew_floor(lease, requested, floor).await
-    }
-
-    async fn release_with_floor(
-        &self,
-        lease: &ModelLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), Failure> {
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.release_floor(lease, guard, floor).await
-    }
-
-    fn name(&self) -> &'static str {
-        "redis-model"
+    fn profile(&self) -> Profile {
+        self.guards.profile("redis-model")
     }
 }
 
@@ -863,7 +770,7 @@ mod tests {
             id,
             token,
             ttl_ms: 1000,
-            floor_ms: Some(floor),
+            floor_ms: floor,
             run_id: None,
             hold_off_ms: None,
         }
@@ -876,7 +783,7 @@ mod tests {
             id: 0,
             token: 7,
             ttl_ms: 1000,
-            floor_ms: Some(50),
+            floor_ms: 50,
             run_id: Some(run_id),
             hold_off_ms: Some(10_000),
         };
@@ -895,7 +802,7 @@ mod tests {
             id: 1,
             token: 9,
             guard_ms: Some(5000),
-            floor_ms: Some(floor),
+            floor_ms: floor,
         };
         assert!(matches!(
             s.handle(100, claim(1, 8, 50)),
@@ -920,7 +827,7 @@ mod tests {
             id: 0,
             token: 7,
             guard_ms: Some(5000),
-            floor_ms: Some(70),
+            floor_ms: 70,
         };
         assert_eq!(
             s.handle(1000, release.clone()),
@@ -933,7 +840,7 @@ mod tests {
             id: 0,
             token: 7,
             ttl_ms: 1000,
-            floor_ms: Some(80),
+            floor_ms: 80,
             hold_off_ms: None,
         };
         assert_eq!(
@@ -953,7 +860,7 @@ mod tests {
             id: 0,
             token,
             ttl_ms: 1000,
-            floor_ms: Some(50),
+            floor_ms: 50,
             run_id: Some(1),
             hold_off_ms,
         };
@@ -967,7 +874,7 @@ mod tests {
             id: 0,
             token: 7,
             ttl_ms: 1000,
-            floor_ms: Some(80),
+            floor_ms: 80,
             hold_off_ms: Some(10_000),
         };
         assert_eq!(

@@ -24,7 +24,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{ErrorKind, Failure, Grant, MachineId, Renewal, Strategy};
+use lease_core::{
+    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+};
+use lease_manager::Failure;
 
 use super::{Guards, Link, ModelLease, Request, Response, machine_id};
 use crate::rng::Rng;
@@ -101,8 +104,8 @@ pub enum SqlRequest {
         token: u128,
         /// How long the row stays blocked (`None`: freed at once, the switched-off guard).
         guard_ms: Option<u64>,
-        /// The floor to set (`None`: keep it).
-        floor_ms: Option<u64>,
+        /// The floor to set.
+        floor_ms: u64,
     },
     /// `raise_floor`, after a release that matched nothing: `GREATEST(floor_ms, floor)` and a
     /// version bump, whoever holds the row.
@@ -484,7 +487,7 @@ impl SqlServer {
                             token: None,
                             expires_at: row.expires_at.min(until),
                             lock_version: row.lock_version.wrapping_add(1),
-                            floor_ms: floor_ms.unwrap_or(row.floor_ms),
+                            floor_ms,
                         };
                         self.write_row(t, index, released);
                         SqlResponse::Released(true)
@@ -714,22 +717,22 @@ impl<L: Link> SqlModel<L> {
             ))
         }
     }
+}
 
-    async fn claim(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        let amount_ms = millis(requested).min(self.max_lease_ms);
+impl<L: Link> Strategy for SqlModel<L> {
+    type Lease = ModelLease;
+    type Error = Failure;
+
+    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
+        let amount_ms = millis(request.requested).min(self.max_lease_ms);
         let token = self.token();
         for _ in 0..2 {
             let reply = self
                 .call(SqlRequest::Claim {
                     token,
                     amount_ms,
-                    floor_ms,
-                    now_ms,
+                    floor_ms: self.guards.floor_ms(request.floor_ms),
+                    now_ms: self.guards.floor_ms(request.now_ms),
                     guard_ms: self
                         .guards
                         .amnesia
@@ -740,11 +743,10 @@ impl<L: Link> SqlModel<L> {
                 SqlResponse::Claimed(Some((id, before, clock))) => {
                     let id = machine_id(usize::from(id));
                     let lease = ModelLease { id, token };
-                    let floor = if self.guards.floor { before } else { 0 };
                     return Ok(super::clock_bound(
                         self.guards,
                         Grant::new(id, lease, Duration::from_millis(amount_ms))
-                            .with_floor(floor)
+                            .with_floor(self.guards.floor_ms(before))
                             .with_coordinator_ms(clock),
                     ));
                 }
@@ -754,69 +756,19 @@ impl<L: Link> SqlModel<L> {
         }
         Err(Failure::new(ErrorKind::Conflict, "no row could be claimed"))
     }
-}
-
-impl<L: Link> Strategy for SqlModel<L> {
-    type Lease = ModelLease;
-    type Error = Failure;
-
-    async fn acquire(&self, requested: Duration) -> Result<Grant<ModelLease>, Failure> {
-        self.claim(requested, 0, 0).await
-    }
 
     async fn renew(
         &self,
         lease: &ModelLease,
-        requested: Duration,
+        request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        self.renew_with_floor(lease, requested, 0).await
-    }
-
-    async fn release(&self, lease: &ModelLease, guard: Duration) -> Result<(), Failure> {
-        self.release_floor(lease, guard, None).await
-    }
-
-    /// As `SqlStrategy::check_config`: a longest lease below the minimum TTL is refused.
-    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), Failure> {
-        if self.max_lease_ms < millis(config.min_ttl()) {
-            return Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "max_lease_duration is below the lease manager's min_ttl",
-            ));
-        }
-        Ok(())
-    }
-
-    fn records_floor(&self) -> bool {
-        self.guards.floor
-    }
-
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        if self.guards.floor {
-            self.claim(requested, now_ms, floor_ms).await
-        } else {
-            self.acquire(requested).await
-        }
-    }
-
-    async fn renew_with_floor(
-        &self,
-        lease: &ModelLease,
-        requested: Duration,
-        floor_ms: u64,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let amount_ms = millis(requested).min(self.max_lease_ms);
+        let amount_ms = millis(request.requested).min(self.max_lease_ms);
         let reply = self
             .call(SqlRequest::Renew {
                 id: lease.id.get(),
                 token: lease.token,
                 amount_ms,
-                floor_ms: if self.guards.floor { floor_ms } else { 0 },
+                floor_ms: self.guards.floor_ms(request.floor_ms),
             })
             .await?;
         match reply {
@@ -832,29 +784,9 @@ impl<L: Link> Strategy for SqlModel<L> {
         }
     }
 
-    async fn release_with_floor(
-        &self,
-        lease: &ModelLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), Failure> {
-        let floor = self.guards.floor.then_some(floor_ms);
-        self.release_floor(lease, guard, floor).await
-    }
-
-    fn name(&self) -> &'static str {
-        "sql-model"
-    }
-}
-
-impl<L: Link> SqlModel<L> {
-    async fn release_floor(
-        &self,
-        lease: &ModelLease,
-        guard: Duration,
-        floor_ms: Option<u64>,
-    ) -> Result<(), Failure> {
-        let guard_ms = self.guards.release_guard.then(|| millis(guard));
+    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
+        let guard_ms = self.guards.release_guard.then(|| millis(request.guard));
+        let floor_ms = self.guards.floor_ms(request.floor_ms);
         match self
             .call(SqlRequest::Release {
                 id: lease.id.get(),
@@ -866,21 +798,33 @@ impl<L: Link> SqlModel<L> {
         {
             SqlResponse::Released(true) => Ok(()),
             // Not ours any more: a second statement only raises the floor.
-            SqlResponse::Released(false) => match floor_ms {
-                Some(floor_ms) => match self
-                    .call(SqlRequest::RaiseFloor {
-                        id: lease.id.get(),
-                        floor_ms,
-                    })
-                    .await?
-                {
-                    SqlResponse::Done => Ok(()),
-                    other => Err(Self::unexpected(&other)),
-                },
-                None => Ok(()),
+            SqlResponse::Released(false) => match self
+                .call(SqlRequest::RaiseFloor {
+                    id: lease.id.get(),
+                    floor_ms,
+                })
+                .await?
+            {
+                SqlResponse::Done => Ok(()),
+                other => Err(Self::unexpected(&other)),
             },
             other => Err(Self::unexpected(&other)),
         }
+    }
+
+    /// As `SqlStrategy::check_terms`: a longest lease below the minimum TTL is refused.
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
+        if self.max_lease_ms < millis(terms.min_ttl) {
+            return Err(Failure::new(
+                ErrorKind::Misconfigured,
+                "max_lease_duration is below the lease manager's min_ttl",
+            ));
+        }
+        Ok(())
+    }
+
+    fn profile(&self) -> Profile {
+        self.guards.profile("sql-model")
     }
 }
 
@@ -914,7 +858,7 @@ mod tests {
                 id: 0,
                 token: 1,
                 guard_ms: None,
-                floor_ms: Some(900),
+                floor_ms: 900,
             },
         );
         assert_eq!(
@@ -946,7 +890,7 @@ mod tests {
             id: 0,
             token: 9,
             guard_ms: Some(10_000),
-            floor_ms: None,
+            floor_ms: 6,
         };
         assert_eq!(
             s.handle(t, t + 5100, release.clone()),
@@ -963,7 +907,8 @@ mod tests {
         assert_eq!(s.handle(t, t + 5200, late), SqlResponse::Renewed(None));
         assert_eq!(s.handle(t, t + 5300, release), SqlResponse::Released(false));
         assert!(s.held(t + 6001).is_empty());
-        assert_eq!(s.floor(MachineId::new(0).unwrap()), 5);
+        // The release set the floor; the late renewal did not raise it.
+        assert_eq!(s.floor(MachineId::new(0).unwrap()), 6);
     }
 
     #[test]
