@@ -139,7 +139,7 @@ pub enum SqlLeaseError {
     #[error("lease duration of {0:?} is too long: ask for at most 366 days")]
     DurationTooLong(std::time::Duration),
     /// The longest lease is below the lease manager's minimum TTL: every grant would be refused
-    /// as an illegal TTL (see [`Strategy::check_config`](lease_core::Strategy::check_config)).
+    /// as an illegal TTL (see [`Strategy::check_terms`](lease_core::Strategy::check_terms)).
     #[error(
         "max_lease_duration ({}, `max_lease_s` in the database url) is below the lease manager's min_ttl ({}): every grant is at most max_lease_duration, and the manager would refuse each one as an illegal ttl and block a machine id with it; raise `max_lease_s=` or `SqlStrategy::with_max_lease_duration` to at least min_ttl, or lower `LeaseConfig::with_min_ttl` (with the margin and renew interval)",
         seconds(*.max_lease),

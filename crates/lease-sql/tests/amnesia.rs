@@ -16,7 +16,7 @@ use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use common::cluster::Cluster;
-use common::{Pool, TestTable, pg_url, suffix};
+use common::{Pool, TestTable, acquiring, pg_url, renewing, suffix};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{AmnesiaGuard, COORDINATOR_TABLE, Dialect, SqlLeaseError, SqlStrategy};
@@ -37,12 +37,12 @@ async fn after_the_hold_off(
     let started = std::time::Instant::now();
     tokio::time::sleep(s.max_lease_duration() + Duration::from_millis(100)).await;
     let e = s
-        .acquire(HOUR)
+        .acquire(acquiring(HOUR))
         .await
         .expect_err("granted after the longest lease, before twice the clock offset more");
     assert!(held_off(&e).2 > Duration::ZERO, "{e}");
     loop {
-        match s.acquire(HOUR).await {
+        match s.acquire(acquiring(HOUR)).await {
             Ok(grant) => return grant,
             Err(e) => {
                 assert!(
@@ -138,7 +138,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     let a = SqlStrategy::connect_lazy(&primary.url()).unwrap();
     assert_eq!(a.migrate().await.unwrap(), 512);
     // A lease the replica will have: granted before it was made.
-    let replicated = a.acquire(HOUR).await.unwrap();
+    let replicated = a.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(replicated.machine_id.get(), 0);
 
     let replica = Cluster::replica_of(&primary);
@@ -179,7 +179,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     // The replica stops receiving; A's lease is granted on the primary only.
     replica_pool.close().await;
     replica.ctl(&["-m", "fast", "stop"]);
-    let granted = a.acquire(HOUR).await.unwrap();
+    let granted = a.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(granted.machine_id.get(), 1);
 
     // The primary dies; the replica comes back (still a standby, its primary gone), and the
@@ -210,7 +210,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     );
     // A standby cannot grant anything.
     let standby = SqlStrategy::connect_lazy(&replica.url()).unwrap();
-    let e = standby.acquire(HOUR).await.unwrap_err();
+    let e = standby.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     replica.promote();
     assert_eq!(
@@ -223,7 +223,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     // B on the promoted replica: held off, with a message that says for how long and how to
     // override it.
     let b = SqlStrategy::connect_lazy(&replica.url()).unwrap();
-    let e = b.acquire(HOUR).await.unwrap_err();
+    let e = b.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     let (previous, current, remaining) = held_off(&e);
     assert_eq!(previous.as_deref(), Some(primary_identity.as_str()));
@@ -245,7 +245,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
         assert!(text.contains(part), "{part}: {text}");
     }
     // Still held off on the next try, with what remains of the 10 h.
-    let e = b.acquire(HOUR).await.unwrap_err();
+    let e = b.acquire(acquiring(HOUR)).await.unwrap_err();
     let (_, _, remaining) = held_off(&e);
     assert!(
         remaining <= HOLD_OFF && remaining > HOLD_OFF - Duration::from_secs(600),
@@ -257,13 +257,13 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
         "the promoted server is recorded from now on"
     );
     // A lease the promoted server has is renewed as usual: a token that survived is proof.
-    let renewed = b.renew(&replicated.lease, HOUR).await.unwrap();
+    let renewed = b.renew(&replicated.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(renewed.lease, replicated.lease);
 
     // Without the guard, B is handed A's ID, which A is still using.
     let unguarded =
         SqlStrategy::connect_lazy(&format!("{}?amnesia_guard=off", replica.url())).unwrap();
-    let taken = unguarded.acquire(HOUR).await.unwrap();
+    let taken = unguarded.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(
         taken.machine_id, granted.machine_id,
         "the test can fail: without the guard the promoted replica hands out A's id"
@@ -297,7 +297,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
         age > 1_000_000_000,
         "recorded as trusted (since 1970): {age}"
     );
-    let held = s.acquire(HOUR).await.unwrap();
+    let held = s.acquire(acquiring(HOUR)).await.unwrap();
 
     // As if the leases had been granted by another server.
     t.pool
@@ -307,7 +307,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
             t.name
         ))
         .await;
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry);
     let (previous, current, remaining) = held_off(&e);
     assert_eq!(
@@ -326,16 +326,19 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
         s.clone()
             .with_acquisition(lease_sql::Acquisition::Optimistic { candidates: 4 }),
     ] {
-        let e = s.acquire(HOUR).await.unwrap_err();
+        let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
         let (previous, _, remaining) = held_off(&e);
         assert_eq!(previous.as_deref(), Some("another server"));
         assert!(remaining < HOLD_OFF, "{remaining:?}");
     }
     assert_eq!(s.free_count().await.unwrap(), 511, "nothing was claimed");
-    s.renew(&held.lease, HOUR).await.unwrap();
+    s.renew(&held.lease, renewing(HOUR)).await.unwrap();
     // The guard off: acquisitions go on.
     let off = t.strategy().with_amnesia_guard(AmnesiaGuard::Off);
-    assert_eq!(off.acquire(HOUR).await.unwrap().machine_id.get(), 1);
+    assert_eq!(
+        off.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        1
+    );
     // With a longest lease of 1 s and clocks within 2 s the hold-off is over after 5 s.
     let short = t
         .strategy()
@@ -348,7 +351,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
     assert_eq!(grant.machine_id.get(), 2);
     assert_eq!(grant.ttl, Duration::from_secs(1));
     // Renewals are capped too.
-    let renewal = short.renew(&grant.lease, HOUR).await.unwrap();
+    let renewal = short.renew(&grant.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(renewal.ttl, Duration::from_secs(1));
 }
 
@@ -363,14 +366,14 @@ async fn missing_record(dialect: Dialect) {
         t.name
     );
     t.pool.exec(&forget).await;
-    let first = s.acquire(HOUR).await.unwrap();
+    let first = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(first.machine_id.get(), 0, "never claimed: trusted");
     let (recorded, _, age) = record(&t.pool, &t.name).await.unwrap();
     assert_eq!(recorded, identity(&t.pool).await);
     assert!(age > 1_000_000_000, "trusted: {age}");
 
     t.pool.exec(&forget).await;
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     let (previous, current, remaining) = held_off(&e);
     assert_eq!(previous, None);
     assert_eq!(current, identity(&t.pool).await);
@@ -378,8 +381,11 @@ async fn missing_record(dialect: Dialect) {
     assert!(e.to_string().contains("no record"), "{e}");
     let (_, _, age) = record(&t.pool, &t.name).await.unwrap();
     assert!((0..60).contains(&age), "recorded now: {age}");
-    assert_eq!(held_off(&s.acquire(HOUR).await.unwrap_err()).0, None);
-    s.renew(&first.lease, HOUR).await.unwrap();
+    assert_eq!(
+        held_off(&s.acquire(acquiring(HOUR)).await.unwrap_err()).0,
+        None
+    );
+    s.renew(&first.lease, renewing(HOUR)).await.unwrap();
 }
 
 #[cfg(feature = "postgres")]
@@ -422,14 +428,14 @@ async fn postgres_guard_works_for_a_plain_role() {
     }
     let url = pg_url().replacen("postgres@", &format!("{user}@"), 1);
     let s = SqlStrategy::connect_lazy(&format!("{url}?table={}", t.name)).unwrap();
-    let acquired = s.acquire(HOUR).await;
+    let acquired = s.acquire(acquiring(HOUR)).await;
     t.pool
         .exec(&format!(
             "UPDATE {COORDINATOR_TABLE} SET server_identity = 'x' WHERE lease_table = '{}'",
             t.name
         ))
         .await;
-    let held = s.acquire(HOUR).await;
+    let held = s.acquire(acquiring(HOUR)).await;
     for sql in [
         format!("REVOKE ALL ON {} FROM {user}", t.name),
         format!("REVOKE ALL ON {COORDINATOR_TABLE} FROM {user}"),
@@ -462,7 +468,7 @@ async fn sqlite_has_no_guard() {
     ))
     .unwrap();
     assert_eq!(s.amnesia_guard(), AmnesiaGuard::HoldOff);
-    let grant = s.acquire(HOUR).await.unwrap();
+    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(grant.ttl, Duration::from_secs(60));
 }
 

@@ -8,8 +8,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{TestTable, mysql_url, pg_url};
-use lease_core::{ErrorKind, LeaseConfig};
-use lease_manager::{LeaseManager, StartError};
+use lease_core::ErrorKind;
+use lease_manager::{Failure, LeaseConfig, LeaseManager, StartError};
 use lease_sql::{Dialect, SqlStrategy};
 
 /// Below the default `min_ttl` of 30 s.
@@ -40,7 +40,7 @@ async fn nothing_claimed(t: &TestTable) {
     assert_eq!(untouched, 512, "a row was claimed");
 }
 
-async fn start_fails(strategy: SqlStrategy, config: LeaseConfig) -> lease_core::Failure {
+async fn start_fails(strategy: SqlStrategy, config: LeaseConfig) -> Failure {
     // The acquire timeout only ends the wait of a manager that does not check: the check itself
     // runs before any acquisition.
     let error = LeaseManager::builder(strategy)

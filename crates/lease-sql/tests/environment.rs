@@ -12,8 +12,9 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Pool, TempDir, TestTable, mysql_url, pg_url, suffix};
+use common::{Pool, TempDir, TestTable, acquiring, mysql_url, pg_url, renewing, suffix};
 use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_manager::error_chain;
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 
@@ -54,7 +55,7 @@ async fn expiry_is_utc_whatever_the_session_time_zone(dialect: Dialect) {
     let a = east.strategy(&t.name);
     let b = west.strategy(&t.name);
 
-    let grant = a.acquire(Duration::from_secs(2)).await.unwrap();
+    let grant = a.acquire(acquiring(Duration::from_secs(2))).await.unwrap();
     assert_eq!(grant.machine_id.get(), 0);
     for reader in [&t.pool, &east, &west] {
         let remaining = reader.row(&t.name, 0).await.2;
@@ -64,17 +65,23 @@ async fn expiry_is_utc_whatever_the_session_time_zone(dialect: Dialect) {
         );
     }
     // The western session sees the lease as held.
-    assert_eq!(b.acquire(HOUR).await.unwrap().machine_id.get(), 1);
+    assert_eq!(
+        b.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        1
+    );
     // A renewal under the western zone keeps the expiry in UTC too.
-    let renewed = b.renew(&grant.lease, Duration::from_secs(2)).await.unwrap();
+    let renewed = b
+        .renew(&grant.lease, renewing(Duration::from_secs(2)))
+        .await
+        .unwrap();
     assert_eq!(renewed.lease, grant.lease);
     let remaining = t.pool.row(&t.name, 0).await.2;
     assert!((1_000_000..=2_001_000).contains(&remaining), "{remaining}");
     // And it expires on time: the western session takes it over once the 2 s are up.
     tokio::time::sleep(Duration::from_millis(2200)).await;
-    let taken = b.acquire(HOUR).await.unwrap();
+    let taken = b.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(taken.machine_id.get(), 0);
-    let e = a.renew(&grant.lease, HOUR).await.unwrap_err();
+    let e = a.renew(&grant.lease, renewing(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost);
     // The stored value is UTC (the column has no zone): compare as text with a UTC session.
     let stored_vs_utc = match dialect {
@@ -145,7 +152,7 @@ async fn read_only_user_is_told_to_get_grants(dialect: Dialect) {
         .unwrap()
         .with_table(&t.name)
         .unwrap();
-    let acquired = s.acquire(HOUR).await;
+    let acquired = s.acquire(acquiring(HOUR)).await;
     let migrated = s.migrate().await;
     let free = s.free_count().await;
     for sql in &teardown {
@@ -230,7 +237,7 @@ fn processes_share_one_sqlite_file() {
             parent.free_count().await.unwrap(),
             u64::try_from(512 - PROCESSES * PER_PROCESS).unwrap()
         );
-        let mine = parent.acquire(HOUR).await.unwrap();
+        let mine = parent.acquire(acquiring(HOUR)).await.unwrap();
         assert!(!ids.contains(&mine.machine_id.get()));
     });
 }
@@ -258,8 +265,8 @@ fn child(path: &str) {
             .map(|_| {
                 let s = s.clone();
                 tokio::spawn(async move {
-                    let grant = s.acquire(HOUR).await.unwrap();
-                    s.renew(&grant.lease, HOUR).await.unwrap();
+                    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
+                    s.renew(&grant.lease, renewing(HOUR)).await.unwrap();
                     grant.machine_id.get()
                 })
             })
@@ -307,15 +314,4 @@ async fn a_server_that_refuses_says_why() {
         let error = strategy.holders().await.unwrap_err();
         assert!(error_chain(&error).contains(cause), "{url}: {error}");
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text
 }

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Pool, TestTable, mysql_url, pg_url};
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, Strategy};
-use lease_manager::{LeaseManager, LeaseState};
+use common::{Pool, TestTable, acquiring, mysql_url, pg_url, renewing};
+use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_manager::{LeaseConfig, LeaseManager, LeaseState};
 use lease_sql::sqlx::{self, AssertSqlSafe, Connection, Executor};
 use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
@@ -183,12 +183,12 @@ async fn blocked_backend(pool: &Pool, table: &str) -> i64 {
 async fn connection_killed_mid_renewal_is_retry(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let grant = s.acquire(HOUR).await.unwrap();
+    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
     let locker = Locker::lock(dialect, &t.name, 0).await;
-    let renewing = {
+    let waiting = {
         let s = s.clone();
         let lease = grant.lease;
-        tokio::spawn(async move { s.renew(&lease, HOUR).await })
+        tokio::spawn(async move { s.renew(&lease, renewing(HOUR)).await })
     };
     let backend = blocked_backend(&t.pool, &t.name).await;
     let kill = match dialect {
@@ -199,12 +199,12 @@ async fn connection_killed_mid_renewal_is_retry(dialect: Dialect) {
         Dialect::Postgres => assert_eq!(t.pool.scalar(&kill).await, 1),
         _ => drop(t.pool.exec(&kill).await),
     }
-    let e = renewing.await.unwrap().unwrap_err();
+    let e = waiting.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     assert!(matches!(e, SqlLeaseError::Unavailable(_)), "{e:?}");
     assert!(e.to_string().contains("did not answer"), "{e}");
     locker.unlock().await;
-    let renewed = s.renew(&grant.lease, HOUR).await.unwrap();
+    let renewed = s.renew(&grant.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(renewed.lease, grant.lease);
 }
 
@@ -230,23 +230,23 @@ async fn reply_lost_mid_renewal_is_retry_and_retry_succeeds(dialect: Dialect) {
     };
     let proxy = Proxy::start(upstream(&url)).await;
     let s = proxied_strategy(dialect, &proxy, &t.name).await;
-    let grant = s.acquire(HOUR).await.unwrap();
+    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
     let locker = Locker::lock(dialect, &t.name, 0).await;
-    let renewing = {
+    let waiting = {
         let s = s.clone();
         let lease = grant.lease;
-        tokio::spawn(async move { s.renew(&lease, HOUR).await })
+        tokio::spawn(async move { s.renew(&lease, renewing(HOUR)).await })
     };
     blocked_backend(&t.pool, &t.name).await;
     proxy.cut();
-    let e = renewing.await.unwrap().unwrap_err();
+    let e = waiting.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     // While cut, nothing gets through, and that is a retry too.
-    let e = s.renew(&grant.lease, HOUR).await.unwrap_err();
+    let e = s.renew(&grant.lease, renewing(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     locker.unlock().await;
     proxy.restore();
-    let renewed = s.renew(&grant.lease, HOUR).await.unwrap();
+    let renewed = s.renew(&grant.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(renewed.lease, grant.lease);
     let (token, _, remaining) = t.pool.row(&t.name, 0).await;
     assert_eq!(token.as_deref(), Some(&grant.lease.token()[..]));
@@ -283,7 +283,7 @@ async fn unreachable_database_is_retry() {
     .map(|url| {
         tokio::spawn(async move {
             let s = SqlStrategy::connect_lazy(&url).unwrap();
-            (url, s.acquire(HOUR).await.unwrap_err())
+            (url, s.acquire(acquiring(HOUR)).await.unwrap_err())
         })
     });
     for attempt in attempts {
@@ -295,7 +295,7 @@ async fn unreachable_database_is_retry() {
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     // An SQLite file that cannot be created is a configuration problem, not a blip.
     let s = SqlStrategy::connect_lazy("sqlite:///nonexistent-dir-for-lease-sql/leases.db").unwrap();
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e:?}");
 }
 
@@ -351,7 +351,7 @@ async fn manager_disables_before_takeover_and_reenables(dialect: Dialect) {
     // loaded machine the database may take longer than A's margin to get to it, and it judges
     // A's lease expired only when it does.)
     let granted_at = loop {
-        match b.acquire(HOUR).await {
+        match b.acquire(acquiring(HOUR)).await {
             Ok(grant) => {
                 assert_eq!(grant.machine_id.get(), 0);
                 break clock.now_ms();

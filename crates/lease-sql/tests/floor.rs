@@ -5,26 +5,14 @@
 
 use crate::common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::TestTable;
-use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
+use common::{F, TestTable, acquiring, now_ms, renewing};
+use lease_core::{Acquire, ErrorKind, LeaseError, MachineId, Release, Renew, Strategy};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const GUARD: Duration = Duration::from_millis(1);
-/// Floors far below any clock, so that no row counts as "ahead" by accident.
-const F: u64 = 1_000_000;
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 async fn floor(t: &TestTable, id: u16) -> u64 {
     let sql = format!("SELECT floor_ms FROM {} WHERE id = {id}", t.name);
@@ -55,7 +43,7 @@ fn assert_sane(coordinator_ms: Option<u64>, what: &str) {
 per_dialect!(
     acquire_records_the_floor_and_reports_the_one_before,
     renew_raises_the_floor_and_never_lowers_it,
-    release_sets_the_floor_and_plain_release_keeps_it,
+    release_sets_the_floor,
     floor_survives_expiry_and_force_release,
     acquire_prefers_an_id_whose_floor_is_below_now,
     stale_holder_cannot_touch_the_floor,
@@ -66,8 +54,11 @@ per_dialect!(
 async fn acquire_records_the_floor_and_reports_the_one_before(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    assert!(s.records_floor());
-    let grant = s.acquire_with_floor(HOUR, now_ms(), F + 10).await.unwrap();
+    assert!(s.profile().records_floor);
+    let grant = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 10))
+        .await
+        .unwrap();
     assert_eq!(grant.machine_id.get(), 0);
     assert_eq!(grant.floor_ms, 0, "a fresh row has no floor");
     assert_eq!(floor(&t, 0).await, F + 10, "recorded in the claim");
@@ -75,14 +66,12 @@ async fn acquire_records_the_floor_and_reports_the_one_before(dialect: Dialect) 
     // A stored floor above the acquirer's is kept (GREATEST) and reported.
     t.pool.expire(&t.name, 0).await;
     set_floor(&t, 0..=0, F + 50).await;
-    let again = s.acquire_with_floor(HOUR, now_ms(), F + 20).await.unwrap();
+    let again = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 20))
+        .await
+        .unwrap();
     assert_eq!(again.machine_id.get(), 0);
     assert_eq!(again.floor_ms, F + 50);
-    assert_eq!(floor(&t, 0).await, F + 50);
-    // Plain acquire reports the stored floor too and leaves it.
-    t.pool.expire(&t.name, 0).await;
-    let plain = s.acquire(HOUR).await.unwrap();
-    assert_eq!((plain.machine_id.get(), plain.floor_ms), (0, F + 50));
     assert_eq!(floor(&t, 0).await, F + 50);
     // In the optimistic mode as well.
     if dialect != Dialect::Sqlite {
@@ -91,7 +80,10 @@ async fn acquire_records_the_floor_and_reports_the_one_before(dialect: Dialect) 
             .with_acquisition(Acquisition::Optimistic { candidates: 4 });
         t.pool.hold(&t.name, 1..=511).await;
         t.pool.expire(&t.name, 0).await;
-        let grant = o.acquire_with_floor(HOUR, now_ms(), F + 70).await.unwrap();
+        let grant = o
+            .acquire(Acquire::new(HOUR, now_ms(), F + 70))
+            .await
+            .unwrap();
         assert_eq!((grant.machine_id.get(), grant.floor_ms), (0, F + 50));
         assert_eq!(floor(&t, 0).await, F + 70);
     }
@@ -100,12 +92,15 @@ async fn acquire_records_the_floor_and_reports_the_one_before(dialect: Dialect) 
 async fn renew_raises_the_floor_and_never_lowers_it(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let grant = s.acquire_with_floor(HOUR, now_ms(), F + 100).await.unwrap();
-    s.renew_with_floor(&grant.lease, HOUR, F + 300)
+    let grant = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 100))
+        .await
+        .unwrap();
+    s.renew(&grant.lease, Renew::new(HOUR, F + 300))
         .await
         .unwrap();
     assert_eq!(floor(&t, 0).await, F + 300);
-    s.renew_with_floor(&grant.lease, HOUR, F + 200)
+    s.renew(&grant.lease, Renew::new(HOUR, F + 200))
         .await
         .unwrap();
     assert_eq!(
@@ -113,45 +108,53 @@ async fn renew_raises_the_floor_and_never_lowers_it(dialect: Dialect) {
         F + 300,
         "a lower floor does not lower it"
     );
-    s.renew(&grant.lease, HOUR).await.unwrap();
-    assert_eq!(floor(&t, 0).await, F + 300, "plain renew keeps it");
     let renewal = s
-        .renew_with_floor(&grant.lease, HOUR, F + 400)
+        .renew(&grant.lease, Renew::new(HOUR, F + 400))
         .await
         .unwrap();
     assert_eq!(renewal.lease, grant.lease);
     assert_eq!(floor(&t, 0).await, F + 400);
 }
 
-async fn release_sets_the_floor_and_plain_release_keeps_it(dialect: Dialect) {
+async fn release_sets_the_floor(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire_with_floor(HOUR, now_ms(), F + 900).await.unwrap();
+    let a = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 900))
+        .await
+        .unwrap();
     // The exact bound of what was issued, below the recorded upper bound: stored as is.
-    s.release_with_floor(&a.lease, GUARD, F + 500)
+    s.release(&a.lease, Release::new(GUARD, F + 500))
         .await
         .unwrap();
     assert_eq!(floor(&t, 0).await, F + 500);
     // Blocked for the guard (1 ms), then free.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let b = s.acquire_with_floor(HOUR, now_ms(), F + 800).await.unwrap();
+    let b = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 800))
+        .await
+        .unwrap();
     assert_eq!((b.machine_id.get(), b.floor_ms), (0, F + 500));
     assert_eq!(floor(&t, 0).await, F + 800);
-    s.release(&b.lease, GUARD).await.unwrap();
-    assert_eq!(floor(&t, 0).await, F + 800, "plain release keeps the floor");
 }
 
 async fn floor_survives_expiry_and_force_release(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire_with_floor(HOUR, now_ms(), F + 10).await.unwrap();
-    s.renew_with_floor(&a.lease, HOUR, F + 20).await.unwrap();
+    let a = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 10))
+        .await
+        .unwrap();
+    s.renew(&a.lease, Renew::new(HOUR, F + 20)).await.unwrap();
     t.pool.expire(&t.name, 0).await;
     assert_eq!(floor(&t, 0).await, F + 20, "expiry keeps the floor");
-    let b = s.acquire_with_floor(HOUR, now_ms(), F + 5).await.unwrap();
+    let b = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 5))
+        .await
+        .unwrap();
     assert_eq!((b.machine_id.get(), b.floor_ms), (0, F + 20));
     assert_eq!(floor(&t, 0).await, F + 20);
-    s.renew_with_floor(&b.lease, HOUR, F + 30).await.unwrap();
+    s.renew(&b.lease, Renew::new(HOUR, F + 30)).await.unwrap();
     let renewed = now_ms();
     assert!(s.force_release(MachineId::new(0).unwrap()).await.unwrap());
     // The floor the holder reported is far below its lease's end: the lease's end it is, as
@@ -164,10 +167,13 @@ async fn floor_survives_expiry_and_force_release(dialect: Dialect) {
     );
     // Ahead of the clock now: acquisition prefers the other IDs while they are free.
     t.pool.hold(&t.name, 1..=511).await;
-    let c = s.acquire_with_floor(HOUR, now_ms(), F + 5).await.unwrap();
+    let c = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 5))
+        .await
+        .unwrap();
     assert_eq!((c.machine_id.get(), c.floor_ms), (0, raised));
     // A floor above the lease's end stays.
-    s.renew_with_floor(&c.lease, HOUR, F + 30).await.unwrap();
+    s.renew(&c.lease, Renew::new(HOUR, F + 30)).await.unwrap();
     t.pool
         .exec(&format!(
             "UPDATE {} SET floor_ms = {} WHERE id = 0",
@@ -188,20 +194,17 @@ async fn acquire_prefers_an_id_whose_floor_is_below_now(dialect: Dialect) {
     let s = t.strategy();
     let ahead = now_ms() + 3_600_000;
     set_floor(&t, 0..=4, ahead).await;
-    let grant = s.acquire_with_floor(HOUR, now_ms(), F).await.unwrap();
+    let grant = s.acquire(Acquire::new(HOUR, now_ms(), F)).await.unwrap();
     assert_eq!(
         grant.machine_id.get(),
         5,
         "ids 0..=4 have floors ahead of us"
     );
     assert_eq!(grant.floor_ms, 0);
-    // Without a clock (plain acquire) nothing is preferred: the lowest free id.
-    let plain = s.acquire(HOUR).await.unwrap();
-    assert_eq!((plain.machine_id.get(), plain.floor_ms), (0, ahead));
-    // When every free id is ahead, one of them is still granted, with its floor.
+    // When every free id is ahead, the lowest of them is still granted, with its floor.
     t.pool.hold(&t.name, 6..=511).await;
-    let last = s.acquire_with_floor(HOUR, now_ms(), F).await.unwrap();
-    assert_eq!((last.machine_id.get(), last.floor_ms), (1, ahead));
+    let last = s.acquire(Acquire::new(HOUR, now_ms(), F)).await.unwrap();
+    assert_eq!((last.machine_id.get(), last.floor_ms), (0, ahead));
     if dialect != Dialect::Sqlite {
         // Random candidates, the ones below our clock first.
         let o = t
@@ -217,7 +220,7 @@ async fn acquire_prefers_an_id_whose_floor_is_below_now(dialect: Dialect) {
         set_floor(&t, 0..=511, ahead).await;
         set_floor(&t, 300..=300, F).await;
         for _ in 0..3 {
-            let g = o.acquire_with_floor(HOUR, now_ms(), F).await.unwrap();
+            let g = o.acquire(Acquire::new(HOUR, now_ms(), F)).await.unwrap();
             assert_eq!(g.machine_id.get(), 300, "the only id below our clock");
             t.pool.expire(&t.name, 300).await;
             set_floor(&t, 300..=300, F).await;
@@ -228,23 +231,33 @@ async fn acquire_prefers_an_id_whose_floor_is_below_now(dialect: Dialect) {
 async fn stale_holder_cannot_touch_the_floor(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire_with_floor(HOUR, now_ms(), F + 10).await.unwrap();
+    let a = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 10))
+        .await
+        .unwrap();
     t.pool.expire(&t.name, 0).await;
-    let b = s.acquire_with_floor(HOUR, now_ms(), F + 20).await.unwrap();
+    let b = s
+        .acquire(Acquire::new(HOUR, now_ms(), F + 20))
+        .await
+        .unwrap();
     assert_eq!(b.machine_id, a.machine_id);
     let e = s
-        .renew_with_floor(&a.lease, HOUR, F + 999)
+        .renew(&a.lease, Renew::new(HOUR, F + 999))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost);
-    s.release_with_floor(&a.lease, GUARD, F + 1).await.unwrap();
+    s.release(&a.lease, Release::new(GUARD, F + 1))
+        .await
+        .unwrap();
     assert_eq!(
         floor(&t, 0).await,
         F + 20,
         "only the holder's own writes count"
     );
     let forged = SqlLease::from_parts(b.machine_id, [9; 16]);
-    s.release_with_floor(&forged, GUARD, F + 1).await.unwrap();
+    s.release(&forged, Release::new(GUARD, F + 1))
+        .await
+        .unwrap();
     assert_eq!(floor(&t, 0).await, F + 20);
 }
 
@@ -255,9 +268,9 @@ async fn coordinator_clock_is_read_on_grant_and_renewal(dialect: Dialect) {
         t.strategy()
             .with_acquisition(Acquisition::Optimistic { candidates: 4 }),
     ] {
-        let grant = s.acquire(HOUR).await.unwrap();
+        let grant = s.acquire(acquiring(HOUR)).await.unwrap();
         assert_sane(grant.coordinator_ms, "grant");
-        let renewal = s.renew(&grant.lease, HOUR).await.unwrap();
+        let renewal = s.renew(&grant.lease, renewing(HOUR)).await.unwrap();
         // MySQL/MariaDB report it too, through LAST_INSERT_ID(expr) in the same statement.
         assert_sane(renewal.coordinator_ms, "renewal");
         assert!(renewal.coordinator_ms >= grant.coordinator_ms);
@@ -305,7 +318,7 @@ async fn old_table_without_floor_is_migrated(dialect: Dialect) {
         ))
         .await;
     let s = t.strategy();
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
     assert!(e.to_string().contains("run the migration"), "{e}");
     assert_eq!(s.migrate().await.unwrap(), 0, "every row was there");
@@ -320,9 +333,9 @@ async fn old_table_without_floor_is_migrated(dialect: Dialect) {
     assert_eq!(s.migrate().await.unwrap(), 0, "idempotent");
     // The old holder renews undisturbed; new nodes acquire at once (the migration recorded
     // this server as the one that granted the table's leases).
-    s.renew_with_floor(&held, HOUR, F).await.unwrap();
+    s.renew(&held, Renew::new(HOUR, F)).await.unwrap();
     assert_eq!(floor(&t, 7).await, F);
-    let grant = s.acquire(HOUR).await.unwrap();
+    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(grant.machine_id.get(), 0);
     assert_eq!(s.free_count().await.unwrap(), 510);
 }

@@ -1,22 +1,22 @@
 //! Herd safety: 512 nodes starting at once against one table all end up with distinct IDs.
-//! Each claims as the lease manager does (`acquire_with_floor`: the floor preference, the
-//! amnesia guard in the claim).
+//! Each claims as the lease manager does: with its clock and the floor of the lease (the floor
+//! preference and the amnesia guard in the claim).
 //!
 //! Prints the time until all 512 held a lease and how many attempts lost a race (`conflict`);
 //! for figures without other tests competing for the CPU run
-//! `cargo xtask with-services cargo test -p lease-sql --all-features --test herd -- --nocapture --test-threads=1`.
+//! `cargo xtask with-services cargo test -p lease-sql --all-features --test integration herd:: -- --nocapture --test-threads=1`.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 #[cfg(feature = "sqlite")]
 use common::TempDir;
-use common::{Pool, TestTable};
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use common::{Pool, TestTable, now_ms};
+use lease_core::{Acquire, ErrorKind, LeaseError, Strategy};
 use lease_sql::{Acquisition, Dialect};
 
 const NODES: usize = 512;
@@ -24,16 +24,6 @@ const POOLS: usize = 8;
 const CONNECTIONS: u32 = 6;
 const HOUR: Duration = Duration::from_secs(3600);
 const HOUR_MS: u64 = 3_600_000;
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 /// Opens every connection of `pool` before the clock starts.
 async fn warm(pool: &Pool) {
@@ -85,7 +75,10 @@ async fn herd(dialect: Dialect, acquisition: Acquisition, label: &str) {
                 loop {
                     // As the lease manager asks: with its clock and the floor of the lease.
                     let now = now_ms();
-                    match strategy.acquire_with_floor(HOUR, now, now + HOUR_MS).await {
+                    match strategy
+                        .acquire(Acquire::new(HOUR, now, now + HOUR_MS))
+                        .await
+                    {
                         Ok(grant) => return (grant.machine_id.get(), conflicts, others),
                         Err(e) if e.kind() == ErrorKind::Conflict => conflicts += 1,
                         Err(e) => {

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::TestTable;
+use common::{TestTable, acquiring, releasing, renewing};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
 
@@ -55,7 +55,7 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
     );
     // A held lease survives a migration; missing rows come back, blocked for the amnesia
     // hold-off (their IDs may have been in use: see tests/wiped.rs).
-    let held = s.acquire(HOUR).await.unwrap();
+    let held = s.acquire(acquiring(HOUR)).await.unwrap();
     t.pool
         .exec(&format!(
             "DELETE FROM {} WHERE id BETWEEN 100 AND 199",
@@ -64,7 +64,7 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
         .await;
     assert_eq!(s.migrate().await.unwrap(), 100);
     assert_eq!(t.pool.scalar(&count).await, 512);
-    s.renew(&held.lease, HOUR).await.unwrap();
+    s.renew(&held.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(s.free_count().await.unwrap(), 411);
     let (token, version, remaining) = t.pool.row(&t.name, 150).await;
     assert_eq!((token, version), (None, 0));
@@ -78,27 +78,39 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
 async fn acquires_lowest_free_id_and_skips_held_rows(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
-    let b = s.acquire(HOUR).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
+    let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!((a.machine_id.get(), b.machine_id.get()), (0, 1));
     t.pool.hold(&t.name, 2..=9).await;
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 10);
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        10
+    );
     t.pool.expire(&t.name, 0).await;
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 0);
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 11);
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        0
+    );
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        11
+    );
 }
 
 async fn exhausted_when_every_id_is_held(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     t.pool.hold(&t.name, 0..=510).await;
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 511);
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        511
+    );
     for s in [
         s.clone(),
         s.clone()
             .with_acquisition(Acquisition::Optimistic { candidates: 8 }),
     ] {
-        let e = s.acquire(HOUR).await.unwrap_err();
+        let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
         assert!(matches!(e, SqlLeaseError::Exhausted { .. }), "{e:?}");
         assert_eq!(e.kind(), ErrorKind::Exhausted);
         assert!(e.to_string().contains("every machine id"), "{e}");
@@ -109,12 +121,12 @@ async fn exhausted_when_every_id_is_held(dialect: Dialect) {
 async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
     let (token, version, _) = t.pool.row(&t.name, 0).await;
     assert_eq!(token.as_deref(), Some(&a.lease.token()[..]));
     assert_eq!(version, 1);
     assert_ne!(a.lease.token(), [0; 16]);
-    s.renew(&a.lease, HOUR).await.unwrap();
+    s.renew(&a.lease, renewing(HOUR)).await.unwrap();
     let (token, version, _) = t.pool.row(&t.name, 0).await;
     assert_eq!(
         token.as_deref(),
@@ -123,7 +135,7 @@ async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
     );
     assert_eq!(version, 2, "renew bumps the version");
     t.pool.expire(&t.name, 0).await;
-    let b = s.acquire(HOUR).await.unwrap();
+    let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(b.machine_id.get(), 0);
     assert_ne!(
         b.lease.token(),
@@ -138,10 +150,10 @@ async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
 async fn renew_after_expiry_succeeds_when_nobody_reclaimed(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
     t.pool.expire(&t.name, 0).await;
     assert!(t.pool.row(&t.name, 0).await.2 < 0);
-    let renewed = s.renew(&a.lease, HOUR).await.unwrap();
+    let renewed = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(renewed.lease, a.lease);
     let remaining = t.pool.row(&t.name, 0).await.2;
     assert!(remaining > 3_590_000_000, "{remaining}");
@@ -151,25 +163,30 @@ async fn renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed(dialect:
     let t = TestTable::new(dialect).await;
     let old = t.strategy();
     let new = t.strategy();
-    let a = old.acquire(HOUR).await.unwrap();
+    let a = old.acquire(acquiring(HOUR)).await.unwrap();
     t.pool.expire(&t.name, 0).await;
-    let b = new.acquire(HOUR).await.unwrap();
+    let b = new.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(b.machine_id, a.machine_id);
     let before = t.pool.row(&t.name, 0).await;
     for _ in 0..2 {
-        let e = old.renew(&a.lease, HOUR).await.unwrap_err();
+        let e = old.renew(&a.lease, renewing(HOUR)).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Lost, "{e:?}");
         assert!(e.to_string().contains("no longer ours"), "{e}");
     }
-    old.release(&a.lease, Duration::ZERO).await.unwrap();
+    // The old holder's release leaves the new holder's lease alone: it only raises the
+    // floor (a write that bumps the version).
+    old.release(&a.lease, releasing(Duration::ZERO))
+        .await
+        .unwrap();
     let after = t.pool.row(&t.name, 0).await;
-    assert_eq!((&after.0, after.1), (&before.0, before.1), "row untouched");
+    assert_eq!(after.0, before.0, "token untouched");
+    assert_eq!(after.1, before.1 + 1, "only the floor was written");
     assert!(after.2 > 3_590_000_000, "new holder's expiry untouched");
-    new.renew(&b.lease, HOUR).await.unwrap();
+    new.renew(&b.lease, renewing(HOUR)).await.unwrap();
     // A forged handle with the right ID and another token is not the holder either.
     let forged = SqlLease::from_parts(b.machine_id, [7; 16]);
     assert_eq!(
-        old.renew(&forged, HOUR).await.unwrap_err().kind(),
+        old.renew(&forged, renewing(HOUR)).await.unwrap_err().kind(),
         ErrorKind::Lost
     );
 }
@@ -177,10 +194,10 @@ async fn renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed(dialect:
 async fn retried_renew_is_idempotent(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
-    let first = s.renew(&a.lease, HOUR).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
+    let first = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
     // As if the first reply was lost: the same handle again.
-    let second = s.renew(&a.lease, HOUR).await.unwrap();
+    let second = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(first.lease, a.lease);
     assert_eq!(second.lease, a.lease);
     assert_eq!(t.pool.row(&t.name, 0).await.1, 3);
@@ -189,18 +206,18 @@ async fn retried_renew_is_idempotent(dialect: Dialect) {
 async fn release_blocks_for_the_guard_then_frees(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
     let guard = Duration::from_millis(1500);
-    s.release(&a.lease, guard).await.unwrap();
+    s.release(&a.lease, releasing(guard)).await.unwrap();
     let remaining = t.pool.row(&t.name, 0).await.2;
     assert!(
         (1_000_000..=1_501_000).contains(&remaining),
         "blocked for the guard, not freed now: {remaining} µs"
     );
-    let b = s.acquire(HOUR).await.unwrap();
+    let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(b.machine_id.get(), 1, "released id still blocked");
     tokio::time::sleep(guard + Duration::from_millis(150)).await;
-    let c = s.acquire(HOUR).await.unwrap();
+    let c = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(c.machine_id.get(), 0, "free after the guard");
     assert_ne!(c.lease.token(), a.lease.token());
 }
@@ -208,8 +225,8 @@ async fn release_blocks_for_the_guard_then_frees(dialect: Dialect) {
 async fn release_never_extends_a_lease(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(Duration::from_secs(5)).await.unwrap();
-    s.release(&a.lease, HOUR).await.unwrap();
+    let a = s.acquire(acquiring(Duration::from_secs(5))).await.unwrap();
+    s.release(&a.lease, releasing(HOUR)).await.unwrap();
     let remaining = t.pool.row(&t.name, 0).await.2;
     assert!(remaining <= 5_001_000, "{remaining}");
 }
@@ -218,7 +235,7 @@ async fn ttl_is_the_requested_duration_on_the_database_clock(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     let requested = Duration::from_micros(90_123_456);
-    let grant = s.acquire(requested).await.unwrap();
+    let grant = s.acquire(acquiring(requested)).await.unwrap();
     let expected = match dialect {
         Dialect::Sqlite => Duration::from_millis(90_123),
         _ => requested,
@@ -231,10 +248,13 @@ async fn ttl_is_the_requested_duration_on_the_database_clock(dialect: Dialect) {
         (ttl - 1_000_000..=ttl + 1_000).contains(&remaining),
         "expires_at = db now + ttl: {remaining} vs {ttl}"
     );
-    let renewal = s.renew(&grant.lease, requested * 2).await.unwrap();
+    let renewal = s
+        .renew(&grant.lease, renewing(requested * 2))
+        .await
+        .unwrap();
     assert!(renewal.ttl >= expected * 2 - Duration::from_millis(1));
     let e = s
-        .acquire(Duration::from_secs(400 * 24 * 3600))
+        .acquire(acquiring(Duration::from_secs(400 * 24 * 3600)))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
@@ -243,14 +263,14 @@ async fn ttl_is_the_requested_duration_on_the_database_clock(dialect: Dialect) {
 async fn missing_table_says_run_the_migration(dialect: Dialect) {
     let t = TestTable::unmigrated(dialect).await;
     let s = t.strategy();
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     assert!(!e.kind().is_retryable());
     assert!(e.to_string().contains("run the migration"), "{e}");
     assert!(e.to_string().contains(&t.name), "{e}");
     let lease = SqlLease::from_parts(lease_core::MachineId::new(3).unwrap(), [1; 16]);
-    let e = s.renew(&lease, HOUR).await.unwrap_err();
+    let e = s.renew(&lease, renewing(HOUR)).await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
     let e = s.free_count().await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
@@ -265,7 +285,7 @@ async fn wrong_schema_is_misconfigured(dialect: Dialect) {
         ))
         .await;
     let s = t.strategy();
-    let e = s.acquire(HOUR).await.unwrap_err();
+    let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
     assert!(e.to_string().contains("expected schema"), "{e}");
@@ -281,7 +301,7 @@ async fn optimistic_race_for_one_row_has_one_winner(dialect: Dialect) {
         .with_acquisition(Acquisition::Optimistic { candidates: 4 });
     let attempts = (0..8).map(|_| {
         let s = s.clone();
-        tokio::spawn(async move { s.acquire(HOUR).await })
+        tokio::spawn(async move { s.acquire(acquiring(HOUR)).await })
     });
     let mut winners = Vec::new();
     for attempt in attempts {
@@ -306,8 +326,8 @@ async fn invalid_table_name_is_refused(dialect: Dialect) {
 async fn operators_see_holders_and_can_free_a_dead_nodes_id(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let a = s.acquire(HOUR).await.unwrap();
-    let b = s.acquire(Duration::from_secs(90)).await.unwrap();
+    let a = s.acquire(acquiring(HOUR)).await.unwrap();
+    let b = s.acquire(acquiring(Duration::from_secs(90))).await.unwrap();
     let holders = s.holders().await.unwrap();
     let ids: Vec<u16> = holders.iter().map(|h| h.machine_id.get()).collect();
     assert_eq!(ids, [0, 1]);
@@ -331,7 +351,7 @@ async fn operators_see_holders_and_can_free_a_dead_nodes_id(dialect: Dialect) {
             .unwrap()
     );
     assert_eq!(
-        s.renew(&a.lease, HOUR).await.unwrap_err().kind(),
+        s.renew(&a.lease, renewing(HOUR)).await.unwrap_err().kind(),
         ErrorKind::Lost
     );
     let ids: Vec<u16> = s
@@ -342,6 +362,12 @@ async fn operators_see_holders_and_can_free_a_dead_nodes_id(dialect: Dialect) {
         .map(|h| h.machine_id.get())
         .collect();
     assert_eq!(ids, [1]);
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 0);
-    s.renew(&b.lease, HOUR).await.unwrap();
+    // Free again, though on a floor at the end of the lease it ended: an acquirer prefers the
+    // IDs below its clock, and is granted this one once it is the only free ID.
+    t.pool.hold(&t.name, 2..=511).await;
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        0
+    );
+    s.renew(&b.lease, renewing(HOUR)).await.unwrap();
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use common::cluster::Cluster;
 #[cfg(feature = "sqlite")]
 use common::{Pool, TempDir};
+use common::{acquiring, renewing};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 #[cfg(feature = "postgres")]
 use lease_sql::SqlStrategy;
@@ -27,7 +28,7 @@ const TTL: Duration = Duration::from_secs(60);
 async fn renew_through_outage(s: &SqlStrategy, lease: &lease_sql::SqlLease) -> usize {
     let mut retries = 0;
     loop {
-        match s.renew(lease, TTL).await {
+        match s.renew(lease, renewing(TTL)).await {
             Ok(renewal) => {
                 assert_eq!(renewal.lease, *lease);
                 return retries;
@@ -47,15 +48,15 @@ async fn postgres_lease_survives_a_server_restart() {
     let cluster = Cluster::start();
     let s = SqlStrategy::connect_lazy(&cluster.url()).unwrap();
     assert_eq!(s.migrate().await.unwrap(), 512);
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = s.acquire(acquiring(TTL)).await.unwrap();
     cluster.ctl(&["-m", "fast", "stop"]);
     // Down: the holder cannot tell whether its lease still stands.
-    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = s.renew(&grant.lease, renewing(TTL)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     cluster.ctl(&["start"]);
     renew_through_outage(&s, &grant.lease).await;
     // The new server state still has our token on the row, and nobody else can take the ID.
-    let other = s.acquire(TTL).await.unwrap();
+    let other = s.acquire(acquiring(TTL)).await.unwrap();
     assert_ne!(other.machine_id, grant.machine_id);
     let holders = s.holders().await.unwrap();
     assert_eq!(holders.len(), 2);
@@ -69,15 +70,15 @@ async fn sqlite_lease_survives_closing_and_reopening_the_file() {
     let pool = Pool::sqlite(&path, 2).await;
     let s = pool.strategy("no_noncense_leases");
     s.migrate().await.unwrap();
-    let grant = s.acquire(TTL).await.unwrap();
+    let grant = s.acquire(acquiring(TTL)).await.unwrap();
     pool.close().await;
-    let e = s.renew(&grant.lease, TTL).await.unwrap_err();
+    let e = s.renew(&grant.lease, renewing(TTL)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Misconfigured, "a closed pool: {e:?}");
     let reopened = Pool::sqlite(&path, 2).await.strategy("no_noncense_leases");
-    let renewed = reopened.renew(&grant.lease, TTL).await.unwrap();
+    let renewed = reopened.renew(&grant.lease, renewing(TTL)).await.unwrap();
     assert_eq!(renewed.lease, grant.lease);
     assert_ne!(
-        reopened.acquire(TTL).await.unwrap().machine_id,
+        reopened.acquire(acquiring(TTL)).await.unwrap().machine_id,
         grant.machine_id
     );
 }

@@ -25,11 +25,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::cluster::Cluster;
-use common::{Pool, TempDir, mysql_url, suffix};
-use lease_core::Strategy;
+use common::{Pool, TempDir, mysql_url, now_ms, suffix};
+use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlStrategy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,14 +38,14 @@ use tokio::net::{TcpListener, TcpStream};
 const HOUR: Duration = Duration::from_secs(3600);
 const HOUR_MS: u64 = 3_600_000;
 
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
+/// An acquisition as the lease manager asks for one: its clock, and the floor of the lease.
+fn acquiring() -> Acquire {
+    Acquire::new(HOUR, now_ms(), now_ms() + HOUR_MS)
+}
+
+/// A release with no guard, recording the floor of this moment.
+fn releasing() -> Release {
+    Release::new(Duration::ZERO, now_ms())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -468,70 +468,36 @@ async fn measure(dialect: Dialect) -> Vec<(&'static str, Counted)> {
     let mut rows = Vec::new();
     for pass in 0..2 {
         let mut measured: Vec<(&'static str, Counted)> = Vec::new();
-        let (grant, c) = setup
-            .count(async |s| {
-                s.acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
-                    .await
-            })
-            .await;
+        let (grant, c) = setup.count(async |s| s.acquire(acquiring()).await).await;
         let lease: SqlLease = grant.unwrap().lease;
-        measured.push(("acquire_with_floor, `SkipLocked`", c));
+        measured.push(("acquire, `SkipLocked`", c));
         let (r, c) = setup
-            .count(async |s| s.renew_with_floor(&lease, HOUR, now_ms() + HOUR_MS).await)
+            .count(async |s| s.renew(&lease, Renew::new(HOUR, now_ms() + HOUR_MS)).await)
             .await;
         r.unwrap();
-        measured.push(("renew_with_floor", c));
+        measured.push(("renew", c));
         let (r, c) = setup
-            .count(async |s| s.release_with_floor(&lease, Duration::ZERO, now_ms()).await)
+            .count(async |s| s.release(&lease, releasing()).await)
             .await;
         r.unwrap();
-        measured.push(("release_with_floor", c));
+        measured.push(("release", c));
 
         // Every free ID's floor ahead of the acquirer's clock.
         setup.set_floors(now_ms() + 10 * HOUR_MS).await;
-        let (grant, c) = setup
-            .count(async |s| {
-                s.acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
-                    .await
-            })
-            .await;
+        let (grant, c) = setup.count(async |s| s.acquire(acquiring()).await).await;
         let lease = grant.unwrap().lease;
-        measured.push(("acquire_with_floor, `SkipLocked`, every floor ahead", c));
-        setup
-            .strategy
-            .release(&lease, Duration::ZERO)
-            .await
-            .unwrap();
+        measured.push(("acquire, `SkipLocked`, every floor ahead", c));
+        setup.strategy.release(&lease, releasing()).await.unwrap();
         setup.set_floors(0).await;
 
         let (grant, c) = setup
-            .count(async |_| {
-                optimistic
-                    .acquire_with_floor(HOUR, now_ms(), now_ms() + HOUR_MS)
-                    .await
-            })
+            .count(async |_| optimistic.acquire(acquiring()).await)
             .await;
         let lease = grant.unwrap().lease;
         if dialect != Dialect::Sqlite {
-            measured.push(("acquire_with_floor, `Optimistic`, first candidate won", c));
+            measured.push(("acquire, `Optimistic`, first candidate won", c));
         }
-        setup
-            .strategy
-            .release(&lease, Duration::ZERO)
-            .await
-            .unwrap();
-
-        let (grant, c) = setup.count(async |s| s.acquire(HOUR).await).await;
-        let lease = grant.unwrap().lease;
-        measured.push(("acquire (plain), `SkipLocked`", c));
-        let (r, c) = setup.count(async |s| s.renew(&lease, HOUR).await).await;
-        r.unwrap();
-        measured.push(("renew (plain)", c));
-        let (r, c) = setup
-            .count(async |s| s.release(&lease, Duration::ZERO).await)
-            .await;
-        r.unwrap();
-        measured.push(("release (plain)", c));
+        setup.strategy.release(&lease, releasing()).await.unwrap();
         if pass == 1 {
             rows = measured;
         }
@@ -556,10 +522,9 @@ async fn measure(dialect: Dialect) -> Vec<(&'static str, Counted)> {
 /// Requests per operation, as the crate docs state them (prepared statements cached, no ping).
 fn expected(dialect: Dialect, operation: &str) -> usize {
     match (dialect, operation) {
-        (Dialect::MySql, "acquire_with_floor, `SkipLocked`, every floor ahead") => 3,
-        (Dialect::MySql, "acquire_with_floor, `SkipLocked`") => 2,
-        (Dialect::MySql, "acquire (plain), `SkipLocked`") => 2,
-        (_, "acquire_with_floor, `Optimistic`, first candidate won") => 2,
+        (Dialect::MySql, "acquire, `SkipLocked`, every floor ahead") => 3,
+        (Dialect::MySql, "acquire, `SkipLocked`") => 2,
+        (_, "acquire, `Optimistic`, first candidate won") => 2,
         _ => 1,
     }
 }

@@ -3,7 +3,8 @@
 //! need a Tokio runtime).
 #![cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
-use lease_core::{ErrorKind, Failure, LeaseError};
+use lease_core::{ErrorKind, LeaseError};
+use lease_manager::Failure;
 use lease_sql::{SqlLeaseError, SqlStrategy};
 
 const SECRET: &str = "s3cr3t-pw";

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::TestTable;
+use common::{TestTable, acquiring, renewing};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::{AmnesiaGuard, Dialect, SqlLeaseError, SqlStrategy};
 
@@ -68,7 +68,7 @@ async fn held_then_wiped(
     a: SqlStrategy,
     wipe: Wipe,
 ) -> (SqlStrategy, lease_sql::SqlLease) {
-    let held = a.acquire(HOUR).await.unwrap();
+    let held = a.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(held.machine_id.get(), 0);
     t.pool.hold(&t.name, 1..=511).await;
     wipe.run(t, 0).await;
@@ -83,7 +83,7 @@ async fn wiped_then_migrated(dialect: Dialect, wipe: Wipe) {
     let b = t.strategy();
     b.migrate().await.unwrap();
     let e = b
-        .acquire(HOUR)
+        .acquire(acquiring(HOUR))
         .await
         .expect_err("granted an ID whose row was wiped while its holder runs");
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
@@ -117,12 +117,12 @@ async fn wiped_then_migrated(dialect: Dialect, wipe: Wipe) {
     );
     assert_eq!(b.free_count().await.unwrap(), 0);
     // A finds out at its next renewal and stops.
-    let lost = a.renew(&lease, HOUR).await.unwrap_err();
+    let lost = a.renew(&lease, renewing(HOUR)).await.unwrap_err();
     assert_eq!(lost.kind(), ErrorKind::Lost, "{lost:?}");
     // Migrating again changes nothing.
     assert_eq!(b.migrate().await.unwrap(), 0);
     assert_eq!(
-        rows_held_off(&b.acquire(HOUR).await.unwrap_err()).0,
+        rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err()).0,
         expected
     );
 }
@@ -134,7 +134,7 @@ async fn wiped_then_acquired(dialect: Dialect, wipe: Wipe) {
     let (a, lease) = held_then_wiped(&t, t.strategy(), wipe).await;
     let b = t.strategy();
     let e = b
-        .acquire(HOUR)
+        .acquire(acquiring(HOUR))
         .await
         .expect_err("granted an ID after the rows were wiped");
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
@@ -145,7 +145,7 @@ async fn wiped_then_acquired(dialect: Dialect, wipe: Wipe) {
     };
     assert_eq!(blocked, expected, "{e}");
     assert!(remaining <= b.amnesia_hold_off(), "{remaining:?}");
-    let lost = a.renew(&lease, HOUR).await.unwrap_err();
+    let lost = a.renew(&lease, renewing(HOUR)).await.unwrap_err();
     assert_eq!(lost.kind(), ErrorKind::Lost, "{lost:?}");
     assert_eq!(
         b.migrate().await.unwrap(),
@@ -153,7 +153,7 @@ async fn wiped_then_acquired(dialect: Dialect, wipe: Wipe) {
         "the acquisition put them back"
     );
     assert_eq!(
-        rows_held_off(&b.acquire(HOUR).await.unwrap_err()).0,
+        rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err()).0,
         expected
     );
 }
@@ -197,7 +197,7 @@ async fn a_wiped_table_heals_after_the_hold_off(dialect: Dialect) {
     assert_eq!(short().amnesia_hold_off(), expected_hold_off);
     held_then_wiped(&t, short(), Wipe::Truncate).await;
     let b = short();
-    let e = b.acquire(HOUR).await.unwrap_err();
+    let e = b.acquire(acquiring(HOUR)).await.unwrap_err();
     let (_, mut remaining) = rows_held_off(&e);
     assert!(remaining <= expected_hold_off, "{remaining:?}");
     let started = std::time::Instant::now();
@@ -205,7 +205,7 @@ async fn a_wiped_table_heals_after_the_hold_off(dialect: Dialect) {
     // Each retry waits what the last answer said was left: a few rounds at most.
     for _ in 0..20 {
         tokio::time::sleep(remaining + Duration::from_millis(20)).await;
-        match b.acquire(HOUR).await {
+        match b.acquire(acquiring(HOUR)).await {
             Ok(grant) => {
                 assert_eq!(grant.machine_id.get(), 0);
                 assert!(
@@ -230,7 +230,7 @@ async fn guard_off_hands_the_wiped_id_out_again(dialect: Dialect) {
     let b = off();
     assert_eq!(b.migrate().await.unwrap(), 512);
     assert_eq!(
-        b.acquire(HOUR).await.unwrap().machine_id.get(),
+        b.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
         0,
         "the test can fail: with the guard off, the wiped ID is free again"
     );
@@ -244,7 +244,7 @@ async fn a_released_blocked_row_keeps_its_block_as_floor(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let (_a, _lease) = held_then_wiped(&t, t.strategy(), Wipe::Truncate).await;
     let b = t.strategy();
-    let (_, remaining) = rows_held_off(&b.acquire(HOUR).await.unwrap_err());
+    let (_, remaining) = rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err());
     let now = u64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -257,7 +257,7 @@ async fn a_released_blocked_row_keeps_its_block_as_floor(dialect: Dialect) {
             .await
             .unwrap()
     );
-    let grant = b.acquire(HOUR).await.unwrap();
+    let grant = b.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(grant.machine_id.get(), 0);
     let block_end = now + u64::try_from(remaining.as_millis()).unwrap();
     // The block's end on the database clock, which may differ from this one by a second.
@@ -273,7 +273,10 @@ async fn a_new_table_is_usable_right_after_migrate(dialect: Dialect) {
     let t = TestTable::unmigrated(dialect).await;
     let s = t.strategy();
     assert_eq!(s.migrate().await.unwrap(), 512);
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 0);
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        0
+    );
     assert_eq!(s.free_count().await.unwrap(), 511);
 }
 
@@ -297,7 +300,10 @@ async fn an_unseeded_table_is_seeded_free(dialect: Dialect) {
         .await;
     let s = t.strategy();
     assert_eq!(s.migrate().await.unwrap(), 512);
-    assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 0);
+    assert_eq!(
+        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
+        0
+    );
 }
 
 #[cfg(feature = "postgres")]

@@ -45,9 +45,9 @@ pub(crate) struct Common {
     /// Extend a lease and raise its floor (params amount, floor, id, token). PostgreSQL and
     /// SQLite return the clock (ms); MySQL reports it as `last_insert_id`.
     pub renew: Statement,
-    /// Release with a guard, clear the token and set the floor unless it is NULL (params
-    /// amount, floor, id, token). The row stays held until the guard has passed (NoNoncense
-    /// nodes look at `expires_at` only); without the token no late renewal can extend it.
+    /// Release with a guard, clear the token and set the floor (params amount, floor, id,
+    /// token). The row stays held until the guard has passed (NoNoncense nodes look at
+    /// `expires_at` only); without the token no late renewal can extend it.
     pub release: Statement,
     /// Raise an ID's floor, whoever holds it (params floor, id): the release of a lease that
     /// is no longer ours records what was issued under it, and touches nothing else. Bumps the

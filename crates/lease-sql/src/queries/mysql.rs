@@ -63,7 +63,7 @@ impl MySqlQueries {
                 )),
                 release: q(format!(
                     "UPDATE {t} SET token = NULL, expires_at = LEAST(expires_at, {until}), \
-                     lock_version = lock_version + 1, floor_ms = COALESCE(?, floor_ms) \
+                     lock_version = lock_version + 1, floor_ms = ? \
                      WHERE id = ? AND token = ?"
                 )),
                 raise_floor: q(format!(
@@ -148,10 +148,10 @@ impl MySqlQueries {
         AssertSqlSafe(format!("{}{below}{LOCK_LOWEST}", self.lock_free))
     }
 
-    /// Isolation level, `START TRANSACTION` and [`lock_free_row`](Self::lock_free_row), as one
-    /// round trip.
-    pub(crate) fn begin_and_lock_free_row(&self, below_ms: Option<i64>) -> AssertSqlSafe<String> {
-        let AssertSqlSafe(read) = self.lock_free_row(below_ms);
+    /// Isolation level, `START TRANSACTION` and [`lock_free_row`](Self::lock_free_row) with a
+    /// floor below `below_ms`, as one round trip.
+    pub(crate) fn begin_and_lock_free_row(&self, below_ms: i64) -> AssertSqlSafe<String> {
+        let AssertSqlSafe(read) = self.lock_free_row(Some(below_ms));
         AssertSqlSafe(format!(
             "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION; {read}"
         ))

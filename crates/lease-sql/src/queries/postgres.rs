@@ -50,7 +50,7 @@ impl PostgresQueries {
                  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
             )
         };
-        let preferred = free(" AND (floor_ms < $4::bigint OR $4::bigint = 0)");
+        let preferred = free(" AND floor_ms < $4::bigint");
         let any = free("");
         Self {
             common: Common {
@@ -62,7 +62,7 @@ impl PostgresQueries {
                 )),
                 release: q(format!(
                     "UPDATE {t} SET token = NULL, expires_at = LEAST(expires_at, {}), \
-                     lock_version = lock_version + 1, floor_ms = COALESCE($2::bigint, floor_ms) \
+                     lock_version = lock_version + 1, floor_ms = $2::bigint \
                      WHERE id = $3 AND token = $4",
                     until("$1")
                 )),

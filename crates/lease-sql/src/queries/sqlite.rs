@@ -36,7 +36,7 @@ impl SqliteQueries {
                 )),
                 release: q(format!(
                     "UPDATE {t} SET token = NULL, expires_at = min(expires_at, {until}), \
-                     lock_version = lock_version + 1, floor_ms = coalesce(?, floor_ms) \
+                     lock_version = lock_version + 1, floor_ms = ? \
                      WHERE id = ? AND token = ?"
                 )),
                 raise_floor: q(format!(
@@ -72,7 +72,7 @@ impl SqliteQueries {
                  expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '{{amount}}'), \
                  lock_version = lock_version + 1 \
                  WHERE id = COALESCE((SELECT id FROM {t} WHERE expires_at < {now} \
-                 AND (floor_ms < {{now_ms}} OR {{now_ms}} = 0) ORDER BY id LIMIT 1), \
+                 AND floor_ms < {{now_ms}} ORDER BY id LIMIT 1), \
                  (SELECT id FROM {t} WHERE expires_at < {now} ORDER BY id LIMIT 1)) \
                  RETURNING id, floor_ms, {now_ms}; \
                  UPDATE {t} SET floor_ms = max(floor_ms, {{floor}}) WHERE token = X'{{token}}'; \

@@ -1,8 +1,6 @@
 //! Acquisition: claiming a free row on each dialect, in the way [`Acquisition`] chooses.
 
-use std::time::Duration;
-
-use lease_core::Grant;
+use lease_core::{Acquire, Grant};
 use sqlx::Row;
 
 use super::SqlStrategy;
@@ -66,23 +64,20 @@ impl<DB: sqlx::Database> Drop for CloseUnlessEnded<'_, DB> {
 }
 
 impl SqlStrategy {
-    /// Claims a free row for `requested` (shortened to the longest lease), preferring one
-    /// whose floor is below `now_ms`, and raises its floor to at least `floor_ms`.
+    /// Claims a free row for the requested duration (shortened to the longest lease),
+    /// preferring one whose floor is below the request's `now_ms`, and raises its floor to at
+    /// least the request's `floor_ms`.
     pub(super) async fn claim_lease(
         &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
+        request: Acquire,
     ) -> Result<Grant<SqlLease>, SqlLeaseError> {
-        let amount = self.lease_amount(requested)?;
+        let amount = self.lease_amount(request.requested)?;
         let token = new_token()?;
+        let (now_ms, floor) = (signed(request.now_ms), signed(request.floor_ms));
         // A second attempt only after a table without a record was recorded as trusted.
         for _ in 0..2 {
             match self
-                .checked(
-                    self.claim(&token, &amount, signed(now_ms), signed(floor_ms))
-                        .await,
-                )
+                .checked(self.claim(&token, &amount, now_ms, floor).await)
                 .await?
             {
                 Claim::Won {
@@ -247,12 +242,11 @@ async fn mysql_claim_locked(
     floor: i64,
 ) -> Result<Claim, sqlx::Error> {
     let mut open = CloseUnlessEnded { conn, ended: false };
-    // A caller passing no clock (0) prefers nothing: one read is enough.
-    let below_ms = (now_ms > 0).then_some(now_ms);
-    let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(below_ms))
+    let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(now_ms))
         .fetch_all(&mut **open.conn)
         .await?;
-    if rows.is_empty() && below_ms.is_some() {
+    // No free row below our clock: the lowest free row, whatever its floor.
+    if rows.is_empty() {
         rows = sqlx::raw_sql(q.lock_free_row(None))
             .fetch_all(&mut **open.conn)
             .await?;

@@ -132,12 +132,12 @@ impl SqlStrategy {
     }
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
-    /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long (plus twice
+    /// duration of NoNoncense and of the lease manager). Requests for longer are granted this
+    /// long; the amnesia guard holds acquisition off for this long (plus twice
     /// [`max_clock_offset`](Self::with_max_clock_offset)) after it notices a changed server. It
     /// must not be below the lease manager's `min_ttl` (30 s by default): the manager's start
     /// fails with [`SqlLeaseError::MaxLeaseBelowMinTtl`] if it is
-    /// ([`Strategy::check_config`](lease_core::Strategy::check_config)).
+    /// ([`Strategy::check_terms`](lease_core::Strategy::check_terms)).
     ///
     /// # Errors
     /// [`SqlLeaseError::InvalidOption`] below 1 ms or above 366 days.

@@ -1,8 +1,6 @@
 //! Renewal and release: the writes to a lease row that we hold, matched by ID and token.
 
-use std::time::Duration;
-
-use lease_core::{MachineId, Renewal};
+use lease_core::{MachineId, Release, Renew, Renewal};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use sqlx::Row;
 
@@ -17,7 +15,7 @@ use crate::SqlLeaseError;
 enum OwnWrite {
     /// Extend the lease and raise the floor; the database reports its clock.
     Renew,
-    /// Release with a guard and clear the token (the floor set unless it is NULL).
+    /// Release with a guard, clear the token and set the floor.
     Release,
 }
 
@@ -30,17 +28,16 @@ enum Matched {
 }
 
 impl SqlStrategy {
-    /// Extends `lease` to `requested` (shortened to the longest lease) and raises its floor to
-    /// at least `floor_ms`.
+    /// Extends `lease` to the requested duration (shortened to the longest lease) and raises
+    /// its floor to at least the request's.
     pub(super) async fn renew_own(
         &self,
         lease: &SqlLease,
-        requested: Duration,
-        floor_ms: u64,
+        request: Renew,
     ) -> Result<Renewal<SqlLease>, SqlLeaseError> {
-        let amount = self.lease_amount(requested)?;
+        let amount = self.lease_amount(request.requested)?;
         let matched = self
-            .write_own(OwnWrite::Renew, lease, &amount, Some(signed(floor_ms)))
+            .write_own(OwnWrite::Renew, lease, &amount, signed(request.floor_ms))
             .await?;
         match matched {
             Matched::Ours { clock_ms } => {
@@ -59,22 +56,21 @@ impl SqlStrategy {
         }
     }
 
-    /// Releases `lease`, keeping the ID blocked for `guard`. With `floor_ms`, the row's floor
-    /// is set to it, and raised to it even when the row is no longer ours; without, the stored
-    /// floor stays. The token is cleared, so a renewal that arrives later is lost.
+    /// Releases `lease`, keeping the ID blocked for the request's guard and setting the row's
+    /// floor to the request's; when the row is no longer ours, its floor is only raised to it.
+    /// The token is cleared, so a renewal that arrives later is lost.
     pub(super) async fn release_own(
         &self,
         lease: &SqlLease,
-        guard: Duration,
-        floor_ms: Option<u64>,
+        request: Release,
     ) -> Result<(), SqlLeaseError> {
-        let amount = Amount::new(guard, self.dialect())?;
-        let floor = floor_ms.map(signed);
+        let amount = Amount::new(request.guard, self.dialect())?;
+        let floor = signed(request.floor_ms);
         // A row that no longer carries our token is someone else's: the release leaves it alone.
         let matched = self
             .write_own(OwnWrite::Release, lease, &amount, floor)
             .await?;
-        if let (Matched::NotOurs, Some(floor)) = (matched, floor) {
+        if let Matched::NotOurs = matched {
             // Not ours any more (expired, taken over, or forgotten by a database that lost
             // writes): only raise the floor, so what was issued under the lease is known.
             self.checked(self.raise_floor(lease.machine_id(), floor).await)
@@ -89,7 +85,7 @@ impl SqlStrategy {
         write: OwnWrite,
         lease: &SqlLease,
         amount: &Amount,
-        floor: Option<i64>,
+        floor: i64,
     ) -> Result<Matched, SqlLeaseError> {
         self.checked(self.update_own(write, lease, amount, floor).await)
             .await
@@ -101,7 +97,7 @@ impl SqlStrategy {
         write: OwnWrite,
         lease: &SqlLease,
         amount: &Amount,
-        floor: Option<i64>,
+        floor: i64,
     ) -> Result<Matched, sqlx::Error> {
         let common = self.backend.common();
         let (statement, returns_clock) = match write {

@@ -7,8 +7,9 @@
 #[cfg(feature = "postgres")]
 pub mod cluster;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use lease_core::{Acquire, Release, Renew};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Dialect, SqlStrategy};
 
@@ -21,6 +22,38 @@ pub fn pg_url() -> String {
 
 pub fn mysql_url() -> String {
     std::env::var("NONONCE_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_DEFAULT.to_owned())
+}
+
+/// A timestamp floor far below any clock, so that no row counts as ahead of an acquirer by
+/// accident.
+pub const F: u64 = 1_000_000;
+
+/// This host's clock in Unix ms: the floors' terms for nonces on the default epoch.
+pub fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// An acquisition of `requested` at this host's clock, recording floor [`F`]: every free row
+/// whose floor a test did not put ahead of the clock is preferred alike, so the lowest is
+/// claimed.
+pub fn acquiring(requested: Duration) -> Acquire {
+    Acquire::new(requested, now_ms(), F)
+}
+
+/// A renewal for `requested`, recording floor [`F`].
+pub fn renewing(requested: Duration) -> Renew {
+    Renew::new(requested, F)
+}
+
+/// A release that blocks the ID for `guard`, recording floor [`F`].
+pub fn releasing(guard: Duration) -> Release {
+    Release::new(guard, F)
 }
 
 /// A fresh random suffix.
