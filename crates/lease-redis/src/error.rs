@@ -115,7 +115,7 @@ pub enum RedisLeaseError {
     },
     /// The only free IDs have a timestamp floor field (`floor.<id>`) holding something other
     /// than canonical decimal Unix ms: nobody can say which timestamps were issued under them,
-    /// so a floor-aware acquire does not claim them.
+    /// so an acquire does not claim them.
     #[error(
         "machine id {id} in hash `{key}` is free but its floor field `floor.{id}` holds {value:?}, not decimal unix ms: set it (HSET {key} floor.{id} <unix ms>) to a time no earlier than any timestamp issued under the id, for example now plus the lease duration"
     )]
@@ -149,15 +149,16 @@ pub enum RedisLeaseError {
 impl RedisLeaseError {
     /// Classifies a failed command.
     pub(crate) fn command(command: &'static str, key: &str, source: redis::RedisError) -> Self {
-        // A pipeline or a MULTI/EXEC transaction reports its commands' errors together (an
-        // aborted transaction as EXECABORT): classify by the first command that failed.
+        // A pipeline (the acquire's INFO and HGETALL) reports its commands' errors together:
+        // classify by the first command that failed.
         let source = match source.clone().into_server_errors() {
             Some(errors) if !errors.is_empty() => redis::RedisError::from(errors[0].1.clone()),
             _ => source,
         };
         let detail = source.detail().unwrap_or_default().to_ascii_lowercase();
-        // A server without HSETEX: "unknown command" when sent directly, "Unknown Redis command
-        // called from script" from inside a Lua script.
+        // A server without a command: "unknown command" when sent directly (the operator
+        // views' HPTTL), "Unknown Redis command called from script" from inside a Lua script
+        // (the lease scripts' HSETEX).
         if source.code() == Some("ERR")
             && (detail.contains("unknown command")
                 || (detail.contains("unknown") && detail.contains("command called from script")))

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use lease_core::LeaseTerms;
+
 use crate::error::RedisLeaseError;
 use crate::wire::DEFAULT_KEY;
 
@@ -96,10 +98,11 @@ impl RedisOptions {
     }
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
-    /// duration of NoNoncense and `lease-core`). Requests for longer are granted this long; the
-    /// amnesia guard holds acquisition off for this long (plus twice
-    /// [`with_max_clock_offset`](Self::with_max_clock_offset)) after a server restart. It must not be
-    /// below the lease manager's `min_ttl`: check with [`validate_for`](Self::validate_for).
+    /// duration of NoNoncense and the lease manager's default). Requests for longer are granted
+    /// this long; the amnesia guard holds acquisition off for this long (plus twice
+    /// [`with_max_clock_offset`](Self::with_max_clock_offset)) after a server restart. It must
+    /// not be below the lease manager's `min_ttl`: the manager refuses to start otherwise, and
+    /// [`validate_for`](Self::validate_for) checks it earlier.
     #[must_use]
     pub const fn with_max_lease_duration(mut self, max: Duration) -> Self {
         self.max_lease_duration = max;
@@ -234,33 +237,36 @@ impl RedisOptions {
     }
 
     /// Checks the settings ([`validate`](Self::validate)) and that they suit the lease
-    /// manager's timing `config`: every grant is at most `max_lease_duration`, so a
-    /// `max_lease_duration` below the manager's `min_ttl` would make every grant one the
-    /// manager refuses as an illegal TTL, and each acquisition would block an ID for nothing.
+    /// manager's timing `terms` (what `LeaseConfig::terms` gives): every grant is at most
+    /// `max_lease_duration`, so a `max_lease_duration` below the manager's `min_ttl` would make
+    /// every grant one the manager refuses as an illegal TTL, and each acquisition would block
+    /// an ID for nothing.
     ///
-    /// The strategy never sees the manager's configuration: call this where both are known,
-    /// before starting the manager.
+    /// The lease manager runs this check itself when it starts
+    /// ([`Strategy::check_terms`](lease_core::Strategy::check_terms)); call it where the options
+    /// and the manager's configuration are both known to fail earlier, before connecting.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lease_core::LeaseConfig;
+    /// use lease_manager::LeaseConfig;
     /// use lease_redis::RedisOptions;
     ///
     /// let options = RedisOptions::new().with_max_lease_duration(Duration::from_secs(10));
-    /// assert!(options.validate_for(&LeaseConfig::default()).is_err()); // min_ttl is 30 s
+    /// let defaults = LeaseConfig::default(); // min_ttl is 30 s
+    /// assert!(options.validate_for(&defaults.terms()).is_err());
     /// let short = LeaseConfig::default()
     ///     .with_lease_duration(Duration::from_secs(10))
     ///     .with_renew_interval(Duration::from_secs(3))
     ///     .with_min_ttl(Duration::from_secs(5))
     ///     .with_margin(Duration::from_secs(1));
-    /// options.validate_for(&short).unwrap();
+    /// options.validate_for(&short.terms()).unwrap();
     /// ```
     ///
     /// # Errors
     /// [`RedisLeaseError::InvalidOptions`] (kind `Misconfigured`) naming the settings to change.
-    pub fn validate_for(&self, config: &lease_core::LeaseConfig) -> Result<(), RedisLeaseError> {
+    pub fn validate_for(&self, terms: &LeaseTerms) -> Result<(), RedisLeaseError> {
         self.validate()?;
-        let min_ttl = config.min_ttl();
+        let min_ttl = terms.min_ttl;
         if self.max_lease_duration < min_ttl {
             return Err(RedisLeaseError::InvalidOptions(format!(
                 "max_lease_duration ({:?}) is below the lease manager's min_ttl ({min_ttl:?}): \
@@ -276,13 +282,14 @@ impl RedisOptions {
 
 #[cfg(test)]
 mod tests {
-    use lease_core::{ErrorKind, LeaseConfig, LeaseError};
+    use lease_core::{ErrorKind, LeaseError};
+    use lease_manager::LeaseConfig;
 
     use super::*;
 
     #[test]
     fn a_longest_lease_below_the_minimum_ttl_is_rejected_with_both_settings_named() {
-        let config = LeaseConfig::default();
+        let config = LeaseConfig::default().terms();
         let capped = RedisOptions::new().with_max_lease_duration(Duration::from_secs(10));
         // Alone, the options are fine: only the lease manager's minimum makes them useless.
         capped.validate().unwrap();
@@ -306,10 +313,10 @@ mod tests {
         // A lower minimum makes the short cap usable.
         capped
             .validate_for(
-                &config
-                    .clone()
+                &LeaseConfig::default()
                     .with_min_ttl(Duration::from_secs(3))
-                    .with_margin(Duration::from_secs(1)),
+                    .with_margin(Duration::from_secs(1))
+                    .terms(),
             )
             .unwrap();
         // A lease asked for longer than the cap is fine: it is granted the cap.
@@ -323,7 +330,7 @@ mod tests {
     fn validate_for_checks_the_options_themselves_too() {
         let error = RedisOptions::new()
             .with_acquire_attempts(0)
-            .validate_for(&LeaseConfig::default())
+            .validate_for(&LeaseConfig::default().terms())
             .unwrap_err();
         assert!(error.to_string().contains("acquire_attempts"), "{error}");
     }

@@ -1,6 +1,5 @@
-//! The Lua scripts of the floor-aware operations: each claim, renewal or release and its floor
-//! write run as one atomic step on the server (`EVALSHA`, loaded on first use by
-//! [`redis::Script`]).
+//! The Lua scripts of the lease protocol: each claim, renewal or release and its floor write run
+//! as one atomic step on the server (`EVALSHA`, loaded on first use by [`redis::Script`]).
 //!
 //! Every script reads `TIME` itself, so the coordinator's clock comes back with the answer, and
 //! names only `KEYS[1]`, the lease hash (its fields: the lease fields, `floor.<id>`, and the
@@ -49,14 +48,14 @@ local marker = 'token.' .. id .. '.' .. token
 local floor_field = 'floor.' .. id
 ";
 
-/// Claim: `ARGV` = id, token, TTL ms, floor (empty: the plain, floor-less acquire), run ID,
-/// hold-off ms (empty: the amnesia guard is off).
+/// Claim: `ARGV` = id, token, TTL ms, floor, run ID (empty: the amnesia guard is off), hold-off
+/// ms (empty: the amnesia guard is off).
 /// When a run ID is given (the amnesia guard checked that server's uptime), the claim is made
 /// only on that same server process: a server restarted (or swapped behind the connection)
 /// since the check has forgotten leases its uptime no longer speaks for. With a hold-off, the
-/// claim is made only once the initialization marker's time has come (see [`PRELUDE`]). With a
-/// floor, the stored one is read next; an unreadable one stops the claim. Then `HSETEX FNX` of
-/// both lease fields and, if it won, the floor is raised to the given one.
+/// claim is made only once the initialization marker's time has come (see [`PRELUDE`]). The
+/// stored floor is read next; an unreadable one stops the claim. Then `HSETEX FNX` of both
+/// lease fields (NoNoncense's claim) and, if it won, the floor is raised to the given one.
 ///
 /// Reply: `{status, floor before, TIME seconds, TIME microseconds}`, status 1 = claimed,
 /// 0 = the ID is taken, 2 = its floor is unreadable (the floor before is then that value),
@@ -76,16 +75,13 @@ if ARGV[6] ~= '' then
     return {4, at, now[1], now[2]}
   end
 end
-local stored = '0'
-if ARGV[4] ~= '' then
-  stored = redis.call('HGET', key, floor_field) or '0'
-  if not readable(stored) then
-    return {2, stored, now[1], now[2]}
-  end
+local stored = redis.call('HGET', key, floor_field) or '0'
+if not readable(stored) then
+  return {2, stored, now[1], now[2]}
 end
 local claimed = redis.call('HSETEX', key, 'FNX', 'PX', ARGV[3], 'FIELDS', 2,
   id, token, marker, id)
-if claimed == 1 and ARGV[4] ~= '' and above(ARGV[4], stored) then
+if claimed == 1 and above(ARGV[4], stored) then
   redis.call('HSET', key, floor_field, ARGV[4])
 end
 return {claimed, stored, now[1], now[2]}

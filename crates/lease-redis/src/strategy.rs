@@ -4,8 +4,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lease_core::time::{granted_floor, millis};
-use lease_core::{ErrorKind, Grant, Holder, LeaseError, MachineId, Renewal, Strategy};
-use redis::FromRedisValue;
+use lease_core::{
+    Acquire, ErrorKind, Grant, Holder, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew,
+    Renewal, Strategy,
+};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::RedisLeaseError;
@@ -77,13 +79,12 @@ impl Seen {
 /// Machine-ID leases in one Valkey 9 / Redis 8 hash, compatible with NoNoncense 2.0.
 ///
 /// A lease is two fields written by one `HSETEX` with one TTL: `"<id>" => token` and the
-/// ownership marker `"token.<id>.<token>" => "<id>"`. Acquire claims a randomly chosen free ID
-/// with `FNX`; renew and release use `FXX`, which succeeds only while this holder's marker
+/// ownership marker `"token.<id>.<token>" => "<id>"`; beside them, each ID's timestamp floor,
+/// `"floor.<id>" => "<unix ms>"`, a field without TTL. Acquire claims a free ID chosen by its
+/// floor with `FNX`; renew and release use `FXX`, which succeeds only while this holder's marker
 /// exists. Release keeps the ID field for the guard and deletes the marker in the same step, so
-/// a renewal that reaches the server after it fails. The floor-aware operations
-/// ([`Strategy::acquire_with_floor`] and its companions, what the lease manager calls) do the
-/// same in Lua scripts that also maintain the ID's timestamp floor, `"floor.<id>" => "<unix
-/// ms>"`, a field without TTL. See the crate docs for the protocol, the amnesia guard and an
+/// a renewal that reaches the server after it fails. Each of the three is one Lua script that
+/// also writes the floor. See the crate docs for the protocol, the amnesia guard and an
 /// example.
 ///
 /// `C` is any `redis` async connection that can be cloned and shared: a [`ConnectionManager`]
@@ -174,40 +175,6 @@ where
         move |error| RedisLeaseError::command(command, &key, error)
     }
 
-    /// `HSETEX key FNX|FXX PX ttl FIELDS 2 <id> <token> token.<id>.<token> <id>`; whether both
-    /// fields were set.
-    async fn hsetex(
-        &self,
-        connection: &mut C,
-        condition: &str,
-        ttl: Duration,
-        id: MachineId,
-        token: &str,
-    ) -> Result<bool, RedisLeaseError> {
-        let set: i64 = redis::cmd("HSETEX")
-            .arg(self.key())
-            .arg(condition)
-            .arg("PX")
-            .arg(millis(ttl))
-            .arg("FIELDS")
-            .arg(2)
-            .arg(id.get().to_string())
-            .arg(token)
-            .arg(wire::marker(id, token))
-            .arg(id.get().to_string())
-            .query_async(connection)
-            .await
-            .map_err(self.fail("HSETEX"))?;
-        match set {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(RedisLeaseError::UnexpectedReply {
-                command: "HSETEX",
-                reply: other.to_string(),
-            }),
-        }
-    }
-
     /// `WAIT` for the configured replicas, if any.
     async fn wait_for_replicas(&self, connection: &mut C) -> Result<(), RedisLeaseError> {
         let Some((required, timeout)) = self.options.replicas else {
@@ -229,39 +196,35 @@ where
         Ok(())
     }
 
-    /// One read of the hash for an acquire: `HKEYS` or `HGETALL`. The first read of an acquire
-    /// (`guard`) also runs the amnesia guard: `INFO server` goes in the same round trip, in one
-    /// pipeline, and is checked before anything is claimed.
+    /// One read of the hash for an acquire: `HGETALL`, every field with its value (the ID
+    /// fields and the floors). The first read of an acquire (`guard`) also runs the amnesia
+    /// guard: `INFO server` goes in the same round trip, in one pipeline, and is checked before
+    /// anything is claimed.
     ///
     /// Returns what was read and, when the guard ran, the run ID of the server it checked: the
     /// claim that follows is made only on that server process.
-    async fn read<T: FromRedisValue>(
+    async fn read(
         &self,
         connection: &mut C,
-        read: Read,
         guard: bool,
-    ) -> Result<(T, Option<String>), RedisLeaseError> {
-        let (command, both) = match read {
-            Read::Keys => ("HKEYS", "INFO server memory + HKEYS"),
-            Read::All => ("HGETALL", "INFO server memory + HGETALL"),
-        };
-        let mut cmd = redis::cmd(command);
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<String>), RedisLeaseError> {
+        let mut cmd = redis::cmd("HGETALL");
         cmd.arg(self.key());
         if !guard || self.options.amnesia_guard == AmnesiaGuard::Off {
             return cmd
                 .query_async(connection)
                 .await
                 .map(|value| (value, None))
-                .map_err(self.fail(command));
+                .map_err(self.fail("HGETALL"));
         }
-        let (info, value): (String, T) = redis::pipe()
+        let (info, value): (String, _) = redis::pipe()
             .cmd("INFO")
             .arg("server")
             .arg("memory")
             .add_command(cmd)
             .query_async(connection)
             .await
-            .map_err(self.fail(both))?;
+            .map_err(self.fail("INFO server memory + HGETALL"))?;
         match self.check_amnesia(&info) {
             Ok(run_id) => Ok((value, Some(run_id))),
             Err(refused) => {
@@ -361,15 +324,6 @@ where
     }
 }
 
-/// Which read an acquire makes of the hash.
-#[derive(Debug, Clone, Copy)]
-enum Read {
-    /// `HKEYS`: the plain acquire, which needs only the field names.
-    Keys,
-    /// `HGETALL`: the floor-aware acquire, which also needs the floors.
-    All,
-}
-
 /// What the acquire script answered.
 enum Claim {
     /// Claimed; the floor stored before, and the server's clock (Unix ms).
@@ -385,10 +339,10 @@ enum Claim {
     HeldOff { open_at_ms: u64, server_ms: u64 },
 }
 
-/// The ID a floor-aware acquire tries: a random one among the free IDs whose floor is below
-/// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
-/// IDs (nodes starting together still spread out, and the factory starts less far ahead).
-/// `random(n)` picks in `0..n`.
+/// The ID an acquire tries: a random one among the free IDs whose floor is below `now_ms` (the
+/// acquirer's clock); when there is none, the lower-floored of two random free IDs (nodes
+/// starting together still spread out, and the factory starts less far ahead). `random(n)`
+/// picks in `0..n`.
 fn pick(
     free: &[(MachineId, u64)],
     now_ms: u64,
@@ -438,16 +392,15 @@ where
         granted_floor(floor_ms, requested, ttl).min(wire::MAX_FLOOR_MS)
     }
 
-    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms` (none:
-    /// floor-less), in one atomic step, on the server process whose run ID is `run_id` when
-    /// one is given.
+    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms`, in one
+    /// atomic step, on the server process whose run ID is `run_id` when one is given.
     async fn claim(
         &self,
         connection: &mut C,
         id: MachineId,
         token: &str,
         ttl: Duration,
-        floor_ms: Option<u64>,
+        floor_ms: u64,
         run_id: Option<&str>,
     ) -> Result<Claim, RedisLeaseError> {
         let (status, stored, seconds, micros): (i64, Vec<u8>, u64, u64) = ACQUIRE_SCRIPT
@@ -455,7 +408,7 @@ where
             .arg(id.get().to_string())
             .arg(token)
             .arg(millis(ttl))
-            .arg(floor_ms.map_or_else(String::new, |f| f.to_string()))
+            .arg(floor_ms.to_string())
             .arg(run_id.unwrap_or(""))
             .arg(self.hold_off_arg())
             .invoke_async(connection)
@@ -494,59 +447,46 @@ where
             other => Err(unexpected(other.to_string())),
         }
     }
+}
 
-    /// The acquire both entry points share: read the hash (`HGETALL` when choosing by floor,
-    /// for an acquirer whose clock reads `now_ms`; `HKEYS` otherwise), choose a free ID, claim
-    /// it with the acquire script, recording `floor_ms`; again on a lost race.
-    async fn acquire_where(
-        &self,
-        requested: Duration,
-        now_ms: Option<u64>,
-        floor_ms: u64,
-    ) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        let ttl = self.acquire_ttl(requested)?;
+impl<C> Strategy for RedisStrategy<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Lease = RedisLease;
+    type Error = RedisLeaseError;
+
+    /// `HGETALL` (with `INFO server` in the same round trip when the amnesia guard is on), a
+    /// free ID chosen by its floor, then the acquire script: `HSETEX FNX` of both lease fields
+    /// and `floor.<id>` raised to `floor_ms` (less `requested - ttl` when `max_lease_duration`
+    /// shortened the grant), atomically; the read and the claim again on a lost race, up to
+    /// `acquire_attempts` times. Two round trips when the claim wins.
+    async fn acquire(&self, request: Acquire) -> Result<Grant<RedisLease>, RedisLeaseError> {
+        let ttl = self.acquire_ttl(request.requested)?;
+        let floor = Self::recorded_floor(request.floor_ms, request.requested, ttl);
         let mut connection = self.connection.clone();
-        let exhausted = || RedisLeaseError::Exhausted {
-            key: self.options.key.clone(),
-        };
         // The run ID of the server whose uptime the guard checked (first read only): every
         // claim of this acquire must land on that same server process.
         let mut checked = None;
         for attempt in 0..self.options.acquire_attempts {
-            let guard = attempt == 0;
-            let id = match now_ms {
-                None => {
-                    let (fields, run_id): (Vec<Vec<u8>>, _) =
-                        self.read(&mut connection, Read::Keys, guard).await?;
-                    checked = checked.or(run_id);
-                    let free = wire::free_ids(&fields);
-                    if free.is_empty() {
-                        return Err(exhausted());
-                    }
-                    // A random free ID, not the lowest: nodes starting together spread out.
-                    free[rand::random_range(0..free.len())]
-                }
-                Some(now_ms) => {
-                    let (pairs, run_id): (Vec<(Vec<u8>, Vec<u8>)>, _) =
-                        self.read(&mut connection, Read::All, guard).await?;
-                    checked = checked.or(run_id);
-                    let free = wire::free_ids_with_floors(&pairs);
-                    let Some(id) = pick(&free.readable, now_ms, &mut |n| rand::random_range(0..n))
-                    else {
-                        return Err(match free.unreadable.into_iter().next() {
-                            Some((id, value)) => RedisLeaseError::UnreadableFloor {
-                                key: self.options.key.clone(),
-                                id,
-                                value,
-                            },
-                            None => exhausted(),
-                        });
-                    };
-                    id
-                }
+            let (pairs, run_id) = self.read(&mut connection, attempt == 0).await?;
+            checked = checked.or(run_id);
+            let free = wire::free_ids_with_floors(&pairs);
+            let Some(id) = pick(&free.readable, request.now_ms, &mut |n| {
+                rand::random_range(0..n)
+            }) else {
+                return Err(match free.unreadable.into_iter().next() {
+                    Some((id, value)) => RedisLeaseError::UnreadableFloor {
+                        key: self.options.key.clone(),
+                        id,
+                        value,
+                    },
+                    None => RedisLeaseError::Exhausted {
+                        key: self.options.key.clone(),
+                    },
+                });
             };
             let token = wire::new_token();
-            let floor = now_ms.map(|_| Self::recorded_floor(floor_ms, requested, ttl));
             match self
                 .claim(&mut connection, id, &token, ttl, floor, checked.as_deref())
                 .await?
@@ -556,13 +496,10 @@ where
                     server_ms,
                 } => {
                     self.wait_for_replicas(&mut connection).await?;
-                    let grant = Grant::new(id, RedisLease { id, token }, ttl);
-                    // The plain acquire is floor-less: it reports no floor and no clock.
-                    return Ok(if now_ms.is_some() {
-                        self.clock_bound(grant.with_floor(floor_ms).with_coordinator_ms(server_ms))
-                    } else {
-                        grant
-                    });
+                    let grant = Grant::new(id, RedisLease { id, token }, ttl)
+                        .with_floor(floor_ms)
+                        .with_coordinator_ms(server_ms);
+                    return Ok(self.clock_bound(grant));
                 }
                 // Somebody claimed it between the read and the script: read again.
                 Claim::Taken => {}
@@ -599,117 +536,24 @@ where
             attempts: self.options.acquire_attempts,
         })
     }
-}
-
-impl<C> Strategy for RedisStrategy<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    type Lease = RedisLease;
-    type Error = RedisLeaseError;
-
-    fn check_config(&self, config: &lease_core::LeaseConfig) -> Result<(), RedisLeaseError> {
-        self.options.validate_for(config)
-    }
-
-    /// `HKEYS` (with `INFO server` in the same round trip when the amnesia guard is on), a
-    /// random free ID, then the acquire script without a floor (it neither reads nor writes
-    /// floors; it checks the server as for [`acquire_with_floor`](Self::acquire_with_floor)).
-    /// Two round trips when the claim wins.
-    async fn acquire(&self, requested: Duration) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        self.acquire_where(requested, None, 0).await
-    }
-
-    async fn renew(
-        &self,
-        lease: &RedisLease,
-        requested: Duration,
-    ) -> Result<Renewal<RedisLease>, RedisLeaseError> {
-        let ttl = requested.min(self.options.max_lease_duration);
-        let mut connection = self.connection.clone();
-        if !self
-            .hsetex(&mut connection, "FXX", ttl, lease.id, &lease.token)
-            .await?
-        {
-            return Err(RedisLeaseError::Lost { id: lease.id });
-        }
-        self.wait_for_replicas(&mut connection).await?;
-        Ok(Renewal::new(lease.clone(), ttl))
-    }
-
-    /// `MULTI`, `HSETEX FXX PX guard` of both lease fields, `HDEL` of this holder's marker,
-    /// `EXEC`: one round trip, applied as one step.
-    async fn release(&self, lease: &RedisLease, guard: Duration) -> Result<(), RedisLeaseError> {
-        // FXX: only while this holder's marker exists. The ID field stays for `guard` more, so
-        // a successor (NoNoncense nodes too) cannot start in this holder's last milliseconds.
-        // The marker goes in the same transaction: a renewal that reaches the server after
-        // the release (sent before it, or resent by a reconnecting client) then fails its FXX
-        // and cannot turn the guard back into a whole lease.
-        let id = lease.id.get().to_string();
-        let marker = lease.marker();
-        let mut connection = self.connection.clone();
-        let (released, _deleted): (i64, i64) = redis::pipe()
-            .atomic()
-            .cmd("HSETEX")
-            .arg(self.key())
-            .arg("FXX")
-            .arg("PX")
-            .arg(millis(guard))
-            .arg("FIELDS")
-            .arg(2)
-            .arg(&id)
-            .arg(&lease.token)
-            .arg(&marker)
-            .arg(&id)
-            .cmd("HDEL")
-            .arg(self.key())
-            .arg(&marker)
-            .query_async(&mut connection)
-            .await
-            .map_err(self.fail("MULTI/HSETEX/HDEL/EXEC (release)"))?;
-        match released {
-            0 | 1 => Ok(()),
-            other => Err(RedisLeaseError::UnexpectedReply {
-                command: "HSETEX (release)",
-                reply: other.to_string(),
-            }),
-        }
-    }
-
-    fn records_floor(&self) -> bool {
-        true
-    }
-
-    /// `HGETALL` (with `INFO server` in the same round trip when the amnesia guard is on), a
-    /// free ID chosen by its floor, then the acquire script: `HSETEX FNX` of both lease fields
-    /// and `floor.<id>` raised to `floor_ms` (less `requested - ttl` when `max_lease_duration`
-    /// shortened the grant), atomically. Two round trips when the claim wins.
-    async fn acquire_with_floor(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<RedisLease>, RedisLeaseError> {
-        self.acquire_where(requested, Some(now_ms), floor_ms).await
-    }
 
     /// The renew script, one round trip: `HSETEX FXX` of both lease fields and, only if that
     /// succeeded, `floor.<id>` raised to `floor_ms` (less `requested - ttl` when
     /// `max_lease_duration` shortened the grant), atomically.
-    async fn renew_with_floor(
+    async fn renew(
         &self,
         lease: &RedisLease,
-        requested: Duration,
-        floor_ms: u64,
+        request: Renew,
     ) -> Result<Renewal<RedisLease>, RedisLeaseError> {
-        let ttl = requested.min(self.options.max_lease_duration);
+        let ttl = request.requested.min(self.options.max_lease_duration);
+        let floor = Self::recorded_floor(request.floor_ms, request.requested, ttl);
         let mut connection = self.connection.clone();
         let (renewed, seconds, micros): (i64, u64, u64) = RENEW_SCRIPT
             .key(self.key())
             .arg(lease.id.get().to_string())
             .arg(&lease.token)
             .arg(millis(ttl))
-            .arg(Self::recorded_floor(floor_ms, requested, ttl).to_string())
+            .arg(floor.to_string())
             .arg(self.hold_off_arg())
             .invoke_async(&mut connection)
             .await
@@ -736,19 +580,19 @@ where
     /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields, `HDEL`
     /// of this holder's marker and `floor.<id>` set to `floor_ms` if the marker was there,
     /// raised to it if not (a lost lease), atomically.
-    async fn release_with_floor(
-        &self,
-        lease: &RedisLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), RedisLeaseError> {
+    async fn release(&self, lease: &RedisLease, request: Release) -> Result<(), RedisLeaseError> {
+        // FXX: only while this holder's marker exists. The ID field stays for the guard, so a
+        // successor (NoNoncense nodes too) cannot start in this holder's last milliseconds.
+        // The marker goes in the same step: a renewal that reaches the server after the
+        // release (sent before it, or resent by a reconnecting client) then fails its FXX and
+        // cannot turn the guard back into a whole lease.
         let mut connection = self.connection.clone();
         let released: i64 = RELEASE_SCRIPT
             .key(self.key())
             .arg(lease.id.get().to_string())
             .arg(&lease.token)
-            .arg(millis(guard))
-            .arg(floor_ms.min(wire::MAX_FLOOR_MS).to_string())
+            .arg(millis(request.guard))
+            .arg(request.floor_ms.min(wire::MAX_FLOOR_MS).to_string())
             .invoke_async(&mut connection)
             .await
             .map_err(self.fail("EVALSHA (release script)"))?;
@@ -761,8 +605,13 @@ where
         }
     }
 
-    fn name(&self) -> &'static str {
-        "redis"
+    /// [`RedisOptions::validate_for`]: `max_lease_duration` must not be below `min_ttl`.
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), RedisLeaseError> {
+        self.options.validate_for(terms)
+    }
+
+    fn profile(&self) -> Profile {
+        Profile::new("redis").recording_floor()
     }
 }
 

@@ -45,13 +45,13 @@ pub(crate) fn parse_floor_value(value: &[u8]) -> Option<u64> {
     )
 }
 
-/// What a floor-aware acquire reads from the hash: the free IDs with their stored floors.
+/// What an acquire reads from the hash: the free IDs with their stored floors.
 #[derive(Debug, Default)]
 pub(crate) struct FreeIds {
     /// Free IDs whose floor is absent (0) or readable, with it.
     pub(crate) readable: Vec<(MachineId, u64)>,
-    /// Free IDs whose floor field holds something else, with it: never claimed by a
-    /// floor-aware acquire, since nobody can say what was issued under them.
+    /// Free IDs whose floor field holds something else, with it: never claimed, since nobody
+    /// can say what was issued under them.
     pub(crate) unreadable: Vec<(MachineId, String)>,
 }
 
@@ -265,12 +265,12 @@ mod tests {
 mod fuzz {
     use super::*;
 
-    /// Inputs drawn from lease-core's seeded generator.
-    struct Gen(lease_core::SplitMix64);
+    /// Inputs drawn from the lease manager's seeded generator.
+    struct Gen(lease_manager::SplitMix64);
 
     impl Gen {
         fn new(seed: u64) -> Self {
-            Self(lease_core::SplitMix64::new(seed))
+            Self(lease_manager::SplitMix64::new(seed))
         }
 
         fn next(&mut self) -> u64 {

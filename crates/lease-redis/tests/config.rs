@@ -4,8 +4,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use lease_core::{ErrorKind, LeaseConfig};
-use lease_manager::{LeaseManager, StartError};
+use lease_core::ErrorKind;
+use lease_manager::{LeaseConfig, LeaseManager, StartError};
 use lease_redis::RedisStrategy;
 
 #[tokio::test]

@@ -6,9 +6,9 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Binary, Key, OwnServer, occupy, options, raw};
-use lease_core::{ErrorKind, LeaseConfig, LeaseError, MachineId, StoreAdmin, Strategy};
-use lease_manager::{LeaseManager, LeaseTarget, LossReason};
+use common::{Binary, Key, OwnServer, acquire, occupy, options, raw, renew};
+use lease_core::{ErrorKind, LeaseError, MachineId, StoreAdmin, Strategy};
+use lease_manager::{LeaseConfig, LeaseManager, LeaseTarget, LossReason};
 use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
 
@@ -44,7 +44,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
         .unwrap();
     // A new store: initialized once (tested in forgets.rs).
     node_a.migrate().await.unwrap();
-    let error = node_a.acquire(max_lease).await.unwrap_err();
+    let error = node_a.acquire(acquire(max_lease)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
     assert!(
         matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
@@ -58,24 +58,20 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     );
 
     tokio::time::sleep(hold_off + Duration::from_millis(2300)).await;
-    let held = node_a.acquire(max_lease).await.unwrap();
+    let held = node_a.acquire(acquire(max_lease)).await.unwrap();
     // Grants read on the server's clock ask the manager to keep the node within the offset.
-    let checked = node_a.acquire_with_floor(max_lease, 1, 0).await.unwrap();
-    assert_eq!(checked.max_clock_offset, Some(max_offset));
-    let renewed = node_a
-        .renew_with_floor(&checked.lease, max_lease, 1)
-        .await
-        .unwrap();
+    assert_eq!(held.max_clock_offset, Some(max_offset));
+    let renewed = node_a.renew(&held.lease, renew(max_lease)).await.unwrap();
     assert_eq!(renewed.max_clock_offset, Some(max_offset));
 
     own.restart();
     let restarted = Instant::now();
 
     // The holder's next renewal: uncertain while the connection is re-made, then lost.
-    let mut renewal = node_a.renew(&held.lease, max_lease).await;
+    let mut renewal = node_a.renew(&held.lease, renew(max_lease)).await;
     while matches!(&renewal, Err(e) if e.kind() == ErrorKind::Retry) {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        renewal = node_a.renew(&held.lease, max_lease).await;
+        renewal = node_a.renew(&held.lease, renew(max_lease)).await;
     }
     let error = renewal.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Lost, "{error}");
@@ -84,12 +80,12 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     let node_b = RedisStrategy::connect(&server.url, guarded())
         .await
         .unwrap();
-    let error = node_b.acquire(max_lease).await.unwrap_err();
+    let error = node_b.acquire(acquire(max_lease)).await.unwrap_err();
     assert!(
         matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
         "{error}"
     );
-    let error = node_a.acquire(max_lease).await.unwrap_err();
+    let error = node_a.acquire(acquire(max_lease)).await.unwrap_err();
     assert!(
         matches!(error, RedisLeaseError::ServerChanged { .. }),
         "{error}"
@@ -98,7 +94,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     // Once every lease the old server could have granted has run out, and the clock offsets
     // its holders may have had, acquisition resumes.
     while restarted.elapsed() < hold_off - Duration::from_millis(300) {
-        let result = node_b.acquire(max_lease).await;
+        let result = node_b.acquire(acquire(max_lease)).await;
         let error = result.expect_err("acquired inside the amnesia window");
         assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -108,7 +104,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     // start, a little before `restarted`): wait for it, held off ("retry") until then.
     let resumed_by = hold_off + Duration::from_secs(3);
     loop {
-        match node_b.acquire(max_lease).await {
+        match node_b.acquire(acquire(max_lease)).await {
             Ok(_) => break,
             Err(e) if e.kind() == ErrorKind::Retry && restarted.elapsed() < resumed_by => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -119,7 +115,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
             ),
         }
     }
-    node_a.acquire(max_lease).await.unwrap();
+    node_a.acquire(acquire(max_lease)).await.unwrap();
 }
 
 /// A nonce factory target that also records when it was switched on and off.
@@ -377,32 +373,28 @@ async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
         .with_max_lease_duration(max_lease)
         .with_max_clock_offset(max_offset);
 
-    for floor_aware in [false, true] {
-        let connection = SwappedAfterFirst {
-            a: raw(&server_a).await,
-            b: raw(&server_b).await,
-            requests: Arc::default(),
-        };
-        let strategy = RedisStrategy::with_connection(connection, guarded.clone()).unwrap();
-        let result = if floor_aware {
-            strategy.acquire_with_floor(max_lease, 0, 0).await
-        } else {
-            strategy.acquire(max_lease).await
-        };
-        let error = result.expect_err("claimed on a server the amnesia guard never checked");
-        assert!(
-            matches!(error, RedisLeaseError::ServerChanged { .. }),
-            "{error}"
-        );
-        assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
-        let fields: Vec<String> = redis::cmd("HKEYS")
-            .arg(&key.name)
-            .query_async(&mut raw(&server_b).await)
-            .await
-            .unwrap();
-        assert!(
-            fields.is_empty(),
-            "claimed on the second server: {fields:?}"
-        );
-    }
+    let connection = SwappedAfterFirst {
+        a: raw(&server_a).await,
+        b: raw(&server_b).await,
+        requests: Arc::default(),
+    };
+    let strategy = RedisStrategy::with_connection(connection, guarded).unwrap();
+    let error = strategy
+        .acquire(acquire(max_lease))
+        .await
+        .expect_err("claimed on a server the amnesia guard never checked");
+    assert!(
+        matches!(error, RedisLeaseError::ServerChanged { .. }),
+        "{error}"
+    );
+    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(&key.name)
+        .query_async(&mut raw(&server_b).await)
+        .await
+        .unwrap();
+    assert!(
+        fields.is_empty(),
+        "claimed on the second server: {fields:?}"
+    );
 }

@@ -1,7 +1,7 @@
 //! The timestamp floor (`floor.<id>`, no TTL) on real Valkey 9 and Redis 8 servers: recorded by
-//! the floor-aware acquire and renew (the larger of stored and given), set by release, kept
-//! through expiry and force_release, reported in grants, preferred when below the acquirer's
-//! clock, never touched by anyone whose lease it is not; and the round trips per operation.
+//! acquire and renew (the larger of stored and given), set by release, kept through expiry and
+//! force_release, reported in grants, preferred when below the acquirer's clock, never touched
+//! by anyone whose lease it is not; and the round trips per operation.
 
 use crate::common;
 
@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{Key, hget, hpttl, occupy, options, raw, servers, strategy};
-use lease_core::{ErrorKind, LeaseError, StoreAdmin, Strategy};
+use common::{F, Key, hget, hpttl, occupy, options, raw, servers, strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, StoreAdmin, Strategy};
 use lease_redis::redis::{
     self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
 };
@@ -18,8 +18,6 @@ use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const HOUR_MS: i64 = 3_600_000;
-/// A plausible floor: 2030-01-01 in Unix ms.
-const F: u64 = 1_893_456_000_000;
 
 fn floor_field(id: impl std::fmt::Display) -> String {
     format!("floor.{id}")
@@ -67,7 +65,7 @@ async fn acquire_records_the_larger_floor_and_reports_the_one_before() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
-        let grant = s.acquire_with_floor(HOUR, F, F + 100).await.unwrap();
+        let grant = s.acquire(Acquire::new(HOUR, F, F + 100)).await.unwrap();
         assert_eq!(grant.floor_ms, 0, "{name}");
         assert_eq!(grant.ttl, HOUR);
         let id = grant.machine_id;
@@ -101,7 +99,7 @@ async fn acquire_records_the_larger_floor_and_reports_the_one_before() {
             set_floor(&mut c, &key, 42, &stored.to_string()).await;
             let grant = strategy(&server, &key)
                 .await
-                .acquire_with_floor(HOUR, 1, given)
+                .acquire(Acquire::new(HOUR, 1, given))
                 .await
                 .unwrap();
             assert_eq!(grant.machine_id.get(), 42);
@@ -118,7 +116,7 @@ async fn acquire_records_the_larger_floor_and_reports_the_one_before() {
         let key = Key::new(&server);
         let grant = strategy(&server, &key)
             .await
-            .acquire_with_floor(HOUR, 1, u64::MAX)
+            .acquire(Acquire::new(HOUR, 1, u64::MAX))
             .await
             .unwrap();
         assert_eq!(
@@ -129,7 +127,7 @@ async fn acquire_records_the_larger_floor_and_reports_the_one_before() {
         let key = Key::new(&server);
         let grant = strategy(&server, &key)
             .await
-            .acquire_with_floor(HOUR, 1, 0)
+            .acquire(Acquire::new(HOUR, 1, 0))
             .await
             .unwrap();
         assert_eq!(floor(&mut c, &key, grant.machine_id).await, None, "{name}");
@@ -145,13 +143,13 @@ async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
         occupy(&mut c, &key, (0..512).filter(|&i| i != 9)).await;
         let s = strategy(&server, &key).await;
         let grant = s
-            .acquire_with_floor(Duration::from_secs(2), F, F)
+            .acquire(Acquire::new(Duration::from_secs(2), F, F))
             .await
             .unwrap();
         assert_eq!(grant.machine_id.get(), 9);
 
         let renewal = s
-            .renew_with_floor(&grant.lease, Duration::from_secs(60), F + 10)
+            .renew(&grant.lease, Renew::new(Duration::from_secs(60), F + 10))
             .await
             .unwrap();
         assert_eq!(renewal.lease, grant.lease);
@@ -166,7 +164,7 @@ async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
             assert!((55_000..=60_000).contains(&ttl), "{name}: {field}: {ttl}");
         }
         // A lower floor never lowers the stored one.
-        s.renew_with_floor(&grant.lease, Duration::from_secs(60), F + 5)
+        s.renew(&grant.lease, Renew::new(Duration::from_secs(60), F + 5))
             .await
             .unwrap();
         assert_eq!(
@@ -185,7 +183,7 @@ async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
             .unwrap();
         let other = strategy(&server, &key).await;
         let taken = other
-            .acquire_with_floor(HOUR, F + 20, F + 30)
+            .acquire(Acquire::new(HOUR, F + 20, F + 30))
             .await
             .unwrap();
         assert_eq!(taken.machine_id.get(), 9);
@@ -197,7 +195,7 @@ async fn renew_raises_the_floor_only_while_the_lease_is_ours() {
 
         // The old holder's stale renewal is lost and raises nothing.
         let error = s
-            .renew_with_floor(&grant.lease, HOUR, F + 1_000_000)
+            .renew(&grant.lease, Renew::new(HOUR, F + 1_000_000))
             .await
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Lost, "{name}: {error}");
@@ -229,7 +227,7 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
             .await
             .unwrap();
         let grant = s
-            .acquire_with_floor(EIGHT_HOURS, F, F + 8 * HOUR_MS as u64)
+            .acquire(Acquire::new(EIGHT_HOURS, F, F + 8 * HOUR_MS as u64))
             .await
             .unwrap();
         assert_eq!(grant.machine_id.get(), 7);
@@ -241,7 +239,10 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
         );
 
         let renewal = s
-            .renew_with_floor(&grant.lease, EIGHT_HOURS, F + 10 + 8 * HOUR_MS as u64)
+            .renew(
+                &grant.lease,
+                Renew::new(EIGHT_HOURS, F + 10 + 8 * HOUR_MS as u64),
+            )
             .await
             .unwrap();
         assert_eq!(renewal.ttl, HOUR, "{name}");
@@ -251,7 +252,7 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
             "{name}: renew"
         );
         // A request within the cap records the bound as given.
-        s.renew_with_floor(&grant.lease, HOUR, F + 20 + HOUR_MS as u64)
+        s.renew(&grant.lease, Renew::new(HOUR, F + 20 + HOUR_MS as u64))
             .await
             .unwrap();
         assert_eq!(
@@ -260,9 +261,12 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
             "{name}: renew within the cap"
         );
         // Still only ever raised: a shortened bound below the stored floor leaves it.
-        s.renew_with_floor(&grant.lease, EIGHT_HOURS, F + 8 * HOUR_MS as u64)
-            .await
-            .unwrap();
+        s.renew(
+            &grant.lease,
+            Renew::new(EIGHT_HOURS, F + 8 * HOUR_MS as u64),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             floor(&mut c, &key, 7).await,
             Some((F + 20 + HOUR_MS as u64).to_string()),
@@ -315,7 +319,7 @@ async fn a_lost_renewal_after_expiry_writes_nothing_but_the_floor_stays() {
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
         let grant = s
-            .acquire_with_floor(Duration::from_millis(150), F, F + 1)
+            .acquire(Acquire::new(Duration::from_millis(150), F, F + 1))
             .await
             .unwrap();
         let id = grant.machine_id;
@@ -329,7 +333,7 @@ async fn a_lost_renewal_after_expiry_writes_nothing_but_the_floor_stays() {
         );
         assert_eq!(hpttl(&mut c, &key, &floor_field(id)).await, -1);
         let error = s
-            .renew_with_floor(&grant.lease, HOUR, F + 99)
+            .renew(&grant.lease, Renew::new(HOUR, F + 99))
             .await
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Lost, "{}: {error}", server.name);
@@ -341,7 +345,7 @@ async fn a_lost_renewal_after_expiry_writes_nothing_but_the_floor_stays() {
         );
         assert_eq!(floor(&mut c, &key, id).await, Some((F + 1).to_string()));
         // A release of the expired lease is harmless and writes no floor either.
-        s.release_with_floor(&grant.lease, Duration::from_secs(5), 3)
+        s.release(&grant.lease, Release::new(Duration::from_secs(5), 3))
             .await
             .unwrap();
         assert_eq!(
@@ -362,7 +366,7 @@ async fn the_floor_survives_expiry_and_the_next_grant_reports_it() {
         occupy(&mut c, &key, (0..512).filter(|&i| i != 300)).await;
         let s = strategy(&server, &key).await;
         let first = s
-            .acquire_with_floor(Duration::from_millis(150), F, F + 7)
+            .acquire(Acquire::new(Duration::from_millis(150), F, F + 7))
             .await
             .unwrap();
         assert_eq!(first.machine_id.get(), 300);
@@ -373,7 +377,7 @@ async fn the_floor_survives_expiry_and_the_next_grant_reports_it() {
             "{}: lease not expired",
             server.name
         );
-        let second = s.acquire_with_floor(HOUR, F + 8, F + 9).await.unwrap();
+        let second = s.acquire(Acquire::new(HOUR, F + 8, F + 9)).await.unwrap();
         assert_eq!(second.machine_id.get(), 300);
         assert_eq!(second.floor_ms, F + 7, "{}", server.name);
         assert_eq!(floor(&mut c, &key, 300).await, Some((F + 9).to_string()));
@@ -388,12 +392,18 @@ async fn release_sets_the_floor_token_matched_and_keeps_the_guard() {
         let mut c = raw(&server).await;
         occupy(&mut c, &key, (0..512).filter(|&i| i != 100)).await;
         let s = strategy(&server, &key).await;
-        let grant = s.acquire_with_floor(HOUR, F, F + 3_600_000).await.unwrap();
-        // Plain assignment: the release records exactly what was issued, below the acquire's
-        // bound.
-        s.release_with_floor(&grant.lease, Duration::from_millis(400), F + 12)
+        let grant = s
+            .acquire(Acquire::new(HOUR, F, F + 3_600_000))
             .await
             .unwrap();
+        // Plain assignment: the release records exactly what was issued, below the acquire's
+        // bound.
+        s.release(
+            &grant.lease,
+            Release::new(Duration::from_millis(400), F + 12),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             floor(&mut c, &key, 100).await,
             Some((F + 12).to_string()),
@@ -409,15 +419,15 @@ async fn release_sets_the_floor_token_matched_and_keeps_the_guard() {
             "{name}"
         );
         // Blocked during the guard, free after it; the floor outlives both.
-        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+        let error = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
         tokio::time::sleep(Duration::from_millis(550)).await;
-        let next = s.acquire_with_floor(HOUR, F + 20, F + 30).await.unwrap();
+        let next = s.acquire(Acquire::new(HOUR, F + 20, F + 30)).await.unwrap();
         assert_eq!(next.machine_id.get(), 100);
         assert_eq!(next.floor_ms, F + 12, "{name}");
 
         // A release by the earlier holder, whose lease is gone, changes nothing.
-        s.release_with_floor(&grant.lease, Duration::from_millis(1), 5)
+        s.release(&grant.lease, Release::new(Duration::from_millis(1), 5))
             .await
             .unwrap();
         assert_eq!(
@@ -434,7 +444,7 @@ async fn release_sets_the_floor_token_matched_and_keeps_the_guard() {
 
         // A zero guard deletes the lease fields at once (the reference's release); the floor
         // is still written.
-        s.release_with_floor(&next.lease, Duration::ZERO, F + 31)
+        s.release(&next.lease, Release::new(Duration::ZERO, F + 31))
             .await
             .unwrap();
         assert_eq!(hpttl(&mut c, &key, "100").await, -2, "{name}");
@@ -452,7 +462,7 @@ async fn force_release_keeps_the_floor() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
-        let grant = s.acquire_with_floor(HOUR, F, F + 44).await.unwrap();
+        let grant = s.acquire(Acquire::new(HOUR, F, F + 44)).await.unwrap();
         let id = grant.machine_id;
         assert!(s.force_release(id).await.unwrap());
         assert_eq!(
@@ -463,7 +473,7 @@ async fn force_release_keeps_the_floor() {
         );
         assert_eq!(floor(&mut c, &key, id).await, Some((F + 44).to_string()));
         assert_eq!(
-            s.renew_with_floor(&grant.lease, HOUR, F + 50)
+            s.renew(&grant.lease, Renew::new(HOUR, F + 50))
                 .await
                 .unwrap_err()
                 .kind(),
@@ -490,10 +500,10 @@ async fn a_free_id_whose_floor_is_below_the_acquirers_clock_is_preferred() {
                 set_floor(&mut c, &key, 400, &(F - 1).to_string()).await;
             }
             let s = strategy(&server, &key).await;
-            let grant = s.acquire_with_floor(HOUR, F, F + 1).await.unwrap();
+            let grant = s.acquire(Acquire::new(HOUR, F, F + 1)).await.unwrap();
             assert_eq!(grant.machine_id.get(), 400, "{} round {round}", server.name);
             // The other one is still taken when it is the only free one, floor and all.
-            let next = s.acquire_with_floor(HOUR, F, F + 1).await.unwrap();
+            let next = s.acquire(Acquire::new(HOUR, F, F + 1)).await.unwrap();
             assert_eq!(next.machine_id.get(), 17);
             assert_eq!(next.floor_ms, F + 3_600_000);
             assert_eq!(
@@ -511,7 +521,7 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
         let before = server_ms(&mut c).await;
-        let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+        let grant = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap();
         let after = server_ms(&mut c).await;
         let at = grant
             .coordinator_ms
@@ -523,7 +533,7 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
         );
 
         let before = server_ms(&mut c).await;
-        let renewal = s.renew_with_floor(&grant.lease, HOUR, F).await.unwrap();
+        let renewal = s.renew(&grant.lease, Renew::new(HOUR, F)).await.unwrap();
         let after = server_ms(&mut c).await;
         let at = renewal
             .coordinator_ms
@@ -537,43 +547,6 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
         // With the amnesia guard off, no clock offset is asked for.
         assert_eq!(grant.max_clock_offset, None);
         assert_eq!(renewal.max_clock_offset, None);
-
-        // The plain operations are floor-less: no clock, no floor (the plain acquire claims
-        // through the acquire script, which checks the server, with no floor to record).
-        let plain = s.acquire(HOUR).await.unwrap();
-        assert_eq!(plain.coordinator_ms, None);
-        assert_eq!(plain.floor_ms, 0);
-        assert_eq!(
-            s.renew(&plain.lease, HOUR).await.unwrap().coordinator_ms,
-            None
-        );
-        assert_eq!(floor(&mut c, &key, plain.machine_id).await, None);
-    }
-}
-
-#[tokio::test]
-async fn the_plain_operations_leave_floors_alone() {
-    for server in servers() {
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        occupy(&mut c, &key, (0..512).filter(|&i| i != 5)).await;
-        set_floor(&mut c, &key, 5, &F.to_string()).await;
-        let s = strategy(&server, &key).await;
-        assert!(s.records_floor());
-        let grant = s.acquire(HOUR).await.unwrap();
-        assert_eq!(
-            grant.machine_id.get(),
-            5,
-            "a floor field blocks no plain acquire"
-        );
-        s.renew(&grant.lease, HOUR).await.unwrap();
-        s.release(&grant.lease, Duration::ZERO).await.unwrap();
-        assert_eq!(
-            floor(&mut c, &key, 5).await,
-            Some(F.to_string()),
-            "{}",
-            server.name
-        );
     }
 }
 
@@ -597,9 +570,9 @@ async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal
             set_floor(&mut c, &key, 3, garbage).await;
             let s = strategy(&server, &key).await;
             // 4 is taken, never 3.
-            let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+            let grant = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap();
             assert_eq!(grant.machine_id.get(), 4, "{name}: {garbage:?}");
-            let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+            let error = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap_err();
             assert!(
                 matches!(&error, RedisLeaseError::UnreadableFloor { id, value, .. }
                     if id.get() == 3 && value == garbage),
@@ -620,7 +593,7 @@ async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal
         occupy(&mut c, &key, (0..512).filter(|&i| i != 3)).await;
         let racer = Racer::new(&server, &key, 1, Steal::CorruptFloor).await;
         let s = RedisStrategy::with_connection(racer, options(&key)).unwrap();
-        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
+        let error = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap_err();
         assert!(
             matches!(error, RedisLeaseError::UnreadableFloor { .. }),
             "{name}: {error}"
@@ -630,16 +603,18 @@ async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal
         // A holder's renewal leaves an unreadable floor as it is; its release replaces it.
         let key = Key::new(&server);
         let s = strategy(&server, &key).await;
-        let grant = s.acquire_with_floor(HOUR, F, F).await.unwrap();
+        let grant = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap();
         let id = grant.machine_id.get();
         set_floor(&mut c, &key, id, "garbage").await;
-        s.renew_with_floor(&grant.lease, HOUR, F + 1).await.unwrap();
+        s.renew(&grant.lease, Renew::new(HOUR, F + 1))
+            .await
+            .unwrap();
         assert_eq!(
             floor(&mut c, &key, id).await.as_deref(),
             Some("garbage"),
             "{name}"
         );
-        s.release_with_floor(&grant.lease, Duration::from_millis(1), F + 2)
+        s.release(&grant.lease, Release::new(Duration::from_millis(1), F + 2))
             .await
             .unwrap();
         assert_eq!(
@@ -660,7 +635,7 @@ enum Steal {
 }
 
 /// A real connection that interferes just before each of the first `steals` acquire scripts
-/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor> <run id>`) reaches the server.
+/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor> <run id> <hold-off>`) reaches the server.
 #[derive(Clone)]
 struct Racer {
     inner: MultiplexedConnection,
@@ -742,10 +717,12 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
         let warm_up = Key::new(&server);
         strategy(&server, &warm_up)
             .await
-            .acquire_with_floor(HOUR, F, F)
+            .acquire(Acquire::new(HOUR, F, F))
             .await
             .unwrap();
-        for (steals, attempts, succeeds) in [(2, 3, true), (3, 3, false), (4, 5, true)] {
+        for (steals, attempts, succeeds) in
+            [(2, 3, true), (3, 3, false), (4, 5, true), (5, 5, false)]
+        {
             let key = Key::new(&server);
             let racer = Racer::new(&server, &key, steals, Steal::Claim).await;
             let claims = Arc::clone(&racer.claims);
@@ -754,7 +731,7 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
                 options(&key).with_acquire_attempts(attempts),
             )
             .unwrap();
-            let result = s.acquire_with_floor(HOUR, F, F + 1).await;
+            let result = s.acquire(Acquire::new(HOUR, F, F + 1)).await;
             let mut c = raw(&server).await;
             let all: Vec<String> = fields(&mut c, &key).await;
             let floors: Vec<&String> = all.iter().filter(|f| f.starts_with("floor.")).collect();
@@ -771,6 +748,7 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
                 assert_eq!(floors, [&floor_field(grant.machine_id)], "{}", server.name);
             } else {
                 let error = result.unwrap_err();
+                assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
                 assert!(
                     matches!(error, RedisLeaseError::Conflict { attempts: a } if a == attempts),
                     "{error}"
@@ -781,68 +759,6 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
                 assert_eq!(all.len(), steals as usize, "{all:?}");
             }
         }
-    }
-}
-
-#[tokio::test]
-async fn servers_without_hsetex_and_keys_of_another_type_fail_the_scripts_clearly() {
-    let server = common::redis7();
-    let key = Key::new(&server);
-    let s = strategy(&server, &key).await;
-    let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
-    assert!(error.to_string().contains("Valkey 9"), "{error}");
-    let valkey_key = Key::new(&common::valkey());
-    let held = strategy(&common::valkey(), &valkey_key)
-        .await
-        .acquire(HOUR)
-        .await
-        .unwrap();
-    assert_eq!(
-        s.renew_with_floor(&held.lease, HOUR, F)
-            .await
-            .unwrap_err()
-            .kind(),
-        ErrorKind::Unsupported
-    );
-    assert_eq!(
-        s.release_with_floor(&held.lease, Duration::from_secs(1), F)
-            .await
-            .unwrap_err()
-            .kind(),
-        ErrorKind::Unsupported
-    );
-
-    for server in servers() {
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        let _: () = redis::cmd("SET")
-            .arg(&key.name)
-            .arg("x")
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        let s = strategy(&server, &key).await;
-        let error = s.acquire_with_floor(HOUR, F, F).await.unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Misconfigured,
-            "{}: {error}",
-            server.name
-        );
-        let lease = strategy(&server, &Key::new(&server))
-            .await
-            .acquire(HOUR)
-            .await
-            .unwrap()
-            .lease;
-        let error = s.renew_with_floor(&lease, HOUR, F).await.unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Misconfigured,
-            "{}: {error}",
-            server.name
-        );
     }
 }
 
@@ -954,17 +870,17 @@ async fn round_trips_per_operation() {
             .query_async(&mut c)
             .await
             .unwrap();
-        let grant = s.acquire_with_floor(second, F, F).await.unwrap();
+        let grant = s.acquire(Acquire::new(second, F, F)).await.unwrap();
         count(
-            "first floor acquire (INFO+HGETALL, EVALSHA, SCRIPT LOAD, EVALSHA)",
+            "first acquire (INFO+HGETALL, EVALSHA, SCRIPT LOAD, EVALSHA)",
             4,
         );
-        let renewal = s.renew_with_floor(&grant.lease, second, F).await.unwrap();
-        count("first floor renew (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
-        s.release_with_floor(&renewal.lease, second, F)
+        let renewal = s.renew(&grant.lease, Renew::new(second, F)).await.unwrap();
+        count("first renew (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
+        s.release(&renewal.lease, Release::new(second, F))
             .await
             .unwrap();
-        count("first floor release (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
+        count("first release (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
 
         // From then on. Rising floors, so that each operation writes one.
         let _: () = redis::cmd("CONFIG")
@@ -972,16 +888,16 @@ async fn round_trips_per_operation() {
             .query_async(&mut c)
             .await
             .unwrap();
-        let grant = s.acquire_with_floor(second, F, F + 1).await.unwrap();
-        count("floor acquire", 2);
-        s.renew_with_floor(&grant.lease, second, F + 2)
+        let grant = s.acquire(Acquire::new(second, F, F + 1)).await.unwrap();
+        count("acquire", 2);
+        s.renew(&grant.lease, Renew::new(second, F + 2))
             .await
             .unwrap();
-        count("floor renew", 1);
-        s.release_with_floor(&grant.lease, second, F + 3)
+        count("renew", 1);
+        s.release(&grant.lease, Release::new(second, F + 3))
             .await
             .unwrap();
-        count("floor release", 1);
+        count("release", 1);
         let seen = commandstats(&mut c).await;
         let expected: Vec<(String, u64)> = [
             ("evalsha", 3),
@@ -994,39 +910,6 @@ async fn round_trips_per_operation() {
             // One with the read, one in the acquire script (the same server process?).
             ("info", 2),
             ("time", 2),
-        ]
-        .into_iter()
-        .map(|(n, c)| (n.to_owned(), c))
-        .collect();
-        assert_eq!(seen, expected, "{binary:?}: INFO commandstats");
-
-        // The plain operations: INFO pipelined into the read, the claim through the acquire
-        // script (NoNoncense's HSETEX FNX, after checking the server and the hash's
-        // initialization marker), the renewal's HSETEX,
-        // and the release's HSETEX and marker HDEL in one MULTI/EXEC.
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        let grant = s.acquire(second).await.unwrap();
-        count("plain acquire", 2);
-        s.renew(&grant.lease, second).await.unwrap();
-        count("plain renew", 1);
-        s.release(&grant.lease, second).await.unwrap();
-        count("plain release", 1);
-        let seen = commandstats(&mut c).await;
-        let expected: Vec<(String, u64)> = [
-            ("evalsha", 1),
-            ("exec", 1),
-            ("hdel", 1),
-            // The acquire script's initialization marker.
-            ("hget", 1),
-            ("hkeys", 1),
-            ("hsetex", 3),
-            ("info", 2),
-            ("multi", 1),
-            ("time", 1),
         ]
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c))

@@ -8,7 +8,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{Binary, Key, OwnServer, Server, occupy, options, raw, servers};
-use lease_core::{ErrorKind, LeaseError, StoreAdmin, Strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Renew, StoreAdmin, Strategy};
 use lease_redis::redis::{self, aio::MultiplexedConnection};
 use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisOptions, RedisStrategy};
 use nonce_core::{BootClock, Clock};
@@ -94,7 +94,10 @@ async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
     let b = connect(server, guarded(&key)).await;
     // A new store: initialized once.
     a.migrate().await.unwrap();
-    let held = a.acquire_with_floor(MAX_LEASE, now_ms(), 0).await.unwrap();
+    let held = a
+        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
+        .await
+        .unwrap();
     let id = held.machine_id;
 
     let mut connection = raw(server).await;
@@ -107,7 +110,7 @@ async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
     )
     .await;
 
-    let error = match b.acquire_with_floor(MAX_LEASE, now_ms(), 0).await {
+    let error = match b.acquire(Acquire::new(MAX_LEASE, now_ms(), 0)).await {
         Ok(grant) => panic!(
             "{}, {how:?}: node B was handed machine id {} while node A still holds {id:?}",
             server.name, grant.machine_id
@@ -136,7 +139,7 @@ async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
 
     // The holder learns at its next renewal and stops.
     let lost = a
-        .renew_with_floor(&held.lease, MAX_LEASE, now_ms() + 4000)
+        .renew(&held.lease, Renew::new(MAX_LEASE, now_ms() + 4000))
         .await
         .unwrap_err();
     assert_eq!(lost.kind(), ErrorKind::Lost, "{}: {lost}", server.name);
@@ -144,7 +147,7 @@ async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
     // Held off for the whole hold-off, counted from when the loss was found (after `wiped`);
     // then B is granted the only free ID.
     let granted = loop {
-        match b.acquire_with_floor(MAX_LEASE, now_ms(), 0).await {
+        match b.acquire(Acquire::new(MAX_LEASE, now_ms(), 0)).await {
             Ok(grant) => break grant,
             Err(RedisLeaseError::LeaseDataMissing { .. }) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -185,7 +188,7 @@ async fn migrate_initializes_a_new_store_and_ends_its_hold_off() {
         let key = Key::new(&server);
         let node = connect(&server, guarded(&key)).await;
         let error = node
-            .acquire_with_floor(MAX_LEASE, now_ms(), 0)
+            .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
             .await
             .expect_err("acquired on a store never initialized");
         assert!(
@@ -199,11 +202,11 @@ async fn migrate_initializes_a_new_store_and_ends_its_hold_off() {
             "{}: {migration}",
             server.name
         );
-        node.acquire_with_floor(MAX_LEASE, now_ms(), 0)
+        node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
             .await
             .unwrap();
         node.migrate().await.unwrap();
-        node.acquire_with_floor(MAX_LEASE, now_ms(), 0)
+        node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
             .await
             .unwrap();
     }
@@ -216,7 +219,10 @@ async fn with_the_guard_off_a_lost_hash_goes_unnoticed() {
     let key = Key::new(&server);
     let a = connect(&server, options(&key)).await;
     let b = connect(&server, options(&key)).await;
-    let held = a.acquire_with_floor(MAX_LEASE, now_ms(), 0).await.unwrap();
+    let held = a
+        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
+        .await
+        .unwrap();
     let mut connection = raw(&server).await;
     wipe(&mut connection, &key, Wipe::Del).await;
     occupy(
@@ -225,7 +231,10 @@ async fn with_the_guard_off_a_lost_hash_goes_unnoticed() {
         (0..512u16).filter(|n| *n != held.machine_id.get()),
     )
     .await;
-    let granted = b.acquire_with_floor(MAX_LEASE, now_ms(), 0).await.unwrap();
+    let granted = b
+        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
+        .await
+        .unwrap();
     assert_eq!(granted.machine_id, held.machine_id);
 }
 
@@ -242,7 +251,7 @@ async fn a_server_that_may_evict_the_lease_hash_is_refused() {
         let node = connect(&server, guarded(&key)).await;
         node.migrate().await.unwrap();
         let error = node
-            .acquire_with_floor(MAX_LEASE, now_ms(), 0)
+            .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
             .await
             .expect_err("acquired on a server whose policy may evict the lease hash");
         assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
@@ -259,7 +268,7 @@ async fn a_server_that_may_evict_the_lease_hash_is_refused() {
                 .query_async(&mut connection)
                 .await
                 .expect("CONFIG SET");
-            node.acquire_with_floor(MAX_LEASE, now_ms(), 0)
+            node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
                 .await
                 .unwrap_or_else(|e| panic!("{accepted}: {e}"));
         }

@@ -1,5 +1,5 @@
-//! A herd: 512 nodes acquiring at once all end up with distinct IDs, by the plain acquire
-//! (NoNoncense's commands) and by the floor-aware one (the acquire script). Prints the figures.
+//! A herd: 512 nodes acquiring at once all end up with distinct IDs, each with its floor.
+//! Prints the figures.
 
 use crate::common;
 
@@ -8,38 +8,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Key, options, raw, servers};
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Strategy};
 use lease_redis::RedisStrategy;
 
 const FLOOR_MS: u64 = 1_893_456_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn herd_of_512_gets_distinct_ids() {
-    herd(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn herd_of_512_gets_distinct_ids_and_floors() {
-    herd(true).await;
-}
-
-async fn herd(with_floor: bool) {
-    let how = if with_floor {
-        "floor acquire"
-    } else {
-        "plain acquire"
-    };
     for server in servers() {
         drop(raw(&server).await);
         let key = Key::new(&server);
-        // One strategy (and connection) per node, all made before the clock starts.
+        // One strategy (and connection) per node, all made before the clock starts: `connect`
+        // connects lazily, so each node reads the (still empty) hash once first.
         let mut nodes = Vec::new();
         for _ in 0..512 {
-            nodes.push(
-                RedisStrategy::connect(&server.url, options(&key))
-                    .await
-                    .unwrap(),
-            );
+            let node = RedisStrategy::connect(&server.url, options(&key))
+                .await
+                .unwrap();
+            assert!(node.holders().await.unwrap().is_empty());
+            nodes.push(node);
         }
         let conflicts = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
@@ -50,12 +37,8 @@ async fn herd(with_floor: bool) {
                 tokio::spawn(async move {
                     loop {
                         let ttl = Duration::from_secs(60);
-                        let result = if with_floor {
-                            node.acquire_with_floor(ttl, FLOOR_MS, FLOOR_MS + 1).await
-                        } else {
-                            node.acquire(ttl).await
-                        };
-                        match result {
+                        let request = Acquire::new(ttl, FLOOR_MS, FLOOR_MS + 1);
+                        match node.acquire(request).await {
                             Ok(grant) => return grant.machine_id.get(),
                             // Lost three races in a row: try again, as the lease manager would.
                             Err(e) if e.kind() == ErrorKind::Conflict => {
@@ -79,23 +62,21 @@ async fn herd(with_floor: bool) {
             "{}: duplicate or missing ids",
             server.name
         );
-        if with_floor {
-            // Every ID got its floor, and only the winners wrote one.
-            let mut c = raw(&server).await;
-            let floors: Vec<(String, String)> = lease_redis::redis::cmd("HGETALL")
-                .arg(&key.name)
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            let floors: Vec<_> = floors
-                .into_iter()
-                .filter(|(field, _)| field.starts_with("floor."))
-                .collect();
-            assert_eq!(floors.len(), 512, "{}", server.name);
-            assert!(floors.iter().all(|(_, v)| *v == (FLOOR_MS + 1).to_string()));
-        }
+        // Every ID got its floor, and only the winners wrote one.
+        let mut c = raw(&server).await;
+        let floors: Vec<(String, String)> = lease_redis::redis::cmd("HGETALL")
+            .arg(&key.name)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let floors: Vec<_> = floors
+            .into_iter()
+            .filter(|(field, _)| field.starts_with("floor."))
+            .collect();
+        assert_eq!(floors.len(), 512, "{}", server.name);
+        assert!(floors.iter().all(|(_, v)| *v == (FLOOR_MS + 1).to_string()));
         println!(
-            "herd on {} ({how}): 512 acquirers, all distinct in {} ms, {} conflict answers (each = {} lost claims)",
+            "herd on {}: 512 acquirers, all distinct in {} ms, {} conflict answers (each = {} lost claims)",
             server.name,
             elapsed.as_millis(),
             conflicts.load(Ordering::Relaxed),

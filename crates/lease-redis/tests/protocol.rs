@@ -1,17 +1,16 @@
 //! The wire protocol against real Valkey 9 and Redis 8 servers (and Redis 7 for "unsupported").
+//! What the floors do is in floor.rs.
 
 use crate::common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{Key, hget, hpttl, occupy, options, raw, servers, strategy};
-use lease_core::{ErrorKind, LeaseError, Strategy};
-use lease_manager::{LeaseManager, StartError};
-use lease_redis::redis::{
-    self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
+use common::{
+    F, Key, acquire, hget, hpttl, occupy, options, raw, release, renew, servers, strategy,
 };
+use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_manager::{LeaseConfig, LeaseManager, StartError};
+use lease_redis::redis;
 use lease_redis::{RedisLeaseError, RedisOptions, RedisStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -26,7 +25,7 @@ async fn wire_format_matches_nononcense() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
-        let grant = s.acquire(HOUR).await.unwrap();
+        let grant = s.acquire(acquire(HOUR)).await.unwrap();
         let id = grant.machine_id.to_string();
         let token = grant.lease.token().to_owned();
         assert_eq!(token.len(), 22);
@@ -37,9 +36,11 @@ async fn wire_format_matches_nononcense() {
             .unwrap();
         let mut all = all;
         all.sort();
+        // NoNoncense's two lease fields, and this crate's floor.
         let mut expected = vec![
             (id.clone(), token.clone()),
             (format!("token.{id}.{token}"), id.clone()),
+            (format!("floor.{id}"), F.to_string()),
         ];
         expected.sort();
         assert_eq!(all, expected, "{}", server.name);
@@ -56,11 +57,11 @@ async fn first_free_id_and_ids_of_every_digit_length() {
             let mut c = raw(&server).await;
             occupy(&mut c, &key, (0..512).filter(|&i| i != free)).await;
             let s = strategy(&server, &key).await;
-            let grant = s.acquire(HOUR).await.unwrap();
+            let grant = s.acquire(acquire(HOUR)).await.unwrap();
             assert_eq!(grant.machine_id.get(), free, "{}", server.name);
             // Now every ID is taken.
             assert_eq!(
-                kind(s.acquire(HOUR).await),
+                kind(s.acquire(acquire(HOUR)).await),
                 ErrorKind::Exhausted,
                 "{}",
                 server.name
@@ -87,20 +88,23 @@ async fn markers_and_foreign_fields_never_block_an_id() {
             "4a",
             "name",
             " 6",
-            "floor.8",
-            "floor.0",
         ];
+        // Floor fields name an ID too, and block it no more than the rest.
+        let floors = ["floor.8", "floor.0"];
         let mut cmd = redis::cmd("HSET");
         cmd.arg(&key.name);
         for field in foreign {
             cmd.arg(field).arg("x");
+        }
+        for field in floors {
+            cmd.arg(field).arg("5");
         }
         let _: i64 = cmd.query_async(&mut c).await.unwrap();
         let s = strategy(&server, &key).await;
         let mut ids = Vec::new();
         for _ in 0..512 {
             ids.push(
-                s.acquire(HOUR)
+                s.acquire(acquire(HOUR))
                     .await
                     .expect("every id is free")
                     .machine_id
@@ -109,10 +113,10 @@ async fn markers_and_foreign_fields_never_block_an_id() {
         }
         ids.sort_unstable();
         assert_eq!(ids, (0..512).collect::<Vec<u16>>(), "{}", server.name);
-        let error = s.acquire(HOUR).await.unwrap_err();
+        let error = s.acquire(acquire(HOUR)).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Exhausted);
         assert!(error.to_string().contains(&key.name), "{error}");
-        // The foreign fields are untouched.
+        // The foreign fields are untouched; the floors were raised by the claims of their IDs.
         for field in foreign {
             assert_eq!(
                 hget(&mut c, &key, field).await.as_deref(),
@@ -120,112 +124,12 @@ async fn markers_and_foreign_fields_never_block_an_id() {
                 "{field}"
             );
         }
-    }
-}
-
-/// A real connection that lets a competitor claim the chosen ID just before each of our
-/// claims (the acquire script, `EVALSHA <sha> 1 <key> <id> ...`) reaches the server, for the
-/// first `steals` claims.
-#[derive(Clone)]
-struct Racer {
-    inner: MultiplexedConnection,
-    competitor: MultiplexedConnection,
-    key: String,
-    steals: Arc<AtomicU32>,
-    claims: Arc<AtomicU32>,
-}
-
-impl ConnectionLike for Racer {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let args: Vec<Vec<u8>> = cmd
-                .args_iter()
-                .map(|arg| match arg {
-                    redis::Arg::Simple(bytes) => bytes.to_vec(),
-                    _ => Vec::new(),
-                })
-                .collect();
-            if args.first().map(Vec::as_slice) == Some(b"EVALSHA") && args.len() == 10 {
-                self.claims.fetch_add(1, Ordering::SeqCst);
-                let steal = self
-                    .steals
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok();
-                if steal {
-                    // The ID is args[4]: EVALSHA sha 1 key <id> ...
-                    let _: i64 = redis::cmd("HSET")
-                        .arg(&self.key)
-                        .arg(&args[4])
-                        .arg("competitor")
-                        .query_async(&mut self.competitor)
-                        .await?;
-                }
-            }
-            self.inner.req_packed_command(cmd).await
-        })
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        self.inner.req_packed_commands(cmd, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.inner.get_db()
-    }
-}
-
-#[tokio::test]
-async fn lost_races_are_retried_and_bounded() {
-    for server in servers() {
-        for (steals, attempts, succeeds) in
-            [(2, 3, true), (3, 3, false), (4, 5, true), (5, 5, false)]
-        {
-            let key = Key::new(&server);
-            let racer = Racer {
-                inner: raw(&server).await,
-                competitor: raw(&server).await,
-                key: key.name.clone(),
-                steals: Arc::new(AtomicU32::new(steals)),
-                claims: Arc::new(AtomicU32::new(0)),
-            };
-            let claims = Arc::clone(&racer.claims);
-            let s = RedisStrategy::with_connection(
-                racer,
-                options(&key).with_acquire_attempts(attempts),
-            )
-            .unwrap();
-            let result = s.acquire(HOUR).await;
-            let mut c = raw(&server).await;
-            let competitor_ids: Vec<String> = redis::cmd("HKEYS")
-                .arg(&key.name)
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            if succeeds {
-                let grant = result.unwrap();
-                assert_eq!(claims.load(Ordering::SeqCst), steals + 1);
-                // The won ID is none the competitor took, and holds our token.
-                assert_eq!(
-                    hget(&mut c, &key, &grant.machine_id.to_string())
-                        .await
-                        .as_deref(),
-                    Some(grant.lease.token())
-                );
-            } else {
-                let error = result.unwrap_err();
-                assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
-                assert!(
-                    matches!(error, RedisLeaseError::Conflict { attempts: a } if a == attempts)
-                );
-                assert_eq!(claims.load(Ordering::SeqCst), attempts, "{}", server.name);
-                // Only the competitor's fields: a lost claim writes nothing.
-                assert_eq!(competitor_ids.len(), steals as usize, "{competitor_ids:?}");
-            }
+        for field in floors {
+            assert_eq!(
+                hget(&mut c, &key, field).await,
+                Some(F.to_string()),
+                "{field}"
+            );
         }
     }
 }
@@ -236,7 +140,7 @@ async fn renew_extends_both_fields() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
-        let grant = s.acquire(Duration::from_secs(2)).await.unwrap();
+        let grant = s.acquire(acquire(Duration::from_secs(2))).await.unwrap();
         let id = grant.machine_id.to_string();
         let marker = grant.lease.marker();
         for field in [&id, &marker] {
@@ -244,7 +148,7 @@ async fn renew_extends_both_fields() {
             assert!((1..=2000).contains(&ttl), "{field}: {ttl}");
         }
         let renewal = s
-            .renew(&grant.lease, Duration::from_secs(60))
+            .renew(&grant.lease, renew(Duration::from_secs(60)))
             .await
             .unwrap();
         assert_eq!(renewal.lease, grant.lease);
@@ -269,29 +173,10 @@ async fn renew_extends_both_fields() {
         .await
         .unwrap();
         assert_eq!(
-            capped.renew(&grant.lease, HOUR).await.unwrap().ttl,
+            capped.renew(&grant.lease, renew(HOUR)).await.unwrap().ttl,
             Duration::from_secs(10)
         );
         assert!(hpttl(&mut c, &key, &marker).await <= 10_000);
-    }
-}
-
-#[tokio::test]
-async fn renew_after_expiry_is_lost_and_writes_nothing() {
-    for server in servers() {
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        let s = strategy(&server, &key).await;
-        let grant = s.acquire(Duration::from_millis(150)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let error = s.renew(&grant.lease, HOUR).await.unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Lost, "{}: {error}", server.name);
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&key.name)
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        assert_eq!(exists, 0, "a lost renewal must not recreate fields");
     }
 }
 
@@ -303,14 +188,20 @@ async fn renew_and_release_never_touch_another_owners_lease() {
         // Only ID 9 is free, so the second owner gets the first owner's ID.
         occupy(&mut c, &key, (0..512).filter(|&i| i != 9)).await;
         let s = strategy(&server, &key).await;
-        let old = s.acquire(Duration::from_millis(150)).await.unwrap();
+        let old = s
+            .acquire(acquire(Duration::from_millis(150)))
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let new = s.acquire(Duration::from_secs(30)).await.unwrap();
+        let new = s.acquire(acquire(Duration::from_secs(30))).await.unwrap();
         assert_eq!(old.machine_id, new.machine_id);
         assert_ne!(old.lease.token(), new.lease.token());
 
-        assert_eq!(kind(s.renew(&old.lease, HOUR).await), ErrorKind::Lost);
-        s.release(&old.lease, Duration::from_millis(1))
+        assert_eq!(
+            kind(s.renew(&old.lease, renew(HOUR)).await),
+            ErrorKind::Lost
+        );
+        s.release(&old.lease, release(Duration::from_millis(1)))
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -325,37 +216,7 @@ async fn renew_and_release_never_touch_another_owners_lease() {
             server.name
         );
         assert_eq!(hpttl(&mut c, &key, &old.lease.marker()).await, -2);
-        s.renew(&new.lease, Duration::from_secs(30)).await.unwrap();
-    }
-}
-
-#[tokio::test]
-async fn release_keeps_the_id_field_for_the_guard_only_and_drops_the_marker() {
-    for server in servers() {
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        occupy(&mut c, &key, (0..512).filter(|&i| i != 100)).await;
-        let s = strategy(&server, &key).await;
-        let grant = s.acquire(HOUR).await.unwrap();
-        s.release(&grant.lease, Duration::from_millis(400))
-            .await
-            .unwrap();
-        let ttl = hpttl(&mut c, &key, "100").await;
-        assert!((1..=400).contains(&ttl), "{}: {ttl}", server.name);
-        assert_eq!(
-            hpttl(&mut c, &key, &grant.lease.marker()).await,
-            -2,
-            "{}: the marker outlived the release",
-            server.name
-        );
-        // Blocked during the guard...
-        assert_eq!(kind(s.acquire(HOUR).await), ErrorKind::Exhausted);
-        tokio::time::sleep(Duration::from_millis(550)).await;
-        // ...and free after it, with both fields gone.
-        assert_eq!(hpttl(&mut c, &key, "100").await, -2);
-        assert_eq!(s.acquire(HOUR).await.unwrap().machine_id.get(), 100);
-        // Releasing a lease that is gone is harmless.
-        s.release(&grant.lease, Duration::from_secs(1))
+        s.renew(&new.lease, renew(Duration::from_secs(30)))
             .await
             .unwrap();
     }
@@ -365,7 +226,11 @@ async fn release_keeps_the_id_field_for_the_guard_only_and_drops_the_marker() {
 async fn transport_errors_are_retry() {
     let server = common::valkey();
     let key = Key::new(&server);
-    let held = strategy(&server, &key).await.acquire(HOUR).await.unwrap();
+    let held = strategy(&server, &key)
+        .await
+        .acquire(acquire(HOUR))
+        .await
+        .unwrap();
     let closed = format!(
         "redis://127.0.0.1:{}",
         lease_testkit::ports::server_port().expect("a free loopback port")
@@ -376,11 +241,17 @@ async fn transport_errors_are_retry() {
     )
     .await
     .unwrap();
-    let error = s.acquire(HOUR).await.unwrap_err();
+    let error = s.acquire(acquire(HOUR)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
-    assert_eq!(kind(s.renew(&held.lease, HOUR).await), ErrorKind::Retry);
     assert_eq!(
-        kind(s.release(&held.lease, Duration::from_secs(1)).await),
+        kind(s.renew(&held.lease, renew(HOUR)).await),
+        ErrorKind::Retry
+    );
+    assert_eq!(
+        kind(
+            s.release(&held.lease, release(Duration::from_secs(1)))
+                .await
+        ),
         ErrorKind::Retry
     );
 
@@ -388,9 +259,9 @@ async fn transport_errors_are_retry() {
     let mut own = common::OwnServer::start(common::Binary::Valkey, &[]);
     let own_key = Key::new(&own.server());
     let s = strategy(&own.server(), &own_key).await;
-    let grant = s.acquire(HOUR).await.unwrap();
+    let grant = s.acquire(acquire(HOUR)).await.unwrap();
     own.kill();
-    let error = s.renew(&grant.lease, HOUR).await.unwrap_err();
+    let error = s.renew(&grant.lease, renew(HOUR)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
 }
 
@@ -399,32 +270,32 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
     let server = common::redis7();
     let key = Key::new(&server);
     let s = strategy(&server, &key).await;
-    let error = s.acquire(HOUR).await.unwrap_err();
+    let error = s.acquire(acquire(HOUR)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     let message = error.to_string();
     assert!(
         message.contains("Redis 8") && message.contains("Valkey 9"),
         "{message}"
     );
-    // Renew and release of a lease from elsewhere: unsupported too (the release's HSETEX is
-    // refused inside its MULTI, which aborts the transaction).
+    // Renew and release of a lease from elsewhere: unsupported too (their scripts' HSETEX is
+    // an unknown command).
     let valkey_key = Key::new(&common::valkey());
     let held = strategy(&common::valkey(), &valkey_key)
         .await
-        .acquire(HOUR)
+        .acquire(acquire(HOUR))
         .await
         .unwrap();
-    let error = s.renew(&held.lease, HOUR).await.unwrap_err();
+    let error = s.renew(&held.lease, renew(HOUR)).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     let error = s
-        .release(&held.lease, Duration::from_secs(1))
+        .release(&held.lease, release(Duration::from_secs(1)))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     assert!(error.to_string().contains("Valkey 9"), "{error}");
     // The lease manager fails startup at once (a fatal error, not a timeout after retries);
     // with no acquire timeout, retrying would never end.
-    let config = lease_core::LeaseConfig::default().with_acquire_timeout(None);
+    let config = LeaseConfig::default().with_acquire_timeout(None);
     let result = LeaseManager::builder(s).with_config(config).start().await;
     assert!(
         matches!(
@@ -438,44 +309,45 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
 
 #[tokio::test]
 async fn a_key_of_another_type_is_misconfigured() {
-    let server = common::valkey();
-    let key = Key::new(&server);
-    let mut c = raw(&server).await;
-    let _: () = redis::cmd("SET")
-        .arg(&key.name)
-        .arg("x")
-        .query_async(&mut c)
+    for server in servers() {
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let _: () = redis::cmd("SET")
+            .arg(&key.name)
+            .arg("x")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let s = strategy(&server, &key).await;
+        let error = s.acquire(acquire(HOUR)).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{name}: {error}");
+        // Renew and release on it too (their scripts' HSETEX fails).
+        let lease = strategy(&server, &Key::new(&server))
+            .await
+            .acquire(acquire(HOUR))
+            .await
+            .unwrap()
+            .lease;
+        let error = s.renew(&lease, renew(HOUR)).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{name}: {error}");
+        let error = s
+            .release(&lease, release(Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{name}: {error}");
+        assert!(error.to_string().contains("not a hash"), "{name}: {error}");
+        // With the amnesia guard on, the first read is a pipeline (INFO server + HGETALL): its
+        // failure is classified by the command that failed.
+        let guarded = RedisStrategy::connect(
+            &server.url,
+            options(&key).with_amnesia_guard(lease_redis::AmnesiaGuard::HoldOff),
+        )
         .await
         .unwrap();
-    let s = strategy(&server, &key).await;
-    let error = s.acquire(HOUR).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
-    // Renew and release on it too (the release's HSETEX fails inside its transaction).
-    let lease = strategy(&server, &Key::new(&server))
-        .await
-        .acquire(HOUR)
-        .await
-        .unwrap()
-        .lease;
-    let error = s.renew(&lease, HOUR).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
-    let error = s.release(&lease, Duration::from_secs(1)).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
-    assert!(error.to_string().contains("not a hash"), "{error}");
-    // With the amnesia guard on, the first read is a pipeline (INFO server + HKEYS/HGETALL):
-    // its failure is classified by the command that failed.
-    let guarded = RedisStrategy::connect(
-        &server.url,
-        options(&key).with_amnesia_guard(lease_redis::AmnesiaGuard::HoldOff),
-    )
-    .await
-    .unwrap();
-    for error in [
-        guarded.acquire(HOUR).await.unwrap_err(),
-        guarded.acquire_with_floor(HOUR, 1, 1).await.unwrap_err(),
-    ] {
-        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
-        assert!(error.to_string().contains("not a hash"), "{error}");
+        let error = guarded.acquire(acquire(HOUR)).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{name}: {error}");
+        assert!(error.to_string().contains("not a hash"), "{name}: {error}");
     }
 }
 
@@ -505,7 +377,7 @@ async fn missing_replica_confirmation_is_retry() {
         )
         .await
         .unwrap();
-        let error = s.acquire(HOUR).await.unwrap_err();
+        let error = s.acquire(acquire(HOUR)).await.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
         assert!(
             matches!(
@@ -539,7 +411,7 @@ async fn replica_confirmation_with_a_real_replica() {
     // The replica may still be syncing: retry briefly, as the manager would.
     let mut grant = None;
     for _ in 0..50 {
-        match s.acquire(HOUR).await {
+        match s.acquire(acquire(HOUR)).await {
             Ok(g) => {
                 grant = Some(g);
                 break;
@@ -558,7 +430,7 @@ async fn replica_confirmation_with_a_real_replica() {
             .as_deref(),
         Some(grant.lease.token())
     );
-    s.renew(&grant.lease, HOUR).await.unwrap();
+    s.renew(&grant.lease, renew(HOUR)).await.unwrap();
 }
 
 #[tokio::test]
@@ -567,8 +439,8 @@ async fn operators_see_holders_and_free_a_dead_nodes_id() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         let s = strategy(&server, &key).await;
-        let a = s.acquire(HOUR).await.unwrap();
-        let b = s.acquire(Duration::from_secs(60)).await.unwrap();
+        let a = s.acquire(acquire(HOUR)).await.unwrap();
+        let b = s.acquire(acquire(Duration::from_secs(60))).await.unwrap();
         // A foreign field never shows up as a holder.
         let _: () = redis::cmd("HSET")
             .arg(&key.name)
@@ -608,9 +480,9 @@ async fn operators_see_holders_and_free_a_dead_nodes_id() {
             "already free"
         );
         assert_eq!(s.holders().await.unwrap().len(), 1);
-        assert_eq!(kind(s.renew(&a.lease, HOUR).await), ErrorKind::Lost);
+        assert_eq!(kind(s.renew(&a.lease, renew(HOUR)).await), ErrorKind::Lost);
         assert!(
-            s.renew(&b.lease, HOUR).await.is_ok(),
+            s.renew(&b.lease, renew(HOUR)).await.is_ok(),
             "the other holder is untouched"
         );
     }

@@ -1,15 +1,14 @@
-//! Release on real Valkey 9 and Redis 8 servers, by the plain operations (NoNoncense's
-//! commands) and the floor-aware ones (the scripts): a renewal that reaches the server after
-//! the release (sent before it and delayed, or resent by a reconnecting client) is lost and
-//! extends nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this
-//! crate's acquirers, and is free after it.
+//! Release on real Valkey 9 and Redis 8 servers: a renewal that reaches the server after the
+//! release (sent before it and delayed, or resent by a reconnecting client) is lost and extends
+//! nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this crate's
+//! acquirers, and is free after it.
 
 use crate::common;
 
 use std::time::Duration;
 
-use common::{Key, hget, hpttl, occupy, raw, servers, strategy};
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use common::{F, Key, hget, hpttl, occupy, raw, servers, strategy};
+use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Strategy};
 use lease_redis::redis::{self, aio::MultiplexedConnection};
 use lease_redis::{RedisLease, RedisStrategy};
 
@@ -18,40 +17,23 @@ const LEASE: Duration = Duration::from_secs(8 * 3600);
 const LEASE_MS: u64 = 8 * 3_600_000;
 const GUARD: Duration = Duration::from_millis(400);
 const GUARD_MS: i64 = 400;
-/// A plausible floor: 2030-01-01 in Unix ms.
-const F: u64 = 1_893_456_000_000;
 /// The only free ID in these tests.
 const ID: u16 = 100;
 
-#[derive(Debug, Clone, Copy)]
-enum Mode {
-    /// `acquire`, `renew`, `release`: NoNoncense's commands.
-    Plain,
-    /// `acquire_with_floor` and its companions: what the lease manager calls.
-    Floor,
-}
-
-async fn acquire(s: &RedisStrategy, mode: Mode) -> RedisLease {
-    let grant = match mode {
-        Mode::Plain => s.acquire(LEASE).await,
-        Mode::Floor => s.acquire_with_floor(LEASE, F, F + LEASE_MS).await,
-    };
+async fn acquire(s: &RedisStrategy) -> RedisLease {
+    let grant = s.acquire(Acquire::new(LEASE, F, F + LEASE_MS)).await;
     grant.expect("acquire").lease
 }
 
-async fn release(s: &RedisStrategy, mode: Mode, lease: &RedisLease) {
-    match mode {
-        Mode::Plain => s.release(lease, GUARD).await,
-        Mode::Floor => s.release_with_floor(lease, GUARD, F + 12).await,
-    }
-    .expect("release");
+async fn release(s: &RedisStrategy, lease: &RedisLease) {
+    s.release(lease, Release::new(GUARD, F + 12))
+        .await
+        .expect("release");
 }
 
-async fn renew(s: &RedisStrategy, mode: Mode, lease: &RedisLease) -> ErrorKind {
-    let renewal = match mode {
-        Mode::Plain => s.renew(lease, LEASE).await,
-        Mode::Floor => s.renew_with_floor(lease, LEASE, F + 2 * LEASE_MS).await,
-    };
+/// A renewal that must fail: its kind.
+async fn renew(s: &RedisStrategy, lease: &RedisLease) -> ErrorKind {
+    let renewal = s.renew(lease, Renew::new(LEASE, F + 2 * LEASE_MS)).await;
     renewal.expect_err("a renewal after the release").kind()
 }
 
@@ -95,85 +77,74 @@ async fn nononcense_claims(c: &mut MultiplexedConnection, key: &Key, id: u16) ->
 #[tokio::test]
 async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing() {
     for server in servers() {
-        for mode in [Mode::Plain, Mode::Floor] {
-            let name = format!("{} {mode:?}", server.name);
-            let key = Key::new(&server);
-            let mut c = raw(&server).await;
-            occupy(&mut c, &key, (0..512).filter(|&i| i != ID)).await;
-            let s = strategy(&server, &key).await;
-            let lease = acquire(&s, mode).await;
-            assert_eq!(lease.machine_id().get(), ID);
-            release(&s, mode, &lease).await;
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        occupy(&mut c, &key, (0..512).filter(|&i| i != ID)).await;
+        let s = strategy(&server, &key).await;
+        let lease = acquire(&s).await;
+        assert_eq!(lease.machine_id().get(), ID);
+        release(&s, &lease).await;
 
-            // The late renewal: lost, and the ID keeps the guard, not a new 8 h lease.
-            assert_eq!(renew(&s, mode, &lease).await, ErrorKind::Lost, "{name}");
-            let ttl = hpttl(&mut c, &key, &ID.to_string()).await;
-            assert!(
-                (1..=GUARD_MS).contains(&ttl),
-                "{name}: the released id has {ttl} ms left, not the guard"
-            );
-            assert_eq!(
-                hget(&mut c, &key, &format!("floor.{ID}")).await,
-                match mode {
-                    Mode::Plain => None,
-                    Mode::Floor => Some((F + 12).to_string()),
-                },
-                "{name}: the late renewal moved the floor"
-            );
+        // The late renewal: lost, and the ID keeps the guard, not a new 8 h lease.
+        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
+        let ttl = hpttl(&mut c, &key, &ID.to_string()).await;
+        assert!(
+            (1..=GUARD_MS).contains(&ttl),
+            "{name}: the released id has {ttl} ms left, not the guard"
+        );
+        assert_eq!(
+            hget(&mut c, &key, &format!("floor.{ID}")).await,
+            Some((F + 12).to_string()),
+            "{name}: the late renewal moved the floor"
+        );
 
-            // Blocked during the guard: for NoNoncense (the ID field is there, its claim fails)
-            // and for this crate's acquirers.
-            assert!(
-                nononcense_taken(&mut c, &key)
-                    .await
-                    .contains(&i64::from(ID))
-            );
-            assert!(!nononcense_claims(&mut c, &key, ID).await, "{name}");
-            let error = s.acquire_with_floor(LEASE, F, F).await.unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
-            let error = s.acquire(LEASE).await.unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
+        // Blocked during the guard: for NoNoncense (the ID field is there, its claim fails)
+        // and for this crate's acquirers.
+        assert!(
+            nononcense_taken(&mut c, &key)
+                .await
+                .contains(&i64::from(ID))
+        );
+        assert!(!nononcense_claims(&mut c, &key, ID).await, "{name}");
+        let error = s.acquire(Acquire::new(LEASE, F, F)).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
 
-            // A retried release (its first reply lost) is harmless and changes nothing.
-            release(&s, mode, &lease).await;
-            let again = hpttl(&mut c, &key, &ID.to_string()).await;
-            assert!((1..=ttl).contains(&again), "{name}: {again} after {ttl}");
-            assert_eq!(renew(&s, mode, &lease).await, ErrorKind::Lost, "{name}");
+        // A retried release (its first reply lost) is harmless and changes nothing.
+        release(&s, &lease).await;
+        let again = hpttl(&mut c, &key, &ID.to_string()).await;
+        assert!((1..=ttl).contains(&again), "{name}: {again} after {ttl}");
+        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
 
-            // Free after the guard, for NoNoncense too; nothing of the lease is left.
-            tokio::time::sleep(GUARD + Duration::from_millis(150)).await;
-            assert_eq!(hpttl(&mut c, &key, &ID.to_string()).await, -2, "{name}");
-            assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
-            assert_eq!(renew(&s, mode, &lease).await, ErrorKind::Lost, "{name}");
-            assert!(
-                !nononcense_taken(&mut c, &key)
-                    .await
-                    .contains(&i64::from(ID))
-            );
-            assert!(nononcense_claims(&mut c, &key, ID).await, "{name}");
-        }
+        // Free after the guard, for NoNoncense too; nothing of the lease is left.
+        tokio::time::sleep(GUARD + Duration::from_millis(150)).await;
+        assert_eq!(hpttl(&mut c, &key, &ID.to_string()).await, -2, "{name}");
+        assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
+        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
+        assert!(
+            !nononcense_taken(&mut c, &key)
+                .await
+                .contains(&i64::from(ID))
+        );
+        assert!(nononcense_claims(&mut c, &key, ID).await, "{name}");
     }
 }
 
 #[tokio::test]
 async fn a_renewal_after_a_release_with_no_guard_is_lost() {
     for server in servers() {
-        for mode in [Mode::Plain, Mode::Floor] {
-            let name = format!("{} {mode:?}", server.name);
-            let key = Key::new(&server);
-            let mut c = raw(&server).await;
-            let s = strategy(&server, &key).await;
-            let lease = acquire(&s, mode).await;
-            let id = lease.machine_id().to_string();
-            match mode {
-                Mode::Plain => s.release(&lease, Duration::ZERO).await,
-                Mode::Floor => s.release_with_floor(&lease, Duration::ZERO, F + 1).await,
-            }
+        let name = server.name;
+        let key = Key::new(&server);
+        let mut c = raw(&server).await;
+        let s = strategy(&server, &key).await;
+        let lease = acquire(&s).await;
+        let id = lease.machine_id().to_string();
+        s.release(&lease, Release::new(Duration::ZERO, F + 1))
+            .await
             .unwrap();
-            assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
-            assert_eq!(renew(&s, mode, &lease).await, ErrorKind::Lost, "{name}");
-            assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
-            assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
-        }
+        assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
+        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
+        assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
+        assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
     }
 }

@@ -5,8 +5,28 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use lease_core::{Acquire, Release, Renew};
 use lease_redis::redis::{self, aio::MultiplexedConnection};
 use lease_redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
+
+/// A plausible timestamp floor: 2030-01-01 in Unix ms.
+pub const F: u64 = 1_893_456_000_000;
+
+/// An acquisition of `requested` for a test that is not about floors: the acquirer's clock and
+/// its bound both at [`F`].
+pub fn acquire(requested: Duration) -> Acquire {
+    Acquire::new(requested, F, F)
+}
+
+/// A renewal of `requested` for a test that is not about floors, with the bound [`F`].
+pub fn renew(requested: Duration) -> Renew {
+    Renew::new(requested, F)
+}
+
+/// A release with `guard` for a test that is not about floors, recording [`F`].
+pub fn release(guard: Duration) -> Release {
+    Release::new(guard, F)
+}
 
 /// A server under test: a name for messages and its URL.
 #[derive(Debug, Clone)]
