@@ -4,6 +4,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
+mod backend;
 mod error;
 mod operator;
 mod options;
@@ -11,6 +12,7 @@ mod scripts;
 mod strategy;
 mod wire;
 
+pub use backend::RedisBackend;
 pub use error::RedisLeaseError;
 pub use options::{AmnesiaGuard, RedisOptions};
 pub use redis;

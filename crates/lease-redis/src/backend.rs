@@ -1,0 +1,295 @@
+//! `redis://` and `rediss://` stores opened by URL ([`RedisBackend`]): the lease options in the
+//! URL's query, one direct connection that must answer and know `HSETEX`, and the strategy's
+//! errors in the words of the `nononce` command.
+
+use std::time::Duration;
+
+use lease_core::backend::{chain, duration};
+use lease_core::{Backend, BoxFuture, Explained, MachineId, OpenError, Opened, StoreUrl};
+
+use crate::{AmnesiaGuard, RedisLeaseError, RedisOptions, RedisStrategy};
+
+/// Opens `redis://HOST:PORT[/DB][?key=..&max_lease_s=..&amnesia_guard=off&max_clock_offset_s=..]`
+/// stores (`rediss://` with the `tls-rustls` feature) for a program that takes stores by URL.
+///
+/// Every access opens the same store: a hash needs no schema, and `leases migrate` sets its
+/// initialization marker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RedisBackend;
+
+impl Backend for RedisBackend {
+    fn schemes(&self) -> Vec<&'static str> {
+        vec!["redis", "rediss"]
+    }
+
+    fn usage(&self) -> Vec<&'static str> {
+        vec!["redis://HOST:PORT (or rediss://)"]
+    }
+
+    fn open<'a>(&'a self, store: &'a StoreUrl) -> BoxFuture<'a, Result<Opened, OpenError>> {
+        Box::pin(async move {
+            let (base, options) = url_options(store).map_err(OpenError::new)?;
+            let strategy = RedisStrategy::connect(&base, options)
+                .await
+                .map_err(|e| store.error(describe(&e, store)))?;
+            probe(&base, store).await?;
+            Ok(Opened::with_admin(strategy))
+        })
+    }
+
+    fn explain(
+        &self,
+        error: &(dyn std::error::Error + 'static),
+        store: &StoreUrl,
+    ) -> Option<Explained> {
+        let error = error.downcast_ref::<RedisLeaseError>()?;
+        let guard_off = |why: String| {
+            format!(
+                "{why}. If the server keeps every acknowledged write (Redis: appendonly yes, appendfsync always; SQL: synchronous replication), add amnesia_guard=off to the store URL; max_lease_s=SECONDS (the longest lease any node of this store holds; nononce gen holds {} s) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the server's; 3600 by default) shorten the hold-off",
+                store.terms().lease_duration.as_secs()
+            )
+        };
+        Some(match error {
+            RedisLeaseError::InvalidUrl(source) => Explained::new(format!(
+                "invalid redis url: {}: use redis://[user:password@]host:port[/db], or rediss://... for TLS",
+                chain(source)
+            )),
+            RedisLeaseError::Exhausted { key } => Explained::new(format!(
+                "all {} machine ids in hash `{key}` of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
+                MachineId::COUNT,
+                store.shown(),
+                store.redacted()
+            )),
+            // No guard to turn off and no option to shorten it with: the store must be
+            // initialized once, or the wait is the only safe thing.
+            RedisLeaseError::LeaseDataMissing { key, remaining } => Explained::held_off(
+                *remaining,
+                format!(
+                    "hash `{key}` has no initialization marker (field `open_at`), so either the store is new or it lost its lease data while the server stayed up (FLUSHALL, FLUSHDB, DEL, eviction) and a node may still use any machine id it held. If the store is new, or every node using it is stopped, run `nononce leases migrate --store '{}'` once; otherwise wait",
+                    store.redacted()
+                ),
+            ),
+            RedisLeaseError::AmnesiaWindow {
+                uptime,
+                hold_off,
+                remaining,
+            } => Explained::held_off(
+                *remaining,
+                guard_off(format!(
+                    "the server has been up for only {}, less than the amnesia hold-off ({}: the longest lease and twice the largest clock offset), so it may have forgotten leases still in use",
+                    duration(*uptime),
+                    duration(*hold_off)
+                )),
+            ),
+            RedisLeaseError::ServerChanged { remaining, .. } => Explained::held_off(
+                *remaining,
+                guard_off(
+                    "the server changed (restart or failover), so it may have missed leases still in use"
+                        .to_owned(),
+                ),
+            ),
+            _ => return None,
+        })
+    }
+}
+
+/// `error` as [`RedisBackend::explain`] says it, or its own chain.
+fn describe(error: &RedisLeaseError, store: &StoreUrl) -> String {
+    RedisBackend
+        .explain(error, store)
+        .map_or_else(|| chain(error), |explained| explained.message)
+}
+
+/// The value of store option `key` as whole seconds.
+fn seconds(key: &str, value: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{key}=`{value}` is not a number of seconds"))
+}
+
+/// Splits `?key=..&max_lease_s=..&amnesia_guard=off&max_clock_offset_s=..` off the URL: the
+/// URL the client connects to, and the options.
+fn url_options(store: &StoreUrl) -> Result<(String, RedisOptions), String> {
+    let url = store.url();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut options = RedisOptions::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        options = match k {
+            "key" => options.with_key(v),
+            "max_lease_s" => {
+                let seconds = seconds(k, v)?;
+                let min = store.terms().min_ttl.as_secs();
+                if seconds < min {
+                    return Err(format!(
+                        "max_lease_s={seconds} is shorter than the {min} s minimum lease nononce gen accepts: use max_lease_s={min} or more"
+                    ));
+                }
+                options.with_max_lease_duration(Duration::from_secs(seconds))
+            }
+            "amnesia_guard" => options.with_amnesia_guard(match v {
+                "off" => AmnesiaGuard::Off,
+                "hold_off" => AmnesiaGuard::HoldOff,
+                _ => return Err(format!("amnesia_guard=`{v}`: use off or hold_off")),
+            }),
+            "max_clock_offset_s" => {
+                options.with_max_clock_offset(Duration::from_secs(seconds(k, v)?))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown redis store option `{k}`: use key, max_lease_s, amnesia_guard or max_clock_offset_s"
+                ));
+            }
+        };
+    }
+    options.validate_for(store.terms()).map_err(|e| chain(&e))?;
+    Ok((base.to_owned(), options))
+}
+
+/// One direct connection to the server, without the connection manager's retries: it must
+/// answer, and know `HSETEX`.
+async fn probe(base: &str, store: &StoreUrl) -> Result<(), OpenError> {
+    let fail = |e: &redis::RedisError| {
+        if e.is_io_error() || e.is_connection_refusal() {
+            store.error(format!("cannot connect: {}", chain(e)))
+        } else {
+            store.error(chain(e))
+        }
+    };
+    let client = redis::Client::open(base).map_err(|e| fail(&e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(store.connect_timeout()))
+        .set_response_timeout(Some(store.connect_timeout()));
+    let mut connection = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| fail(&e))?;
+    let hsetex: redis::Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("HSETEX")
+        .query_async(&mut connection)
+        .await
+        .map_err(|e| fail(&e))?;
+    let known = match &hsetex {
+        redis::Value::Array(items) => items.first().is_some_and(|i| *i != redis::Value::Nil),
+        _ => true,
+    };
+    if !known {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        let version = ["valkey_version:", "redis_version:"]
+            .iter()
+            .find_map(|k| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .map(|v| format!(" ({} {})", k.trim_end_matches("_version:"), v.trim()))
+            })
+            .unwrap_or_default();
+        return Err(store.error(format!(
+            "the server{version} does not support HSETEX: nononce needs Redis 8.0 or later, or Valkey 9.0 or later"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::{Access, LeaseTerms};
+
+    use super::*;
+
+    fn store(url: &str) -> StoreUrl {
+        let terms = LeaseTerms::new(
+            Duration::from_secs(120),
+            Duration::from_secs(30),
+            Duration::from_secs(10),
+        );
+        StoreUrl::new(url, url, Access::Lease, terms)
+    }
+
+    #[test]
+    fn options_in_the_url() {
+        let (base, options) = url_options(&store(
+            "redis://h:1/2?key=k&max_lease_s=60&amnesia_guard=off",
+        ))
+        .unwrap();
+        assert_eq!(base, "redis://h:1/2");
+        assert_eq!(options.key(), "k");
+        assert_eq!(options.max_lease_duration(), Duration::from_secs(60));
+        assert_eq!(options.amnesia_guard(), AmnesiaGuard::Off);
+        for (url, said) in [
+            (
+                "redis://h?foo=1",
+                "unknown redis store option `foo`: use key, max_lease_s, amnesia_guard or max_clock_offset_s",
+            ),
+            (
+                "redis://h?max_lease_s=abc",
+                "max_lease_s=`abc` is not a number of seconds",
+            ),
+            (
+                "redis://h?amnesia_guard=maybe",
+                "amnesia_guard=`maybe`: use off or hold_off",
+            ),
+            (
+                "redis://h?max_lease_s=10",
+                "max_lease_s=10 is shorter than the 30 s minimum lease nononce gen accepts: use max_lease_s=30 or more",
+            ),
+        ] {
+            assert_eq!(url_options(&store(url)).unwrap_err(), said, "{url}");
+        }
+    }
+
+    #[test]
+    fn hold_offs_say_how_to_shorten_them() {
+        let store = store("redis://h?key=k");
+        let said = RedisBackend
+            .explain(
+                &RedisLeaseError::LeaseDataMissing {
+                    key: "k".into(),
+                    remaining: Duration::from_secs(60),
+                },
+                &store,
+            )
+            .unwrap();
+        assert_eq!(said.hold_off, Some(Duration::from_secs(60)));
+        assert!(
+            said.message
+                .contains("run `nononce leases migrate --store 'redis://h?key=k'` once"),
+            "{}",
+            said.message
+        );
+        let said = RedisBackend
+            .explain(
+                &RedisLeaseError::AmnesiaWindow {
+                    uptime: Duration::from_secs(5),
+                    hold_off: Duration::from_secs(36_000),
+                    remaining: Duration::from_secs(35_995),
+                },
+                &store,
+            )
+            .unwrap();
+        assert!(
+            said.message.starts_with(
+                "the server has been up for only 5 s, less than the amnesia hold-off (10 h 0 min"
+            ),
+            "{}",
+            said.message
+        );
+        assert!(
+            said.message.contains("nononce gen holds 120 s"),
+            "{}",
+            said.message
+        );
+        let exhausted = RedisLeaseError::Exhausted { key: "k".into() };
+        let said = RedisBackend.explain(&exhausted, &store).unwrap();
+        assert!(
+            said.message.contains("of store redis://h?key=k are leased"),
+            "{}",
+            said.message
+        );
+        assert_eq!(said.hold_off, None);
+    }
+}
