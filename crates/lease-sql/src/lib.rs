@@ -8,6 +8,7 @@
 )]
 
 mod amnesia;
+mod backend;
 mod error;
 mod migration;
 mod operator;
@@ -19,6 +20,7 @@ mod url;
 use core::fmt;
 
 pub use amnesia::AmnesiaGuard;
+pub use backend::SqlBackend;
 pub use error::SqlLeaseError;
 pub use migration::migration_sql;
 pub use strategy::{Acquisition, SqlLease, SqlStrategy};
