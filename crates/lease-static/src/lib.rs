@@ -295,10 +295,12 @@ macro_rules! fixed_id_strategy {
     };
 }
 
+mod backend;
 pub mod floor_file;
 pub mod hosts;
 pub mod statefulset;
 
+pub use backend::{HostListBackend, StatefulSetBackend};
 pub use floor_file::{FloorFile, FloorFileError};
 pub use hosts::{
     HostListLeaseError, HostListStrategy, IdentifierSource, NodeEntry, NodeMatch, SystemIdentifiers,
