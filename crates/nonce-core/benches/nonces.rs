@@ -32,13 +32,17 @@ const MACHINE_ID: MachineId = match MachineId::new(17) {
 /// (always checked) lies further still.
 const AHEAD_MS: u64 = 1_000_000_000;
 
+// The factories here leave the thread cache off: their rows are the factory's own calls on
+// its shared counters (and handles); the facade's benchmarks measure the cache.
+
 fn counter_factory() -> Factory<ManualClock> {
     let clock = ManualClock::new(T0);
     let f = Factory::new(
         clock,
         FactoryConfig::new()
             .with_base_key(&KEY)
-            .with_cipher64(Cipher64::Speck),
+            .with_cipher64(Cipher64::Speck)
+            .with_thread_cache(false),
     )
     .unwrap();
     f.enable(MACHINE_ID, T0 + 2 * AHEAD_MS).unwrap();
@@ -56,7 +60,8 @@ fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
         clock,
         FactoryConfig::new()
             .with_base_key(&KEY)
-            .with_cipher64(Cipher64::Speck),
+            .with_cipher64(Cipher64::Speck)
+            .with_thread_cache(false),
     )
     .unwrap();
     let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;

@@ -59,6 +59,10 @@ pub const NO_DEADLINE: u64 = u64::MAX;
 /// the `nononce` facade holds them as `Zeroizing<Vec<u8>>` (its `FactoryOptions`), so they
 /// are zeroized when the settings are dropped. Keys are never printed.
 ///
+/// The settings have one default, whatever holds the keys: [`new`](FactoryConfig::new) and
+/// [`default`](FactoryConfig::default) are the same (the default epoch, no keys, the default
+/// ciphers, no kind declared, one form per size, and with `std` the thread cache on).
+///
 /// Settings follow one style: `with_*` setters that consume and return the settings, and
 /// getters named after the setting.
 #[derive(Clone, Copy)]
@@ -77,7 +81,8 @@ pub struct FactoryConfig<K = &'static [u8]> {
 }
 
 impl<K> Default for FactoryConfig<K> {
-    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers, no thread cache.
+    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers, and with `std` the
+    /// thread cache on ([`with_thread_cache`](FactoryConfig::with_thread_cache)).
     fn default() -> Self {
         Self::empty()
     }
@@ -105,8 +110,8 @@ impl<K> fmt::Debug for FactoryConfig<K> {
 }
 
 impl FactoryConfig<&[u8]> {
-    /// The default epoch (2025-01-01T00:00:00Z), no keys, default ciphers; keys borrowed.
-    /// (For other key storage: [`FactoryConfig::default`].)
+    /// The default settings ([`FactoryConfig::default`]), keys borrowed; `default()` gives
+    /// the same for other key storage.
     pub const fn new() -> Self {
         Self::empty()
     }
@@ -125,7 +130,9 @@ impl<K> FactoryConfig<K> {
             cipher128: crate::Cipher128::Aes,
             kinds: 0,
             plain_and_encrypted: false,
-            thread_cache: false,
+            // On wherever it is compiled in: a factory shared by every thread then scales with
+            // them, with the guarantees of the shared calls (see `with_thread_cache`).
+            thread_cache: cfg!(feature = "std"),
         }
     }
 
@@ -215,7 +222,10 @@ impl<K> FactoryConfig<K> {
     /// counter values reserved per thread, and its 96/128-bit sortable calls (`sortable96`,
     /// `sortable128`, and the encrypted calls on them) on runs of one millisecond's counts, as
     /// a [`Handle`](crate::Handle) does, so that a factory shared between threads scales with
-    /// them without handles. Off by default; the `nononce` facade turns it on.
+    /// them without handles. On by default; `false` keeps every call on the shared counters,
+    /// whose nonces follow one order for every thread. The cache needs `std`: without it the
+    /// default is off and the setting has no effect, so that code which sets it builds with
+    /// or without `std`.
     ///
     /// The guarantees are those of the shared calls: every call checks the factory's
     /// generation, so `disable`, `enable` and `set_deadline` reach cached blocks at once; a
@@ -233,8 +243,6 @@ impl<K> FactoryConfig<K> {
     /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it;
     /// in a factory that issues `sortable64` nonces, the 96/128-bit sortable calls take one
     /// count at a time, as the shared calls do, so as not to use up its 8192 a millisecond.
-    #[cfg(feature = "std")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     #[must_use]
     pub const fn with_thread_cache(mut self, on: bool) -> Self {
         self.thread_cache = on;
@@ -352,10 +360,11 @@ const FORKS_SHIFT: u32 = 32;
 /// Generates unique 64/96/128-bit nonces for one machine ID at a time.
 ///
 /// A factory starts disabled; [`enable`](Factory::enable) gives it a machine ID and a lease
-/// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`). Shared
-/// calls contend on the factory's counters; for generation that scales with cores, take a
-/// per-thread [`Handle`](crate::Handle), or (with `std`) build the factory with
-/// `FactoryConfig::with_thread_cache`, which gives its own counter calls per-thread blocks.
+/// deadline. It is `Sync`: share it between threads (by reference or in an `Arc`). With
+/// `std` its own counter and 96/128-bit sortable calls draw on blocks reserved per thread
+/// ([`FactoryConfig::with_thread_cache`], on by default), so they scale with cores; with the
+/// cache off, or without `std`, they contend on the factory's counters, and a per-thread
+/// [`Handle`](crate::Handle) scales instead.
 ///
 /// A factory issues one kind of base nonce per size, counter or sortable, fixed by the first
 /// call of that size (or declared with [`FactoryConfig::with_kind64`] and its siblings); a call of

@@ -89,7 +89,9 @@ struct SortableBlock {
 /// do); across handles a nonce made after another one was returned never carries an earlier
 /// millisecond while the generator follows the clock, but within one millisecond nonces of
 /// different handles are not in creation order. The factory's own sortable calls keep one
-/// order for every thread. sortable64, with its 8192-per-ms cap, has no handle version.
+/// order for every thread only without its thread cache
+/// ([`FactoryConfig::with_thread_cache`](crate::FactoryConfig::with_thread_cache)).
+/// sortable64, with its 8192-per-ms cap, has no handle version.
 ///
 /// ```
 /// use nonce_core::{Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE};

@@ -44,6 +44,7 @@ fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
 fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
     let config = FactoryConfig::new()
         .with_base_key(&KEY)
+        .with_thread_cache(false)
         .with_plain_and_encrypted(true);
     let f = Factory::new(clock, config).unwrap();
     f.enable(machine_id(id), NO_DEADLINE).unwrap();
@@ -130,6 +131,21 @@ fn calls_from_one_thread_draw_on_a_block_of_their_own() {
         let mine = alternate(&plain(&clock, 3), op, 40);
         assert_eq!(followed_on(&mine), 0, "kind {kind}: {mine:?}");
     }
+}
+
+/// One default, whatever holds the keys: `new()` and `default()` agree, and both turn the
+/// thread cache on, the way a factory shared by every thread scales.
+#[test]
+fn the_default_settings_turn_the_thread_cache_on() {
+    let owned = FactoryConfig::<Vec<u8>>::default();
+    assert_eq!(format!("{:?}", FactoryConfig::new()), format!("{owned:?}"));
+    assert!(FactoryConfig::new().thread_cache());
+    assert!(owned.thread_cache());
+    let clock = ManualClock::new(T0);
+    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
+    f.enable(machine_id(3), NO_DEADLINE).unwrap();
+    let mine = alternate(&f, OPS[0], 40);
+    assert!(followed_on(&mine) >= 30, "{mine:?}");
 }
 
 #[test]

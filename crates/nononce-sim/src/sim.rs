@@ -103,7 +103,11 @@ impl Backend for Fixed {
 /// A node's factory of kinds `set` on `clock`, the kinds declared when `declare`, its
 /// timestamps counted from `epoch_ms`.
 fn factory(clock: &SimClock, set: KindSet, declare: bool, epoch_ms: u64) -> Factory<SimClock> {
-    let mut config = FactoryConfig::new().with_epoch_ms(epoch_ms);
+    // Without the thread cache: its blocks live in the worker thread, which runs other seeds
+    // too, so a seed's nonces would depend on what ran before it there.
+    let mut config = FactoryConfig::new()
+        .with_epoch_ms(epoch_ms)
+        .with_thread_cache(false);
     if declare {
         let [k64, k96, k128] = match set {
             KindSet::A => [Base::Counter, Base::Sortable, Base::Counter],

@@ -82,13 +82,20 @@ async fn a_started_factory_gives_each_thread_its_own_block() {
 
 #[test]
 fn options_turn_the_thread_cache_on_unless_told_otherwise() {
+    // `new()` and `default()` are one set of settings.
+    assert_eq!(
+        format!("{:?}", FactoryOptions::new()),
+        format!("{:?}", FactoryOptions::default())
+    );
     let clock = ManualClock::new(1_800_000_000_000);
-    let cached = FactoryOptions::new().build(&clock).unwrap();
-    cached
-        .enable(MachineId::new(1).unwrap(), NO_DEADLINE)
-        .unwrap();
-    assert!(followed_on(&alternate(&cached, count64)) >= 30);
-    assert!(followed_on(&alternate(&cached, count128)) >= 30);
+    for options in [FactoryOptions::new(), FactoryOptions::default()] {
+        let cached = options.build(&clock).unwrap();
+        cached
+            .enable(MachineId::new(1).unwrap(), NO_DEADLINE)
+            .unwrap();
+        assert!(followed_on(&alternate(&cached, count64)) >= 30);
+        assert!(followed_on(&alternate(&cached, count128)) >= 30);
+    }
 
     let shared = FactoryOptions::new()
         .with_thread_cache(false)
