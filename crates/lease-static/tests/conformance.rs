@@ -121,6 +121,8 @@ mod generated {
             release_guard,
             exhausted,
             floor_travels,
+            herd,
+            renew_after_release,
         ]
     );
 }

@@ -27,6 +27,8 @@ pub(crate) async fn run<H: Harness>(check: Check, harness: &H, options: &Options
         Check::Exhausted => exhausted(harness, options).await,
         Check::Deterministic => deterministic(harness, options).await,
         Check::FloorTravels => floor_travels(harness, options).await,
+        Check::Herd => herd(harness, options).await,
+        Check::RenewAfterRelease => renew_after_release(harness, options).await,
     };
     result.unwrap_or_else(Outcome::Failed)
 }
@@ -709,6 +711,287 @@ async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResul
         }
     }
 
+    Ok(Outcome::Passed)
+}
+
+/// Attempts of one herd node: 512 acquirers on one store lose many races (`Conflict`) or find
+/// the store busy (`Retry`) before each holds an ID.
+const HERD_ATTEMPTS: u32 = 1000;
+
+/// Acquires for herd node `node` with its own floor, retrying what a lease manager would retry,
+/// after a pause that differs from node to node so the losers of a race do not meet again.
+async fn herd_acquire<S: Strategy>(
+    strategy: &S,
+    options: &Options,
+    node: usize,
+    floor_ms: u64,
+) -> Result<(Grant<S::Lease>, u32), String> {
+    let pause = Duration::from_micros(u64::try_from(node % 97).unwrap_or(0) * 20);
+    let mut attempt = 1;
+    loop {
+        match strategy
+            .acquire(Acquire::new(options.ttl, 0, floor_ms))
+            .await
+        {
+            Ok(grant) => return Ok((grant, attempt - 1)),
+            Err(e)
+                if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
+                    && attempt < HERD_ATTEMPTS =>
+            {
+                sleep(pause).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "herd node {node} got no id after {attempt} attempts: {}",
+                    describe(&e)
+                ));
+            }
+        }
+    }
+}
+
+/// The floor herd node `node` claims with: distinct per node, so the floor stored with an ID
+/// names the node that wrote it.
+fn herd_floor(node: usize) -> u64 {
+    FLOOR_BASE + 10_000 + u64::try_from(node).unwrap_or(u64::MAX - FLOOR_BASE - 10_000)
+}
+
+async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.holds_all_ids {
+        return skip(&format!(
+            "strategy cannot hold all {} ids, so {} acquirers cannot all get one",
+            MachineId::COUNT,
+            MachineId::COUNT
+        ));
+    }
+    let count = usize::from(MachineId::COUNT);
+    // Every node made before the first claim, so the claims race each other and not the
+    // connections being opened.
+    let mut nodes = Vec::with_capacity(count);
+    for _ in 0..count {
+        nodes.push(harness.node().await);
+    }
+    let started = Instant::now();
+    let grants = join_all(
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(node, strategy)| herd_acquire(strategy, options, node, herd_floor(node))),
+    )
+    .await;
+    let finished = Instant::now();
+    let mut winner: HashMap<MachineId, usize> = HashMap::new();
+    let mut held = Vec::with_capacity(count);
+    let mut retried = 0;
+    for (node, grant) in grants.into_iter().enumerate() {
+        let (grant, retries) = grant?;
+        retried += retries;
+        let id = grant.machine_id;
+        if let Some(first) = winner.insert(id, node) {
+            fillers_still_valid(started, options)?;
+            return Err(format!(
+                "machine id {id} was granted to herd nodes {first} and {node} of {count}: the \
+                 claim must check and take the id in one atomic step"
+            ));
+        }
+        held.push(grant);
+    }
+    // The figure docs/performance.md reports (shown with `--nocapture`).
+    println!(
+        "herd on `{}`: {count} acquirers, all distinct and held after {} ms, {retried} \
+         answers conflict or retry",
+        nodes[0].profile().name,
+        finished.duration_since(started).as_millis()
+    );
+
+    if !nodes[0].profile().records_floor {
+        return Ok(Outcome::Passed);
+    }
+    // Every lease ends without a release. The next holder of each ID must see the floor of the
+    // node that won it, and only that: a claim that lost its race and still wrote its floor to
+    // the ID leaves a floor that names another node.
+    let mut expired = true;
+    for grant in &held {
+        if !harness.expire(grant.machine_id).await {
+            expired = false;
+            break;
+        }
+    }
+    if !expired {
+        sleep_until(finished + options.ttl + options.slack).await;
+    }
+    drop(held);
+    let filler = harness.node().await;
+    let grants = fill_all(&filler, options, &[], Instant::now())
+        .await
+        .map_err(|e| format!("after the herd's leases ended: {e}"))?;
+    for grant in &grants {
+        let id = grant.machine_id;
+        let node = winner[&id];
+        match grant.floor_ms {
+            f if f == herd_floor(node) => {}
+            0 => {
+                return Err(format!(
+                    "machine id {id}, won by herd node {node} with a floor of {}, reports no \
+                     floor to its next holder: the claim must record its floor",
+                    herd_floor(node)
+                ));
+            }
+            f => {
+                let by = f
+                    .checked_sub(herd_floor(0))
+                    .map_or_else(|| "no herd node".to_owned(), |n| format!("herd node {n}"));
+                return Err(format!(
+                    "machine id {id}, won by herd node {node} with a floor of {}, reports {f} \
+                     (the floor of {by}) to its next holder: only the claim that takes an id may \
+                     write its floor",
+                    herd_floor(node)
+                ));
+            }
+        }
+    }
+    Ok(Outcome::Passed)
+}
+
+/// A renewal of `lease` that must be lost, since the lease was released.
+async fn late_renewal<S: Strategy>(
+    strategy: &S,
+    lease: &S::Lease,
+    options: &Options,
+    floor_ms: u64,
+    when: &str,
+) -> Result<(), String> {
+    match strategy
+        .renew(lease, Renew::new(options.ttl, floor_ms))
+        .await
+    {
+        Ok(_) => Err(format!(
+            "a renewal {when} succeeded: a renewal that reaches the store after the release \
+             (sent before it and delayed, or resent after a reconnect) must be lost and extend \
+             nothing"
+        )),
+        Err(e) if e.kind() == ErrorKind::Lost => Ok(()),
+        Err(e) => Err(format!(
+            "a renewal {when} must fail with kind lost, got {}",
+            describe(&e)
+        )),
+    }
+}
+
+async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+    if !options.capabilities.holds_all_ids {
+        return skip(&format!(
+            "strategy cannot hold all {} ids, so an id the late renewal kept may go unnoticed",
+            MachineId::COUNT
+        ));
+    }
+    let node = harness.node().await;
+    let records_floor = node.profile().records_floor;
+    let acquired = Instant::now();
+    let grant = must_acquire(&node, options, "first acquire").await?;
+    let id = grant.machine_id;
+    let filler = harness.node().await;
+    let fillers = fill_all(&filler, options, &[id], acquired).await?;
+
+    let released = FLOOR_BASE + 2000;
+    let late = FLOOR_BASE + 5000;
+    node.release(&grant.lease, Release::new(options.guard, released))
+        .await
+        .map_err(|e| format!("release of a valid lease failed: {}", describe(&e)))?;
+    let released_at = Instant::now();
+    late_renewal(
+        &node,
+        &grant.lease,
+        options,
+        late,
+        "within the release guard",
+    )
+    .await?;
+    node.release(&grant.lease, Release::new(options.guard, released))
+        .await
+        .map_err(|e| {
+            format!(
+                "a retried release (as after a lost reply) failed: {}",
+                describe(&e)
+            )
+        })?;
+    late_renewal(
+        &node,
+        &grant.lease,
+        options,
+        late,
+        "after a retried release",
+    )
+    .await?;
+    // The fillers must outlast the guard.
+    let filled_from = Instant::now();
+    renew_all(&filler, &fillers, options).await?;
+
+    sleep_until(released_at + options.guard + options.slack).await;
+    late_renewal(
+        &node,
+        &grant.lease,
+        options,
+        late,
+        "after the release guard",
+    )
+    .await?;
+    let again = match acquire_recording(&filler, options, FLOOR_BASE + 10).await {
+        Ok(again) if again.machine_id == id => again,
+        Ok(again) => {
+            fillers_still_valid(filled_from, options)?;
+            return Err(format!(
+                "after releasing {id}, acquire handed out machine id {} which was still held",
+                again.machine_id
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "released machine id {id} was still blocked {:?} after the release (guard {:?} \
+                 plus slack): the renewals sent after the release extended it ({e})",
+                options.guard + options.slack,
+                options.guard
+            ));
+        }
+    };
+    if records_floor && again.floor_ms != released {
+        return Err(format!(
+            "machine id {id} released with a floor of {released} reports {} to its next holder: \
+             a renewal after the release (floor {late}) must not move the floor",
+            again.floor_ms
+        ));
+    }
+    late_renewal(
+        &node,
+        &grant.lease,
+        options,
+        late,
+        "on the id's next holder",
+    )
+    .await?;
+    must_renew(
+        &filler,
+        &again.lease,
+        options,
+        &format!("the next holder of machine id {id} could not renew after the old handle tried"),
+    )
+    .await?;
+
+    // Released with no guard: free at once, and a renewal that arrives afterwards still lost.
+    filler
+        .release(&again.lease, Release::new(Duration::ZERO, released + 1))
+        .await
+        .map_err(|e| format!("release with no guard failed: {}", describe(&e)))?;
+    late_renewal(
+        &filler,
+        &again.lease,
+        options,
+        late,
+        "after a release with no guard",
+    )
+    .await?;
+    drop(fillers);
     Ok(Outcome::Passed)
 }
 

@@ -271,11 +271,23 @@ pub enum Check {
     /// that was lost.
     /// Needs `holds_all_ids`.
     FloorTravels,
+    /// 512 nodes acquiring at once (each made before the first claim, `Conflict` and `Retry`
+    /// retried) get 512 distinct IDs. With a profile that records floors, each node claims with
+    /// a floor of its own, and once every lease has ended the next holder of each ID sees the
+    /// floor of the node that won it: a claim that lost its race wrote nothing. Needs
+    /// `holds_all_ids`.
+    Herd,
+    /// A renewal that reaches the store after the release (sent before it and delayed, or
+    /// resent after a reconnect) is `Lost`, within the guard, after a retried release and
+    /// after the guard, and extends nothing: the ID is free after the guard, its floor the
+    /// released one, and the old handle cannot renew the next holder's lease. A release with
+    /// no guard also makes a later renewal `Lost`. Needs `holds_all_ids`.
+    RenewAfterRelease,
 }
 
 impl Check {
     /// Every check, in the order [`run`] runs them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::DistinctIds,
         Self::RenewKeepsId,
         Self::RenewIsIdempotent,
@@ -285,6 +297,8 @@ impl Check {
         Self::Exhausted,
         Self::Deterministic,
         Self::FloorTravels,
+        Self::Herd,
+        Self::RenewAfterRelease,
     ];
 
     /// The check's snake_case name.
@@ -300,6 +314,8 @@ impl Check {
             Self::Exhausted => "exhausted",
             Self::Deterministic => "deterministic",
             Self::FloorTravels => "floor_travels",
+            Self::Herd => "herd",
+            Self::RenewAfterRelease => "renew_after_release",
         }
     }
 }
@@ -456,6 +472,8 @@ pub mod __private {
         pub const exhausted: Check = Check::Exhausted;
         pub const deterministic: Check = Check::Deterministic;
         pub const floor_travels: Check = Check::FloorTravels;
+        pub const herd: Check = Check::Herd;
+        pub const renew_after_release: Check = Check::RenewAfterRelease;
     }
 
     fn outcome<F, Fut, H>(check: Check, new_harness: F, options: &Options) -> Outcome
@@ -565,6 +583,8 @@ macro_rules! conformance_tests {
             exhausted Exhausted,
             deterministic Deterministic,
             floor_travels FloorTravels,
+            herd Herd,
+            renew_after_release RenewAfterRelease,
         );
     };
     (@listed $h:tt $o:tt []) => {};
@@ -609,6 +629,14 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@ignored floor_travels $check $h $o
             "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
              and holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one herd $check:ident $h:tt $o:tt [herd $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored herd $check $h $o
+            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one renew_after_release $check:ident $h:tt $o:tt [renew_after_release $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored renew_after_release $check $h $o
+            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
     };
     // Another name first: look further.
     (@one $name:ident $check:ident $h:tt $o:tt [$other:ident $($rest:ident)*] $all:tt) => {

@@ -51,6 +51,12 @@ pub enum Flaw {
     /// Release of a lease that is no longer ours leaves the floor as it is, instead of raising
     /// it to what was issued under the lease.
     LostReleaseKeepsFloor,
+    /// An acquire that lost its race for an ID (found it taken when it came to claim it) still
+    /// writes its floor there, then claims another.
+    LoserRecordsFloor,
+    /// Release keeps the lease's token on the ID for the guard, so a renewal that arrives
+    /// within the guard extends the released lease.
+    RenewRevivesReleased,
 }
 
 /// An error of the in-memory strategy.
@@ -103,6 +109,8 @@ impl MemoryLease {
 struct Row {
     token: u64,
     expires_at: Instant,
+    /// Released by its holder: blocked for the guard, but no longer a lease to renew.
+    released: bool,
 }
 
 #[derive(Debug)]
@@ -322,6 +330,7 @@ impl Strategy for MemoryStrategy {
         let claim = Some(Row {
             token,
             expires_at: now + store.kept(ttl),
+            released: false,
         });
         // Prefer a free ID whose floor our clock has passed; any free ID otherwise.
         let pick = |rows: &[Option<Row>]| {
@@ -335,6 +344,20 @@ impl Strategy for MemoryStrategy {
             tokio::task::yield_now().await;
             store.lock()[index] = claim;
             index
+        } else if store.has(Flaw::LoserRecordsFloor) {
+            loop {
+                let index = pick(&store.lock()).ok_or_else(exhausted)?;
+                // Another acquirer may claim it meanwhile; the claim below checks again.
+                tokio::task::yield_now().await;
+                let mut rows = store.lock();
+                if free(&rows[index]) {
+                    rows[index] = claim;
+                    break index;
+                }
+                drop(rows);
+                // The bug: the lost claim wrote its floor all the same.
+                store.record_floor(index, floor_ms, false);
+            }
         } else {
             // Check and claim under one lock, as a real coordinator does in one statement.
             let mut rows = store.lock();
@@ -371,7 +394,8 @@ impl Strategy for MemoryStrategy {
         let ours = row.token == lease.token || store.has(Flaw::RenewIgnoresToken);
         // Matching the token alone would revive an expired lease nobody took yet; the contract
         // allows that, but a coordinator that dropped the row could not, so be strict.
-        if !ours || row.expires_at <= now {
+        let released = row.released && !store.has(Flaw::RenewRevivesReleased);
+        if !ours || released || row.expires_at <= now {
             if store.has(Flaw::LostAsRetry) {
                 return Err(MemoryLeaseError::Flawed(Flaw::LostAsRetry));
             }
@@ -437,6 +461,7 @@ impl MemoryStrategy {
             };
             // Never lengthen a lease by releasing it.
             row.expires_at = row.expires_at.min(until);
+            row.released = true;
         }
         Ok(())
     }

@@ -87,6 +87,17 @@ async fn assert_caught(flaw: Flaw, check: Check, hooks: bool) {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_losing_claim_that_records_its_floor_is_caught() {
+    assert_caught(Flaw::LoserRecordsFloor, Check::Herd, true).await;
+    assert_caught(Flaw::LoserRecordsFloor, Check::Herd, false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_reviving_a_released_lease_is_caught() {
+    assert_caught(Flaw::RenewRevivesReleased, Check::RenewAfterRelease, true).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn racy_acquire_is_caught() {
     assert_caught(Flaw::RacyAcquire, Check::DistinctIds, true).await;
 }
@@ -183,6 +194,7 @@ async fn a_small_store_fails_the_fill_checks_unless_declared_partial() {
     let failed = report.failed();
     assert!(failed.contains(&Check::Exhausted), "{report}");
     assert!(failed.contains(&Check::ReleaseGuard), "{report}");
+    assert!(failed.contains(&Check::Herd), "{report}");
 
     let partial = options().with_capabilities(Capabilities::DYNAMIC_PARTIAL);
     let report = lease_testkit::conformance(small, &partial).await;
@@ -251,6 +263,8 @@ async fn static_strategies_run_the_relevant_checks() {
         Check::ReleaseGuard,
         Check::Exhausted,
         Check::FloorTravels,
+        Check::Herd,
+        Check::RenewAfterRelease,
     ] {
         assert!(
             matches!(report.outcome(check), Some(Outcome::Skipped(_))),
@@ -322,6 +336,8 @@ mod generated_static {
             exhausted,
             deterministic,
             floor_travels,
+            herd,
+            renew_after_release,
         ]
     );
 }

@@ -27,6 +27,9 @@ struct Row {
     token: u64,
     /// When the lease ends on the table's clock; `None` or past: free.
     expires_at: Option<Instant>,
+    /// Released by its holder: blocked until the guard ends, but no lease to renew any more (a
+    /// renewal that arrives after the release must not revive it).
+    released: bool,
     /// The timestamp floor: an upper bound of every timestamp any holder of this ID may have
     /// issued. Not part of the lease, so expiry, release and force release keep it.
     floor_ms: u64,
@@ -61,6 +64,7 @@ impl Table {
         let row = Row {
             token: 0,
             expires_at: None,
+            released: false,
             floor_ms: 0,
         };
         Self {
@@ -154,6 +158,7 @@ impl Strategy for Table {
         *row = Row {
             token,
             expires_at: Some(now + request.requested),
+            released: false,
             floor_ms: before.max(request.floor_ms),
         };
         let id = machine_id(index);
@@ -169,7 +174,7 @@ impl Strategy for Table {
         let mut inner = self.lock();
         let row = &mut inner.rows[usize::from(lease.id.get())];
         // The token, not a version: a retried renewal whose first answer was lost still matches.
-        if row.token != lease.token || row.is_free(now) {
+        if row.token != lease.token || row.released || row.is_free(now) {
             return Err(TableError::Lost(lease.id));
         }
         row.expires_at = Some(now + request.requested);
@@ -189,6 +194,7 @@ impl Strategy for Table {
                 let until = now + request.guard;
                 row.expires_at = Some(row.expires_at.map_or(until, |at| at.min(until)));
             }
+            row.released = true;
         } else {
             // Lost to another holder: leave its lease alone, but never forget what we issued.
             row.floor_ms = row.floor_ms.max(request.floor_ms);
