@@ -44,24 +44,24 @@ pub fn decode_key_hex(hex: &str) -> Result<Zeroizing<Vec<u8>>, KeyHexError> {
 
 /// Factory settings that own their keys: [`FactoryConfig`] with keys held as
 /// `Zeroizing<Vec<u8>>`, zeroized when the settings are dropped and never printed. Its
-/// setters and getters are `FactoryConfig`'s (`with_epoch_ms`, `with_base_key`, `with_cipher64`,
-/// `with_kind64`, ...; a key is given as `Zeroizing<Vec<u8>>`, so `vec.into()`); what only the
-/// facade offers, its defaults ([`FactoryOptionsExt::new`]) and hex keys
-/// ([`FactoryOptionsExt::with_base_key_hex`]), comes from [`FactoryOptionsExt`], which is in the
+/// setters, getters and defaults are `FactoryConfig`'s (`with_epoch_ms`, `with_base_key`,
+/// `with_cipher64`, `with_kind64`, ...; a key is given as `Zeroizing<Vec<u8>>`, so
+/// `vec.into()`); `FactoryOptions::new()` and hex keys
+/// ([`FactoryOptionsExt::with_base_key_hex`]) come from [`FactoryOptionsExt`], which is in the
 /// [`prelude`](crate::prelude).
 ///
-/// Factories built from [`FactoryOptionsExt::new`] draw counter nonces on blocks reserved per
-/// thread ([`with_thread_cache`](FactoryConfig::with_thread_cache), on), so one factory shared
-/// by every thread scales with them: no per-thread handle needed. (`FactoryOptions::default()`
-/// is `FactoryConfig`'s default, with the thread cache off.)
+/// By default a factory draws counter nonces on blocks reserved per thread
+/// ([`with_thread_cache`](FactoryConfig::with_thread_cache), on), so one factory shared by
+/// every thread scales with them: no per-thread handle needed.
 pub type FactoryOptions = FactoryConfig<Zeroizing<Vec<u8>>>;
 
-/// What the facade adds to [`FactoryOptions`]: its defaults and base keys given as hex text.
-/// An extension trait, since `FactoryOptions` is `nonce_core`'s `FactoryConfig`; bring it into
-/// scope (`use nononce::FactoryOptionsExt`, or `use nononce::prelude::*`) to call
-/// `FactoryOptions::new()`.
+/// What the facade adds to [`FactoryOptions`]: `new()` and base keys given as hex text. An
+/// extension trait, since `FactoryOptions` is `nonce_core`'s `FactoryConfig`, whose own
+/// `new()` is for borrowed keys; bring it into scope (`use nononce::FactoryOptionsExt`, or
+/// `use nononce::prelude::*`) to call `FactoryOptions::new()`.
 pub trait FactoryOptionsExt: Sized {
-    /// Default epoch (2025-01-01), no keys, default ciphers, and the per-thread blocks of
+    /// The default settings, `FactoryOptions::default()`: default epoch (2025-01-01), no keys,
+    /// default ciphers, and the per-thread blocks of
     /// [`with_thread_cache`](FactoryConfig::with_thread_cache) on: calls from many threads on
     /// one factory then scale as [`Factory::handle`]s do, with the same guarantees; counter
     /// nonces of different threads no longer follow call order, nor do sortable ones within
@@ -90,7 +90,7 @@ pub trait FactoryOptionsExt: Sized {
 
 impl FactoryOptionsExt for FactoryOptions {
     fn new() -> Self {
-        Self::default().with_thread_cache(true)
+        Self::default()
     }
 
     fn with_base_key_hex(self, hex: &str) -> Result<Self, KeyHexError> {
@@ -254,7 +254,7 @@ impl<S: Strategy + 'static> Builder<S> {
 /// Running factories under a held machine-ID lease.
 ///
 /// Generate with [`factory`](Nononce::factory): share it between threads as it is (its counter
-/// calls draw on per-thread blocks, see [`FactoryOptionsExt::new`]). The factories stop
+/// calls draw on per-thread blocks, see [`FactoryOptions`]). The factories stop
 /// by themselves the moment the lease can no longer be proven.
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
