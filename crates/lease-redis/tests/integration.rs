@@ -10,6 +10,5 @@ mod conformance;
 mod faults;
 mod floor;
 mod forgets;
-mod herd;
 mod protocol;
 mod release;

@@ -1,14 +1,16 @@
-//! Release on real Valkey 9 and Redis 8 servers: a renewal that reaches the server after the
-//! release (sent before it and delayed, or resent by a reconnecting client) is lost and extends
-//! nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this crate's
-//! acquirers, and is free after it.
+//! Release on real Valkey 9 and Redis 8 servers, as the hash shows it and a NoNoncense node
+//! reads it: after a release and a late renewal, the ID's field carries the guard (not a new
+//! lease) and the released floor, NoNoncense sees the ID taken and cannot claim it until the
+//! guard ends, and then nothing of the lease is left. That the late renewal is lost, the retried
+//! release harmless and the ID free after the guard for this crate's acquirers is
+//! `lease-testkit`'s `renew_after_release` check (tests/conformance.rs).
 
 use crate::common;
 
 use std::time::Duration;
 
 use common::{F, Key, hget, hpttl, occupy, raw, servers, strategy};
-use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Strategy};
+use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_redis::redis::{self, aio::MultiplexedConnection};
 use lease_redis::{RedisLease, RedisStrategy};
 
@@ -31,10 +33,11 @@ async fn release(s: &RedisStrategy, lease: &RedisLease) {
         .expect("release");
 }
 
-/// A renewal that must fail: its kind.
-async fn renew(s: &RedisStrategy, lease: &RedisLease) -> ErrorKind {
+/// A renewal after the release, with a floor above the released one (its outcome is the
+/// testkit's to check).
+async fn late_renew(s: &RedisStrategy, lease: &RedisLease) {
     let renewal = s.renew(lease, Renew::new(LEASE, F + 2 * LEASE_MS)).await;
-    renewal.expect_err("a renewal after the release").kind()
+    assert!(renewal.is_err(), "a renewal after the release succeeded");
 }
 
 /// The IDs a NoNoncense node reads as taken (`leased_ids/1`): every field of `HKEYS` that does
@@ -75,7 +78,7 @@ async fn nononcense_claims(c: &mut MultiplexedConnection, key: &Key, id: u16) ->
 }
 
 #[tokio::test]
-async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing() {
+async fn a_released_id_in_the_hash_and_for_nononcense() {
     for server in servers() {
         let name = server.name;
         let key = Key::new(&server);
@@ -86,8 +89,9 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing() 
         assert_eq!(lease.machine_id().get(), ID);
         release(&s, &lease).await;
 
-        // The late renewal: lost, and the ID keeps the guard, not a new 8 h lease.
-        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
+        // After a late renewal the ID's field keeps the guard, not a new 8 h lease, and the
+        // released floor.
+        late_renew(&s, &lease).await;
         let ttl = hpttl(&mut c, &key, &ID.to_string()).await;
         assert!(
             (1..=GUARD_MS).contains(&ttl),
@@ -99,28 +103,24 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing() 
             "{name}: the late renewal moved the floor"
         );
 
-        // Blocked during the guard: for NoNoncense (the ID field is there, its claim fails)
-        // and for this crate's acquirers.
+        // Blocked during the guard for NoNoncense: the ID field is there, its claim fails.
         assert!(
             nononcense_taken(&mut c, &key)
                 .await
                 .contains(&i64::from(ID))
         );
         assert!(!nononcense_claims(&mut c, &key, ID).await, "{name}");
-        let error = s.acquire(Acquire::new(LEASE, F, F)).await.unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Exhausted, "{name}: {error}");
 
-        // A retried release (its first reply lost) is harmless and changes nothing.
+        // A retried release does not lengthen the guard.
         release(&s, &lease).await;
         let again = hpttl(&mut c, &key, &ID.to_string()).await;
         assert!((1..=ttl).contains(&again), "{name}: {again} after {ttl}");
-        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
 
         // Free after the guard, for NoNoncense too; nothing of the lease is left.
         tokio::time::sleep(GUARD + Duration::from_millis(150)).await;
+        late_renew(&s, &lease).await;
         assert_eq!(hpttl(&mut c, &key, &ID.to_string()).await, -2, "{name}");
         assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
-        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
         assert!(
             !nononcense_taken(&mut c, &key)
                 .await
@@ -131,7 +131,7 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing() 
 }
 
 #[tokio::test]
-async fn a_renewal_after_a_release_with_no_guard_is_lost() {
+async fn a_release_with_no_guard_leaves_nothing_in_the_hash() {
     for server in servers() {
         let name = server.name;
         let key = Key::new(&server);
@@ -143,7 +143,7 @@ async fn a_renewal_after_a_release_with_no_guard_is_lost() {
             .await
             .unwrap();
         assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
-        assert_eq!(renew(&s, &lease).await, ErrorKind::Lost, "{name}");
+        late_renew(&s, &lease).await;
         assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
         assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
     }
