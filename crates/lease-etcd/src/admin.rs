@@ -10,6 +10,7 @@ use lease_core::{Holder, MachineId, Migration};
 use crate::error::EtcdLeaseError;
 use crate::keys::{self, Entry};
 use crate::strategy::EtcdStrategy;
+use crate::transport::Header;
 
 impl EtcdStrategy {
     /// Every held ID (including IDs blocked by a release guard) with a token prefix and the
@@ -114,7 +115,7 @@ impl EtcdStrategy {
             return Ok(false);
         };
         if previous.lease() != 0 {
-            self.revoke_quietly(&client, previous.lease()).await;
+            self.revoke_quietly(previous.lease()).await;
         }
         Ok(true)
     }
@@ -134,7 +135,9 @@ impl EtcdStrategy {
                 Some(DeleteOptions::new().with_prev_key()),
             ),
         ]);
-        let answer = self.txn(&client, OPERATION, txn).await?;
+        let before = self.revision_before();
+        let answer = self.call(OPERATION, client.kv_client().txn(txn)).await?;
+        self.observe(before, answer.header().map(Header::from).as_ref());
         let responses = answer.op_responses();
         let (Some(TxnOpResponse::Put(_)), Some(TxnOpResponse::Delete(delete))) =
             (responses.first(), responses.get(1))
@@ -157,7 +160,7 @@ impl EtcdStrategy {
                     .await
                     .map_or(0, |answer| answer.ttl());
                 // Its key is deleted already: the etcd lease holds nothing.
-                self.revoke_quietly(&client, lease).await;
+                self.revoke_quietly(lease).await;
                 Some(Duration::from_secs(u64::try_from(ttl).unwrap_or(0)))
             }
         };

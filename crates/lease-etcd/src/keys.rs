@@ -96,11 +96,6 @@ fn parse_id(text: &[u8]) -> Option<MachineId> {
     MachineId::new(n).ok()
 }
 
-/// A fresh random token for a lease key's value: 32 hex digits.
-pub(crate) fn new_token() -> String {
-    format!("{:032x}", rand::random::<u128>())
-}
-
 /// The ID an acquire tries: a random one among the free IDs whose floor is below
 /// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
 /// IDs (nodes starting together still spread out, and the factory starts less far ahead).
@@ -222,6 +217,5 @@ mod tests {
         let mut answers = [0, 1].into_iter();
         let mut random = |_| answers.next().unwrap();
         assert_eq!(pick(&ahead, 100, &mut random).unwrap().0, id(2));
-        assert!(new_token().len() == 32 && new_token() != new_token());
     }
 }

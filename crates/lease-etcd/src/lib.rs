@@ -9,6 +9,7 @@ mod keys;
 mod operator;
 mod options;
 mod strategy;
+pub mod transport;
 
 pub use error::{EtcdLeaseError, LostReason};
 pub use etcd_client;

@@ -1,20 +1,20 @@
 //! [`EtcdStrategy`]: the lease protocol on etcd keys, leases and transactions.
 
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, ResponseHeader, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
-};
+use etcd_client::Client;
 use lease_core::{
     Acquire, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
 };
-use tokio::sync::OnceCell;
 
 use crate::error::{EtcdLeaseError, LostReason};
 use crate::keys::{self, Entry};
 use crate::options::EtcdOptions;
+use crate::transport::{
+    Compare, CompareOp, Connection, Header, OpResponse, Reply, Request, Target, Transport,
+    TransportError, Txn, TxnOp,
+};
 
 /// This holder's lease: the machine ID, the etcd lease its key is attached to, the key's create
 /// revision and the random token in the key's value.
@@ -62,8 +62,8 @@ struct Seen {
     cluster_id: Option<u64>,
     /// The highest revision of an answer to a linearizable request.
     revision: i64,
-    /// What showed the store went back in time, and when.
-    rewound: Option<(String, Instant)>,
+    /// What showed the store went back in time, and when (the transport's clock).
+    rewound: Option<(String, Duration)>,
 }
 
 /// Machine-ID leases on etcd v3.
@@ -80,13 +80,16 @@ struct Seen {
 ///
 /// The client connects on first use: an unreachable cluster makes the first acquire answer
 /// `Retry`, not the constructor fail. Must be used inside a tokio runtime.
-pub struct EtcdStrategy {
-    client: OnceCell<Client>,
+///
+/// The protocol runs over a [`Transport`]: by default a [`Connection`] to the cluster; any
+/// other transport ([`with_transport`](Self::with_transport)) carries the same requests.
+pub struct EtcdStrategy<T = Connection> {
+    transport: T,
     options: EtcdOptions,
     seen: Mutex<Seen>,
 }
 
-impl std::fmt::Debug for EtcdStrategy {
+impl<T> std::fmt::Debug for EtcdStrategy<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdStrategy")
             .field("options", &self.options)
@@ -101,11 +104,7 @@ impl EtcdStrategy {
     /// [`EtcdLeaseError::InvalidOptions`] (kind `Misconfigured`) when `options` are out of range.
     pub fn new(options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
         options.validate()?;
-        Ok(Self {
-            client: OnceCell::new(),
-            options,
-            seen: Mutex::new(Seen::default()),
-        })
+        Ok(Self::on(Connection::new(options.clone()), options))
     }
 
     /// A strategy on a store URL, `etcd://host:port[,host:port...][/prefix/]` (see
@@ -124,11 +123,66 @@ impl EtcdStrategy {
     /// [`EtcdLeaseError::InvalidOptions`] when `options` are out of range.
     pub fn with_client(client: Client, options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
         options.validate()?;
-        Ok(Self {
-            client: OnceCell::new_with(Some(client)),
+        Ok(Self::on(
+            Connection::with_client(client, options.clone()),
+            options,
+        ))
+    }
+
+    /// The client, connected on first use.
+    pub(crate) async fn client(&self) -> Result<Client, EtcdLeaseError> {
+        self.transport
+            .client()
+            .await
+            .map_err(|e| e.into_error("connect"))
+    }
+
+    /// One request of the operator commands, bounded by the request timeout.
+    pub(crate) async fn call<R>(
+        &self,
+        operation: &'static str,
+        request: impl Future<Output = Result<R, etcd_client::Error>>,
+    ) -> Result<R, EtcdLeaseError> {
+        self.transport
+            .call(request)
+            .await
+            .map_err(|e| e.into_error(operation))
+    }
+}
+
+impl TransportError {
+    /// The strategy's error for a round trip of `operation` that brought no reply.
+    fn into_error(self, operation: &'static str) -> EtcdLeaseError {
+        match self {
+            Self::ConnectTimeout(timeout) => EtcdLeaseError::Timeout {
+                operation: "connect",
+                timeout,
+            },
+            Self::Connect(source) => EtcdLeaseError::request("connect", source),
+            Self::Timeout(timeout) => EtcdLeaseError::Timeout { operation, timeout },
+            Self::Failed(source) => EtcdLeaseError::request(operation, source),
+        }
+    }
+}
+
+impl<T: Transport> EtcdStrategy<T> {
+    /// A strategy whose requests go over `transport`; `options` supply the prefix, the
+    /// attempts, the longest lease and the largest clock offset (the connection settings are
+    /// the transport's business).
+    ///
+    /// # Errors
+    /// [`EtcdLeaseError::InvalidOptions`] when `options` are out of range.
+    pub fn with_transport(transport: T, options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
+        options.validate()?;
+        Ok(Self::on(transport, options))
+    }
+
+    fn on(transport: T, options: EtcdOptions) -> Self {
+        Self {
+            transport,
             options,
             seen: Mutex::new(Seen::default()),
-        })
+        }
     }
 
     /// The settings.
@@ -136,57 +190,31 @@ impl EtcdStrategy {
         &self.options
     }
 
+    /// The transport.
+    pub const fn transport(&self) -> &T {
+        &self.transport
+    }
+
     pub(crate) fn prefix(&self) -> &str {
         &self.options.prefix
     }
 
-    /// The client, connected on first use.
-    pub(crate) async fn client(&self) -> Result<Client, EtcdLeaseError> {
-        self.client.get_or_try_init(|| self.open()).await.cloned()
-    }
-
-    async fn open(&self) -> Result<Client, EtcdLeaseError> {
-        let options = &self.options;
-        let mut connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            .with_timeout(options.request_timeout)
-            // HTTP/2 pings find a dead connection; etcd refuses pings more often than every 5 s.
-            .with_keep_alive(Duration::from_secs(10), options.request_timeout)
-            // A member without a leader answers at once instead of holding the request.
-            .with_require_leader(true);
-        if let Some((name, password)) = &options.user {
-            connect = connect
-                .with_user(name.clone(), password.clone())
-                .with_auto_token_refresh(true);
-        }
-        #[cfg(feature = "tls")]
-        if let Some(tls) = &options.tls {
-            connect = connect.with_tls(tls.clone());
-        }
-        let timeout = options.connect_timeout + options.request_timeout;
-        match tokio::time::timeout(timeout, Client::connect(&options.endpoints, Some(connect)))
-            .await
-        {
-            Ok(result) => result.map_err(|e| EtcdLeaseError::request("connect", e)),
-            Err(_) => Err(EtcdLeaseError::Timeout {
-                operation: "connect",
-                timeout,
-            }),
-        }
-    }
-
-    /// One request, bounded by the request timeout.
-    pub(crate) async fn call<T>(
+    /// One round trip of `operation`.
+    async fn exchange(
         &self,
         operation: &'static str,
-        request: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, EtcdLeaseError> {
-        match tokio::time::timeout(self.options.request_timeout, request).await {
-            Ok(result) => result.map_err(|e| EtcdLeaseError::request(operation, e)),
-            Err(_) => Err(EtcdLeaseError::Timeout {
-                operation,
-                timeout: self.options.request_timeout,
-            }),
+        request: Request,
+    ) -> Result<Reply, EtcdLeaseError> {
+        self.transport
+            .exchange(request)
+            .await
+            .map_err(|e| e.into_error(operation))
+    }
+
+    fn unexpected(operation: &'static str, reply: &Reply) -> EtcdLeaseError {
+        EtcdLeaseError::UnexpectedReply {
+            operation,
+            reply: format!("{reply:?}"),
         }
     }
 
@@ -202,40 +230,42 @@ impl EtcdStrategy {
 
     /// Records the header of a linearizable answer (a range or a transaction) to a request sent
     /// when the highest revision seen was `before`.
-    pub(crate) fn observe(&self, before: i64, header: Option<&ResponseHeader>) {
+    pub(crate) fn observe(&self, before: i64, header: Option<&Header>) {
         let Some(header) = header else { return };
+        let now = self.transport.now();
         let mut seen = self.seen();
-        let cluster = header.cluster_id();
+        let cluster = header.cluster_id;
         if let Some(previous) = seen.cluster_id.replace(cluster)
             && previous != cluster
         {
             seen.rewound = Some((
                 format!("the cluster id was {previous:x}, is now {cluster:x}"),
-                Instant::now(),
+                now,
             ));
-            seen.revision = header.revision();
+            seen.revision = header.revision;
             return;
         }
-        if header.revision() < before {
+        if header.revision < before {
             seen.rewound = Some((
                 format!(
                     "revision {} after revision {before} was seen",
-                    header.revision()
+                    header.revision
                 ),
-                Instant::now(),
+                now,
             ));
             // Compare from now on against the store as it is.
-            seen.revision = header.revision();
+            seen.revision = header.revision;
             return;
         }
-        seen.revision = seen.revision.max(header.revision());
+        seen.revision = seen.revision.max(header.revision);
     }
 
     /// Fails while acquisition holds off after the store went back in time.
     fn check_rewound(&self) -> Result<(), EtcdLeaseError> {
+        let now = self.transport.now();
         let mut seen = self.seen();
         if let Some((what, at)) = &seen.rewound {
-            let elapsed = at.elapsed();
+            let elapsed = now.saturating_sub(*at);
             let hold = self.options.amnesia_hold_off();
             if elapsed < hold {
                 return Err(EtcdLeaseError::StoreRewound {
@@ -249,72 +279,88 @@ impl EtcdStrategy {
     }
 
     /// Grants an etcd lease of `seconds`; its ID and the TTL etcd granted.
-    async fn grant(
-        &self,
-        client: &Client,
-        seconds: i64,
-    ) -> Result<(i64, Duration), EtcdLeaseError> {
-        let answer = self
-            .call("lease grant", client.lease_client().grant(seconds, None))
+    async fn grant(&self, seconds: i64) -> Result<(i64, Duration), EtcdLeaseError> {
+        const OPERATION: &str = "lease grant";
+        let reply = self
+            .exchange(OPERATION, Request::Grant { ttl_s: seconds })
             .await?;
+        let Reply::Granted {
+            lease,
+            ttl_s,
+            error,
+        } = reply
+        else {
+            return Err(Self::unexpected(OPERATION, &reply));
+        };
         let unexpected = |reply: String| EtcdLeaseError::UnexpectedReply {
-            operation: "lease grant",
+            operation: OPERATION,
             reply,
         };
-        if !answer.error().is_empty() {
-            return Err(unexpected(answer.error().to_owned()));
+        if !error.is_empty() {
+            return Err(unexpected(error));
         }
-        let ttl = u64::try_from(answer.ttl())
+        let ttl = u64::try_from(ttl_s)
             .ok()
             .filter(|ttl| *ttl > 0)
-            .ok_or_else(|| unexpected(format!("ttl {}", answer.ttl())))?;
-        Ok((answer.id(), Duration::from_secs(ttl)))
+            .ok_or_else(|| unexpected(format!("ttl {ttl_s}")))?;
+        Ok((lease, Duration::from_secs(ttl)))
     }
 
     /// Revokes an etcd lease, best effort (it ends by itself at its TTL anyway).
-    pub(crate) async fn revoke_quietly(&self, client: &Client, lease: i64) {
+    pub(crate) async fn revoke_quietly(&self, lease: i64) {
         let _ = self
-            .call("lease revoke", client.lease_client().revoke(lease))
+            .exchange("lease revoke", Request::Revoke { lease })
             .await;
     }
 
-    /// A linearizable transaction, its answer recorded for the amnesia check.
-    pub(crate) async fn txn(
+    /// A linearizable transaction, its answer recorded for the amnesia check: whether it
+    /// succeeded, its operations' results and its header.
+    async fn txn(
         &self,
-        client: &Client,
         operation: &'static str,
         txn: Txn,
-    ) -> Result<TxnResponse, EtcdLeaseError> {
+    ) -> Result<(bool, Vec<OpResponse>, Option<Header>), EtcdLeaseError> {
         let before = self.revision_before();
-        let answer = self.call(operation, client.kv_client().txn(txn)).await?;
-        self.observe(before, answer.header());
-        Ok(answer)
+        let reply = self.exchange(operation, Request::Txn(txn)).await?;
+        let Reply::Txn {
+            header,
+            succeeded,
+            responses,
+        } = reply
+        else {
+            return Err(Self::unexpected(operation, &reply));
+        };
+        self.observe(before, header.as_ref());
+        Ok((succeeded, responses, header))
     }
 
     /// One read of every key under the prefix, with values (the floors'), linearizable.
-    async fn read(&self, client: &Client) -> Result<Snapshot, EtcdLeaseError> {
-        let get = GetOptions::new().with_prefix();
+    async fn read(&self) -> Result<Snapshot, EtcdLeaseError> {
         let before = self.revision_before();
-        let answer = self
-            .call("range", client.kv_client().get(self.prefix(), Some(get)))
-            .await?;
-        self.observe(before, answer.header());
+        let request = Request::Range {
+            prefix: self.prefix().to_owned(),
+        };
+        let reply = self.exchange("range", request).await?;
+        let Reply::Range { header, kvs } = reply else {
+            return Err(Self::unexpected("range", &reply));
+        };
+        self.observe(before, header.as_ref());
         let mut snapshot = Snapshot::default();
         let mut held = [false; MachineId::COUNT as usize];
         let mut stored: Vec<Option<(Option<u64>, String, i64)>> =
             vec![None; usize::from(MachineId::COUNT)];
-        for kv in answer.kvs() {
-            match keys::classify(self.prefix(), kv.key()) {
+        for kv in kvs {
+            match keys::classify(self.prefix(), &kv.key) {
                 Entry::Lease(id) => held[usize::from(id.get())] = true,
                 Entry::Floor(id) => {
                     stored[usize::from(id.get())] = Some((
-                        keys::parse_floor(kv.value()),
-                        String::from_utf8_lossy(kv.value()).into_owned(),
-                        kv.mod_revision(),
+                        keys::parse_floor(&kv.value),
+                        String::from_utf8_lossy(&kv.value).into_owned(),
+                        kv.mod_revision,
                     ));
                 }
                 Entry::Marker => snapshot.initialized = true,
-                Entry::HoldOff => snapshot.hold_off = Some(kv.lease()),
+                Entry::HoldOff => snapshot.hold_off = Some(kv.lease),
                 Entry::Other => {}
             }
         }
@@ -334,11 +380,8 @@ impl EtcdStrategy {
 
     /// The answer to an acquire while the hold-off key, on etcd lease `lease`, exists: its time
     /// left, or `None` when the etcd lease ended since the read (read again).
-    async fn held_off(
-        &self,
-        client: &Client,
-        lease: i64,
-    ) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
+    async fn held_off(&self, lease: i64) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
+        const OPERATION: &str = "lease time-to-live";
         let held_off = |remaining| EtcdLeaseError::NotInitialized {
             prefix: self.prefix().to_owned(),
             remaining,
@@ -347,15 +390,14 @@ impl EtcdStrategy {
             // Put by hand without a lease: it never ends by itself.
             return Ok(Some(held_off(Duration::MAX)));
         }
-        let ttl = self
-            .call(
-                "lease time-to-live",
-                client.lease_client().time_to_live(lease, None),
-            )
-            .await?
-            .ttl();
+        let reply = self
+            .exchange(OPERATION, Request::TimeToLive { lease })
+            .await?;
+        let Reply::TimeToLive { ttl_s } = reply else {
+            return Err(Self::unexpected(OPERATION, &reply));
+        };
         // -1: the etcd lease ended, and the key with it.
-        Ok(u64::try_from(ttl)
+        Ok(u64::try_from(ttl_s)
             .ok()
             .map(|seconds| held_off(Duration::from_secs(seconds.max(1)))))
     }
@@ -365,35 +407,39 @@ impl EtcdStrategy {
     /// lease of the amnesia hold-off and the marker, so that the prefix is usable once the
     /// hold-off key ends with its etcd lease. Its answer to the acquire, or `None` when another
     /// node began a hold-off or initialized the prefix since the read (read again).
-    async fn begin_hold_off(
-        &self,
-        client: &Client,
-    ) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
+    async fn begin_hold_off(&self) -> Result<Option<EtcdLeaseError>, EtcdLeaseError> {
         let seconds = whole_seconds_up(self.options.amnesia_hold_off());
-        let (lease, granted) = self.grant(client, seconds).await?;
+        let (lease, granted) = self.grant(seconds).await?;
         let prefix = self.prefix();
         let marker = keys::marker_key(prefix);
         let hold_off = keys::hold_off_key(prefix);
-        let txn = Txn::new()
-            .when(vec![
-                Compare::version(marker.clone(), CompareOp::Equal, 0),
-                Compare::version(hold_off.clone(), CompareOp::Equal, 0),
-            ])
-            .and_then(vec![
-                TxnOp::put(
-                    hold_off,
-                    format!(
+        let txn = Txn {
+            when: vec![
+                Compare::new(marker.clone(), CompareOp::Equal, Target::Version(0)),
+                Compare::new(hold_off.clone(), CompareOp::Equal, Target::Version(0)),
+            ],
+            then: vec![
+                TxnOp::Put {
+                    key: hold_off,
+                    value: format!(
                         "no initialization marker was found: no machine id is leased under this \
                          prefix until this key's etcd lease of {seconds} s ends"
-                    ),
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-                TxnOp::put(marker, keys::MARKER_VALUE, None),
-            ]);
+                    )
+                    .into_bytes(),
+                    lease,
+                },
+                TxnOp::Put {
+                    key: marker,
+                    value: keys::MARKER_VALUE.as_bytes().to_vec(),
+                    lease: 0,
+                },
+            ],
+            otherwise: Vec::new(),
+        };
         // An uncertain answer may have written the hold-off key: its etcd lease is left to its
         // TTL, since a revoke would end the hold-off at once.
-        let answer = self.txn(client, "txn (begin hold-off)", txn).await?;
-        if answer.succeeded() {
+        let (succeeded, _, _) = self.txn("txn (begin hold-off)", txn).await?;
+        if succeeded {
             return Ok(Some(EtcdLeaseError::NotInitialized {
                 prefix: prefix.to_owned(),
                 remaining: granted,
@@ -421,41 +467,50 @@ impl EtcdStrategy {
     /// The claim loop, with the etcd lease it granted revoked when it claimed nothing.
     async fn acquire_inner(&self, request: Acquire) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
         let seconds = self.acquire_seconds(request.requested)?;
-        let client = self.client().await?;
         let mut granted = None;
-        let result = self
-            .claim_loop(&client, seconds, request, &mut granted)
-            .await;
+        let result = self.claim_loop(seconds, request, &mut granted).await;
         if result.is_err()
             && let Some((lease, _)) = granted
         {
             // Nothing of ours uses it: an uncertain claim's key goes with it.
-            self.revoke_quietly(&client, lease).await;
+            self.revoke_quietly(lease).await;
         }
         result
     }
 
+    /// A random number below `n`.
+    fn random_below(&self, n: usize) -> usize {
+        let n = u64::try_from(n).unwrap_or(u64::MAX).max(1);
+        usize::try_from(self.transport.random() % n).unwrap_or(0)
+    }
+
+    /// A fresh random token for a lease key's value: 32 hex digits.
+    fn new_token(&self) -> String {
+        let token =
+            (u128::from(self.transport.random()) << 64) | u128::from(self.transport.random());
+        format!("{token:032x}")
+    }
+
     async fn claim_loop(
         &self,
-        client: &Client,
         seconds: i64,
         request: Acquire,
         granted: &mut Option<(i64, Duration)>,
     ) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
         let prefix = self.prefix();
         for _ in 0..self.options.acquire_attempts {
-            let snapshot = self.read(client).await?;
+            let snapshot = self.read().await?;
             self.check_rewound()?;
             // The prefix may have lost keys of IDs that running nodes still use: no claim
             // until every such lease has ended (see the crate docs, "Amnesia").
             if let Some(hold_off_lease) = snapshot.hold_off {
-                match self.held_off(client, hold_off_lease).await? {
+                match self.held_off(hold_off_lease).await? {
                     Some(held_off) => return Err(held_off),
                     None => continue,
                 }
             }
             if !snapshot.initialized {
-                match self.begin_hold_off(client).await? {
+                match self.begin_hold_off().await? {
                     Some(held_off) => return Err(held_off),
                     None => continue,
                 }
@@ -463,7 +518,7 @@ impl EtcdStrategy {
             // A random free ID, not the lowest: nodes starting together spread out.
             let Some((id, stored, floor_revision)) =
                 keys::pick(&snapshot.free, request.now_ms, &mut |n| {
-                    rand::random_range(0..n)
+                    self.random_below(n)
                 })
             else {
                 return Err(match snapshot.unreadable.into_iter().next() {
@@ -479,47 +534,65 @@ impl EtcdStrategy {
             };
             let (lease, ttl) = match *granted {
                 Some(granted) => granted,
-                None => *granted.insert(self.grant(client, seconds).await?),
+                None => *granted.insert(self.grant(seconds).await?),
             };
-            let token = keys::new_token();
+            let token = self.new_token();
             let lease_key = keys::lease_key(prefix, id);
             let floor_key = keys::floor_key(prefix, id);
             let when = vec![
-                Compare::create_revision(lease_key.clone(), CompareOp::Equal, 0),
+                Compare::new(
+                    lease_key.clone(),
+                    CompareOp::Equal,
+                    Target::CreateRevision(0),
+                ),
                 // Decided with the claim: the prefix is initialized and not held off.
-                Compare::version(keys::marker_key(prefix), CompareOp::Greater, 0),
-                Compare::version(keys::hold_off_key(prefix), CompareOp::Equal, 0),
+                Compare::new(
+                    keys::marker_key(prefix),
+                    CompareOp::Greater,
+                    Target::Version(0),
+                ),
+                Compare::new(
+                    keys::hold_off_key(prefix),
+                    CompareOp::Equal,
+                    Target::Version(0),
+                ),
                 // The floor read above, unchanged: the grant reports exactly what was stored.
-                Compare::mod_revision(floor_key.clone(), CompareOp::Equal, floor_revision),
+                Compare::new(
+                    floor_key.clone(),
+                    CompareOp::Equal,
+                    Target::ModRevision(floor_revision),
+                ),
             ];
-            let mut then = vec![TxnOp::put(
-                lease_key,
-                token.clone(),
-                Some(PutOptions::new().with_lease(lease)),
-            )];
+            let mut then = vec![TxnOp::Put {
+                key: lease_key,
+                value: token.clone().into_bytes(),
+                lease,
+            }];
             if floor_revision == 0 || request.floor_ms > stored {
-                then.push(TxnOp::put(
-                    floor_key,
-                    keys::encode_floor(stored.max(request.floor_ms)),
-                    None,
-                ));
+                then.push(TxnOp::Put {
+                    key: floor_key,
+                    value: keys::encode_floor(stored.max(request.floor_ms)).into_bytes(),
+                    lease: 0,
+                });
             }
-            let answer = self
-                .txn(client, "txn (claim)", Txn::new().when(when).and_then(then))
-                .await?;
-            if !answer.succeeded() {
+            let txn = Txn {
+                when,
+                then,
+                otherwise: Vec::new(),
+            };
+            let (succeeded, _, header) = self.txn("txn (claim)", txn).await?;
+            if !succeeded {
                 // Another node claimed it (or its floor moved), or the marker went or a
                 // hold-off began, since the read: read again.
                 continue;
             }
             // Every write of one transaction has its revision: the key's create revision.
-            let revision = answer
-                .header()
-                .map(ResponseHeader::revision)
-                .ok_or_else(|| EtcdLeaseError::UnexpectedReply {
+            let revision = header.map(|header| header.revision).ok_or_else(|| {
+                EtcdLeaseError::UnexpectedReply {
                     operation: "txn (claim)",
                     reply: "no header".to_owned(),
-                })?;
+                }
+            })?;
             let lease = EtcdLease {
                 id,
                 lease,
@@ -535,44 +608,22 @@ impl EtcdStrategy {
 
     /// One keep-alive of the holder's etcd lease: the TTL etcd granted and the Raft term of
     /// the answer.
-    async fn keep_alive(
-        &self,
-        client: &Client,
-        lease: &EtcdLease,
-    ) -> Result<(Duration, u64), EtcdLeaseError> {
+    async fn keep_alive(&self, lease: &EtcdLease) -> Result<(Duration, u64), EtcdLeaseError> {
         const OPERATION: &str = "lease keep-alive";
-        let gone = || EtcdLeaseError::Lost {
-            id: lease.id,
-            reason: LostReason::LeaseGone { lease: lease.lease },
+        let reply = self
+            .exchange(OPERATION, Request::KeepAlive { lease: lease.lease })
+            .await?;
+        let Reply::KeptAlive { header, ttl_s } = reply else {
+            return Err(Self::unexpected(OPERATION, &reply));
         };
-        let mut leases = client.lease_client();
-        // The client sends one keep-alive and reads its answer to open the stream, but keeps
-        // only the lease ID of it: a second one on the same stream gives the TTL and header.
-        let (mut keeper, mut stream) =
-            match self.call(OPERATION, leases.keep_alive(lease.lease)).await {
-                Err(EtcdLeaseError::Request {
-                    source: etcd_client::Error::LeaseKeepAliveError(message),
-                    ..
-                }) if message == "lease not found" => return Err(gone()),
-                other => other?,
-            };
-        self.call(OPERATION, keeper.keep_alive()).await?;
-        let answer = self
-            .call(OPERATION, stream.message())
-            .await?
-            .ok_or_else(|| {
-                EtcdLeaseError::request(
-                    OPERATION,
-                    etcd_client::Error::LeaseKeepAliveError(
-                        "the stream closed before its answer".to_owned(),
-                    ),
-                )
-            })?;
-        let ttl = u64::try_from(answer.ttl()).unwrap_or(0);
+        let ttl = u64::try_from(ttl_s).unwrap_or(0);
         if ttl == 0 {
-            return Err(gone());
+            return Err(EtcdLeaseError::Lost {
+                id: lease.id,
+                reason: LostReason::LeaseGone { lease: lease.lease },
+            });
         }
-        let term = answer.header().map_or(0, ResponseHeader::raft_term);
+        let term = header.map_or(0, |header| header.raft_term);
         Ok((Duration::from_secs(ttl), term))
     }
 
@@ -582,55 +633,51 @@ impl EtcdStrategy {
         lease: &EtcdLease,
         floor_ms: u64,
     ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
-        let client = self.client().await?;
-        let (ttl, keep_alive_term) = self.keep_alive(&client, lease).await?;
+        const OPERATION: &str = "txn (renewal proof)";
+        let (ttl, keep_alive_term) = self.keep_alive(lease).await?;
         let prefix = self.prefix();
         let lease_key = keys::lease_key(prefix, lease.id);
         let floor_key = keys::floor_key(prefix, lease.id);
-        let then = vec![
-            TxnOp::get(floor_key.clone(), None),
-            TxnOp::txn(raise_floor(&floor_key, floor_ms)),
-        ];
-        let txn = Txn::new()
-            .when(ours(&lease_key, lease))
-            .and_then(then)
-            .or_else(vec![TxnOp::get(lease_key, None)]);
-        let answer = self.txn(&client, "txn (renewal proof)", txn).await?;
-        let responses = answer.op_responses();
-        if !answer.succeeded() {
+        let txn = Txn {
+            when: ours(&lease_key, lease),
+            then: vec![
+                TxnOp::Get(floor_key.clone()),
+                TxnOp::Txn(raise_floor(&floor_key, floor_ms)),
+            ],
+            otherwise: vec![TxnOp::Get(lease_key)],
+        };
+        let (succeeded, responses, header) = self.txn(OPERATION, txn).await?;
+        if !succeeded {
             let reason = match responses.first() {
-                Some(TxnOpResponse::Get(get)) => match get.kvs().first() {
-                    None => LostReason::KeyGone,
-                    Some(kv) => LostReason::TakenOver {
-                        lease: kv.lease(),
-                        revision: kv.create_revision(),
-                    },
+                Some(OpResponse::Get(None)) => LostReason::KeyGone,
+                Some(OpResponse::Get(Some(kv))) => LostReason::TakenOver {
+                    lease: kv.lease,
+                    revision: kv.create_revision,
                 },
                 _ => {
                     return Err(EtcdLeaseError::UnexpectedReply {
-                        operation: "txn (renewal proof)",
+                        operation: OPERATION,
                         reply: format!("{responses:?}"),
                     });
                 }
             };
             // The etcd lease is alive but holds nothing of ours any more.
-            self.revoke_quietly(&client, lease.lease).await;
+            self.revoke_quietly(lease.lease).await;
             return Err(EtcdLeaseError::Lost {
                 id: lease.id,
                 reason,
             });
         }
-        if let Some(TxnOpResponse::Get(get)) = responses.first()
-            && let Some(kv) = get.kvs().first()
-            && keys::parse_floor(kv.value()).is_none()
+        if let Some(OpResponse::Get(Some(kv))) = responses.first()
+            && keys::parse_floor(&kv.value).is_none()
         {
             return Err(EtcdLeaseError::UnreadableFloor {
                 key: floor_key,
                 id: lease.id,
-                value: String::from_utf8_lossy(kv.value()).into_owned(),
+                value: String::from_utf8_lossy(&kv.value).into_owned(),
             });
         }
-        let proof_term = answer.header().map_or(0, ResponseHeader::raft_term);
+        let proof_term = header.map_or(0, |header| header.raft_term);
         if keep_alive_term != proof_term {
             return Err(EtcdLeaseError::LeaderChanged {
                 id: lease.id,
@@ -648,38 +695,38 @@ impl EtcdStrategy {
         lease: &EtcdLease,
         request: Release,
     ) -> Result<(), EtcdLeaseError> {
-        let client = self.client().await?;
         // Rounded up: the ID stays blocked at least `guard`.
         let seconds = whole_seconds_up(request.guard);
-        let (guard_lease, _) = self.grant(&client, seconds).await?;
+        let (guard_lease, _) = self.grant(seconds).await?;
         let prefix = self.prefix();
         let lease_key = keys::lease_key(prefix, lease.id);
         let floor_key = keys::floor_key(prefix, lease.id);
-        let txn = Txn::new()
-            .when(ours(&lease_key, lease))
-            .and_then(vec![
-                TxnOp::put(
-                    lease_key.clone(),
-                    lease.token.clone(),
-                    Some(PutOptions::new().with_lease(guard_lease)),
-                ),
-                TxnOp::put(
-                    floor_key.clone(),
-                    keys::encode_floor(request.floor_ms),
-                    None,
-                ),
-            ])
+        let txn = Txn {
+            when: ours(&lease_key, lease),
+            then: vec![
+                TxnOp::Put {
+                    key: lease_key.clone(),
+                    value: lease.token.clone().into_bytes(),
+                    lease: guard_lease,
+                },
+                TxnOp::Put {
+                    key: floor_key.clone(),
+                    value: keys::encode_floor(request.floor_ms).into_bytes(),
+                    lease: 0,
+                },
+            ],
             // Not ours any more (expired, taken over): only raise the floor, so what was
             // issued under the lease is known; the lease manager releases a lost lease too.
-            .or_else(vec![TxnOp::txn(raise_floor(&floor_key, request.floor_ms))]);
+            otherwise: vec![TxnOp::Txn(raise_floor(&floor_key, request.floor_ms))],
+        };
         // An uncertain answer may have moved the key onto the guard lease: leave both leases
         // to their TTLs rather than free the ID early.
-        self.txn(&client, "txn (release)", txn).await?;
+        self.txn("txn (release)", txn).await?;
         // The guard lease is left to expire even when the answer is "not ours": that answer
         // may be a duplicate's, after the first delivery already moved the key onto the guard
         // lease, and revoking it would delete the key and free the ID at once. Unused, it
         // blocks nothing and ends with its TTL.
-        self.revoke_quietly(&client, lease.lease).await;
+        self.revoke_quietly(lease.lease).await;
         Ok(())
     }
 }
@@ -708,33 +755,45 @@ struct Snapshot {
 /// The comparisons that prove `lease` still holds its key.
 fn ours(lease_key: &str, lease: &EtcdLease) -> Vec<Compare> {
     vec![
-        Compare::lease(lease_key, CompareOp::Equal, lease.lease),
-        Compare::create_revision(lease_key, CompareOp::Equal, lease.revision),
+        Compare::new(lease_key, CompareOp::Equal, Target::Lease(lease.lease)),
+        Compare::new(
+            lease_key,
+            CompareOp::Equal,
+            Target::CreateRevision(lease.revision),
+        ),
     ]
 }
 
 /// A nested transaction that sets the floor key to `floor_ms` if it is absent or lower (the
 /// stored form compares byte-wise as the numbers do).
 fn raise_floor(floor_key: &str, floor_ms: u64) -> Txn {
-    let value = keys::encode_floor(floor_ms);
-    let create = Txn::new()
-        .when(vec![Compare::create_revision(
+    let value = keys::encode_floor(floor_ms).into_bytes();
+    let put = TxnOp::Put {
+        key: floor_key.to_owned(),
+        value: value.clone(),
+        lease: 0,
+    };
+    let create = Txn {
+        when: vec![Compare::new(
             floor_key,
             CompareOp::Equal,
-            0,
-        )])
-        .and_then(vec![TxnOp::put(floor_key, value.clone(), None)]);
-    Txn::new()
-        .when(vec![Compare::value(
+            Target::CreateRevision(0),
+        )],
+        then: vec![put.clone()],
+        otherwise: Vec::new(),
+    };
+    Txn {
+        when: vec![Compare::new(
             floor_key,
             CompareOp::Less,
-            value.clone(),
-        )])
-        .and_then(vec![TxnOp::put(floor_key, value, None)])
-        .or_else(vec![TxnOp::txn(create)])
+            Target::Value(value),
+        )],
+        then: vec![put],
+        otherwise: vec![TxnOp::Txn(create)],
+    }
 }
 
-impl Strategy for EtcdStrategy {
+impl<T: Transport> Strategy for EtcdStrategy<T> {
     type Lease = EtcdLease;
     type Error = EtcdLeaseError;
 
