@@ -27,9 +27,7 @@ use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, Fa
 use crate::check::{Checker, Issued, KindSet, Violation, Window};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
-use crate::model::etcd::{
-    EtcdModel, EtcdRequest, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery, TxnOp,
-};
+use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Handles, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
 use crate::model::redis::{Persistence, RedisModel, RedisRequest, RedisResponse, RedisServer};
 use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
@@ -38,6 +36,7 @@ use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile}
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
 use crate::trace::{Entry as TraceEntry, Trace};
+use lease_etcd::transport::{Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp};
 
 /// Nonces of one kind one factory issues per tick, at most.
 const MAX_PER_KIND: u64 = 4;
@@ -79,12 +78,15 @@ impl Backend for Redis {
 struct Etcd {
     guards: Guards,
     max_lease: Duration,
+    /// Every node's etcd leases, by handle: a process resumes its predecessor's.
+    handles: Handles,
 }
 
 impl Backend for Etcd {
-    type S = EtcdModel<SimLink>;
+    type S = EtcdClient<SimLink>;
     fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        EtcdModel::new(link, self.guards, self.max_lease, seed)
+        let handles = Arc::clone(&self.handles);
+        EtcdClient::new(link, self.guards, self.max_lease, seed, handles)
     }
 }
 
@@ -125,7 +127,15 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     match plan.backend {
         BackendKind::Sql => Sim::new(plan, rng, Sql { guards, max_lease }).run(),
         BackendKind::Redis => Sim::new(plan, rng, Redis { guards, max_lease }).run(),
-        BackendKind::Etcd => Sim::new(plan, rng, Etcd { guards, max_lease }).run(),
+        BackendKind::Etcd => {
+            let handles = Handles::default();
+            let etcd = Etcd {
+                guards,
+                max_lease,
+                handles,
+            };
+            Sim::new(plan, rng, etcd).run()
+        }
         BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
     }
 }
@@ -989,10 +999,10 @@ impl<B: Backend> Sim<B> {
                 let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
                 Some(Server::Redis(RedisServer::new(plan.capacity, up_since, 1)))
             }
-            BackendKind::Etcd => Some(Server::Etcd(EtcdServer::new(
-                plan.capacity,
-                0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff,
-            ))),
+            BackendKind::Etcd => Some(Server::Etcd(
+                EtcdServer::new(plan.capacity, 0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff)
+                    .with_guards(plan.guards),
+            )),
             BackendKind::Static => None,
         }
         .map(|server| ServerState {
@@ -2062,26 +2072,20 @@ fn summarize(request: &Request) -> Summary {
         Request::Redis(RedisRequest::StartHoldOff { .. }) => {
             Summary::RedisOther("redis start hold-off: open at {b}", 0)
         }
-        Request::Etcd(EtcdRequest::Range) => Summary::EtcdRange,
+        Request::Etcd(EtcdRequest::Range { .. }) => Summary::EtcdRange,
         Request::Etcd(EtcdRequest::Txn(txn)) => {
-            let id = match txn.then.first() {
-                Some(TxnOp::Put {
-                    key: EtcdKey::Lease(id),
-                    ..
-                }) => Some(*id),
-                _ => txn.when.iter().find_map(|c| match c.key {
-                    EtcdKey::Lease(id) => Some(id),
-                    EtcdKey::Floor(_) | EtcdKey::Marker | EtcdKey::HoldOff => None,
-                }),
+            let lease_id = |key: &str| match EtcdKey::parse(key) {
+                Some(EtcdKey::Lease(id)) => Some(id),
+                _ => None,
             };
+            let id = match txn.then.first() {
+                Some(EtcdTxnOp::Put { key, .. }) => lease_id(key),
+                _ => None,
+            }
+            .or_else(|| txn.when.iter().find_map(|c| lease_id(&c.key)));
             Summary::EtcdTxn(id.map_or(u64::MAX, u64::from))
         }
-        Request::Etcd(
-            EtcdRequest::Grant { .. }
-            | EtcdRequest::KeepAlive { .. }
-            | EtcdRequest::Revoke { .. }
-            | EtcdRequest::TimeToLive { .. },
-        ) => Summary::EtcdLease,
+        Request::Etcd(_) => Summary::EtcdLease,
     }
 }
 
@@ -2139,18 +2143,21 @@ impl Summary {
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }
-            (Self::EtcdRange, Reply::Etcd(EtcdResponse::Range { header, kvs })) => (
+            (
+                Self::EtcdRange,
+                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Range { header, kvs })),
+            ) => (
                 "etcd range: {a} keys, revision {b}",
                 u64::try_from(kvs.len()).unwrap_or(0),
-                u64::try_from(header.revision).unwrap_or(0),
+                header.map_or(0, |h| u64::try_from(h.revision).unwrap_or(0)),
             ),
             (
                 Self::EtcdTxn(id),
-                Reply::Etcd(EtcdResponse::Txn {
+                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Txn {
                     header, succeeded, ..
-                }),
+                })),
             ) => {
-                let revision = u64::try_from(header.revision).unwrap_or(0);
+                let revision = header.map_or(0, |h| u64::try_from(h.revision).unwrap_or(0));
                 if *succeeded {
                     ("etcd txn on id {a}: succeeded, revision {b}", *id, revision)
                 } else {
@@ -2158,20 +2165,32 @@ impl Summary {
                 }
             }
             (Self::EtcdTxn(id), _) => ("etcd txn on id {a}: refused", *id, 0),
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Granted { ttl_s, .. })) => (
+            (
+                Self::EtcdLease,
+                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Granted { ttl_s, .. })),
+            ) => (
                 "etcd lease grant: ttl {a} s",
                 u64::try_from(*ttl_s).unwrap_or(0),
                 0,
             ),
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::KeptAlive { header, ttl_s })) => (
+            (
+                Self::EtcdLease,
+                Reply::Etcd(EtcdResponse::Answer(EtcdReply::KeptAlive { header, ttl_s })),
+            ) => (
                 "etcd keep-alive: ttl {a} s, term {b}",
                 u64::try_from(*ttl_s).unwrap_or(0),
-                header.raft_term,
+                header.map_or(0, |h| h.raft_term),
             ),
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Revoked { found, .. })) => {
-                ("etcd lease revoke: found {a}", u64::from(*found), 0)
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Answer(EtcdReply::Revoked))) => {
+                ("etcd lease revoke", 0, 0)
             }
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::TimeToLive { ttl_s, .. })) => (
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::LeaseNotFound)) => {
+                ("etcd: requested lease not found", 0, 0)
+            }
+            (
+                Self::EtcdLease,
+                Reply::Etcd(EtcdResponse::Answer(EtcdReply::TimeToLive { ttl_s })),
+            ) => (
                 "etcd lease time-to-live: {a} s (-1: none)",
                 ttl_s.cast_unsigned(),
                 0,

@@ -1,15 +1,17 @@
 //! Each coordinator model passes the `lease-testkit` conformance suite, floor checks included,
-//! on tokio's paused clock (leases of an hour, checked in milliseconds); the etcd model also with
-//! the options lease-etcd's own suite runs on a real etcd (8 s leases, a 2 s guard).
+//! on tokio's paused clock (leases of an hour, checked in milliseconds): for etcd, lease-etcd's
+//! own strategy against the cluster model, also with the options lease-etcd's own suite runs on
+//! a real etcd (8 s leases, a 2 s guard).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::MachineId;
+use lease_etcd::EtcdStrategy;
 use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
-use nononce_sim::model::etcd::EtcdModel;
+use nononce_sim::model::etcd::{EtcdClient, SimTransport};
 use nononce_sim::model::fixed::FixedModel;
 use nononce_sim::model::redis::RedisModel;
 use nononce_sim::model::sql::SqlModel;
@@ -57,10 +59,25 @@ impl Harness for Redis {
     }
 }
 
+/// lease-etcd's strategy itself against the cluster model.
 struct Etcd(EtcdStore);
 
 impl Harness for Etcd {
-    type Strategy = EtcdModel<DirectLink>;
+    type Strategy = EtcdStrategy<SimTransport<DirectLink>>;
+    async fn node(&self) -> Self::Strategy {
+        self.0.real_strategy()
+    }
+    async fn expire(&self, id: MachineId) -> bool {
+        self.0.expire(id);
+        true
+    }
+}
+
+/// The same as the simulation runs it, with its guard switches.
+struct EtcdSim(EtcdStore);
+
+impl Harness for EtcdSim {
+    type Strategy = EtcdClient<DirectLink>;
     async fn node(&self) -> Self::Strategy {
         self.0.strategy()
     }
@@ -86,7 +103,7 @@ mod redis_model {
     );
 }
 
-mod etcd_model {
+mod etcd {
     lease_testkit::conformance_tests!(
         || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
         super::Options::new(super::HOUR),
@@ -96,7 +113,7 @@ mod etcd_model {
 
 /// lease-etcd's own conformance options: whole-second leases, a guard etcd grants as its 2 s
 /// minimum, and slack for its lessor's sweep.
-mod etcd_model_seconds {
+mod etcd_seconds {
     lease_testkit::conformance_tests!(
         || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
         super::Options::new(std::time::Duration::from_secs(8))
@@ -177,7 +194,7 @@ async fn the_suite_sees_the_switched_off_guards() {
         Check::ReleaseGuard,
         || {
             let etcd = etcd.clone();
-            async move { Etcd(etcd) }
+            async move { EtcdSim(etcd) }
         },
         &options,
     )
@@ -215,7 +232,7 @@ async fn the_suite_sees_the_switched_off_guards() {
         Check::FloorTravels,
         || {
             let etcd = etcd.clone();
-            async move { Etcd(etcd) }
+            async move { EtcdSim(etcd) }
         },
         &options,
     )

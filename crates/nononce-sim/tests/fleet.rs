@@ -425,10 +425,11 @@ const CACHED_RESTART_SEEDS: u64 = 150;
 /// Without the cached lease's record of what was issued, new factories under a resumed lease
 /// start above the granted floor only, and a later holder of the ID, above the floor the
 /// resumed manager releases, repeats what the old factories issued past it; with the record,
-/// nothing repeats over the same seeds.
+/// nothing repeats over the same seeds. Searched on SQL: on etcd, with lease-etcd's own client,
+/// the hazard is rarer (1 seed of 400, seed 386).
 #[test]
 fn without_the_issued_record_new_factories_under_a_cached_lease_repeat() {
-    let off = cached_restarts(Backend::Etcd, false);
+    let off = cached_restarts(Backend::Sql, false);
     let report = first_failure(1..=CACHED_RESTART_SEEDS, &off).unwrap_or_else(|| {
         panic!("issued record off: no seed in 1..={CACHED_RESTART_SEEDS} found a repeat")
     });

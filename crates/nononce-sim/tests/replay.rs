@@ -2,7 +2,9 @@
 //! timings) replayed against each model and against the real server it models: the outcomes
 //! must be the same (granted, lost, exhausted; which ID, symbolically, where the store picks it
 //! at random; the floors; whether the coordinator's clock came back). etcd has a sequence of its
-//! own, timed around its whole-second leases, its 2 s minimum TTL and its lessor's sweep.
+//! own, timed around its whole-second leases, its 2 s minimum TTL and its lessor's sweep; its
+//! client is lease-etcd's own strategy on both sides, so what it compares is the cluster model
+//! with etcd.
 //!
 //! The servers are the ones `cargo xtask test` and `cargo xtask with-services` start
 //! (`NONONCE_TEST_POSTGRES_URL`, `NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`,
@@ -468,7 +470,7 @@ fn etcd_model_replays_like_etcd() {
             store.expire(id);
             async {}
         };
-        play(etcd_script(), || store.strategy(), expire).await
+        play(etcd_script(), || store.real_strategy(), expire).await
     });
     let endpoints: Vec<String> = env_or("NONONCE_TEST_ETCD_ENDPOINTS", "http://127.0.0.1:2390")
         .split(',')

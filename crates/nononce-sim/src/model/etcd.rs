@@ -1,55 +1,49 @@
-//! A model of `lease-etcd` on etcd v3 (3.4 with its default timings), held to its requests:
+//! etcd v3 (3.4 with its default timings) as `lease-etcd` meets it, answering the requests of
+//! `lease_etcd::transport`:
 //!
-//! - the keyspace under the prefix: per ID a lease key (`<prefix><id>`) attached to an etcd
-//!   lease, and a floor key (`<prefix>floor/<id>`) on no lease; every key with its create and mod
-//!   revisions and version, one store revision that each write transaction raises by one;
+//! - the keyspace under lease-etcd's default prefix: per ID a lease key (`<prefix><id>`)
+//!   attached to an etcd lease, and a floor key (`<prefix>floor/<id>`) on no lease; every key
+//!   with its value, create and mod revisions and version, one store revision that each write
+//!   transaction raises by one;
 //! - etcd leases: granted in whole seconds (at least etcd's minimum TTL, 2 s), ended by their
 //!   TTL on the leader's monotonic clock (their keys deleted, one revision per lease), renewed
-//!   to their full TTL by a keep-alive (an ended lease answers TTL 0), revoked on request; a new
-//!   leader gives every lease its TTL again plus the election timeout (`Promote`), so leases
-//!   only ever live longer than granted;
+//!   to their full TTL by a keep-alive (an ended lease answers TTL 0), revoked on request (an
+//!   unknown one answers `requested lease not found`); a new leader gives every lease its TTL
+//!   again plus the election timeout (`Promote`), so leases only ever live longer than granted;
 //! - transactions as etcd applies them: every comparison, nested ones included, against the
-//!   store before the transaction (a missing key has revisions 0 and lease 0, and fails any
-//!   value comparison), a put onto a lease etcd does not know fails the whole transaction,
-//!   reads in a transaction see its earlier writes;
+//!   store before the transaction (a missing key has version, revisions and lease 0, and fails
+//!   any value comparison; values compare byte-wise), a put onto a lease etcd does not know
+//!   fails the whole transaction, reads in a transaction see its earlier writes;
 //! - every answer's header: store revision, cluster ID and Raft term;
-//! - the initialization marker `<prefix>initialized` (on no lease; written by `migrate`, and the
-//!   model starts with it, as a deployed prefix does) and the hold-off key `<prefix>hold-off` (on
-//!   an etcd lease of the amnesia hold-off);
-//! - acquire: a range of the prefix, the amnesia check (a revision below one seen before the
-//!   request, or another cluster ID, holds acquisitions off for the longest lease), the marker
-//!   check (a hold-off key holds acquisitions off for its lease's time to live; no marker: a
-//!   transaction writes the hold-off key on a new lease of the amnesia hold-off and the marker,
-//!   unless another node did first), a random free ID (preferring a floor below the acquirer's
-//!   clock, as lease-redis), one lease grant per acquire, the claim transaction (`create_revision == 0`, the marker there and no hold-off
-//!   key, the floor key's mod revision unchanged, the floor raised), up to three attempts; a
-//!   failed acquire revokes its lease;
-//! - renew: two keep-alives (the stream's opening answer and the one that reports the TTL and the
-//!   term), then the proof transaction (lease and create revision of the key, the floor raised in
-//!   a nested transaction), which must be answered in the keep-alive's term; a lost key revokes
-//!   the orphaned lease;
-//! - release: a guard lease (whole seconds, rounded up), the transaction that moves the key onto
-//!   it and sets the floor (a key no longer ours: only the floor raised), then revokes.
+//! - the initialization marker `<prefix>initialized` (on no lease; the model starts with it, as
+//!   a deployed prefix does) and the hold-off key `<prefix>hold-off` the client writes.
 //!
-//! No coordinator clock: etcd reports no server time, so grants and renewals carry none. The
-//! lease handle's identity is the etcd lease ID and the key's create revision; the random token
-//! lease-etcd stores as the key's value plays no part in the protocol and is not modelled.
+//! The client is lease-etcd's own [`EtcdStrategy`], over a [`SimTransport`] that carries each
+//! request over a [`Link`] and gives it the node's clock and a seeded random source; [`EtcdClient`]
+//! adapts it to the simulation's handles and guard switches.
+//!
+//! No coordinator clock: etcd reports no server time, so grants and renewals carry none.
 //! Faults: a restart keeps everything (Raft, fsync) and restarts every lease's TTL; a leader
 //! change does the same, and its deposed leader may still answer keep-alives in its old term
 //! for a moment; a restore goes back to the last backup (or to an empty store), possibly under
 //! a new cluster ID. Wall clock steps do not touch etcd's leases (its monotonic clock).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lease_core::time::millis;
 use lease_core::{
     Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
 };
+use lease_etcd::etcd_client;
+use lease_etcd::transport::{
+    Compare, CompareOp, Header, Kv as KeyValue, OpResponse, Reply as EtcdReply,
+    Request as EtcdRequest, Target, Transport, TransportError, Txn, TxnOp,
+};
+use lease_etcd::{EtcdLease, EtcdOptions, EtcdStrategy};
 use lease_manager::Failure;
 
-use super::{Guards, Link, ModelLease, Reply, Request, machine_id, pick};
+use super::{Guards, Link, ModelLease, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// etcd's shortest lease with its default timings (heartbeat 100 ms, election timeout 1 s): one
@@ -62,8 +56,10 @@ const BACKUP_EVERY_MS: u64 = 60_000;
 /// The first lease ID the model hands out; etcd derives them from the member ID and the time,
 /// and never hands one out twice.
 const FIRST_LEASE: i64 = 0x694d_0000_0000_0001;
-/// Claims tried per acquire (`EtcdOptions::with_acquire_attempts`).
-const ACQUIRE_ATTEMPTS: u32 = 3;
+/// The key prefix: lease-etcd's default.
+pub const PREFIX: &str = "/nononce/leases/";
+/// What the initialization marker holds (only its presence counts).
+const MARKER_VALUE: &[u8] = b"nononce machine-id leases";
 
 /// A key under the prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,204 +74,76 @@ pub enum Key {
     HoldOff,
 }
 
-/// A key as a range returns it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Kv {
-    /// The revision that created it.
-    pub create_revision: i64,
-    /// The revision that last wrote it.
-    pub mod_revision: i64,
-    /// Writes since it was created.
-    pub version: i64,
-    /// The etcd lease it is attached to (0: none).
-    pub lease: i64,
-    /// A floor key's floor (Unix ms; its stored form, 20 digits, orders byte-wise as the numbers
-    /// do); 0 for a lease key, whose token is not modelled.
-    pub value: u64,
-}
+impl Key {
+    /// The key's name.
+    #[must_use]
+    pub fn name(self) -> String {
+        match self {
+            Self::Lease(id) => format!("{PREFIX}{id}"),
+            Self::Floor(id) => format!("{PREFIX}floor/{id}"),
+            Self::Marker => format!("{PREFIX}initialized"),
+            Self::HoldOff => format!("{PREFIX}hold-off"),
+        }
+    }
 
-/// What a comparison looks at, and the value it compares with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// `create_revision`.
-    CreateRevision(i64),
-    /// `mod_revision`.
-    ModRevision(i64),
-    /// The attached lease.
-    Lease(i64),
-    /// The value (a floor).
-    Value(u64),
-}
-
-/// A comparison's operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareOp {
-    /// The key's is equal.
-    Equal,
-    /// The key's is less.
-    Less,
-    /// The key's is greater.
-    Greater,
-}
-
-/// One comparison of a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compare {
-    /// The key.
-    pub key: Key,
-    /// The operator.
-    pub op: CompareOp,
-    /// What is compared with what.
-    pub target: Target,
-}
-
-impl Compare {
-    const fn new(key: Key, op: CompareOp, target: Target) -> Self {
-        Self { key, op, target }
+    /// The key named `name`, if it is one of the prefix's.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        let rest = name.strip_prefix(PREFIX)?;
+        let id = |text: &str| {
+            let canonical = !text.is_empty()
+                && text.bytes().all(|b| b.is_ascii_digit())
+                && (text.len() == 1 || !text.starts_with('0'));
+            text.parse::<u16>()
+                .ok()
+                .filter(|n| canonical && *n < MachineId::COUNT)
+        };
+        match rest {
+            "initialized" => Some(Self::Marker),
+            "hold-off" => Some(Self::HoldOff),
+            _ => match rest.strip_prefix("floor/") {
+                Some(n) => id(n).map(Self::Floor),
+                None => id(rest).map(Self::Lease),
+            },
+        }
     }
 }
 
-/// One operation of a transaction.
+/// A key's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TxnOp {
-    /// A put, attached to `lease` (0: none).
-    Put {
-        /// The key.
-        key: Key,
-        /// The value.
-        value: u64,
-        /// The lease.
-        lease: i64,
-    },
-    /// A get of one key.
-    Get(Key),
-    /// A delete of one key.
-    Delete(Key),
-    /// A nested transaction.
-    Txn(Txn),
+struct Kv {
+    /// The revision that created it.
+    create_revision: i64,
+    /// The revision that last wrote it.
+    mod_revision: i64,
+    /// Writes since it was created.
+    version: i64,
+    /// The etcd lease it is attached to (0: none).
+    lease: i64,
+    /// Its value.
+    value: Vec<u8>,
 }
 
-/// A transaction: `if when then ... else ...`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Txn {
-    /// The comparisons, all of which must hold.
-    pub when: Vec<Compare>,
-    /// The operations when they do.
-    pub then: Vec<TxnOp>,
-    /// The operations when they do not.
-    pub otherwise: Vec<TxnOp>,
+impl Kv {
+    fn answer(&self, key: Key) -> KeyValue {
+        KeyValue {
+            key: key.name().into_bytes(),
+            value: self.value.clone(),
+            create_revision: self.create_revision,
+            mod_revision: self.mod_revision,
+            version: self.version,
+            lease: self.lease,
+        }
+    }
 }
 
-/// One operation's result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpResponse {
-    /// A put.
-    Put,
-    /// A get: the key, if it exists.
-    Get(Option<Kv>),
-    /// A delete: whether the key existed.
-    Delete(bool),
-    /// A nested transaction.
-    Txn {
-        /// Whether its comparisons held.
-        succeeded: bool,
-        /// Its operations' results.
-        responses: Vec<OpResponse>,
-    },
-}
-
-/// The header of every answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
-    /// The store revision (after a write transaction: the transaction's).
-    pub revision: i64,
-    /// The cluster ID.
-    pub cluster_id: u64,
-    /// The Raft term of the member that answered.
-    pub raft_term: u64,
-}
-
-/// A request the etcd strategy model sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EtcdRequest {
-    /// A linearizable range over the prefix, keys and values.
-    Range,
-    /// `LeaseGrant`.
-    Grant {
-        /// Requested TTL in seconds.
-        ttl_s: i64,
-    },
-    /// One keep-alive of a lease.
-    KeepAlive {
-        /// The lease.
-        lease: i64,
-    },
-    /// `LeaseRevoke`.
-    Revoke {
-        /// The lease.
-        lease: i64,
-    },
-    /// `LeaseTimeToLive`.
-    TimeToLive {
-        /// The lease.
-        lease: i64,
-    },
-    /// A transaction.
-    Txn(Txn),
-}
-
-/// An answer.
+/// What the cluster does with a request: an answer, or one of etcd's refusals.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EtcdResponse {
-    /// The range: every key under the prefix.
-    Range {
-        /// The header.
-        header: Header,
-        /// The keys, in key order.
-        kvs: Vec<(Key, Kv)>,
-    },
-    /// The grant: the new lease and the TTL etcd granted.
-    Granted {
-        /// The header.
-        header: Header,
-        /// The lease ID.
-        lease: i64,
-        /// The granted TTL in seconds.
-        ttl_s: i64,
-    },
-    /// A keep-alive's answer: the lease's TTL, 0 when etcd does not know it.
-    KeptAlive {
-        /// The header.
-        header: Header,
-        /// The TTL in seconds.
-        ttl_s: i64,
-    },
-    /// The revoke: whether the lease existed (etcd answers `requested lease not found`
-    /// otherwise).
-    Revoked {
-        /// The header.
-        header: Header,
-        /// Whether the lease existed.
-        found: bool,
-    },
-    /// A time-to-live answer: whole seconds left, -1 when etcd does not know the lease.
-    TimeToLive {
-        /// The header.
-        header: Header,
-        /// The TTL left in seconds.
-        ttl_s: i64,
-    },
-    /// A transaction's answer.
-    Txn {
-        /// The header.
-        header: Header,
-        /// Whether its comparisons held.
-        succeeded: bool,
-        /// Its operations' results.
-        responses: Vec<OpResponse>,
-    },
+    /// etcd's answer.
+    Answer(EtcdReply),
     /// `etcdserver: requested lease not found`: a transaction put a key onto a lease etcd does
-    /// not know (it ended, or was revoked); nothing of the transaction was applied.
+    /// not know (it ended, or was revoked), or a revoke named one; nothing was applied.
     LeaseNotFound,
     /// The request was for another kind of server.
     WrongServer,
@@ -308,12 +176,12 @@ impl Store {
     /// are held by keys on no lease (another fleet's), written in one transaction.
     fn new(capacity: u16, initialized: bool) -> Self {
         let n = usize::from(MachineId::COUNT);
-        let marker = initialized.then_some(Kv {
+        let marker = initialized.then(|| Kv {
             create_revision: 1,
             mod_revision: 1,
             version: 1,
             lease: 0,
-            value: 0,
+            value: MARKER_VALUE.to_vec(),
         });
         let mut store = Self {
             lease_keys: vec![None; n],
@@ -333,19 +201,19 @@ impl Store {
                     mod_revision: 2,
                     version: 1,
                     lease: 0,
-                    value: 0,
+                    value: b"another fleet".to_vec(),
                 });
             }
         }
         store
     }
 
-    fn get(&self, key: Key) -> Option<Kv> {
+    fn get(&self, key: Key) -> Option<&Kv> {
         match key {
-            Key::Lease(id) => self.lease_keys.get(usize::from(id)).copied().flatten(),
-            Key::Floor(id) => self.floors.get(usize::from(id)).copied().flatten(),
-            Key::Marker => self.marker,
-            Key::HoldOff => self.hold_off,
+            Key::Lease(id) => self.lease_keys.get(usize::from(id))?.as_ref(),
+            Key::Floor(id) => self.floors.get(usize::from(id))?.as_ref(),
+            Key::Marker => self.marker.as_ref(),
+            Key::HoldOff => self.hold_off.as_ref(),
         }
     }
 
@@ -365,20 +233,22 @@ impl Store {
     }
 
     /// Writes `key` at revision `rev`.
-    fn put(&mut self, rev: i64, key: Key, value: u64, lease: i64) {
-        let old = self.get(key);
-        if let Some(old) = old
-            && old.lease != lease
+    fn put(&mut self, rev: i64, key: Key, value: Vec<u8>, lease: i64) {
+        let old = self
+            .get(key)
+            .map(|kv| (kv.create_revision, kv.version, kv.lease));
+        if let Some((_, _, old_lease)) = old
+            && old_lease != lease
         {
-            self.detach(key, old.lease);
+            self.detach(key, old_lease);
         }
         let kv = match old {
-            Some(old) => Kv {
+            Some((create_revision, version, _)) => Kv {
+                create_revision,
                 mod_revision: rev,
-                version: old.version + 1,
+                version: version + 1,
                 lease,
                 value,
-                ..old
             },
             None => Kv {
                 create_revision: rev,
@@ -400,10 +270,10 @@ impl Store {
 
     /// Deletes `key`; whether it existed.
     fn delete(&mut self, key: Key) -> bool {
-        let Some(old) = self.get(key) else {
+        let Some(lease) = self.get(key).map(|kv| kv.lease) else {
             return false;
         };
-        self.detach(key, old.lease);
+        self.detach(key, lease);
         if let Some(slot) = self.slot(key) {
             *slot = None;
         }
@@ -450,24 +320,20 @@ impl Store {
     }
 
     fn compare(&self, c: &Compare) -> bool {
-        let kv = self.get(c.key);
-        let (have, want) = match (c.target, kv) {
+        let kv = Key::parse(&c.key).and_then(|key| self.get(key));
+        let ordering = match (&c.target, kv) {
             // A missing key has no value: a value comparison fails.
             (Target::Value(_), None) => return false,
-            (Target::Value(v), Some(kv)) => (i128::from(kv.value), i128::from(v)),
-            (Target::CreateRevision(v), kv) => (
-                i128::from(kv.map_or(0, |k| k.create_revision)),
-                i128::from(v),
-            ),
-            (Target::ModRevision(v), kv) => {
-                (i128::from(kv.map_or(0, |k| k.mod_revision)), i128::from(v))
-            }
-            (Target::Lease(v), kv) => (i128::from(kv.map_or(0, |k| k.lease)), i128::from(v)),
+            (Target::Value(v), Some(kv)) => kv.value.as_slice().cmp(v.as_slice()),
+            (Target::Version(v), kv) => kv.map_or(0, |k| k.version).cmp(v),
+            (Target::CreateRevision(v), kv) => kv.map_or(0, |k| k.create_revision).cmp(v),
+            (Target::ModRevision(v), kv) => kv.map_or(0, |k| k.mod_revision).cmp(v),
+            (Target::Lease(v), kv) => kv.map_or(0, |k| k.lease).cmp(v),
         };
         match c.op {
-            CompareOp::Equal => have == want,
-            CompareOp::Less => have < want,
-            CompareOp::Greater => have > want,
+            CompareOp::Equal => ordering.is_eq(),
+            CompareOp::Less => ordering.is_lt(),
+            CompareOp::Greater => ordering.is_gt(),
         }
     }
 
@@ -497,12 +363,13 @@ impl Store {
         ops.iter().all(|op| match op {
             TxnOp::Put { lease, .. } => *lease == 0 || self.leases.contains_key(lease),
             TxnOp::Txn(inner) => nested.next().is_some_and(|p| self.leases_known(inner, p)),
-            TxnOp::Get(_) | TxnOp::Delete(_) => true,
+            _ => true,
         })
     }
 
     /// Applies the path's operations at revision `rev`; whether anything changed goes to
-    /// `changed`.
+    /// `changed`. Keys outside the prefix's are not modelled: writes to them change nothing,
+    /// reads find nothing.
     fn apply(&mut self, txn: &Txn, path: &Path, rev: i64, changed: &mut bool) -> Vec<OpResponse> {
         let ops = if path.succeeded {
             &txn.then
@@ -514,15 +381,19 @@ impl Store {
         for op in ops {
             out.push(match op {
                 TxnOp::Put { key, value, lease } => {
-                    self.put(rev, *key, *value, *lease);
-                    *changed = true;
+                    if let Some(key) = Key::parse(key) {
+                        self.put(rev, key, value.clone(), *lease);
+                        *changed = true;
+                    }
                     OpResponse::Put
                 }
-                TxnOp::Get(key) => OpResponse::Get(self.get(*key)),
+                TxnOp::Get(key) => OpResponse::Get(
+                    Key::parse(key).and_then(|key| self.get(key).map(|kv| kv.answer(key))),
+                ),
                 TxnOp::Delete(key) => {
-                    let existed = self.delete(*key);
+                    let existed = Key::parse(key).is_some_and(|key| self.delete(key));
                     *changed |= existed;
-                    OpResponse::Delete(existed)
+                    OpResponse::Delete(i64::from(existed))
                 }
                 TxnOp::Txn(inner) => {
                     let Some(p) = nested.next() else {
@@ -584,6 +455,12 @@ pub struct EtcdServer {
     term: u64,
     next_lease: i64,
     deposed: Option<Deposed>,
+    /// The amnesia guard is off: a restore keeps the cluster ID and the revision counts on, so
+    /// that no client sees the store go back in time.
+    hides_rewind: bool,
+    /// The marker guard is off: the initialization marker is never lost, so that no client
+    /// sees a prefix without it.
+    keeps_marker: bool,
 }
 
 impl EtcdServer {
@@ -601,7 +478,20 @@ impl EtcdServer {
             term: 2,
             next_lease: FIRST_LEASE,
             deposed: None,
+            hides_rewind: false,
+            keeps_marker: false,
         }
+    }
+
+    /// The same cluster as the guards that lease-etcd has no switch for see it: with the amnesia
+    /// guard off it never shows a client that it went back in time (a restore keeps the cluster
+    /// ID and counts revisions on), with the marker checked off it never loses the marker (a
+    /// wipe or a restore to an empty store keeps it), as a store before either check existed.
+    #[must_use]
+    pub const fn with_guards(mut self, guards: Guards) -> Self {
+        self.hides_rewind = !guards.amnesia;
+        self.keeps_marker = !guards.marker_checked();
+        self
     }
 
     /// The store revision.
@@ -678,11 +568,11 @@ impl EtcdServer {
             new_cluster_id,
         } = recovery
         {
-            let restored = if from_backup {
+            let mut restored = if from_backup {
                 self.backup.clone()
             } else {
                 // An empty data directory: no marker either.
-                Store::new(self.capacity, false)
+                Store::new(self.capacity, self.keeps_marker)
             };
             forgotten = self
                 .store
@@ -690,10 +580,13 @@ impl EtcdServer {
                 .keys()
                 .filter(|l| !restored.leases.contains_key(l))
                 .count();
+            if self.hides_rewind {
+                restored.revision = restored.revision.max(self.store.revision);
+            }
             self.store = restored;
             self.backup = self.store.clone();
             self.backup_at = now;
-            if new_cluster_id {
+            if new_cluster_id && !self.hides_rewind {
                 self.cluster_id = self
                     .cluster_id
                     .wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -728,13 +621,37 @@ impl EtcdServer {
             .leases
             .get(lease)
             .filter(|l| l.expires_at > now)?;
-        Some(EtcdResponse::KeptAlive {
-            header: Header {
+        Some(EtcdResponse::Answer(EtcdReply::KeptAlive {
+            header: Some(Header {
                 raft_term: deposed.term,
                 ..self.header()
-            },
+            }),
             ttl_s: entry.ttl_s,
-        })
+        }))
+    }
+
+    /// Every key under the prefix, in the model's order (leases, floors, marker, hold-off).
+    fn range(&self) -> Vec<KeyValue> {
+        let lease_keys = self
+            .store
+            .lease_keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, kv)| {
+                kv.as_ref()
+                    .map(|kv| kv.answer(Key::Lease(machine_id(i).get())))
+            });
+        let floors = self.store.floors.iter().enumerate().filter_map(|(i, kv)| {
+            kv.as_ref()
+                .map(|kv| kv.answer(Key::Floor(machine_id(i).get())))
+        });
+        let marker = [
+            (Key::Marker, self.store.marker.as_ref()),
+            (Key::HoldOff, self.store.hold_off.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(key, kv)| kv.map(|kv| kv.answer(key)));
+        lease_keys.chain(floors).chain(marker).collect()
     }
 
     /// Applies one request at `now` (the leader's monotonic clock, in ms).
@@ -744,32 +661,12 @@ impl EtcdServer {
             self.backup = self.store.clone();
             self.backup_at = now;
         }
-        match request {
-            EtcdRequest::Range => {
-                let lease_keys = self
-                    .store
-                    .lease_keys
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, kv)| kv.map(|kv| (Key::Lease(machine_id(i).get()), kv)));
-                let floors = self
-                    .store
-                    .floors
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, kv)| kv.map(|kv| (Key::Floor(machine_id(i).get()), kv)));
-                let marker = [
-                    (Key::Marker, self.store.marker),
-                    (Key::HoldOff, self.store.hold_off),
-                ]
-                .into_iter()
-                .filter_map(|(key, kv)| kv.map(|kv| (key, kv)));
-                let kvs = lease_keys.chain(floors).chain(marker).collect();
-                EtcdResponse::Range {
-                    header: self.header(),
-                    kvs,
-                }
-            }
+        let reply = match request {
+            // Only the prefix lease-etcd uses by default is modelled.
+            EtcdRequest::Range { .. } => EtcdReply::Range {
+                header: Some(self.header()),
+                kvs: self.range(),
+            },
             EtcdRequest::Grant { ttl_s } => {
                 let ttl_s = ttl_s.max(MIN_TTL_S);
                 let lease = self.next_lease;
@@ -785,10 +682,10 @@ impl EtcdServer {
                     },
                 );
                 self.store.expiries.insert((expires_at, lease));
-                EtcdResponse::Granted {
-                    header: self.header(),
+                EtcdReply::Granted {
                     lease,
                     ttl_s,
+                    error: String::new(),
                 }
             }
             EtcdRequest::KeepAlive { lease } => {
@@ -801,26 +698,22 @@ impl EtcdServer {
                     }
                     None => 0,
                 };
-                EtcdResponse::KeptAlive {
-                    header: self.header(),
+                EtcdReply::KeptAlive {
+                    header: Some(self.header()),
                     ttl_s,
                 }
             }
             EtcdRequest::Revoke { lease } => {
-                let found = self.store.revoke(lease);
-                EtcdResponse::Revoked {
-                    header: self.header(),
-                    found,
+                if !self.store.revoke(lease) {
+                    return EtcdResponse::LeaseNotFound;
                 }
+                EtcdReply::Revoked
             }
             EtcdRequest::TimeToLive { lease } => {
                 let ttl_s = self.store.leases.get(&lease).map_or(-1, |entry| {
                     i64::try_from(entry.expires_at.saturating_sub(now) / 1000).unwrap_or(i64::MAX)
                 });
-                EtcdResponse::TimeToLive {
-                    header: self.header(),
-                    ttl_s,
-                }
+                EtcdReply::TimeToLive { ttl_s }
             }
             EtcdRequest::Txn(txn) => {
                 let path = self.store.decide(&txn);
@@ -833,13 +726,15 @@ impl EtcdServer {
                 if changed {
                     self.store.revision = rev;
                 }
-                EtcdResponse::Txn {
-                    header: self.header(),
+                EtcdReply::Txn {
+                    header: Some(self.header()),
                     succeeded: path.succeeded,
                     responses,
                 }
             }
-        }
+            _ => return EtcdResponse::WrongServer,
+        };
+        EtcdResponse::Answer(reply)
     }
 
     /// Revokes the lease `id`'s key is attached to, as its TTL running out would (a key on no
@@ -847,9 +742,9 @@ impl EtcdServer {
     pub fn expire(&mut self, now: u64, id: MachineId) {
         self.advance(now);
         let key = Key::Lease(id.get());
-        match self.store.get(key) {
-            Some(kv) if kv.lease != 0 => {
-                self.store.revoke(kv.lease);
+        match self.store.get(key).map(|kv| kv.lease) {
+            Some(lease) if lease != 0 => {
+                self.store.revoke(lease);
             }
             Some(_) => {
                 self.store.revision += 1;
@@ -867,21 +762,22 @@ impl EtcdServer {
             return false;
         }
         let key = Key::Lease(id.get());
-        let Some(kv) = self.store.get(key) else {
+        let Some(lease) = self.store.get(key).map(|kv| kv.lease) else {
             return false;
         };
         self.store.revision += 1;
         self.store.delete(key);
-        if kv.lease != 0 {
-            self.store.revoke(kv.lease);
+        if lease != 0 {
+            self.store.revoke(lease);
         }
         true
     }
 
     /// `etcdctl del --prefix` at `now`, in one revision: the lease and floor keys of the IDs the
     /// prefix offers, the initialization marker and the hold-off key (the keys that hold IDs
-    /// from the capacity on stay: they model another fleet, not this one's data). The etcd
-    /// leases live on, holding nothing. Returns how many IDs were held.
+    /// from the capacity on stay: they model another fleet, not this one's data; with the
+    /// marker checked off the marker stays too). The etcd leases live on, holding nothing.
+    /// Returns how many IDs were held.
     pub fn wipe(&mut self, now: u64) -> usize {
         self.advance(now);
         let held = self.held(now).len();
@@ -892,7 +788,10 @@ impl EtcdServer {
                 [Key::Lease(id), Key::Floor(id)]
             })
             .collect();
-        keys.extend([Key::Marker, Key::HoldOff]);
+        keys.push(Key::HoldOff);
+        if !self.keeps_marker {
+            keys.push(Key::Marker);
+        }
         let mut changed = false;
         for key in keys {
             changed |= self.store.delete(key);
@@ -916,607 +815,224 @@ impl EtcdServer {
         self.store.lease_keys[..capacity]
             .iter()
             .enumerate()
-            .filter(|(_, kv)| kv.is_some_and(|kv| kv.lease == 0 || self.store.live(kv.lease, now)))
+            .filter(|(_, kv)| {
+                kv.as_ref()
+                    .is_some_and(|kv| kv.lease == 0 || self.store.live(kv.lease, now))
+            })
             .map(|(i, _)| machine_id(i))
             .collect()
     }
 
-    /// The floor stored with `id` (0 when none).
+    /// The floor stored with `id` (0 when none or unreadable).
     #[must_use]
     pub fn floor(&self, id: MachineId) -> u64 {
         self.store
             .get(Key::Floor(id.get()))
-            .map_or(0, |kv| kv.value)
+            .and_then(|kv| std::str::from_utf8(&kv.value).ok()?.parse().ok())
+            .unwrap_or(0)
     }
 }
 
-/// What this strategy last saw of the store, for the amnesia check.
-#[derive(Debug, Default)]
-struct Seen {
-    cluster_id: Option<u64>,
-    /// The highest revision of a range or transaction answer.
-    revision: i64,
-    /// When (client ms) the store was seen to go back in time.
-    rewound: Option<u64>,
-}
-
-/// The free IDs of one range: `(id, stored floor, floor key's mod revision)`, 0 when absent.
-type Free = Vec<(u16, u64, i64)>;
-
-/// What one range of the prefix found.
-#[derive(Debug, Default)]
-struct Snapshot {
-    /// The free IDs.
-    free: Free,
-    /// Whether the initialization marker exists.
-    initialized: bool,
-    /// The etcd lease of the hold-off key, when it exists.
-    hold_off: Option<i64>,
-}
-
-/// The `lease-etcd` strategy's client logic over a [`Link`] to an [`EtcdServer`].
+/// lease-etcd's transport in the simulation: each request over a [`Link`], the link's clock
+/// (the node's) for the client's timers, and a random source seeded by the run.
 #[derive(Debug)]
-pub struct EtcdModel<L> {
+pub struct SimTransport<L> {
     link: L,
-    guards: Guards,
-    max_lease: Duration,
     rng: Mutex<Rng>,
-    seen: Mutex<Seen>,
 }
 
-/// The lease handle's token: the etcd lease ID and the key's create revision.
-fn token(lease: i64, revision: i64) -> u128 {
-    (u128::from(lease.cast_unsigned()) << 64) | u128::from(revision.cast_unsigned())
-}
-
-/// The etcd lease ID and create revision of a handle.
-fn parts(lease: &ModelLease) -> (i64, i64) {
-    let high = u64::try_from(lease.token >> 64).unwrap_or(0);
-    let low = u64::try_from(lease.token & u128::from(u64::MAX)).unwrap_or(0);
-    (high.cast_signed(), low.cast_signed())
-}
-
-fn lost(id: MachineId, why: &str) -> Failure {
-    Failure::new(
-        ErrorKind::Lost,
-        format!(
-            "lease on machine id {id} is gone ({why}): stop using the id and acquire a new one"
-        ),
-    )
-}
-
-impl<L: Link> EtcdModel<L> {
-    /// A strategy with `guards` and `max_lease_duration` = `max_lease` (also the amnesia
-    /// hold-off), its random choices drawn from `seed`.
-    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
+impl<L: Link> SimTransport<L> {
+    /// Requests over `link`, random numbers from `seed`.
+    pub fn new(link: L, seed: u64) -> Self {
         Self {
             link,
-            guards,
-            max_lease: max_lease.max(Duration::from_secs(1)),
             rng: Mutex::new(Rng::new(seed)),
-            seen: Mutex::new(Seen::default()),
+        }
+    }
+}
+
+/// A gRPC status as etcd answers it.
+fn status(code: tonic::Code, message: &str) -> TransportError {
+    TransportError::Failed(etcd_client::Error::GRpcStatus(tonic::Status::new(
+        code, message,
+    )))
+}
+
+impl<L: Link> Transport for SimTransport<L> {
+    fn exchange(
+        &self,
+        request: EtcdRequest,
+    ) -> impl Future<Output = Result<EtcdReply, TransportError>> + Send {
+        let reply = self.link.exchange(Request::Etcd(request));
+        async move {
+            match reply.await {
+                Ok(Reply::Etcd(EtcdResponse::Answer(reply))) => Ok(reply),
+                Ok(Reply::Etcd(EtcdResponse::LeaseNotFound)) => Err(status(
+                    tonic::Code::NotFound,
+                    "etcdserver: requested lease not found",
+                )),
+                Ok(_) => Err(status(
+                    tonic::Code::Unimplemented,
+                    "unknown service etcdserverpb.KV",
+                )),
+                Err(e) => Err(TransportError::Failed(etcd_client::Error::IoError(
+                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, e.to_string()),
+                ))),
+            }
         }
     }
 
-    fn rng(&self) -> MutexGuard<'_, Rng> {
-        self.rng.lock().unwrap_or_else(PoisonError::into_inner)
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.link.now_ms())
     }
 
-    fn seen(&self) -> MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    fn random(&self) -> u64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64()
+    }
+}
+
+/// lease-etcd's strategy over `link`, with `max_lease_duration` = `max_lease`, the clock offset
+/// the simulation's amnesia hold-off allows for, and its random choices drawn from `seed`.
+///
+/// # Panics
+/// Never: the options are in range.
+pub fn strategy<L: Link>(link: L, max_lease: Duration, seed: u64) -> EtcdStrategy<SimTransport<L>> {
+    let options = EtcdOptions::new(["http://etcd.sim:2379"])
+        .with_max_lease_duration(max_lease.max(Duration::from_secs(1)))
+        .with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS));
+    EtcdStrategy::with_transport(SimTransport::new(link, seed), options)
+        .unwrap_or_else(|e| panic!("the simulation's etcd options: {e}"))
+}
+
+/// The etcd leases one run hands out, by the simulation's handle: every node's client finds
+/// the lease of a handle it resumes from its cache, whichever process acquired it.
+pub type Handles = Arc<Mutex<BTreeMap<u128, EtcdLease>>>;
+
+/// lease-etcd's [`EtcdStrategy`] over a [`SimTransport`], its leases as the simulation's
+/// handles (the token is the etcd lease ID and the key's create revision), with the guard
+/// switches lease-etcd has none for: the floor off sends floors and clock as 0 and reports 0
+/// with every grant; the release guard off deletes the released key (if the create revision
+/// is still this lease's) once the release is done. The amnesia and marker switches are the
+/// server's ([`EtcdServer::with_guards`]).
+#[derive(Debug)]
+pub struct EtcdClient<L> {
+    strategy: EtcdStrategy<SimTransport<L>>,
+    guards: Guards,
+    handles: Handles,
+}
+
+impl<L: Link> EtcdClient<L> {
+    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its random
+    /// choices drawn from `seed`, its handles in `handles`.
+    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64, handles: Handles) -> Self {
+        Self {
+            strategy: strategy(link, max_lease, seed),
+            guards,
+            handles,
+        }
     }
 
-    async fn call(&self, request: EtcdRequest) -> Result<EtcdResponse, Failure> {
-        match self.link.exchange(Request::Etcd(request)).await {
-            Ok(
-                Reply::Etcd(EtcdResponse::WrongServer)
-                | Reply::Sql(_)
-                | Reply::Redis(_)
-                | Reply::Slept,
-            ) => Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "not an etcd cluster",
-            )),
-            Ok(Reply::Etcd(EtcdResponse::LeaseNotFound)) => Err(Failure::new(
+    fn handles(&self) -> MutexGuard<'_, BTreeMap<u128, EtcdLease>> {
+        self.handles.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The handle of `lease`, recorded.
+    fn handle(&self, lease: EtcdLease) -> ModelLease {
+        let token = (u128::from(lease.etcd_lease_id().cast_unsigned()) << 64)
+            | u128::from(lease.revision().cast_unsigned());
+        let id = lease.machine_id();
+        self.handles().insert(token, lease);
+        ModelLease { id, token }
+    }
+
+    /// The lease of `handle`.
+    fn lease(&self, handle: &ModelLease) -> Result<EtcdLease, Failure> {
+        self.handles().get(&handle.token).cloned().ok_or_else(|| {
+            Failure::new(
                 ErrorKind::Other,
-                "etcdserver: requested lease not found",
-            )),
-            Ok(Reply::Etcd(reply)) => Ok(reply),
-            Err(e) => Err(Failure::new(
-                ErrorKind::Retry,
-                format!("etcd request failed: {e}"),
-            )),
-        }
-    }
-
-    fn unexpected(reply: &EtcdResponse) -> Failure {
-        Failure::new(ErrorKind::Other, format!("unexpected answer {reply:?}"))
-    }
-
-    /// `revision_before`.
-    fn revision_before(&self) -> i64 {
-        self.seen().revision
-    }
-
-    /// `observe`: the header of a range or transaction sent when the highest revision seen was
-    /// `before`.
-    fn observe(&self, before: i64, header: &Header) {
-        if !self.guards.amnesia {
-            return;
-        }
-        let now = self.link.now_ms();
-        let mut seen = self.seen();
-        if let Some(previous) = seen.cluster_id.replace(header.cluster_id)
-            && previous != header.cluster_id
-        {
-            seen.rewound = Some(now);
-            seen.revision = header.revision;
-            return;
-        }
-        if header.revision < before {
-            seen.rewound = Some(now);
-            seen.revision = header.revision;
-            return;
-        }
-        seen.revision = seen.revision.max(header.revision);
-    }
-
-    /// `check_rewound`.
-    fn check_rewound(&self) -> Result<(), Failure> {
-        let now = self.link.now_ms();
-        let mut seen = self.seen();
-        if let Some(at) = seen.rewound {
-            if now.saturating_sub(at) < millis(self.max_lease) {
-                return Err(Failure::new(
-                    ErrorKind::Retry,
-                    "the etcd store went back in time: acquisition holds off for the longest lease",
-                ));
-            }
-            seen.rewound = None;
-        }
-        Ok(())
-    }
-
-    /// A transaction, its answer recorded for the amnesia check.
-    async fn txn(&self, txn: Txn) -> Result<(bool, Vec<OpResponse>, Header), Failure> {
-        let before = self.revision_before();
-        match self.call(EtcdRequest::Txn(txn)).await? {
-            EtcdResponse::Txn {
-                header,
-                succeeded,
-                responses,
-            } => {
-                self.observe(before, &header);
-                Ok((succeeded, responses, header))
-            }
-            other => Err(Self::unexpected(&other)),
-        }
-    }
-
-    /// One range of the prefix.
-    async fn read(&self) -> Result<Snapshot, Failure> {
-        let before = self.revision_before();
-        let reply = self.call(EtcdRequest::Range).await?;
-        let EtcdResponse::Range { header, kvs } = reply else {
-            return Err(Self::unexpected(&reply));
-        };
-        self.observe(before, &header);
-        let n = usize::from(MachineId::COUNT);
-        let mut held = vec![false; n];
-        let mut stored = vec![(0, 0); n];
-        let mut snapshot = Snapshot::default();
-        for (key, kv) in kvs {
-            match key {
-                Key::Lease(id) => held[usize::from(id)] = true,
-                Key::Floor(id) => stored[usize::from(id)] = (kv.value, kv.mod_revision),
-                Key::Marker => snapshot.initialized = true,
-                Key::HoldOff => snapshot.hold_off = Some(kv.lease),
-            }
-        }
-        snapshot.free = (0..n)
-            .filter(|&i| !held[i])
-            .map(|i| (machine_id(i).get(), stored[i].0, stored[i].1))
-            .collect();
-        Ok(snapshot)
-    }
-
-    /// The amnesia hold-off in whole seconds, rounded up.
-    fn hold_off_seconds(&self) -> i64 {
-        let ms = super::amnesia_hold_off_ms(millis(self.max_lease));
-        i64::try_from(ms.div_ceil(1000).max(1)).unwrap_or(i64::MAX)
-    }
-
-    fn not_initialized(remaining_s: i64) -> Failure {
-        Failure::new(
-            ErrorKind::Retry,
-            format!(
-                "the prefix was found without its initialization marker: acquisition is held \
-                 off for {remaining_s} s more"
-            ),
-        )
-    }
-
-    /// `held_off`: the answer to an acquire while the hold-off key, on etcd lease `lease`,
-    /// exists, or `None` when that lease ended since the read (read again).
-    async fn held_off(&self, lease: i64) -> Result<Option<Failure>, Failure> {
-        if lease == 0 {
-            return Ok(Some(Self::not_initialized(i64::MAX)));
-        }
-        match self.call(EtcdRequest::TimeToLive { lease }).await? {
-            EtcdResponse::TimeToLive { ttl_s, .. } if ttl_s < 0 => Ok(None),
-            EtcdResponse::TimeToLive { ttl_s, .. } => Ok(Some(Self::not_initialized(ttl_s.max(1)))),
-            other => Err(Self::unexpected(&other)),
-        }
-    }
-
-    /// `begin_hold_off`: if there is still neither marker nor hold-off key, writes the hold-off
-    /// key on a new etcd lease of the amnesia hold-off and the marker, in one transaction. Its
-    /// answer to the acquire, or `None` when another node began a hold-off or initialized the
-    /// prefix since the read (read again).
-    async fn begin_hold_off(&self) -> Result<Option<Failure>, Failure> {
-        let (lease, granted) = self.grant(self.hold_off_seconds()).await?;
-        let absent = |key| Compare::new(key, CompareOp::Equal, Target::CreateRevision(0));
-        let txn = Txn {
-            when: vec![absent(Key::Marker), absent(Key::HoldOff)],
-            then: vec![
-                TxnOp::Put {
-                    key: Key::HoldOff,
-                    value: 0,
-                    lease,
-                },
-                TxnOp::Put {
-                    key: Key::Marker,
-                    value: 0,
-                    lease: 0,
-                },
-            ],
-            otherwise: Vec::new(),
-        };
-        // An uncertain answer may have written the hold-off key: its etcd lease is left to its
-        // TTL, since a revoke would end the hold-off at once.
-        let (succeeded, _, _) = self.txn(txn).await?;
-        if succeeded {
-            let seconds = i64::try_from(granted.as_secs()).unwrap_or(i64::MAX);
-            return Ok(Some(Self::not_initialized(seconds)));
-        }
-        // Not revoked on "failed" either, as lease-etcd: that answer may be a duplicate's, after
-        // the first delivery wrote the hold-off key onto this lease.
-        Ok(None)
-    }
-
-    /// `acquire_seconds`: the request, at most the longest lease, in whole seconds rounded down.
-    fn acquire_seconds(&self, requested: Duration) -> Result<i64, Failure> {
-        let seconds = requested.min(self.max_lease).as_secs();
-        if seconds == 0 {
-            return Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "requested lease duration must be at least 1 s: etcd leases are whole seconds",
-            ));
-        }
-        Ok(i64::try_from(seconds).unwrap_or(i64::MAX))
-    }
-
-    async fn grant(&self, seconds: i64) -> Result<(i64, Duration), Failure> {
-        match self.call(EtcdRequest::Grant { ttl_s: seconds }).await? {
-            EtcdResponse::Granted { lease, ttl_s, .. } if ttl_s > 0 => Ok((
-                lease,
-                Duration::from_secs(u64::try_from(ttl_s).unwrap_or(0)),
-            )),
-            other => Err(Self::unexpected(&other)),
-        }
-    }
-
-    /// `revoke_quietly`: best effort, the answer ignored.
-    async fn revoke_quietly(&self, lease: i64) {
-        let _ = self.call(EtcdRequest::Revoke { lease }).await;
-    }
-
-    /// `acquire_inner`, preferring an ID whose floor is below `now_ms` and raising the
-    /// claimed one's to `floor_ms`.
-    async fn claim(
-        &self,
-        requested: Duration,
-        now_ms: u64,
-        floor_ms: u64,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        let seconds = self.acquire_seconds(requested)?;
-        let mut granted = None;
-        let result = self
-            .claim_loop(seconds, now_ms, floor_ms, &mut granted)
-            .await;
-        if result.is_err()
-            && let Some((lease, _)) = granted
-        {
-            // Nothing of ours uses it: an uncertain claim's key goes with it.
-            self.revoke_quietly(lease).await;
-        }
-        result
-    }
-
-    async fn claim_loop(
-        &self,
-        seconds: i64,
-        now_ms: u64,
-        floor_ms: u64,
-        granted: &mut Option<(i64, Duration)>,
-    ) -> Result<Grant<ModelLease>, Failure> {
-        let marker = self.guards.marker_checked();
-        for _ in 0..ACQUIRE_ATTEMPTS {
-            let Snapshot {
-                free,
-                initialized,
-                hold_off,
-            } = self.read().await?;
-            if self.guards.amnesia {
-                self.check_rewound()?;
-            }
-            // The prefix may have lost keys of IDs that running nodes still use: no claim
-            // until every such lease has ended.
-            if marker && let Some(hold_off_lease) = hold_off {
-                match self.held_off(hold_off_lease).await? {
-                    Some(held_off) => return Err(held_off),
-                    None => continue,
-                }
-            }
-            if marker && !initialized {
-                match self.begin_hold_off().await? {
-                    Some(held_off) => return Err(held_off),
-                    None => continue,
-                }
-            }
-            let picked = pick(&free, |f| f.1, now_ms, &mut self.rng());
-            let Some((id, stored, floor_revision)) = picked else {
-                return Err(Failure::new(
-                    ErrorKind::Exhausted,
-                    format!(
-                        "all {} machine ids under the prefix are leased",
-                        MachineId::COUNT
-                    ),
-                ));
-            };
-            let (lease, ttl) = match *granted {
-                Some(granted) => granted,
-                None => *granted.insert(self.grant(seconds).await?),
-            };
-            let mut when = vec![Compare::new(
-                Key::Lease(id),
-                CompareOp::Equal,
-                Target::CreateRevision(0),
-            )];
-            if marker {
-                // Decided with the claim: the prefix is initialized and not held off.
-                when.extend([
-                    Compare::new(Key::Marker, CompareOp::Greater, Target::CreateRevision(0)),
-                    Compare::new(Key::HoldOff, CompareOp::Equal, Target::CreateRevision(0)),
-                ]);
-            }
-            let mut then = vec![TxnOp::Put {
-                key: Key::Lease(id),
-                value: 0,
-                lease,
-            }];
-            // The floor read above, unchanged: the grant reports exactly what was stored.
-            when.push(Compare::new(
-                Key::Floor(id),
-                CompareOp::Equal,
-                Target::ModRevision(floor_revision),
-            ));
-            if floor_revision == 0 || floor_ms > stored {
-                then.push(TxnOp::Put {
-                    key: Key::Floor(id),
-                    value: stored.max(floor_ms),
-                    lease: 0,
-                });
-            }
-            let txn = Txn {
-                when,
-                then,
-                otherwise: Vec::new(),
-            };
-            let (succeeded, _, header) = self.txn(txn).await?;
-            if !succeeded {
-                // Another node claimed it (or its floor moved) since the read: read again.
-                continue;
-            }
-            // Every write of one transaction has its revision: the key's create revision.
-            let id = machine_id(usize::from(id));
-            let handle = ModelLease {
-                id,
-                token: token(lease, header.revision),
-            };
-            return Ok(Grant::new(id, handle, ttl).with_floor(self.guards.floor_ms(stored)));
-        }
-        Err(Failure::new(
-            ErrorKind::Conflict,
-            "lost the race for a free machine id 3 times in a row",
-        ))
-    }
-
-    /// `keep_alive`: the stream's opening keep-alive, then the one whose answer gives the TTL
-    /// and the term.
-    async fn keep_alive(&self, handle: &ModelLease) -> Result<(Duration, u64), Failure> {
-        let (lease, _) = parts(handle);
-        let mut answer = (0, 0);
-        for _ in 0..2 {
-            match self.call(EtcdRequest::KeepAlive { lease }).await? {
-                EtcdResponse::KeptAlive { ttl_s, .. } if ttl_s <= 0 => {
-                    return Err(lost(handle.id, "its etcd lease expired or was revoked"));
-                }
-                EtcdResponse::KeptAlive { header, ttl_s } => answer = (ttl_s, header.raft_term),
-                other => return Err(Self::unexpected(&other)),
-            }
-        }
-        let (ttl_s, term) = answer;
-        Ok((Duration::from_secs(u64::try_from(ttl_s).unwrap_or(0)), term))
-    }
-
-    /// `renew_inner`, raising the floor to `floor_ms`.
-    async fn renew_inner(
-        &self,
-        handle: &ModelLease,
-        floor_ms: u64,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let (ttl, keep_alive_term) = self.keep_alive(handle).await?;
-        let id = handle.id.get();
-        let then = vec![
-            TxnOp::Get(Key::Floor(id)),
-            TxnOp::Txn(raise_floor(id, floor_ms)),
-        ];
-        let txn = Txn {
-            when: ours(handle),
-            then,
-            otherwise: vec![TxnOp::Get(Key::Lease(id))],
-        };
-        let (succeeded, responses, header) = self.txn(txn).await?;
-        if !succeeded {
-            let why = match responses.first() {
-                Some(OpResponse::Get(None)) => "its key was deleted",
-                Some(OpResponse::Get(Some(_))) => "its key now belongs to another etcd lease",
-                _ => return Err(Failure::new(ErrorKind::Other, "unexpected proof answer")),
-            };
-            // The etcd lease is alive but holds nothing of ours any more.
-            self.revoke_quietly(parts(handle).0).await;
-            return Err(lost(handle.id, why));
-        }
-        if keep_alive_term != header.raft_term {
-            return Err(Failure::new(
-                ErrorKind::Retry,
-                format!(
-                    "the leader changed during the renewal of machine id {} (keep-alive in raft \
-                     term {keep_alive_term}, ownership proof in term {}): try again",
-                    handle.id, header.raft_term
-                ),
-            ));
-        }
-        Ok(Renewal::new(*handle, ttl))
-    }
-
-    /// `release_inner`, setting the floor to `floor_ms`. With the release guard switched off
-    /// the key is deleted instead of moved onto a guard lease.
-    async fn release_inner(
-        &self,
-        handle: &ModelLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), Failure> {
-        let id = handle.id.get();
-        let guard_lease = if self.guards.release_guard {
-            // Rounded up: the ID stays blocked at least `guard`.
-            let seconds = guard.as_secs() + u64::from(guard.subsec_nanos() > 0);
-            let seconds = i64::try_from(seconds.max(1)).unwrap_or(i64::MAX);
-            Some(self.grant(seconds).await?.0)
-        } else {
-            None
-        };
-        let key = match guard_lease {
-            Some(lease) => TxnOp::Put {
-                key: Key::Lease(id),
-                value: 0,
-                lease,
-            },
-            None => TxnOp::Delete(Key::Lease(id)),
-        };
-        let floor = TxnOp::Put {
-            key: Key::Floor(id),
-            value: floor_ms,
-            lease: 0,
-        };
-        // Not ours any more (expired, taken over): only raise the floor, so what was issued
-        // under the lease is known; the lease manager releases a lost lease too.
-        let otherwise = vec![TxnOp::Txn(raise_floor(id, floor_ms))];
-        let txn = Txn {
-            when: ours(handle),
-            then: vec![key, floor],
-            otherwise,
-        };
-        // An uncertain answer may have moved the key onto the guard lease: leave both leases
-        // to their TTLs rather than free the ID early.
-        // The guard lease is left to expire even on "not ours" (it may be a duplicate's answer,
-        // after the first delivery moved the key onto it), as lease-etcd does.
-        self.txn(txn).await?;
-        self.revoke_quietly(parts(handle).0).await;
-        Ok(())
+                format!("no etcd lease was handed out as {:x}", handle.token),
+            )
+        })
     }
 }
 
-/// The comparisons that prove `handle` still holds its key.
-fn ours(handle: &ModelLease) -> Vec<Compare> {
-    let (lease, revision) = parts(handle);
-    let key = Key::Lease(handle.id.get());
-    vec![
-        Compare::new(key, CompareOp::Equal, Target::Lease(lease)),
-        Compare::new(key, CompareOp::Equal, Target::CreateRevision(revision)),
-    ]
-}
-
-/// A nested transaction that sets `id`'s floor to `floor_ms` if it is absent or lower.
-fn raise_floor(id: u16, floor_ms: u64) -> Txn {
-    let key = Key::Floor(id);
-    let put = TxnOp::Put {
-        key,
-        value: floor_ms,
-        lease: 0,
-    };
-    let create = Txn {
-        when: vec![Compare::new(
-            key,
-            CompareOp::Equal,
-            Target::CreateRevision(0),
-        )],
-        then: vec![put.clone()],
-        otherwise: Vec::new(),
-    };
-    Txn {
-        when: vec![Compare::new(key, CompareOp::Less, Target::Value(floor_ms))],
-        then: vec![put],
-        otherwise: vec![TxnOp::Txn(create)],
-    }
-}
-
-impl<L: Link> Strategy for EtcdModel<L> {
+impl<L: Link> Strategy for EtcdClient<L> {
     type Lease = ModelLease;
     type Error = Failure;
 
     async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
         let guards = self.guards;
-        self.claim(
+        let request = Acquire::new(
             request.requested,
             guards.floor_ms(request.now_ms),
             guards.floor_ms(request.floor_ms),
-        )
-        .await
+        );
+        let grant = self
+            .strategy
+            .acquire(request)
+            .await
+            .map_err(|e| Failure::from_error(&e))?;
+        let floor = guards.floor_ms(grant.floor_ms);
+        let mut grant = grant.map_lease(|lease| self.handle(lease));
+        grant.floor_ms = floor;
+        Ok(grant)
     }
 
-    /// etcd keeps a lease's TTL: the duration asked for is not used.
     async fn renew(
         &self,
-        lease: &ModelLease,
+        handle: &ModelLease,
         request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        self.renew_inner(lease, self.guards.floor_ms(request.floor_ms))
+        let lease = self.lease(handle)?;
+        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
+        let renewal = self
+            .strategy
+            .renew(&lease, request)
             .await
+            .map_err(|e| Failure::from_error(&e))?;
+        Ok(renewal.map_lease(|lease| self.handle(lease)))
     }
 
-    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
+    async fn release(&self, handle: &ModelLease, request: Release) -> Result<(), Failure> {
+        let lease = self.lease(handle)?;
         let floor_ms = self.guards.floor_ms(request.floor_ms);
-        self.release_inner(lease, request.guard, floor_ms).await
-    }
-
-    /// `EtcdStrategy::check_terms`: leases whose whole-second grants fall below the minimum
-    /// TTL are refused.
-    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        let asked = terms.lease_duration.min(self.max_lease);
-        if Duration::from_secs(asked.as_secs()) < terms.min_ttl {
-            return Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "leases would be granted below the lease manager's min_ttl",
-            ));
+        self.strategy
+            .release(&lease, Release::new(request.guard, floor_ms))
+            .await
+            .map_err(|e| Failure::from_error(&e))?;
+        if !self.guards.release_guard {
+            // As a store without a guard: the ID is free at once.
+            let key = Key::Lease(lease.machine_id().get()).name();
+            let txn = Txn {
+                when: vec![Compare::new(
+                    key.clone(),
+                    CompareOp::Equal,
+                    Target::CreateRevision(lease.revision()),
+                )],
+                then: vec![TxnOp::Delete(key)],
+                otherwise: Vec::new(),
+            };
+            // Best effort: a lost delete leaves the guard in place, as with the guard on.
+            let _ = self
+                .strategy
+                .transport()
+                .exchange(EtcdRequest::Txn(txn))
+                .await;
         }
         Ok(())
     }
 
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
+        self.strategy
+            .check_terms(terms)
+            .map_err(|e| Failure::from_error(&e))
+    }
+
     fn profile(&self) -> Profile {
-        self.guards.profile("etcd-model")
+        self.guards.profile(self.strategy.profile().name)
     }
 }
 
@@ -1525,34 +1041,101 @@ mod tests {
     use super::*;
 
     fn claim(id: u16, lease: i64) -> EtcdRequest {
+        let key = Key::Lease(id).name();
         EtcdRequest::Txn(Txn {
             when: vec![Compare::new(
-                Key::Lease(id),
+                key.clone(),
                 CompareOp::Equal,
                 Target::CreateRevision(0),
             )],
             then: vec![TxnOp::Put {
-                key: Key::Lease(id),
-                value: 0,
+                key,
+                value: b"token".to_vec(),
                 lease,
             }],
             otherwise: Vec::new(),
         })
     }
 
+    /// A nested transaction that sets `id`'s floor to `floor` if it is absent or lower, as
+    /// lease-etcd sends it.
+    fn raise_floor(id: u16, floor: u64) -> Txn {
+        let key = Key::Floor(id).name();
+        let value = format!("{floor:020}").into_bytes();
+        let put = TxnOp::Put {
+            key: key.clone(),
+            value: value.clone(),
+            lease: 0,
+        };
+        let create = Txn {
+            when: vec![Compare::new(
+                key.clone(),
+                CompareOp::Equal,
+                Target::CreateRevision(0),
+            )],
+            then: vec![put.clone()],
+            otherwise: Vec::new(),
+        };
+        Txn {
+            when: vec![Compare::new(key, CompareOp::Less, Target::Value(value))],
+            then: vec![put],
+            otherwise: vec![TxnOp::Txn(create)],
+        }
+    }
+
+    fn answer(response: EtcdResponse) -> EtcdReply {
+        match response {
+            EtcdResponse::Answer(reply) => reply,
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn grant(s: &mut EtcdServer, now: u64, ttl_s: i64) -> (i64, i64) {
-        match s.handle(now, EtcdRequest::Grant { ttl_s }) {
-            EtcdResponse::Granted { lease, ttl_s, .. } => (lease, ttl_s),
+        match answer(s.handle(now, EtcdRequest::Grant { ttl_s })) {
+            EtcdReply::Granted { lease, ttl_s, .. } => (lease, ttl_s),
             other => panic!("{other:?}"),
         }
     }
 
     fn txn(s: &mut EtcdServer, now: u64, request: EtcdRequest) -> (bool, i64) {
-        match s.handle(now, request) {
-            EtcdResponse::Txn {
-                header, succeeded, ..
+        match answer(s.handle(now, request)) {
+            EtcdReply::Txn {
+                header: Some(header),
+                succeeded,
+                ..
             } => (succeeded, header.revision),
             other => panic!("{other:?}"),
+        }
+    }
+
+    fn range(s: &mut EtcdServer, now: u64) -> Vec<KeyValue> {
+        let prefix = PREFIX.to_owned();
+        match answer(s.handle(now, EtcdRequest::Range { prefix })) {
+            EtcdReply::Range { kvs, .. } => kvs,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn key_names_are_lease_etcds() {
+        for key in [
+            Key::Lease(0),
+            Key::Lease(511),
+            Key::Floor(7),
+            Key::Marker,
+            Key::HoldOff,
+        ] {
+            assert_eq!(Key::parse(&key.name()), Some(key));
+        }
+        assert_eq!(Key::Lease(7).name(), "/nononce/leases/7");
+        assert_eq!(Key::Floor(511).name(), "/nononce/leases/floor/511");
+        for other in [
+            "/nononce/leases/512",
+            "/nononce/leases/07",
+            "/other/1",
+            "/nononce/leases/",
+        ] {
+            assert_eq!(Key::parse(other), None, "{other}");
         }
     }
 
@@ -1575,16 +1158,21 @@ mod tests {
         assert_eq!(s.handle(2_001, claim(8, a)), EtcdResponse::LeaseNotFound);
         assert_eq!(s.revision(), 4);
         // A keep-alive restores the full TTL; an ended lease answers 0.
-        let kept = |s: &mut EtcdServer, now, lease| match s
-            .handle(now, EtcdRequest::KeepAlive { lease })
-        {
-            EtcdResponse::KeptAlive { ttl_s, .. } => ttl_s,
+        let kept = |s: &mut EtcdServer, now, lease| match answer(
+            s.handle(now, EtcdRequest::KeepAlive { lease }),
+        ) {
+            EtcdReply::KeptAlive { ttl_s, .. } => ttl_s,
             other => panic!("{other:?}"),
         };
         assert_eq!(kept(&mut s, 4_000, b), 5);
         assert_eq!(kept(&mut s, 4_000, a), 0);
         assert_eq!(s.held(8_999), vec![MachineId::new(7).unwrap()]);
         assert!(s.held(9_000).is_empty());
+        // A revoke of a lease etcd does not know is refused.
+        assert_eq!(
+            s.handle(9_000, EtcdRequest::Revoke { lease: b }),
+            EtcdResponse::LeaseNotFound
+        );
     }
 
     #[test]
@@ -1607,12 +1195,8 @@ mod tests {
         let (a, _) = grant(&mut s, 0, 10);
         txn(&mut s, 0, claim(1, a));
         assert_eq!(s.held(0), vec![MachineId::new(1).unwrap()]);
-        // IDs from the capacity on are held by another fleet's keys.
-        match s.handle(0, EtcdRequest::Range) {
-            // The lease key, the marker, and the other fleet's keys.
-            EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 2 + 512 - 4),
-            other => panic!("{other:?}"),
-        }
+        // The lease key, the marker, and the other fleet's keys.
+        assert_eq!(range(&mut s, 0).len(), 2 + 512 - 4);
         s.lose_leader(9_000, None);
         s.start(10_000, Recovery::Election);
         // 10 s + the election timeout from the new leader's start.
@@ -1620,21 +1204,26 @@ mod tests {
         assert!(!s.held(21_000).contains(&MachineId::new(1).unwrap()));
         // A restore to an empty store, under a new cluster ID: the revision goes back.
         let revision = s.revision();
+        let mut hidden = s.clone().with_guards(Guards {
+            amnesia: false,
+            ..Guards::ALL
+        });
+        let restore = Recovery::Restore {
+            from_backup: false,
+            new_cluster_id: true,
+        };
         s.stop(11_000);
-        assert_eq!(
-            s.start(
-                12_000,
-                Recovery::Restore {
-                    from_backup: false,
-                    new_cluster_id: true
-                }
-            ),
-            1
-        );
+        assert_eq!(s.start(12_000, restore), 1);
         assert!(s.revision() < revision);
         assert_ne!(s.cluster_id(), 9);
         assert!(!s.held(12_000).contains(&MachineId::new(1).unwrap()));
         assert!(!s.initialized());
+        // With the amnesia guard off the same restore shows no client it went back, and with
+        // it (the marker checked within it) the marker stays.
+        hidden.stop(11_000);
+        assert_eq!(hidden.start(12_000, restore), 1);
+        assert_eq!((hidden.revision(), hidden.cluster_id()), (revision, 9));
+        assert!(hidden.initialized());
     }
 
     #[test]
@@ -1645,52 +1234,55 @@ mod tests {
         txn(&mut s, 0, claim(1, a));
         txn(&mut s, 0, EtcdRequest::Txn(raise_floor(1, 70)));
         let revision = s.revision();
+        let mut kept = s.clone().with_guards(Guards {
+            marker: false,
+            ..Guards::ALL
+        });
+        assert_eq!(kept.wipe(100), 1);
+        assert!(kept.initialized());
         assert_eq!(s.wipe(100), 1);
         assert_eq!(s.revision(), revision + 1);
         assert!(!s.initialized());
         assert!(s.held(100).is_empty());
         assert_eq!(s.floor(MachineId::new(1).unwrap()), 0);
         // The other fleet's keys stay.
-        match s.handle(100, EtcdRequest::Range) {
-            EtcdResponse::Range { kvs, .. } => assert_eq!(kvs.len(), 512 - 4),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(range(&mut s, 100).len(), 512 - 4);
         // The hold-off key and the marker; the key goes when its lease ends.
         let (h, _) = grant(&mut s, 200, 3);
         let begin = EtcdRequest::Txn(Txn {
             when: vec![Compare::new(
-                Key::Marker,
+                Key::Marker.name(),
                 CompareOp::Equal,
-                Target::CreateRevision(0),
+                Target::Version(0),
             )],
             then: vec![
                 TxnOp::Put {
-                    key: Key::HoldOff,
-                    value: 0,
+                    key: Key::HoldOff.name(),
+                    value: b"held off".to_vec(),
                     lease: h,
                 },
                 TxnOp::Put {
-                    key: Key::Marker,
-                    value: 0,
+                    key: Key::Marker.name(),
+                    value: MARKER_VALUE.to_vec(),
                     lease: 0,
                 },
             ],
             otherwise: Vec::new(),
         });
         assert!(txn(&mut s, 200, begin).0);
-        let ttl =
-            |s: &mut EtcdServer, now| match s.handle(now, EtcdRequest::TimeToLive { lease: h }) {
-                EtcdResponse::TimeToLive { ttl_s, .. } => ttl_s,
-                other => panic!("{other:?}"),
-            };
+        let ttl = |s: &mut EtcdServer, now| match answer(
+            s.handle(now, EtcdRequest::TimeToLive { lease: h }),
+        ) {
+            EtcdReply::TimeToLive { ttl_s } => ttl_s,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(ttl(&mut s, 1_200), 2);
         assert_eq!(ttl(&mut s, 3_200), -1);
         assert!(s.initialized());
-        match s.handle(3_200, EtcdRequest::Range) {
-            EtcdResponse::Range { kvs, .. } => {
-                assert!(kvs.iter().all(|(key, _)| *key != Key::HoldOff));
-            }
-            other => panic!("{other:?}"),
-        }
+        assert!(
+            range(&mut s, 3_200)
+                .iter()
+                .all(|kv| kv.key != Key::HoldOff.name().into_bytes())
+        );
     }
 }

@@ -3,9 +3,11 @@
 //!
 //! A model is split where the real backend is split: the *server* (a SQL lease table with the
 //! database's clock, a Redis hash with field TTLs, an etcd keyspace with leases and revisions)
-//! is a plain state machine that applies one request at a time at a given coordinator time; the *client* (the strategy) runs the real
-//! backend's client-side logic (retries, the amnesia guard's verdicts, which free ID to try)
-//! and sends requests over a [`Link`]. In the simulation a link is the simulated network; in
+//! is a plain state machine that applies one request at a time at a given coordinator time; the
+//! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
+//! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. For etcd the
+//! client is lease-etcd's own strategy, over a transport that sends its requests over the link
+//! ([`etcd::SimTransport`]). In the simulation a link is the simulated network; in
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
 //! the test controls.
 
@@ -163,8 +165,8 @@ pub enum Request {
     Sql(sql::SqlRequest),
     /// To the Redis hash model.
     Redis(redis::RedisRequest),
-    /// To the etcd cluster model.
-    Etcd(etcd::EtcdRequest),
+    /// To the etcd cluster model: lease-etcd's own request.
+    Etcd(lease_etcd::transport::Request),
     /// No message: the node waits this many ms on its own clock (a static strategy's wait of
     /// the margin), answered with [`Reply::Slept`] without the network.
     Sleep(u64),
@@ -300,7 +302,7 @@ impl Server {
     }
 }
 
-/// The free ID a floor-aware acquire tries (lease-redis's and lease-etcd's `pick`): a random one
+/// The free ID a floor-aware acquire tries (lease-redis's `pick`): a random one
 /// among the free IDs whose floor (`floor` of an entry) is below the acquirer's clock `now_ms`;
 /// when there is none, the lower-floored of two random free IDs.
 pub(crate) fn pick<T: Copy>(

@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lease_core::MachineId;
+use lease_etcd::EtcdStrategy;
 
-use super::etcd::{EtcdModel, EtcdServer};
+use super::etcd::{EtcdClient, EtcdServer, Handles, SimTransport};
 use super::redis::{RedisModel, RedisServer};
 use super::sql::{SqlModel, SqlServer};
 use super::{Guards, Link, NetError, Reply, Request, Server};
@@ -133,12 +134,6 @@ store!(
     RedisModel,
     "RedisStore"
 );
-store!(
-    /// An etcd cluster's lease prefix shared by every [`EtcdModel`] made from it.
-    EtcdStore,
-    EtcdModel,
-    "EtcdStore"
-);
 
 impl SqlStore {
     /// A fresh table on `clock`, granting at most `max_lease`.
@@ -165,13 +160,89 @@ impl RedisStore {
     }
 }
 
+/// An etcd cluster's lease prefix shared by every [`EtcdClient`] made from it: lease-etcd's
+/// strategy over the direct link.
+#[derive(Clone)]
+pub struct EtcdStore {
+    link: DirectLink,
+    guards: Guards,
+    max_lease: Duration,
+    seeds: Arc<AtomicU64>,
+    handles: Handles,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("guards", &self.guards)
+            .finish_non_exhaustive()
+    }
+}
+
 impl EtcdStore {
     /// A new cluster with an empty prefix on `clock`, `max_lease_duration` = `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
-        Self::on(
-            Server::Etcd(EtcdServer::new(MachineId::COUNT, 1)),
-            clock,
+        Self {
+            link: DirectLink {
+                server: Arc::new(Mutex::new(Self::server(Guards::ALL))),
+                clock,
+            },
+            guards: Guards::ALL,
             max_lease,
+            seeds: Arc::new(AtomicU64::new(1)),
+            handles: Handles::default(),
+        }
+    }
+
+    fn server(guards: Guards) -> Server {
+        Server::Etcd(EtcdServer::new(MachineId::COUNT, 1).with_guards(guards))
+    }
+
+    /// The same store, making strategies with `guards` (the cluster, new, as those guards see
+    /// it).
+    #[must_use]
+    pub fn with_guards(mut self, guards: Guards) -> Self {
+        self.guards = guards;
+        *self.link.lock() = Self::server(guards);
+        self
+    }
+
+    /// A strategy for one more node on this store.
+    #[must_use]
+    pub fn strategy(&self) -> EtcdClient<DirectLink> {
+        let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
+        EtcdClient::new(
+            self.link.clone(),
+            self.guards,
+            self.max_lease,
+            seed,
+            Arc::clone(&self.handles),
         )
+    }
+
+    /// lease-etcd's strategy itself for one more node on this store, its leases its own.
+    #[must_use]
+    pub fn real_strategy(&self) -> EtcdStrategy<SimTransport<DirectLink>> {
+        let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
+        super::etcd::strategy(self.link.clone(), self.max_lease, seed)
+    }
+
+    /// Ends whatever lease holds `id` now, as if its TTL had run out.
+    pub fn expire(&self, id: MachineId) {
+        let now = (self.link.clock)();
+        self.link.lock().expire(now, id);
+    }
+
+    /// The IDs leased now.
+    #[must_use]
+    pub fn held(&self) -> Vec<MachineId> {
+        let now = (self.link.clock)();
+        self.link.lock().held(now)
+    }
+
+    /// Runs `f` on the server, at the clock's time.
+    pub fn with_server<T>(&self, f: impl FnOnce(&mut Server, u64) -> T) -> T {
+        let now = (self.link.clock)();
+        f(&mut self.link.lock(), now)
     }
 }
