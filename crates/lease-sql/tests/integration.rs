@@ -13,7 +13,6 @@ mod conformance;
 mod environment;
 mod faults;
 mod floor;
-mod herd;
 mod protocol;
 mod release;
 mod restart;

@@ -1,7 +1,9 @@
-//! Release on real servers, as the lease manager calls it: a renewal that reaches the database
-//! after the release (sent before it and delayed, or resent after a reconnect) is lost and
-//! extends nothing, while the ID stays blocked for the guard, for NoNoncense nodes as for this
-//! crate's acquirers, and is free after it.
+//! Release on real servers, as the row shows it and a NoNoncense node reads it: after a release
+//! and a late renewal the row keeps the guard (not a new lease) and the released floor, a
+//! NoNoncense node does not list the ID among its candidates until the guard ends, and operators
+//! see it held for the guard's time left. That the late renewal is lost, the retried release
+//! harmless and the ID free after the guard for this crate's acquirers is `lease-testkit`'s
+//! `renew_after_release` check (tests/conformance.rs).
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 
 use crate::common;
@@ -9,7 +11,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{F, TestTable, now_ms};
-use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Strategy};
+use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_sql::{Dialect, SqlLease, SqlStrategy};
 
 /// The lease manager's default lease duration.
@@ -33,10 +35,11 @@ async fn release(s: &SqlStrategy, lease: &SqlLease, guard: Duration) {
         .expect("release");
 }
 
-/// A renewal of `lease` that must fail: its kind.
-async fn renew(s: &SqlStrategy, lease: &SqlLease) -> ErrorKind {
+/// A renewal after the release, with a floor above the released one (its outcome is the
+/// testkit's to check).
+async fn late_renew(s: &SqlStrategy, lease: &SqlLease) {
     let renewal = s.renew(lease, Renew::new(LEASE, F + 2 * LEASE_MS)).await;
-    renewal.expect_err("a renewal after the release").kind()
+    assert!(renewal.is_err(), "a renewal after the release succeeded");
 }
 
 async fn floor(t: &TestTable, id: u16) -> u64 {
@@ -74,11 +77,11 @@ async fn one_free_row(dialect: Dialect) -> TestTable {
 }
 
 per_dialect!(
-    a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing,
-    a_renewal_after_a_release_with_no_guard_is_lost,
+    a_released_row_and_nononcense,
+    a_release_with_no_guard_frees_the_row_for_nononcense,
 );
 
-async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing(dialect: Dialect) {
+async fn a_released_row_and_nononcense(dialect: Dialect) {
     let t = one_free_row(dialect).await;
     let s = t.strategy();
     let lease = acquire(&s).await;
@@ -86,8 +89,8 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing(di
     release(&s, &lease, GUARD).await;
     assert_eq!(floor(&t, ID).await, RELEASED);
 
-    // The late renewal: lost, and the ID keeps the guard, not a new 8 h lease.
-    assert_eq!(renew(&s, &lease).await, ErrorKind::Lost);
+    // After a late renewal the row keeps the guard, not a new 8 h lease, and the released floor.
+    late_renew(&s, &lease).await;
     let (_, _, left) = t.pool.row(&t.name, ID).await;
     assert!(
         // (SQLite's julianday arithmetic in the check is off by a few µs)
@@ -100,14 +103,9 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing(di
         "the late renewal moved the floor"
     );
 
-    // Blocked during the guard: for NoNoncense (not among its candidates) and for this
-    // crate's acquirers; operators see it held for the guard's time left.
+    // Blocked during the guard for NoNoncense (not among its candidates); operators see it
+    // held for the guard's time left.
     assert!(!nononcense_sees_free(&t, ID).await);
-    let error = s
-        .acquire(Acquire::new(LEASE, now_ms(), F))
-        .await
-        .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Exhausted, "{error}");
     let holders = s.holders().await.unwrap();
     let held = holders
         .iter()
@@ -115,31 +113,21 @@ async fn a_renewal_that_arrives_after_the_release_is_lost_and_extends_nothing(di
         .unwrap_or_else(|| panic!("{holders:?}"));
     assert!(held.expires_in <= GUARD, "{held:?}");
 
-    // A retried release (its first reply lost) is harmless and changes nothing.
+    // A retried release does not lengthen the guard.
     release(&s, &lease, GUARD).await;
     let (_, _, again) = t.pool.row(&t.name, ID).await;
     assert!(again <= left + 1_000, "{again} µs after {left} µs");
     assert_eq!(floor(&t, ID).await, RELEASED);
-    assert_eq!(renew(&s, &lease).await, ErrorKind::Lost);
 
-    // Free after the guard, for NoNoncense too; the late renewal still extends nothing.
+    // Free after the guard for NoNoncense too; a late renewal then changes nothing.
     tokio::time::sleep(GUARD + Duration::from_millis(150)).await;
     assert!(nononcense_sees_free(&t, ID).await);
-    assert_eq!(renew(&s, &lease).await, ErrorKind::Lost);
+    late_renew(&s, &lease).await;
     assert!(nononcense_sees_free(&t, ID).await);
     assert_eq!(floor(&t, ID).await, RELEASED);
-    let next = s.acquire(Acquire::new(LEASE, now_ms(), F)).await.unwrap();
-    assert_eq!(next.machine_id.get(), ID);
-    assert_eq!(next.floor_ms, RELEASED);
-    assert_ne!(next.lease.token(), lease.token());
-    // The old handle cannot touch the new holder's lease either.
-    assert_eq!(renew(&s, &lease).await, ErrorKind::Lost);
-    s.renew(&next.lease, Renew::new(LEASE, F + LEASE_MS))
-        .await
-        .unwrap();
 }
 
-async fn a_renewal_after_a_release_with_no_guard_is_lost(dialect: Dialect) {
+async fn a_release_with_no_guard_frees_the_row_for_nononcense(dialect: Dialect) {
     let t = one_free_row(dialect).await;
     let s = t.strategy();
     let lease = acquire(&s).await;
@@ -148,7 +136,7 @@ async fn a_renewal_after_a_release_with_no_guard_is_lost(dialect: Dialect) {
     // (SQLite's clock counts milliseconds).
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(nononcense_sees_free(&t, ID).await);
-    assert_eq!(renew(&s, &lease).await, ErrorKind::Lost);
+    late_renew(&s, &lease).await;
     assert!(nononcense_sees_free(&t, ID).await);
     assert_eq!(s.free_count().await.unwrap(), 1);
 }
