@@ -4,6 +4,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
+mod backend;
 mod error;
 mod keys;
 mod operator;
@@ -11,6 +12,7 @@ mod options;
 mod strategy;
 pub mod transport;
 
+pub use backend::EtcdBackend;
 pub use error::{EtcdLeaseError, LostReason};
 pub use etcd_client;
 pub use options::EtcdOptions;
