@@ -7,7 +7,6 @@
 mod common;
 mod conformance;
 mod faults;
-mod herd;
 mod protocol;
 mod round_trips;
 mod wiped;
