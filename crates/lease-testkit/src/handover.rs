@@ -4,12 +4,12 @@
 //! [`run`] fills the store until one ID is free, lets node A lease it and generate, ends A's
 //! lease (by a graceful release, or by a crash and the lease's expiry), lets node B, whose
 //! clock is `offset_ms` off A's, lease the same ID and generate, and reports every nonce of B
-//! that repeats one of A's. With the timestamp floor a store that
-//! [records floors](lease_core::Profile::records_floor) repeats none, whatever the offset;
+//! that repeats one of A's and whether B's timestamps fell among A's (`never-twice` judges
+//! both). With the timestamp floor a store that
+//! [records floors](lease_core::Profile::records_floor) does neither, whatever the offset;
 //! without it (see [`Scenario::without_floor`]) a successor whose clock lags by a little more
-//! than the margin repeats many, which is how the scenario proves that it can fail.
+//! than the margin does both, which is how the scenario proves that it can fail.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ use lease_core::{
 };
 use lease_manager::LeaseConfig;
 use lease_manager::LeaseManager;
+pub use never_twice::Kind;
+use never_twice::{Holders, Overlap, Seen};
 use nonce_core::{BootClock, Clock, Error as NonceError, Factory, FactoryConfig};
 
 use crate::Harness;
@@ -42,42 +44,11 @@ pub enum Kinds {
 }
 
 impl Kinds {
-    fn all(self) -> [Kind; 3] {
+    const fn all(self) -> [Kind; 3] {
         match self {
             Self::CounterSortableCounter => [Kind::Counter64, Kind::Sortable96, Kind::Counter128],
             Self::SortableCounterSortable => [Kind::Sortable64, Kind::Counter96, Kind::Sortable128],
         }
-    }
-}
-
-/// One nonce kind and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// `Factory::counter64`.
-    Counter64,
-    /// `Factory::sortable64`.
-    Sortable64,
-    /// `Factory::counter96`.
-    Counter96,
-    /// `Factory::sortable96`.
-    Sortable96,
-    /// `Factory::counter128`.
-    Counter128,
-    /// `Factory::sortable128`.
-    Sortable128,
-}
-
-impl Kind {
-    /// One nonce as a number, or the generation error.
-    fn generate<C: Clock>(self, factory: &Factory<C>) -> Result<u128, NonceError> {
-        Ok(match self {
-            Self::Counter64 => u128::from(factory.counter64()?.to_u64()),
-            Self::Sortable64 => u128::from(factory.sortable64()?.to_u64()),
-            Self::Counter96 => factory.counter96()?.to_u128(),
-            Self::Sortable96 => factory.sortable96()?.to_u128(),
-            Self::Counter128 => factory.counter128()?.to_u128(),
-            Self::Sortable128 => factory.sortable128()?.to_u128(),
-        })
     }
 }
 
@@ -167,6 +138,9 @@ pub struct HandoverReport {
     pub refused_b: usize,
     /// B's nonces equal to one of A's of the same kind and size.
     pub duplicates: usize,
+    /// B's timestamps among A's on the ID: the hazard behind a duplicate, found even when no
+    /// value repeats.
+    pub overlap: Option<Overlap>,
 }
 
 /// The lease of a scenario whose clocks differ by a few margins: short, so the floor a crashed
@@ -257,36 +231,53 @@ impl<S: Strategy> Strategy for WithoutFloor<S> {
     }
 }
 
-/// Per kind: the values a node issued.
-type Issued = Vec<(Kind, HashSet<u128>)>;
-
+/// What a node generated, judged as it went.
+#[derive(Default)]
 struct Generated {
-    issued: Issued,
+    /// Every value both nodes issued so far, each with the node that issued it last.
+    seen: Seen<Kind, u16>,
+    issued: usize,
     refused: usize,
+    /// Values this node issued that the other had issued.
+    duplicates: usize,
+    /// The lowest and highest timestamp it issued, in the floors' terms.
+    range: Option<(u64, u64)>,
 }
 
-/// Generates `kinds` on `factory` for `active` on a thread of its own (the manager keeps
-/// renewing on the runtime meanwhile).
+/// Generates the scenario's kinds on `factory` as `node` for its active time on a thread of its
+/// own (the manager keeps renewing on the runtime meanwhile), each value checked against `seen`.
 async fn generate(
-    factory: Arc<Factory<NodeClock>>,
-    kinds: Kinds,
-    active: Duration,
+    factory: &Arc<Factory<NodeClock>>,
+    Scenario { kinds, active, .. }: Scenario,
+    node: u16,
+    seen: Seen<Kind, u16>,
 ) -> Result<Generated, String> {
+    let factory = Arc::clone(factory);
     let work = tokio::task::spawn_blocking(move || {
-        let mut issued: Issued = kinds.all().iter().map(|&k| (k, HashSet::new())).collect();
-        let mut refused = 0;
+        let mut out = Generated {
+            seen,
+            ..Generated::default()
+        };
         let started = Instant::now();
         while started.elapsed() < active {
-            for (kind, values) in &mut issued {
+            for kind in kinds.all() {
                 for _ in 0..64 {
                     match kind.generate(&factory) {
-                        Ok(value) => {
-                            if !values.insert(value) {
-                                return Err(format!("{kind:?} repeated a value within one node"));
+                        Ok(nonce) => {
+                            out.issued += 1;
+                            if let Err(other) = out.seen.insert(kind, nonce.value, node) {
+                                if other == node {
+                                    return Err(format!(
+                                        "{kind:?} repeated a value within one node"
+                                    ));
+                                }
+                                out.duplicates += 1;
                             }
+                            let (lo, hi) = out.range.unwrap_or((nonce.ts, nonce.ts));
+                            out.range = Some((lo.min(nonce.ts), hi.max(nonce.ts)));
                         }
                         Err(NonceError::WouldBlock { .. } | NonceError::LeaseExpired) => {
-                            refused += 1;
+                            out.refused += 1;
                             break;
                         }
                         Err(e) => return Err(format!("{kind:?}: {e}")),
@@ -294,7 +285,7 @@ async fn generate(
                 }
             }
         }
-        Ok(Generated { issued, refused })
+        Ok(out)
     });
     work.await.map_err(|e| format!("generator thread: {e}"))?
 }
@@ -393,7 +384,7 @@ where
             manager_a.machine_id()
         ));
     }
-    let a = generate(Arc::clone(&factory_a), scenario.kinds, scenario.active).await?;
+    let a = generate(&factory_a, scenario, 0, Seen::new()).await?;
     let a_stopped = Instant::now();
     let planned = match scenario.end {
         End::Release => {
@@ -438,7 +429,7 @@ where
             manager_b.machine_id()
         ));
     }
-    let b = generate(Arc::clone(&factory_b), scenario.kinds, scenario.active).await?;
+    let b = generate(&factory_b, scenario, 1, a.seen).await?;
     manager_b.shutdown().await;
     for grant in &fillers {
         let _ = filler
@@ -446,24 +437,30 @@ where
             .await;
     }
 
-    let mut duplicates = 0;
-    for ((_, values_a), (_, values_b)) in a.issued.iter().zip(&b.issued) {
-        duplicates += values_b.intersection(values_a).count();
+    // A and B are the ID's two holders, nodes 0 and 1.
+    let mut holders = Holders::new();
+    let mut overlap = None;
+    for (node, range) in [(0, a.range), (1, b.range)] {
+        if let Some((lo, hi)) = range {
+            let judged = holders.issued(&mut None, u32::from(node), node, id.get(), lo, hi);
+            overlap = judged.err().or(overlap);
+        }
     }
-    let count = |g: &Generated| g.issued.iter().map(|(_, v)| v.len()).sum();
     Ok(HandoverReport {
         machine_id: id,
-        issued_a: count(&a),
-        issued_b: count(&b),
+        issued_a: a.issued,
+        issued_b: b.issued,
         refused_b: b.refused,
-        duplicates,
+        duplicates: b.duplicates,
+        overlap,
     })
 }
 
-/// Runs every [`Scenario::standard`] scenario and fails on the first duplicate.
+/// Runs every [`Scenario::standard`] scenario and fails on the first duplicate or overlap.
 ///
 /// # Errors
-/// The first scenario that repeated a nonce or could not be run, with what it saw.
+/// The first scenario that repeated a nonce, let B's timestamps fall among A's or could not be
+/// run, with what it saw.
 pub async fn standard<F, Fut, H>(new_harness: F) -> Result<Vec<(Scenario, HandoverReport)>, String>
 where
     F: Fn() -> Fut,
@@ -477,7 +474,7 @@ where
         let outcome = run(&harness, scenario)
             .await
             .map_err(|e| format!("{scenario:?}: {e}"))?;
-        if outcome.duplicates > 0 || outcome.issued_a == 0 {
+        if outcome.duplicates > 0 || outcome.overlap.is_some() || outcome.issued_a == 0 {
             return Err(format!("{scenario:?}: {outcome:?}"));
         }
         outcomes.push((scenario, outcome));

@@ -1,24 +1,25 @@
-//! The checker: reads every node file of a run and proves (or refutes) "never twice".
+//! The checker: reads every node file of a run and proves (or refutes) "never twice", as
+//! `never-twice` judges it.
 //!
 //! - **Duplicates**: every nonce value of one kind and size, across all nodes and restarts,
 //!   must be unique.
 //! - **Out of window**: every nonce's own machine ID and timestamp (decrypted first for
-//!   encrypted nonces) must fall in a lease window its node recorded for that ID, judged on
-//!   that node's own clock: `floor < timestamp < deadline` (the floor in the floors' terms, the
-//!   timestamp converted to them with the node's epoch; the deadline on the node's clock, the
-//!   timestamp decoded to Unix ms with that epoch); and, on the machine's clock (which
-//!   clock offsets and steps do not move), produced no earlier than the window began and begun
-//!   no later than its disable. This is the property the lease layer promises; a duplicate
-//!   across nodes can only come from a broken window or a broken floor.
+//!   encrypted nonces, decoded with its node's epoch) must fall in a lease window its node
+//!   recorded for that ID: `floor < timestamp < deadline`, the floor in the floors' terms, the
+//!   deadline on the node's clock; and, on the machine's clock (which clock offsets and steps
+//!   do not move), produced no earlier than the window began and begun no later than its
+//!   disable. This is the property the lease layer promises; a duplicate across nodes can only
+//!   come from a broken window or a broken floor.
 //! - Figures: lease handovers (an ID's next window belongs to another node), time without a
 //!   lease per node, windows whose floor was ahead of the node's clock, clock steps, and
 //!   faults injected (from the orchestrator's `faults.jsonl`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
+use never_twice::{Issued, Seen};
 use nononce::lease::floor_terms;
 use nononce::nonce::{BootClock, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128};
 use serde::Serialize;
@@ -41,8 +42,6 @@ pub struct Window {
     /// terms (a timestamp plus the default epoch: for a node on the default epoch its clock's
     /// ms; written by earlier holders on theirs), whatever the node's epoch.
     pub floor_ms: u64,
-    /// The epoch the node's factories counted from (its file's start record).
-    pub epoch_ms: u64,
     /// Node clock recorded before the factories were enabled.
     pub start_ms: u64,
     /// The same instant on the machine's clock.
@@ -346,14 +345,14 @@ struct FileScan {
     clock_steps: u32,
 }
 
-/// Decodes (machine ID, Unix ms timestamp) of a nonce, decrypting encrypted ones.
+/// A nonce as the judgement sees it, decrypting encrypted ones.
 fn decode(
     decrypter: &Factory<BootClock>,
     epoch_ms: u64,
     kind: Kind,
     bits: u16,
     value: u128,
-) -> Option<(u16, u64)> {
+) -> Option<Issued> {
     let decoded = match bits {
         64 => {
             let mut n = Nonce64::from_u64(u64::try_from(value).ok()?);
@@ -378,25 +377,62 @@ fn decode(
         }
         _ => return None,
     };
-    Some((decoded.machine_id.get(), decoded.unix_ms))
+    Some(Issued::new(value, &decoded, epoch_ms))
 }
 
-/// A value, with the file and window (index in that file's windows; `u32::MAX` for none) it
-/// came from.
-type Occurrence = (u128, u32, u32);
+/// Where a value was seen: its file and window (index in that file's windows; `u32::MAX` for
+/// none).
+type Occurrence = (u32, u32);
 
-/// Every value of each series.
-struct Series {
-    values: HashMap<(Kind, u16), Vec<Occurrence>>,
+/// Every value of each series, and its repeats.
+#[derive(Default)]
+struct Values {
+    seen: Seen<(Kind, u16), Occurrence>,
+    /// Repeats per pair of sightings (the one before, the repeat).
+    pairs: BTreeMap<(Occurrence, Occurrence), u64>,
 }
 
-/// Whether window `w` allows a nonce with `id` and timestamp `ts` (decoded to Unix ms with the
-/// window's epoch), produced (node clock read right after) at `at`, in a batch begun at `tick`:
-/// the floor in the floors' terms, the deadline on the node's clock.
-fn allows(w: &Window, id: u16, ts: u64, at: Stamp, tick: Stamp) -> bool {
-    w.machine_id == id
-        && w.floor_ms < floor_terms(ts, w.epoch_ms)
-        && ts < w.deadline_ms
+impl Values {
+    /// Records `value` of `series` (kind and size), seen at `here`; a repeat goes into the
+    /// report.
+    fn insert(&mut self, report: &mut Report, series: (Kind, u16), value: u128, here: Occurrence) {
+        let Err(before) = self.seen.insert(series, value, here) else {
+            return;
+        };
+        report.duplicates += 1;
+        *self.pairs.entry((before, here)).or_default() += 1;
+        let (series, value) = (
+            format!("{}{}", series.0.name(), series.1),
+            format!("{value:x}"),
+        );
+        let file = |(file, _): Occurrence| report.files[file as usize].clone();
+        let (before, here) = (file(before), file(here));
+        let examples = &mut report.duplicate_examples;
+        if let Some(d) = examples
+            .iter_mut()
+            .find(|d| (&d.series, &d.value) == (&series, &value))
+        {
+            d.files.push(here);
+        } else if examples.len() < EXAMPLES {
+            examples.push(Duplicate {
+                series,
+                value,
+                files: vec![before, here],
+            });
+        }
+    }
+}
+
+/// Whether window `w` allows `nonce`, produced (node clock read right after) at `at`, in a batch
+/// begun at `tick`: in the window as `never-twice` judges it, and on the machine's clock
+/// produced no earlier than the window began, in a batch begun no later than its end.
+fn allows(w: &Window, nonce: &Issued, at: Stamp, tick: Stamp) -> bool {
+    let lease = never_twice::Window {
+        id: w.machine_id,
+        floor: w.floor_ms,
+        deadline: w.deadline_ms,
+    };
+    lease.allows(nonce)
         && w.start_machine_ms <= at.machine_ms()
         && w.end_machine_ms.is_none_or(|end| tick.machine_ms() <= end)
 }
@@ -405,7 +441,7 @@ fn scan_file(
     path: &Path,
     file_index: usize,
     decrypter: &Factory<BootClock>,
-    series: &mut Series,
+    values: &mut Values,
     report: &mut Report,
 ) -> Result<FileScan, CheckError> {
     let name = path.display().to_string();
@@ -464,7 +500,6 @@ fn scan_file(
                     file: file_index,
                     machine_id,
                     floor_ms,
-                    epoch_ms,
                     start_ms: at.at_ms,
                     offset_ms: i64::from(at.offset_ms),
                     start_machine_ms: machine,
@@ -518,12 +553,12 @@ fn scan_file(
                 let mut allowed = false;
                 let mut late = false;
                 let mut window = u32::MAX;
-                if let Some((id, ts)) = decoded {
+                if let Some(nonce) = &decoded {
                     let tick = tick.unwrap_or(at);
                     if let Some(i) = scan
                         .windows
                         .iter()
-                        .rposition(|w| allows(w, id, ts, at, tick))
+                        .rposition(|w| allows(w, nonce, at, tick))
                     {
                         allowed = true;
                         late = at.at_ms >= scan.windows[i].deadline_ms;
@@ -531,18 +566,15 @@ fn scan_file(
                     }
                 }
                 let file = u32::try_from(file_index).unwrap_or(u32::MAX);
-                series
-                    .values
-                    .entry((kind, bits))
-                    .or_default()
-                    .push((value, file, window));
+                values.insert(report, (kind, bits), value, (file, window));
                 if late && kind != Kind::Sortable {
                     report.late_counter_nonces += 1;
                 }
                 if !allowed {
                     report.out_of_window += 1;
                     if report.out_of_window_examples.len() < EXAMPLES {
-                        let (machine_id, timestamp_ms) = decoded.unwrap_or((u16::MAX, 0));
+                        let (machine_id, timestamp_ms) =
+                            decoded.map_or((u16::MAX, 0), |n| (n.id, n.unix_ms));
                         report.out_of_window_examples.push(OutOfWindow {
                             file: name.clone(),
                             series: label,
@@ -586,17 +618,15 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
         files: files.iter().map(|p| p.display().to_string()).collect(),
         ..Report::default()
     };
-    let mut series = Series {
-        values: HashMap::new(),
-    };
+    let mut values = Values::default();
     let mut scans = Vec::new();
     for (i, path) in files.iter().enumerate() {
-        scans.push(scan_file(path, i, &decrypter, &mut series, &mut report)?);
+        scans.push(scan_file(path, i, &decrypter, &mut values, &mut report)?);
     }
     report.nonces = report.per_series.values().sum();
 
-    // Duplicates: sort each series; equal values are then neighbours.
-    let describe = |file: u32, window: u32| {
+    // The window pairs the duplicates came from.
+    let describe = |(file, window): Occurrence| {
         let scan = scans.get(file as usize)?;
         let w = scan.windows.get(window as usize)?;
         Some(WindowRef {
@@ -611,49 +641,16 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
         })
     };
     let mut sources: BTreeMap<(WindowRef, WindowRef), u64> = BTreeMap::new();
-    let mut examples = Vec::new();
-    let mut keys: Vec<(Kind, u16)> = series.values.keys().copied().collect();
-    keys.sort();
-    for key in keys {
-        let mut values = series.values.remove(&key).unwrap_or_default();
-        values.sort_unstable();
-        let mut i = 0;
-        while i < values.len() {
-            let mut j = i + 1;
-            while j < values.len() && values[j].0 == values[i].0 {
-                j += 1;
-            }
-            if j - i > 1 {
-                let run = &values[i..j];
-                report.duplicates += (j - i - 1) as u64;
-                if examples.len() < EXAMPLES {
-                    examples.push(Duplicate {
-                        series: format!("{}{}", key.0.name(), key.1),
-                        value: format!("{:x}", run[0].0),
-                        files: run
-                            .iter()
-                            .filter_map(|(_, f, _)| report.files.get(*f as usize).cloned())
-                            .collect(),
-                    });
-                }
-                for pair in run.windows(2) {
-                    if let (Some(a), Some(b)) = (
-                        describe(pair[0].1, pair[0].2),
-                        describe(pair[1].1, pair[1].2),
-                    ) {
-                        let (a, b) = if a.start_machine_ms <= b.start_machine_ms {
-                            (a, b)
-                        } else {
-                            (b, a)
-                        };
-                        *sources.entry((a, b)).or_default() += 1;
-                    }
-                }
-            }
-            i = j;
+    for ((a, b), repeats) in values.pairs {
+        if let (Some(a), Some(b)) = (describe(a), describe(b)) {
+            let pair = if a.start_machine_ms <= b.start_machine_ms {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            *sources.entry(pair).or_default() += repeats;
         }
     }
-    report.duplicate_examples = examples;
     let mut sources: Vec<DuplicateSource> = sources
         .into_iter()
         .map(|((first, second), duplicates)| DuplicateSource {

@@ -22,9 +22,10 @@ use lease_manager::{
     Action, Effect, Failure, LeaseCache, LeaseConfig, LeaseMachine, LeaseState, LeaseTarget,
     LossReason, floor_terms,
 };
+use never_twice::{Issued, Window};
 use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, FactoryConfig};
 
-use crate::check::{Checker, Issued, KindSet, Violation, Window};
+use crate::check::{Checker, KindSet, Violation};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
 use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Handles, Key as EtcdKey, Recovery};
