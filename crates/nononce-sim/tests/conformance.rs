@@ -155,6 +155,8 @@ mod static_model {
             release_guard,
             exhausted,
             floor_travels,
+            herd,
+            renew_after_release,
         ]
     );
 }
