@@ -1,8 +1,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{LeaseConfig, MachineId, Strategy};
-use lease_manager::{LeaseManager, LeaseState, LossReason};
+use lease_core::{MachineId, Strategy};
+use lease_manager::{LeaseConfig, LeaseManager, LeaseState, LossReason};
 use nonce_core::{Factory, FactoryConfig};
 use zeroize::Zeroizing;
 
@@ -267,7 +267,7 @@ impl<S: Strategy + 'static> Nononce<S> {
     /// Starts configuring nononce with a lease strategy.
     pub fn builder(strategy: S) -> Builder<S> {
         Builder {
-            strategy_deterministic: strategy.deterministic(),
+            strategy_deterministic: strategy.profile().deterministic,
             strategy,
             config: LeaseConfig::default(),
             factories: Vec::new(),

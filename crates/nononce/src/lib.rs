@@ -57,8 +57,38 @@ pub use lease_static::statefulset;
 #[cfg_attr(docsrs, doc(cfg(feature = "hosts")))]
 pub use lease_static::hosts;
 
-pub use lease_core::{BoxStrategy, LeaseConfig, Strategy};
-pub use lease_manager::{LeaseState, LossReason};
+/// The backends this build has, for a program that opens lease stores by URL (as the `nononce`
+/// command does): each implements [`lease::Backend`] for its URL schemes. A program lists the
+/// ones it takes and finds a store's by its scheme.
+pub mod backends {
+    /// `etcd://` and `etcds://` stores.
+    #[cfg(feature = "etcd")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+    pub use lease_etcd::EtcdBackend;
+    /// `redis://` and `rediss://` stores.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub use lease_redis::RedisBackend;
+    /// `sqlite:`, `postgres:` (`postgresql:`), `mysql:` and `mariadb:` stores, as the dialect
+    /// features build them in.
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+    )]
+    pub use lease_sql::SqlBackend;
+    /// `hosts:NAME=ID,...` stores: the machine ID from this host's entry in a node list.
+    #[cfg(feature = "hosts")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "hosts")))]
+    pub use lease_static::HostListBackend;
+    /// `env:VAR` stores: the machine ID from a StatefulSet pod name.
+    #[cfg(feature = "statefulset")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
+    pub use lease_static::StatefulSetBackend;
+}
+
+pub use lease_core::{BoxStrategy, Strategy};
+pub use lease_manager::{LeaseConfig, LeaseState, LossReason};
 pub use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Decoded, Factory, Handle, MachineId, Nonce,
     Nonce64, Nonce96, Nonce128, TickerClock,
