@@ -6,16 +6,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use nononce::lease::{Access, LeaseTerms};
 use nononce::nonce::{DEFAULT_EPOCH_MS, MachineId, NO_DEADLINE};
 use nononce::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryClock, FactoryOptions,
     FactoryOptionsExt,
 };
 
+use crate::backends::{DEFAULT_STORE, STORE_HELP};
 use crate::codec::{AnyNonce, Input};
 use crate::keys::KeyArgs;
 use crate::output::{Exit, write_error};
-use crate::store::{Access, Store};
+use crate::store::Store;
 
 /// Unique 64/96/128-bit nonces, and the machine-ID leases that keep them unique.
 #[derive(Debug, Parser)]
@@ -66,8 +68,6 @@ const ENCRYPT_EXAMPLES: &str = "Example:
 const DECRYPT_EXAMPLES: &str = "Example:
   nononce decrypt 55728bcb7d191444 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 03be4cb500002000";
 
-const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Generate nonces and print one per line.
@@ -97,7 +97,7 @@ enum LeasesCommand {
         after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --store sqlite://nononce-leases.db --format json\n  nononce leases list --store etcd://etcd:2379"
     )]
     List {
-        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
+        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
         store: String,
         /// Output format.
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
@@ -107,7 +107,7 @@ enum LeasesCommand {
     /// answer).
     #[command(after_help = "Example:\n  nononce leases migrate --store postgres://app@db/app")]
     Migrate {
-        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
+        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
         store: String,
     },
     /// Free the machine ID of a node known to be dead.
@@ -115,7 +115,7 @@ enum LeasesCommand {
         after_help = "Example:\n  nononce leases migrate --store redis://cache:6379\n  nononce leases release --store redis://cache:6379 --id 17 --yes"
     )]
     Release {
-        #[arg(long, default_value = crate::store::DEFAULT_STORE, help = STORE_HELP)]
+        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
         store: String,
         /// The machine ID to free.
         #[arg(long, value_parser = parse_machine_id)]
@@ -324,6 +324,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
+/// The lease timing `gen` leases on, which a store opened for any command is checked against.
+fn terms() -> LeaseTerms {
+    crate::lease::config().terms()
+}
+
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
@@ -339,7 +344,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
     runtime()?.block_on(async {
         match command {
             LeasesCommand::List { store, format } => {
-                let holders = Store::open(&store, Access::Read).await?.holders().await?;
+                let holders = Store::open(&store, Access::Read, terms()).await?.holders().await?;
                 let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
                 let text = match format {
                     ListFormat::Text => {
@@ -382,7 +387,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                 crate::output::print(&text)
             }
             LeasesCommand::Migrate { store } => {
-                let message = Store::open(&store, Access::Migrate).await?.migrate().await?;
+                let message = Store::open(&store, Access::Migrate, terms()).await?.migrate().await?;
                 crate::output::print(&message)
             }
             LeasesCommand::Release { store, id, yes } => {
@@ -392,7 +397,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                         id.get()
                     )));
                 }
-                let freed = Store::open(&store, Access::Read)
+                let freed = Store::open(&store, Access::Read, terms())
                     .await?
                     .force_release(id)
                     .await?;
@@ -465,7 +470,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
             let generated = generate_until_signal(Arc::new(factory), &args, &mut signals).await;
             return generated.result;
         }
-        let url = args.store.as_deref().unwrap_or(crate::store::DEFAULT_STORE);
+        let url = args.store.as_deref().unwrap_or(DEFAULT_STORE);
         let nonces = tokio::select! {
             started = start_lease(url, &args, options) => started?,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
@@ -488,12 +493,11 @@ async fn start_lease(
     args: &GenArgs,
     options: FactoryOptions,
 ) -> Result<nononce::Nononce<crate::lease::Watched>, Exit> {
-    let store = Store::open(url, Access::Lease).await?;
-    store.prepare_embedded().await?;
+    let mut config = crate::lease::config();
+    let store = Store::open(url, Access::Lease, config.terms()).await?;
     let info = store.info().clone();
     let strategy = store.into_strategy();
-    let mut config = crate::lease::config();
-    if nononce::Strategy::deterministic(&strategy) {
+    if nononce::Strategy::profile(&strategy).deterministic {
         // A static store's first grant comes a margin after it is asked for (no predecessor's
         // nonces to start above): the wait for it is that much longer.
         let longer = config.acquire_timeout().map(|t| t + config.margin());

@@ -1,5 +1,6 @@
 //! `nononce`: generate, decode, encrypt and decrypt nonces; manage machine-ID leases.
 
+mod backends;
 mod cli;
 mod codec;
 mod keys;

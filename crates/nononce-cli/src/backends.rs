@@ -1,0 +1,28 @@
+//! The lease stores this build opens: one line per backend, each behind the cargo feature that
+//! builds it in. A backend of another crate (an implementation of `nononce::lease::Backend`)
+//! joins with a line of its own; nothing else in the command names a backend.
+
+use nononce::lease::Backend;
+
+/// The store `gen` and the `leases` commands use without `--store`: a SQLite file in the
+/// working directory, so two `gen` processes on one host never share a machine ID.
+pub const DEFAULT_STORE: &str = "sqlite://nononce-leases.db";
+
+/// What `--store` takes.
+pub const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
+
+/// Every backend of this build, in the order the message on an unknown store lists them.
+pub fn registered() -> Vec<Box<dyn Backend>> {
+    vec![
+        #[cfg(feature = "sql")]
+        Box::new(nononce::backends::SqlBackend),
+        #[cfg(feature = "redis")]
+        Box::new(nononce::backends::RedisBackend),
+        #[cfg(feature = "etcd")]
+        Box::new(nononce::backends::EtcdBackend),
+        #[cfg(feature = "static")]
+        Box::new(nononce::backends::StatefulSetBackend),
+        #[cfg(feature = "static")]
+        Box::new(nononce::backends::HostListBackend),
+    ]
+}
