@@ -406,48 +406,6 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// An error and its sources on one line, `: `-separated, each cause said once (a cause whose
-/// text an earlier part contains is left out), with `own_words` saying some errors of the chain
-/// its own way: `Some(text)` says `text` instead of that error's message and sources. The
-/// formatter of the messages backends compose; the lease manager's `error_chain_with` joins
-/// failure reasons the same way.
-///
-/// ```
-/// use lease_core::backend::chain_with;
-///
-/// let io = std::io::Error::other("connection refused");
-/// assert_eq!(chain_with(&io, |_| None), "connection refused");
-/// assert_eq!(chain_with(&io, |_| Some("refused".into())), "refused");
-/// ```
-#[must_use]
-pub fn chain_with(
-    error: &(dyn std::error::Error + 'static),
-    mut own_words: impl FnMut(&(dyn std::error::Error + 'static)) -> Option<String>,
-) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut say = |text: String| {
-        if !text.is_empty() && !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-    };
-    let mut next = Some(error);
-    while let Some(error) = next {
-        if let Some(text) = own_words(error) {
-            say(text);
-            break;
-        }
-        say(error.to_string());
-        next = error.source();
-    }
-    parts.join(": ")
-}
-
-/// [`chain_with`] in the errors' own words.
-#[must_use]
-pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    chain_with(error, |_| None)
-}
-
 /// A duration as messages say it: whole seconds rounded up, as `42 s`, `3 min 5 s` or
 /// `2 h 0 min`.
 ///
@@ -472,31 +430,6 @@ pub fn duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug)]
-    struct Outer(std::io::Error);
-
-    impl fmt::Display for Outer {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "cannot connect: {}", self.0)
-        }
-    }
-
-    impl std::error::Error for Outer {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            Some(&self.0)
-        }
-    }
-
-    #[test]
-    fn a_cause_its_error_quotes_is_said_once() {
-        let error = Outer(std::io::Error::other("refused"));
-        assert_eq!(chain(&error), "cannot connect: refused");
-        let own = chain_with(&error, |e| {
-            e.downcast_ref::<std::io::Error>().map(|_| "io".to_owned())
-        });
-        assert_eq!(own, "cannot connect: refused: io");
-    }
 
     #[test]
     fn names_the_store_once() {

@@ -7,7 +7,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use lease_core::backend::{chain, duration};
+use lease_core::backend::duration;
+use lease_core::error_chain;
 use lease_core::{
     Access, Backend, BoxFuture, Explained, MachineId, OpenError, Opened, StoreAdmin, StoreUrl,
     Strategy as _,
@@ -120,7 +121,7 @@ impl Backend for EtcdBackend {
                     Client::GRpcStatus(status) if !status.message().is_empty() => {
                         status.message().to_owned()
                     }
-                    other => chain(other),
+                    other => error_chain(other),
                 };
                 let text = if cause.contains("etcd") {
                     cause.clone()
@@ -156,7 +157,7 @@ impl Backend for EtcdBackend {
                     format!("{shown}: {text}")
                 }
             }
-            _ => chain(e),
+            _ => error_chain(e),
         }))
     }
 }
@@ -165,7 +166,7 @@ impl Backend for EtcdBackend {
 fn describe(error: &EtcdLeaseError, store: &StoreUrl) -> String {
     EtcdBackend
         .explain(error, store)
-        .map_or_else(|| chain(error), |explained| explained.message)
+        .map_or_else(|| error_chain(error), |explained| explained.message)
 }
 
 /// The password in the user info of `url`, as written.

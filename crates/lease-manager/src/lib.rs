@@ -23,7 +23,7 @@ pub use driver::{LeaseManager, LeaseManagerBuilder, LossSignal, StartError};
 
 pub use cache::{CachedLease, LeaseCache};
 pub use config::{LeaseConfig, LeaseConfigError};
-pub use failure::{Failure, error_chain, error_chain_with};
+pub use failure::Failure;
 pub use machine::{AcquireError, Action, Effect, LeaseMachine, LeaseState, LossReason};
 pub use splitmix::SplitMix64;
 pub use target::{LeaseTarget, floor_terms};

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use lease_core::backend::{chain, duration};
+use lease_core::backend::duration;
+use lease_core::error_chain;
 use lease_core::{Backend, BoxFuture, Explained, MachineId, OpenError, Opened, StoreUrl};
 
 use crate::{AmnesiaGuard, RedisLeaseError, RedisOptions, RedisStrategy};
@@ -52,7 +53,7 @@ impl Backend for RedisBackend {
         Some(match error {
             RedisLeaseError::InvalidUrl(source) => Explained::new(format!(
                 "invalid redis url: {}: use redis://[user:password@]host:port[/db], or rediss://... for TLS",
-                chain(source)
+                error_chain(source)
             )),
             RedisLeaseError::Exhausted { key } => Explained::new(format!(
                 "all {} machine ids in hash `{key}` of {} are leased: wait for one to expire, see the holders with `nononce leases list --store '{}'`, or free a dead node's id with `nononce leases release`",
@@ -97,7 +98,7 @@ impl Backend for RedisBackend {
 fn describe(error: &RedisLeaseError, store: &StoreUrl) -> String {
     RedisBackend
         .explain(error, store)
-        .map_or_else(|| chain(error), |explained| explained.message)
+        .map_or_else(|| error_chain(error), |explained| explained.message)
 }
 
 /// The value of store option `key` as whole seconds.
@@ -142,7 +143,9 @@ fn url_options(store: &StoreUrl) -> Result<(String, RedisOptions), String> {
             }
         };
     }
-    options.validate_for(store.terms()).map_err(|e| chain(&e))?;
+    options
+        .validate_for(store.terms())
+        .map_err(|e| error_chain(&e))?;
     Ok((base.to_owned(), options))
 }
 
@@ -151,9 +154,9 @@ fn url_options(store: &StoreUrl) -> Result<(String, RedisOptions), String> {
 async fn probe(base: &str, store: &StoreUrl) -> Result<(), OpenError> {
     let fail = |e: &redis::RedisError| {
         if e.is_io_error() || e.is_connection_refusal() {
-            store.error(format!("cannot connect: {}", chain(e)))
+            store.error(format!("cannot connect: {}", error_chain(e)))
         } else {
-            store.error(chain(e))
+            store.error(error_chain(e))
         }
     };
     let client = redis::Client::open(base).map_err(|e| fail(&e))?;

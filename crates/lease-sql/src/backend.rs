@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lease_core::backend::{chain_with, duration};
+use lease_core::backend::duration;
+use lease_core::error_chain_with;
 use lease_core::{
     Access, Backend, BoxFuture, Explained, MachineId, OpenError, Opened, StoreUrl, Strategy as _,
 };
@@ -143,7 +144,7 @@ impl Backend for SqlBackend {
 /// An error and its sources on one line; a database error by its message alone, without
 /// PostgreSQL's source line.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    chain_with(e, |error| match error.downcast_ref::<sqlx::Error>() {
+    error_chain_with(e, |error| match error.downcast_ref::<sqlx::Error>() {
         Some(sqlx::Error::Database(db)) => Some(db.message().to_owned()),
         _ => None,
     })

@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{Pool, TempDir, TestTable, acquiring, mysql_url, pg_url, renewing, suffix};
+use lease_core::error_chain;
 use lease_core::{ErrorKind, LeaseError, Strategy};
-use lease_manager::error_chain;
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 

@@ -2,7 +2,7 @@
 //! [`HostListBackend`]). They derive the ID from the node itself: they only lease, and have
 //! nothing to list, free or migrate.
 
-use lease_core::backend::chain;
+use lease_core::error_chain;
 use lease_core::{Access, Backend, BoxFuture, OpenError, Opened, StoreUrl};
 
 use crate::{HostListStrategy, StatefulSetStrategy};
@@ -41,8 +41,8 @@ impl Backend for StatefulSetBackend {
         Box::pin(async move {
             lease_only(store)?;
             let variable = store.url().strip_prefix("env:").unwrap_or_default();
-            let strategy =
-                StatefulSetStrategy::from_env(variable).map_err(|e| store.error(chain(&e)))?;
+            let strategy = StatefulSetStrategy::from_env(variable)
+                .map_err(|e| store.error(error_chain(&e)))?;
             Ok(Opened::new(strategy))
         })
     }
@@ -66,7 +66,8 @@ impl Backend for HostListBackend {
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .collect();
-            let strategy = HostListStrategy::new(&nodes).map_err(|e| store.error(chain(&e)))?;
+            let strategy =
+                HostListStrategy::new(&nodes).map_err(|e| store.error(error_chain(&e)))?;
             Ok(Opened::new(strategy))
         })
     }
