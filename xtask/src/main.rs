@@ -5,8 +5,8 @@
 //!   `cargo xtask test --quick`: the edit-compile loop (format, clippy, the tests that need no
 //!   server, a short simulation).
 //! - `cargo xtask nostd`: only the no_std proof.
-//! - `cargo xtask core-deps`: only the check that `lease-core` pulls in no tokio, tracing,
-//!   metrics or futures (see `core_deps.rs`).
+//! - `cargo xtask core-deps`: only the check that `lease-core`'s dependency tree is
+//!   `machine-id` alone (see `core_deps.rs`).
 //! - `cargo xtask bench [ARGS]`: `cargo bench -p nonce-core`, then the facade's benchmarks
 //!   (`cargo bench -p nononce`), with extra criterion arguments; prints the goal table, whose
 //!   goals are listed beside the benchmarks (see `bench.rs`).

@@ -37,7 +37,7 @@ const FEATURED: [&str; 7] = [
 ];
 
 /// The name of the [`core_deps`] step.
-pub const CORE_DEPS: &str = "lease-core: no tokio, tracing, metrics or futures";
+pub const CORE_DEPS: &str = "lease-core: machine-id its only dependency";
 
 /// What the test builds build: every library, binary and integration test. The examples are
 /// type-checked by clippy and the feature checks, and run by none; linking them would double
