@@ -28,9 +28,26 @@ use nononce_sim::model::{ClockFn, EtcdStore, RedisStore, SqlStore};
 
 /// Floors far below any real clock, as the conformance suite's.
 const F: u64 = 1_000_000;
-const TTL: Duration = Duration::from_secs(2);
 const LONG: Duration = Duration::from_secs(60);
-const GUARD: Duration = Duration::from_millis(1000);
+/// What each acquire and renewal asks for, and each release's guard.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    ttl: Duration,
+    guard: Duration,
+}
+
+/// For SQL and Redis: between a renewal and the last step that needs its lease alive come two
+/// acquires, which took over 2 s against a server shared with a full suite run: 5 s leases.
+const TIMING: Timing = Timing {
+    ttl: Duration::from_secs(5),
+    guard: Duration::from_secs(2),
+};
+
+/// For etcd: whole seconds, its 2 s minimum TTL and a 1 s guard, as [`etcd_script`] is timed.
+const ETCD_TIMING: Timing = Timing {
+    ttl: Duration::from_secs(2),
+    guard: Duration::from_millis(1000),
+};
 /// IDs held by a filler for the whole script, so exactly two are handed around.
 const FILLED: usize = 510;
 
@@ -85,7 +102,7 @@ fn script() -> Vec<Op> {
         release(A, F + 160),
         // Within the guard: nothing free.
         acquire(C, 0, F + 300),
-        Op::Sleep(GUARD + Duration::from_millis(300)),
+        Op::Sleep(TIMING.guard + Duration::from_millis(300)),
         // A's ID, with the floor its release set; B's ID is still held.
         acquire(C, F + 170, F + 400),
         Op::Expire { who: B },
@@ -102,7 +119,7 @@ fn script() -> Vec<Op> {
         renew(D, F + 510),
         release(D, F + 500),
         // C's lease runs out and nobody takes its ID.
-        Op::Sleep(TTL + Duration::from_millis(300)),
+        Op::Sleep(TIMING.ttl + Duration::from_millis(300)),
         // SQL revives an untaken expired lease (the renewal matches the token); Redis lost the
         // fields with their TTL.
         renew(C, F + 450),
@@ -179,7 +196,11 @@ fn describe<E: LeaseError>(e: &E) -> String {
 
 /// Plays `script` on strategies from `node`; `expire` ends a lease in the store. Returns one
 /// line per operation, plus the literal IDs granted.
-async fn play<S, N, X, XF>(script: Vec<Op>, node: N, expire: X) -> (Vec<String>, Vec<u16>)
+async fn play<S, N, X, XF>(
+    (timing, script): (Timing, Vec<Op>),
+    node: N,
+    expire: X,
+) -> (Vec<String>, Vec<u16>)
 where
     S: Strategy,
     N: Fn() -> S,
@@ -202,7 +223,7 @@ where
     for op in script {
         let line = match op {
             Op::Acquire { who, now, floor } => {
-                match actors[who].acquire(Acquire::new(TTL, now, floor)).await {
+                match actors[who].acquire(Acquire::new(timing.ttl, now, floor)).await {
                     Ok(g) => {
                         ids.push(g.machine_id.get());
                         let line = format!(
@@ -220,7 +241,7 @@ where
             }
             Op::Renew { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
-                Some((lease, _)) => match actors[who].renew(lease, Renew::new(TTL, floor)).await {
+                Some((lease, _)) => match actors[who].renew(lease, Renew::new(timing.ttl, floor)).await {
                     Ok(r) => format!(
                         "renewed ttl {:?} clock {}",
                         r.ttl,
@@ -232,7 +253,7 @@ where
             Op::Release { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
                 Some((lease, _)) => {
-                    match actors[who].release(lease, Release::new(GUARD, floor)).await {
+                    match actors[who].release(lease, Release::new(timing.guard, floor)).await {
                         Ok(()) => "released".to_owned(),
                         Err(e) => describe(&e),
                     }
@@ -322,7 +343,7 @@ fn sql_model_replays_like_postgres() {
             store.expire(id);
             async {}
         };
-        play(script(), || store.strategy(), expire).await
+        play((TIMING, script()), || store.strategy(), expire).await
     });
     let url = env_or(
         "NONONCE_TEST_POSTGRES_URL",
@@ -363,7 +384,7 @@ fn sql_model_replays_like_postgres() {
                     .expect("expire");
             }
         };
-        let played = play(script(), || strategy.clone(), expire).await;
+        let played = play((TIMING, script()), || strategy.clone(), expire).await;
         for sql in [
             format!("DROP TABLE {table}"),
             format!("DELETE FROM nononce_coordinator WHERE lease_table = '{table}'"),
@@ -390,7 +411,7 @@ fn redis_replay(name: &str, var: &str, default: &str) {
             store.expire(id);
             async {}
         };
-        play(script(), || store.strategy(), expire).await
+        play((TIMING, script()), || store.strategy(), expire).await
     });
     let url = env_or(var, default);
     let key = format!("nononce_sim_{}", suffix());
@@ -432,7 +453,7 @@ fn redis_replay(name: &str, var: &str, default: &str) {
                 let _: i64 = del.query_async(&mut connection).await.expect("HDEL");
             }
         };
-        let played = play(script(), || Arc::clone(&strategy), expire).await;
+        let played = play((TIMING, script()), || Arc::clone(&strategy), expire).await;
         let _: Result<i64, _> = redis::cmd("DEL").arg(&key).query_async(&mut raw).await;
         played
     });
@@ -470,7 +491,7 @@ fn etcd_model_replays_like_etcd() {
             store.expire(id);
             async {}
         };
-        play(etcd_script(), || store.real_strategy(), expire).await
+        play((ETCD_TIMING, etcd_script()), || store.real_strategy(), expire).await
     });
     let endpoints: Vec<String> = env_or("NONONCE_TEST_ETCD_ENDPOINTS", "http://127.0.0.1:2390")
         .split(',')
@@ -514,7 +535,7 @@ fn etcd_model_replays_like_etcd() {
                 }
             }
         };
-        let played = play(etcd_script(), || Arc::clone(&strategy), expire).await;
+        let played = play((ETCD_TIMING, etcd_script()), || Arc::clone(&strategy), expire).await;
         let mut client = client.clone();
         let keys = client
             .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
