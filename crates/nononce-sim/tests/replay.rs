@@ -223,7 +223,10 @@ where
     for op in script {
         let line = match op {
             Op::Acquire { who, now, floor } => {
-                match actors[who].acquire(Acquire::new(timing.ttl, now, floor)).await {
+                match actors[who]
+                    .acquire(Acquire::new(timing.ttl, now, floor))
+                    .await
+                {
                     Ok(g) => {
                         ids.push(g.machine_id.get());
                         let line = format!(
@@ -241,7 +244,10 @@ where
             }
             Op::Renew { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
-                Some((lease, _)) => match actors[who].renew(lease, Renew::new(timing.ttl, floor)).await {
+                Some((lease, _)) => match actors[who]
+                    .renew(lease, Renew::new(timing.ttl, floor))
+                    .await
+                {
                     Ok(r) => format!(
                         "renewed ttl {:?} clock {}",
                         r.ttl,
@@ -253,7 +259,10 @@ where
             Op::Release { who, floor } => match leases[who].as_ref() {
                 None => "no lease".to_owned(),
                 Some((lease, _)) => {
-                    match actors[who].release(lease, Release::new(timing.guard, floor)).await {
+                    match actors[who]
+                        .release(lease, Release::new(timing.guard, floor))
+                        .await
+                    {
                         Ok(()) => "released".to_owned(),
                         Err(e) => describe(&e),
                     }
@@ -491,7 +500,12 @@ fn etcd_model_replays_like_etcd() {
             store.expire(id);
             async {}
         };
-        play((ETCD_TIMING, etcd_script()), || store.real_strategy(), expire).await
+        play(
+            (ETCD_TIMING, etcd_script()),
+            || store.real_strategy(),
+            expire,
+        )
+        .await
     });
     let endpoints: Vec<String> = env_or("NONONCE_TEST_ETCD_ENDPOINTS", "http://127.0.0.1:2390")
         .split(',')
@@ -535,7 +549,12 @@ fn etcd_model_replays_like_etcd() {
                 }
             }
         };
-        let played = play((ETCD_TIMING, etcd_script()), || Arc::clone(&strategy), expire).await;
+        let played = play(
+            (ETCD_TIMING, etcd_script()),
+            || Arc::clone(&strategy),
+            expire,
+        )
+        .await;
         let mut client = client.clone();
         let keys = client
             .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))

@@ -29,7 +29,7 @@
 //! a new cluster ID. Wall clock steps do not touch etcd's leases (its monotonic clock).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use lease_core::{
@@ -86,6 +86,29 @@ impl Key {
         }
     }
 
+    /// The key's name, from a table made once: every acquire reads the whole prefix, and
+    /// formatting its 1,000-odd names each time was most of what an etcd seed cost.
+    fn name_bytes(self) -> &'static [u8] {
+        static NAMES: OnceLock<Vec<Box<[u8]>>> = OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            let ids = 0..MachineId::COUNT;
+            ids.clone()
+                .map(Self::Lease)
+                .chain(ids.map(Self::Floor))
+                .chain([Self::Marker, Self::HoldOff])
+                .map(|key| key.name().into_bytes().into_boxed_slice())
+                .collect()
+        });
+        let count = usize::from(MachineId::COUNT);
+        let index = match self {
+            Self::Lease(id) => usize::from(id),
+            Self::Floor(id) => count + usize::from(id),
+            Self::Marker => 2 * count,
+            Self::HoldOff => 2 * count + 1,
+        };
+        &names[index]
+    }
+
     /// The key named `name`, if it is one of the prefix's.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
@@ -127,7 +150,7 @@ struct Kv {
 impl Kv {
     fn answer(&self, key: Key) -> KeyValue {
         KeyValue {
-            key: key.name().into_bytes(),
+            key: key.name_bytes().to_vec(),
             value: self.value.clone(),
             create_revision: self.create_revision,
             mod_revision: self.mod_revision,
@@ -1126,6 +1149,14 @@ mod tests {
             Key::HoldOff,
         ] {
             assert_eq!(Key::parse(&key.name()), Some(key));
+        }
+        for id in 0..MachineId::COUNT {
+            for key in [Key::Lease(id), Key::Floor(id)] {
+                assert_eq!(key.name_bytes(), key.name().as_bytes());
+            }
+        }
+        for key in [Key::Marker, Key::HoldOff] {
+            assert_eq!(key.name_bytes(), key.name().as_bytes());
         }
         assert_eq!(Key::Lease(7).name(), "/nononce/leases/7");
         assert_eq!(Key::Floor(511).name(), "/nononce/leases/floor/511");
