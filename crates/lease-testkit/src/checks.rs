@@ -165,6 +165,22 @@ fn fillers_still_valid(filled_from: Instant, options: &Options) -> Result<(), St
     ))
 }
 
+/// When the lease a takeover's new holder renewed at `renewed_at` is lost or handed out
+/// again, `Err` saying the check was too slow to conclude if that lease may have run out by
+/// itself since (the strategy did nothing wrong then); `Ok` if it was surely valid.
+fn new_lease_still_valid(renewed_at: Instant, options: &Options) -> Result<(), String> {
+    let elapsed = renewed_at.elapsed();
+    if elapsed + options.slack < options.min_ttl {
+        return Ok(());
+    }
+    Err(format!(
+        "the check was too slow to conclude: {elapsed:?} after the new holder renewed, its \
+         lease of at least {:?} may have run out by itself, so losing it proves nothing; give \
+         the harness a longer ttl (`Options::new`)",
+        options.min_ttl
+    ))
+}
+
 /// Fills the store and requires that every one of the 512 IDs is then held (see [`fill`]).
 async fn fill_all<S: Strategy>(
     strategy: &S,
@@ -405,6 +421,7 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
             Err(_) => {}
         }
     }
+    let renewed_at = Instant::now();
     let renewed = must_renew(
         &new,
         &new_grant.lease,
@@ -433,12 +450,21 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
     // No renewal of the new holder until after the guard: it would hide a release that
     // shortened the new holder's lease to the guard.
     let what = "releasing the old holder's handle freed the new holder's lease";
-    never_grants(&filler, options, id, options.concurrency, what).await?;
+    if let Err(freed) = never_grants(&filler, options, id, options.concurrency, what).await {
+        new_lease_still_valid(renewed_at, options)?;
+        return Err(freed);
+    }
     sleep_until(released + options.guard + options.slack).await;
     let what =
         "after the guard, releasing the old holder's handle had freed the new holder's lease";
-    must_renew(&new, &renewed.lease, options, what).await?;
-    never_grants(&filler, options, id, options.concurrency, what).await?;
+    if let Err(lost) = must_renew(&new, &renewed.lease, options, what).await {
+        new_lease_still_valid(renewed_at, options)?;
+        return Err(lost);
+    }
+    if let Err(again) = never_grants(&filler, options, id, options.concurrency, what).await {
+        new_lease_still_valid(renewed_at, options)?;
+        return Err(again);
+    }
     drop(fillers);
     Ok(Outcome::Passed)
 }
