@@ -11,8 +11,9 @@
 //!    servers and timers many at a time), then chaos (every backend under faults at once), then
 //!    what reuses the test build: docs, doctests, each crate alone with the features that
 //!    change it, the README's first command; the own-folders lane builds and runs loom, the
-//!    no_std proof and the simulation, each in a target folder of its own; the foreground
-//!    checks every feature combination in the workspace's target folder, beside the tests.
+//!    no_std proof, nonce-core and lease-manager with each feature, and the simulation, each in
+//!    a target folder of its own; the foreground checks every feature combination in the
+//!    workspace's target folder, beside the tests.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -229,8 +230,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// (nextest's `serverless` profile): those against servers ran in the workspace run, on the same
 /// code paths. TLS and the facade's re-exports add no test of their own and are checked above.
 ///
-/// - `nonce-core` (ciphers, clocks, serde) and `lease-manager` (driver, telemetry): no
-///   features, each feature alone, and `nonce-core`'s defaults.
+/// - `nonce-core`'s defaults (its ciphers, clocks and serde with no features and each alone, and
+///   `lease-manager`'s driver and telemetry, run in a folder of their own:
+///   [`core_feature_test_step`]).
 /// - `lease-sql`: no dialect, and each dialect alone.
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
 ///   feature alone is what the workspace run has. Every integration test of the first two
@@ -259,11 +261,6 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         )
     };
     let steps = vec![
-        each(
-            "features: tests, nonce-core and lease-manager each feature",
-            &["nonce-core", "lease-manager"],
-            &["--exclude-features", "default"],
-        ),
         nextest(
             "features: tests, nonce-core default features",
             &["-p", "nonce-core"],
@@ -326,6 +323,44 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         .collect())
 }
 
+/// nonce-core and lease-manager with no features and each feature alone, tested in a target
+/// folder of their own (`target/features`): their dependency trees are small, so building them
+/// again there costs less than the time the step would hold the workspace's folder, which every
+/// other check and feature test waits for.
+fn core_feature_test_step(hack: &Path) -> Result<Step, String> {
+    let path = services::cargo_hack::path_with(hack)?;
+    let args = [
+        &[
+            "hack",
+            "nextest",
+            "run",
+            "-p",
+            "nonce-core",
+            "-p",
+            "lease-manager",
+            "--each-feature",
+            "--exclude-all-features",
+            "--exclude-features",
+            "default",
+        ][..],
+        &TEST_TARGETS[..],
+        &["--profile", "serverless", "--locked"],
+    ]
+    .concat();
+    Ok(Step::cargo(
+        "features: tests, nonce-core and lease-manager each feature",
+        &args,
+    )
+    .env("PATH", path)
+    .env(
+        "CARGO_TARGET_DIR",
+        workspace::target_dir()
+            .join("features")
+            .display()
+            .to_string(),
+    ))
+}
+
 /// The command line of the workspace's tests: every library, binary and integration test, with
 /// every feature.
 fn workspace_tests(name: &str, extra: &[&str]) -> Step {
@@ -351,13 +386,15 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 /// - the servers' lane, in the workspace's target folder: the workspace's tests, chaos, then
 ///   the docs, the doctests, each crate with features alone and the README's first command
 ///   (what reuses the test build's artifacts);
-/// - the own-folders lane, each in a folder of its own (their flags or profiles share no
-///   artifact with the rest): loom, the no_std proof, the simulation;
+/// - the own-folders lane, each in a folder of its own: loom, the no_std proof (their flags
+///   share no artifact with the rest), nonce-core and lease-manager with each feature (small
+///   trees, built again to free the workspace's folder), the simulation (release);
 /// - the foreground, in the workspace's target folder too: every `cargo check` of the
 ///   feature combinations ([`feature_check_steps`]).
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&workspace::target_dir().join("debug"));
     let after_chaos = test_build_steps(hack, &servers.env)?;
+    let own_folders = own_folder_steps(hack)?;
     thread::scope(|scope| {
         // The workspace's tests, then chaos: both mostly wait, but together (dozens of test
         // processes, six private coordinators, 48 nodes) they starved the shared servers.
@@ -372,7 +409,7 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
                 .try_for_each(|step| steps.run_logged(step))
         });
         let own_folders_lane = scope.spawn(|| {
-            own_folder_steps()
+            own_folders
                 .iter()
                 .try_for_each(|step| steps.run_logged(step))
         });
@@ -423,10 +460,10 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
     Ok(after)
 }
 
-/// Builds whose flags or profile share no artifact with the test build, each in a target
-/// folder of its own: loom (`--cfg loom` on every crate), the no_std proof, and the simulation
-/// at 5,000 seeds (release).
-fn own_folder_steps() -> Vec<Step> {
+/// Builds in a target folder of their own: loom (`--cfg loom` on every crate), the no_std proof,
+/// nonce-core and lease-manager with each feature ([`core_feature_test_step`]), and the
+/// simulation at 5,000 seeds (release).
+fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
     let mut own = vec![
         // The test profile, not release: the eight models run in seconds either way, and an
@@ -439,6 +476,7 @@ fn own_folder_steps() -> Vec<Step> {
         .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
     own.extend(nostd_steps());
+    own.push(core_feature_test_step(hack)?);
     // What `cargo xtask sim --seeds 5000 --epoch-changes --host-list-edits` runs, without building xtask a second
     // time.
     own.push(
@@ -452,7 +490,7 @@ fn own_folder_steps() -> Vec<Step> {
         )
         .env("CARGO_TARGET_DIR", own_folder("sim")),
     );
-    own.into_iter().map(Step::nice).collect()
+    Ok(own.into_iter().map(Step::nice).collect())
 }
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
