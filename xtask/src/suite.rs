@@ -230,9 +230,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// (nextest's `serverless` profile): those against servers ran in the workspace run, on the same
 /// code paths. TLS and the facade's re-exports add no test of their own and are checked above.
 ///
-/// - `nonce-core`'s defaults (its ciphers, clocks and serde with no features and each alone, and
-///   `lease-manager`'s driver and telemetry, run in a folder of their own:
-///   [`core_feature_test_step`]).
+/// - `nonce-core`: its defaults. Its ciphers, clocks and serde with no features and each alone,
+///   and `lease-manager`'s driver and telemetry, are tested in a folder of their own
+///   ([`own_folder_steps`]).
 /// - `lease-sql`: no dialect, and each dialect alone.
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
 ///   feature alone is what the workspace run has. Every integration test of the first two
@@ -241,18 +241,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 ///   repository README's example (built with `postgres`).
 fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    // The test targets alone: the examples are checked with each feature, and linking them
-    // here would run nothing more.
-    let nextest_args = [&TEST_TARGETS[..], &["--profile", "serverless", "--locked"]].concat();
+    let nextest_args = serverless_test_args();
     let each = |name, packages: &[&str], features: &[&str]| {
-        let mut args = vec!["hack", "nextest", "run"];
-        for p in packages {
-            args.extend(["-p", p]);
-        }
-        args.extend(["--each-feature", "--exclude-all-features"]);
-        args.extend(features);
-        args.extend(&nextest_args);
-        Step::cargo(name, &args).env("PATH", path.clone())
+        each_feature_tests(&path, name, packages, features)
     };
     let nextest = |name, args: &[&str]| {
         Step::cargo(
@@ -323,42 +314,23 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         .collect())
 }
 
-/// nonce-core and lease-manager with no features and each feature alone, tested in a target
-/// folder of their own (`target/features`): their dependency trees are small, so building them
-/// again there costs less than the time the step would hold the workspace's folder, which every
-/// other check and feature test waits for.
-fn core_feature_test_step(hack: &Path) -> Result<Step, String> {
-    let path = services::cargo_hack::path_with(hack)?;
-    let args = [
-        &[
-            "hack",
-            "nextest",
-            "run",
-            "-p",
-            "nonce-core",
-            "-p",
-            "lease-manager",
-            "--each-feature",
-            "--exclude-all-features",
-            "--exclude-features",
-            "default",
-        ][..],
-        &TEST_TARGETS[..],
-        &["--profile", "serverless", "--locked"],
-    ]
-    .concat();
-    Ok(Step::cargo(
-        "features: tests, nonce-core and lease-manager each feature",
-        &args,
-    )
-    .env("PATH", path)
-    .env(
-        "CARGO_TARGET_DIR",
-        workspace::target_dir()
-            .join("features")
-            .display()
-            .to_string(),
-    ))
+/// What the feature tests run: the test targets alone (the examples are checked with each
+/// feature, and linking them here would run nothing more), on nextest's `serverless` profile.
+fn serverless_test_args() -> Vec<&'static str> {
+    [&TEST_TARGETS[..], &["--profile", "serverless", "--locked"]].concat()
+}
+
+/// `cargo hack nextest run` of `packages` with no features and each feature alone, less what
+/// `features` (cargo-hack's feature options) leaves out; `path` finds `cargo-hack`.
+fn each_feature_tests(path: &str, name: &str, packages: &[&str], features: &[&str]) -> Step {
+    let mut args = vec!["hack", "nextest", "run"];
+    for p in packages {
+        args.extend(["-p", p]);
+    }
+    args.extend(["--each-feature", "--exclude-all-features"]);
+    args.extend(features);
+    args.extend(serverless_test_args());
+    Step::cargo(name, &args).env("PATH", path)
 }
 
 /// The command line of the workspace's tests: every library, binary and integration test, with
@@ -461,8 +433,8 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
 }
 
 /// Builds in a target folder of their own: loom (`--cfg loom` on every crate), the no_std proof,
-/// nonce-core and lease-manager with each feature ([`core_feature_test_step`]), and the
-/// simulation at 5,000 seeds (release).
+/// nonce-core and lease-manager with each feature ([`each_feature_tests`]), and the simulation
+/// at 5,000 seeds (release).
 fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
     let mut own = vec![
@@ -476,7 +448,19 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
         .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
     own.extend(nostd_steps());
-    own.push(core_feature_test_step(hack)?);
+    // Their dependency trees are small: building them again in a folder of their own costs less
+    // than the time the step would hold the workspace's folder, which every other check and
+    // feature test waits for.
+    let path = services::cargo_hack::path_with(hack)?;
+    own.push(
+        each_feature_tests(
+            &path,
+            "features: tests, nonce-core and lease-manager each feature",
+            &["nonce-core", "lease-manager"],
+            &["--exclude-features", "default"],
+        )
+        .env("CARGO_TARGET_DIR", own_folder("features")),
+    );
     // What `cargo xtask sim --seeds 5000 --epoch-changes --host-list-edits` runs, without building xtask a second
     // time.
     own.push(

@@ -153,30 +153,42 @@ async fn fill<S: Strategy>(
 /// `Err` saying the check was too slow to conclude if the fillers' leases may have run out since
 /// (the strategy did nothing wrong then); `Ok` if they were surely valid.
 fn fillers_still_valid(filled_from: Instant, options: &Options) -> Result<(), String> {
-    let elapsed = filled_from.elapsed();
-    if elapsed + options.slack < options.min_ttl {
-        return Ok(());
-    }
-    Err(format!(
-        "the check was too slow to conclude: {elapsed:?} after the store began to fill, the \
-         fillers' leases of at least {:?} may have run out, so an id handed out again proves \
-         nothing; give the harness a longer ttl (`Options::new`)",
-        options.min_ttl
-    ))
+    still_valid(
+        filled_from,
+        options,
+        "the store began to fill, the fillers' leases",
+        "an id handed out again",
+    )
 }
 
-/// When the lease a takeover's new holder renewed at `renewed_at` is lost or handed out
-/// again, `Err` saying the check was too slow to conclude if that lease may have run out by
-/// itself since (the strategy did nothing wrong then); `Ok` if it was surely valid.
+/// As [`fillers_still_valid`], for the lease a takeover's new holder renewed at `renewed_at`,
+/// when it is lost or its ID handed out again.
 fn new_lease_still_valid(renewed_at: Instant, options: &Options) -> Result<(), String> {
-    let elapsed = renewed_at.elapsed();
+    still_valid(
+        renewed_at,
+        options,
+        "the new holder renewed, its lease",
+        "losing it",
+    )
+}
+
+/// `Ok` while leases granted at `since` are surely valid; otherwise `Err` saying the check was
+/// too slow to conclude: `since_whose` names the moment and the leases, `what` the outcome that
+/// proves nothing once they may have run out by themselves.
+fn still_valid(
+    since: Instant,
+    options: &Options,
+    since_whose: &str,
+    what: &str,
+) -> Result<(), String> {
+    let elapsed = since.elapsed();
     if elapsed + options.slack < options.min_ttl {
         return Ok(());
     }
     Err(format!(
-        "the check was too slow to conclude: {elapsed:?} after the new holder renewed, its \
-         lease of at least {:?} may have run out by itself, so losing it proves nothing; give \
-         the harness a longer ttl (`Options::new`)",
+        "the check was too slow to conclude: {elapsed:?} after {since_whose} of at least {:?} \
+         may have run out, so {what} proves nothing; give the harness a longer ttl \
+         (`Options::new`)",
         options.min_ttl
     ))
 }
