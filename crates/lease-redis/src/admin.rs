@@ -7,9 +7,10 @@ use redis::aio::ConnectionLike;
 
 use crate::error::RedisLeaseError;
 use crate::strategy::RedisStrategy;
+use crate::transport::Connection;
 use crate::wire;
 
-impl<C> RedisStrategy<C>
+impl<C> RedisStrategy<Connection<C>>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {

@@ -10,6 +10,7 @@ mod operator;
 mod options;
 mod scripts;
 mod strategy;
+pub mod transport;
 mod wire;
 
 pub use backend::RedisBackend;

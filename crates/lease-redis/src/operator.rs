@@ -9,9 +9,10 @@ use redis::aio::ConnectionLike;
 use crate::error::RedisLeaseError;
 use crate::scripts::INITIALIZE_SCRIPT;
 use crate::strategy::RedisStrategy;
+use crate::transport::Connection;
 use crate::wire;
 
-impl<C> StoreAdmin for RedisStrategy<C>
+impl<C> StoreAdmin for RedisStrategy<Connection<C>>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {

@@ -1,9 +1,9 @@
 //! [`RedisStrategy`]: the lease protocol on one hash with HSETEX.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lease_core::time::{granted_floor, millis};
+use lease_core::time::granted_floor;
 use lease_core::{
     Acquire, ErrorKind, Grant, Holder, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew,
     Renewal, Strategy,
@@ -12,9 +12,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::RedisLeaseError;
 use crate::options::{AmnesiaGuard, RedisOptions};
-use crate::scripts::{
-    ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT, START_HOLD_OFF_SCRIPT, time_ms,
-};
+use crate::transport::{Claim, Connection, Reply, Request, ServerInfo, Transport, TransportError};
 use crate::wire;
 
 /// This holder's lease: the machine ID and the random token in its ownership marker.
@@ -61,17 +59,18 @@ impl RedisLease {
 #[derive(Debug, Default)]
 struct Seen {
     run_id: Option<String>,
-    /// The run ID before the last change, and when the change was seen.
-    changed: Option<(String, Instant)>,
+    /// The run ID before the last change, and when the change was seen (the transport's
+    /// clock).
+    changed: Option<(String, Duration)>,
 }
 
 impl Seen {
-    /// Records the server's run ID; a new one starts the hold-off.
-    fn record(&mut self, run_id: &str) {
+    /// Records the server's run ID, seen at `now`; a new one starts the hold-off.
+    fn record(&mut self, run_id: &str, now: Duration) {
         if let Some(previous) = self.run_id.replace(run_id.to_owned())
             && previous != run_id
         {
-            self.changed = Some((previous, Instant::now()));
+            self.changed = Some((previous, now));
         }
     }
 }
@@ -87,16 +86,16 @@ impl Seen {
 /// also writes the floor. See the crate docs for the protocol, the amnesia guard and an
 /// example.
 ///
-/// `C` is any `redis` async connection that can be cloned and shared: a [`ConnectionManager`]
-/// (what [`connect`](Self::connect) makes; reconnects by itself), a `MultiplexedConnection`, or
-/// your own.
-pub struct RedisStrategy<C = ConnectionManager> {
-    connection: C,
+/// `T` is how requests reach the server ([`Transport`]): by default a [`Connection`] over a
+/// [`ConnectionManager`] (what [`connect`](Self::connect) makes; reconnects by itself); any
+/// shareable `redis` async connection with [`with_connection`](Self::with_connection).
+pub struct RedisStrategy<T = Connection<ConnectionManager>> {
+    transport: T,
     options: RedisOptions,
     seen: Mutex<Seen>,
 }
 
-impl<C> std::fmt::Debug for RedisStrategy<C> {
+impl<T> std::fmt::Debug for RedisStrategy<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStrategy")
             .field("options", &self.options)
@@ -104,7 +103,7 @@ impl<C> std::fmt::Debug for RedisStrategy<C> {
     }
 }
 
-impl RedisStrategy<ConnectionManager> {
+impl RedisStrategy {
     /// A strategy on a reconnecting [`ConnectionManager`] to `url` (`redis://` or, with the
     /// `tls-rustls` feature, `rediss://`).
     ///
@@ -139,7 +138,7 @@ impl RedisStrategy<ConnectionManager> {
     }
 }
 
-impl<C> RedisStrategy<C>
+impl<C> RedisStrategy<Connection<C>>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -149,12 +148,32 @@ where
     /// # Errors
     /// [`RedisLeaseError::InvalidOptions`] when `options` are out of range.
     pub fn with_connection(connection: C, options: RedisOptions) -> Result<Self, RedisLeaseError> {
+        let transport = Connection::new(connection, options.key.clone());
+        Self::with_transport(transport, options)
+    }
+
+    pub(crate) fn connection(&self) -> C {
+        self.transport.connection()
+    }
+}
+
+impl<T: Transport> RedisStrategy<T> {
+    /// A strategy over `transport` (see [`crate::transport`]).
+    ///
+    /// # Errors
+    /// [`RedisLeaseError::InvalidOptions`] when `options` are out of range.
+    pub fn with_transport(transport: T, options: RedisOptions) -> Result<Self, RedisLeaseError> {
         options.validate()?;
         Ok(Self {
-            connection,
+            transport,
             options,
             seen: Mutex::new(Seen::default()),
         })
+    }
+
+    /// The transport.
+    pub const fn transport(&self) -> &T {
+        &self.transport
     }
 
     /// The settings.
@@ -162,30 +181,38 @@ where
         &self.options
     }
 
-    pub(crate) fn connection(&self) -> C {
-        self.connection.clone()
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn key(&self) -> &str {
-        &self.options.key
-    }
-
-    fn fail(&self, command: &'static str) -> impl FnOnce(redis::RedisError) -> RedisLeaseError {
-        let key = self.options.key.clone();
-        move |error| RedisLeaseError::command(command, &key, error)
+    /// One round trip, its failure classified for the lease manager.
+    async fn exchange(&self, request: Request) -> Result<Reply, RedisLeaseError> {
+        let command = request.command();
+        self.transport
+            .exchange(request)
+            .await
+            .map_err(|error| match error {
+                TransportError::Failed(source) => {
+                    RedisLeaseError::command(command, &self.options.key, source)
+                }
+                TransportError::Unexpected(reply) => {
+                    RedisLeaseError::UnexpectedReply { command, reply }
+                }
+            })
     }
 
     /// `WAIT` for the configured replicas, if any.
-    async fn wait_for_replicas(&self, connection: &mut C) -> Result<(), RedisLeaseError> {
+    async fn wait_for_replicas(&self) -> Result<(), RedisLeaseError> {
         let Some((required, timeout)) = self.options.replicas else {
             return Ok(());
         };
-        let acknowledged: i64 = redis::cmd("WAIT")
-            .arg(required)
-            .arg(millis(timeout))
-            .query_async(connection)
-            .await
-            .map_err(self.fail("WAIT"))?;
+        let request = Request::WaitForReplicas { required, timeout };
+        let acknowledged = match self.exchange(request.clone()).await? {
+            Reply::Replicas(acknowledged) => acknowledged,
+            other => return Err(unexpected(&request, &other)),
+        };
         if acknowledged < i64::from(required) {
             return Err(RedisLeaseError::Replicas {
                 acknowledged,
@@ -196,58 +223,41 @@ where
         Ok(())
     }
 
-    /// One read of the hash for an acquire: `HGETALL`, every field with its value (the ID
-    /// fields and the floors). The first read of an acquire (`guard`) also runs the amnesia
-    /// guard: `INFO server` goes in the same round trip, in one pipeline, and is checked before
-    /// anything is claimed.
+    /// One read of the hash for an acquire: the free IDs with their floors. The first read of
+    /// an acquire (`guard`) also runs the amnesia guard: `INFO` goes in the same round trip
+    /// and is checked before anything is claimed.
     ///
     /// Returns what was read and, when the guard ran, the run ID of the server it checked: the
     /// claim that follows is made only on that server process.
-    async fn read(
-        &self,
-        connection: &mut C,
-        guard: bool,
-    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<String>), RedisLeaseError> {
-        let mut cmd = redis::cmd("HGETALL");
-        cmd.arg(self.key());
-        if !guard || self.options.amnesia_guard == AmnesiaGuard::Off {
-            return cmd
-                .query_async(connection)
-                .await
-                .map(|value| (value, None))
-                .map_err(self.fail("HGETALL"));
-        }
-        let (info, value): (String, _) = redis::pipe()
-            .cmd("INFO")
-            .arg("server")
-            .arg("memory")
-            .add_command(cmd)
-            .query_async(connection)
-            .await
-            .map_err(self.fail("INFO server memory + HGETALL"))?;
-        match self.check_amnesia(&info) {
-            Ok(run_id) => Ok((value, Some(run_id))),
+    async fn read(&self, guard: bool) -> Result<(wire::FreeIds, Option<String>), RedisLeaseError> {
+        let info = guard && self.options.amnesia_guard != AmnesiaGuard::Off;
+        let request = Request::Read { info };
+        let (info, free) = match self.exchange(request.clone()).await? {
+            Reply::Read { info, free } => (info, free),
+            other => return Err(unexpected(&request, &other)),
+        };
+        let Some(info) = info else {
+            return Ok((free, None));
+        };
+        match self.check_amnesia(info) {
+            Ok(run_id) => Ok((free, Some(run_id))),
             Err(refused) => {
-                if refused.kind() == ErrorKind::Retry {
+                if let (ErrorKind::Retry, Some(hold_off)) = (refused.kind(), self.hold_off()) {
                     // A restarted server lost the hash too: its marker's hold-off starts now,
                     // beside the restart's, not after it. The refusal stands either way.
-                    let _: Result<Vec<u8>, _> = START_HOLD_OFF_SCRIPT
-                        .key(self.key())
-                        .arg(self.hold_off_arg())
-                        .invoke_async(connection)
-                        .await;
+                    let _ = self.exchange(Request::StartHoldOff { hold_off }).await;
                 }
                 Err(refused)
             }
         }
     }
 
-    /// The hold-off the scripts start when they find the hash's initialization marker missing,
-    /// in ms; empty with the guard off, which turns that check off too.
-    fn hold_off_arg(&self) -> String {
+    /// The hold-off the scripts start when they find the hash's initialization marker missing;
+    /// `None` with the guard off, which turns that check off too.
+    fn hold_off(&self) -> Option<Duration> {
         match self.options.amnesia_guard {
-            AmnesiaGuard::HoldOff => millis(self.options.amnesia_hold_off()).to_string(),
-            AmnesiaGuard::Off => String::new(),
+            AmnesiaGuard::HoldOff => Some(self.options.amnesia_hold_off()),
+            AmnesiaGuard::Off => None,
         }
     }
 
@@ -260,46 +270,28 @@ where
         }
     }
 
-    /// The amnesia guard on an `INFO server memory` reply: fails with a `Misconfigured` error
-    /// when the server may evict the lease hash, with a `Retry` error while the server may have
+    /// The amnesia guard on the server's `INFO`: fails with a `Misconfigured` error when the
+    /// server may evict the lease hash, with a `Retry` error while the server may have
     /// forgotten leases; otherwise returns the server's run ID.
-    fn check_amnesia(&self, info: &str) -> Result<String, RedisLeaseError> {
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
-        let policy = field("maxmemory_policy").ok_or_else(|| RedisLeaseError::UnexpectedReply {
-            command: "INFO memory",
-            reply: "no maxmemory_policy".to_owned(),
-        })?;
+    fn check_amnesia(&self, info: ServerInfo) -> Result<String, RedisLeaseError> {
+        let policy = info.maxmemory_policy;
         // `noeviction` evicts nothing; the `volatile-*` policies evict only keys with a TTL of
         // their own, which the lease hash never has (its fields' TTLs are not a key TTL).
         // Everything else (`allkeys-*`, and policies this code does not know) may evict it.
         if policy != "noeviction" && !policy.starts_with("volatile-") {
             return Err(RedisLeaseError::EvictionPolicy {
-                policy: policy.to_owned(),
+                policy,
                 key: self.options.key.clone(),
             });
         }
-        let unexpected = || RedisLeaseError::UnexpectedReply {
-            command: "INFO server memory",
-            reply: "no uptime_in_seconds or run_id".to_owned(),
-        };
-        let uptime = field("uptime_in_seconds")
-            .and_then(|s| s.parse::<u64>().ok())
-            .map(Duration::from_secs)
-            .ok_or_else(unexpected)?;
-        let run_id = field("run_id").ok_or_else(unexpected)?.to_owned();
+        let run_id = info.run_id;
         let hold_off = self.options.amnesia_hold_off();
         {
-            let mut seen = self
-                .seen
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            seen.record(&run_id);
+            let now = self.transport.now();
+            let mut seen = self.seen();
+            seen.record(&run_id, now);
             if let Some((previous, at)) = &seen.changed {
-                let elapsed = at.elapsed();
+                let elapsed = now.saturating_sub(*at);
                 if elapsed < hold_off {
                     return Err(RedisLeaseError::ServerChanged {
                         previous: previous.clone(),
@@ -312,7 +304,7 @@ where
         }
         // `uptime_in_seconds` is a difference of whole wall-clock seconds, so it may exceed
         // the real uptime by up to a second: count one second less.
-        let uptime = uptime.saturating_sub(Duration::from_secs(1));
+        let uptime = info.uptime.saturating_sub(Duration::from_secs(1));
         if uptime < hold_off {
             return Err(RedisLeaseError::AmnesiaWindow {
                 uptime,
@@ -322,21 +314,20 @@ where
         }
         Ok(run_id)
     }
+
+    /// A random index below `n`.
+    fn random_below(&self, n: usize) -> usize {
+        let n = u64::try_from(n).unwrap_or(u64::MAX).max(1);
+        usize::try_from(self.transport.random() % n).unwrap_or(0)
+    }
 }
 
-/// What the acquire script answered.
-enum Claim {
-    /// Claimed; the floor stored before, and the server's clock (Unix ms).
-    Won { floor_ms: u64, server_ms: u64 },
-    /// Another node holds the ID now.
-    Taken,
-    /// The ID's floor field holds this, which is no floor.
-    Unreadable(String),
-    /// The server is not the process the amnesia guard checked: this is its run ID.
-    ServerChanged(String),
-    /// The hash's initialization marker holds acquisitions off until `open_at_ms` (Unix ms on
-    /// the server's clock, which read `server_ms`).
-    HeldOff { open_at_ms: u64, server_ms: u64 },
+/// The error for a reply of the wrong kind.
+fn unexpected(request: &Request, reply: &Reply) -> RedisLeaseError {
+    RedisLeaseError::UnexpectedReply {
+        command: request.command(),
+        reply: format!("{reply:?}"),
+    }
 }
 
 /// The ID an acquire tries: a random one among the free IDs whose floor is below `now_ms` (the
@@ -364,10 +355,7 @@ fn pick(
     Some(if b.1 < a.1 { b.0 } else { a.0 })
 }
 
-impl<C> RedisStrategy<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<T: Transport> RedisStrategy<T> {
     /// The TTL an acquire asks for: `requested`, at most `max_lease_duration`, at least 1 ms.
     fn acquire_ttl(&self, requested: Duration) -> Result<Duration, RedisLeaseError> {
         let ttl = requested.min(self.options.max_lease_duration);
@@ -391,68 +379,9 @@ where
     fn recorded_floor(floor_ms: u64, requested: Duration, ttl: Duration) -> u64 {
         granted_floor(floor_ms, requested, ttl).min(wire::MAX_FLOOR_MS)
     }
-
-    /// The acquire script on `id`: claim with `FNX` and raise the floor to `floor_ms`, in one
-    /// atomic step, on the server process whose run ID is `run_id` when one is given.
-    async fn claim(
-        &self,
-        connection: &mut C,
-        id: MachineId,
-        token: &str,
-        ttl: Duration,
-        floor_ms: u64,
-        run_id: Option<&str>,
-    ) -> Result<Claim, RedisLeaseError> {
-        let (status, stored, seconds, micros): (i64, Vec<u8>, u64, u64) = ACQUIRE_SCRIPT
-            .key(self.key())
-            .arg(id.get().to_string())
-            .arg(token)
-            .arg(millis(ttl))
-            .arg(floor_ms.to_string())
-            .arg(run_id.unwrap_or(""))
-            .arg(self.hold_off_arg())
-            .invoke_async(connection)
-            .await
-            .map_err(self.fail("EVALSHA (acquire script)"))?;
-        let unexpected = |reply: String| RedisLeaseError::UnexpectedReply {
-            command: "EVALSHA (acquire script)",
-            reply,
-        };
-        match status {
-            1 => {
-                let floor_ms = wire::parse_floor_value(&stored).ok_or_else(|| {
-                    unexpected(format!("floor {:?}", String::from_utf8_lossy(&stored)))
-                })?;
-                Ok(Claim::Won {
-                    floor_ms,
-                    server_ms: time_ms(seconds, micros),
-                })
-            }
-            0 => Ok(Claim::Taken),
-            2 => Ok(Claim::Unreadable(
-                String::from_utf8_lossy(&stored).into_owned(),
-            )),
-            3 => Ok(Claim::ServerChanged(
-                String::from_utf8_lossy(&stored).into_owned(),
-            )),
-            4 => {
-                let open_at_ms = wire::parse_floor_value(&stored).ok_or_else(|| {
-                    unexpected(format!("open_at {:?}", String::from_utf8_lossy(&stored)))
-                })?;
-                Ok(Claim::HeldOff {
-                    open_at_ms,
-                    server_ms: time_ms(seconds, micros),
-                })
-            }
-            other => Err(unexpected(other.to_string())),
-        }
-    }
 }
 
-impl<C> Strategy for RedisStrategy<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<T: Transport> Strategy for RedisStrategy<T> {
     type Lease = RedisLease;
     type Error = RedisLeaseError;
 
@@ -463,17 +392,15 @@ where
     /// `acquire_attempts` times. Two round trips when the claim wins.
     async fn acquire(&self, request: Acquire) -> Result<Grant<RedisLease>, RedisLeaseError> {
         let ttl = self.acquire_ttl(request.requested)?;
-        let floor = Self::recorded_floor(request.floor_ms, request.requested, ttl);
-        let mut connection = self.connection.clone();
+        let floor_ms = Self::recorded_floor(request.floor_ms, request.requested, ttl);
         // The run ID of the server whose uptime the guard checked (first read only): every
         // claim of this acquire must land on that same server process.
         let mut checked = None;
         for attempt in 0..self.options.acquire_attempts {
-            let (pairs, run_id) = self.read(&mut connection, attempt == 0).await?;
+            let (free, run_id) = self.read(attempt == 0).await?;
             checked = checked.or(run_id);
-            let free = wire::free_ids_with_floors(&pairs);
             let Some(id) = pick(&free.readable, request.now_ms, &mut |n| {
-                rand::random_range(0..n)
+                self.random_below(n)
             }) else {
                 return Err(match free.unreadable.into_iter().next() {
                     Some((id, value)) => RedisLeaseError::UnreadableFloor {
@@ -486,16 +413,25 @@ where
                     },
                 });
             };
-            let token = wire::new_token();
-            match self
-                .claim(&mut connection, id, &token, ttl, floor, checked.as_deref())
-                .await?
-            {
+            let token = wire::new_token(|| self.transport.random());
+            let claim = Request::Claim {
+                id,
+                token: token.clone(),
+                ttl,
+                floor_ms,
+                run_id: checked.clone(),
+                hold_off: self.hold_off(),
+            };
+            let reply = self.exchange(claim.clone()).await?;
+            let Reply::Claim(claimed) = reply else {
+                return Err(unexpected(&claim, &reply));
+            };
+            match claimed {
                 Claim::Won {
                     floor_ms,
                     server_ms,
                 } => {
-                    self.wait_for_replicas(&mut connection).await?;
+                    self.wait_for_replicas().await?;
                     let grant = Grant::new(id, RedisLease { id, token }, ttl)
                         .with_floor(floor_ms)
                         .with_coordinator_ms(server_ms);
@@ -520,10 +456,8 @@ where
                     });
                 }
                 Claim::ServerChanged(current) => {
-                    self.seen
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .record(&current);
+                    let now = self.transport.now();
+                    self.seen().record(&current, now);
                     return Err(RedisLeaseError::ServerChanged {
                         previous: checked.unwrap_or_default(),
                         current,
@@ -546,31 +480,25 @@ where
         request: Renew,
     ) -> Result<Renewal<RedisLease>, RedisLeaseError> {
         let ttl = request.requested.min(self.options.max_lease_duration);
-        let floor = Self::recorded_floor(request.floor_ms, request.requested, ttl);
-        let mut connection = self.connection.clone();
-        let (renewed, seconds, micros): (i64, u64, u64) = RENEW_SCRIPT
-            .key(self.key())
-            .arg(lease.id.get().to_string())
-            .arg(&lease.token)
-            .arg(millis(ttl))
-            .arg(floor.to_string())
-            .arg(self.hold_off_arg())
-            .invoke_async(&mut connection)
-            .await
-            .map_err(self.fail("EVALSHA (renew script)"))?;
-        match renewed {
-            1 => {}
-            0 => return Err(RedisLeaseError::Lost { id: lease.id }),
-            other => {
-                return Err(RedisLeaseError::UnexpectedReply {
-                    command: "EVALSHA (renew script)",
-                    reply: other.to_string(),
-                });
+        let renew = Request::Renew {
+            id: lease.id,
+            token: lease.token.clone(),
+            ttl,
+            floor_ms: Self::recorded_floor(request.floor_ms, request.requested, ttl),
+            hold_off: self.hold_off(),
+        };
+        let server_ms = match self.exchange(renew.clone()).await? {
+            Reply::Renewed {
+                renewed: true,
+                server_ms,
+            } => server_ms,
+            Reply::Renewed { renewed: false, .. } => {
+                return Err(RedisLeaseError::Lost { id: lease.id });
             }
-        }
-        self.wait_for_replicas(&mut connection).await?;
-        let renewal =
-            Renewal::new(lease.clone(), ttl).with_coordinator_ms(time_ms(seconds, micros));
+            other => return Err(unexpected(&renew, &other)),
+        };
+        self.wait_for_replicas().await?;
+        let renewal = Renewal::new(lease.clone(), ttl).with_coordinator_ms(server_ms);
         Ok(match self.options.amnesia_guard {
             AmnesiaGuard::HoldOff => renewal.with_max_clock_offset(self.options.max_clock_offset),
             AmnesiaGuard::Off => renewal,
@@ -586,22 +514,15 @@ where
         // The marker goes in the same step: a renewal that reaches the server after the
         // release (sent before it, or resent by a reconnecting client) then fails its FXX and
         // cannot turn the guard back into a whole lease.
-        let mut connection = self.connection.clone();
-        let released: i64 = RELEASE_SCRIPT
-            .key(self.key())
-            .arg(lease.id.get().to_string())
-            .arg(&lease.token)
-            .arg(millis(request.guard))
-            .arg(request.floor_ms.min(wire::MAX_FLOOR_MS).to_string())
-            .invoke_async(&mut connection)
-            .await
-            .map_err(self.fail("EVALSHA (release script)"))?;
-        match released {
-            0 | 1 => Ok(()),
-            other => Err(RedisLeaseError::UnexpectedReply {
-                command: "EVALSHA (release script)",
-                reply: other.to_string(),
-            }),
+        let release = Request::Release {
+            id: lease.id,
+            token: lease.token.clone(),
+            guard: request.guard,
+            floor_ms: request.floor_ms.min(wire::MAX_FLOOR_MS),
+        };
+        match self.exchange(release.clone()).await? {
+            Reply::Released(_) => Ok(()),
+            other => Err(unexpected(&release, &other)),
         }
     }
 
@@ -634,7 +555,7 @@ mod tests {
 
     #[test]
     fn debug_shows_the_id_and_a_token_prefix_only() {
-        let token = wire::new_token();
+        let token = wire::new_token(rand::random);
         let lease = RedisLease {
             id: id(17),
             token: token.clone(),

@@ -8,10 +8,12 @@ use lease_core::MachineId;
 /// The hash NoNoncense uses.
 pub(crate) const DEFAULT_KEY: &str = "no_noncense_leases";
 
-/// A new lease token: 16 random bytes, base64url without padding (22 characters).
-pub(crate) fn new_token() -> String {
+/// A lease token: 16 random bytes (from `random`, 8 at a time), base64url without padding
+/// (22 characters).
+pub(crate) fn new_token(mut random: impl FnMut() -> u64) -> String {
     let mut bytes = [0u8; 16];
-    rand::fill(&mut bytes);
+    bytes[..8].copy_from_slice(&random().to_le_bytes());
+    bytes[8..].copy_from_slice(&random().to_le_bytes());
     Base64UrlUnpadded::encode_string(&bytes)
 }
 
@@ -46,13 +48,13 @@ pub(crate) fn parse_floor_value(value: &[u8]) -> Option<u64> {
 }
 
 /// What an acquire reads from the hash: the free IDs with their stored floors.
-#[derive(Debug, Default)]
-pub(crate) struct FreeIds {
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FreeIds {
     /// Free IDs whose floor is absent (0) or readable, with it.
-    pub(crate) readable: Vec<(MachineId, u64)>,
+    pub readable: Vec<(MachineId, u64)>,
     /// Free IDs whose floor field holds something else, with it: never claimed, since nobody
     /// can say what was issued under them.
-    pub(crate) unreadable: Vec<(MachineId, String)>,
+    pub unreadable: Vec<(MachineId, String)>,
 }
 
 /// The free IDs among `HGETALL` pairs (as [`free_ids`]), each with its floor.
@@ -112,8 +114,8 @@ mod tests {
 
     #[test]
     fn tokens_are_22_url_safe_characters_and_differ() {
-        let a = new_token();
-        let b = new_token();
+        let a = new_token(rand::random);
+        let b = new_token(rand::random);
         assert_eq!(a.len(), 22);
         assert!(
             a.bytes()
@@ -242,7 +244,10 @@ mod tests {
         for id in 0..MachineId::COUNT {
             let id = MachineId::new(id).unwrap();
             assert_eq!(nononcense_reads_as_id(&format!("floor.{id}")), None);
-            assert_eq!(nononcense_reads_as_id(&marker(id, &new_token())), None);
+            assert_eq!(
+                nononcense_reads_as_id(&marker(id, &new_token(rand::random))),
+                None
+            );
             assert_eq!(
                 nononcense_reads_as_id(&id.to_string()),
                 Some(i64::from(id.get()))
@@ -304,7 +309,7 @@ mod fuzz {
                     [&sign[..], id.to_string().as_bytes()].concat()
                 }
                 6 => format!("{id} ").into_bytes(),
-                7 => format!("token.{id}.{}", new_token()).into_bytes(),
+                7 => format!("token.{id}.{}", new_token(rand::random)).into_bytes(),
                 8 => format!("token.{id}").into_bytes(),
                 9 => {
                     // A canonical ID with one byte changed.
@@ -356,7 +361,10 @@ mod fuzz {
         for id in 0..MachineId::COUNT {
             let id = MachineId::new(id).unwrap();
             assert_eq!(parse_id_field(id.to_string().as_bytes()), Some(id));
-            assert_eq!(parse_id_field(marker(id, &new_token()).as_bytes()), None);
+            assert_eq!(
+                parse_id_field(marker(id, &new_token(rand::random)).as_bytes()),
+                None
+            );
         }
         // Every field of up to 3 bytes from the digits and a few neighbours: exhaustive.
         let alphabet = b"0123456789+- .\x00a/:";

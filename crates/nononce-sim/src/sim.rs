@@ -28,16 +28,17 @@ use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, Fa
 use crate::check::{Checker, KindSet, Violation};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
-use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Handles, Key as EtcdKey, Recovery};
+use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
-use crate::model::redis::{Persistence, RedisModel, RedisRequest, RedisResponse, RedisServer};
+use crate::model::redis::{Persistence, RedisClient, RedisResponse, RedisServer};
 use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
-use crate::model::{Guards, ModelLease, NetError, Reply, Request, Server};
+use crate::model::{Guards, Handles, ModelLease, NetError, Reply, Request, Server};
 use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
 use crate::trace::{Entry as TraceEntry, Trace};
 use lease_etcd::transport::{Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp};
+use lease_redis::transport::{Claim as RedisClaim, Reply as RedisReply, Request as RedisRequest};
 
 /// Nonces of one kind one factory issues per tick, at most.
 const MAX_PER_KIND: u64 = 4;
@@ -67,12 +68,15 @@ impl Backend for Sql {
 struct Redis {
     guards: Guards,
     max_lease: Duration,
+    /// Every node's Redis leases, by handle: a process resumes its predecessor's.
+    handles: Handles<lease_redis::RedisLease>,
 }
 
 impl Backend for Redis {
-    type S = RedisModel<SimLink>;
+    type S = RedisClient<SimLink>;
     fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        RedisModel::new(link, self.guards, self.max_lease, seed)
+        let handles = Arc::clone(&self.handles);
+        RedisClient::new(link, self.guards, self.max_lease, seed, handles)
     }
 }
 
@@ -80,7 +84,7 @@ struct Etcd {
     guards: Guards,
     max_lease: Duration,
     /// Every node's etcd leases, by handle: a process resumes its predecessor's.
-    handles: Handles,
+    handles: Handles<lease_etcd::EtcdLease>,
 }
 
 impl Backend for Etcd {
@@ -127,7 +131,15 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     let guards = plan.guards;
     match plan.backend {
         BackendKind::Sql => Sim::new(plan, rng, Sql { guards, max_lease }).run(),
-        BackendKind::Redis => Sim::new(plan, rng, Redis { guards, max_lease }).run(),
+        BackendKind::Redis => {
+            let handles = Handles::default();
+            let redis = Redis {
+                guards,
+                max_lease,
+                handles,
+            };
+            Sim::new(plan, rng, redis).run()
+        }
         BackendKind::Etcd => {
             let handles = Handles::default();
             let etcd = Etcd {
@@ -998,7 +1010,9 @@ impl<B: Backend> Sim<B> {
             BackendKind::Sql => Some(Server::Sql(SqlServer::new(plan.capacity))),
             BackendKind::Redis => {
                 let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
-                Some(Server::Redis(RedisServer::new(plan.capacity, up_since, 1)))
+                Some(Server::Redis(
+                    RedisServer::new(plan.capacity, up_since, 1).with_guards(plan.guards),
+                ))
             }
             BackendKind::Etcd => Some(Server::Etcd(
                 EtcdServer::new(plan.capacity, 0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff)
@@ -2063,16 +2077,14 @@ fn summarize(request: &Request) -> Summary {
         Request::Sql(_) => Summary::SqlOther("sql guard bookkeeping", 0),
         Request::Sleep(_) => Summary::Sleep,
         Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,
-        Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(*id)),
+        Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(id.get())),
         Request::Redis(RedisRequest::Renew { id, .. }) => {
-            Summary::RedisOther("redis renew id {a}: {b}", u64::from(*id))
+            Summary::RedisOther("redis renew id {a}: {b}", u64::from(id.get()))
         }
         Request::Redis(RedisRequest::Release { id, .. }) => {
-            Summary::RedisOther("redis release id {a}: {b}", u64::from(*id))
+            Summary::RedisOther("redis release id {a}: {b}", u64::from(id.get()))
         }
-        Request::Redis(RedisRequest::StartHoldOff { .. }) => {
-            Summary::RedisOther("redis start hold-off: open at {b}", 0)
-        }
+        Request::Redis(_) => Summary::RedisOther("redis start hold-off: open at {b}", 0),
         Request::Etcd(EtcdRequest::Range { .. }) => Summary::EtcdRange,
         Request::Etcd(EtcdRequest::Txn(txn)) => {
             let lease_id = |key: &str| match EtcdKey::parse(key) {
@@ -2106,41 +2118,41 @@ impl Summary {
                 (what, *id, u64::from(*r))
             }
             (Self::SqlOther(what, id), _) => (what, *id, 0),
-            (Self::RedisRead, Reply::Redis(RedisResponse::Read { free, .. })) => (
+            (
+                Self::RedisRead,
+                Reply::Redis(RedisResponse::Answer(RedisReply::Read { free, .. })),
+            ) => (
                 "redis read: {a} free",
-                u64::try_from(free.len()).unwrap_or(0),
+                u64::try_from(free.readable.len()).unwrap_or(0),
                 0,
             ),
             (
                 Self::RedisClaim(id),
-                Reply::Redis(RedisResponse::Claimed {
-                    won, floor_before, ..
-                }),
-            ) => {
-                if *won {
-                    (
-                        "redis claim id {a}: won, floor before {b}",
-                        *id,
-                        *floor_before,
-                    )
-                } else {
-                    ("redis claim id {a}: taken", *id, 0)
+                Reply::Redis(RedisResponse::Answer(RedisReply::Claim(claim))),
+            ) => match claim {
+                RedisClaim::Won { floor_ms, .. } => {
+                    ("redis claim id {a}: won, floor before {b}", *id, *floor_ms)
                 }
-            }
-            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::Renewed { ok, .. })) => {
-                (what, *id, u64::from(*ok))
-            }
-            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::Released(ok))) => {
-                (what, *id, u64::from(*ok))
-            }
-            (Self::RedisOther(what, id), Reply::Redis(RedisResponse::OpenAt(at))) => {
-                (what, *id, *at)
-            }
-            (Self::RedisClaim(id), Reply::Redis(RedisResponse::HeldOff { open_at, .. })) => (
-                "redis claim id {a}: no marker, held off until {b}",
-                *id,
-                *open_at,
-            ),
+                RedisClaim::HeldOff { open_at_ms, .. } => (
+                    "redis claim id {a}: no marker, held off until {b}",
+                    *id,
+                    *open_at_ms,
+                ),
+                RedisClaim::ServerChanged(_) => ("redis claim id {a}: another server", *id, 0),
+                _ => ("redis claim id {a}: taken", *id, 0),
+            },
+            (
+                Self::RedisOther(what, id),
+                Reply::Redis(RedisResponse::Answer(RedisReply::Renewed { renewed, .. })),
+            ) => (what, *id, u64::from(*renewed)),
+            (
+                Self::RedisOther(what, id),
+                Reply::Redis(RedisResponse::Answer(RedisReply::Released(ours))),
+            ) => (what, *id, u64::from(*ours)),
+            (
+                Self::RedisOther(what, id),
+                Reply::Redis(RedisResponse::Answer(RedisReply::OpenAt(at))),
+            ) => (what, *id, *at),
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }

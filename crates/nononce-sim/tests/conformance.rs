@@ -1,19 +1,21 @@
 //! Each coordinator model passes the `lease-testkit` conformance suite, floor checks included,
 //! on tokio's paused clock (leases of an hour, checked in milliseconds): for etcd, lease-etcd's
 //! own strategy against the cluster model, also with the options lease-etcd's own suite runs on
-//! a real etcd (8 s leases, a 2 s guard).
+//! a real etcd (8 s leases, a 2 s guard); for Redis, lease-redis's own strategy against the
+//! hash model.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::MachineId;
 use lease_etcd::EtcdStrategy;
+use lease_redis::RedisStrategy;
 use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
 use nononce_sim::model::etcd::{EtcdClient, SimTransport};
 use nononce_sim::model::fixed::FixedModel;
-use nononce_sim::model::redis::RedisModel;
+use nononce_sim::model::redis::{self as redis_sim, RedisClient};
 use nononce_sim::model::sql::SqlModel;
 use nononce_sim::model::{
     ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore,
@@ -46,10 +48,25 @@ impl Harness for Sql {
     }
 }
 
+/// lease-redis's strategy itself against the hash model.
 struct Redis(RedisStore);
 
 impl Harness for Redis {
-    type Strategy = RedisModel<DirectLink>;
+    type Strategy = RedisStrategy<redis_sim::SimTransport<DirectLink>>;
+    async fn node(&self) -> Self::Strategy {
+        self.0.real_strategy()
+    }
+    async fn expire(&self, id: MachineId) -> bool {
+        self.0.expire(id);
+        true
+    }
+}
+
+/// The same as the simulation runs it, with its guard switches.
+struct RedisSim(RedisStore);
+
+impl Harness for RedisSim {
+    type Strategy = RedisClient<DirectLink>;
     async fn node(&self) -> Self::Strategy {
         self.0.strategy()
     }
@@ -95,7 +112,7 @@ mod sql_model {
     );
 }
 
-mod redis_model {
+mod redis {
     lease_testkit::conformance_tests!(
         || async { super::Redis(super::RedisStore::new(super::paused(), 8 * super::HOUR)) },
         super::Options::new(super::HOUR),
@@ -185,7 +202,7 @@ async fn the_suite_sees_the_switched_off_guards() {
         Check::ReleaseGuard,
         || {
             let redis = redis.clone();
-            async move { Redis(redis) }
+            async move { RedisSim(redis) }
         },
         &options,
     )
@@ -223,7 +240,7 @@ async fn the_suite_sees_the_switched_off_guards() {
         Check::FloorTravels,
         || {
             let redis = redis.clone();
-            async move { Redis(redis) }
+            async move { RedisSim(redis) }
         },
         &options,
     )

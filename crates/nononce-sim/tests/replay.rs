@@ -2,9 +2,9 @@
 //! timings) replayed against each model and against the real server it models: the outcomes
 //! must be the same (granted, lost, exhausted; which ID, symbolically, where the store picks it
 //! at random; the floors; whether the coordinator's clock came back). etcd has a sequence of its
-//! own, timed around its whole-second leases, its 2 s minimum TTL and its lessor's sweep; its
-//! client is lease-etcd's own strategy on both sides, so what it compares is the cluster model
-//! with etcd.
+//! own, timed around its whole-second leases, its 2 s minimum TTL and its lessor's sweep. For
+//! etcd and Redis the client is the backend's own strategy on both sides, so what they compare
+//! is the server model with the server.
 //!
 //! The servers are the ones `cargo xtask test` and `cargo xtask with-services` start
 //! (`NONONCE_TEST_POSTGRES_URL`, `NONONCE_TEST_VALKEY_URL`, `NONONCE_TEST_REDIS8_URL`,

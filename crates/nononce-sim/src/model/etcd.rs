@@ -29,7 +29,7 @@
 //! a new cluster ID. Wall clock steps do not touch etcd's leases (its monotonic clock).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use lease_core::{
@@ -43,7 +43,7 @@ use lease_etcd::transport::{
 use lease_etcd::{EtcdLease, EtcdOptions, EtcdStrategy};
 use lease_manager::Failure;
 
-use super::{Guards, Link, ModelLease, Reply, Request, machine_id};
+use super::{Guards, Handles, Link, ModelLease, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// etcd's shortest lease with its default timings (heartbeat 100 ms, election timeout 1 s): one
@@ -512,9 +512,14 @@ impl EtcdServer {
     /// wipe or a restore to an empty store keeps it), as a store before either check existed.
     #[must_use]
     pub const fn with_guards(mut self, guards: Guards) -> Self {
+        self.set_guards(guards);
+        self
+    }
+
+    /// As [`with_guards`](Self::with_guards), in place.
+    pub const fn set_guards(&mut self, guards: Guards) {
         self.hides_rewind = !guards.amnesia;
         self.keeps_marker = !guards.marker_checked();
-        self
     }
 
     /// The store revision.
@@ -930,10 +935,6 @@ pub fn strategy<L: Link>(link: L, max_lease: Duration, seed: u64) -> EtcdStrateg
         .unwrap_or_else(|e| panic!("the simulation's etcd options: {e}"))
 }
 
-/// The etcd leases one run hands out, by the simulation's handle: every node's client finds
-/// the lease of a handle it resumes from its cache, whichever process acquired it.
-pub type Handles = Arc<Mutex<BTreeMap<u128, EtcdLease>>>;
-
 /// lease-etcd's [`EtcdStrategy`] over a [`SimTransport`], its leases as the simulation's
 /// handles (the token is the etcd lease ID and the key's create revision), with the guard
 /// switches lease-etcd has none for: the floor off sends floors and clock as 0 and reports 0
@@ -944,13 +945,19 @@ pub type Handles = Arc<Mutex<BTreeMap<u128, EtcdLease>>>;
 pub struct EtcdClient<L> {
     strategy: EtcdStrategy<SimTransport<L>>,
     guards: Guards,
-    handles: Handles,
+    handles: Handles<EtcdLease>,
 }
 
 impl<L: Link> EtcdClient<L> {
     /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its random
     /// choices drawn from `seed`, its handles in `handles`.
-    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64, handles: Handles) -> Self {
+    pub fn new(
+        link: L,
+        guards: Guards,
+        max_lease: Duration,
+        seed: u64,
+        handles: Handles<EtcdLease>,
+    ) -> Self {
         Self {
             strategy: strategy(link, max_lease, seed),
             guards,

@@ -5,9 +5,10 @@
 //! database's clock, a Redis hash with field TTLs, an etcd keyspace with leases and revisions)
 //! is a plain state machine that applies one request at a time at a given coordinator time; the
 //! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
-//! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. For etcd the
-//! client is lease-etcd's own strategy, over a transport that sends its requests over the link
-//! ([`etcd::SimTransport`]). In the simulation a link is the simulated network; in
+//! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. For etcd and
+//! Redis the client is the backend crate's own strategy, over a transport that sends its
+//! requests over the link ([`etcd::SimTransport`], [`redis::SimTransport`]), and the server
+//! answers the backend's own request type. In the simulation a link is the simulated network; in
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
 //! the test controls.
 
@@ -18,6 +19,8 @@ pub mod sql;
 mod store;
 
 use core::fmt;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease_core::MachineId;
@@ -139,6 +142,10 @@ impl Default for Guards {
     }
 }
 
+/// The leases one run's backend hands out, by the simulation's handle: every node's client
+/// finds the lease of a handle it resumes from its cache, whichever process acquired it.
+pub type Handles<L> = Arc<Mutex<BTreeMap<u128, L>>>;
+
 /// The lease handle of every model: the ID and a token unique to one acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ModelLease {
@@ -163,8 +170,8 @@ impl fmt::Display for NetError {
 pub enum Request {
     /// To the SQL table model.
     Sql(sql::SqlRequest),
-    /// To the Redis hash model.
-    Redis(redis::RedisRequest),
+    /// To the Redis hash model: lease-redis's own request.
+    Redis(lease_redis::transport::Request),
     /// To the etcd cluster model: lease-etcd's own request.
     Etcd(lease_etcd::transport::Request),
     /// No message: the node waits this many ms on its own clock (a static strategy's wait of
@@ -185,23 +192,21 @@ pub enum Reply {
     Slept,
 }
 
-/// A reply as the SQL and Redis models read it ([`Link::call`]): one of theirs, or, from an
-/// etcd cluster, a SQL server's refusal of a request that was not for it (which both read as
-/// the wrong kind of server).
+/// A reply as the SQL model reads it ([`Link::call`]): its own, or, from another kind of
+/// server, a refusal of a request that was not for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// From the SQL table model.
     Sql(sql::SqlResponse),
-    /// From the Redis hash model.
-    Redis(redis::RedisResponse),
 }
 
 impl From<Reply> for Response {
     fn from(reply: Reply) -> Self {
         match reply {
             Reply::Sql(r) => Self::Sql(r),
-            Reply::Redis(r) => Self::Redis(r),
-            Reply::Etcd(_) | Reply::Slept => Self::Sql(sql::SqlResponse::WrongServer),
+            Reply::Redis(_) | Reply::Etcd(_) | Reply::Slept => {
+                Self::Sql(sql::SqlResponse::WrongServer)
+            }
         }
     }
 }
@@ -237,6 +242,16 @@ pub enum Server {
 }
 
 impl Server {
+    /// Holds the server to the guards that are its own (the Redis and etcd initialization
+    /// markers, etcd's rewind check).
+    pub const fn set_guards(&mut self, guards: Guards) {
+        match self {
+            Self::Sql(_) => {}
+            Self::Redis(server) => server.set_guards(guards),
+            Self::Etcd(server) => server.set_guards(guards),
+        }
+    }
+
     /// Applies `request` at true time `t` and coordinator time `now_ms`.
     pub fn handle(&mut self, t: u64, now_ms: u64, request: Request) -> Reply {
         match (self, request) {
@@ -300,27 +315,6 @@ impl Server {
             Self::Etcd(server) => server.held(now_ms),
         }
     }
-}
-
-/// The free ID a floor-aware acquire tries (lease-redis's `pick`): a random one
-/// among the free IDs whose floor (`floor` of an entry) is below the acquirer's clock `now_ms`;
-/// when there is none, the lower-floored of two random free IDs.
-pub(crate) fn pick<T: Copy>(
-    free: &[T],
-    floor: impl Fn(&T) -> u64,
-    now_ms: u64,
-    rng: &mut Rng,
-) -> Option<T> {
-    let below: Vec<&T> = free.iter().filter(|f| floor(f) < now_ms).collect();
-    if !below.is_empty() {
-        return Some(*below[rng.index(below.len())]);
-    }
-    if free.is_empty() {
-        return None;
-    }
-    let a = free[rng.index(free.len())];
-    let b = free[rng.index(free.len())];
-    Some(if floor(&b) < floor(&a) { b } else { a })
 }
 
 /// A machine ID from a row index below 512.

@@ -26,124 +26,41 @@
 //! A wipe deletes the hash (`DEL`, `FLUSHALL`, eviction), marker included, while the server
 //! stays up: run ID and uptime unchanged.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lease_core::time::{granted_floor, millis};
+use base64ct::{Base64UrlUnpadded, Encoding};
+use lease_core::time::millis;
 use lease_core::{
     Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
 };
 use lease_manager::Failure;
+use lease_redis::redis;
+use lease_redis::transport::{
+    Claim, FreeIds, Reply as RedisReply, Request as RedisRequest, ServerInfo, Transport,
+    TransportError,
+};
+use lease_redis::{AmnesiaGuard, RedisLease, RedisOptions, RedisStrategy};
 
-use super::{Guards, Link, ModelLease, Request, Response, machine_id};
+use super::{Guards, Handles, Link, ModelLease, Reply, Request, machine_id};
 use crate::rng::Rng;
 
-/// A command (or script) the Redis strategy model sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisRequest {
-    /// `HGETALL`, with `INFO server` in the same pipeline when `info`.
-    Read {
-        /// Whether `INFO server` goes with it.
-        info: bool,
-    },
-    /// The acquire script.
-    Claim {
-        /// The ID.
-        id: u16,
-        /// The new token.
-        token: u128,
-        /// Field TTL in ms.
-        ttl_ms: u64,
-        /// The floor to raise to.
-        floor_ms: u64,
-        /// The run ID the amnesia guard checked: no claim on another server process.
-        run_id: Option<u64>,
-        /// The amnesia hold-off in ms (`None`: the marker is not checked).
-        hold_off_ms: Option<u64>,
-    },
-    /// The renew script.
-    Renew {
-        /// The ID.
-        id: u16,
-        /// The token.
-        token: u128,
-        /// Field TTL in ms.
-        ttl_ms: u64,
-        /// The floor to raise to.
-        floor_ms: u64,
-        /// The amnesia hold-off in ms, which a failed renew script starts when the marker is
-        /// missing (`None`: the marker is not checked).
-        hold_off_ms: Option<u64>,
-    },
-    /// The release script.
-    Release {
-        /// The ID.
-        id: u16,
-        /// The token.
-        token: u128,
-        /// The fields' new TTL (`None`: deleted at once, the switched-off guard).
-        guard_ms: Option<u64>,
-        /// The floor to set (only raised when the lease is no longer this holder's).
-        floor_ms: u64,
-    },
-    /// The script that starts the marker's hold-off if the marker is missing, run when the
-    /// restart guard refuses an acquisition.
-    StartHoldOff {
-        /// The amnesia hold-off in ms.
-        hold_off_ms: u64,
-    },
-}
-
-/// A reply.
+/// What the model server answers: lease-redis's reply, or, to a request for another kind of
+/// server, nothing it can read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisResponse {
-    /// The read: `INFO server` (uptime in whole seconds, run ID) if asked, and the free IDs
-    /// with their floors.
-    Read {
-        /// `uptime_in_seconds` and `run_id`.
-        info: Option<(u64, u64)>,
-        /// Free IDs and their floors (0 when absent).
-        free: Vec<(u16, u64)>,
-    },
-    /// The claim: whether it won, the floor before, the server's `TIME` in ms.
-    Claimed {
-        /// Both fields were set.
-        won: bool,
-        /// The floor stored before.
-        floor_before: u64,
-        /// `TIME`.
-        time_ms: u64,
-    },
-    /// The claim found another server process than the guard checked: its run ID.
-    ServerChanged(u64),
-    /// The initialization marker holds acquisitions off until `open_at` (server ms).
-    HeldOff {
-        /// The marker's time.
-        open_at: u64,
-        /// `TIME`.
-        time_ms: u64,
-    },
-    /// The marker's time after [`RedisRequest::StartHoldOff`].
-    OpenAt(u64),
-    /// The renewal.
-    Renewed {
-        /// Both fields were there and were set.
-        ok: bool,
-        /// `TIME`.
-        time_ms: u64,
-    },
-    /// Whether the release found this holder's marker.
-    Released(bool),
+    /// The server's answer.
+    Answer(RedisReply),
     /// The request was for another kind of server.
     WrongServer,
 }
 
 /// The ID field and the ownership marker of one lease: set together with one TTL; the
 /// release deletes the marker and leaves the ID field for the guard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Fields {
-    token: u128,
+    token: String,
     expires_at: u64,
     marker: bool,
 }
@@ -175,11 +92,10 @@ impl Hash {
         }
     }
 
-    fn live(&self, index: usize, now: u64) -> Option<Fields> {
+    fn live(&self, index: usize, now: u64) -> Option<&Fields> {
         self.leases
-            .get(index)
-            .copied()
-            .flatten()
+            .get(index)?
+            .as_ref()
             .filter(|f| f.expires_at > now)
     }
 }
@@ -201,7 +117,7 @@ const SNAPSHOT_EVERY_MS: u64 = 60_000;
 const MAX_LAG_MS: u64 = 300_000;
 
 /// One write, as the replica receives it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Change {
     /// An ID's lease fields and floor.
     Entry(usize, Option<Fields>, u64),
@@ -221,6 +137,14 @@ pub struct RedisServer {
     log: VecDeque<(u64, Change)>,
     run_id: u64,
     started_at: u64,
+    /// Whether the scripts check the initialization marker (the marker guard's switch; the
+    /// amnesia guard's is the client's).
+    checks_marker: bool,
+}
+
+/// A model run ID as `INFO` prints one: 40 hex digits.
+fn run_id_text(run_id: u64) -> String {
+    format!("{run_id:040x}")
 }
 
 impl RedisServer {
@@ -238,7 +162,21 @@ impl RedisServer {
             log: VecDeque::new(),
             run_id,
             started_at,
+            checks_marker: true,
         }
+    }
+
+    /// The same server, checking the initialization marker only while `guards` has the marker
+    /// on: with it off, a wiped hash has every ID free at once.
+    #[must_use]
+    pub const fn with_guards(mut self, guards: Guards) -> Self {
+        self.set_guards(guards);
+        self
+    }
+
+    /// As [`with_guards`](Self::with_guards), in place.
+    pub const fn set_guards(&mut self, guards: Guards) {
+        self.checks_marker = guards.marker;
     }
 
     /// The run ID.
@@ -283,23 +221,27 @@ impl RedisServer {
     }
 
     fn set(&mut self, now: u64, index: usize, fields: Option<Fields>) {
-        self.hash.leases[index] = fields;
+        let floor = self.hash.floors[index];
         self.log
-            .push_back((now, Change::Entry(index, fields, self.hash.floors[index])));
+            .push_back((now, Change::Entry(index, fields.clone(), floor)));
+        self.hash.leases[index] = fields;
     }
 
     fn set_floor(&mut self, now: u64, index: usize, floor: u64) {
         self.hash.floors[index] = floor;
-        let fields = self.hash.leases[index];
+        let fields = self.hash.leases[index].clone();
         self.log
             .push_back((now, Change::Entry(index, fields, floor)));
     }
 
     fn replicate_until(&mut self, t: u64) {
-        while let Some(&(at, change)) = self.log.front() {
-            if at > t {
+        while let Some((at, _)) = self.log.front() {
+            if *at > t {
                 break;
             }
+            let Some((_, change)) = self.log.pop_front() else {
+                break;
+            };
             match change {
                 Change::Entry(index, fields, floor) => {
                     self.replica.leases[index] = fields;
@@ -308,7 +250,6 @@ impl RedisServer {
                 Change::OpenAt(at) => self.replica.open_at = Some(at),
                 Change::Deleted => self.replica = Hash::new(self.capacity()),
             }
-            self.log.pop_front();
         }
     }
 
@@ -339,122 +280,152 @@ impl RedisServer {
         self.hash.open_at
     }
 
-    /// Applies one command at server time `now`.
+    /// Applies one request at server time `now`, as the scripts and commands it names do.
     pub fn handle(&mut self, now: u64, request: RedisRequest) -> RedisResponse {
         self.replicate_until(now.saturating_sub(MAX_LAG_MS));
         if now.saturating_sub(self.snapshot_at) >= SNAPSHOT_EVERY_MS {
             self.snapshot = self.hash.clone();
             self.snapshot_at = now;
         }
-        match request {
+        RedisResponse::Answer(match request {
             RedisRequest::Read { info } => {
-                let free = (0..self.hash.leases.len())
+                let readable = (0..self.hash.leases.len())
                     .filter(|&i| self.hash.live(i, now).is_none())
-                    .map(|i| (machine_id(i).get(), self.hash.floors[i]))
+                    .map(|i| (machine_id(i), self.hash.floors[i]))
                     .collect();
-                let uptime = now.saturating_sub(self.started_at) / 1000;
-                RedisResponse::Read {
-                    info: info.then_some((uptime, self.run_id)),
-                    free,
+                RedisReply::Read {
+                    info: info.then(|| ServerInfo {
+                        maxmemory_policy: "noeviction".to_owned(),
+                        uptime: Duration::from_secs(now.saturating_sub(self.started_at) / 1000),
+                        run_id: run_id_text(self.run_id),
+                    }),
+                    free: FreeIds {
+                        readable,
+                        unreadable: Vec::new(),
+                    },
                 }
             }
             RedisRequest::Claim {
                 id,
                 token,
-                ttl_ms,
+                ttl,
                 floor_ms,
                 run_id,
-                hold_off_ms,
-            } => {
-                if run_id.is_some_and(|checked| checked != self.run_id) {
-                    return RedisResponse::ServerChanged(self.run_id);
-                }
-                if let Some(hold) = hold_off_ms {
-                    let open_at = self.open_at(now, hold);
-                    if open_at > now {
-                        return RedisResponse::HeldOff {
-                            open_at,
-                            time_ms: now,
-                        };
-                    }
-                }
-                let index = usize::from(id);
-                let floor_before = self.hash.floors.get(index).copied().unwrap_or(0);
-                let won = index < self.hash.leases.len() && self.hash.live(index, now).is_none();
-                if won {
-                    let fields = Fields {
-                        token,
-                        expires_at: now.saturating_add(ttl_ms),
-                        marker: true,
-                    };
-                    self.set(now, index, Some(fields));
-                    if floor_ms > floor_before {
-                        self.set_floor(now, index, floor_ms);
-                    }
-                }
-                RedisResponse::Claimed {
-                    won,
-                    floor_before,
-                    time_ms: now,
-                }
-            }
+                hold_off,
+            } => RedisReply::Claim(self.claim(now, id, token, ttl, floor_ms, run_id, hold_off)),
             RedisRequest::Renew {
                 id,
                 token,
-                ttl_ms,
+                ttl,
                 floor_ms,
-                hold_off_ms,
+                hold_off,
             } => {
-                let index = usize::from(id);
+                let index = usize::from(id.get());
                 // FXX: both the ID field and this holder's marker must be there.
-                let ok = self
+                let renewed = self
                     .hash
                     .live(index, now)
                     .is_some_and(|f| f.token == token && f.marker);
-                if ok {
+                if renewed {
                     let fields = Fields {
                         token,
-                        expires_at: now.saturating_add(ttl_ms),
+                        expires_at: now.saturating_add(millis(ttl)),
                         marker: true,
                     };
                     self.set(now, index, Some(fields));
                     if floor_ms > self.hash.floors[index] {
                         self.set_floor(now, index, floor_ms);
                     }
-                } else if let Some(hold) = hold_off_ms {
-                    self.open_at(now, hold);
+                } else if let Some(hold_off) = self.marker_hold_off(hold_off) {
+                    self.open_at(now, hold_off);
                 }
-                RedisResponse::Renewed { ok, time_ms: now }
+                RedisReply::Renewed {
+                    renewed,
+                    server_ms: now,
+                }
             }
             RedisRequest::Release {
                 id,
                 token,
-                guard_ms,
+                guard,
                 floor_ms,
             } => {
-                let index = usize::from(id);
+                let index = usize::from(id.get());
                 let ours = self
                     .hash
                     .live(index, now)
                     .is_some_and(|f| f.token == token && f.marker);
                 if ours {
                     // HSETEX FXX PX guard, then HDEL of the marker.
-                    let fields = guard_ms.map(|guard| Fields {
+                    let fields = Fields {
                         token,
-                        expires_at: now.saturating_add(guard),
+                        expires_at: now.saturating_add(millis(guard)),
                         marker: false,
-                    });
-                    self.set(now, index, fields);
+                    };
+                    self.set(now, index, Some(fields));
                     self.set_floor(now, index, floor_ms);
                 } else if floor_ms > self.hash.floors.get(index).copied().unwrap_or(u64::MAX) {
                     // A lost lease's release only raises the floor.
                     self.set_floor(now, index, floor_ms);
                 }
-                RedisResponse::Released(ours)
+                RedisReply::Released(ours)
             }
-            RedisRequest::StartHoldOff { hold_off_ms } => {
-                RedisResponse::OpenAt(self.open_at(now, hold_off_ms))
+            RedisRequest::StartHoldOff { hold_off } => {
+                RedisReply::OpenAt(self.open_at(now, millis(hold_off)))
             }
+            RedisRequest::WaitForReplicas { .. } => RedisReply::Replicas(0),
+            // A request of a later protocol: the model cannot answer it.
+            _ => return RedisResponse::WrongServer,
+        })
+    }
+
+    /// The hold-off a script starts on a missing marker: none while the marker is not checked.
+    fn marker_hold_off(&self, hold_off: Option<Duration>) -> Option<u64> {
+        hold_off.filter(|_| self.checks_marker).map(millis)
+    }
+
+    /// The acquire script.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        now: u64,
+        id: MachineId,
+        token: String,
+        ttl: Duration,
+        floor_ms: u64,
+        run_id: Option<String>,
+        hold_off: Option<Duration>,
+    ) -> Claim {
+        let current = run_id_text(self.run_id);
+        if run_id.is_some_and(|checked| checked != current) {
+            return Claim::ServerChanged(current);
+        }
+        if let Some(hold_off) = self.marker_hold_off(hold_off) {
+            let open_at_ms = self.open_at(now, hold_off);
+            if open_at_ms > now {
+                return Claim::HeldOff {
+                    open_at_ms,
+                    server_ms: now,
+                };
+            }
+        }
+        let index = usize::from(id.get());
+        let stored = self.hash.floors.get(index).copied().unwrap_or(0);
+        if index >= self.hash.leases.len() || self.hash.live(index, now).is_some() {
+            return Claim::Taken;
+        }
+        let fields = Fields {
+            token,
+            expires_at: now.saturating_add(millis(ttl)),
+            marker: true,
+        };
+        self.set(now, index, Some(fields));
+        if floor_ms > stored {
+            self.set_floor(now, index, floor_ms);
+        }
+        Claim::Won {
+            floor_ms: stored,
+            server_ms: now,
         }
     }
 
@@ -497,267 +468,202 @@ impl RedisServer {
     }
 }
 
-#[derive(Debug, Default)]
-struct Seen {
-    run_id: Option<u64>,
-    /// The run ID before the last change, and this client's clock when the change was seen.
-    changed: Option<(u64, u64)>,
-}
-
-/// The `lease-redis` strategy's client logic over a [`Link`] to a [`RedisServer`].
+/// lease-redis's transport in the simulation: each request over a [`Link`], the link's clock
+/// (the node's) for the client's timers, and a random source seeded by the run.
 #[derive(Debug)]
-pub struct RedisModel<L> {
+pub struct SimTransport<L> {
     link: L,
-    guards: Guards,
-    max_lease_ms: u64,
     rng: Mutex<Rng>,
-    seen: Mutex<Seen>,
 }
 
-const ACQUIRE_ATTEMPTS: u32 = 3;
-
-impl<L: Link> RedisModel<L> {
-    /// A strategy with `guards` and `max_lease_duration` = `max_lease` (the amnesia hold-off
-    /// is [`amnesia_hold_off_ms`](super::amnesia_hold_off_ms) of it), its random choices
-    /// drawn from `seed`.
-    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
+impl<L: Link> SimTransport<L> {
+    /// Requests over `link`, random numbers from `seed`.
+    pub fn new(link: L, seed: u64) -> Self {
         Self {
             link,
-            guards,
-            max_lease_ms: millis(max_lease).max(1),
             rng: Mutex::new(Rng::new(seed)),
-            seen: Mutex::new(Seen::default()),
         }
-    }
-
-    fn rng(&self) -> std::sync::MutexGuard<'_, Rng> {
-        self.rng
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    async fn call(&self, request: RedisRequest) -> Result<RedisResponse, Failure> {
-        match self.link.call(Request::Redis(request)).await {
-            Ok(Response::Redis(RedisResponse::WrongServer) | Response::Sql(_)) => Err(
-                Failure::new(ErrorKind::Misconfigured, "not a Redis lease hash"),
-            ),
-            Ok(Response::Redis(reply)) => Ok(reply),
-            Err(e) => Err(Failure::new(
-                ErrorKind::Retry,
-                format!("redis command failed: {e}"),
-            )),
-        }
-    }
-
-    fn unexpected(reply: &RedisResponse) -> Failure {
-        Failure::new(ErrorKind::Other, format!("unexpected reply {reply:?}"))
-    }
-
-    /// Records the server's run ID; a new one starts the hold-off (`Seen::record`).
-    fn record_run_id(&self, seen: &mut Seen, run_id: u64) {
-        if let Some(previous) = seen.run_id.replace(run_id)
-            && previous != run_id
-        {
-            seen.changed = Some((previous, self.link.now_ms()));
-        }
-    }
-
-    /// `check_amnesia` on an `INFO server` reply.
-    fn check_amnesia(&self, uptime_s: u64, run_id: u64) -> Result<(), Failure> {
-        let now = self.link.now_ms();
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.record_run_id(&mut seen, run_id);
-        if let Some((_, at)) = seen.changed {
-            if now.saturating_sub(at) < super::amnesia_hold_off_ms(self.max_lease_ms) {
-                return Err(Failure::new(
-                    ErrorKind::Retry,
-                    "the server's run id changed: acquisitions are held off",
-                ));
-            }
-            seen.changed = None;
-        }
-        let uptime_ms = uptime_s.saturating_sub(1).saturating_mul(1000);
-        if uptime_ms < super::amnesia_hold_off_ms(self.max_lease_ms) {
-            return Err(Failure::new(
-                ErrorKind::Retry,
-                "the server has been up for less than the amnesia hold-off",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The hold-off the scripts start when they find the marker missing (`hold_off_arg`):
-    /// `None` when the marker is not checked.
-    fn hold_off_arg(&self) -> Option<u64> {
-        self.guards
-            .marker_checked()
-            .then(|| super::amnesia_hold_off_ms(self.max_lease_ms))
-    }
-
-    /// The backend's `recorded_floor`: the floor less what `max_lease_duration` cut off the
-    /// request (without the field's cap, which no simulated clock reaches).
-    fn recorded_floor(floor_ms: u64, requested: Duration, ttl_ms: u64) -> u64 {
-        granted_floor(floor_ms, requested, Duration::from_millis(ttl_ms))
-    }
-
-    /// The `recorded_floor` of what a request asks, with the floor switched off 0.
-    fn floor_sent(&self, floor_ms: u64, requested: Duration, ttl_ms: u64) -> u64 {
-        Self::recorded_floor(self.guards.floor_ms(floor_ms), requested, ttl_ms)
     }
 }
 
-impl<L: Link> Strategy for RedisModel<L> {
+impl<L: Link> Transport for SimTransport<L> {
+    fn exchange(
+        &self,
+        request: RedisRequest,
+    ) -> impl Future<Output = Result<RedisReply, TransportError>> + Send {
+        let reply = self.link.exchange(Request::Redis(request));
+        async move {
+            match reply.await {
+                Ok(Reply::Redis(RedisResponse::Answer(reply))) => Ok(reply),
+                Ok(other) => Err(TransportError::Unexpected(format!(
+                    "not a Redis lease hash: {other:?}"
+                ))),
+                Err(e) => Err(TransportError::Failed(redis::RedisError::from(
+                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, e.to_string()),
+                ))),
+            }
+        }
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.link.now_ms())
+    }
+
+    fn random(&self) -> u64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64()
+    }
+}
+
+/// lease-redis's strategy over `link`, with `max_lease_duration` = `max_lease`, the clock
+/// offset the simulation's amnesia hold-off allows for, the amnesia guard on or off, and its
+/// random choices drawn from `seed`.
+///
+/// # Panics
+/// Never: the options are in range.
+pub fn strategy<L: Link>(
+    link: L,
+    amnesia_guard: bool,
+    max_lease: Duration,
+    seed: u64,
+) -> RedisStrategy<SimTransport<L>> {
+    let options = RedisOptions::new()
+        .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
+        .with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS))
+        .with_amnesia_guard(if amnesia_guard {
+            AmnesiaGuard::HoldOff
+        } else {
+            AmnesiaGuard::Off
+        });
+    RedisStrategy::with_transport(SimTransport::new(link, seed), options)
+        .unwrap_or_else(|e| panic!("the simulation's redis options: {e}"))
+}
+
+/// lease-redis's [`RedisStrategy`] over a [`SimTransport`], its leases as the simulation's
+/// handles (the token's 16 bytes), with the guard switches lease-redis has none for: the floor
+/// off sends floors and clock as 0 and reports 0 with every grant; the release guard off
+/// releases with a guard of 0, which frees the ID at once. The amnesia switch is lease-redis's
+/// own ([`AmnesiaGuard`]); the marker's is the server's ([`RedisServer::with_guards`]).
+#[derive(Debug)]
+pub struct RedisClient<L> {
+    strategy: RedisStrategy<SimTransport<L>>,
+    guards: Guards,
+    handles: Handles<RedisLease>,
+}
+
+impl<L: Link> RedisClient<L> {
+    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its random
+    /// choices drawn from `seed`, its handles in `handles`.
+    pub fn new(
+        link: L,
+        guards: Guards,
+        max_lease: Duration,
+        seed: u64,
+        handles: Handles<RedisLease>,
+    ) -> Self {
+        Self {
+            strategy: strategy(link, guards.amnesia, max_lease, seed),
+            guards,
+            handles,
+        }
+    }
+
+    fn handles(&self) -> MutexGuard<'_, BTreeMap<u128, RedisLease>> {
+        self.handles.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The handle of `lease`, recorded.
+    fn handle(&self, lease: RedisLease) -> Result<ModelLease, Failure> {
+        let mut bytes = [0u8; 16];
+        let decoded = Base64UrlUnpadded::decode(lease.token(), &mut bytes).map(<[u8]>::len);
+        if decoded != Ok(16) {
+            return Err(Failure::new(
+                ErrorKind::Other,
+                format!(
+                    "lease token {:?} is not 16 bytes of base64url",
+                    lease.token()
+                ),
+            ));
+        }
+        let token = u128::from_le_bytes(bytes);
+        let id = lease.machine_id();
+        self.handles().insert(token, lease);
+        Ok(ModelLease { id, token })
+    }
+
+    /// The lease of `handle`.
+    fn lease(&self, handle: &ModelLease) -> Result<RedisLease, Failure> {
+        self.handles().get(&handle.token).cloned().ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Other,
+                format!("no redis lease was handed out as {:x}", handle.token),
+            )
+        })
+    }
+}
+
+impl<L: Link> Strategy for RedisClient<L> {
     type Lease = ModelLease;
     type Error = Failure;
 
     async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
-        let requested = request.requested;
-        let ttl_ms = millis(requested).min(self.max_lease_ms).max(1);
-        let floor_ms = self.floor_sent(request.floor_ms, requested, ttl_ms);
-        let now_ms = self.guards.floor_ms(request.now_ms);
-        let mut checked = None;
-        for attempt in 0..ACQUIRE_ATTEMPTS {
-            let info = attempt == 0 && self.guards.amnesia;
-            let reply = self.call(RedisRequest::Read { info }).await?;
-            let RedisResponse::Read { info, free } = reply else {
-                return Err(Self::unexpected(&reply));
-            };
-            if let Some((uptime, run_id)) = info {
-                if let Err(refused) = self.check_amnesia(uptime, run_id) {
-                    // A restarted server lost the hash too: its marker's hold-off starts now,
-                    // beside the restart's. The refusal stands either way.
-                    if let Some(hold_off_ms) = self.hold_off_arg() {
-                        let _ = self.call(RedisRequest::StartHoldOff { hold_off_ms }).await;
-                    }
-                    return Err(refused);
-                }
-                checked = Some(run_id);
-            }
-            let picked = super::pick(&free, |f| f.1, now_ms, &mut self.rng());
-            let Some((id, _)) = picked else {
-                return Err(Failure::new(
-                    ErrorKind::Exhausted,
-                    "all machine ids in the hash are leased",
-                ));
-            };
-            let token = self.rng().next_u128();
-            let reply = self
-                .call(RedisRequest::Claim {
-                    id,
-                    token,
-                    ttl_ms,
-                    floor_ms,
-                    run_id: checked,
-                    hold_off_ms: self.hold_off_arg(),
-                })
-                .await?;
-            match reply {
-                RedisResponse::Claimed {
-                    won: true,
-                    floor_before,
-                    time_ms,
-                } => {
-                    let id = machine_id(usize::from(id));
-                    let grant =
-                        Grant::new(id, ModelLease { id, token }, Duration::from_millis(ttl_ms))
-                            .with_floor(self.guards.floor_ms(floor_before))
-                            .with_coordinator_ms(time_ms);
-                    return Ok(super::clock_bound(self.guards, grant));
-                }
-                RedisResponse::Claimed { won: false, .. } => {}
-                RedisResponse::HeldOff { open_at, time_ms } => {
-                    return Err(Failure::new(
-                        ErrorKind::Retry,
-                        format!(
-                            "the hash has no initialization marker: acquisition is held off for \
-                             {} ms more",
-                            open_at.saturating_sub(time_ms)
-                        ),
-                    ));
-                }
-                RedisResponse::ServerChanged(current) => {
-                    let mut seen = self
-                        .seen
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    self.record_run_id(&mut seen, current);
-                    return Err(Failure::new(
-                        ErrorKind::Retry,
-                        "the server changed between the amnesia check and the claim",
-                    ));
-                }
-                other => return Err(Self::unexpected(&other)),
-            }
-        }
-        Err(Failure::new(
-            ErrorKind::Conflict,
-            "every claim lost its race",
-        ))
+        let guards = self.guards;
+        let request = Acquire::new(
+            request.requested,
+            guards.floor_ms(request.now_ms),
+            guards.floor_ms(request.floor_ms),
+        );
+        let grant = self
+            .strategy
+            .acquire(request)
+            .await
+            .map_err(|e| Failure::from_error(&e))?;
+        let floor = guards.floor_ms(grant.floor_ms);
+        let handle = self.handle(grant.lease.clone())?;
+        let mut grant = grant.map_lease(|_| handle);
+        grant.floor_ms = floor;
+        Ok(grant)
     }
 
     async fn renew(
         &self,
-        lease: &ModelLease,
+        handle: &ModelLease,
         request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        let ttl_ms = millis(request.requested).min(self.max_lease_ms).max(1);
-        let reply = self
-            .call(RedisRequest::Renew {
-                id: lease.id.get(),
-                token: lease.token,
-                ttl_ms,
-                floor_ms: self.floor_sent(request.floor_ms, request.requested, ttl_ms),
-                hold_off_ms: self.hold_off_arg(),
-            })
-            .await?;
-        match reply {
-            RedisResponse::Renewed { ok: true, time_ms } => Ok(super::renewal_clock_bound(
-                self.guards,
-                Renewal::new(*lease, Duration::from_millis(ttl_ms)).with_coordinator_ms(time_ms),
-            )),
-            RedisResponse::Renewed { ok: false, .. } => Err(Failure::new(
-                ErrorKind::Lost,
-                format!("lease on machine id {} is no longer ours", lease.id),
-            )),
-            other => Err(Self::unexpected(&other)),
-        }
+        let lease = self.lease(handle)?;
+        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
+        let renewal = self
+            .strategy
+            .renew(&lease, request)
+            .await
+            .map_err(|e| Failure::from_error(&e))?;
+        Ok(renewal.map_lease(|_| *handle))
     }
 
-    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
-        let guard_ms = self
-            .guards
-            .release_guard
-            .then(|| millis(request.guard).max(1));
-        match self
-            .call(RedisRequest::Release {
-                id: lease.id.get(),
-                token: lease.token,
-                guard_ms,
-                floor_ms: self.guards.floor_ms(request.floor_ms),
-            })
-            .await?
-        {
-            RedisResponse::Released(_) => Ok(()),
-            other => Err(Self::unexpected(&other)),
-        }
+    async fn release(&self, handle: &ModelLease, request: Release) -> Result<(), Failure> {
+        let lease = self.lease(handle)?;
+        let guard = if self.guards.release_guard {
+            request.guard
+        } else {
+            Duration::ZERO
+        };
+        let floor_ms = self.guards.floor_ms(request.floor_ms);
+        self.strategy
+            .release(&lease, Release::new(guard, floor_ms))
+            .await
+            .map_err(|e| Failure::from_error(&e))
     }
 
-    /// `RedisOptions::validate_for`: a longest lease below the minimum TTL is refused.
     fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        if self.max_lease_ms < millis(terms.min_ttl) {
-            return Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "max_lease_duration is below the lease manager's min_ttl",
-            ));
-        }
-        Ok(())
+        self.strategy
+            .check_terms(terms)
+            .map_err(|e| Failure::from_error(&e))
     }
 
     fn profile(&self) -> Profile {
-        self.guards.profile("redis-model")
+        self.guards.profile(self.strategy.profile().name)
     }
 }
 
@@ -765,148 +671,167 @@ impl<L: Link> Strategy for RedisModel<L> {
 mod tests {
     use super::*;
 
-    fn claim(id: u16, token: u128, floor: u64) -> RedisRequest {
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn id(n: u16) -> MachineId {
+        MachineId::new(n).unwrap()
+    }
+
+    fn claim(n: u16, token: &str, floor_ms: u64) -> RedisRequest {
+        guarded_claim(n, token, floor_ms, None, None)
+    }
+
+    fn guarded_claim(
+        n: u16,
+        token: &str,
+        floor_ms: u64,
+        run_id: Option<u64>,
+        hold_off_ms: Option<u64>,
+    ) -> RedisRequest {
         RedisRequest::Claim {
-            id,
-            token,
-            ttl_ms: 1000,
-            floor_ms: floor,
-            run_id: None,
-            hold_off_ms: None,
+            id: id(n),
+            token: token.to_owned(),
+            ttl: SECOND,
+            floor_ms,
+            run_id: run_id.map(run_id_text),
+            hold_off: hold_off_ms.map(Duration::from_millis),
         }
+    }
+
+    fn renew(n: u16, token: &str, floor_ms: u64, hold_off_ms: Option<u64>) -> RedisRequest {
+        RedisRequest::Renew {
+            id: id(n),
+            token: token.to_owned(),
+            ttl: SECOND,
+            floor_ms,
+            hold_off: hold_off_ms.map(Duration::from_millis),
+        }
+    }
+
+    fn release(n: u16, token: &str, guard_ms: u64, floor_ms: u64) -> RedisRequest {
+        RedisRequest::Release {
+            id: id(n),
+            token: token.to_owned(),
+            guard: Duration::from_millis(guard_ms),
+            floor_ms,
+        }
+    }
+
+    fn won(response: RedisResponse) -> bool {
+        matches!(
+            response,
+            RedisResponse::Answer(RedisReply::Claim(Claim::Won { .. }))
+        )
+    }
+
+    fn answer(reply: RedisReply) -> RedisResponse {
+        RedisResponse::Answer(reply)
     }
 
     #[test]
     fn a_claim_lands_only_on_the_server_process_the_guard_checked() {
         let mut s = RedisServer::new(2, 0, 1);
-        let checked = |run_id| RedisRequest::Claim {
-            id: 0,
-            token: 7,
-            ttl_ms: 1000,
-            floor_ms: 50,
-            run_id: Some(run_id),
-            hold_off_ms: Some(10_000),
-        };
-        assert_eq!(s.handle(100, checked(2)), RedisResponse::ServerChanged(1));
+        assert_eq!(
+            s.handle(100, guarded_claim(0, "a", 50, Some(2), Some(10_000))),
+            answer(RedisReply::Claim(Claim::ServerChanged(run_id_text(1))))
+        );
         assert!(s.held(100).is_empty());
-        assert!(matches!(
-            s.handle(100, checked(1)),
-            RedisResponse::Claimed { won: true, .. }
+        assert!(won(
+            s.handle(100, guarded_claim(0, "a", 50, Some(1), Some(10_000)))
         ));
     }
 
     #[test]
     fn a_lost_lease_release_only_raises_the_floor() {
         let mut s = RedisServer::new(2, 0, 1);
-        let release = |floor| RedisRequest::Release {
-            id: 1,
-            token: 9,
-            guard_ms: Some(5000),
-            floor_ms: floor,
-        };
-        assert!(matches!(
-            s.handle(100, claim(1, 8, 50)),
-            RedisResponse::Claimed { won: true, .. }
-        ));
-        assert_eq!(s.handle(200, release(40)), RedisResponse::Released(false));
-        assert_eq!(s.floor(MachineId::new(1).unwrap()), 50);
-        assert_eq!(s.handle(200, release(90)), RedisResponse::Released(false));
-        assert_eq!(s.floor(MachineId::new(1).unwrap()), 90);
+        assert!(won(s.handle(100, claim(1, "a", 50))));
+        let released = |ours| answer(RedisReply::Released(ours));
+        assert_eq!(s.handle(200, release(1, "b", 5000, 40)), released(false));
+        assert_eq!(s.floor(id(1)), 50);
+        assert_eq!(s.handle(200, release(1, "b", 5000, 90)), released(false));
+        assert_eq!(s.floor(id(1)), 90);
         // Someone else's lease is untouched.
-        assert_eq!(s.held(300), vec![MachineId::new(1).unwrap()]);
+        assert_eq!(s.held(300), vec![id(1)]);
     }
 
     #[test]
     fn fnx_fxx_and_field_ttls() {
         let mut s = RedisServer::new(2, 0, 1);
-        let won = |r| matches!(r, RedisResponse::Claimed { won: true, .. });
-        assert!(won(s.handle(100, claim(0, 7, 50))));
-        assert!(!won(s.handle(200, claim(0, 8, 60))));
+        assert!(won(s.handle(100, claim(0, "a", 50))));
+        assert!(!won(s.handle(200, claim(0, "b", 60))));
         // Release sets the TTL to the guard, even past the lease's own end.
-        let release = RedisRequest::Release {
-            id: 0,
-            token: 7,
-            guard_ms: Some(5000),
-            floor_ms: 70,
-        };
         assert_eq!(
-            s.handle(1000, release.clone()),
-            RedisResponse::Released(true)
+            s.handle(1000, release(0, "a", 5000, 70)),
+            answer(RedisReply::Released(true))
         );
-        assert_eq!(s.held(5999), vec![MachineId::new(0).unwrap()]);
-        assert_eq!(s.floor(MachineId::new(0).unwrap()), 70);
+        assert_eq!(s.held(5999), vec![id(0)]);
+        assert_eq!(s.floor(id(0)), 70);
         // An expired lease cannot be renewed.
-        let renew = RedisRequest::Renew {
-            id: 0,
-            token: 7,
-            ttl_ms: 1000,
-            floor_ms: 80,
-            hold_off_ms: None,
-        };
         assert_eq!(
-            s.handle(6001, renew),
-            RedisResponse::Renewed {
-                ok: false,
-                time_ms: 6001
-            }
+            s.handle(6001, renew(0, "a", 80, None)),
+            answer(RedisReply::Renewed {
+                renewed: false,
+                server_ms: 6001
+            })
         );
-        assert_eq!(s.floor(MachineId::new(0).unwrap()), 70);
+        assert_eq!(s.floor(id(0)), 70);
     }
 
     #[test]
     fn a_wiped_hash_holds_claims_off_from_the_first_node_that_finds_it() {
         let mut s = RedisServer::new(2, 0, 1);
-        let guarded = |token, hold_off_ms| RedisRequest::Claim {
-            id: 0,
-            token,
-            ttl_ms: 1000,
-            floor_ms: 50,
-            run_id: Some(1),
-            hold_off_ms,
-        };
-        let won = |r| matches!(r, RedisResponse::Claimed { won: true, .. });
-        assert!(won(s.handle(100, guarded(7, Some(10_000)))));
+        let guarded = |token, hold_off_ms| guarded_claim(0, token, 50, Some(1), hold_off_ms);
+        assert!(won(s.handle(100, guarded("a", Some(10_000)))));
         assert_eq!(s.wipe(200), 1);
         assert_eq!(s.marker(), None);
         assert_eq!(s.run_id(), 1);
         // The holder's renewal is lost and starts the hold-off.
-        let renew = RedisRequest::Renew {
-            id: 0,
-            token: 7,
-            ttl_ms: 1000,
-            floor_ms: 80,
-            hold_off_ms: Some(10_000),
-        };
         assert_eq!(
-            s.handle(300, renew),
-            RedisResponse::Renewed {
-                ok: false,
-                time_ms: 300
-            }
+            s.handle(300, renew(0, "a", 80, Some(10_000))),
+            answer(RedisReply::Renewed {
+                renewed: false,
+                server_ms: 300
+            })
         );
         assert_eq!(
-            s.handle(400, guarded(8, Some(10_000))),
-            RedisResponse::HeldOff {
-                open_at: 10_300,
-                time_ms: 400
-            }
+            s.handle(400, guarded("b", Some(10_000))),
+            answer(RedisReply::Claim(Claim::HeldOff {
+                open_at_ms: 10_300,
+                server_ms: 400
+            }))
         );
         // Without the marker check the wiped ID is free at once.
-        assert!(won(s.handle(500, guarded(9, None))));
+        assert!(won(s.handle(500, guarded("c", None))));
         // Once the hold-off has passed (and that lease ended), claims go through again.
-        assert!(!won(s.handle(10_299, guarded(10, Some(10_000)))));
-        assert!(won(s.handle(10_300, guarded(10, Some(10_000)))));
+        assert!(!won(s.handle(10_299, guarded("d", Some(10_000)))));
+        assert!(won(s.handle(10_300, guarded("d", Some(10_000)))));
+    }
+
+    #[test]
+    fn with_the_marker_guard_off_a_wiped_hash_is_free_at_once() {
+        let mut s = RedisServer::new(2, 0, 1).with_guards(Guards {
+            marker: false,
+            ..Guards::ALL
+        });
+        assert!(won(
+            s.handle(100, guarded_claim(0, "a", 50, Some(1), Some(10_000)))
+        ));
+        s.wipe(200);
+        assert!(won(
+            s.handle(300, guarded_claim(0, "b", 50, Some(1), Some(10_000)))
+        ));
+        assert_eq!(s.marker(), None);
     }
 
     #[test]
     fn restarts_forget_what_was_not_persisted() {
         let mut s = RedisServer::new(4, 0, 1);
-        s.handle(10, claim(1, 1, 5));
+        s.handle(10, claim(1, "a", 5));
         assert_eq!(s.restart(20, 2, Persistence::Always), 0);
         assert_eq!(s.held(30).len(), 1);
         assert_eq!(s.restart(40, 3, Persistence::None), 1);
         assert!(s.held(50).is_empty());
-        assert_eq!(s.floor(MachineId::new(1).unwrap()), 0);
+        assert_eq!(s.floor(id(1)), 0);
         assert_eq!(s.run_id(), 3);
     }
 }

@@ -589,7 +589,7 @@ impl<L: Link> SqlModel<L> {
 
     async fn call(&self, request: SqlRequest) -> Result<SqlResponse, Failure> {
         match self.link.call(Request::Sql(request)).await {
-            Ok(Response::Sql(SqlResponse::WrongServer) | Response::Redis(_)) => Err(Failure::new(
+            Ok(Response::Sql(SqlResponse::WrongServer)) => Err(Failure::new(
                 ErrorKind::Misconfigured,
                 "not a SQL lease table",
             )),

@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lease_core::MachineId;
-use lease_etcd::EtcdStrategy;
+use lease_etcd::{EtcdLease, EtcdStrategy};
+use lease_redis::{RedisLease, RedisStrategy};
 
-use super::etcd::{EtcdClient, EtcdServer, Handles, SimTransport};
-use super::redis::{RedisModel, RedisServer};
+use super::etcd::{self, EtcdClient, EtcdServer};
+use super::redis::{self, RedisClient, RedisServer};
 use super::sql::{SqlModel, SqlServer};
-use super::{Guards, Link, NetError, Reply, Request, Server};
+use super::{Guards, Handles, Link, NetError, Reply, Request, Server};
 
 /// A clock read by a [`DirectLink`]: Unix ms, for example from `tokio::time::Instant` on a
 /// paused runtime.
@@ -53,68 +54,77 @@ impl Link for DirectLink {
     }
 }
 
+/// A store's state: its server behind a [`DirectLink`], the guards and longest lease of the
+/// strategies it makes, and the leases they handed out (`H`, by handle).
+#[derive(Clone)]
+struct Shared<H> {
+    link: DirectLink,
+    guards: Guards,
+    max_lease: Duration,
+    seeds: Arc<AtomicU64>,
+    handles: H,
+}
+
+impl<H: Default> Shared<H> {
+    fn on(server: Server, clock: ClockFn, max_lease: Duration) -> Self {
+        Self {
+            link: DirectLink {
+                server: Arc::new(Mutex::new(server)),
+                clock,
+            },
+            guards: Guards::ALL,
+            max_lease,
+            seeds: Arc::new(AtomicU64::new(1)),
+            handles: H::default(),
+        }
+    }
+}
+
+impl<H> Shared<H> {
+    fn next_seed(&self) -> u64 {
+        self.seeds.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
 macro_rules! store {
-    ($(#[$doc:meta])* $store:ident, $model:ident, $name:literal) => {
+    ($(#[$doc:meta])* $store:ident, $handles:ty, $name:literal) => {
         $(#[$doc])*
         #[derive(Clone)]
-        pub struct $store {
-            link: DirectLink,
-            guards: Guards,
-            max_lease: Duration,
-            seeds: Arc<AtomicU64>,
-        }
+        pub struct $store(Shared<$handles>);
 
         impl std::fmt::Debug for $store {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct($name).field("guards", &self.guards).finish_non_exhaustive()
+                f.debug_struct($name).field("guards", &self.0.guards).finish_non_exhaustive()
             }
         }
 
         impl $store {
-            /// A store on `server`, read at `clock`'s time, granting at most `max_lease`.
-            fn on(server: Server, clock: ClockFn, max_lease: Duration) -> Self {
-                Self {
-                    link: DirectLink {
-                        server: Arc::new(Mutex::new(server)),
-                        clock,
-                    },
-                    guards: Guards::ALL,
-                    max_lease,
-                    seeds: Arc::new(AtomicU64::new(1)),
-                }
-            }
-
-            /// The same store, making strategies with `guards`.
+            /// The same store, making strategies with `guards` (its server holding to those
+            /// that are the server's).
             #[must_use]
             pub fn with_guards(mut self, guards: Guards) -> Self {
-                self.guards = guards;
+                self.0.guards = guards;
+                self.0.link.lock().set_guards(guards);
                 self
-            }
-
-            /// A strategy for one more node on this store.
-            #[must_use]
-            pub fn strategy(&self) -> $model<DirectLink> {
-                let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
-                $model::new(self.link.clone(), self.guards, self.max_lease, seed)
             }
 
             /// Ends whatever lease holds `id` now, as if its TTL had run out.
             pub fn expire(&self, id: MachineId) {
-                let now = (self.link.clock)();
-                self.link.lock().expire(now, id);
+                let now = (self.0.link.clock)();
+                self.0.link.lock().expire(now, id);
             }
 
             /// The IDs leased now.
             #[must_use]
             pub fn held(&self) -> Vec<MachineId> {
-                let now = (self.link.clock)();
-                self.link.lock().held(now)
+                let now = (self.0.link.clock)();
+                self.0.link.lock().held(now)
             }
 
             /// Runs `f` on the server, at the clock's time.
             pub fn with_server<T>(&self, f: impl FnOnce(&mut Server, u64) -> T) -> T {
-                let now = (self.link.clock)();
-                f(&mut self.link.lock(), now)
+                let now = (self.0.link.clock)();
+                f(&mut self.0.link.lock(), now)
             }
         }
     };
@@ -123,26 +133,37 @@ macro_rules! store {
 store!(
     /// A migrated SQL lease table of 512 rows shared by every [`SqlModel`] made from it.
     SqlStore,
-    SqlModel,
+    (),
     "SqlStore"
 );
 store!(
-    /// A Redis lease hash shared by every [`RedisModel`] made from it, on a server that has
-    /// been up for longer than the longest lease (so the amnesia guard lets acquisitions
-    /// through).
+    /// A Redis lease hash shared by every strategy made from it, on a server that has been up
+    /// for longer than the longest lease (so the amnesia guard lets acquisitions through):
+    /// lease-redis's strategy over the direct link.
     RedisStore,
-    RedisModel,
+    Handles<RedisLease>,
     "RedisStore"
+);
+store!(
+    /// An etcd cluster's lease prefix shared by every strategy made from it: lease-etcd's
+    /// strategy over the direct link.
+    EtcdStore,
+    Handles<EtcdLease>,
+    "EtcdStore"
 );
 
 impl SqlStore {
     /// A fresh table on `clock`, granting at most `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
-        Self::on(
-            Server::Sql(SqlServer::new(MachineId::COUNT)),
-            clock,
-            max_lease,
-        )
+        let server = Server::Sql(SqlServer::new(MachineId::COUNT));
+        Self(Shared::on(server, clock, max_lease))
+    }
+
+    /// A strategy for one more node on this store.
+    #[must_use]
+    pub fn strategy(&self) -> SqlModel<DirectLink> {
+        let s = &self.0;
+        SqlModel::new(s.link.clone(), s.guards, s.max_lease, s.next_seed())
     }
 }
 
@@ -156,93 +177,56 @@ impl RedisStore {
                 + 10_000,
         );
         let server = Server::Redis(RedisServer::new(MachineId::COUNT, up_since, 1));
-        Self::on(server, clock, max_lease)
+        Self(Shared::on(server, clock, max_lease))
     }
-}
 
-/// An etcd cluster's lease prefix shared by every [`EtcdClient`] made from it: lease-etcd's
-/// strategy over the direct link.
-#[derive(Clone)]
-pub struct EtcdStore {
-    link: DirectLink,
-    guards: Guards,
-    max_lease: Duration,
-    seeds: Arc<AtomicU64>,
-    handles: Handles,
-}
+    /// A strategy for one more node on this store, with the store's guard switches.
+    #[must_use]
+    pub fn strategy(&self) -> RedisClient<DirectLink> {
+        let s = &self.0;
+        let handles = Arc::clone(&s.handles);
+        RedisClient::new(
+            s.link.clone(),
+            s.guards,
+            s.max_lease,
+            s.next_seed(),
+            handles,
+        )
+    }
 
-impl std::fmt::Debug for EtcdStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdStore")
-            .field("guards", &self.guards)
-            .finish_non_exhaustive()
+    /// lease-redis's strategy itself for one more node on this store, its leases its own.
+    #[must_use]
+    pub fn real_strategy(&self) -> RedisStrategy<redis::SimTransport<DirectLink>> {
+        let s = &self.0;
+        redis::strategy(s.link.clone(), true, s.max_lease, s.next_seed())
     }
 }
 
 impl EtcdStore {
     /// A new cluster with an empty prefix on `clock`, `max_lease_duration` = `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
-        Self {
-            link: DirectLink {
-                server: Arc::new(Mutex::new(Self::server(Guards::ALL))),
-                clock,
-            },
-            guards: Guards::ALL,
-            max_lease,
-            seeds: Arc::new(AtomicU64::new(1)),
-            handles: Handles::default(),
-        }
+        let server = Server::Etcd(EtcdServer::new(MachineId::COUNT, 1));
+        Self(Shared::on(server, clock, max_lease))
     }
 
-    fn server(guards: Guards) -> Server {
-        Server::Etcd(EtcdServer::new(MachineId::COUNT, 1).with_guards(guards))
-    }
-
-    /// The same store, making strategies with `guards` (the cluster, new, as those guards see
-    /// it).
-    #[must_use]
-    pub fn with_guards(mut self, guards: Guards) -> Self {
-        self.guards = guards;
-        *self.link.lock() = Self::server(guards);
-        self
-    }
-
-    /// A strategy for one more node on this store.
+    /// A strategy for one more node on this store, with the store's guard switches.
     #[must_use]
     pub fn strategy(&self) -> EtcdClient<DirectLink> {
-        let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
+        let s = &self.0;
+        let handles = Arc::clone(&s.handles);
         EtcdClient::new(
-            self.link.clone(),
-            self.guards,
-            self.max_lease,
-            seed,
-            Arc::clone(&self.handles),
+            s.link.clone(),
+            s.guards,
+            s.max_lease,
+            s.next_seed(),
+            handles,
         )
     }
 
     /// lease-etcd's strategy itself for one more node on this store, its leases its own.
     #[must_use]
-    pub fn real_strategy(&self) -> EtcdStrategy<SimTransport<DirectLink>> {
-        let seed = self.seeds.fetch_add(1, Ordering::Relaxed);
-        super::etcd::strategy(self.link.clone(), self.max_lease, seed)
-    }
-
-    /// Ends whatever lease holds `id` now, as if its TTL had run out.
-    pub fn expire(&self, id: MachineId) {
-        let now = (self.link.clock)();
-        self.link.lock().expire(now, id);
-    }
-
-    /// The IDs leased now.
-    #[must_use]
-    pub fn held(&self) -> Vec<MachineId> {
-        let now = (self.link.clock)();
-        self.link.lock().held(now)
-    }
-
-    /// Runs `f` on the server, at the clock's time.
-    pub fn with_server<T>(&self, f: impl FnOnce(&mut Server, u64) -> T) -> T {
-        let now = (self.link.clock)();
-        f(&mut self.link.lock(), now)
+    pub fn real_strategy(&self) -> EtcdStrategy<etcd::SimTransport<DirectLink>> {
+        let s = &self.0;
+        etcd::strategy(s.link.clone(), s.max_lease, s.next_seed())
     }
 }
