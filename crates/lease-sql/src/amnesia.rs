@@ -58,7 +58,7 @@ pub(crate) const MYSQL_IDENTITY: &str = "CONCAT(@@server_id, '/', @@hostname, ':
 /// What the lease table's rows say when a guarded claim found nothing: whether rows vanished
 /// from the (seeded) table, and whether rows put back after that are still blocked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rows {
+pub struct Rows {
     /// How many rows the table has.
     pub present: i64,
     /// Rows put back blocked and not yet free: no token, never claimed (version 0), expiry
@@ -100,9 +100,8 @@ impl Rows {
 }
 
 /// What the database said about the server and the table when a guarded claim found nothing.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Diagnosis {
+pub struct Diagnosis {
     /// The server's identity now (`None` on a PostgreSQL standby).
     pub current: Option<String>,
     /// The identity recorded for the table, if any.
@@ -120,7 +119,6 @@ pub(crate) struct Diagnosis {
 }
 
 /// What to do about a [`Diagnosis`].
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// A standby: nothing can be claimed here.
@@ -142,7 +140,6 @@ pub(crate) enum Verdict {
     Passed { free: i64, rows: Rows },
 }
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl Diagnosis {
     pub(crate) fn verdict(self) -> Verdict {
         let Some(current) = self.current else {

@@ -15,6 +15,7 @@ mod operator;
 mod queries;
 mod strategy;
 mod table;
+pub mod transport;
 mod url;
 
 use core::fmt;

@@ -4,9 +4,9 @@
 use lease_core::{Holder, MachineId, Migration, StoreAdmin};
 
 use crate::error::SqlLeaseError;
-use crate::strategy::SqlStrategy;
+use crate::strategy::{Connection, SqlStrategy};
 
-impl StoreAdmin for SqlStrategy {
+impl StoreAdmin for SqlStrategy<Connection> {
     type Error = SqlLeaseError;
 
     async fn holders(&self) -> Result<Vec<Holder>, SqlLeaseError> {

@@ -31,7 +31,7 @@ use crate::link::SimLink;
 use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
 use crate::model::redis::{Persistence, RedisClient, RedisResponse, RedisServer};
-use crate::model::sql::{SqlModel, SqlRequest, SqlResponse, SqlServer};
+use crate::model::sql::{SqlClient, SqlRequest, SqlResponse, SqlServer};
 use crate::model::{Guards, Handles, ModelLease, NetError, Reply, Request, Server};
 use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
 use crate::report::{SeedReport, Stats};
@@ -59,9 +59,9 @@ struct Sql {
 }
 
 impl Backend for Sql {
-    type S = SqlModel<SimLink>;
+    type S = SqlClient<SimLink>;
     fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        SqlModel::new(link, self.guards, self.max_lease, seed)
+        SqlClient::new(link, self.guards, self.max_lease, seed)
     }
 }
 

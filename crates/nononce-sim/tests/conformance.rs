@@ -1,8 +1,8 @@
 //! Each coordinator model passes the `lease-testkit` conformance suite, floor checks included,
 //! on tokio's paused clock (leases of an hour, checked in milliseconds): for etcd, lease-etcd's
 //! own strategy against the cluster model, also with the options lease-etcd's own suite runs on
-//! a real etcd (8 s leases, a 2 s guard); for Redis, lease-redis's own strategy against the
-//! hash model.
+//! a real etcd (8 s leases, a 2 s guard); for Redis and SQL, lease-redis's and lease-sql's own
+//! strategies against the hash and table models.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use nononce_sim::clock::START_UNIX_MS;
 use nononce_sim::model::etcd::{EtcdClient, SimTransport};
 use nononce_sim::model::fixed::FixedModel;
 use nononce_sim::model::redis::{self as redis_sim, RedisClient};
-use nononce_sim::model::sql::SqlModel;
+use nononce_sim::model::sql::SqlClient;
 use nononce_sim::model::{
     ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore,
 };
@@ -38,7 +38,7 @@ fn paused() -> ClockFn {
 struct Sql(SqlStore);
 
 impl Harness for Sql {
-    type Strategy = SqlModel<DirectLink>;
+    type Strategy = SqlClient<DirectLink>;
     async fn node(&self) -> Self::Strategy {
         self.0.strategy()
     }

@@ -5,18 +5,18 @@ use std::time::Duration;
 use lease_core::{Holder, MachineId};
 use sqlx::Row;
 
-use super::SqlStrategy;
 use super::backend::on_pool;
 use super::lease::{machine_id, row_id};
+use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
 
-impl SqlStrategy {
+impl SqlStrategy<Connection> {
     /// How many machine IDs are free right now (expired, by the database clock).
     ///
     /// # Errors
     /// The errors of any operation on the table.
     pub async fn free_count(&self) -> Result<u64, SqlLeaseError> {
-        self.checked(self.count_free().await)
+        self.checked(self.transport.count_free().await)
             .await
             .map(|n| u64::try_from(n).unwrap_or(0))
     }
@@ -31,9 +31,9 @@ impl SqlStrategy {
     }
 
     async fn fetch_holders(&self) -> Result<Vec<Holder>, sqlx::Error> {
-        let sql = self.backend.common().holders.sql();
+        let sql = self.transport.backend.common().holders.sql();
         let rows: Vec<(i64, Option<Vec<u8>>, i64)> =
-            on_pool!(&self.backend, |pool| sqlx::query(sql)
+            on_pool!(&self.transport.backend, |pool| sqlx::query(sql)
                 .fetch_all(pool)
                 .await?
                 .iter()
@@ -61,22 +61,14 @@ impl SqlStrategy {
     /// # Errors
     /// The errors of any operation on the table.
     pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlLeaseError> {
-        let sql = self.backend.common().force_release.sql();
+        let sql = self.transport.backend.common().force_release.sql();
         let id = row_id(id);
-        let result: Result<u64, sqlx::Error> = on_pool!(&self.backend, |pool| sqlx::query(sql)
-            .bind(id)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()));
+        let result: Result<u64, sqlx::Error> =
+            on_pool!(&self.transport.backend, |pool| sqlx::query(sql)
+                .bind(id)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected()));
         self.checked(result).await.map(|n| n == 1)
-    }
-
-    /// How many rows are free, as the database counts them.
-    pub(super) async fn count_free(&self) -> Result<i64, sqlx::Error> {
-        let sql = self.backend.common().count_free.sql();
-        on_pool!(&self.backend, |pool| sqlx::query(sql)
-            .fetch_one(pool)
-            .await?
-            .try_get(0))
     }
 }

@@ -3,11 +3,12 @@
 use lease_core::{Acquire, Grant};
 use sqlx::Row;
 
-use super::SqlStrategy;
 use super::amount::Amount;
 use super::backend::Backend;
-use super::lease::{SqlLease, machine_id, new_token, signed, unsigned};
+use super::lease::{SqlLease, machine_id, unsigned};
+use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
+use crate::transport::{Claim, Reply, Request, Transport};
 
 /// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
 ///
@@ -32,8 +33,8 @@ pub enum Acquisition {
     },
 }
 
-/// The outcome of one claim attempt.
-enum Claim {
+/// The outcome of one claim attempt, as the row's columns hold it.
+enum RowClaim {
     Won {
         id: i64,
         /// The floor stored before the claim.
@@ -63,7 +64,7 @@ impl<DB: sqlx::Database> Drop for CloseUnlessEnded<'_, DB> {
     }
 }
 
-impl SqlStrategy {
+impl<T: Transport> SqlStrategy<T> {
     /// Claims a free row for the requested duration (shortened to the longest lease),
     /// preferring one whose floor is below the request's `now_ms`, and raises its floor to at
     /// least the request's `floor_ms`.
@@ -72,48 +73,77 @@ impl SqlStrategy {
         request: Acquire,
     ) -> Result<Grant<SqlLease>, SqlLeaseError> {
         let amount = self.lease_amount(request.requested)?;
-        let token = new_token()?;
-        let (now_ms, floor) = (signed(request.now_ms), signed(request.floor_ms));
+        let token = self.transport.token()?;
+        let claim = Request::Claim {
+            token,
+            amount: amount.applied,
+            floor_ms: request.floor_ms,
+            now_ms: request.now_ms,
+        };
         // A second attempt only after a table without a record was recorded as trusted.
         for _ in 0..2 {
-            match self
-                .checked(self.claim(&token, &amount, now_ms, floor).await)
-                .await?
-            {
-                Claim::Won {
+            match self.exchange(claim.clone()).await? {
+                Reply::Claim(Claim::Won {
                     id,
-                    floor,
+                    floor_ms,
                     coordinator_ms,
-                } => {
-                    let machine_id = machine_id(id)?;
-                    let grant = Grant::new(
-                        machine_id,
-                        SqlLease::from_parts(machine_id, token),
-                        amount.applied,
-                    )
-                    .with_floor(unsigned(floor))
-                    .with_coordinator_ms(unsigned(coordinator_ms));
+                }) => {
+                    let grant = Grant::new(id, SqlLease::from_parts(id, token), amount.applied)
+                        .with_floor(floor_ms)
+                        .with_coordinator_ms(coordinator_ms);
                     return Ok(if self.guarded() {
                         grant.with_max_clock_offset(self.max_clock_offset)
                     } else {
                         grant
                     });
                 }
-                Claim::None { tried } => self.nothing_claimed(tried).await?,
+                Reply::Claim(Claim::Nothing { tried }) => self.nothing_claimed(tried).await?,
+                other => return Err(unexpected(&claim, &other)),
             }
         }
         Err(SqlLeaseError::Conflict { candidates: 0 })
     }
+}
 
-    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
-    /// server's identity when the amnesia guard is on.
-    async fn claim(
+/// The error for a reply of the wrong kind.
+pub(super) fn unexpected(request: &Request, reply: &Reply) -> SqlLeaseError {
+    SqlLeaseError::Database(sqlx::Error::Protocol(format!(
+        "unexpected answer to {request:?}: {reply:?}"
+    )))
+}
+
+impl Connection {
+    /// One claim attempt, its row's columns read as lease values.
+    pub(super) async fn claim(
         &self,
         token: &[u8; 16],
         amount: &Amount,
         now_ms: i64,
         floor: i64,
     ) -> Result<Claim, sqlx::Error> {
+        Ok(match self.claim_row(token, amount, now_ms, floor).await? {
+            RowClaim::Won {
+                id,
+                floor,
+                coordinator_ms,
+            } => Claim::Won {
+                id: machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
+                floor_ms: unsigned(floor),
+                coordinator_ms: unsigned(coordinator_ms),
+            },
+            RowClaim::None { tried } => Claim::Nothing { tried },
+        })
+    }
+
+    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
+    /// server's identity when the amnesia guard is on.
+    async fn claim_row(
+        &self,
+        token: &[u8; 16],
+        amount: &Amount,
+        now_ms: i64,
+        floor: i64,
+    ) -> Result<RowClaim, sqlx::Error> {
         match (&self.backend, self.acquisition) {
             #[cfg(feature = "postgres")]
             (Backend::Postgres(pool, q), Acquisition::SkipLocked) => {
@@ -125,12 +155,12 @@ impl SqlStrategy {
                     .fetch_optional(pool)
                     .await?;
                 match row {
-                    Some(row) => Ok(Claim::Won {
+                    Some(row) => Ok(RowClaim::Won {
                         id: row.try_get(0)?,
                         floor: row.try_get(1)?,
                         coordinator_ms: row.try_get(2)?,
                     }),
-                    None => Ok(Claim::None { tried: 0 }),
+                    None => Ok(RowClaim::None { tried: 0 }),
                 }
             }
             #[cfg(feature = "postgres")]
@@ -152,14 +182,14 @@ impl SqlStrategy {
                         .fetch_optional(pool)
                         .await?;
                     if let Some(won) = won {
-                        return Ok(Claim::Won {
+                        return Ok(RowClaim::Won {
                             id,
                             floor: before,
                             coordinator_ms: won.try_get(0)?,
                         });
                     }
                 }
-                Ok(Claim::None { tried: rows.len() })
+                Ok(RowClaim::None { tried: rows.len() })
             }
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool, q), Acquisition::SkipLocked) => {
@@ -193,14 +223,14 @@ impl SqlStrategy {
                         .await?;
                     if done.rows_affected() == 1 {
                         let clock = i64::try_from(done.last_insert_id()).unwrap_or(read_at);
-                        return Ok(Claim::Won {
+                        return Ok(RowClaim::Won {
                             id,
                             floor: before,
                             coordinator_ms: clock,
                         });
                     }
                 }
-                Ok(Claim::None { tried: rows.len() })
+                Ok(RowClaim::None { tried: rows.len() })
             }
             #[cfg(feature = "sqlite")]
             (Backend::Sqlite(pool, q), _) => {
@@ -216,12 +246,12 @@ impl SqlStrategy {
                 let rows = sqlx::raw_sql(batch).fetch_all(&mut **open.conn).await?;
                 open.ended = true;
                 match rows.first() {
-                    Some(row) => Ok(Claim::Won {
+                    Some(row) => Ok(RowClaim::Won {
                         id: row.try_get(0)?,
                         floor: row.try_get(1)?,
                         coordinator_ms: row.try_get(2)?,
                     }),
-                    None => Ok(Claim::None { tried: 0 }),
+                    None => Ok(RowClaim::None { tried: 0 }),
                 }
             }
             (Backend::Never(never), _) => match *never {},
@@ -240,7 +270,7 @@ async fn mysql_claim_locked(
     amount: &Amount,
     now_ms: i64,
     floor: i64,
-) -> Result<Claim, sqlx::Error> {
+) -> Result<RowClaim, sqlx::Error> {
     let mut open = CloseUnlessEnded { conn, ended: false };
     let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(now_ms))
         .fetch_all(&mut **open.conn)
@@ -254,7 +284,7 @@ async fn mysql_claim_locked(
     let Some(row) = rows.first() else {
         sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
         open.ended = true;
-        return Ok(Claim::None { tried: 0 });
+        return Ok(RowClaim::None { tried: 0 });
     };
     let (id, version, before, clock): (i64, i64, i64, i64) = (
         row.try_get(0)?,
@@ -272,12 +302,12 @@ async fn mysql_claim_locked(
     let done = sqlx::raw_sql(claim).execute(&mut **open.conn).await?;
     open.ended = true;
     if done.rows_affected() == 1 {
-        Ok(Claim::Won {
+        Ok(RowClaim::Won {
             id,
             floor: before,
             coordinator_ms: clock,
         })
     } else {
-        Ok(Claim::None { tried: 1 })
+        Ok(RowClaim::None { tried: 1 })
     }
 }

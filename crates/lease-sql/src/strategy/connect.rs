@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::SqlStrategy;
 use super::backend::Backend;
+use super::{Connection, SqlStrategy};
 use crate::{Dialect, SqlLeaseError};
 
 /// A small pool for one node's lease traffic.
@@ -13,19 +13,23 @@ fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
         .acquire_timeout(Duration::from_secs(5))
 }
 
-impl SqlStrategy {
+impl SqlStrategy<Connection> {
     /// Leases in table `no_noncense_leases` of a PostgreSQL database.
     #[cfg(feature = "postgres")]
     #[must_use]
     pub fn postgres(pool: sqlx::PgPool) -> Self {
-        Self::with_backend(|table, guard, hold_off| Backend::postgres(pool, table, guard, hold_off))
+        Self::with_transport(Connection::new(|table, guard, hold_off| {
+            Backend::postgres(pool, table, guard, hold_off)
+        }))
     }
 
     /// Leases in table `no_noncense_leases` of a MySQL or MariaDB database.
     #[cfg(feature = "mysql")]
     #[must_use]
     pub fn mysql(pool: sqlx::MySqlPool) -> Self {
-        Self::with_backend(|table, guard, hold_off| Backend::mysql(pool, table, guard, hold_off))
+        Self::with_transport(Connection::new(|table, guard, hold_off| {
+            Backend::mysql(pool, table, guard, hold_off)
+        }))
     }
 
     /// Leases in table `no_noncense_leases` of a SQLite database; open the pool with
@@ -33,7 +37,9 @@ impl SqlStrategy {
     #[cfg(feature = "sqlite")]
     #[must_use]
     pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
-        Self::with_backend(|table, guard, hold_off| Backend::sqlite(pool, table, guard, hold_off))
+        Self::with_transport(Connection::new(|table, guard, hold_off| {
+            Backend::sqlite(pool, table, guard, hold_off)
+        }))
     }
 
     /// A strategy with its own small lazy pool for `url` (`postgres://`, `mysql://`,

@@ -3,55 +3,22 @@
 
 use std::time::Duration;
 
-use super::SqlStrategy;
 use super::backend::on_pool;
+use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
 use crate::table::COORDINATOR_TABLE;
+use crate::transport::{Reply, Request, Transport};
 
-/// How long [`SqlStrategy::explain`] waits for its one direct connection.
+/// How long [`Connection::cause`] waits for its one direct connection.
 const DIRECT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-impl SqlStrategy {
-    /// As [`error`](Self::error); and when the pool gave up waiting for a connection, which
-    /// sqlx reports without a cause, one direct connection finds the cause (refused, unknown
-    /// host, credentials, TLS) and the error is classified by that.
-    async fn explain(&self, error: sqlx::Error) -> SqlLeaseError {
-        if matches!(error, sqlx::Error::PoolTimedOut)
-            && let Some(cause) = self.direct_connection_error().await
-        {
-            return self.error(cause);
-        }
-        self.error(error)
-    }
-
-    /// `Ok` of an operation, or its error [explained](Self::explain).
-    pub(super) async fn checked<T>(
-        &self,
-        result: Result<T, sqlx::Error>,
-    ) -> Result<T, SqlLeaseError> {
-        match result {
-            Ok(value) => Ok(value),
-            Err(error) => Err(self.explain(error).await),
-        }
-    }
-
-    /// Why one connection with the pool's settings fails, or `None` when it opens (the pool
-    /// was only busy) or does not answer within [`DIRECT_CONNECT_TIMEOUT`].
-    async fn direct_connection_error(&self) -> Option<sqlx::Error> {
-        use sqlx::{ConnectOptions, Connection};
-        let attempt = async {
-            let connected: Result<(), sqlx::Error> = on_pool!(&self.backend, |pool| pool
-                .connect_options()
-                .connect()
-                .await?
-                .close()
-                .await);
-            connected
-        };
-        tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, attempt)
+impl<T: Transport> SqlStrategy<T> {
+    /// One step of the protocol, its error named after the table it concerns.
+    pub(super) async fn exchange(&self, request: Request) -> Result<Reply, SqlLeaseError> {
+        self.transport
+            .exchange(request)
             .await
-            .ok()?
-            .err()
+            .map_err(|e| self.error(e))
     }
 
     /// `error` as a [`SqlLeaseError`] naming the table it concerns.
@@ -67,5 +34,51 @@ impl SqlStrategy {
             self.table.clone()
         };
         SqlLeaseError::from_sqlx(error, table.as_str(), self.dialect())
+    }
+}
+
+impl SqlStrategy<Connection> {
+    /// `Ok` of an operation, or its error with [its cause](Connection::cause), named after the
+    /// table it concerns.
+    pub(super) async fn checked<V>(
+        &self,
+        result: Result<V, sqlx::Error>,
+    ) -> Result<V, SqlLeaseError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.error(self.transport.cause(error).await)),
+        }
+    }
+}
+
+impl Connection {
+    /// `error`; or, when the pool gave up waiting for a connection, which sqlx reports without
+    /// a cause, what one direct connection runs into (refused, unknown host, credentials, TLS).
+    pub(super) async fn cause(&self, error: sqlx::Error) -> sqlx::Error {
+        if matches!(error, sqlx::Error::PoolTimedOut)
+            && let Some(cause) = self.direct_connection_error().await
+        {
+            return cause;
+        }
+        error
+    }
+
+    /// Why one connection with the pool's settings fails, or `None` when it opens (the pool
+    /// was only busy) or does not answer within [`DIRECT_CONNECT_TIMEOUT`].
+    async fn direct_connection_error(&self) -> Option<sqlx::Error> {
+        use sqlx::{ConnectOptions, Connection as _};
+        let attempt = async {
+            let connected: Result<(), sqlx::Error> = on_pool!(&self.backend, |pool| pool
+                .connect_options()
+                .connect()
+                .await?
+                .close()
+                .await);
+            connected
+        };
+        tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, attempt)
+            .await
+            .ok()?
+            .err()
     }
 }

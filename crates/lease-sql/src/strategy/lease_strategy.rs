@@ -6,8 +6,9 @@ use super::SqlStrategy;
 use super::amount::Amount;
 use super::lease::SqlLease;
 use crate::SqlLeaseError;
+use crate::transport::Transport;
 
-impl Strategy for SqlStrategy {
+impl<T: Transport> Strategy for SqlStrategy<T> {
     type Lease = SqlLease;
     type Error = SqlLeaseError;
 

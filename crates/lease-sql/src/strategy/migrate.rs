@@ -2,12 +2,12 @@
 
 use sqlx::{AssertSqlSafe, Row};
 
-use super::SqlStrategy;
 use super::backend::Backend;
+use super::{Connection, SqlStrategy};
 use crate::queries::Statement;
 use crate::{AmnesiaGuard, SqlLeaseError};
 
-impl SqlStrategy {
+impl SqlStrategy<Connection> {
     /// Creates the lease table if it does not exist, adds the `floor_ms` column to a table made
     /// before it existed, and adds whichever of the 512 rows are missing; returns how many rows
     /// it added (0 when everything was there). On PostgreSQL and MySQL/MariaDB it also creates
@@ -50,8 +50,8 @@ impl SqlStrategy {
         let seed = format!("INSERT INTO {t} (id, token, expires_at, lock_version)");
         // Rows missing from a table seeded before come back blocked, not free: they may have
         // been deleted while their holders run (see "Deleted rows" in the crate docs).
-        let restore =
-            (self.amnesia_guard == AmnesiaGuard::HoldOff).then_some(&self.backend.common().restore);
+        let restore = (self.amnesia_guard == AmnesiaGuard::HoldOff)
+            .then_some(&self.transport.backend.common().restore);
         // The same steps on each dialect's connection or transaction; `$columns` is the
         // statement that lists the table's columns where `floor_ms` is added by hand (SQLite),
         // `$restore` the statement that puts missing rows back blocked, if it applies.
@@ -88,7 +88,7 @@ impl SqlStrategy {
                 Ok::<u64, sqlx::Error>(added(before, after))
             }};
         }
-        match &self.backend {
+        match &self.transport.backend {
             #[cfg(feature = "postgres")]
             Backend::Postgres(pool, _) => {
                 let mut tx = pool.begin().await?;

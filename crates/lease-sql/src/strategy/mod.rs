@@ -6,6 +6,7 @@ mod amount;
 mod backend;
 mod claim;
 mod connect;
+mod connection;
 mod explain;
 mod lease;
 mod lease_strategy;
@@ -18,11 +19,12 @@ use lease_core::time::amnesia_hold_off;
 use std::time::Duration;
 
 use crate::table::{DEFAULT_TABLE, TableName};
+use crate::transport::{Settings, Transport};
 use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
 use amount::{Amount, MAX_DURATION};
-use backend::Backend;
 
 pub use claim::Acquisition;
+pub use connection::Connection;
 pub use lease::SqlLease;
 
 /// The default longest lease of the fleet: NoNoncense's lease duration.
@@ -47,23 +49,24 @@ const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
 ///
 /// The amnesia hold-off is `max_lease_duration + 2 × max_clock_offset`
 /// ([`amnesia_hold_off`](Self::amnesia_hold_off)).
+///
+/// `T` is how statements reach the database ([`Transport`]): by default a [`Connection`], a
+/// sqlx pool with its dialect's statements.
 #[derive(Clone)]
-pub struct SqlStrategy {
-    /// The pool, with the statements for the settings below.
-    backend: Backend,
+pub struct SqlStrategy<T = Connection> {
+    /// The database, with the statements for the settings below.
+    transport: T,
     table: TableName,
-    acquisition: Acquisition,
     amnesia_guard: AmnesiaGuard,
     max_lease_duration: Duration,
     max_clock_offset: Duration,
 }
 
-impl fmt::Debug for SqlStrategy {
+impl<T: Transport + fmt::Debug> fmt::Debug for SqlStrategy<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqlStrategy")
-            .field("dialect", &self.dialect())
+            .field("transport", &self.transport)
             .field("table", &self.table.as_str())
-            .field("acquisition", &self.acquisition)
             .field("amnesia_guard", &self.amnesia_guard)
             .field("max_lease_duration", &self.max_lease_duration)
             .field("max_clock_offset", &self.max_clock_offset)
@@ -71,33 +74,33 @@ impl fmt::Debug for SqlStrategy {
     }
 }
 
-impl SqlStrategy {
-    /// A strategy with the default settings on the backend that `backend` builds for them.
-    fn with_backend(backend: impl FnOnce(&TableName, AmnesiaGuard, Duration) -> Backend) -> Self {
-        let table = TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!());
-        let amnesia_guard = AmnesiaGuard::default();
+impl<T: Transport> SqlStrategy<T> {
+    /// A strategy with the default settings over `transport` (see [`crate::transport`]).
+    pub fn with_transport(transport: T) -> Self {
         let mut strategy = Self {
-            backend: backend(
-                &table,
-                amnesia_guard,
-                amnesia_hold_off(DEFAULT_MAX_LEASE, DEFAULT_MAX_CLOCK_OFFSET),
-            ),
-            table,
-            acquisition: Acquisition::default(),
-            amnesia_guard,
+            transport,
+            table: TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!()),
+            amnesia_guard: AmnesiaGuard::default(),
             max_lease_duration: DEFAULT_MAX_LEASE,
             max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
         };
-        // The hold-off depends on the dialect, known once the backend is built.
         strategy.rebuild();
         strategy
     }
 
-    /// Builds the statements again after a setting they depend on changed.
+    /// The transport.
+    pub const fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// Gives the transport the settings again after one that statements depend on changed.
     fn rebuild(&mut self) {
-        self.backend =
-            self.backend
-                .rebuilt(&self.table, self.amnesia_guard, self.amnesia_hold_off());
+        let settings = Settings {
+            table: self.table.clone(),
+            amnesia_guard: self.amnesia_guard,
+            hold_off: self.amnesia_hold_off(),
+        };
+        self.transport.configure(&settings);
     }
 
     /// Uses table `name` instead of `no_noncense_leases`: a lowercase identifier, optionally
@@ -116,19 +119,6 @@ impl SqlStrategy {
         self.table = table;
         self.rebuild();
         Ok(self)
-    }
-
-    /// Chooses how free rows are claimed on PostgreSQL and MySQL (default:
-    /// [`Acquisition::SkipLocked`]).
-    #[must_use]
-    pub fn with_acquisition(mut self, acquisition: Acquisition) -> Self {
-        self.acquisition = match acquisition {
-            Acquisition::Optimistic { candidates } => Acquisition::Optimistic {
-                candidates: candidates.max(1),
-            },
-            other @ Acquisition::SkipLocked => other,
-        };
-        self
     }
 
     /// Sets the longest lease any node of the deployment may hold (default 8 h, the lease
@@ -185,19 +175,13 @@ impl SqlStrategy {
     /// The database this strategy talks to.
     #[must_use]
     pub fn dialect(&self) -> Dialect {
-        self.backend.dialect()
+        self.transport.dialect()
     }
 
     /// The lease table's name.
     #[must_use]
     pub fn table(&self) -> &str {
         self.table.as_str()
-    }
-
-    /// How free rows are claimed.
-    #[must_use]
-    pub const fn acquisition(&self) -> Acquisition {
-        self.acquisition
     }
 
     /// The longest lease granted.
@@ -243,5 +227,26 @@ impl SqlStrategy {
     /// Whether acquisitions check the server's identity (guard on, and not SQLite).
     fn guarded(&self) -> bool {
         self.amnesia_guard == AmnesiaGuard::HoldOff && self.dialect() != Dialect::Sqlite
+    }
+}
+
+impl SqlStrategy<Connection> {
+    /// Chooses how free rows are claimed on PostgreSQL and MySQL (default:
+    /// [`Acquisition::SkipLocked`]).
+    #[must_use]
+    pub fn with_acquisition(mut self, acquisition: Acquisition) -> Self {
+        self.transport.acquisition = match acquisition {
+            Acquisition::Optimistic { candidates } => Acquisition::Optimistic {
+                candidates: candidates.max(1),
+            },
+            other @ Acquisition::SkipLocked => other,
+        };
+        self
+    }
+
+    /// How free rows are claimed.
+    #[must_use]
+    pub const fn acquisition(&self) -> Acquisition {
+        self.transport.acquisition
     }
 }

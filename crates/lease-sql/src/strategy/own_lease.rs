@@ -4,30 +4,15 @@ use lease_core::{MachineId, Release, Renew, Renewal};
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 use sqlx::Row;
 
-use super::SqlStrategy;
 use super::amount::Amount;
 use super::backend::{Backend, on_pool};
-use super::lease::{SqlLease, row_id, signed, unsigned};
+use super::claim::unexpected;
+use super::lease::{SqlLease, row_id, unsigned};
+use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
+use crate::transport::{Reply, Request, Transport};
 
-/// A write to a row we hold.
-#[derive(Clone, Copy)]
-enum OwnWrite {
-    /// Extend the lease and raise the floor; the database reports its clock.
-    Renew,
-    /// Release with a guard, clear the token and set the floor.
-    Release,
-}
-
-/// What a write to a row we hold found.
-enum Matched {
-    /// The row no longer carries our token: expired and taken over, released, or forgotten.
-    NotOurs,
-    /// The write applied; the database clock (Unix ms) if the dialect reports it.
-    Ours { clock_ms: Option<i64> },
-}
-
-impl SqlStrategy {
+impl<T: Transport> SqlStrategy<T> {
     /// Extends `lease` to the requested duration (shortened to the longest lease) and raises
     /// its floor to at least the request's.
     pub(super) async fn renew_own(
@@ -36,23 +21,30 @@ impl SqlStrategy {
         request: Renew,
     ) -> Result<Renewal<SqlLease>, SqlLeaseError> {
         let amount = self.lease_amount(request.requested)?;
-        let matched = self
-            .write_own(OwnWrite::Renew, lease, &amount, signed(request.floor_ms))
-            .await?;
-        match matched {
-            Matched::Ours { clock_ms } => {
+        let renew = Request::Renew {
+            id: lease.machine_id(),
+            token: lease.token(),
+            amount: amount.applied,
+            floor_ms: request.floor_ms,
+        };
+        match self.exchange(renew.clone()).await? {
+            Reply::Matched {
+                ours: true,
+                clock_ms,
+            } => {
                 let renewal = Renewal::new(*lease, amount.applied);
                 Ok(match clock_ms {
                     Some(ms) if self.guarded() => renewal
-                        .with_coordinator_ms(unsigned(ms))
+                        .with_coordinator_ms(ms)
                         .with_max_clock_offset(self.max_clock_offset),
-                    Some(ms) => renewal.with_coordinator_ms(unsigned(ms)),
+                    Some(ms) => renewal.with_coordinator_ms(ms),
                     None => renewal,
                 })
             }
-            Matched::NotOurs => Err(SqlLeaseError::Lost {
+            Reply::Matched { ours: false, .. } => Err(SqlLeaseError::Lost {
                 machine_id: lease.machine_id(),
             }),
+            other => Err(unexpected(&renew, &other)),
         }
     }
 
@@ -64,49 +56,57 @@ impl SqlStrategy {
         lease: &SqlLease,
         request: Release,
     ) -> Result<(), SqlLeaseError> {
-        let amount = Amount::new(request.guard, self.dialect())?;
-        let floor = signed(request.floor_ms);
+        let guard = Amount::new(request.guard, self.dialect())?;
         // A row that no longer carries our token is someone else's: the release leaves it alone.
-        let matched = self
-            .write_own(OwnWrite::Release, lease, &amount, floor)
-            .await?;
-        if let Matched::NotOurs = matched {
-            // Not ours any more (expired, taken over, or forgotten by a database that lost
-            // writes): only raise the floor, so what was issued under the lease is known.
-            self.checked(self.raise_floor(lease.machine_id(), floor).await)
-                .await?;
+        let release = Request::Release {
+            id: lease.machine_id(),
+            token: lease.token(),
+            guard: guard.applied,
+            floor_ms: request.floor_ms,
+        };
+        match self.exchange(release.clone()).await? {
+            Reply::Matched { ours: true, .. } => Ok(()),
+            Reply::Matched { ours: false, .. } => {
+                // Not ours any more (expired, taken over, or forgotten by a database that lost
+                // writes): only raise the floor, so what was issued under the lease is known.
+                self.exchange(Request::RaiseFloor {
+                    id: lease.machine_id(),
+                    floor_ms: request.floor_ms,
+                })
+                .await
+                .map(|_| ())
+            }
+            other => Err(unexpected(&release, &other)),
         }
-        Ok(())
     }
+}
 
-    /// Runs `write` on our row, its error [explained](Self::explain).
-    async fn write_own(
+impl Connection {
+    /// Runs the renew (`renew`) or release statement, matched by the row's ID and token.
+    pub(super) async fn update_own(
         &self,
-        write: OwnWrite,
-        lease: &SqlLease,
+        renew: bool,
+        id: MachineId,
+        token: &[u8; 16],
         amount: &Amount,
         floor: i64,
-    ) -> Result<Matched, SqlLeaseError> {
-        self.checked(self.update_own(write, lease, amount, floor).await)
-            .await
-    }
-
-    /// Runs the renew or release statement, matched by `lease`'s ID and token.
-    async fn update_own(
-        &self,
-        write: OwnWrite,
-        lease: &SqlLease,
-        amount: &Amount,
-        floor: i64,
-    ) -> Result<Matched, sqlx::Error> {
+    ) -> Result<Reply, sqlx::Error> {
         let common = self.backend.common();
-        let (statement, returns_clock) = match write {
-            OwnWrite::Renew => (&common.renew, true),
-            OwnWrite::Release => (&common.release, false),
+        let (statement, returns_clock) = if renew {
+            (&common.renew, true)
+        } else {
+            (&common.release, false)
         };
         let sql = statement.sql();
-        let id = row_id(lease.machine_id());
-        let token = lease.token();
+        let id = row_id(id);
+        let ours = |clock_ms: Option<i64>| Reply::Matched {
+            ours: true,
+            clock_ms: clock_ms.map(unsigned),
+        };
+        let not_ours = Reply::Matched {
+            ours: false,
+            clock_ms: None,
+        };
         // PostgreSQL and SQLite return the renewal's clock as a row.
         #[cfg(any(feature = "postgres", feature = "sqlite"))]
         macro_rules! update_on {
@@ -118,15 +118,13 @@ impl SqlStrategy {
                     .bind(&token[..]);
                 if returns_clock {
                     match query.fetch_optional($pool).await? {
-                        Some(row) => Matched::Ours {
-                            clock_ms: Some(row.try_get(0)?),
-                        },
-                        None => Matched::NotOurs,
+                        Some(row) => ours(Some(row.try_get(0)?)),
+                        None => not_ours,
                     }
                 } else if query.execute($pool).await?.rows_affected() == 1 {
-                    Matched::Ours { clock_ms: None }
+                    ours(None)
                 } else {
-                    Matched::NotOurs
+                    not_ours
                 }
             }};
         }
@@ -144,13 +142,13 @@ impl SqlStrategy {
                     .await?;
                 if done.rows_affected() == 1 {
                     // The renewal reports the clock through LAST_INSERT_ID(expr).
-                    Matched::Ours {
-                        clock_ms: returns_clock
+                    ours(
+                        returns_clock
                             .then(|| i64::try_from(done.last_insert_id()).ok())
                             .flatten(),
-                    }
+                    )
                 } else {
-                    Matched::NotOurs
+                    not_ours
                 }
             }
             #[cfg(feature = "sqlite")]
@@ -160,7 +158,7 @@ impl SqlStrategy {
     }
 
     /// Raises `id`'s floor to at least `floor`, whoever holds it.
-    async fn raise_floor(&self, id: MachineId, floor: i64) -> Result<(), sqlx::Error> {
+    pub(super) async fn raise_floor(&self, id: MachineId, floor: i64) -> Result<(), sqlx::Error> {
         let sql = self.backend.common().raise_floor.sql();
         let id = row_id(id);
         on_pool!(&self.backend, |pool| sqlx::query(sql)

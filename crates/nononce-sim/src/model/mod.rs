@@ -1,14 +1,14 @@
-//! Models of each coordinator's semantics, and the [`Strategy`](lease_core::Strategy)
-//! implementations that talk to them.
+//! Models of each coordinator's server, and the backends' own strategies talking to them.
 //!
 //! A model is split where the real backend is split: the *server* (a SQL lease table with the
 //! database's clock, a Redis hash with field TTLs, an etcd keyspace with leases and revisions)
 //! is a plain state machine that applies one request at a time at a given coordinator time; the
 //! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
-//! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. For etcd and
-//! Redis the client is the backend crate's own strategy, over a transport that sends its
-//! requests over the link ([`etcd::SimTransport`], [`redis::SimTransport`]), and the server
-//! answers the backend's own request type. In the simulation a link is the simulated network; in
+//! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. The client is the
+//! backend crate's own strategy, over a transport that sends its requests over the link
+//! ([`sql::SimTransport`], [`etcd::SimTransport`], [`redis::SimTransport`]): the etcd and Redis
+//! servers answer the backend's own request type, the SQL server the statement each request
+//! runs. In the simulation a link is the simulated network; in
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
 //! the test controls.
 
@@ -21,7 +21,6 @@ mod store;
 use core::fmt;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lease_core::MachineId;
 
@@ -73,28 +72,6 @@ pub const MAX_CLOCK_OFFSET_MS: u64 = 3_600_000;
 #[must_use]
 pub const fn amnesia_hold_off_ms(max_lease_ms: u64) -> u64 {
     max_lease_ms.saturating_add(2 * MAX_CLOCK_OFFSET_MS)
-}
-
-/// `grant` asking the manager to keep the node's clock within [`MAX_CLOCK_OFFSET_MS`] of the
-/// store's, when the amnesia guard that relies on it is on.
-fn clock_bound<L>(guards: Guards, grant: lease_core::Grant<L>) -> lease_core::Grant<L> {
-    if guards.amnesia {
-        grant.with_max_clock_offset(Duration::from_millis(MAX_CLOCK_OFFSET_MS))
-    } else {
-        grant
-    }
-}
-
-/// As [`clock_bound`], for a renewal.
-fn renewal_clock_bound<L>(
-    guards: Guards,
-    renewal: lease_core::Renewal<L>,
-) -> lease_core::Renewal<L> {
-    if guards.amnesia {
-        renewal.with_max_clock_offset(Duration::from_millis(MAX_CLOCK_OFFSET_MS))
-    } else {
-        renewal
-    }
 }
 
 impl Guards {
@@ -192,36 +169,11 @@ pub enum Reply {
     Slept,
 }
 
-/// A reply as the SQL model reads it ([`Link::call`]): its own, or, from another kind of
-/// server, a refusal of a request that was not for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Response {
-    /// From the SQL table model.
-    Sql(sql::SqlResponse),
-}
-
-impl From<Reply> for Response {
-    fn from(reply: Reply) -> Self {
-        match reply {
-            Reply::Sql(r) => Self::Sql(r),
-            Reply::Redis(_) | Reply::Etcd(_) | Reply::Slept => {
-                Self::Sql(sql::SqlResponse::WrongServer)
-            }
-        }
-    }
-}
-
 /// How a model strategy reaches its server.
 pub trait Link: Send + Sync + 'static {
     /// Sends `request` and waits for its reply. A request may be applied although the reply
     /// never arrives; the future then never completes (the caller's timeout ends it).
     fn exchange(&self, request: Request) -> impl Future<Output = Result<Reply, NetError>> + Send;
-
-    /// As [`exchange`](Link::exchange), the reply read as a [`Response`].
-    fn call(&self, request: Request) -> impl Future<Output = Result<Response, NetError>> + Send {
-        let reply = self.exchange(request);
-        async move { reply.await.map(Response::from) }
-    }
 
     /// The client's own monotonic clock (Unix ms), for client-side timers such as the Redis
     /// amnesia guard's hold-off after a run-ID change.

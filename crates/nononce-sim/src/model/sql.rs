@@ -1,4 +1,6 @@
-//! A model of `lease-sql` on PostgreSQL (`Acquisition::SkipLocked`), held to its queries:
+//! A PostgreSQL server holding `lease-sql`'s table, applying its statements
+//! (`Acquisition::SkipLocked`); the client is lease-sql's own [`SqlStrategy`], over a
+//! [`SimTransport`] that sends each of its requests as the statement it runs:
 //!
 //! - claim: the lowest free row (`expires_at < now`), preferring one whose floor is below the
 //!   acquirer's clock, in one statement that also checks the amnesia guard (the recorded server
@@ -8,28 +10,36 @@
 //! - release: `expires_at = LEAST(expires_at, now + guard)`, the token cleared (a renewal
 //!   arriving later is lost), the floor set, token-matched; when it matched nothing (a lost
 //!   lease), a second statement raises the floor, whoever holds the row;
-//! - the amnesia guard's diagnosis after a claim found nothing: trust a fresh table, record a
-//!   changed server identity and hold acquisitions off for the amnesia hold-off; then the rows:
-//!   rows missing from the seeded table (deleted while the server stayed up: `TRUNCATE`,
-//!   `DELETE`) are put back blocked for the hold-off (only where the table has its coordinator
-//!   row), and acquisition is held off while rows put back are blocked. Without that check,
-//!   missing rows are put back free, as the migration a starting node runs did before it.
+//! - the amnesia guard's statements after a claim found nothing (what lease-sql makes of them
+//!   is its own): the diagnosis (the server's identity, the recorded one and the one before,
+//!   the hold-off left, free rows, whether any row was ever claimed, rows missing from the
+//!   seeded table and rows put back blocked), the record and replace statements, and the
+//!   restore, which puts missing rows (deleted while the server stayed up: `TRUNCATE`,
+//!   `DELETE`) back blocked for the hold-off (only where the table has its coordinator row),
+//!   or, with the marker check off, free, as the migration a starting node runs did before it.
 //!
 //! All times are the database clock in ms. The server keeps an asynchronous replica: writes
 //! reach it after a lag, and a failover promotes it with whatever it had, under a new
 //! identity (a new timeline), as PostgreSQL does.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use lease_core::time::millis;
 use lease_core::{
-    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
+    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew, Renewal,
+    Strategy,
 };
 use lease_manager::Failure;
+use lease_sql::sqlx;
+use lease_sql::transport::{
+    Claim as SqlClaim, Diagnosis as SqlDiagnosis, Reply as SqlReply,
+    Request as SqlTransportRequest, Rows, Settings, Transport,
+};
+use lease_sql::{AmnesiaGuard, Dialect, SqlLease, SqlLeaseError, SqlStrategy};
 
-use super::{Guards, Link, ModelLease, Request, Response, machine_id};
+use super::{Guards, Link, ModelLease, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// A database server's identity: system identifier and timeline.
@@ -41,7 +51,27 @@ pub struct Identity {
     pub timeline: u32,
 }
 
-/// A request the SQL strategy model sends: one statement each.
+impl Identity {
+    /// The identity as PostgreSQL's guard reads it: system identifier, `:`, and the timeline as
+    /// eight hex digits.
+    #[must_use]
+    pub fn text(self) -> String {
+        format!("{}:{:08X}", self.system, self.timeline)
+    }
+
+    /// An identity from its [`text`](Self::text).
+    fn parse(text: &str) -> Result<Self, sqlx::Error> {
+        let parsed = text.split_once(':').and_then(|(system, timeline)| {
+            Some(Self {
+                system: system.parse().ok()?,
+                timeline: u32::from_str_radix(timeline, 16).ok()?,
+            })
+        });
+        parsed.ok_or_else(|| sqlx::Error::Protocol(format!("not a server identity: {text:?}")))
+    }
+}
+
+/// A statement the model server applies: what lease-sql's requests run on PostgreSQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqlRequest {
     /// The claim statement.
@@ -559,272 +589,317 @@ impl SqlServer {
     }
 }
 
-/// The `lease-sql` strategy's client logic over a [`Link`] to an [`SqlServer`].
+/// lease-sql's transport in the simulation: each request as the statement the model server
+/// applies, over a [`Link`]; PostgreSQL's dialect; tokens from a random source seeded by the
+/// run. The statements' settings (the amnesia guard, its hold-off) come from the strategy, as
+/// lease-sql builds its statements from them; the guards lease-sql has no switch for are the
+/// simulation's: with the marker off, missing rows are put back free, and a release with a
+/// guard of 0 frees its row at once (the release guard off).
 #[derive(Debug)]
-pub struct SqlModel<L> {
+pub struct SimTransport<L> {
     link: L,
     guards: Guards,
-    max_lease_ms: u64,
+    /// The amnesia hold-off in ms, when the statements check the server (guard on).
+    hold_off_ms: Option<u64>,
     rng: Mutex<Rng>,
 }
 
-impl<L: Link> SqlModel<L> {
-    /// A strategy with `guards`, granting at most `max_lease` (the amnesia hold-off is
-    /// [`amnesia_hold_off_ms`](super::amnesia_hold_off_ms) of it), its tokens drawn from `seed`.
-    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
+impl<L: Link> SimTransport<L> {
+    /// Requests over `link` with the simulation's `guards`, tokens from `seed`.
+    pub fn new(link: L, guards: Guards, seed: u64) -> Self {
         Self {
             link,
             guards,
-            max_lease_ms: millis(max_lease).max(1),
+            hold_off_ms: None,
             rng: Mutex::new(Rng::new(seed)),
         }
     }
 
-    fn token(&self) -> u128 {
-        self.rng
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .next_u128()
+    /// The model's statement for `request`.
+    fn statement(&self, request: SqlTransportRequest) -> Result<SqlRequest, sqlx::Error> {
+        let token = |token: [u8; 16]| u128::from_le_bytes(token);
+        Ok(match request {
+            SqlTransportRequest::Claim {
+                token: t,
+                amount,
+                floor_ms,
+                now_ms,
+            } => SqlRequest::Claim {
+                token: token(t),
+                amount_ms: millis(amount),
+                floor_ms,
+                now_ms,
+                guard_ms: self.hold_off_ms,
+            },
+            SqlTransportRequest::Diagnose => SqlRequest::Diagnose {
+                hold_off_ms: self.hold_off_ms.unwrap_or(0),
+            },
+            SqlTransportRequest::Record { identity, trusted } => SqlRequest::Record {
+                identity: Identity::parse(&identity)?,
+                trusted,
+            },
+            SqlTransportRequest::Replace { current, recorded } => SqlRequest::Replace {
+                current: Identity::parse(&current)?,
+                recorded: Identity::parse(&recorded)?,
+            },
+            SqlTransportRequest::CountFree => SqlRequest::CountFree,
+            SqlTransportRequest::Restore => SqlRequest::Restore {
+                blocked_ms: self.hold_off_ms.filter(|_| self.guards.marker),
+            },
+            SqlTransportRequest::Renew {
+                id,
+                token: t,
+                amount,
+                floor_ms,
+            } => SqlRequest::Renew {
+                id: id.get(),
+                token: token(t),
+                amount_ms: millis(amount),
+                floor_ms,
+            },
+            SqlTransportRequest::Release {
+                id,
+                token: t,
+                guard,
+                floor_ms,
+            } => SqlRequest::Release {
+                id: id.get(),
+                token: token(t),
+                guard_ms: (!guard.is_zero()).then(|| millis(guard)),
+                floor_ms,
+            },
+            SqlTransportRequest::RaiseFloor { id, floor_ms } => SqlRequest::RaiseFloor {
+                id: id.get(),
+                floor_ms,
+            },
+            other => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "PostgreSQL has no statement for {other:?}"
+                )));
+            }
+        })
+    }
+}
+
+/// lease-sql's reply to `request` from the model's `response`.
+fn reply(request: &SqlRequest, response: SqlResponse) -> Result<SqlReply, sqlx::Error> {
+    let us = |ms: i64| ms.saturating_mul(1000);
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    Ok(match (request, response) {
+        (_, SqlResponse::Claimed(Some((id, floor_ms, coordinator_ms)))) => {
+            SqlReply::Claim(SqlClaim::Won {
+                id: machine_id(usize::from(id)),
+                floor_ms,
+                coordinator_ms,
+            })
+        }
+        (_, SqlResponse::Claimed(None)) => SqlReply::Claim(SqlClaim::Nothing { tried: 0 }),
+        (_, SqlResponse::Diagnosis(d)) => SqlReply::Diagnosis(SqlDiagnosis {
+            current: d.current.map(Identity::text),
+            recorded: d.recorded.map(Identity::text),
+            previous: d.previous.map(Identity::text),
+            remaining_us: d.remaining_ms.map(us),
+            free: count(d.free),
+            claimed: d.claimed,
+            rows: Rows {
+                // The IDs past the model's capacity are rows other owners hold.
+                present: i64::from(MachineId::COUNT) - count(d.missing),
+                blocked: count(d.blocked),
+                blocked_remaining_us: d.blocked_remaining_ms.map(us),
+            },
+        }),
+        (SqlRequest::CountFree, SqlResponse::Count(n)) => SqlReply::Free(count(n)),
+        (_, SqlResponse::Count(_) | SqlResponse::Done) => SqlReply::Done,
+        (_, SqlResponse::Renewed(clock_ms)) => SqlReply::Matched {
+            ours: clock_ms.is_some(),
+            clock_ms,
+        },
+        (_, SqlResponse::Released(ours)) => SqlReply::Matched {
+            ours,
+            clock_ms: None,
+        },
+        (_, SqlResponse::WrongServer) => {
+            return Err(sqlx::Error::Protocol("not a SQL lease table".to_owned()));
+        }
+    })
+}
+
+impl<L: Link> Transport for SimTransport<L> {
+    fn exchange(
+        &self,
+        request: SqlTransportRequest,
+    ) -> impl Future<Output = Result<SqlReply, sqlx::Error>> + Send {
+        let statement = self.statement(request);
+        let sent = statement
+            .as_ref()
+            .ok()
+            .map(|s| (s.clone(), self.link.exchange(Request::Sql(s.clone()))));
+        async move {
+            let Some((statement, response)) = sent else {
+                return Err(statement.err().unwrap_or(sqlx::Error::PoolClosed));
+            };
+            match response.await {
+                Ok(Reply::Sql(response)) => reply(&statement, response),
+                Ok(_) => reply(&statement, SqlResponse::WrongServer),
+                Err(e) => Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    e.to_string(),
+                ))),
+            }
+        }
     }
 
-    async fn call(&self, request: SqlRequest) -> Result<SqlResponse, Failure> {
-        match self.link.call(Request::Sql(request)).await {
-            Ok(Response::Sql(SqlResponse::WrongServer)) => Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "not a SQL lease table",
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn configure(&mut self, settings: &Settings) {
+        self.hold_off_ms = (settings.amnesia_guard() == AmnesiaGuard::HoldOff)
+            .then(|| millis(settings.hold_off()));
+    }
+
+    fn token(&self) -> Result<[u8; 16], SqlLeaseError> {
+        Ok(self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u128()
+            .to_le_bytes())
+    }
+}
+
+/// lease-sql's [`SqlStrategy`] over a [`SimTransport`], its leases as the simulation's
+/// handles (the token's 16 bytes), with the guard switches lease-sql has none for: the floor
+/// off sends floors and clock as 0 and reports 0 with every grant; the release guard off
+/// releases with a guard of 0; the amnesia guard is lease-sql's own ([`AmnesiaGuard`]), and
+/// with it off a claim that found nothing first puts missing rows back free, as the migration
+/// a starting node runs does.
+pub struct SqlClient<L> {
+    strategy: SqlStrategy<SimTransport<L>>,
+    guards: Guards,
+}
+
+impl<L> std::fmt::Debug for SqlClient<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlClient")
+            .field("guards", &self.guards)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: Link> SqlClient<L> {
+    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its tokens
+    /// drawn from `seed`.
+    ///
+    /// # Panics
+    /// Never: the settings are in range.
+    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
+        let guard = if guards.amnesia {
+            AmnesiaGuard::HoldOff
+        } else {
+            AmnesiaGuard::Off
+        };
+        let strategy = SqlStrategy::with_transport(SimTransport::new(link, guards, seed))
+            .with_amnesia_guard(guard)
+            .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
+            .and_then(|s| {
+                s.with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS))
+            })
+            .unwrap_or_else(|e| panic!("the simulation's sql settings: {e}"));
+        Self { strategy, guards }
+    }
+
+    /// The migration's seeding: missing rows back free. Whether any came back.
+    async fn seed(&self) -> Result<bool, Failure> {
+        let link = &self.strategy.transport().link;
+        match link
+            .exchange(Request::Sql(SqlRequest::Restore { blocked_ms: None }))
+            .await
+        {
+            Ok(Reply::Sql(SqlResponse::Count(n))) => Ok(n > 0),
+            Ok(other) => Err(Failure::new(
+                ErrorKind::Other,
+                format!("unexpected reply {other:?}"),
             )),
-            Ok(Response::Sql(reply)) => Ok(reply),
             Err(e) => Err(Failure::new(
                 ErrorKind::Retry,
                 format!("database unavailable: {e}"),
             )),
         }
     }
+}
 
-    fn unexpected(reply: &SqlResponse) -> Failure {
-        Failure::new(ErrorKind::Other, format!("unexpected reply {reply:?}"))
-    }
+fn lease(handle: &ModelLease) -> SqlLease {
+    SqlLease::from_parts(handle.id, handle.token.to_le_bytes())
+}
 
-    fn held_off() -> Failure {
-        Failure::new(
-            ErrorKind::Retry,
-            "the database server changed: acquisitions are held off for the amnesia hold-off",
-        )
-    }
-
-    /// `check_rows`: missing rows are put back blocked, and while rows put back are blocked,
-    /// acquisition is held off.
-    async fn check_rows(&self, d: &Diagnosis) -> Result<(), Failure> {
-        let rows_deleted = |remaining_ms: u64| {
-            Failure::new(
-                ErrorKind::Retry,
-                format!(
-                    "rows of the seeded lease table had vanished: they are back, blocked, and \
-                     acquisition is held off for {remaining_ms} ms more"
-                ),
-            )
-        };
-        let hold_off_ms = super::amnesia_hold_off_ms(self.max_lease_ms);
-        if d.missing > 0 {
-            match self
-                .call(SqlRequest::Restore {
-                    blocked_ms: Some(hold_off_ms),
-                })
-                .await?
-            {
-                SqlResponse::Count(_) => return Err(rows_deleted(hold_off_ms)),
-                other => return Err(Self::unexpected(&other)),
-            }
-        }
-        match d.blocked_remaining_ms.and_then(|ms| u64::try_from(ms).ok()) {
-            Some(ms) if ms > 0 && d.blocked > 0 => Err(rows_deleted(ms)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Without the rows check, missing rows come back free (the migration's seeding, which a
-    /// starting node runs), and the claim is tried again.
-    async fn seed(&self) -> Result<(), Failure> {
-        match self.call(SqlRequest::Restore { blocked_ms: None }).await? {
-            SqlResponse::Count(_) => Ok(()),
-            other => Err(Self::unexpected(&other)),
-        }
-    }
-
-    /// `nothing_claimed`: `Ok` when the claim may be tried again.
-    async fn nothing_claimed(&self) -> Result<(), Failure> {
-        let free = if self.guards.amnesia {
-            let reply = self
-                .call(SqlRequest::Diagnose {
-                    hold_off_ms: super::amnesia_hold_off_ms(self.max_lease_ms),
-                })
-                .await?;
-            let SqlResponse::Diagnosis(d) = reply else {
-                return Err(Self::unexpected(&reply));
-            };
-            let Some(current) = d.current else {
-                return Err(Failure::new(ErrorKind::Retry, "the server is a standby"));
-            };
-            match d.recorded {
-                None => {
-                    let trusted = !d.claimed;
-                    self.call(SqlRequest::Record {
-                        identity: current,
-                        trusted,
-                    })
-                    .await?;
-                    return if trusted {
-                        Ok(())
-                    } else {
-                        Err(Self::held_off())
-                    };
-                }
-                Some(recorded) if recorded != current => {
-                    self.call(SqlRequest::Replace { current, recorded }).await?;
-                    return Err(Self::held_off());
-                }
-                Some(_) if d.remaining_ms.is_some_and(|r| r > 0) => {
-                    return Err(Self::held_off());
-                }
-                Some(_) if self.guards.marker_checked() => {
-                    self.check_rows(&d).await?;
-                    d.free
-                }
-                Some(_) if d.missing > 0 => return self.seed().await,
-                Some(_) => d.free,
-            }
-        } else {
-            match self.call(SqlRequest::Restore { blocked_ms: None }).await? {
-                SqlResponse::Count(0) => {}
-                SqlResponse::Count(_) => return Ok(()),
-                other => return Err(Self::unexpected(&other)),
-            }
-            match self.call(SqlRequest::CountFree).await? {
-                SqlResponse::Count(n) => n,
-                other => return Err(Self::unexpected(&other)),
-            }
-        };
-        // SkipLocked tries no candidates: free rows it could not claim are being claimed.
-        if free > 0 {
-            Err(Failure::new(
-                ErrorKind::Conflict,
-                format!("{free} free rows are being claimed by others"),
-            ))
-        } else {
-            Err(Failure::new(
-                ErrorKind::Exhausted,
-                "every machine id of the lease table is leased",
-            ))
-        }
+fn handle(lease: SqlLease) -> ModelLease {
+    ModelLease {
+        id: lease.machine_id(),
+        token: u128::from_le_bytes(lease.token()),
     }
 }
 
-impl<L: Link> Strategy for SqlModel<L> {
+impl<L: Link> Strategy for SqlClient<L> {
     type Lease = ModelLease;
     type Error = Failure;
 
     async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
-        let amount_ms = millis(request.requested).min(self.max_lease_ms);
-        let token = self.token();
-        for _ in 0..2 {
-            let reply = self
-                .call(SqlRequest::Claim {
-                    token,
-                    amount_ms,
-                    floor_ms: self.guards.floor_ms(request.floor_ms),
-                    now_ms: self.guards.floor_ms(request.now_ms),
-                    guard_ms: self
-                        .guards
-                        .amnesia
-                        .then_some(super::amnesia_hold_off_ms(self.max_lease_ms)),
-                })
-                .await?;
-            match reply {
-                SqlResponse::Claimed(Some((id, before, clock))) => {
-                    let id = machine_id(usize::from(id));
-                    let lease = ModelLease { id, token };
-                    return Ok(super::clock_bound(
-                        self.guards,
-                        Grant::new(id, lease, Duration::from_millis(amount_ms))
-                            .with_floor(self.guards.floor_ms(before))
-                            .with_coordinator_ms(clock),
-                    ));
-                }
-                SqlResponse::Claimed(None) => self.nothing_claimed().await?,
-                other => return Err(Self::unexpected(&other)),
-            }
+        let guards = self.guards;
+        let request = Acquire::new(
+            request.requested,
+            guards.floor_ms(request.now_ms),
+            guards.floor_ms(request.floor_ms),
+        );
+        let mut result = self.strategy.acquire(request).await;
+        if let Err(e) = &result
+            && !guards.amnesia
+            && matches!(e.kind(), ErrorKind::Exhausted | ErrorKind::Conflict)
+            && self.seed().await?
+        {
+            result = self.strategy.acquire(request).await;
         }
-        Err(Failure::new(ErrorKind::Conflict, "no row could be claimed"))
+        let grant = result.map_err(|e| Failure::from_error(&e))?;
+        let floor = guards.floor_ms(grant.floor_ms);
+        let mut grant = grant.map_lease(handle);
+        grant.floor_ms = floor;
+        Ok(grant)
     }
 
     async fn renew(
         &self,
-        lease: &ModelLease,
+        handle_: &ModelLease,
         request: Renew,
     ) -> Result<Renewal<ModelLease>, Failure> {
-        let amount_ms = millis(request.requested).min(self.max_lease_ms);
-        let reply = self
-            .call(SqlRequest::Renew {
-                id: lease.id.get(),
-                token: lease.token,
-                amount_ms,
-                floor_ms: self.guards.floor_ms(request.floor_ms),
-            })
-            .await?;
-        match reply {
-            SqlResponse::Renewed(Some(clock)) => Ok(super::renewal_clock_bound(
-                self.guards,
-                Renewal::new(*lease, Duration::from_millis(amount_ms)).with_coordinator_ms(clock),
-            )),
-            SqlResponse::Renewed(None) => Err(Failure::new(
-                ErrorKind::Lost,
-                format!("lease on machine id {} is no longer ours", lease.id),
-            )),
-            other => Err(Self::unexpected(&other)),
-        }
+        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
+        self.strategy
+            .renew(&lease(handle_), request)
+            .await
+            .map(|renewal| renewal.map_lease(handle))
+            .map_err(|e| Failure::from_error(&e))
     }
 
-    async fn release(&self, lease: &ModelLease, request: Release) -> Result<(), Failure> {
-        let guard_ms = self.guards.release_guard.then(|| millis(request.guard));
+    async fn release(&self, handle_: &ModelLease, request: Release) -> Result<(), Failure> {
+        let guard = if self.guards.release_guard {
+            request.guard
+        } else {
+            Duration::ZERO
+        };
         let floor_ms = self.guards.floor_ms(request.floor_ms);
-        match self
-            .call(SqlRequest::Release {
-                id: lease.id.get(),
-                token: lease.token,
-                guard_ms,
-                floor_ms,
-            })
-            .await?
-        {
-            SqlResponse::Released(true) => Ok(()),
-            // Not ours any more: a second statement only raises the floor.
-            SqlResponse::Released(false) => match self
-                .call(SqlRequest::RaiseFloor {
-                    id: lease.id.get(),
-                    floor_ms,
-                })
-                .await?
-            {
-                SqlResponse::Done => Ok(()),
-                other => Err(Self::unexpected(&other)),
-            },
-            other => Err(Self::unexpected(&other)),
-        }
+        self.strategy
+            .release(&lease(handle_), Release::new(guard, floor_ms))
+            .await
+            .map_err(|e| Failure::from_error(&e))
     }
 
-    /// As `SqlStrategy::check_terms`: a longest lease below the minimum TTL is refused.
     fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        if self.max_lease_ms < millis(terms.min_ttl) {
-            return Err(Failure::new(
-                ErrorKind::Misconfigured,
-                "max_lease_duration is below the lease manager's min_ttl",
-            ));
-        }
-        Ok(())
+        self.strategy
+            .check_terms(terms)
+            .map_err(|e| Failure::from_error(&e))
     }
 
     fn profile(&self) -> Profile {
-        self.guards.profile("sql-model")
+        self.guards.profile(self.strategy.profile().name)
     }
 }
 

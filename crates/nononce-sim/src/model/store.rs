@@ -11,7 +11,7 @@ use lease_redis::{RedisLease, RedisStrategy};
 
 use super::etcd::{self, EtcdClient, EtcdServer};
 use super::redis::{self, RedisClient, RedisServer};
-use super::sql::{SqlModel, SqlServer};
+use super::sql::{SqlClient, SqlServer};
 use super::{Guards, Handles, Link, NetError, Reply, Request, Server};
 
 /// A clock read by a [`DirectLink`]: Unix ms, for example from `tokio::time::Instant` on a
@@ -131,7 +131,8 @@ macro_rules! store {
 }
 
 store!(
-    /// A migrated SQL lease table of 512 rows shared by every [`SqlModel`] made from it.
+    /// A migrated SQL lease table of 512 rows shared by every strategy made from it:
+    /// lease-sql's strategy over the direct link.
     SqlStore,
     (),
     "SqlStore"
@@ -161,9 +162,9 @@ impl SqlStore {
 
     /// A strategy for one more node on this store.
     #[must_use]
-    pub fn strategy(&self) -> SqlModel<DirectLink> {
+    pub fn strategy(&self) -> SqlClient<DirectLink> {
         let s = &self.0;
-        SqlModel::new(s.link.clone(), s.guards, s.max_lease, s.next_seed())
+        SqlClient::new(s.link.clone(), s.guards, s.max_lease, s.next_seed())
     }
 }
 

@@ -1,0 +1,123 @@
+//! [`Connection`]: the production transport, a sqlx pool and its dialect's statements.
+
+use std::time::Duration;
+
+use super::amount::Amount;
+use super::backend::Backend;
+use super::claim::Acquisition;
+use super::lease::{new_token, signed};
+use crate::table::{DEFAULT_TABLE, TableName};
+use crate::transport::{Reply, Request, Settings, Transport};
+use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
+
+/// The production transport: a sqlx pool (PostgreSQL, MySQL/MariaDB or SQLite) with its
+/// dialect's statements for the strategy's settings, and how free rows are claimed.
+#[derive(Clone)]
+pub struct Connection {
+    pub(super) backend: Backend,
+    pub(super) acquisition: Acquisition,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("dialect", &self.backend.dialect())
+            .field("acquisition", &self.acquisition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// A connection on the pool `backend` builds, with the statements for the default table
+    /// (the strategy gives it its settings at once).
+    pub(super) fn new(backend: impl FnOnce(&TableName, AmnesiaGuard, Duration) -> Backend) -> Self {
+        let table = TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!());
+        Self {
+            backend: backend(&table, AmnesiaGuard::default(), Duration::ZERO),
+            acquisition: Acquisition::default(),
+        }
+    }
+
+    /// A duration as this database applies it.
+    fn amount(&self, duration: Duration) -> Result<Amount, sqlx::Error> {
+        Amount::new(duration, self.backend.dialect())
+            .map_err(|e| sqlx::Error::Protocol(e.to_string()))
+    }
+
+    async fn send(&self, request: Request) -> Result<Reply, sqlx::Error> {
+        match request {
+            Request::Claim {
+                token,
+                amount,
+                floor_ms,
+                now_ms,
+            } => {
+                let amount = self.amount(amount)?;
+                self.claim(&token, &amount, signed(now_ms), signed(floor_ms))
+                    .await
+                    .map(Reply::Claim)
+            }
+            Request::Diagnose => self.diagnose().await.map(Reply::Diagnosis),
+            Request::DiagnoseRows => self
+                .diagnose_rows()
+                .await
+                .map(|(free, rows)| Reply::Rows { free, rows }),
+            Request::Record { identity, trusted } => {
+                self.record(&identity, trusted).await.map(|()| Reply::Done)
+            }
+            Request::Replace { current, recorded } => self
+                .replace(&current, &recorded)
+                .await
+                .map(|()| Reply::Done),
+            Request::CountFree => self.count_free().await.map(Reply::Free),
+            Request::Restore => self.restore_rows().await.map(|()| Reply::Done),
+            Request::Renew {
+                id,
+                token,
+                amount,
+                floor_ms,
+            } => {
+                let amount = self.amount(amount)?;
+                self.update_own(true, id, &token, &amount, signed(floor_ms))
+                    .await
+            }
+            Request::Release {
+                id,
+                token,
+                guard,
+                floor_ms,
+            } => {
+                let amount = self.amount(guard)?;
+                self.update_own(false, id, &token, &amount, signed(floor_ms))
+                    .await
+            }
+            Request::RaiseFloor { id, floor_ms } => self
+                .raise_floor(id, signed(floor_ms))
+                .await
+                .map(|()| Reply::Done),
+        }
+    }
+}
+
+impl Transport for Connection {
+    async fn exchange(&self, request: Request) -> Result<Reply, sqlx::Error> {
+        match self.send(request).await {
+            Ok(reply) => Ok(reply),
+            Err(error) => Err(self.cause(error).await),
+        }
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.backend.dialect()
+    }
+
+    fn configure(&mut self, settings: &Settings) {
+        self.backend =
+            self.backend
+                .rebuilt(&settings.table, settings.amnesia_guard, settings.hold_off);
+    }
+
+    fn token(&self) -> Result<[u8; 16], SqlLeaseError> {
+        new_token()
+    }
+}
