@@ -28,11 +28,13 @@ use nonce_core::{Base, Clock, DEFAULT_EPOCH_MS, Error as NonceError, Factory, Fa
 use crate::check::{Checker, KindSet, Violation};
 use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
-use crate::model::etcd::{EtcdClient, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
+use crate::model::etcd::{self, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
-use crate::model::redis::{Persistence, RedisClient, RedisResponse, RedisServer};
-use crate::model::sql::{SqlClient, SqlRequest, SqlResponse, SqlServer};
-use crate::model::{Guards, Handles, ModelLease, NetError, Reply, Request, Server};
+use crate::model::redis::{self, Persistence, RedisResponse, RedisServer};
+use crate::model::sql::{self, SqlRequest, SqlResponse, SqlServer};
+use crate::model::{
+    Client, Guards, Handles, ModelLease, NetError, Reply, Request, Server, Simulated,
+};
 use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
@@ -53,45 +55,36 @@ trait Backend {
     fn strategy(&self, link: SimLink, ordinal: u16, seed: u64) -> Self::S;
 }
 
-struct Sql {
+/// A backend crate's own strategy for each node ([`Client`]), made by `make` from the node's
+/// link, the guards, the longest lease and a seed.
+struct Real<S: Simulated> {
     guards: Guards,
     max_lease: Duration,
+    make: fn(SimLink, Guards, Duration, u64) -> S,
+    /// Every node's leases, by handle: a process resumes its predecessor's.
+    handles: Handles<S::Lease>,
 }
 
-impl Backend for Sql {
-    type S = SqlClient<SimLink>;
-    fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        SqlClient::new(link, self.guards, self.max_lease, seed)
+impl<S: Simulated> Real<S> {
+    fn new(
+        guards: Guards,
+        max_lease: Duration,
+        make: fn(SimLink, Guards, Duration, u64) -> S,
+    ) -> Self {
+        Self {
+            guards,
+            max_lease,
+            make,
+            handles: Handles::default(),
+        }
     }
 }
 
-struct Redis {
-    guards: Guards,
-    max_lease: Duration,
-    /// Every node's Redis leases, by handle: a process resumes its predecessor's.
-    handles: Handles<lease_redis::RedisLease>,
-}
-
-impl Backend for Redis {
-    type S = RedisClient<SimLink>;
+impl<S: Simulated + 'static> Backend for Real<S> {
+    type S = Client<S>;
     fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        let handles = Arc::clone(&self.handles);
-        RedisClient::new(link, self.guards, self.max_lease, seed, handles)
-    }
-}
-
-struct Etcd {
-    guards: Guards,
-    max_lease: Duration,
-    /// Every node's etcd leases, by handle: a process resumes its predecessor's.
-    handles: Handles<lease_etcd::EtcdLease>,
-}
-
-impl Backend for Etcd {
-    type S = EtcdClient<SimLink>;
-    fn strategy(&self, link: SimLink, _: u16, seed: u64) -> Self::S {
-        let handles = Arc::clone(&self.handles);
-        EtcdClient::new(link, self.guards, self.max_lease, seed, handles)
+        let strategy = (self.make)(link, self.guards, self.max_lease, seed);
+        Client::new(strategy, self.guards, Arc::clone(&self.handles))
     }
 }
 
@@ -130,24 +123,16 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     let max_lease = Duration::from_millis(plan.profile.lease);
     let guards = plan.guards;
     match plan.backend {
-        BackendKind::Sql => Sim::new(plan, rng, Sql { guards, max_lease }).run(),
+        BackendKind::Sql => Sim::new(plan, rng, Real::new(guards, max_lease, sql::strategy)).run(),
         BackendKind::Redis => {
-            let handles = Handles::default();
-            let redis = Redis {
-                guards,
-                max_lease,
-                handles,
+            let make = |link, guards: Guards, max_lease, seed| {
+                redis::strategy(link, guards.amnesia, max_lease, seed)
             };
-            Sim::new(plan, rng, redis).run()
+            Sim::new(plan, rng, Real::new(guards, max_lease, make)).run()
         }
         BackendKind::Etcd => {
-            let handles = Handles::default();
-            let etcd = Etcd {
-                guards,
-                max_lease,
-                handles,
-            };
-            Sim::new(plan, rng, etcd).run()
+            let make = |link, _, max_lease, seed| etcd::strategy(link, max_lease, seed);
+            Sim::new(plan, rng, Real::new(guards, max_lease, make)).run()
         }
         BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
     }

@@ -29,21 +29,20 @@
 //! a new cluster ID. Wall clock steps do not touch etcd's leases (its monotonic clock).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use lease_core::{
-    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
-};
+use lease_core::{MachineId, Release, Strategy};
 use lease_etcd::etcd_client;
 use lease_etcd::transport::{
     Compare, CompareOp, Header, Kv as KeyValue, OpResponse, Reply as EtcdReply,
     Request as EtcdRequest, Target, Transport, TransportError, Txn, TxnOp,
 };
-use lease_etcd::{EtcdLease, EtcdOptions, EtcdStrategy};
+use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdOptions, EtcdStrategy};
 use lease_manager::Failure;
 
-use super::{Guards, Handles, Link, ModelLease, Reply, Request, machine_id};
+use super::client::{Client, Simulated};
+use super::{Guards, Link, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// etcd's shortest lease with its default timings (heartbeat 100 ms, election timeout 1 s): one
@@ -935,134 +934,37 @@ pub fn strategy<L: Link>(link: L, max_lease: Duration, seed: u64) -> EtcdStrateg
         .unwrap_or_else(|e| panic!("the simulation's etcd options: {e}"))
 }
 
-/// lease-etcd's [`EtcdStrategy`] over a [`SimTransport`], its leases as the simulation's
-/// handles (the token is the etcd lease ID and the key's create revision), with the guard
-/// switches lease-etcd has none for: the floor off sends floors and clock as 0 and reports 0
-/// with every grant; the release guard off deletes the released key (if the create revision
-/// is still this lease's) once the release is done. The amnesia and marker switches are the
-/// server's ([`EtcdServer::with_guards`]).
-#[derive(Debug)]
-pub struct EtcdClient<L> {
-    strategy: EtcdStrategy<SimTransport<L>>,
-    guards: Guards,
-    handles: Handles<EtcdLease>,
-}
+/// lease-etcd's strategy as the simulation runs it, with its guard switches ([`Client`]).
+pub type EtcdClient<L> = Client<EtcdStrategy<SimTransport<L>>>;
 
-impl<L: Link> EtcdClient<L> {
-    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its random
-    /// choices drawn from `seed`, its handles in `handles`.
-    pub fn new(
-        link: L,
-        guards: Guards,
-        max_lease: Duration,
-        seed: u64,
-        handles: Handles<EtcdLease>,
-    ) -> Self {
-        Self {
-            strategy: strategy(link, max_lease, seed),
-            guards,
-            handles,
-        }
+impl<L: Link> Simulated for EtcdStrategy<SimTransport<L>> {
+    /// The etcd lease ID and the key's create revision.
+    fn key(lease: &EtcdLease) -> Result<u128, Failure> {
+        Ok((u128::from(lease.etcd_lease_id().cast_unsigned()) << 64)
+            | u128::from(lease.revision().cast_unsigned()))
     }
 
-    fn handles(&self) -> MutexGuard<'_, BTreeMap<u128, EtcdLease>> {
-        self.handles.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The handle of `lease`, recorded.
-    fn handle(&self, lease: EtcdLease) -> ModelLease {
-        let token = (u128::from(lease.etcd_lease_id().cast_unsigned()) << 64)
-            | u128::from(lease.revision().cast_unsigned());
-        let id = lease.machine_id();
-        self.handles().insert(token, lease);
-        ModelLease { id, token }
-    }
-
-    /// The lease of `handle`.
-    fn lease(&self, handle: &ModelLease) -> Result<EtcdLease, Failure> {
-        self.handles().get(&handle.token).cloned().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Other,
-                format!("no etcd lease was handed out as {:x}", handle.token),
-            )
-        })
-    }
-}
-
-impl<L: Link> Strategy for EtcdClient<L> {
-    type Lease = ModelLease;
-    type Error = Failure;
-
-    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
-        let guards = self.guards;
-        let request = Acquire::new(
-            request.requested,
-            guards.floor_ms(request.now_ms),
-            guards.floor_ms(request.floor_ms),
-        );
-        let grant = self
-            .strategy
-            .acquire(request)
-            .await
-            .map_err(|e| Failure::from_error(&e))?;
-        let floor = guards.floor_ms(grant.floor_ms);
-        let mut grant = grant.map_lease(|lease| self.handle(lease));
-        grant.floor_ms = floor;
-        Ok(grant)
-    }
-
-    async fn renew(
+    /// The release, then, as a store without a guard, the key deleted (if its create revision
+    /// is still this lease's): etcd grants no lease shorter than 2 s, so a guard of 0 is not.
+    async fn release_unguarded(
         &self,
-        handle: &ModelLease,
-        request: Renew,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let lease = self.lease(handle)?;
-        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
-        let renewal = self
-            .strategy
-            .renew(&lease, request)
-            .await
-            .map_err(|e| Failure::from_error(&e))?;
-        Ok(renewal.map_lease(|lease| self.handle(lease)))
-    }
-
-    async fn release(&self, handle: &ModelLease, request: Release) -> Result<(), Failure> {
-        let lease = self.lease(handle)?;
-        let floor_ms = self.guards.floor_ms(request.floor_ms);
-        self.strategy
-            .release(&lease, Release::new(request.guard, floor_ms))
-            .await
-            .map_err(|e| Failure::from_error(&e))?;
-        if !self.guards.release_guard {
-            // As a store without a guard: the ID is free at once.
-            let key = Key::Lease(lease.machine_id().get()).name();
-            let txn = Txn {
-                when: vec![Compare::new(
-                    key.clone(),
-                    CompareOp::Equal,
-                    Target::CreateRevision(lease.revision()),
-                )],
-                then: vec![TxnOp::Delete(key)],
-                otherwise: Vec::new(),
-            };
-            // Best effort: a lost delete leaves the guard in place, as with the guard on.
-            let _ = self
-                .strategy
-                .transport()
-                .exchange(EtcdRequest::Txn(txn))
-                .await;
-        }
+        lease: &EtcdLease,
+        request: Release,
+    ) -> Result<(), EtcdLeaseError> {
+        self.release(lease, request).await?;
+        let key = Key::Lease(lease.machine_id().get()).name();
+        let txn = Txn {
+            when: vec![Compare::new(
+                key.clone(),
+                CompareOp::Equal,
+                Target::CreateRevision(lease.revision()),
+            )],
+            then: vec![TxnOp::Delete(key)],
+            otherwise: Vec::new(),
+        };
+        // Best effort: a lost delete leaves the guard in place, as with the guard on.
+        let _ = self.transport().exchange(EtcdRequest::Txn(txn)).await;
         Ok(())
-    }
-
-    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        self.strategy
-            .check_terms(terms)
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    fn profile(&self) -> Profile {
-        self.guards.profile(self.strategy.profile().name)
     }
 }
 

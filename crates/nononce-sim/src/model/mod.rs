@@ -12,6 +12,7 @@
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
 //! the test controls.
 
+mod client;
 pub mod etcd;
 pub mod fixed;
 pub mod redis;
@@ -19,11 +20,10 @@ pub mod sql;
 mod store;
 
 use core::fmt;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use lease_core::MachineId;
 
+pub use client::{Client, Handles, Simulated};
 pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
 
 use crate::rng::Rng;
@@ -118,10 +118,6 @@ impl Default for Guards {
         Self::ALL
     }
 }
-
-/// The leases one run's backend hands out, by the simulation's handle: every node's client
-/// finds the lease of a handle it resumes from its cache, whichever process acquired it.
-pub type Handles<L> = Arc<Mutex<BTreeMap<u128, L>>>;
 
 /// The lease handle of every model: the ID and a token unique to one acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -26,15 +26,13 @@
 //! A wipe deletes the hash (`DEL`, `FLUSHALL`, eviction), marker included, while the server
 //! stays up: run ID and uptime unchanged.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 use lease_core::time::millis;
-use lease_core::{
-    Acquire, ErrorKind, Grant, LeaseTerms, MachineId, Profile, Release, Renew, Renewal, Strategy,
-};
+use lease_core::{ErrorKind, MachineId};
 use lease_manager::Failure;
 use lease_redis::redis;
 use lease_redis::transport::{
@@ -43,7 +41,8 @@ use lease_redis::transport::{
 };
 use lease_redis::{AmnesiaGuard, RedisLease, RedisOptions, RedisStrategy};
 
-use super::{Guards, Handles, Link, ModelLease, Reply, Request, machine_id};
+use super::client::{Client, Simulated};
+use super::{Guards, Link, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// What the model server answers: lease-redis's reply, or, to a request for another kind of
@@ -541,129 +540,23 @@ pub fn strategy<L: Link>(
         .unwrap_or_else(|e| panic!("the simulation's redis options: {e}"))
 }
 
-/// lease-redis's [`RedisStrategy`] over a [`SimTransport`], its leases as the simulation's
-/// handles (the token's 16 bytes), with the guard switches lease-redis has none for: the floor
-/// off sends floors and clock as 0 and reports 0 with every grant; the release guard off
-/// releases with a guard of 0, which frees the ID at once. The amnesia switch is lease-redis's
-/// own ([`AmnesiaGuard`]); the marker's is the server's ([`RedisServer::with_guards`]).
-#[derive(Debug)]
-pub struct RedisClient<L> {
-    strategy: RedisStrategy<SimTransport<L>>,
-    guards: Guards,
-    handles: Handles<RedisLease>,
-}
+/// lease-redis's strategy as the simulation runs it, with its guard switches ([`Client`]).
+pub type RedisClient<L> = Client<RedisStrategy<SimTransport<L>>>;
 
-impl<L: Link> RedisClient<L> {
-    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its random
-    /// choices drawn from `seed`, its handles in `handles`.
-    pub fn new(
-        link: L,
-        guards: Guards,
-        max_lease: Duration,
-        seed: u64,
-        handles: Handles<RedisLease>,
-    ) -> Self {
-        Self {
-            strategy: strategy(link, guards.amnesia, max_lease, seed),
-            guards,
-            handles,
-        }
-    }
-
-    fn handles(&self) -> MutexGuard<'_, BTreeMap<u128, RedisLease>> {
-        self.handles.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The handle of `lease`, recorded.
-    fn handle(&self, lease: RedisLease) -> Result<ModelLease, Failure> {
+impl<L: Link> Simulated for RedisStrategy<SimTransport<L>> {
+    /// The token's 16 bytes.
+    fn key(lease: &RedisLease) -> Result<u128, Failure> {
         let mut bytes = [0u8; 16];
-        let decoded = Base64UrlUnpadded::decode(lease.token(), &mut bytes).map(<[u8]>::len);
-        if decoded != Ok(16) {
-            return Err(Failure::new(
+        match Base64UrlUnpadded::decode(lease.token(), &mut bytes).map(<[u8]>::len) {
+            Ok(16) => Ok(u128::from_le_bytes(bytes)),
+            _ => Err(Failure::new(
                 ErrorKind::Other,
                 format!(
                     "lease token {:?} is not 16 bytes of base64url",
                     lease.token()
                 ),
-            ));
+            )),
         }
-        let token = u128::from_le_bytes(bytes);
-        let id = lease.machine_id();
-        self.handles().insert(token, lease);
-        Ok(ModelLease { id, token })
-    }
-
-    /// The lease of `handle`.
-    fn lease(&self, handle: &ModelLease) -> Result<RedisLease, Failure> {
-        self.handles().get(&handle.token).cloned().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Other,
-                format!("no redis lease was handed out as {:x}", handle.token),
-            )
-        })
-    }
-}
-
-impl<L: Link> Strategy for RedisClient<L> {
-    type Lease = ModelLease;
-    type Error = Failure;
-
-    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
-        let guards = self.guards;
-        let request = Acquire::new(
-            request.requested,
-            guards.floor_ms(request.now_ms),
-            guards.floor_ms(request.floor_ms),
-        );
-        let grant = self
-            .strategy
-            .acquire(request)
-            .await
-            .map_err(|e| Failure::from_error(&e))?;
-        let floor = guards.floor_ms(grant.floor_ms);
-        let handle = self.handle(grant.lease.clone())?;
-        let mut grant = grant.map_lease(|_| handle);
-        grant.floor_ms = floor;
-        Ok(grant)
-    }
-
-    async fn renew(
-        &self,
-        handle: &ModelLease,
-        request: Renew,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let lease = self.lease(handle)?;
-        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
-        let renewal = self
-            .strategy
-            .renew(&lease, request)
-            .await
-            .map_err(|e| Failure::from_error(&e))?;
-        Ok(renewal.map_lease(|_| *handle))
-    }
-
-    async fn release(&self, handle: &ModelLease, request: Release) -> Result<(), Failure> {
-        let lease = self.lease(handle)?;
-        let guard = if self.guards.release_guard {
-            request.guard
-        } else {
-            Duration::ZERO
-        };
-        let floor_ms = self.guards.floor_ms(request.floor_ms);
-        self.strategy
-            .release(&lease, Release::new(guard, floor_ms))
-            .await
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        self.strategy
-            .check_terms(terms)
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    fn profile(&self) -> Profile {
-        self.guards.profile(self.strategy.profile().name)
     }
 }
 

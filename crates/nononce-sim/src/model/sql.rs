@@ -27,10 +27,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use lease_core::time::millis;
-use lease_core::{
-    Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew, Renewal,
-    Strategy,
-};
+use lease_core::{ErrorKind, MachineId};
 use lease_manager::Failure;
 use lease_sql::sqlx;
 use lease_sql::transport::{
@@ -39,7 +36,8 @@ use lease_sql::transport::{
 };
 use lease_sql::{AmnesiaGuard, Dialect, SqlLease, SqlLeaseError, SqlStrategy};
 
-use super::{Guards, Link, ModelLease, Reply, Request, machine_id};
+use super::client::{Client, Simulated};
+use super::{Guards, Link, Reply, Request, machine_id};
 use crate::rng::Rng;
 
 /// A database server's identity: system identifier and timeline.
@@ -768,50 +766,43 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 }
 
-/// lease-sql's [`SqlStrategy`] over a [`SimTransport`], its leases as the simulation's
-/// handles (the token's 16 bytes), with the guard switches lease-sql has none for: the floor
-/// off sends floors and clock as 0 and reports 0 with every grant; the release guard off
-/// releases with a guard of 0; the amnesia guard is lease-sql's own ([`AmnesiaGuard`]), and
-/// with it off a claim that found nothing first puts missing rows back free, as the migration
-/// a starting node runs does.
-pub struct SqlClient<L> {
-    strategy: SqlStrategy<SimTransport<L>>,
+/// lease-sql's strategy as the simulation runs it, with its guard switches ([`Client`]).
+pub type SqlClient<L> = Client<SqlStrategy<SimTransport<L>>>;
+
+/// lease-sql's strategy over `link` with `guards` (the amnesia guard its own setting, the
+/// marker's the transport's) and `max_lease_duration` = `max_lease`, its tokens drawn from
+/// `seed`.
+///
+/// # Panics
+/// Never: the settings are in range.
+pub fn strategy<L: Link>(
+    link: L,
     guards: Guards,
+    max_lease: Duration,
+    seed: u64,
+) -> SqlStrategy<SimTransport<L>> {
+    let guard = if guards.amnesia {
+        AmnesiaGuard::HoldOff
+    } else {
+        AmnesiaGuard::Off
+    };
+    SqlStrategy::with_transport(SimTransport::new(link, guards, seed))
+        .with_amnesia_guard(guard)
+        .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
+        .and_then(|s| s.with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS)))
+        .unwrap_or_else(|e| panic!("the simulation's sql settings: {e}"))
 }
 
-impl<L> std::fmt::Debug for SqlClient<L> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlClient")
-            .field("guards", &self.guards)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<L: Link> SqlClient<L> {
-    /// A client over `link` with `guards` and `max_lease_duration` = `max_lease`, its tokens
-    /// drawn from `seed`.
-    ///
-    /// # Panics
-    /// Never: the settings are in range.
-    pub fn new(link: L, guards: Guards, max_lease: Duration, seed: u64) -> Self {
-        let guard = if guards.amnesia {
-            AmnesiaGuard::HoldOff
-        } else {
-            AmnesiaGuard::Off
-        };
-        let strategy = SqlStrategy::with_transport(SimTransport::new(link, guards, seed))
-            .with_amnesia_guard(guard)
-            .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
-            .and_then(|s| {
-                s.with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS))
-            })
-            .unwrap_or_else(|e| panic!("the simulation's sql settings: {e}"));
-        Self { strategy, guards }
+impl<L: Link> Simulated for SqlStrategy<SimTransport<L>> {
+    /// The token's 16 bytes.
+    fn key(lease: &SqlLease) -> Result<u128, Failure> {
+        Ok(u128::from_le_bytes(lease.token()))
     }
 
-    /// The migration's seeding: missing rows back free. Whether any came back.
-    async fn seed(&self) -> Result<bool, Failure> {
-        let link = &self.strategy.transport().link;
+    /// The migration's seeding, which a starting node runs: missing rows back free. Whether
+    /// any came back.
+    async fn found_nothing_unguarded(&self) -> Result<bool, Failure> {
+        let link = &self.transport().link;
         match link
             .exchange(Request::Sql(SqlRequest::Restore { blocked_ms: None }))
             .await
@@ -826,80 +817,6 @@ impl<L: Link> SqlClient<L> {
                 format!("database unavailable: {e}"),
             )),
         }
-    }
-}
-
-fn lease(handle: &ModelLease) -> SqlLease {
-    SqlLease::from_parts(handle.id, handle.token.to_le_bytes())
-}
-
-fn handle(lease: SqlLease) -> ModelLease {
-    ModelLease {
-        id: lease.machine_id(),
-        token: u128::from_le_bytes(lease.token()),
-    }
-}
-
-impl<L: Link> Strategy for SqlClient<L> {
-    type Lease = ModelLease;
-    type Error = Failure;
-
-    async fn acquire(&self, request: Acquire) -> Result<Grant<ModelLease>, Failure> {
-        let guards = self.guards;
-        let request = Acquire::new(
-            request.requested,
-            guards.floor_ms(request.now_ms),
-            guards.floor_ms(request.floor_ms),
-        );
-        let mut result = self.strategy.acquire(request).await;
-        if let Err(e) = &result
-            && !guards.amnesia
-            && matches!(e.kind(), ErrorKind::Exhausted | ErrorKind::Conflict)
-            && self.seed().await?
-        {
-            result = self.strategy.acquire(request).await;
-        }
-        let grant = result.map_err(|e| Failure::from_error(&e))?;
-        let floor = guards.floor_ms(grant.floor_ms);
-        let mut grant = grant.map_lease(handle);
-        grant.floor_ms = floor;
-        Ok(grant)
-    }
-
-    async fn renew(
-        &self,
-        handle_: &ModelLease,
-        request: Renew,
-    ) -> Result<Renewal<ModelLease>, Failure> {
-        let request = Renew::new(request.requested, self.guards.floor_ms(request.floor_ms));
-        self.strategy
-            .renew(&lease(handle_), request)
-            .await
-            .map(|renewal| renewal.map_lease(handle))
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    async fn release(&self, handle_: &ModelLease, request: Release) -> Result<(), Failure> {
-        let guard = if self.guards.release_guard {
-            request.guard
-        } else {
-            Duration::ZERO
-        };
-        let floor_ms = self.guards.floor_ms(request.floor_ms);
-        self.strategy
-            .release(&lease(handle_), Release::new(guard, floor_ms))
-            .await
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Failure> {
-        self.strategy
-            .check_terms(terms)
-            .map_err(|e| Failure::from_error(&e))
-    }
-
-    fn profile(&self) -> Profile {
-        self.guards.profile(self.strategy.profile().name)
     }
 }
 

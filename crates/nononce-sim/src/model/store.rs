@@ -5,14 +5,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lease_core::MachineId;
-use lease_etcd::{EtcdLease, EtcdStrategy};
-use lease_redis::{RedisLease, RedisStrategy};
+use lease_core::{MachineId, Strategy};
+use lease_etcd::EtcdStrategy;
+use lease_redis::RedisStrategy;
+use lease_sql::SqlStrategy;
 
-use super::etcd::{self, EtcdClient, EtcdServer};
-use super::redis::{self, RedisClient, RedisServer};
-use super::sql::{SqlClient, SqlServer};
-use super::{Guards, Handles, Link, NetError, Reply, Request, Server};
+use super::client::{Client, Handles};
+use super::etcd::{self, EtcdServer};
+use super::redis::{self, RedisServer};
+use super::sql::{self, SqlServer};
+use super::{Guards, Link, NetError, Reply, Request, Server};
 
 /// A clock read by a [`DirectLink`]: Unix ms, for example from `tokio::time::Instant` on a
 /// paused runtime.
@@ -55,17 +57,17 @@ impl Link for DirectLink {
 }
 
 /// A store's state: its server behind a [`DirectLink`], the guards and longest lease of the
-/// strategies it makes, and the leases they handed out (`H`, by handle).
+/// strategies it makes, and the leases they handed out.
 #[derive(Clone)]
-struct Shared<H> {
+struct Shared<L> {
     link: DirectLink,
     guards: Guards,
     max_lease: Duration,
     seeds: Arc<AtomicU64>,
-    handles: H,
+    handles: Handles<L>,
 }
 
-impl<H: Default> Shared<H> {
+impl<L> Shared<L> {
     fn on(server: Server, clock: ClockFn, max_lease: Duration) -> Self {
         Self {
             link: DirectLink {
@@ -75,22 +77,20 @@ impl<H: Default> Shared<H> {
             guards: Guards::ALL,
             max_lease,
             seeds: Arc::new(AtomicU64::new(1)),
-            handles: H::default(),
+            handles: Handles::default(),
         }
     }
-}
 
-impl<H> Shared<H> {
     fn next_seed(&self) -> u64 {
         self.seeds.fetch_add(1, Ordering::Relaxed)
     }
 }
 
 macro_rules! store {
-    ($(#[$doc:meta])* $store:ident, $handles:ty, $name:literal) => {
+    ($(#[$doc:meta])* $store:ident, $strategy:ty, $name:literal) => {
         $(#[$doc])*
         #[derive(Clone)]
-        pub struct $store(Shared<$handles>);
+        pub struct $store(Shared<<$strategy as Strategy>::Lease>);
 
         impl std::fmt::Debug for $store {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,6 +106,21 @@ macro_rules! store {
                 self.0.guards = guards;
                 self.0.link.lock().set_guards(guards);
                 self
+            }
+
+            /// The backend's strategy for one more node on this store, with the store's guards
+            /// where they are its settings.
+            #[must_use]
+            pub fn real_strategy(&self) -> $strategy {
+                let s = &self.0;
+                Self::make(s.link.clone(), s.guards, s.max_lease, s.next_seed())
+            }
+
+            /// The backend's strategy for one more node on this store, with the store's guard
+            /// switches ([`Client`]).
+            #[must_use]
+            pub fn strategy(&self) -> Client<$strategy> {
+                Client::new(self.real_strategy(), self.0.guards, Arc::clone(&self.0.handles))
             }
 
             /// Ends whatever lease holds `id` now, as if its TTL had run out.
@@ -134,7 +149,7 @@ store!(
     /// A migrated SQL lease table of 512 rows shared by every strategy made from it:
     /// lease-sql's strategy over the direct link.
     SqlStore,
-    (),
+    SqlStrategy<sql::SimTransport<DirectLink>>,
     "SqlStore"
 );
 store!(
@@ -142,14 +157,14 @@ store!(
     /// for longer than the longest lease (so the amnesia guard lets acquisitions through):
     /// lease-redis's strategy over the direct link.
     RedisStore,
-    Handles<RedisLease>,
+    RedisStrategy<redis::SimTransport<DirectLink>>,
     "RedisStore"
 );
 store!(
     /// An etcd cluster's lease prefix shared by every strategy made from it: lease-etcd's
     /// strategy over the direct link.
     EtcdStore,
-    Handles<EtcdLease>,
+    EtcdStrategy<etcd::SimTransport<DirectLink>>,
     "EtcdStore"
 );
 
@@ -160,11 +175,13 @@ impl SqlStore {
         Self(Shared::on(server, clock, max_lease))
     }
 
-    /// A strategy for one more node on this store.
-    #[must_use]
-    pub fn strategy(&self) -> SqlClient<DirectLink> {
-        let s = &self.0;
-        SqlClient::new(s.link.clone(), s.guards, s.max_lease, s.next_seed())
+    fn make(
+        link: DirectLink,
+        guards: Guards,
+        max_lease: Duration,
+        seed: u64,
+    ) -> SqlStrategy<sql::SimTransport<DirectLink>> {
+        sql::strategy(link, guards, max_lease, seed)
     }
 }
 
@@ -181,25 +198,13 @@ impl RedisStore {
         Self(Shared::on(server, clock, max_lease))
     }
 
-    /// A strategy for one more node on this store, with the store's guard switches.
-    #[must_use]
-    pub fn strategy(&self) -> RedisClient<DirectLink> {
-        let s = &self.0;
-        let handles = Arc::clone(&s.handles);
-        RedisClient::new(
-            s.link.clone(),
-            s.guards,
-            s.max_lease,
-            s.next_seed(),
-            handles,
-        )
-    }
-
-    /// lease-redis's strategy itself for one more node on this store, its leases its own.
-    #[must_use]
-    pub fn real_strategy(&self) -> RedisStrategy<redis::SimTransport<DirectLink>> {
-        let s = &self.0;
-        redis::strategy(s.link.clone(), true, s.max_lease, s.next_seed())
+    fn make(
+        link: DirectLink,
+        guards: Guards,
+        max_lease: Duration,
+        seed: u64,
+    ) -> RedisStrategy<redis::SimTransport<DirectLink>> {
+        redis::strategy(link, guards.amnesia, max_lease, seed)
     }
 }
 
@@ -210,24 +215,12 @@ impl EtcdStore {
         Self(Shared::on(server, clock, max_lease))
     }
 
-    /// A strategy for one more node on this store, with the store's guard switches.
-    #[must_use]
-    pub fn strategy(&self) -> EtcdClient<DirectLink> {
-        let s = &self.0;
-        let handles = Arc::clone(&s.handles);
-        EtcdClient::new(
-            s.link.clone(),
-            s.guards,
-            s.max_lease,
-            s.next_seed(),
-            handles,
-        )
-    }
-
-    /// lease-etcd's strategy itself for one more node on this store, its leases its own.
-    #[must_use]
-    pub fn real_strategy(&self) -> EtcdStrategy<etcd::SimTransport<DirectLink>> {
-        let s = &self.0;
-        etcd::strategy(s.link.clone(), s.max_lease, s.next_seed())
+    fn make(
+        link: DirectLink,
+        _: Guards,
+        max_lease: Duration,
+        seed: u64,
+    ) -> EtcdStrategy<etcd::SimTransport<DirectLink>> {
+        etcd::strategy(link, max_lease, seed)
     }
 }
