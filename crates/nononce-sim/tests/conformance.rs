@@ -13,9 +13,10 @@ use lease_redis::RedisStrategy;
 use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
-use nononce_sim::model::etcd::{EtcdClient, SimTransport};
+use nononce_sim::model::SimTransport;
+use nononce_sim::model::etcd::EtcdClient;
 use nononce_sim::model::fixed::FixedModel;
-use nononce_sim::model::redis::{self as redis_sim, RedisClient};
+use nononce_sim::model::redis::RedisClient;
 use nononce_sim::model::sql::SqlClient;
 use nononce_sim::model::{
     ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore,
@@ -52,7 +53,7 @@ impl Harness for Sql {
 struct Redis(RedisStore);
 
 impl Harness for Redis {
-    type Strategy = RedisStrategy<redis_sim::SimTransport<DirectLink>>;
+    type Strategy = RedisStrategy<SimTransport<DirectLink>>;
     async fn node(&self) -> Self::Strategy {
         self.0.real_strategy()
     }

@@ -1,5 +1,6 @@
-//! A backend's own strategy as the simulation runs it ([`Client`]): its leases as the
-//! simulation's handles, and the guards it has no switch for switched around it.
+//! A backend's own strategy as the simulation runs it: over a [`SimTransport`], wrapped in a
+//! [`Client`] that makes its leases the simulation's handles and switches the guards it has no
+//! switch for.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -11,7 +12,40 @@ use lease_core::{
 };
 use lease_manager::Failure;
 
-use super::{Guards, ModelLease};
+use super::{Guards, Link, ModelLease};
+use crate::rng::Rng;
+
+/// A backend's transport in the simulation: its requests over a [`Link`], the link's clock
+/// (the node's) for the client's timers, and random numbers from a generator seeded by the
+/// run. Each backend's module implements the backend's `Transport` for it.
+#[derive(Debug)]
+pub struct SimTransport<L> {
+    pub(super) link: L,
+    rng: Mutex<Rng>,
+}
+
+impl<L: Link> SimTransport<L> {
+    /// Requests over `link`, random numbers from `seed`.
+    pub fn new(link: L, seed: u64) -> Self {
+        Self {
+            link,
+            rng: Mutex::new(Rng::new(seed)),
+        }
+    }
+
+    /// The node's clock, as a monotonic one.
+    pub(super) fn clock(&self) -> Duration {
+        Duration::from_millis(self.link.now_ms())
+    }
+
+    /// The next random number.
+    pub(super) fn next_random(&self) -> u64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64()
+    }
+}
 
 /// The leases one run's backend hands out, by the simulation's handle: every node's client
 /// finds the lease of a handle it resumes from its cache, whichever process acquired it.

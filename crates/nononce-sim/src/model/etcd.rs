@@ -29,7 +29,7 @@
 //! a new cluster ID. Wall clock steps do not touch etcd's leases (its monotonic clock).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use lease_core::{MachineId, Release, Strategy};
@@ -41,7 +41,7 @@ use lease_etcd::transport::{
 use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdOptions, EtcdStrategy};
 use lease_manager::Failure;
 
-use super::client::{Client, Simulated};
+use super::client::{Client, SimTransport, Simulated};
 use super::{Guards, Link, Reply, Request, machine_id};
 use crate::rng::Rng;
 
@@ -860,24 +860,6 @@ impl EtcdServer {
     }
 }
 
-/// lease-etcd's transport in the simulation: each request over a [`Link`], the link's clock
-/// (the node's) for the client's timers, and a random source seeded by the run.
-#[derive(Debug)]
-pub struct SimTransport<L> {
-    link: L,
-    rng: Mutex<Rng>,
-}
-
-impl<L: Link> SimTransport<L> {
-    /// Requests over `link`, random numbers from `seed`.
-    pub fn new(link: L, seed: u64) -> Self {
-        Self {
-            link,
-            rng: Mutex::new(Rng::new(seed)),
-        }
-    }
-}
-
 /// A gRPC status as etcd answers it.
 fn status(code: tonic::Code, message: &str) -> TransportError {
     TransportError::Failed(etcd_client::Error::GRpcStatus(tonic::Status::new(
@@ -910,14 +892,11 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 
     fn now(&self) -> Duration {
-        Duration::from_millis(self.link.now_ms())
+        self.clock()
     }
 
     fn random(&self) -> u64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next_u64()
+        self.next_random()
     }
 }
 

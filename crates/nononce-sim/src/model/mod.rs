@@ -6,7 +6,7 @@
 //! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
 //! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. The client is the
 //! backend crate's own strategy, over a transport that sends its requests over the link
-//! ([`sql::SimTransport`], [`etcd::SimTransport`], [`redis::SimTransport`]): the etcd and Redis
+//! ([`SimTransport`], and for SQL [`sql::SqlTransport`]): the etcd and Redis
 //! servers answer the backend's own request type, the SQL server the statement each request
 //! runs. In the simulation a link is the simulated network; in
 //! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
@@ -23,7 +23,7 @@ use core::fmt;
 
 use lease_core::MachineId;
 
-pub use client::{Client, Handles, Simulated};
+pub use client::{Client, Handles, SimTransport, Simulated};
 pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
 
 use crate::rng::Rng;

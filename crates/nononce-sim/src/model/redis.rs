@@ -27,7 +27,7 @@
 //! stays up: run ID and uptime unchanged.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+
 use std::time::Duration;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
@@ -41,9 +41,8 @@ use lease_redis::transport::{
 };
 use lease_redis::{AmnesiaGuard, RedisLease, RedisOptions, RedisStrategy};
 
-use super::client::{Client, Simulated};
+use super::client::{Client, SimTransport, Simulated};
 use super::{Guards, Link, Reply, Request, machine_id};
-use crate::rng::Rng;
 
 /// What the model server answers: lease-redis's reply, or, to a request for another kind of
 /// server, nothing it can read.
@@ -467,24 +466,6 @@ impl RedisServer {
     }
 }
 
-/// lease-redis's transport in the simulation: each request over a [`Link`], the link's clock
-/// (the node's) for the client's timers, and a random source seeded by the run.
-#[derive(Debug)]
-pub struct SimTransport<L> {
-    link: L,
-    rng: Mutex<Rng>,
-}
-
-impl<L: Link> SimTransport<L> {
-    /// Requests over `link`, random numbers from `seed`.
-    pub fn new(link: L, seed: u64) -> Self {
-        Self {
-            link,
-            rng: Mutex::new(Rng::new(seed)),
-        }
-    }
-}
-
 impl<L: Link> Transport for SimTransport<L> {
     fn exchange(
         &self,
@@ -505,14 +486,11 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 
     fn now(&self) -> Duration {
-        Duration::from_millis(self.link.now_ms())
+        self.clock()
     }
 
     fn random(&self) -> u64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next_u64()
+        self.next_random()
     }
 }
 

@@ -1,6 +1,6 @@
 //! A PostgreSQL server holding `lease-sql`'s table, applying its statements
 //! (`Acquisition::SkipLocked`); the client is lease-sql's own [`SqlStrategy`], over a
-//! [`SimTransport`] that sends each of its requests as the statement it runs:
+//! [`SqlTransport`] that sends each of its requests as the statement it runs:
 //!
 //! - claim: the lowest free row (`expires_at < now`), preferring one whose floor is below the
 //!   acquirer's clock, in one statement that also checks the amnesia guard (the recorded server
@@ -23,7 +23,6 @@
 //! identity (a new timeline), as PostgreSQL does.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use lease_core::time::millis;
@@ -36,9 +35,8 @@ use lease_sql::transport::{
 };
 use lease_sql::{AmnesiaGuard, Dialect, SqlLease, SqlLeaseError, SqlStrategy};
 
-use super::client::{Client, Simulated};
+use super::client::{Client, SimTransport, Simulated};
 use super::{Guards, Link, Reply, Request, machine_id};
-use crate::rng::Rng;
 
 /// A database server's identity: system identifier and timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -594,22 +592,20 @@ impl SqlServer {
 /// simulation's: with the marker off, missing rows are put back free, and a release with a
 /// guard of 0 frees its row at once (the release guard off).
 #[derive(Debug)]
-pub struct SimTransport<L> {
-    link: L,
+pub struct SqlTransport<L> {
+    sim: SimTransport<L>,
     guards: Guards,
     /// The amnesia hold-off in ms, when the statements check the server (guard on).
     hold_off_ms: Option<u64>,
-    rng: Mutex<Rng>,
 }
 
-impl<L: Link> SimTransport<L> {
+impl<L: Link> SqlTransport<L> {
     /// Requests over `link` with the simulation's `guards`, tokens from `seed`.
     pub fn new(link: L, guards: Guards, seed: u64) -> Self {
         Self {
-            link,
+            sim: SimTransport::new(link, seed),
             guards,
             hold_off_ms: None,
-            rng: Mutex::new(Rng::new(seed)),
         }
     }
 
@@ -722,7 +718,7 @@ fn reply(request: &SqlRequest, response: SqlResponse) -> Result<SqlReply, sqlx::
     })
 }
 
-impl<L: Link> Transport for SimTransport<L> {
+impl<L: Link> Transport for SqlTransport<L> {
     fn exchange(
         &self,
         request: SqlTransportRequest,
@@ -731,7 +727,7 @@ impl<L: Link> Transport for SimTransport<L> {
         let sent = statement
             .as_ref()
             .ok()
-            .map(|s| (s.clone(), self.link.exchange(Request::Sql(s.clone()))));
+            .map(|s| (s.clone(), self.sim.link.exchange(Request::Sql(s.clone()))));
         async move {
             let Some((statement, response)) = sent else {
                 return Err(statement.err().unwrap_or(sqlx::Error::PoolClosed));
@@ -757,17 +753,13 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 
     fn token(&self) -> Result<[u8; 16], SqlLeaseError> {
-        Ok(self
-            .rng
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next_u128()
-            .to_le_bytes())
+        let (low, high) = (self.sim.next_random(), self.sim.next_random());
+        Ok((u128::from(high) << 64 | u128::from(low)).to_le_bytes())
     }
 }
 
 /// lease-sql's strategy as the simulation runs it, with its guard switches ([`Client`]).
-pub type SqlClient<L> = Client<SqlStrategy<SimTransport<L>>>;
+pub type SqlClient<L> = Client<SqlStrategy<SqlTransport<L>>>;
 
 /// lease-sql's strategy over `link` with `guards` (the amnesia guard its own setting, the
 /// marker's the transport's) and `max_lease_duration` = `max_lease`, its tokens drawn from
@@ -780,20 +772,20 @@ pub fn strategy<L: Link>(
     guards: Guards,
     max_lease: Duration,
     seed: u64,
-) -> SqlStrategy<SimTransport<L>> {
+) -> SqlStrategy<SqlTransport<L>> {
     let guard = if guards.amnesia {
         AmnesiaGuard::HoldOff
     } else {
         AmnesiaGuard::Off
     };
-    SqlStrategy::with_transport(SimTransport::new(link, guards, seed))
+    SqlStrategy::with_transport(SqlTransport::new(link, guards, seed))
         .with_amnesia_guard(guard)
         .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
         .and_then(|s| s.with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS)))
         .unwrap_or_else(|e| panic!("the simulation's sql settings: {e}"))
 }
 
-impl<L: Link> Simulated for SqlStrategy<SimTransport<L>> {
+impl<L: Link> Simulated for SqlStrategy<SqlTransport<L>> {
     /// The token's 16 bytes.
     fn key(lease: &SqlLease) -> Result<u128, Failure> {
         Ok(u128::from_le_bytes(lease.token()))
@@ -802,7 +794,7 @@ impl<L: Link> Simulated for SqlStrategy<SimTransport<L>> {
     /// The migration's seeding, which a starting node runs: missing rows back free. Whether
     /// any came back.
     async fn found_nothing_unguarded(&self) -> Result<bool, Failure> {
-        let link = &self.transport().link;
+        let link = &self.transport().sim.link;
         match link
             .exchange(Request::Sql(SqlRequest::Restore { blocked_ms: None }))
             .await

@@ -10,7 +10,7 @@ use lease_etcd::EtcdStrategy;
 use lease_redis::RedisStrategy;
 use lease_sql::SqlStrategy;
 
-use super::client::{Client, Handles};
+use super::client::{Client, Handles, SimTransport};
 use super::etcd::{self, EtcdServer};
 use super::redis::{self, RedisServer};
 use super::sql::{self, SqlServer};
@@ -149,7 +149,7 @@ store!(
     /// A migrated SQL lease table of 512 rows shared by every strategy made from it:
     /// lease-sql's strategy over the direct link.
     SqlStore,
-    SqlStrategy<sql::SimTransport<DirectLink>>,
+    SqlStrategy<sql::SqlTransport<DirectLink>>,
     "SqlStore"
 );
 store!(
@@ -157,14 +157,14 @@ store!(
     /// for longer than the longest lease (so the amnesia guard lets acquisitions through):
     /// lease-redis's strategy over the direct link.
     RedisStore,
-    RedisStrategy<redis::SimTransport<DirectLink>>,
+    RedisStrategy<SimTransport<DirectLink>>,
     "RedisStore"
 );
 store!(
     /// An etcd cluster's lease prefix shared by every strategy made from it: lease-etcd's
     /// strategy over the direct link.
     EtcdStore,
-    EtcdStrategy<etcd::SimTransport<DirectLink>>,
+    EtcdStrategy<SimTransport<DirectLink>>,
     "EtcdStore"
 );
 
@@ -180,7 +180,7 @@ impl SqlStore {
         guards: Guards,
         max_lease: Duration,
         seed: u64,
-    ) -> SqlStrategy<sql::SimTransport<DirectLink>> {
+    ) -> SqlStrategy<sql::SqlTransport<DirectLink>> {
         sql::strategy(link, guards, max_lease, seed)
     }
 }
@@ -203,7 +203,7 @@ impl RedisStore {
         guards: Guards,
         max_lease: Duration,
         seed: u64,
-    ) -> RedisStrategy<redis::SimTransport<DirectLink>> {
+    ) -> RedisStrategy<SimTransport<DirectLink>> {
         redis::strategy(link, guards.amnesia, max_lease, seed)
     }
 }
@@ -220,7 +220,7 @@ impl EtcdStore {
         _: Guards,
         max_lease: Duration,
         seed: u64,
-    ) -> EtcdStrategy<etcd::SimTransport<DirectLink>> {
+    ) -> EtcdStrategy<SimTransport<DirectLink>> {
         etcd::strategy(link, max_lease, seed)
     }
 }
