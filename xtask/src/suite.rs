@@ -230,9 +230,10 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// (nextest's `serverless` profile): those against servers ran in the workspace run, on the same
 /// code paths. TLS and the facade's re-exports add no test of their own and are checked above.
 ///
-/// - `nonce-core`: its defaults. Its ciphers, clocks and serde with no features and each alone,
-///   and `lease-manager`'s driver and telemetry, are tested in a folder of their own
-///   ([`own_folder_steps`]).
+/// - `nonce-core`: its ciphers, clocks and serde with no features and each alone, and
+///   `lease-manager`'s driver and telemetry, are tested in a folder of their own
+///   ([`own_folder_steps`]). nonce-core's defaults are every feature but `serde`, which only
+///   adds impls: the workspace run tests them, with every feature.
 /// - `lease-sql`: no dialect, and each dialect alone.
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
 ///   feature alone is what the workspace run has. Every integration test of the first two
@@ -252,10 +253,6 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         )
     };
     let steps = vec![
-        nextest(
-            "features: tests, nonce-core default features",
-            &["-p", "nonce-core"],
-        ),
         each(
             "features: tests, lease-sql each dialect",
             &["lease-sql"],
