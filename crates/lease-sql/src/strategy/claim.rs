@@ -5,33 +5,12 @@ use sqlx::Row;
 
 use super::amount::Amount;
 use super::backend::Backend;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use super::connection::Acquisition;
 use super::lease::{SqlLease, machine_id, unsigned};
 use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
 use crate::transport::{Claim, Reply, Request, Transport};
-
-/// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
-///
-/// SQLite always claims the lowest free row in one atomic statement (its writers are serialized),
-/// whatever this says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Acquisition {
-    /// Lock the lowest free row with `FOR UPDATE SKIP LOCKED` and claim it in the same
-    /// transaction (PostgreSQL: one statement). Nodes starting together each lock a different
-    /// row, so nobody loses a race and IDs stay compact. Needs PostgreSQL 9.5+, MySQL 8.0+ or
-    /// MariaDB 10.6+, and a connection that keeps a transaction (no statement-level pooling).
-    #[default]
-    SkipLocked,
-    /// The reference protocol without row locks: read up to `candidates` free rows **in random
-    /// order**, then claim one with an `UPDATE` guarded by its `lock_version`, trying the next on
-    /// a lost race. Works through any pooler and on older servers; randomness spreads nodes that
-    /// start together over the free rows instead of all racing for the lowest.
-    Optimistic {
-        /// How many free rows to read and try per attempt (at least 1).
-        candidates: u16,
-    },
-}
 
 /// The outcome of one claim attempt, as the row's columns hold it.
 enum RowClaim {

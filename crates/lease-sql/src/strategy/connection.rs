@@ -4,11 +4,33 @@ use std::time::Duration;
 
 use super::amount::Amount;
 use super::backend::Backend;
-use super::claim::Acquisition;
 use super::lease::{new_token, signed};
 use crate::table::{DEFAULT_TABLE, TableName};
 use crate::transport::{Reply, Request, Settings, Transport};
 use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
+
+/// How a node picks and claims a free row on PostgreSQL and MySQL/MariaDB.
+///
+/// SQLite always claims the lowest free row in one atomic statement (its writers are serialized),
+/// whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Acquisition {
+    /// Lock the lowest free row with `FOR UPDATE SKIP LOCKED` and claim it in the same
+    /// transaction (PostgreSQL: one statement). Nodes starting together each lock a different
+    /// row, so nobody loses a race and IDs stay compact. Needs PostgreSQL 9.5+, MySQL 8.0+ or
+    /// MariaDB 10.6+, and a connection that keeps a transaction (no statement-level pooling).
+    #[default]
+    SkipLocked,
+    /// The reference protocol without row locks: read up to `candidates` free rows **in random
+    /// order**, then claim one with an `UPDATE` guarded by its `lock_version`, trying the next on
+    /// a lost race. Works through any pooler and on older servers; randomness spreads nodes that
+    /// start together over the free rows instead of all racing for the lowest.
+    Optimistic {
+        /// How many free rows to read and try per attempt (at least 1).
+        candidates: u16,
+    },
+}
 
 /// The production transport: a sqlx pool (PostgreSQL, MySQL/MariaDB or SQLite) with its
 /// dialect's statements for the strategy's settings, and how free rows are claimed.

@@ -23,8 +23,7 @@ use crate::transport::{Settings, Transport};
 use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
 use amount::{Amount, MAX_DURATION};
 
-pub use claim::Acquisition;
-pub use connection::Connection;
+pub use connection::{Acquisition, Connection};
 pub use lease::SqlLease;
 
 /// The default longest lease of the fleet: NoNoncense's lease duration.
