@@ -209,9 +209,10 @@ impl<T: Transport> RedisStrategy<T> {
             return Ok(());
         };
         let request = Request::WaitForReplicas { required, timeout };
-        let acknowledged = match self.exchange(request.clone()).await? {
+        let command = request.command();
+        let acknowledged = match self.exchange(request).await? {
             Reply::Replicas(acknowledged) => acknowledged,
-            other => return Err(unexpected(&request, &other)),
+            other => return Err(unexpected(command, &other)),
         };
         if acknowledged < i64::from(required) {
             return Err(RedisLeaseError::Replicas {
@@ -232,9 +233,10 @@ impl<T: Transport> RedisStrategy<T> {
     async fn read(&self, guard: bool) -> Result<(wire::FreeIds, Option<String>), RedisLeaseError> {
         let info = guard && self.options.amnesia_guard != AmnesiaGuard::Off;
         let request = Request::Read { info };
-        let (info, free) = match self.exchange(request.clone()).await? {
+        let command = request.command();
+        let (info, free) = match self.exchange(request).await? {
             Reply::Read { info, free } => (info, free),
-            other => return Err(unexpected(&request, &other)),
+            other => return Err(unexpected(command, &other)),
         };
         let Some(info) = info else {
             return Ok((free, None));
@@ -322,10 +324,10 @@ impl<T: Transport> RedisStrategy<T> {
     }
 }
 
-/// The error for a reply of the wrong kind.
-fn unexpected(request: &Request, reply: &Reply) -> RedisLeaseError {
+/// The error for a reply of the wrong kind to `command` (a [`Request::command`]).
+fn unexpected(command: &'static str, reply: &Reply) -> RedisLeaseError {
     RedisLeaseError::UnexpectedReply {
-        command: request.command(),
+        command,
         reply: format!("{reply:?}"),
     }
 }
@@ -422,9 +424,10 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
                 run_id: checked.clone(),
                 hold_off: self.hold_off(),
             };
-            let reply = self.exchange(claim.clone()).await?;
+            let command = claim.command();
+            let reply = self.exchange(claim).await?;
             let Reply::Claim(claimed) = reply else {
-                return Err(unexpected(&claim, &reply));
+                return Err(unexpected(command, &reply));
             };
             match claimed {
                 Claim::Won {
@@ -487,7 +490,8 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
             floor_ms: Self::recorded_floor(request.floor_ms, request.requested, ttl),
             hold_off: self.hold_off(),
         };
-        let server_ms = match self.exchange(renew.clone()).await? {
+        let command = renew.command();
+        let server_ms = match self.exchange(renew).await? {
             Reply::Renewed {
                 renewed: true,
                 server_ms,
@@ -495,7 +499,7 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
             Reply::Renewed { renewed: false, .. } => {
                 return Err(RedisLeaseError::Lost { id: lease.id });
             }
-            other => return Err(unexpected(&renew, &other)),
+            other => return Err(unexpected(command, &other)),
         };
         self.wait_for_replicas().await?;
         let renewal = Renewal::new(lease.clone(), ttl).with_coordinator_ms(server_ms);
@@ -520,9 +524,10 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
             guard: request.guard,
             floor_ms: request.floor_ms.min(wire::MAX_FLOOR_MS),
         };
-        match self.exchange(release.clone()).await? {
+        let command = release.command();
+        match self.exchange(release).await? {
             Reply::Released(_) => Ok(()),
-            other => Err(unexpected(&release, &other)),
+            other => Err(unexpected(command, &other)),
         }
     }
 

@@ -93,6 +93,25 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// What the request runs, as error messages name it (never its token).
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Claim { .. } => "the claim",
+            Self::Diagnose => "the amnesia guard's diagnosis",
+            Self::DiagnoseRows => "the deleted-rows check",
+            Self::Record { .. } => "the server record",
+            Self::Replace { .. } => "the server replacement",
+            Self::CountFree => "the free-row count",
+            Self::Restore => "the restore of deleted rows",
+            Self::Renew { .. } => "the renewal",
+            Self::Release { .. } => "the release",
+            Self::RaiseFloor { .. } => "the floor raise",
+        }
+    }
+}
+
 /// What a claim attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {

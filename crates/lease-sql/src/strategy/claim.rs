@@ -77,17 +77,17 @@ impl<T: Transport> SqlStrategy<T> {
                     });
                 }
                 Reply::Claim(Claim::Nothing { tried }) => self.nothing_claimed(tried).await?,
-                other => return Err(unexpected(&claim, &other)),
+                other => return Err(unexpected(claim.name(), &other)),
             }
         }
         Err(SqlLeaseError::Conflict { candidates: 0 })
     }
 }
 
-/// The error for a reply of the wrong kind.
-pub(super) fn unexpected(request: &Request, reply: &Reply) -> SqlLeaseError {
+/// The error for a reply of the wrong kind to `request` (a [`Request::name`]).
+pub(super) fn unexpected(request: &'static str, reply: &Reply) -> SqlLeaseError {
     SqlLeaseError::Database(sqlx::Error::Protocol(format!(
-        "unexpected answer to {request:?}: {reply:?}"
+        "unexpected answer to {request}: {reply:?}"
     )))
 }
 

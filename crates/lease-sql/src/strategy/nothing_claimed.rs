@@ -27,7 +27,7 @@ impl<T: Transport> SqlStrategy<T> {
         if self.dialect() == Dialect::Sqlite && self.amnesia_guard == AmnesiaGuard::HoldOff {
             let (free, rows) = match self.exchange(Request::DiagnoseRows).await? {
                 Reply::Rows { free, rows } => (free, rows),
-                other => return Err(unexpected(&Request::DiagnoseRows, &other)),
+                other => return Err(unexpected(Request::DiagnoseRows.name(), &other)),
             };
             self.check_rows(rows).await?;
             return Err(self.shortage(free, tried));
@@ -40,7 +40,7 @@ impl<T: Transport> SqlStrategy<T> {
     pub(super) async fn free_rows(&self) -> Result<i64, SqlLeaseError> {
         match self.exchange(Request::CountFree).await? {
             Reply::Free(free) => Ok(free),
-            other => Err(unexpected(&Request::CountFree, &other)),
+            other => Err(unexpected(Request::CountFree.name(), &other)),
         }
     }
 
@@ -89,7 +89,7 @@ impl<T: Transport> SqlStrategy<T> {
         };
         let diagnosis = match self.exchange(Request::Diagnose).await? {
             Reply::Diagnosis(diagnosis) => diagnosis,
-            other => return Err(unexpected(&Request::Diagnose, &other)),
+            other => return Err(unexpected(Request::Diagnose.name(), &other)),
         };
         match diagnosis.verdict() {
             Verdict::Standby => Err(SqlLeaseError::Standby),

@@ -27,7 +27,8 @@ impl<T: Transport> SqlStrategy<T> {
             amount: amount.applied,
             floor_ms: request.floor_ms,
         };
-        match self.exchange(renew.clone()).await? {
+        let name = renew.name();
+        match self.exchange(renew).await? {
             Reply::Matched {
                 ours: true,
                 clock_ms,
@@ -44,7 +45,7 @@ impl<T: Transport> SqlStrategy<T> {
             Reply::Matched { ours: false, .. } => Err(SqlLeaseError::Lost {
                 machine_id: lease.machine_id(),
             }),
-            other => Err(unexpected(&renew, &other)),
+            other => Err(unexpected(name, &other)),
         }
     }
 
@@ -64,7 +65,8 @@ impl<T: Transport> SqlStrategy<T> {
             guard: guard.applied,
             floor_ms: request.floor_ms,
         };
-        match self.exchange(release.clone()).await? {
+        let name = release.name();
+        match self.exchange(release).await? {
             Reply::Matched { ours: true, .. } => Ok(()),
             Reply::Matched { ours: false, .. } => {
                 // Not ours any more (expired, taken over, or forgotten by a database that lost
@@ -76,7 +78,7 @@ impl<T: Transport> SqlStrategy<T> {
                 .await
                 .map(|_| ())
             }
-            other => Err(unexpected(&release, &other)),
+            other => Err(unexpected(name, &other)),
         }
     }
 }

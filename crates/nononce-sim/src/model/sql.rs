@@ -675,11 +675,12 @@ impl<L: Link> SqlTransport<L> {
     }
 }
 
-/// lease-sql's reply to `request` from the model's `response`.
-fn reply(request: &SqlRequest, response: SqlResponse) -> Result<SqlReply, sqlx::Error> {
+/// lease-sql's reply from the model's `response` to a statement; `counts` when that statement
+/// was the count of free rows (whose count is the answer, where other counts are not).
+fn reply(counts: bool, response: SqlResponse) -> Result<SqlReply, sqlx::Error> {
     let us = |ms: i64| ms.saturating_mul(1000);
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    Ok(match (request, response) {
+    Ok(match (counts, response) {
         (_, SqlResponse::Claimed(Some((id, floor_ms, coordinator_ms)))) => {
             SqlReply::Claim(SqlClaim::Won {
                 id: machine_id(usize::from(id)),
@@ -702,7 +703,7 @@ fn reply(request: &SqlRequest, response: SqlResponse) -> Result<SqlReply, sqlx::
                 blocked_remaining_us: d.blocked_remaining_ms.map(us),
             },
         }),
-        (SqlRequest::CountFree, SqlResponse::Count(n)) => SqlReply::Free(count(n)),
+        (true, SqlResponse::Count(n)) => SqlReply::Free(count(n)),
         (_, SqlResponse::Count(_) | SqlResponse::Done) => SqlReply::Done,
         (_, SqlResponse::Renewed(clock_ms)) => SqlReply::Matched {
             ours: clock_ms.is_some(),
@@ -723,18 +724,15 @@ impl<L: Link> Transport for SqlTransport<L> {
         &self,
         request: SqlTransportRequest,
     ) -> impl Future<Output = Result<SqlReply, sqlx::Error>> + Send {
-        let statement = self.statement(request);
-        let sent = statement
-            .as_ref()
-            .ok()
-            .map(|s| (s.clone(), self.sim.link.exchange(Request::Sql(s.clone()))));
+        let sent = self.statement(request).map(|statement| {
+            let counts = statement == SqlRequest::CountFree;
+            (counts, self.sim.link.exchange(Request::Sql(statement)))
+        });
         async move {
-            let Some((statement, response)) = sent else {
-                return Err(statement.err().unwrap_or(sqlx::Error::PoolClosed));
-            };
+            let (counts, response) = sent?;
             match response.await {
-                Ok(Reply::Sql(response)) => reply(&statement, response),
-                Ok(_) => reply(&statement, SqlResponse::WrongServer),
+                Ok(Reply::Sql(response)) => reply(counts, response),
+                Ok(_) => reply(counts, SqlResponse::WrongServer),
                 Err(e) => Err(sqlx::Error::Io(std::io::Error::new(
                     std::io::ErrorKind::ConnectionReset,
                     e.to_string(),
