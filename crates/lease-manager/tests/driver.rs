@@ -2,7 +2,8 @@
 #![cfg(feature = "tokio")]
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use lease_core::{
@@ -10,30 +11,28 @@ use lease_core::{
     Strategy,
 };
 use lease_manager::{
-    AcquireError, LeaseConfig, LeaseManager, LeaseState, LeaseTarget, LossReason, StartError,
+    AcquireError, LeaseCache, LeaseConfig, LeaseManager, LeaseManagerBuilder, LeaseState,
+    LeaseTarget, LossReason, StartError,
 };
 
 const BASE: u64 = 1_750_000_000_000;
 
 /// Time the machine spent suspended: the suspend-aware clock counts it, tokio's timers do not.
 /// One per suspend test, as tests run in parallel.
-static SUSPENDED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static SUSPENDED_UNDER_TICKER_MS: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(0);
+static SUSPENDED_MS: AtomicU64 = AtomicU64::new(0);
+static SUSPENDED_UNDER_TICKER_MS: AtomicU64 = AtomicU64::new(0);
 
 /// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time, plus
 /// the time spent suspended (in `suspended`, for the suspend tests).
 #[derive(Clone, Copy)]
 struct TestClock {
     start: tokio::time::Instant,
-    suspended: Option<&'static std::sync::atomic::AtomicU64>,
+    suspended: Option<&'static AtomicU64>,
 }
 
 impl nonce_core::Clock for TestClock {
     fn now_ms(&self) -> u64 {
-        let suspended = self
-            .suspended
-            .map_or(0, |ms| ms.load(std::sync::atomic::Ordering::SeqCst));
+        let suspended = self.suspended.map_or(0, |ms| ms.load(SeqCst));
         BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap() + suspended
     }
 }
@@ -47,6 +46,14 @@ type Log = Arc<Mutex<Vec<(u64, String)>>>;
 
 fn entries(log: &Log) -> Vec<String> {
     log.lock().unwrap().iter().map(|(_, e)| e.clone()).collect()
+}
+
+/// The log of a node that lost ID 0: the lost lease is released first (recording its floor);
+/// ID 0 is then in its guard, so the new lease is ID 1.
+const MOVED_ON: &str = "acquire 0, enable 0, disable, release 0, acquire 1, enable 1";
+
+fn note(log: &Log, clock: TestClock, entry: String) {
+    log.lock().unwrap().push((now(clock), entry));
 }
 
 /// What the next renewal does instead of answering normally.
@@ -89,10 +96,6 @@ impl TestCoordinator {
             acquire_faults: Mutex::new(VecDeque::new()),
             log,
         })
-    }
-
-    fn note(&self, entry: String) {
-        self.log.lock().unwrap().push((now(self.clock), entry));
     }
 
     fn fault(&self, fault: Fault) {
@@ -144,7 +147,7 @@ impl Strategy for TestCoordinator {
         let floor_ms = request.floor_ms;
         let fault = self.acquire_faults.lock().unwrap().pop_front();
         if let Some(fault) = fault {
-            self.note(format!("acquire fails: {fault:?}"));
+            note(&self.log, self.clock, format!("acquire fails: {fault:?}"));
             return Err(fault.error());
         }
         let now = now(self.clock);
@@ -163,7 +166,7 @@ impl Strategy for TestCoordinator {
         };
         let id = u16::try_from(id).unwrap();
         drop(rows);
-        self.note(format!("acquire {id}"));
+        note(&self.log, self.clock, format!("acquire {id}"));
         Ok(Grant::new(MachineId::new(id).unwrap(), (id, *token), self.ttl).with_floor(previous))
     }
 
@@ -175,14 +178,9 @@ impl Strategy for TestCoordinator {
         let floor_ms = request.floor_ms;
         let fault = self.faults.lock().unwrap().pop_front();
         match fault {
-            Some(Fault::Retry) => return Err(TestError(ErrorKind::Retry)),
-            Some(Fault::Lost) => return Err(TestError(ErrorKind::Lost)),
             Some(Fault::Hang) => std::future::pending::<()>().await,
             Some(Fault::Panic) => panic!("scripted strategy panic"),
-            Some(fault @ Fault::Misconfigured) => {
-                self.note(format!("renew fails: {fault:?}"));
-                return Err(fault.error());
-            }
+            Some(fault) => return Err(fault.error()),
             None => {}
         }
         let now = now(self.clock);
@@ -198,7 +196,7 @@ impl Strategy for TestCoordinator {
         let floor = &mut floors[usize::from(lease.0)];
         *floor = (*floor).max(floor_ms);
         drop(floors);
-        self.note(format!("renew {}", lease.0));
+        note(&self.log, self.clock, format!("renew {}", lease.0));
         Ok(Renewal::new(*lease, self.ttl))
     }
 
@@ -213,7 +211,7 @@ impl Strategy for TestCoordinator {
             *expires = (*expires).min(now + u64::try_from(guard.as_millis()).unwrap());
             self.floors.lock().unwrap()[usize::from(lease.0)] = floor_ms;
         }
-        self.note(format!("release {}", lease.0));
+        note(&self.log, self.clock, format!("release {}", lease.0));
         Ok(())
     }
 
@@ -262,10 +260,7 @@ impl LeaseTarget for Recorder {
     fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         *self.floor.lock().unwrap() = floor_ms;
         *self.enabled.lock().unwrap() = Some((machine_id.get(), deadline_ms));
-        self.log
-            .lock()
-            .unwrap()
-            .push((now(self.clock), format!("enable {machine_id}")));
+        note(&self.log, self.clock, format!("enable {machine_id}"));
     }
     fn extend_deadline(&self, deadline_ms: u64) {
         let mut enabled = self.enabled.lock().unwrap();
@@ -275,10 +270,7 @@ impl LeaseTarget for Recorder {
     fn disable(&self) {
         let was = self.enabled.lock().unwrap().take();
         if was.is_some() {
-            self.log
-                .lock()
-                .unwrap()
-                .push((now(self.clock), "disable".to_owned()));
+            note(&self.log, self.clock, "disable".to_owned());
         }
     }
     fn issued_up_to_ms(&self) -> u64 {
@@ -298,11 +290,7 @@ fn setup(capacity: usize, ttl: Duration) -> Setup {
     setup_with(capacity, ttl, None)
 }
 
-fn setup_with(
-    capacity: usize,
-    ttl: Duration,
-    suspended: Option<&'static std::sync::atomic::AtomicU64>,
-) -> Setup {
+fn setup_with(capacity: usize, ttl: Duration, suspended: Option<&'static AtomicU64>) -> Setup {
     let clock = TestClock {
         start: tokio::time::Instant::now(),
         suspended,
@@ -318,28 +306,22 @@ fn setup_with(
 }
 
 impl Setup {
+    /// A manager of `strategy` on the test clock, enabling the recorder and logging losses.
+    fn builder<S: Strategy + 'static>(&self, strategy: S) -> LeaseManagerBuilder<S> {
+        let lost = Arc::clone(&self.lost);
+        LeaseManager::builder(strategy)
+            .with_clock(self.clock)
+            .with_target(self.target.clone())
+            .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
+            .with_jitter_seed(1)
+    }
+
     async fn start(
         &self,
         config: LeaseConfig,
     ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
-        self.start_on(config, self.clock).await
-    }
-
-    /// [`start`](Self::start) with the manager reading `clock` (on the test clock's timeline).
-    async fn start_on(
-        &self,
-        config: LeaseConfig,
-        clock: impl nonce_core::Clock + Send + Sync + 'static,
-    ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
-        let lost = Arc::clone(&self.lost);
-        LeaseManager::builder(Arc::clone(&self.coordinator))
-            .with_config(config)
-            .with_clock(clock)
-            .with_target(self.target.clone())
-            .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
-            .with_jitter_seed(1)
-            .start()
-            .await
+        let strategy = Arc::clone(&self.coordinator);
+        self.builder(strategy).with_config(config).start().await
     }
 }
 
@@ -405,19 +387,7 @@ async fn external_loss_disables_calls_back_and_reacquires() {
         *s.lost.lock().unwrap(),
         [LossReason::External("conflict with node b".into())]
     );
-    // The lost lease is released first (recording its floor); ID 0 is then in its guard, so
-    // the new lease is ID 1.
-    assert_eq!(
-        entries(&s.log),
-        [
-            "acquire 0",
-            "enable 0",
-            "disable",
-            "release 0",
-            "acquire 1",
-            "enable 1"
-        ]
-    );
+    assert_eq!(entries(&s.log).join(", "), MOVED_ON);
     assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
     manager.shutdown().await;
 }
@@ -437,17 +407,7 @@ async fn confirmed_loss_and_retries() {
         *s.lost.lock().unwrap(),
         [LossReason::Lost("test coordinator: Lost".into())]
     );
-    assert_eq!(
-        entries(&s.log),
-        [
-            "acquire 0",
-            "enable 0",
-            "disable",
-            "release 0",
-            "acquire 1",
-            "enable 1"
-        ]
-    );
+    assert_eq!(entries(&s.log).join(", "), MOVED_ON);
     manager.shutdown().await;
 }
 
@@ -507,15 +467,8 @@ async fn a_new_manager_resumes_from_a_shared_cache() {
     let cache = first.cache();
     drop(first); // a crash: no release
     assert!(!s.target.can_generate());
-    let lost = Arc::clone(&s.lost);
-    let second = LeaseManager::builder(Arc::clone(&s.coordinator))
-        .with_clock(s.clock)
-        .with_target(s.target.clone())
-        .with_cache(cache)
-        .with_on_lease_lost(move |r| lost.lock().unwrap().push(r.clone()))
-        .start()
-        .await
-        .unwrap();
+    let second = s.builder(Arc::clone(&s.coordinator)).with_cache(cache);
+    let second = second.start().await.unwrap();
     assert_eq!(
         entries(&s.log),
         ["acquire 0", "enable 0", "disable", "renew 0", "enable 0"]
@@ -531,13 +484,8 @@ async fn a_failing_cached_renewal_disables_and_acquires_anew() {
     let cache = first.cache();
     drop(first);
     s.coordinator.fault(Fault::Lost);
-    let second = LeaseManager::builder(Arc::clone(&s.coordinator))
-        .with_clock(s.clock)
-        .with_target(s.target.clone())
-        .with_cache(cache)
-        .start()
-        .await
-        .unwrap();
+    let second = s.builder(Arc::clone(&s.coordinator)).with_cache(cache);
+    let second = second.start().await.unwrap();
     assert_eq!(
         entries(&s.log),
         ["acquire 0", "enable 0", "disable", "acquire 1", "enable 1"]
@@ -659,99 +607,75 @@ async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
     manager.shutdown().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
-    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(&SUSPENDED_MS));
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    // The scheduled renewal hangs; while it is outstanding the machine sleeps for 9 hours.
+/// A manager reading `clock` (on the test clock's timeline, which counts `suspended`) whose
+/// scheduled renewal hangs; while it is outstanding the machine sleeps for 9 hours.
+async fn a_renewal_hung_across_a_suspend(
+    s: &Setup,
+    clock: impl nonce_core::Clock + Send + Sync + 'static,
+    suspended: &AtomicU64,
+) {
+    let manager = s.builder(Arc::clone(&s.coordinator)).with_clock(clock);
+    let manager = manager.start().await.unwrap();
+    assert_eq!(s.target.enabled(), Some((0, BASE + 8 * HOUR_MS - 10_000)));
     s.coordinator.fault(Fault::Hang);
     sleep_ms(30 * 60_000 - 10_000 + 10).await;
     assert!(s.target.can_generate());
-    SUSPENDED_MS.fetch_add(9 * 3_600_000, std::sync::atomic::Ordering::SeqCst);
+    suspended.fetch_add(9 * HOUR_MS, SeqCst);
     // A few seconds of awake time later the manager must have seen the deadline pass: the
     // targets are off, the application was told, and a new lease is being acquired; tokio's
     // own timer for the 30 s call timeout has not even fired yet.
     sleep_ms(6_000).await;
-    assert!(
-        matches!(s.lost.lock().unwrap().as_slice(), [LossReason::LocalExpiry]),
-        "{:?} {:?}",
-        s.lost.lock().unwrap(),
-        entries(&s.log)
+    let log = entries(&s.log);
+    assert_eq!(
+        *s.lost.lock().unwrap(),
+        [LossReason::LocalExpiry],
+        "{log:?}"
     );
     // The old lease ran out on the coordinator too (its clock counts the suspend): its
     // release (recording the floor) blocks nothing, and the manager took the lowest free ID
     // again, with a fresh deadline.
-    assert_eq!(
-        entries(&s.log)[2..],
-        ["disable", "release 0", "acquire 0", "enable 0"],
-        "{:?}",
-        entries(&s.log)
-    );
+    let expected = ["disable", "release 0", "acquire 0", "enable 0"];
+    assert_eq!(log[2..], expected, "{log:?}");
     assert!(s.target.can_generate());
     manager.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
+    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(&SUSPENDED_MS));
+    a_renewal_hung_across_a_suspend(&s, s.clock, &SUSPENDED_MS).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_clock_whose_ticker_never_runs_still_expires_the_lease_on_time() {
-    let s = setup_with(
-        4,
-        Duration::from_secs(8 * 3600),
-        Some(&SUSPENDED_UNDER_TICKER_MS),
-    );
+    let suspended = &SUSPENDED_UNDER_TICKER_MS;
+    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(suspended));
     // Its `now_ms` stays at the start for ever; the manager must decide by its source.
     let stalled = nonce_core::TickerClock::without_thread(s.clock);
-    let manager = s
-        .start_on(LeaseConfig::default(), stalled.clone())
-        .await
-        .unwrap();
-    assert_eq!(s.target.enabled(), Some((0, BASE + 8 * 3_600_000 - 10_000)));
-    s.coordinator.fault(Fault::Hang);
-    sleep_ms(30 * 60_000 - 10_000 + 10).await;
-    assert!(s.target.can_generate());
-    SUSPENDED_UNDER_TICKER_MS.fetch_add(9 * 3_600_000, std::sync::atomic::Ordering::SeqCst);
-    sleep_ms(6_000).await;
-    assert!(
-        matches!(s.lost.lock().unwrap().as_slice(), [LossReason::LocalExpiry]),
-        "{:?} {:?}",
-        s.lost.lock().unwrap(),
-        entries(&s.log)
-    );
-    assert_eq!(
-        entries(&s.log)[2..],
-        ["disable", "release 0", "acquire 0", "enable 0"],
-        "{:?}",
-        entries(&s.log)
-    );
+    a_renewal_hung_across_a_suspend(&s, stalled.clone(), suspended).await;
     // Only the manager's own exact readings moved it: never ahead of the source.
     assert!(nonce_core::Clock::now_ms(&stalled) <= now(s.clock));
-    manager.shutdown().await;
 }
 
 /// A target whose enables after the first block until the test lets them finish.
 struct SlowTarget {
-    enables: std::sync::atomic::AtomicU32,
-    entered: std::sync::Barrier,
-    proceed: std::sync::Barrier,
-    enabled: std::sync::atomic::AtomicBool,
+    enables: AtomicU32,
+    entered: Barrier,
+    proceed: Barrier,
+    enabled: AtomicBool,
 }
 
 impl LeaseTarget for SlowTarget {
     fn enable(&self, _machine_id: MachineId, _floor_ms: u64, _deadline_ms: u64) {
-        if self
-            .enables
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            > 0
-        {
+        if self.enables.fetch_add(1, SeqCst) > 0 {
             self.entered.wait();
             self.proceed.wait();
         }
-        self.enabled
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.enabled.store(true, SeqCst);
     }
     fn extend_deadline(&self, _deadline_ms: u64) {}
     fn disable(&self) {
-        self.enabled
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.enabled.store(false, SeqCst);
     }
     fn issued_up_to_ms(&self) -> u64 {
         0
@@ -766,10 +690,10 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     };
     let coordinator = TestCoordinator::new(clock, 4, Duration::from_secs(3600), Log::default());
     let target = Arc::new(SlowTarget {
-        enables: std::sync::atomic::AtomicU32::new(0),
-        entered: std::sync::Barrier::new(2),
-        proceed: std::sync::Barrier::new(2),
-        enabled: std::sync::atomic::AtomicBool::new(false),
+        enables: AtomicU32::new(0),
+        entered: Barrier::new(2),
+        proceed: Barrier::new(2),
+        enabled: AtomicBool::new(false),
     });
     let manager = LeaseManager::builder(coordinator)
         .with_clock(clock)
@@ -792,7 +716,7 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     target.proceed.wait();
     dropper.join().unwrap();
     assert!(
-        !target.enabled.load(std::sync::atomic::Ordering::SeqCst),
+        !target.enabled.load(SeqCst),
         "a target was left enabled by a manager that no longer exists"
     );
     drop(signal);
@@ -808,19 +732,11 @@ struct Shaped {
 }
 
 impl Shaped {
-    fn picky(coordinator: &Arc<TestCoordinator>) -> Self {
+    fn new(coordinator: &Arc<TestCoordinator>, picky: bool, deterministic: bool) -> Self {
         Self {
             coordinator: Arc::clone(coordinator),
-            picky: true,
-            deterministic: false,
-        }
-    }
-
-    fn deterministic(coordinator: &Arc<TestCoordinator>) -> Self {
-        Self {
-            coordinator: Arc::clone(coordinator),
-            picky: false,
-            deterministic: true,
+            picky,
+            deterministic,
         }
     }
 }
@@ -860,9 +776,8 @@ impl Strategy for Shaped {
 #[tokio::test(start_paused = true)]
 async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
     let s = setup(4, Duration::from_secs(3600));
-    let result = LeaseManager::builder(Shaped::picky(&s.coordinator))
-        .with_clock(s.clock)
-        .with_target(s.target.clone())
+    let result = s
+        .builder(Shaped::new(&s.coordinator, true, false))
         .start()
         .await;
     assert!(
@@ -876,7 +791,7 @@ async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease(
 /// A manager with a fresh nonce factory resumes `cache`; the factory issues `count` nonces.
 async fn resume_and_issue(
     s: &Setup,
-    cache: lease_manager::LeaseCache<(u16, u64)>,
+    cache: LeaseCache<(u16, u64)>,
     count: usize,
 ) -> (LeaseManager<Arc<TestCoordinator>>, Vec<nonce_core::Nonce96>) {
     let factory =
@@ -895,7 +810,7 @@ async fn resume_and_issue(
 /// Two managers in turn on one cached lease, each with its own new factory, issue `count`
 /// nonces each without moving the clock; the repeats among them.
 async fn repeats_across_a_cached_handover(s: &Setup, count: usize) -> usize {
-    let cache = lease_manager::LeaseCache::new();
+    let cache = LeaseCache::new();
     let (first, mut issued) = resume_and_issue(s, cache.clone(), count).await;
     drop(first); // a crash: the lease stays cached, unreleased
     let (second, more) = resume_and_issue(s, cache, count).await;
@@ -930,9 +845,7 @@ async fn the_cached_lease_records_what_the_targets_issued() {
     let s = setup(4, Duration::from_secs(8 * 3600));
     let manager = s.start(LeaseConfig::default()).await.unwrap();
     let cache = manager.cache();
-    let issued = |cache: &lease_manager::LeaseCache<(u16, u64)>| {
-        cache.get().map(|cached| cached.issued_up_to_ms)
-    };
+    let issued = |cache: &LeaseCache<(u16, u64)>| cache.get().map(|cached| cached.issued_up_to_ms);
     // Each renewal records what the targets report.
     *s.target.issued.lock().unwrap() = BASE + 5;
     sleep_ms(30 * 60_000).await;
@@ -962,10 +875,7 @@ async fn the_cached_lease_records_what_the_targets_issued() {
 }
 
 async fn start_fixed(s: &Setup) -> Result<LeaseManager<Shaped>, StartError> {
-    LeaseManager::builder(Shaped::deterministic(&s.coordinator))
-        .with_clock(s.clock)
-        .with_target(s.target.clone())
-        .with_jitter_seed(1)
+    s.builder(Shaped::new(&s.coordinator, false, true))
         .start()
         .await
 }
