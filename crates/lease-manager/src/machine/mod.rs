@@ -227,20 +227,9 @@ impl<L> LeaseMachine<L> {
             deadline,
             ttl: grant.ttl,
             floor_ms: grant.floor_ms,
-            coordinator: grant
-                .coordinator_ms
-                .map(|coordinator_ms| CoordinatorReading {
-                    sent: call.sent,
-                    coordinator_ms,
-                }),
+            coordinator: CoordinatorReading::of(call.sent, grant.coordinator_ms),
         };
-        self.enable(&held, now);
-        self.store_cache(&held);
-        self.started = true;
-        let step = RenewStep::Idle {
-            at: self.next_renewal(call.sent, ttl_ms),
-        };
-        self.phase = Phase::Held { held, step };
+        self.phase = self.hold(held, call.sent, now);
     }
 
     /// Refuses the grant the outstanding `Acquire` returned, received at `now`, for a reason
@@ -302,78 +291,17 @@ impl<L> LeaseMachine<L> {
                 call: Some(call),
             } => self.recovered(cached, call, result, now),
             Phase::Held {
-                mut held,
+                held,
                 step:
                     RenewStep::InFlight {
                         call,
                         source,
                         failures,
                     },
-            } => {
-                let latency_ms = now.saturating_sub(call.sent);
-                match result {
-                    Ok(renewal) => {
-                        let ttl_ms = millis(renewal.ttl);
-                        let mut event = OperationEvent {
-                            operation: Operation::Renew,
-                            source,
-                            result: OpResult::Ok,
-                            machine_id: Some(held.machine_id),
-                            ttl_ms: Some(ttl_ms),
-                            latency_ms,
-                            error: None,
-                        };
-                        let deadline = self.deadline_for(call.sent, ttl_ms).and_then(|deadline| {
-                            let offset = Self::clock_offset(
-                                call.sent,
-                                now,
-                                renewal.coordinator_ms,
-                                renewal.max_clock_offset,
-                            );
-                            match offset
-                                .or_else(|| self.clock_jump(&held, renewal.coordinator_ms, now))
-                            {
-                                Some(reason) => Err(reason),
-                                None => Ok(deadline),
-                            }
-                        });
-                        match deadline {
-                            Err(reason) => {
-                                event.result = OpResult::Lost;
-                                self.event(event);
-                                let lost = (Arc::new(renewal.lease), held.floor_ms);
-                                self.lose(lost, held.deadline, reason, now)
-                            }
-                            Ok(deadline) => {
-                                self.event(event);
-                                if let Some(coordinator_ms) = renewal.coordinator_ms {
-                                    held.coordinator = Some(CoordinatorReading {
-                                        sent: call.sent,
-                                        coordinator_ms,
-                                    });
-                                }
-                                held.lease = Arc::new(renewal.lease);
-                                held.ttl = renewal.ttl;
-                                held.deadline = deadline;
-                                if deadline <= now {
-                                    let lost = (Arc::clone(&held.lease), held.floor_ms);
-                                    self.lose(lost, deadline, LossReason::LocalExpiry, now)
-                                } else {
-                                    self.effects.push_back(Effect::ExtendDeadline {
-                                        deadline_ms: deadline,
-                                    });
-                                    self.store_cache(&held);
-                                    let step = RenewStep::Idle {
-                                        at: self.next_renewal(call.sent, ttl_ms),
-                                    };
-                                    Phase::Held { held, step }
-                                }
-                            }
-                        }
-                    }
-                    Err(failure) => self.renew_failed(held, call, source, failures, failure, now),
-                }
-            }
+            } => match result {
+                Ok(renewal) => self.renewed(held, call, source, renewal, now),
+                Err(failure) => self.renew_failed(held, call, source, failures, failure, now),
+            },
             other => other,
         };
     }
@@ -458,6 +386,66 @@ impl<L> LeaseMachine<L> {
         };
     }
 
+    /// The renewal of `held` sent as `call`, answered at `now`: the lease extended, or lost when
+    /// the renewal shows it may not be used.
+    fn renewed(
+        &mut self,
+        mut held: Held<L>,
+        call: InFlight,
+        source: Source,
+        renewal: Renewal<L>,
+        now: u64,
+    ) -> Phase<L> {
+        let ttl_ms = millis(renewal.ttl);
+        let mut event = OperationEvent {
+            operation: Operation::Renew,
+            source,
+            result: OpResult::Ok,
+            machine_id: Some(held.machine_id),
+            ttl_ms: Some(ttl_ms),
+            latency_ms: now.saturating_sub(call.sent),
+            error: None,
+        };
+        let offset = Self::clock_offset(
+            call.sent,
+            now,
+            renewal.coordinator_ms,
+            renewal.max_clock_offset,
+        );
+        let deadline = self.deadline_for(call.sent, ttl_ms).and_then(|deadline| {
+            let jump = || self.clock_jump(&held, renewal.coordinator_ms, now);
+            offset.or_else(jump).map_or(Ok(deadline), Err)
+        });
+        let deadline = match deadline {
+            Ok(deadline) => deadline,
+            Err(reason) => {
+                event.result = OpResult::Lost;
+                self.event(event);
+                let lost = (Arc::new(renewal.lease), held.floor_ms);
+                return self.lose(lost, held.deadline, reason, now);
+            }
+        };
+        self.event(event);
+        held.coordinator =
+            CoordinatorReading::of(call.sent, renewal.coordinator_ms).or(held.coordinator);
+        held.lease = Arc::new(renewal.lease);
+        held.ttl = renewal.ttl;
+        held.deadline = deadline;
+        if deadline <= now {
+            let lost = (Arc::clone(&held.lease), held.floor_ms);
+            return self.lose(lost, deadline, LossReason::LocalExpiry, now);
+        }
+        self.effects.push_back(Effect::ExtendDeadline {
+            deadline_ms: deadline,
+        });
+        self.store_cache(&held);
+        let at = self.next_renewal(call.sent, ttl_ms);
+        Phase::Held {
+            held,
+            step: RenewStep::Idle { at },
+        }
+    }
+
     fn recovered(
         &mut self,
         cached: CachedLease<L>,
@@ -465,49 +453,32 @@ impl<L> LeaseMachine<L> {
         result: Result<Renewal<L>, Failure>,
         now: u64,
     ) -> Phase<L> {
-        let renewal = match result {
-            Ok(renewal) => renewal,
-            Err(failure) => return self.recovery_failed(cached, call, failure, now),
-        };
-        let ttl_ms = millis(renewal.ttl);
-        if let Some(offset) = Self::clock_offset(
-            call.sent,
-            now,
-            renewal.coordinator_ms,
-            renewal.max_clock_offset,
-        ) {
-            return self.recovery_failed(
-                cached,
-                call,
-                Failure::new(ErrorKind::Lost, offset.to_string()),
+        let checked = result.and_then(|renewal| {
+            let offset = Self::clock_offset(
+                call.sent,
                 now,
+                renewal.coordinator_ms,
+                renewal.max_clock_offset,
             );
-        }
-        let deadline = match self.deadline_for(call.sent, ttl_ms) {
-            Ok(deadline) if deadline > now => deadline,
-            Ok(_) => {
-                return self.recovery_failed(
-                    cached,
-                    call,
-                    Failure::new(ErrorKind::Retry, "renewal arrived after its local deadline"),
-                    now,
-                );
+            let deadline = offset
+                .map_or_else(|| self.deadline_for(call.sent, millis(renewal.ttl)), Err)
+                .map_err(|reason| Failure::new(ErrorKind::Lost, reason.to_string()))?;
+            if deadline <= now {
+                let late = "renewal arrived after its local deadline";
+                return Err(Failure::new(ErrorKind::Retry, late));
             }
-            Err(reason) => {
-                return self.recovery_failed(
-                    cached,
-                    call,
-                    Failure::new(ErrorKind::Lost, reason.to_string()),
-                    now,
-                );
-            }
+            Ok((renewal, deadline))
+        });
+        let (renewal, deadline) = match checked {
+            Ok(checked) => checked,
+            Err(failure) => return self.recovery_failed(cached, call, failure, now),
         };
         self.event(OperationEvent {
             operation: Operation::Renew,
             source: Source::Cache,
             result: OpResult::Ok,
             machine_id: Some(cached.machine_id),
-            ttl_ms: Some(ttl_ms),
+            ttl_ms: Some(millis(renewal.ttl)),
             latency_ms: now.saturating_sub(call.sent),
             error: None,
         });
@@ -518,21 +489,21 @@ impl<L> LeaseMachine<L> {
             ttl: renewal.ttl,
             // New factories start above what earlier ones issued under this lease.
             floor_ms: cached.resume_floor_ms(),
-            coordinator: renewal
-                .coordinator_ms
-                .map(|coordinator_ms| CoordinatorReading {
-                    sent: call.sent,
-                    coordinator_ms,
-                }),
+            coordinator: CoordinatorReading::of(call.sent, renewal.coordinator_ms),
         };
+        self.hold(held, call.sent, now)
+    }
+
+    /// Holds `held`, granted or renewed by a call sent at `sent`: the targets enabled, the lease
+    /// cached, its renewal scheduled.
+    fn hold(&mut self, held: Held<L>, sent: u64, now: u64) -> Phase<L> {
         self.enable(&held, now);
         self.store_cache(&held);
         self.started = true;
+        let at = self.next_renewal(sent, millis(held.ttl));
         Phase::Held {
             held,
-            step: RenewStep::Idle {
-                at: self.next_renewal(call.sent, ttl_ms),
-            },
+            step: RenewStep::Idle { at },
         }
     }
 

@@ -47,6 +47,16 @@ pub(super) struct CoordinatorReading {
     pub(super) coordinator_ms: u64,
 }
 
+impl CoordinatorReading {
+    /// The reading a reply to a call sent at `sent` carried, if any.
+    pub(super) fn of(sent: u64, coordinator_ms: Option<u64>) -> Option<Self> {
+        coordinator_ms.map(|coordinator_ms| Self {
+            sent,
+            coordinator_ms,
+        })
+    }
+}
+
 /// Where a held lease is in its renewal cycle.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum RenewStep {
@@ -98,4 +108,16 @@ pub(super) enum Phase<L> {
     Halted,
     Failed(AcquireError),
     Stopped,
+}
+
+impl<L> Phase<L> {
+    /// The call outstanding outside a held lease.
+    pub(super) const fn outstanding(&self) -> Option<InFlight> {
+        match self {
+            Self::Recovering { call, .. }
+            | Self::Acquiring { call, .. }
+            | Self::Releasing { call, .. } => *call,
+            _ => None,
+        }
+    }
 }

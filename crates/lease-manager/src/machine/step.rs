@@ -12,6 +12,14 @@ use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Source};
 
 impl<L> LeaseMachine<L> {
     pub(super) fn step(&mut self, phase: Phase<L>, now: u64) -> (Phase<L>, Option<Action<L>>) {
+        // A call still outstanding is waited for until its timeout (a held lease's renewal, in
+        // `step_held`, no longer than the lease's deadline either).
+        if let Some(call) = phase.outstanding()
+            && now < call.expires()
+        {
+            let until = call.expires();
+            return (phase, Some(Action::Wait { until }));
+        }
         match phase {
             Phase::New { cached } => {
                 self.startup_began = now;
@@ -31,23 +39,13 @@ impl<L> LeaseMachine<L> {
                 };
                 (next, None)
             }
+            // The outstanding calls below timed out.
             Phase::Recovering {
                 cached,
                 call: Some(call),
             } => {
-                if now >= call.expires() {
-                    let failure = Failure::timeout(call.timeout);
-                    (self.recovery_failed(cached, call, failure, now), None)
-                } else {
-                    let until = call.expires();
-                    (
-                        Phase::Recovering {
-                            cached,
-                            call: Some(call),
-                        },
-                        Some(Action::Wait { until }),
-                    )
-                }
+                let failure = Failure::timeout(call.timeout);
+                (self.recovery_failed(cached, call, failure, now), None)
             }
             Phase::Recovering { cached, call: None } => {
                 if cached.deadline_ms <= now {
@@ -76,31 +74,24 @@ impl<L> LeaseMachine<L> {
             Phase::Acquiring {
                 source,
                 attempts,
-                next_at,
                 call: Some(call),
-                last_error,
+                ..
             } => {
-                if now >= call.expires() {
-                    let failure = Failure::timeout(call.timeout);
-                    (
-                        self.acquire_failed(source, attempts, call, failure, now),
-                        None,
-                    )
-                } else {
-                    let phase = Phase::Acquiring {
-                        source,
-                        attempts,
-                        next_at,
-                        call: Some(call),
-                        last_error,
-                    };
-                    (
-                        phase,
-                        Some(Action::Wait {
-                            until: call.expires(),
-                        }),
-                    )
-                }
+                let failure = Failure::timeout(call.timeout);
+                let next = self.acquire_failed(source, attempts, call, failure, now);
+                (next, None)
+            }
+            Phase::Releasing {
+                lease,
+                floor_ms,
+                call: Some(call),
+                then,
+            } => {
+                let source = Self::release_source(&then);
+                let failure = Failure::timeout(call.timeout);
+                self.release_failed(lease, floor_ms, &then);
+                self.release_finished(call, source, Err(failure), now);
+                (*then, None)
             }
             Phase::Acquiring {
                 source,
@@ -119,14 +110,14 @@ impl<L> LeaseMachine<L> {
                     };
                     return (Phase::Failed(error.clone()), Some(Action::Failed(error)));
                 }
+                let mut phase = Phase::Acquiring {
+                    source,
+                    attempts,
+                    next_at,
+                    call: None,
+                    last_error,
+                };
                 if now < next_at {
-                    let phase = Phase::Acquiring {
-                        source,
-                        attempts,
-                        next_at,
-                        call: None,
-                        last_error,
-                    };
                     return (phase, Some(Action::Wait { until: next_at }));
                 }
                 if self.release_retry_due
@@ -135,18 +126,12 @@ impl<L> LeaseMachine<L> {
                     self.release_retry_due = false;
                     // First the release that did not get through (a lost lease's floor must
                     // reach the coordinator before any successor's acquire can).
-                    let then = Phase::Acquiring {
-                        source,
-                        attempts,
-                        next_at,
-                        call: None,
-                        last_error,
-                    };
+                    let then = Box::new(phase);
                     let phase = Phase::Releasing {
                         lease,
                         floor_ms,
                         call: None,
-                        then: Box::new(then),
+                        then,
                     };
                     return (phase, None);
                 }
@@ -159,13 +144,12 @@ impl<L> LeaseMachine<L> {
                     now_ms: now,
                     floor_ms: self.floor_bound(now),
                 };
-                let phase = Phase::Acquiring {
-                    source,
-                    attempts: attempts + 1,
-                    next_at,
-                    call: Some(call),
-                    last_error,
-                };
+                if let Phase::Acquiring {
+                    attempts, call: c, ..
+                } = &mut phase
+                {
+                    (*attempts, *c) = (*attempts + 1, Some(call));
+                }
                 (phase, Some(action))
             }
             Phase::Held { held, step } => self.step_held(held, step, now),
@@ -190,29 +174,6 @@ impl<L> LeaseMachine<L> {
                     then,
                 };
                 (phase, Some(action))
-            }
-            Phase::Releasing {
-                lease,
-                floor_ms,
-                call: Some(call),
-                then,
-            } => {
-                if now >= call.expires() {
-                    let source = Self::release_source(&then);
-                    let failure = Failure::timeout(call.timeout);
-                    self.release_failed(lease, floor_ms, &then);
-                    self.release_finished(call, source, Err(failure), now);
-                    (*then, None)
-                } else {
-                    let until = call.expires();
-                    let phase = Phase::Releasing {
-                        lease,
-                        floor_ms,
-                        call: Some(call),
-                        then,
-                    };
-                    (phase, Some(Action::Wait { until }))
-                }
             }
             Phase::Halted => (Phase::Halted, Some(Action::Halted)),
             Phase::Failed(error) => (Phase::Failed(error.clone()), Some(Action::Failed(error))),
