@@ -50,12 +50,6 @@ impl Backoff {
             .saturating_add(jitter.below(self.base_ms))
             .min(self.cap_ms)
     }
-
-    /// The cap.
-    #[must_use]
-    pub const fn cap_ms(&self) -> u64 {
-        self.cap_ms
-    }
 }
 
 #[cfg(test)]
@@ -77,7 +71,6 @@ mod tests {
     #[test]
     fn doubles_then_caps() {
         let backoff = Backoff::new(100, u64::MAX);
-        assert_eq!(backoff.cap_ms(), MAX_BACKOFF_MS);
         let mut j = Jitter::new(7);
         for n in 1..=10u32 {
             let d = backoff.delay_ms(n, &mut j);

@@ -95,12 +95,6 @@ impl<L> LeaseCache<L> {
         self.lock().clone()
     }
 
-    /// Takes the cached lease out, leaving the cache empty.
-    #[must_use]
-    pub fn take(&self) -> Option<CachedLease<L>> {
-        self.lock().take()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<CachedLease<L>>> {
         // A panic while holding this lock cannot leave a half-written Option: keep going.
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)

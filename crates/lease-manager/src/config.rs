@@ -100,50 +100,42 @@ pub enum LeaseConfigError {
     Zero(&'static str),
 }
 
-macro_rules! setter {
-    ($(#[$doc:meta])* $with:ident, $field:ident: $ty:ty) => {
+/// Each setting's getter and its `with_` setter.
+macro_rules! settings {
+    ($($(#[$doc:meta])* $field:ident, $with:ident: $ty:ty;)*) => {$(
         $(#[$doc])*
+        #[must_use]
+        pub const fn $field(&self) -> $ty {
+            self.$field
+        }
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
         #[must_use]
         pub const fn $with(mut self, $field: $ty) -> Self {
             self.$field = $field;
             self
         }
-    };
+    )*};
 }
 
 impl LeaseConfig {
-    setter!(
-        /// Sets the duration asked of the coordinator.
-        with_lease_duration, lease_duration: Duration
-    );
-    setter!(
-        /// Sets the longest time between renewals.
-        with_renew_interval, renew_interval: Duration
-    );
-    setter!(
-        /// Sets the startup deadline; `None` waits forever.
-        with_acquire_timeout, acquire_timeout: Option<Duration>
-    );
-    setter!(
-        /// Sets the smallest acceptable granted TTL.
-        with_min_ttl, min_ttl: Duration
-    );
-    setter!(
-        /// Sets the safety margin.
-        with_margin, margin: Duration
-    );
-    setter!(
-        /// Sets the longest single strategy call.
-        with_call_timeout, call_timeout: Duration
-    );
-    setter!(
-        /// Sets the base of the acquisition backoff.
-        with_acquire_backoff_base, acquire_backoff_base: Duration
-    );
-    setter!(
-        /// Sets the base of the renewal retry backoff.
-        with_renew_backoff_base, renew_backoff_base: Duration
-    );
+    settings! {
+        /// Duration asked of the coordinator.
+        lease_duration, with_lease_duration: Duration;
+        /// Longest time between renewals.
+        renew_interval, with_renew_interval: Duration;
+        /// Startup deadline; `None` waits forever.
+        acquire_timeout, with_acquire_timeout: Option<Duration>;
+        /// Smallest acceptable granted TTL.
+        min_ttl, with_min_ttl: Duration;
+        /// Safety margin.
+        margin, with_margin: Duration;
+        /// Longest single strategy call.
+        call_timeout, with_call_timeout: Duration;
+        /// Base of the acquisition backoff.
+        acquire_backoff_base, with_acquire_backoff_base: Duration;
+        /// Base of the renewal retry backoff.
+        renew_backoff_base, with_renew_backoff_base: Duration;
+    }
 
     /// Sets how long a released ID stays blocked (default: the margin).
     #[must_use]
@@ -152,50 +144,10 @@ impl LeaseConfig {
         self
     }
 
-    /// Duration asked of the coordinator.
-    #[must_use]
-    pub const fn lease_duration(&self) -> Duration {
-        self.lease_duration
-    }
-    /// Longest time between renewals.
-    #[must_use]
-    pub const fn renew_interval(&self) -> Duration {
-        self.renew_interval
-    }
-    /// Startup deadline; `None` waits forever.
-    #[must_use]
-    pub const fn acquire_timeout(&self) -> Option<Duration> {
-        self.acquire_timeout
-    }
-    /// Smallest acceptable granted TTL.
-    #[must_use]
-    pub const fn min_ttl(&self) -> Duration {
-        self.min_ttl
-    }
-    /// Safety margin.
-    #[must_use]
-    pub const fn margin(&self) -> Duration {
-        self.margin
-    }
     /// How long a released ID stays blocked.
     #[must_use]
     pub fn release_guard(&self) -> Duration {
         self.release_guard.unwrap_or(self.margin)
-    }
-    /// Longest single strategy call.
-    #[must_use]
-    pub const fn call_timeout(&self) -> Duration {
-        self.call_timeout
-    }
-    /// Base of the acquisition backoff.
-    #[must_use]
-    pub const fn acquire_backoff_base(&self) -> Duration {
-        self.acquire_backoff_base
-    }
-    /// Base of the renewal retry backoff.
-    #[must_use]
-    pub const fn renew_backoff_base(&self) -> Duration {
-        self.renew_backoff_base
     }
 
     /// What a strategy is told of this timing before the manager starts

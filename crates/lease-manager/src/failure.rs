@@ -52,35 +52,15 @@ impl LeaseError for Failure {
 
 #[cfg(test)]
 mod tests {
-    use core::fmt;
-
     use super::*;
 
-    #[derive(Debug)]
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused")]
     struct Refused;
 
-    impl fmt::Display for Refused {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("connection refused")
-        }
-    }
-
-    impl std::error::Error for Refused {}
-
-    #[derive(Debug)]
-    struct Connect(Refused);
-
-    impl fmt::Display for Connect {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "cannot connect: {}", self.0)
-        }
-    }
-
-    impl std::error::Error for Connect {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            Some(&self.0)
-        }
-    }
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot connect: {0}")]
+    struct Connect(#[source] Refused);
 
     impl LeaseError for Connect {
         fn kind(&self) -> ErrorKind {

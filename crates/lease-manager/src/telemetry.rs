@@ -22,31 +22,24 @@ impl OpSpan {
     pub(crate) fn new(strategy: &'static str, operation: Operation, source: Source) -> Self {
         #[cfg(feature = "tracing")]
         {
+            use tracing::field::Empty;
+            // A span's name must be a literal: one per operation, the same fields.
+            macro_rules! span {
+                ($name:literal) => {
+                    tracing::info_span!(
+                        $name,
+                        strategy,
+                        source = source.as_str(),
+                        result = Empty,
+                        ttl_ms = Empty,
+                        machine_id = Empty
+                    )
+                };
+            }
             let span = match operation {
-                Operation::Acquire => tracing::info_span!(
-                    "lease.acquire",
-                    strategy,
-                    source = source.as_str(),
-                    result = tracing::field::Empty,
-                    ttl_ms = tracing::field::Empty,
-                    machine_id = tracing::field::Empty
-                ),
-                Operation::Renew => tracing::info_span!(
-                    "lease.renew",
-                    strategy,
-                    source = source.as_str(),
-                    result = tracing::field::Empty,
-                    ttl_ms = tracing::field::Empty,
-                    machine_id = tracing::field::Empty
-                ),
-                Operation::Release => tracing::info_span!(
-                    "lease.release",
-                    strategy,
-                    source = source.as_str(),
-                    result = tracing::field::Empty,
-                    ttl_ms = tracing::field::Empty,
-                    machine_id = tracing::field::Empty
-                ),
+                Operation::Acquire => span!("lease.acquire"),
+                Operation::Renew => span!("lease.renew"),
+                Operation::Release => span!("lease.release"),
             };
             Self { span: Some(span) }
         }
