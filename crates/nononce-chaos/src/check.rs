@@ -805,20 +805,20 @@ mod tests {
     use nononce::lease::LeaseTarget;
     use nononce::nonce::DEFAULT_EPOCH_MS;
     use nononce::nonce::{Base, MachineId};
-    use std::io::Write;
 
-    fn write(dir: &Path, name: &str, records: &[Record]) {
-        let mut f = fs::File::create(dir.join(name)).unwrap();
-        for r in records {
-            f.write_all(&r.encode()).unwrap();
-        }
-    }
-
-    fn tempdir(name: &str) -> PathBuf {
+    /// The report on a run of `nodes`, each written as `node-<n>.bin` (from 1) in a folder of
+    /// its own named after `name`.
+    fn check_nodes(name: &str, nodes: &[&[Record]]) -> Report {
         let dir = std::env::temp_dir().join(format!("nononce-chaos-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        dir
+        for (i, records) in nodes.iter().enumerate() {
+            let bytes: Vec<u8> = records.iter().flat_map(Record::encode).collect();
+            fs::write(dir.join(format!("node-{}.bin", i + 1)), bytes).unwrap();
+        }
+        let report = check(&dir).unwrap();
+        fs::remove_dir_all(dir).unwrap();
+        report
     }
 
     fn stamp(clock: &NodeClock) -> Stamp {
@@ -866,39 +866,28 @@ mod tests {
         }
 
         fn enable(&mut self, id: u16, floor_ms: u64, deadline_off: u64) -> &mut Self {
-            let at = stamp(&self.clock);
-            self.start = at.at_ms;
-            self.deadline = at.at_ms + deadline_off;
-            self.records.push(Record::Enable {
-                at,
-                machine_id: id,
-                floor_ms,
-                deadline_ms: self.deadline,
-            });
-            self.factory
-                .enable_above(MachineId::new(id).unwrap(), floor_ms, self.deadline)
-                .unwrap();
-            self
+            self.enable_as(false, id, floor_ms, deadline_off)
         }
 
-        /// As the lease manager enables a factory: `floor_ms` in the floors' terms, converted
-        /// to the factory's epoch (`LeaseTarget::enable`).
-        fn enable_converted(&mut self, id: u16, floor_ms: u64, deadline_off: u64) -> &mut Self {
+        /// `converted`: as the lease manager enables a factory, `floor_ms` in the floors'
+        /// terms, converted to the factory's epoch (`LeaseTarget::enable`); else as given.
+        fn enable_as(&mut self, converted: bool, id: u16, floor_ms: u64, off: u64) -> &mut Self {
             let at = stamp(&self.clock);
             self.start = at.at_ms;
-            self.deadline = at.at_ms + deadline_off;
+            self.deadline = at.at_ms + off;
             self.records.push(Record::Enable {
                 at,
                 machine_id: id,
                 floor_ms,
                 deadline_ms: self.deadline,
             });
-            LeaseTarget::enable(
-                &self.factory,
-                MachineId::new(id).unwrap(),
-                floor_ms,
-                self.deadline,
-            );
+            let id = MachineId::new(id).unwrap();
+            if converted {
+                LeaseTarget::enable(&self.factory, id, floor_ms, self.deadline);
+            } else {
+                let enabled = self.factory.enable_above(id, floor_ms, self.deadline);
+                enabled.unwrap();
+            }
             self
         }
 
@@ -959,11 +948,14 @@ mod tests {
 
     #[test]
     fn a_clean_run_passes_whatever_the_clock_offsets() {
-        let dir = tempdir("clean");
-        write(&dir, "node-1.bin", &node(1, 0).records);
-        write(&dir, "node-2.bin", &node(2, -3_600_000).records);
-        write(&dir, "node-3.bin", &node(3, 15_000).records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes(
+            "clean",
+            &[
+                &node(1, 0).records,
+                &node(2, -3_600_000).records,
+                &node(3, 15_000).records,
+            ],
+        );
         assert_eq!(report.nonces, 90, "{}", report.summary());
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
@@ -976,31 +968,25 @@ mod tests {
                 .collect::<Vec<_>>(),
             [-3_600_000]
         );
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_fabricated_duplicate_fails() {
-        let dir = tempdir("dup");
         let a = node(1, 0).records;
         let mut b = node(2, 0).records;
         // Node 2 "produced" one of node 1's values.
         b.push(a[3]);
-        write(&dir, "node-1.bin", &a);
-        write(&dir, "node-2.bin", &b);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("dup", &[&a, &b]);
         assert_eq!(report.duplicates, 1, "{}", report.summary());
         assert_eq!(report.duplicate_examples.len(), 1);
         assert_eq!(report.duplicate_examples[0].files.len(), 2);
         // It also carries node 1's ID, for which node 2 held no window.
         assert_eq!(report.out_of_window, 1);
         assert!(!report.passed());
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_duplicate_names_the_two_windows_it_came_from() {
-        let dir = tempdir("sources");
         // Two nodes that both believe they hold ID 5, with no floor between them.
         let mut b = Node::new(2, -1_000);
         b.enable(5, 0, 60_000);
@@ -1011,9 +997,7 @@ mod tests {
         a.enable(5, 0, 60_000).generate(3);
         let copied = a.records[4];
         b.records.push(copied);
-        write(&dir, "node-1.bin", &a.records);
-        write(&dir, "node-2.bin", &b.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("sources", &[&a.records, &b.records]);
         assert_eq!(report.duplicates, 1, "{}", report.summary());
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         let source = &report.duplicate_sources[0];
@@ -1022,60 +1006,39 @@ mod tests {
         assert_eq!(source.first.offset_ms, -1_000);
         assert_eq!(source.second.machine_id, 5);
         assert!(report.summary().contains("DUPLICATES 1 between"));
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_fabricated_out_of_window_nonce_fails() {
-        let dir = tempdir("oow");
         let mut a = node(1, 0);
         // Claim the window was shorter than the nonces' timestamps: deadline = start.
-        let Record::Enable { at, .. } = a.records[1] else {
+        let Record::Enable { deadline_ms, .. } = &mut a.records[1] else {
             panic!("{:?}", a.records[1]);
         };
-        a.records[1] = Record::Enable {
-            at,
-            machine_id: 1,
-            floor_ms: 0,
-            deadline_ms: a.start,
-        };
+        *deadline_ms = a.start;
         assert!(a.deadline > a.start);
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("oow", &[&a.records]);
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.out_of_window, 30, "{}", report.summary());
         assert!(!report.passed());
         assert!(report.summary().contains("OUT OF WINDOW"));
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn nonces_at_or_below_the_floor_fail() {
-        let dir = tempdir("floor");
         let mut a = node(1, 0);
         // Claim the lease came with a floor above everything the node issued.
-        let Record::Enable {
-            at, deadline_ms, ..
-        } = a.records[1]
-        else {
+        let Record::Enable { floor_ms, .. } = &mut a.records[1] else {
             panic!("{:?}", a.records[1]);
         };
-        a.records[1] = Record::Enable {
-            at,
-            machine_id: 1,
-            floor_ms: a.start + 10_000,
-            deadline_ms,
-        };
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        *floor_ms = a.start + 10_000;
+        let report = check_nodes("floor", &[&a.records]);
         assert_eq!(report.out_of_window, 30, "{}", report.summary());
         assert_eq!(report.floor_ahead_windows, 1);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_nonce_asked_for_after_the_disable_fails() {
-        let dir = tempdir("afterdisable");
         let mut a = node(1, 0);
         let last = *a.records.last().unwrap();
         a.disable();
@@ -1085,29 +1048,23 @@ mod tests {
             at: stamp(&a.clock),
         });
         a.records.push(last);
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("afterdisable", &[&a.records]);
         assert_eq!(report.out_of_window, 1, "{}", report.summary());
         assert_eq!(report.duplicates, 1);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn nonces_without_any_window_fail() {
-        let dir = tempdir("nowindow");
         let a = node(1, 0).records;
         let mut bare = vec![a[0]];
         bare.extend_from_slice(&a[2..]);
-        write(&dir, "node-1.bin", &bare);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("nowindow", &[&bare]);
         assert_eq!(report.out_of_window, 30);
         assert!(!report.passed());
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_clock_stepped_back_mid_window_is_judged_on_the_machine_clock() {
-        let dir = tempdir("step");
         let mut a = Node::new(1, 0);
         a.enable(1, 0, 60_000).generate(5);
         let from = a.clock.offset_ms();
@@ -1118,17 +1075,14 @@ mod tests {
         });
         // Produced "before" the window began on the node's clock, after it on the machine's.
         a.generate(5);
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("step", &[&a.records]);
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.clock_steps, 1);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn overlapping_holders_kept_apart_by_the_floor_pass_and_are_counted() {
-        let dir = tempdir("overlap");
         // Node 1 holds ID 5; node 2, its clock 100 s behind, also believes it holds ID 5 (as
         // after a step back or a lost write), above the floor node 1 left.
         let mut a = Node::new(1, 0);
@@ -1139,9 +1093,7 @@ mod tests {
         b.enable(5, a.deadline, 200_000).generate(10);
         pause();
         a.generate(10);
-        write(&dir, "node-1.bin", &a.records);
-        write(&dir, "node-2.bin", &b.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("overlap", &[&a.records, &b.records]);
         assert_eq!(report.duplicates, 0, "{}", report.summary());
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         assert_eq!(report.window_overlaps, 1);
@@ -1152,12 +1104,10 @@ mod tests {
             "{}",
             report.floor_ahead_max_ms
         );
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_window_on_another_epoch_passes_above_its_converted_floor() {
-        let dir = tempdir("epoch");
         // A node on an epoch 5 s earlier than the default: its timestamps, in the floors'
         // terms, run 5 s ahead of its clock. The floor a predecessor left is 2 s ahead of the
         // node's clock (the floors' terms): converted, it is 3 s behind the node's own
@@ -1166,21 +1116,18 @@ mod tests {
         let mut a = Node::on_epoch(1, 0, epoch);
         let now = stamp(&a.clock).at_ms;
         let floor = now + 2_000;
-        a.enable_converted(1, floor, 60_000).generate(10);
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        a.enable_as(true, 1, floor, 60_000).generate(10);
+        let report = check_nodes("epoch", &[&a.records]);
         assert_eq!(report.nonces, 30, "{}", report.summary());
         // Decoded with the file's epoch and compared in the floors' terms: every nonce passes.
         // (Against the floor as decoded Unix ms, every one would be at or below it.)
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         assert_eq!(report.floor_ahead_windows, 0, "{}", report.summary());
         assert!(report.passed());
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn a_nonce_at_or_below_the_converted_floor_fails() {
-        let dir = tempdir("epochfloor");
         // A node on an epoch 5 s later than the default, enabled with a floor 2 s behind its
         // clock (the floors' terms) taken as clock ms, as before floors knew the epoch: its
         // timestamps, in the floors' terms 5 s behind its clock, are at or below the floor.
@@ -1189,8 +1136,7 @@ mod tests {
         let now = stamp(&a.clock).at_ms;
         let floor = now - 2_000;
         a.enable(1, floor, 60_000).generate(10);
-        write(&dir, "node-1.bin", &a.records);
-        let report = check(&dir).unwrap();
+        let report = check_nodes("epochfloor", &[&a.records]);
         // Every nonce the factory made (the floor, read as clock ms, holds none back).
         assert_eq!(report.nonces, 30, "{}", report.summary());
         assert_eq!(report.out_of_window, 30, "{}", report.summary());
@@ -1203,14 +1149,10 @@ mod tests {
             report.floor_ahead_max_ms
         );
         // Converted, the same floor holds the factory above it: nothing out of window.
-        let dir2 = tempdir("epochfloor2");
         let mut b = Node::on_epoch(1, 0, epoch);
-        b.enable_converted(1, floor, 60_000).generate(10);
-        write(&dir2, "node-1.bin", &b.records);
-        let report = check(&dir2).unwrap();
+        b.enable_as(true, 1, floor, 60_000).generate(10);
+        let report = check_nodes("epochfloor2", &[&b.records]);
         assert!(report.nonces > 0, "{}", report.summary());
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
-        fs::remove_dir_all(dir).unwrap();
-        fs::remove_dir_all(dir2).unwrap();
     }
 }

@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use nononce::etcd::etcd_client::{
-    Client as EtcdClient, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp,
+    Client as EtcdClient, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions,
+    PutOptions, Txn, TxnOp,
 };
 use nononce::etcd::{EtcdOptions, EtcdStrategy};
 use nononce::guard::{Announce, ConflictGuard, GuardConfig};
@@ -389,7 +390,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .with_call_timeout(ms(args.call_timeout_ms))
         // Wait for a lease as long as it takes: the orchestrator stops the node.
         .with_acquire_timeout(None);
-    config.validate().map_err(|e| e.to_string())?;
+    config.validate().map_err(text)?;
     let recorder = Arc::new(Recorder {
         factories: factories.clone(),
         log: log.clone(),
@@ -398,8 +399,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let store = args.store.clone();
     if store == "statefulset" {
         let pod = args.pod.clone().unwrap_or_else(|| "chaos-7".into());
-        let strategy =
-            StatefulSetStrategy::from_value("POD_NAME", &pod, 0).map_err(|e| e.to_string())?;
+        let strategy = StatefulSetStrategy::from_value("POD_NAME", &pod, 0).map_err(text)?;
         serve(strategy, config, recorder, factories, log, usr2, &args).await
     } else if store.starts_with("redis://") {
         let options = RedisOptions::new()
@@ -432,18 +432,18 @@ async fn run(args: RunArgs) -> Result<(), String> {
     } else if store.starts_with("etcd://") {
         // The client connects on first use: a cluster that is down makes acquire retry.
         let options = EtcdOptions::from_url(&store)
-            .map_err(|e| e.to_string())?
+            .map_err(text)?
             .with_prefix(etcd_prefix(&args.name))
             // The clock bound the run holds nodes to, as for Redis.
             .with_max_clock_offset(ms(args.max_clock_offset_ms))
             .with_connect_timeout(ms(args.call_timeout_ms))
             .with_request_timeout(ms(args.call_timeout_ms));
-        let strategy = EtcdStrategy::new(options).map_err(|e| e.to_string())?;
+        let strategy = EtcdStrategy::new(options).map_err(text)?;
         serve(strategy, config, recorder, factories, log, usr2, &args).await
     } else {
         let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
             .and_then(|s| s.with_table(&args.name))
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
         // Every node migrates (idempotent, concurrency-safe); the store may be cut off.
         loop {
             match tokio::time::timeout(ms(5000), strategy.migrate()).await {
@@ -480,7 +480,7 @@ fn make_factories(clock: &NodeClock, epoch_ms: u64) -> Result<[Arc<NodeFactory>;
                 .with_kind128(k128),
         )
         .map(Arc::new)
-        .map_err(|e| e.to_string())
+        .map_err(text)
     };
     Ok([
         build(Base::Counter, Base::Sortable, Base::Counter)?,
@@ -585,7 +585,7 @@ async fn serve<S: Strategy + 'static>(
         .with_clock(log.clock.clone())
         .with_target(recorder);
     let manager = tokio::select! {
-        started = builder.start() => started.map_err(|e| e.to_string())?,
+        started = builder.start() => started.map_err(text)?,
         () = stopping(&term) => {
             log.put(&Record::End { at: log.now() });
             log.flush();
@@ -607,7 +607,7 @@ async fn serve<S: Strategy + 'static>(
                 },
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
             guard.follow(manager.watch_state());
             Some(guard)
         }
@@ -721,7 +721,7 @@ async fn rebuild<S: Strategy + 'static>(
         .with_target(recorder)
         .with_cache(cache);
     let manager = tokio::select! {
-        started = builder.start() => started.map_err(|e| e.to_string())?,
+        started = builder.start() => started.map_err(text)?,
         () = stopping(term) => {
             slot.burst.store(false, Ordering::Relaxed);
             return Ok(None);
@@ -797,15 +797,20 @@ fn generate(slot: &Slot, log: &Log, stop: &AtomicBool, per_tick: u32, tick: Dura
     log.flush();
 }
 
-/// A pool on the run's SQLite file that waits for the nodes' writes rather than failing.
-async fn sqlite_pool(store: &str) -> Result<sqlx::SqlitePool, String> {
-    use std::str::FromStr;
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(store)
-        .map_err(|e| e.to_string())?
-        .busy_timeout(Duration::from_secs(5));
-    sqlx::SqlitePool::connect_with(options)
+/// An error as the node's messages quote it.
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// `work`, refused as `<what> timed out` after `secs` seconds.
+async fn within<T>(
+    secs: u64,
+    what: &str,
+    work: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(Duration::from_secs(secs), work)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|_| format!("{what} timed out"))?
 }
 
 /// The run's table, hash or prefix name, refused unless it is a plain lowercase identifier: it
@@ -822,34 +827,196 @@ fn plain_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Drops the run's table from a shared database server.
-async fn drop_table(args: StealArgs) -> Result<(), String> {
-    plain_name(&args.name)?;
-    let work = async {
-        if args.store.starts_with("postgres") {
-            let pool = sqlx::PgPool::connect(&args.store).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS \"{}\"",
-                args.name
-            )))
-            .execute(&pool)
-            .await?;
-        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
-            let pool =
-                sqlx::MySqlPool::connect(&args.store.replacen("mariadb:", "mysql:", 1)).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS `{}`",
-                args.name
-            )))
-            .execute(&pool)
-            .await?;
+/// A direct connection to one database server kind.
+enum Pool {
+    Pg(sqlx::PgPool),
+    My(sqlx::MySqlPool),
+    Lite(sqlx::SqlitePool),
+}
+
+/// `$body` with `$p` the table's pool, whichever database it is.
+macro_rules! with_pool {
+    ($table:expr, $p:ident => $body:expr) => {
+        match &$table.pool {
+            Pool::Pg($p) => $body,
+            Pool::My($p) => $body,
+            Pool::Lite($p) => $body,
         }
-        Ok::<_, sqlx::Error>(())
     };
-    tokio::time::timeout(Duration::from_secs(10), work)
+}
+
+/// What differs between the databases' SQL.
+struct Dialect {
+    /// The name quoted.
+    quote: char,
+    /// The server's UTC clock, as the table's `expires_at`.
+    now: &'static str,
+    /// That clock plus the milliseconds of the next argument.
+    later: &'static str,
+    /// The row's token differs from the next argument (absent tokens too).
+    other_token: &'static str,
+    /// The ID as a 64-bit integer.
+    id: &'static str,
+    random: &'static str,
+    /// The wide form of the wipe (SQLite has no TRUNCATE: an unqualified DELETE is its truncate).
+    truncate: &'static str,
+}
+
+const POSTGRES: Dialect = Dialect {
+    quote: '"',
+    now: "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')",
+    later: "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC') + ?::bigint * INTERVAL '1 millisecond'",
+    other_token: "token IS DISTINCT FROM ?",
+    id: "id::bigint",
+    random: "random()",
+    truncate: "TRUNCATE",
+};
+
+const MYSQL: Dialect = Dialect {
+    quote: '`',
+    now: "UTC_TIMESTAMP(6)",
+    later: "TIMESTAMPADD(MICROSECOND, ? * 1000, UTC_TIMESTAMP(6))",
+    other_token: "NOT (token <=> ?)",
+    id: "CAST(id AS SIGNED)",
+    random: "RAND()",
+    truncate: "TRUNCATE TABLE",
+};
+
+const SQLITE: Dialect = Dialect {
+    quote: '"',
+    now: "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    later: "strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', ? / 1000.0))",
+    other_token: "token IS NOT ?",
+    id: "id",
+    random: "random()",
+    truncate: "DELETE FROM",
+};
+
+/// The run's lease table on a SQL store, written to directly.
+struct Table {
+    pool: Pool,
+    sql: &'static Dialect,
+    /// Its name, quoted.
+    name: String,
+}
+
+impl Table {
+    async fn open(store: &str, name: &str) -> Result<Self, String> {
+        plain_name(name)?;
+        let (pool, sql) = if store.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(store).await.map_err(text)?;
+            (Pool::Pg(pool), &POSTGRES)
+        } else if store.starts_with("mysql") || store.starts_with("mariadb") {
+            let url = store.replacen("mariadb:", "mysql:", 1);
+            let pool = sqlx::MySqlPool::connect(&url).await.map_err(text)?;
+            (Pool::My(pool), &MYSQL)
+        } else {
+            // Waits for the nodes' writes rather than failing.
+            use std::str::FromStr;
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(store)
+                .map_err(text)?
+                .busy_timeout(Duration::from_secs(5));
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .map_err(text)?;
+            (Pool::Lite(pool), &SQLITE)
+        };
+        let name = format!("{q}{name}{q}", q = sql.quote);
+        Ok(Self { pool, sql, name })
+    }
+
+    /// `sql` as the database takes it: PostgreSQL numbers its `?` arguments.
+    fn statement(&self, sql: &str) -> sqlx::AssertSqlSafe<String> {
+        let mut out = String::new();
+        for (i, part) in sql.split('?').enumerate() {
+            if i > 0 {
+                match self.pool {
+                    Pool::Pg(_) => out.push_str(&format!("${i}")),
+                    _ => out.push('?'),
+                }
+            }
+            out.push_str(part);
+        }
+        sqlx::AssertSqlSafe(out)
+    }
+
+    /// Runs `sql` with the arguments `token`, `ttl_ms` and `id`; the rows it changed.
+    async fn set_token(
+        &self,
+        token: &[u8],
+        ttl_ms: i64,
+        id_is: &str,
+        id: i64,
+    ) -> Result<u64, String> {
+        let sql = self.statement(&format!(
+            "UPDATE {} SET token = ?, expires_at = {}, lock_version = lock_version + 1 WHERE id {id_is} ?",
+            self.name, self.sql.later
+        ));
+        with_pool!(self, p => sqlx::query(sql).bind(token).bind(ttl_ms).bind(id).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(text)
+    }
+
+    /// Gives a held row (never a reserved one) to a foreign token for `ttl_ms`; its ID.
+    async fn steal(&self, ttl_ms: i64) -> Result<Option<i64>, String> {
+        let Dialect {
+            now,
+            other_token,
+            id,
+            random,
+            ..
+        } = self.sql;
+        let sql = self.statement(&format!(
+            "SELECT {id} FROM {} WHERE NOT (expires_at < {now}) AND {other_token} ORDER BY {random} LIMIT 1",
+            self.name
+        ));
+        let reserved = &RESERVED_TOKEN[..];
+        let id =
+            with_pool!(self, p => sqlx::query_scalar(sql).bind(reserved).fetch_optional(p).await)
+                .map_err(text)?;
+        if let Some(id) = id {
+            let token = rand::random::<u128>().to_le_bytes();
+            self.set_token(&token, ttl_ms, "=", id).await?;
+        }
+        Ok(id)
+    }
+
+    /// Deletes every row (`truncate`: the wide form); what went, in words.
+    async fn wipe(&self, truncate: bool) -> Result<String, String> {
+        let count = self.statement(&format!("SELECT COUNT(*) FROM {}", self.name));
+        let rows: i64 =
+            with_pool!(self, p => sqlx::query_scalar(count).fetch_one(p).await).map_err(text)?;
+        let how = if truncate {
+            self.sql.truncate
+        } else {
+            "DELETE FROM"
+        };
+        let sql = self.statement(&format!("{how} {}", self.name));
+        with_pool!(self, p => sqlx::query(sql).execute(p).await.map(drop)).map_err(text)?;
+        let name = self.name.trim_matches(self.sql.quote);
+        Ok(format!("{how} {name}: {rows} rows"))
+    }
+}
+
+/// Drops the run's table from a shared database server (a SQLite file goes with the run).
+async fn drop_table(args: StealArgs) -> Result<(), String> {
+    within(10, "drop", async {
+        let table = Table::open(&args.store, &args.name).await?;
+        if !matches!(table.pool, Pool::Lite(_)) {
+            let sql = table.statement(&format!("DROP TABLE IF EXISTS {}", table.name));
+            with_pool!(table, p => sqlx::query(sql).execute(p).await.map(drop)).map_err(text)?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// A connection to the Valkey/Redis server `store` names.
+async fn redis_connection(store: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = redis::Client::open(store).map_err(text)?;
+    client
+        .get_multiplexed_async_connection()
         .await
-        .map_err(|_| "drop timed out".to_owned())?
-        .map_err(|e| e.to_string())
+        .map_err(text)
 }
 
 /// Deletes the run's lease data while the server stays up, as an operator's `DEL`, `FLUSHALL`,
@@ -857,191 +1024,59 @@ async fn drop_table(args: StealArgs) -> Result<(), String> {
 /// prints what went. Nothing is put back: the nodes' guards must find the loss.
 async fn wipe(args: WipeArgs) -> Result<(), String> {
     plain_name(&args.name)?;
-    let work = async {
+    let name = &args.name;
+    let done = within(10, "wipe", async {
         if args.store.starts_with("redis://") {
-            let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
-            let mut con = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut con = redis_connection(&args.store).await?;
             let fields: i64 = redis::cmd("HLEN")
-                .arg(&args.name)
+                .arg(name)
                 .query_async(&mut con)
                 .await
-                .map_err(|e| e.to_string())?;
-            if args.all {
-                let () = redis::cmd("FLUSHALL")
-                    .query_async(&mut con)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                return Ok(format!("FLUSHALL: hash {} had {fields} fields", args.name));
-            }
-            let _: i64 = redis::cmd("DEL")
-                .arg(&args.name)
-                .query_async(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            return Ok(format!("DEL {}: {fields} fields", args.name));
+                .map_err(text)?;
+            let (command, done) = if args.all {
+                (
+                    redis::cmd("FLUSHALL"),
+                    format!("FLUSHALL: hash {name} had {fields} fields"),
+                )
+            } else {
+                let mut del = redis::cmd("DEL");
+                del.arg(name);
+                (del, format!("DEL {name}: {fields} fields"))
+            };
+            let _: redis::Value = command.query_async(&mut con).await.map_err(text)?;
+            return Ok(done);
         }
         if args.store.starts_with("etcd://") {
             let mut client = etcd_connect(&args.store).await?;
-            let prefix = etcd_prefix(&args.name);
+            let prefix = etcd_prefix(name);
             let deleted = client
-                .delete(
-                    prefix.as_str(),
-                    Some(nononce::etcd::etcd_client::DeleteOptions::new().with_prefix()),
-                )
+                .delete(prefix.as_str(), Some(DeleteOptions::new().with_prefix()))
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(text)?
                 .deleted();
             return Ok(format!("del --prefix {prefix}: {deleted} keys"));
         }
-        let (how, rows) = if args.store.starts_with("postgres") {
-            let pool = sqlx::PgPool::connect(&args.store)
-                .await
-                .map_err(|e| e.to_string())?;
-            let t = format!("\"{}\"", args.name);
-            let rows: i64 =
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {t}")))
-                    .fetch_one(&pool)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            let how = if args.all { "TRUNCATE" } else { "DELETE FROM" };
-            sqlx::query(sqlx::AssertSqlSafe(format!("{how} {t}")))
-                .execute(&pool)
-                .await
-                .map_err(|e| e.to_string())?;
-            (how, rows)
-        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
-            let url = args.store.replacen("mariadb:", "mysql:", 1);
-            let pool = sqlx::MySqlPool::connect(&url)
-                .await
-                .map_err(|e| e.to_string())?;
-            let t = format!("`{}`", args.name);
-            let rows: i64 =
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {t}")))
-                    .fetch_one(&pool)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            let how = if args.all {
-                "TRUNCATE TABLE"
-            } else {
-                "DELETE FROM"
-            };
-            sqlx::query(sqlx::AssertSqlSafe(format!("{how} {t}")))
-                .execute(&pool)
-                .await
-                .map_err(|e| e.to_string())?;
-            (how, rows)
-        } else {
-            let pool = sqlite_pool(&args.store).await?;
-            let t = format!("\"{}\"", args.name);
-            // SQLite has no TRUNCATE: an unqualified DELETE is its truncate.
-            let rows = sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
-                .execute(&pool)
-                .await
-                .map_err(|e| e.to_string())?
-                .rows_affected();
-            ("DELETE FROM", i64::try_from(rows).unwrap_or(i64::MAX))
-        };
-        Ok::<_, String>(format!("{how} {}: {rows} rows", args.name))
-    };
-    let done = tokio::time::timeout(Duration::from_secs(10), work)
-        .await
-        .map_err(|_| "wipe timed out".to_owned())??;
+        Table::open(&args.store, name).await?.wipe(args.all).await
+    })
+    .await?;
     println!("{done}");
     Ok(())
 }
 
 /// Overwrites one held lease with a foreign token: its holder's next renewal fails.
 async fn steal(args: StealArgs) -> Result<(), String> {
-    let token: [u8; 16] = rand::random::<u128>().to_le_bytes();
-    let ttl = i64::try_from(args.ttl_ms).map_err(|e| e.to_string())?;
+    let ttl = i64::try_from(args.ttl_ms).map_err(text)?;
     plain_name(&args.name)?;
-    let work = async {
-        let id: Option<i64> = if args.store.starts_with("redis://") {
-            steal_redis(&args).await?
+    let id = within(10, "steal", async {
+        if args.store.starts_with("redis://") {
+            steal_redis(&args).await
         } else if args.store.starts_with("etcd://") {
-            steal_etcd(&args).await?
-        } else if args.store.starts_with("postgres") {
-            let pool = sqlx::PgPool::connect(&args.store)
-                .await
-                .map_err(|e| e.to_string())?;
-            let t = format!("\"{}\"", args.name);
-            let now = "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')";
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "UPDATE {t} SET token = $1, expires_at = {now} + $2::bigint * INTERVAL '1 millisecond', \
-                 lock_version = lock_version + 1 WHERE id = (SELECT id FROM {t} \
-                 WHERE NOT (expires_at < {now}) AND token IS DISTINCT FROM $3 ORDER BY random() LIMIT 1) \
-                 RETURNING id::bigint"
-            )))
-            .bind(&token[..])
-            .bind(ttl)
-            .bind(&RESERVED_TOKEN[..])
-            .fetch_optional(&pool)
-            .await
-            .map_err(|e| e.to_string())?
-        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
-            let url = args.store.replacen("mariadb:", "mysql:", 1);
-            let pool = sqlx::MySqlPool::connect(&url)
-                .await
-                .map_err(|e| e.to_string())?;
-            let t = format!("`{}`", args.name);
-            let now = "UTC_TIMESTAMP(6)";
-            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT CAST(id AS SIGNED) FROM {t} WHERE NOT (expires_at < {now}) \
-                 AND NOT (token <=> ?) ORDER BY RAND() LIMIT 1"
-            )))
-            .bind(&RESERVED_TOKEN[..])
-            .fetch_optional(&pool)
-            .await
-            .map_err(|e| e.to_string())?;
-            if let Some(id) = id {
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE {t} SET token = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), \
-                     lock_version = lock_version + 1 WHERE id = ?"
-                )))
-                .bind(&token[..])
-                .bind(ttl * 1000)
-                .bind(id)
-                .execute(&pool)
-                .await
-                .map_err(|e| e.to_string())?;
-            }
-            id
+            steal_etcd(&args).await
         } else {
-            let pool = sqlite_pool(&args.store).await?;
-            let t = format!("\"{}\"", args.name);
-            let now = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
-            let id: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT id FROM {t} WHERE NOT (expires_at < {now}) AND token IS NOT ? \
-                 ORDER BY random() LIMIT 1"
-            )))
-            .bind(&RESERVED_TOKEN[..])
-            .fetch_optional(&pool)
-            .await
-            .map_err(|e| e.to_string())?;
-            if let Some(id) = id {
-                #[allow(clippy::cast_precision_loss)] // milliseconds, far below 2^52
-                let modifier = format!("+{:.3} seconds", ttl as f64 / 1000.0);
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE {t} SET token = ?, expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?), \
-                     lock_version = lock_version + 1 WHERE id = ?"
-                )))
-                .bind(&token[..])
-                .bind(modifier)
-                .bind(id)
-                .execute(&pool)
-                .await
-                .map_err(|e| e.to_string())?;
-            }
-            id
-        };
-        Ok::<_, String>(id)
-    };
-    let id = tokio::time::timeout(Duration::from_secs(10), work)
-        .await
-        .map_err(|_| "steal timed out".to_owned())??;
+            Table::open(&args.store, &args.name).await?.steal(ttl).await
+        }
+    })
+    .await?;
     match id {
         Some(id) => println!("{id}"),
         None => println!("none"),
@@ -1050,16 +1085,12 @@ async fn steal(args: StealArgs) -> Result<(), String> {
 }
 
 async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
-    let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
-    let mut con = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut con = redis_connection(&args.store).await?;
     let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
         .arg(&args.name)
         .query_async(&mut con)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(text)?;
     let ids: Vec<&String> = fields
         .iter()
         .filter(|(k, v)| {
@@ -1084,7 +1115,7 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
             .query_async(&mut con)
             .await
             .map(|_: i64| ())
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
     }
     let thief_marker = format!("token.{id}.chaos-thief");
     let _: i64 = redis::cmd("HSETEX")
@@ -1093,16 +1124,11 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
         .arg(args.ttl_ms)
         .arg("FIELDS")
         .arg(2)
-        .arg(&id)
-        .arg("chaos-thief")
-        .arg(&thief_marker)
-        .arg(&id)
+        .arg(&[id.as_str(), "chaos-thief", &thief_marker, &id][..])
         .query_async(&mut con)
         .await
-        .map_err(|e| e.to_string())?;
-    id.parse()
-        .map(Some)
-        .map_err(|e: std::num::ParseIntError| e.to_string())
+        .map_err(text)?;
+    id.parse().map(Some).map_err(text)
 }
 
 /// The etcd key prefix of a run: `/<name>/`.
@@ -1112,13 +1138,19 @@ fn etcd_prefix(name: &str) -> String {
 
 /// A client of the cluster `store` names (`etcd://...`), for direct writes.
 async fn etcd_connect(store: &str) -> Result<EtcdClient, String> {
-    let options = EtcdOptions::from_url(store).map_err(|e| e.to_string())?;
+    let options = EtcdOptions::from_url(store).map_err(text)?;
     let connect = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(3));
     EtcdClient::connect(options.endpoints(), Some(connect))
         .await
         .map_err(|e| format!("etcd connect: {e}"))
+}
+
+/// A new etcd lease of `ttl_ms` (whole seconds, at least one).
+async fn etcd_lease(client: &mut EtcdClient, ttl_ms: u64) -> Result<i64, String> {
+    let seconds = i64::try_from(ttl_ms.div_ceil(1000).max(1)).map_err(text)?;
+    Ok(client.lease_grant(seconds, None).await.map_err(text)?.id())
 }
 
 /// The ID of a lease key, `<prefix><id>` with `id` in lease-etcd's form (decimal, no leading
@@ -1146,12 +1178,11 @@ fn etcd_lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
 async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
     let mut client = etcd_connect(&args.store).await?;
     let prefix = etcd_prefix(&args.name);
-    let seconds = i64::try_from(args.ttl_ms.div_ceil(1000).max(1)).map_err(|e| e.to_string())?;
     for _ in 0..3 {
         let answer = client
             .get(prefix.as_str(), Some(GetOptions::new().with_prefix()))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
         let held: Vec<(u16, i64)> = answer
             .kvs()
             .iter()
@@ -1162,11 +1193,7 @@ async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
             return Ok(None);
         }
         let (id, revision) = held[rand::random_range(0..held.len())];
-        let lease = client
-            .lease_grant(seconds, None)
-            .await
-            .map_err(|e| e.to_string())?
-            .id();
+        let lease = etcd_lease(&mut client, args.ttl_ms).await?;
         let key = format!("{prefix}{id}");
         let token = format!("{:032x}", rand::random::<u128>());
         let txn = Txn::new()
@@ -1180,12 +1207,7 @@ async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
                 token,
                 Some(PutOptions::new().with_lease(lease)),
             )]);
-        if client
-            .txn(txn)
-            .await
-            .map_err(|e| e.to_string())?
-            .succeeded()
-        {
+        if client.txn(txn).await.map_err(text)?.succeeded() {
             return Ok(Some(i64::from(id)));
         }
         // The key changed since the read: nothing of the thief's uses this lease.
@@ -1201,37 +1223,50 @@ async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
     let prefix = etcd_prefix(&args.name);
     if args.initialize {
         let options = EtcdOptions::from_url(&args.store)
-            .map_err(|e| e.to_string())?
+            .map_err(text)?
             .with_prefix(prefix.clone());
-        EtcdStrategy::new(options)
-            .map_err(|e| e.to_string())?
-            .migrate()
-            .await
-            .map_err(|e| e.to_string())?;
+        let strategy = EtcdStrategy::new(options).map_err(text)?;
+        strategy.migrate().await.map_err(text)?;
     }
     let mut client = etcd_connect(&args.store).await?;
-    let seconds = i64::try_from(args.ttl_ms.div_ceil(1000).max(1)).map_err(|e| e.to_string())?;
-    let lease = client
-        .lease_grant(seconds, None)
-        .await
-        .map_err(|e| e.to_string())?
-        .id();
+    let lease = etcd_lease(&mut client, args.ttl_ms).await?;
     let ids: Vec<u16> = (args.keep.min(MachineId::COUNT)..MachineId::COUNT).collect();
     for chunk in ids.chunks(ETCD_TXN_OPS) {
         let puts: Vec<TxnOp> = chunk
             .iter()
             .map(|id| {
-                TxnOp::put(
-                    format!("{prefix}{id}"),
-                    RESERVED_ETCD,
-                    Some(PutOptions::new().with_lease(lease)),
-                )
+                let lease = Some(PutOptions::new().with_lease(lease));
+                TxnOp::put(format!("{prefix}{id}"), RESERVED_ETCD, lease)
             })
             .collect();
-        client
-            .txn(Txn::new().and_then(puts))
+        client.txn(Txn::new().and_then(puts)).await.map_err(text)?;
+    }
+    Ok(())
+}
+
+/// Gives IDs `keep..512` to a foreign holder on Valkey/Redis: their fields and ownership
+/// markers, expiring after `ttl_ms`.
+async fn reserve_redis(args: &ReserveArgs) -> Result<(), String> {
+    if args.initialize {
+        let options = RedisOptions::new().with_key(args.name.clone());
+        let strategy = RedisStrategy::connect(&args.store, options)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
+        strategy.migrate().await.map_err(text)?;
+    }
+    let mut con = redis_connection(&args.store).await?;
+    let mut cmd = redis::cmd("HSETEX");
+    cmd.arg(&args.name).arg("PX").arg(args.ttl_ms).arg("FIELDS");
+    cmd.arg(2 * u32::from(MachineId::COUNT - args.keep.min(MachineId::COUNT)));
+    for id in args.keep..MachineId::COUNT {
+        let id = id.to_string();
+        cmd.arg(&id)
+            .arg(RESERVED_REDIS)
+            .arg(format!("token.{id}.{RESERVED_REDIS}"))
+            .arg(&id);
+    }
+    if args.keep < MachineId::COUNT {
+        let _: i64 = cmd.query_async(&mut con).await.map_err(text)?;
     }
     Ok(())
 }
@@ -1240,47 +1275,11 @@ async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
 /// first), so the nodes hand the remaining few IDs to each other: every handover then crosses
 /// clocks, and the floor is what keeps their timestamps apart.
 async fn reserve(args: ReserveArgs) -> Result<(), String> {
-    if !args
-        .name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
-        return Err(format!("table name {:?}: use [a-z0-9_]", args.name));
-    }
-    let ttl = i64::try_from(args.ttl_ms).map_err(|e| e.to_string())?;
-    let keep = i64::from(args.keep);
-    let work = async {
+    plain_name(&args.name)?;
+    let ttl = i64::try_from(args.ttl_ms).map_err(text)?;
+    within(20, "reserve", async {
         if args.store.starts_with("redis://") {
-            if args.initialize {
-                RedisStrategy::connect(
-                    &args.store,
-                    RedisOptions::new().with_key(args.name.clone()),
-                )
-                .await
-                .map_err(|e| e.to_string())?
-                .migrate()
-                .await
-                .map_err(|e| e.to_string())?;
-            }
-            let client = redis::Client::open(args.store.as_str()).map_err(|e| e.to_string())?;
-            let mut con = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut cmd = redis::cmd("HSETEX");
-            cmd.arg(&args.name).arg("PX").arg(args.ttl_ms).arg("FIELDS");
-            cmd.arg(2 * u32::from(MachineId::COUNT - args.keep.min(MachineId::COUNT)));
-            for id in args.keep..MachineId::COUNT {
-                let id = id.to_string();
-                cmd.arg(&id)
-                    .arg(RESERVED_REDIS)
-                    .arg(format!("token.{id}.{RESERVED_REDIS}"))
-                    .arg(&id);
-            }
-            if args.keep < MachineId::COUNT {
-                let _: i64 = cmd.query_async(&mut con).await.map_err(|e| e.to_string())?;
-            }
-            return Ok::<_, String>(());
+            return reserve_redis(&args).await;
         }
         if args.store.starts_with("etcd://") {
             return reserve_etcd(&args).await;
@@ -1291,62 +1290,18 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
         };
         let strategy = lease_sql::SqlStrategy::connect_lazy(&url)
             .and_then(|s| s.with_table(&args.name))
-            .map_err(|e| e.to_string())?;
+            .map_err(text)?;
         // Not an initialization: on a table that was seeded, rows deleted since come back
         // blocked for the amnesia hold-off (free with the nodes' guard off).
-        strategy.migrate().await.map_err(|e| e.to_string())?;
-        if args.store.starts_with("postgres") {
-            let pool = sqlx::PgPool::connect(&args.store)
-                .await
-                .map_err(|e| e.to_string())?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE \"{}\" SET token = $1, expires_at = (CURRENT_TIMESTAMP AT TIME ZONE 'UTC') \
-                 + $2::bigint * INTERVAL '1 millisecond', lock_version = lock_version + 1 WHERE id >= $3",
-                args.name
-            )))
-            .bind(&RESERVED_TOKEN[..])
-            .bind(ttl)
-            .bind(i16::try_from(keep).unwrap_or(i16::MAX))
-            .execute(&pool)
+        strategy.migrate().await.map_err(text)?;
+        let table = Table::open(&args.store, &args.name).await?;
+        let keep = i64::from(args.keep);
+        table
+            .set_token(&RESERVED_TOKEN, ttl, ">=", keep)
             .await
-            .map_err(|e| e.to_string())?;
-        } else if args.store.starts_with("mysql") || args.store.starts_with("mariadb") {
-            let url = args.store.replacen("mariadb:", "mysql:", 1);
-            let pool = sqlx::MySqlPool::connect(&url)
-                .await
-                .map_err(|e| e.to_string())?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE `{}` SET token = ?, expires_at = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), \
-                 lock_version = lock_version + 1 WHERE id >= ?",
-                args.name
-            )))
-            .bind(&RESERVED_TOKEN[..])
-            .bind(ttl * 1000)
-            .bind(keep)
-            .execute(&pool)
-            .await
-            .map_err(|e| e.to_string())?;
-        } else {
-            let pool = sqlite_pool(&args.store).await?;
-            #[allow(clippy::cast_precision_loss)] // milliseconds, far below 2^52
-            let modifier = format!("+{:.3} seconds", ttl as f64 / 1000.0);
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE \"{}\" SET token = ?, expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?), \
-                 lock_version = lock_version + 1 WHERE id >= ?",
-                args.name
-            )))
-            .bind(&RESERVED_TOKEN[..])
-            .bind(modifier)
-            .bind(keep)
-            .execute(&pool)
-            .await
-            .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    };
-    tokio::time::timeout(Duration::from_secs(20), work)
-        .await
-        .map_err(|_| "reserve timed out".to_owned())?
+            .map(drop)
+    })
+    .await
 }
 
 #[cfg(test)]
