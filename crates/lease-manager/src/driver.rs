@@ -241,13 +241,11 @@ impl Targets {
         }
     }
 
-    /// Disables every target for good: nothing this manager's driver still does reaches them.
+    /// Disables every target for good: nothing this manager's driver still does reaches them
+    /// (an enable it is applying finishes first, under the lock).
     fn retire(&self) {
-        let mut driven = self.driven.lock().unwrap_or_else(PoisonError::into_inner);
-        *driven = false;
-        for target in &self.list {
-            target.disable();
-        }
+        *self.driven.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.disable();
     }
 
     /// Clock millisecond `clock_ms` in the fleet's floor terms: the highest any target gives
@@ -355,8 +353,8 @@ impl<S: Strategy> Drop for LeaseManager<S> {
 }
 
 enum Outcome<T> {
-    Done(T),
-    TimedOut,
+    /// The call's answer, or its timeout as a failure.
+    Done(Result<T, Failure>),
     Interrupted,
     Panicked(String),
 }
@@ -423,8 +421,8 @@ impl<S: Strategy + 'static> Driver<S> {
                 }
             };
             // A panic must never leave the targets generating.
-            self.disable_all();
-            self.record_issued();
+            self.targets.disable();
+            self.cache.record_issued(self.targets.issued_up_to_ms());
             self.state.send_replace(LeaseState::Starting);
             if during_cache_renew {
                 // Renewing this cached lease is what panics: acquire a new one next time.
@@ -474,19 +472,9 @@ impl<S: Strategy + 'static> Driver<S> {
                             );
                             m.on_acquire_refused(now, grant, held_elsewhere);
                         }
-                        Outcome::Done(result) => {
-                            m.on_acquire_result(now, result.map_err(|e| Failure::from_error(&e)));
-                        }
-                        Outcome::TimedOut => {
-                            m.on_acquire_result(now, Err(Failure::timeout(timeout)))
-                        }
+                        Outcome::Done(result) => m.on_acquire_result(now, result),
                         Outcome::Interrupted => {}
-                        Outcome::Panicked(message) => {
-                            telemetry::panicked(self.name, &message);
-                            return Exit::Panicked {
-                                during_cache_renew: false,
-                            };
-                        }
+                        Outcome::Panicked(message) => return self.panicked(&message, false),
                     }
                     self.apply(&mut m, &span);
                 }
@@ -504,16 +492,10 @@ impl<S: Strategy + 'static> Driver<S> {
                     let outcome = self.call(call, timeout, &mut m).await;
                     let now = self.clock.exact_now_ms();
                     match outcome {
-                        Outcome::Done(result) => {
-                            m.on_renew_result(now, result.map_err(|e| Failure::from_error(&e)));
-                        }
-                        Outcome::TimedOut => m.on_renew_result(now, Err(Failure::timeout(timeout))),
+                        Outcome::Done(result) => m.on_renew_result(now, result),
                         Outcome::Interrupted => {}
                         Outcome::Panicked(message) => {
-                            telemetry::panicked(self.name, &message);
-                            return Exit::Panicked {
-                                during_cache_renew: source == Source::Cache,
-                            };
+                            return self.panicked(&message, source == Source::Cache);
                         }
                     }
                     self.apply(&mut m, &span);
@@ -531,8 +513,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     let call = strategy.release(&lease, Release::new(guard, floor_ms));
                     let outcome = self.call(call, timeout, &mut m).await;
                     let result = match outcome {
-                        Outcome::Done(result) => result.map_err(|e| Failure::from_error(&e)),
-                        Outcome::TimedOut => Err(Failure::timeout(timeout)),
+                        Outcome::Done(result) => result,
                         Outcome::Interrupted => Ok(()),
                         Outcome::Panicked(message) => Err(Failure::new(ErrorKind::Other, message)),
                     };
@@ -565,14 +546,14 @@ impl<S: Strategy + 'static> Driver<S> {
     }
 
     /// Runs one strategy call under its timeout while still taking commands; a panic inside the
-    /// call is caught and returned.
+    /// call is caught and returned, an error or a timeout as a [`Failure`].
     ///
     /// The timeout is measured on the suspend-aware clock, like the deadlines it protects:
     /// tokio's timers stop while the machine sleeps, so the driver naps at most `MAX_SLEEP_MS`
     /// and reads the clock again.
     async fn call<T>(
         &mut self,
-        call: impl Future<Output = T>,
+        call: impl Future<Output = Result<T, S::Error>>,
         timeout: Duration,
         m: &mut LeaseMachine<S::Lease>,
     ) -> Outcome<T> {
@@ -582,13 +563,13 @@ impl<S: Strategy + 'static> Driver<S> {
         loop {
             let left = deadline.saturating_sub(self.clock.exact_now_ms());
             if left == 0 {
-                return Outcome::TimedOut;
+                return Outcome::Done(Err(Failure::timeout(timeout)));
             }
             let nap = tokio::time::sleep(Duration::from_millis(left.min(MAX_SLEEP_MS)));
             tokio::select! {
                 result = &mut call => {
                     return match result {
-                        Ok(value) => Outcome::Done(value),
+                        Ok(value) => Outcome::Done(value.map_err(|e| Failure::from_error(&e))),
                         Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
                     };
                 }
@@ -602,6 +583,12 @@ impl<S: Strategy + 'static> Driver<S> {
                 }
             }
         }
+    }
+
+    /// Reports a panic in a strategy call; the driver restarts.
+    fn panicked(&self, message: &str, during_cache_renew: bool) -> Exit {
+        telemetry::panicked(self.name, message);
+        Exit::Panicked { during_cache_renew }
     }
 
     /// Applies a command; returns whether it makes an outstanding call moot.
@@ -645,7 +632,7 @@ impl<S: Strategy + 'static> Driver<S> {
                     self.targets
                         .while_driven(|target| target.extend_deadline(deadline_ms));
                 }
-                Effect::DisableFactories => self.disable_all(),
+                Effect::DisableFactories => self.targets.disable(),
                 Effect::LeaseLost {
                     reason,
                     remaining_ttl_ms,
@@ -658,7 +645,7 @@ impl<S: Strategy + 'static> Driver<S> {
                 }
                 Effect::StoreCache(lease) => {
                     self.cache.store(lease);
-                    self.record_issued();
+                    self.cache.record_issued(self.targets.issued_up_to_ms());
                 }
                 Effect::ClearCache => self.cache.clear(),
                 Effect::Event(event) => telemetry::event(self.name, &event, span),
@@ -693,15 +680,6 @@ impl<S: Strategy + 'static> Driver<S> {
     /// manager holds it there.
     fn claim(&mut self, id: MachineId) -> bool {
         self.claim.as_mut().is_none_or(|claim| claim.claim(id))
-    }
-
-    fn disable_all(&self) {
-        self.targets.disable();
-    }
-
-    /// Raises the cached lease's bound of what was issued to what the targets report.
-    fn record_issued(&self) {
-        self.cache.record_issued(self.targets.issued_up_to_ms());
     }
 }
 
