@@ -7,10 +7,7 @@ use lease_core::ErrorKind;
 use lease_core::time::millis;
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
-use super::{
-    AcquireError, Effect, LeaseMachine, LossReason, OpResult, Operation, OperationEvent, Source,
-    UNRELEASED_MAX,
-};
+use super::{AcquireError, Effect, LeaseMachine, LossReason, Operation, Source, UNRELEASED_MAX};
 use crate::Failure;
 use crate::backoff::Backoff;
 use crate::cache::CachedLease;
@@ -23,15 +20,15 @@ impl<L> LeaseMachine<L> {
         failure: Failure,
         now: u64,
     ) -> Phase<L> {
-        self.event(OperationEvent {
-            operation: Operation::Renew,
-            source: Source::Cache,
-            result: OpResult::of(failure.kind),
-            machine_id: Some(cached.machine_id),
-            ttl_ms: None,
-            latency_ms: now.saturating_sub(call.sent),
-            error: Some(failure.clone()),
-        });
+        let id = Some(cached.machine_id);
+        self.finished(
+            Operation::Renew,
+            Source::Cache,
+            id,
+            call,
+            now,
+            Err(&failure),
+        );
         if self.started {
             // The ID was in use before the restart: stopping is a loss the application hears of.
             let lost = (Arc::clone(&cached.lease), cached.resume_floor_ms());
@@ -64,15 +61,7 @@ impl<L> LeaseMachine<L> {
     ) -> Phase<L> {
         // One retry of a failed release (if any) before the next attempt.
         self.release_retry_due = true;
-        self.event(OperationEvent {
-            operation: Operation::Acquire,
-            source,
-            result: OpResult::of(failure.kind),
-            machine_id: None,
-            ttl_ms: None,
-            latency_ms: now.saturating_sub(call.sent),
-            error: Some(failure.clone()),
-        });
+        self.finished(Operation::Acquire, source, None, call, now, Err(&failure));
         if !self.started
             && matches!(
                 failure.kind,
@@ -119,15 +108,8 @@ impl<L> LeaseMachine<L> {
         failure: Failure,
         now: u64,
     ) -> Phase<L> {
-        self.event(OperationEvent {
-            operation: Operation::Renew,
-            source,
-            result: OpResult::of(failure.kind),
-            machine_id: Some(held.machine_id),
-            ttl_ms: None,
-            latency_ms: now.saturating_sub(call.sent),
-            error: Some(failure.clone()),
-        });
+        let id = Some(held.machine_id);
+        self.finished(Operation::Renew, source, id, call, now, Err(&failure));
         if failure.kind == ErrorKind::Lost {
             let lost = (Arc::clone(&held.lease), held.floor_ms);
             return self.lose(lost, held.deadline, LossReason::Lost(failure.reason), now);
@@ -169,27 +151,6 @@ impl<L> LeaseMachine<L> {
             Phase::Acquiring { source, .. } => *source,
             _ => Source::Shutdown,
         }
-    }
-
-    pub(super) fn release_finished(
-        &mut self,
-        call: InFlight,
-        source: Source,
-        result: Result<(), Failure>,
-        now: u64,
-    ) {
-        let error = result.err();
-        self.event(OperationEvent {
-            operation: Operation::Release,
-            source,
-            result: error
-                .as_ref()
-                .map_or(OpResult::Ok, |f| OpResult::of(f.kind)),
-            machine_id: None,
-            ttl_ms: None,
-            latency_ms: now.saturating_sub(call.sent),
-            error,
-        });
     }
 
     /// Disable, tell the application, then reacquire (dynamic) or halt (deterministic).

@@ -182,7 +182,6 @@ impl<L> LeaseMachine<L> {
         let Some((source, attempts, call)) = self.take_outstanding_acquire() else {
             return;
         };
-        let latency_ms = now.saturating_sub(call.sent);
         let grant = match result {
             Ok(grant) => grant,
             Err(failure) => {
@@ -212,15 +211,8 @@ impl<L> LeaseMachine<L> {
                 return;
             }
         };
-        self.event(OperationEvent {
-            operation: Operation::Acquire,
-            source,
-            result: OpResult::Ok,
-            machine_id: Some(grant.machine_id),
-            ttl_ms: Some(ttl_ms),
-            latency_ms,
-            error: None,
-        });
+        let id = Some(grant.machine_id);
+        self.finished(Operation::Acquire, source, id, call, now, Ok(Some(ttl_ms)));
         let held = Held {
             machine_id: grant.machine_id,
             lease: Arc::new(grant.lease),
@@ -319,7 +311,9 @@ impl<L> LeaseMachine<L> {
                 if result.is_err() {
                     self.release_failed(lease, floor_ms, &then);
                 }
-                self.release_finished(call, Self::release_source(&then), result, now);
+                let source = Self::release_source(&then);
+                let outcome = result.as_ref().map(|()| None);
+                self.finished(Operation::Release, source, None, call, now, outcome);
                 self.phase = *then;
             }
             other => self.phase = other,
@@ -397,15 +391,6 @@ impl<L> LeaseMachine<L> {
         now: u64,
     ) -> Phase<L> {
         let ttl_ms = millis(renewal.ttl);
-        let mut event = OperationEvent {
-            operation: Operation::Renew,
-            source,
-            result: OpResult::Ok,
-            machine_id: Some(held.machine_id),
-            ttl_ms: Some(ttl_ms),
-            latency_ms: now.saturating_sub(call.sent),
-            error: None,
-        };
         let offset = Self::clock_offset(
             call.sent,
             now,
@@ -419,13 +404,21 @@ impl<L> LeaseMachine<L> {
         let deadline = match deadline {
             Ok(deadline) => deadline,
             Err(reason) => {
-                event.result = OpResult::Lost;
-                self.event(event);
+                self.event(OperationEvent {
+                    operation: Operation::Renew,
+                    source,
+                    result: OpResult::Lost,
+                    machine_id: Some(held.machine_id),
+                    ttl_ms: Some(ttl_ms),
+                    latency_ms: now.saturating_sub(call.sent),
+                    error: None,
+                });
                 let lost = (Arc::new(renewal.lease), held.floor_ms);
                 return self.lose(lost, held.deadline, reason, now);
             }
         };
-        self.event(event);
+        let id = Some(held.machine_id);
+        self.finished(Operation::Renew, source, id, call, now, Ok(Some(ttl_ms)));
         held.coordinator =
             CoordinatorReading::of(call.sent, renewal.coordinator_ms).or(held.coordinator);
         held.lease = Arc::new(renewal.lease);
@@ -473,15 +466,15 @@ impl<L> LeaseMachine<L> {
             Ok(checked) => checked,
             Err(failure) => return self.recovery_failed(cached, call, failure, now),
         };
-        self.event(OperationEvent {
-            operation: Operation::Renew,
-            source: Source::Cache,
-            result: OpResult::Ok,
-            machine_id: Some(cached.machine_id),
-            ttl_ms: Some(millis(renewal.ttl)),
-            latency_ms: now.saturating_sub(call.sent),
-            error: None,
-        });
+        let (id, ttl_ms) = (Some(cached.machine_id), millis(renewal.ttl));
+        self.finished(
+            Operation::Renew,
+            Source::Cache,
+            id,
+            call,
+            now,
+            Ok(Some(ttl_ms)),
+        );
         let held = Held {
             machine_id: cached.machine_id,
             lease: Arc::new(renewal.lease),
@@ -534,6 +527,28 @@ impl<L> LeaseMachine<L> {
             // The driver raises it to what its targets report.
             issued_up_to_ms: 0,
         }));
+    }
+
+    /// Telemetry of `operation`, sent as `call` and finished at `now`: `Ok` with the TTL it
+    /// granted, if any, or failed.
+    fn finished(
+        &mut self,
+        operation: Operation,
+        source: Source,
+        machine_id: Option<MachineId>,
+        call: InFlight,
+        now: u64,
+        outcome: Result<Option<u64>, &Failure>,
+    ) {
+        self.event(OperationEvent {
+            operation,
+            source,
+            result: outcome.map_or_else(|failure| OpResult::of(failure.kind), |_| OpResult::Ok),
+            machine_id,
+            ttl_ms: outcome.ok().flatten(),
+            latency_ms: now.saturating_sub(call.sent),
+            error: outcome.err().cloned(),
+        });
     }
 
     fn event(&mut self, event: OperationEvent) {

@@ -8,7 +8,7 @@ use lease_core::time::millis;
 use crate::Failure;
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
-use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Source};
+use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Operation, Source};
 
 impl<L> LeaseMachine<L> {
     pub(super) fn step(&mut self, phase: Phase<L>, now: u64) -> (Phase<L>, Option<Action<L>>) {
@@ -90,7 +90,8 @@ impl<L> LeaseMachine<L> {
                 let source = Self::release_source(&then);
                 let failure = Failure::timeout(call.timeout);
                 self.release_failed(lease, floor_ms, &then);
-                self.release_finished(call, source, Err(failure), now);
+                let outcome = Err(&failure);
+                self.finished(Operation::Release, source, None, call, now, outcome);
                 (*then, None)
             }
             Phase::Acquiring {
