@@ -312,6 +312,16 @@ mod tests {
         StoreUrl::new(url, url, Access::Lease, terms).with_connect_timeout(Duration::from_secs(2))
     }
 
+    /// Why opening `store` failed.
+    fn open_error(store: &StoreUrl) -> OpenError {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(EtcdBackend.open(store))
+            .unwrap_err()
+    }
+
     #[test]
     fn passwords_in_user_info() {
         assert_eq!(password("etcd://me:p%zz@a:1/p/"), Some("p%zz"));
@@ -348,11 +358,7 @@ mod tests {
             Access::Read,
             *store("etcd://a:1").terms(),
         );
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let error = runtime.block_on(EtcdBackend.open(&store)).unwrap_err();
+        let error = open_error(&store);
         assert!(
             error.message.starts_with(
                 "store etcd://me:***@127.0.0.1:1/p/: invalid etcd url: bad %-escape in `***`"
@@ -365,11 +371,7 @@ mod tests {
     #[test]
     fn a_short_longest_lease_is_refused_before_connecting() {
         let url = "etcd://127.0.0.1:1?max_lease_s=10";
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let error = runtime.block_on(EtcdBackend.open(&store(url))).unwrap_err();
+        let error = open_error(&store(url));
         assert_eq!(
             error.message,
             format!(
@@ -381,11 +383,7 @@ mod tests {
     #[test]
     fn endpoints_that_are_down_are_named_with_their_cause() {
         let url = "etcd://127.0.0.1:1,127.0.0.1:2";
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let error = runtime.block_on(EtcdBackend.open(&store(url))).unwrap_err();
+        let error = open_error(&store(url));
         assert!(
             error.message.starts_with(&format!(
                 "store {url}: cannot connect to any endpoint: 127.0.0.1:1: "

@@ -226,64 +226,59 @@ mod tests {
 
     #[test]
     fn grpc_codes_map_onto_kinds() {
-        let kind = |code, message: &str| classify_status(&Status::new(code, message));
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: no leader"),
-            ErrorKind::Retry
-        );
-        assert_eq!(
-            kind(Code::Unavailable, "etcdserver: leader changed"),
-            ErrorKind::Retry
-        );
-        assert_eq!(
-            kind(Code::DeadlineExceeded, "context deadline exceeded"),
-            ErrorKind::Retry
-        );
-        assert_eq!(
-            kind(Code::ResourceExhausted, "etcdserver: too many requests"),
-            ErrorKind::Retry
-        );
-        assert_eq!(
-            kind(
+        use ErrorKind::{Misconfigured, Other, Retry, Unsupported};
+        for (code, message, kind) in [
+            (Code::Unavailable, "etcdserver: no leader", Retry),
+            (Code::Unavailable, "etcdserver: leader changed", Retry),
+            (Code::DeadlineExceeded, "context deadline exceeded", Retry),
+            (
                 Code::ResourceExhausted,
-                "etcdserver: mvcc: database space exceeded"
+                "etcdserver: too many requests",
+                Retry,
             ),
-            ErrorKind::Other
-        );
-        assert_eq!(
-            kind(Code::PermissionDenied, "etcdserver: permission denied"),
-            ErrorKind::Misconfigured
-        );
-        assert_eq!(
-            kind(Code::Unauthenticated, "etcdserver: invalid auth token"),
-            ErrorKind::Misconfigured
-        );
-        assert_eq!(
-            kind(
+            (
+                Code::ResourceExhausted,
+                "etcdserver: mvcc: database space exceeded",
+                Other,
+            ),
+            (
+                Code::PermissionDenied,
+                "etcdserver: permission denied",
+                Misconfigured,
+            ),
+            (
+                Code::Unauthenticated,
+                "etcdserver: invalid auth token",
+                Misconfigured,
+            ),
+            (
                 Code::InvalidArgument,
-                "etcdserver: authentication failed, invalid user ID or password"
+                "etcdserver: authentication failed, invalid user ID or password",
+                Misconfigured,
             ),
-            ErrorKind::Misconfigured
-        );
-        assert_eq!(
-            kind(
+            (
                 Code::FailedPrecondition,
-                "etcdserver: authentication is not enabled"
+                "etcdserver: authentication is not enabled",
+                Misconfigured,
             ),
-            ErrorKind::Misconfigured
-        );
-        assert_eq!(
-            kind(Code::InvalidArgument, "etcdserver: request is too large"),
-            ErrorKind::Other
-        );
-        assert_eq!(
-            kind(Code::Unimplemented, "unknown method"),
-            ErrorKind::Unsupported
-        );
-        assert_eq!(
-            kind(Code::NotFound, "etcdserver: requested lease not found"),
-            ErrorKind::Other
-        );
+            (
+                Code::InvalidArgument,
+                "etcdserver: request is too large",
+                Other,
+            ),
+            (Code::Unimplemented, "unknown method", Unsupported),
+            (
+                Code::NotFound,
+                "etcdserver: requested lease not found",
+                Other,
+            ),
+        ] {
+            assert_eq!(
+                classify_status(&Status::new(code, message)),
+                kind,
+                "{message}"
+            );
+        }
     }
 
     #[test]

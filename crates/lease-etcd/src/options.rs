@@ -155,29 +155,19 @@ impl EtcdOptions {
         }
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
-                "max_lease_s" => match value.parse::<u64>() {
-                    Ok(seconds) => {
-                        options = options.with_max_lease_duration(Duration::from_secs(seconds));
-                    }
-                    Err(_) => return invalid(&format!("max_lease_s={value} is not whole seconds")),
-                },
-                "max_clock_offset_s" => match value.parse::<u64>() {
-                    Ok(seconds) => {
-                        options = options.with_max_clock_offset(Duration::from_secs(seconds));
-                    }
-                    Err(_) => {
-                        return invalid(&format!(
-                            "max_clock_offset_s={value} is not whole seconds"
-                        ));
-                    }
-                },
+            let set = match name {
+                "max_lease_s" => Self::with_max_lease_duration,
+                "max_clock_offset_s" => Self::with_max_clock_offset,
                 other => {
                     return invalid(&format!(
                         "unknown option `{other}` (known: max_lease_s, max_clock_offset_s)"
                     ));
                 }
-            }
+            };
+            let Ok(seconds) = value.parse::<u64>() else {
+                return invalid(&format!("{name}={value} is not whole seconds"));
+            };
+            options = set(options, Duration::from_secs(seconds));
         }
         #[cfg(feature = "tls")]
         if scheme == "https" {

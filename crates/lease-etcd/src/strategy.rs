@@ -464,20 +464,6 @@ impl<T: Transport> EtcdStrategy<T> {
         Ok(i64::try_from(seconds).unwrap_or(i64::MAX))
     }
 
-    /// The claim loop, with the etcd lease it granted revoked when it claimed nothing.
-    async fn acquire_inner(&self, request: Acquire) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
-        let seconds = self.acquire_seconds(request.requested)?;
-        let mut granted = None;
-        let result = self.claim_loop(seconds, request, &mut granted).await;
-        if result.is_err()
-            && let Some((lease, _)) = granted
-        {
-            // Nothing of ours uses it: an uncertain claim's key goes with it.
-            self.revoke_quietly(lease).await;
-        }
-        result
-    }
-
     /// A random number below `n`.
     fn random_below(&self, n: usize) -> usize {
         let n = u64::try_from(n).unwrap_or(u64::MAX).max(1);
@@ -626,109 +612,6 @@ impl<T: Transport> EtcdStrategy<T> {
         let term = header.map_or(0, |header| header.raft_term);
         Ok((Duration::from_secs(ttl), term))
     }
-
-    /// The keep-alive, then the proof that raises the floor to `floor_ms`.
-    async fn renew_inner(
-        &self,
-        lease: &EtcdLease,
-        floor_ms: u64,
-    ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
-        const OPERATION: &str = "txn (renewal proof)";
-        let (ttl, keep_alive_term) = self.keep_alive(lease).await?;
-        let prefix = self.prefix();
-        let lease_key = keys::lease_key(prefix, lease.id);
-        let floor_key = keys::floor_key(prefix, lease.id);
-        let txn = Txn {
-            when: ours(&lease_key, lease),
-            then: vec![
-                TxnOp::Get(floor_key.clone()),
-                TxnOp::Txn(raise_floor(&floor_key, floor_ms)),
-            ],
-            otherwise: vec![TxnOp::Get(lease_key)],
-        };
-        let (succeeded, responses, header) = self.txn(OPERATION, txn).await?;
-        if !succeeded {
-            let reason = match responses.first() {
-                Some(OpResponse::Get(None)) => LostReason::KeyGone,
-                Some(OpResponse::Get(Some(kv))) => LostReason::TakenOver {
-                    lease: kv.lease,
-                    revision: kv.create_revision,
-                },
-                _ => {
-                    return Err(EtcdLeaseError::UnexpectedReply {
-                        operation: OPERATION,
-                        reply: format!("{responses:?}"),
-                    });
-                }
-            };
-            // The etcd lease is alive but holds nothing of ours any more.
-            self.revoke_quietly(lease.lease).await;
-            return Err(EtcdLeaseError::Lost {
-                id: lease.id,
-                reason,
-            });
-        }
-        if let Some(OpResponse::Get(Some(kv))) = responses.first()
-            && keys::parse_floor(&kv.value).is_none()
-        {
-            return Err(EtcdLeaseError::UnreadableFloor {
-                key: floor_key,
-                id: lease.id,
-                value: String::from_utf8_lossy(&kv.value).into_owned(),
-            });
-        }
-        let proof_term = header.map_or(0, |header| header.raft_term);
-        if keep_alive_term != proof_term {
-            return Err(EtcdLeaseError::LeaderChanged {
-                id: lease.id,
-                keep_alive_term,
-                proof_term,
-            });
-        }
-        Ok(Renewal::new(lease.clone(), ttl))
-    }
-
-    /// The guard's etcd lease, the transaction that moves the key onto it and sets the floor
-    /// to `floor_ms` (only raises it when the key is no longer ours), then the revoke.
-    async fn release_inner(
-        &self,
-        lease: &EtcdLease,
-        request: Release,
-    ) -> Result<(), EtcdLeaseError> {
-        // Rounded up: the ID stays blocked at least `guard`.
-        let seconds = whole_seconds_up(request.guard);
-        let (guard_lease, _) = self.grant(seconds).await?;
-        let prefix = self.prefix();
-        let lease_key = keys::lease_key(prefix, lease.id);
-        let floor_key = keys::floor_key(prefix, lease.id);
-        let txn = Txn {
-            when: ours(&lease_key, lease),
-            then: vec![
-                TxnOp::Put {
-                    key: lease_key.clone(),
-                    value: lease.token.clone().into_bytes(),
-                    lease: guard_lease,
-                },
-                TxnOp::Put {
-                    key: floor_key.clone(),
-                    value: keys::encode_floor(request.floor_ms).into_bytes(),
-                    lease: 0,
-                },
-            ],
-            // Not ours any more (expired, taken over): only raise the floor, so what was
-            // issued under the lease is known; the lease manager releases a lost lease too.
-            otherwise: vec![TxnOp::Txn(raise_floor(&floor_key, request.floor_ms))],
-        };
-        // An uncertain answer may have moved the key onto the guard lease: leave both leases
-        // to their TTLs rather than free the ID early.
-        self.txn("txn (release)", txn).await?;
-        // The guard lease is left to expire even when the answer is "not ours": that answer
-        // may be a duplicate's, after the first delivery already moved the key onto the guard
-        // lease, and revoking it would delete the key and free the ID at once. Unused, it
-        // blocks nothing and ends with its TTL.
-        self.revoke_quietly(lease.lease).await;
-        Ok(())
-    }
 }
 
 /// `duration` in whole seconds, rounded up, at least 1: an etcd lease's TTL that lasts at
@@ -801,7 +684,16 @@ impl<T: Transport> Strategy for EtcdStrategy<T> {
     /// random free ID, preferring one whose floor is below `now_ms`; the transaction also
     /// requires the floor key unchanged since the read and raises it to `floor_ms`.
     async fn acquire(&self, request: Acquire) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
-        self.acquire_inner(request).await
+        let seconds = self.acquire_seconds(request.requested)?;
+        let mut granted = None;
+        let result = self.claim_loop(seconds, request, &mut granted).await;
+        if result.is_err()
+            && let Some((lease, _)) = granted
+        {
+            // Nothing of ours uses it: an uncertain claim's key goes with it.
+            self.revoke_quietly(lease).await;
+        }
+        result
     }
 
     /// One keep-alive, then the transaction that proves the key is still attached to this
@@ -813,14 +705,98 @@ impl<T: Transport> Strategy for EtcdStrategy<T> {
         lease: &EtcdLease,
         request: Renew,
     ) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
-        self.renew_inner(lease, request.floor_ms).await
+        const OPERATION: &str = "txn (renewal proof)";
+        let (ttl, keep_alive_term) = self.keep_alive(lease).await?;
+        let prefix = self.prefix();
+        let lease_key = keys::lease_key(prefix, lease.id);
+        let floor_key = keys::floor_key(prefix, lease.id);
+        let txn = Txn {
+            when: ours(&lease_key, lease),
+            then: vec![
+                TxnOp::Get(floor_key.clone()),
+                TxnOp::Txn(raise_floor(&floor_key, request.floor_ms)),
+            ],
+            otherwise: vec![TxnOp::Get(lease_key)],
+        };
+        let (succeeded, responses, header) = self.txn(OPERATION, txn).await?;
+        if !succeeded {
+            let reason = match responses.first() {
+                Some(OpResponse::Get(None)) => LostReason::KeyGone,
+                Some(OpResponse::Get(Some(kv))) => LostReason::TakenOver {
+                    lease: kv.lease,
+                    revision: kv.create_revision,
+                },
+                _ => {
+                    return Err(EtcdLeaseError::UnexpectedReply {
+                        operation: OPERATION,
+                        reply: format!("{responses:?}"),
+                    });
+                }
+            };
+            // The etcd lease is alive but holds nothing of ours any more.
+            self.revoke_quietly(lease.lease).await;
+            return Err(EtcdLeaseError::Lost {
+                id: lease.id,
+                reason,
+            });
+        }
+        if let Some(OpResponse::Get(Some(kv))) = responses.first()
+            && keys::parse_floor(&kv.value).is_none()
+        {
+            return Err(EtcdLeaseError::UnreadableFloor {
+                key: floor_key,
+                id: lease.id,
+                value: String::from_utf8_lossy(&kv.value).into_owned(),
+            });
+        }
+        let proof_term = header.map_or(0, |header| header.raft_term);
+        if keep_alive_term != proof_term {
+            return Err(EtcdLeaseError::LeaderChanged {
+                id: lease.id,
+                keep_alive_term,
+                proof_term,
+            });
+        }
+        Ok(Renewal::new(lease.clone(), ttl))
     }
 
     /// A guard lease, the transaction that moves this holder's key onto it and sets the floor
     /// key to `floor_ms` (or, when the key is no longer ours, only raises it), and the revoke
     /// of this holder's etcd lease.
     async fn release(&self, lease: &EtcdLease, request: Release) -> Result<(), EtcdLeaseError> {
-        self.release_inner(lease, request).await
+        // Rounded up: the ID stays blocked at least `guard`.
+        let seconds = whole_seconds_up(request.guard);
+        let (guard_lease, _) = self.grant(seconds).await?;
+        let prefix = self.prefix();
+        let lease_key = keys::lease_key(prefix, lease.id);
+        let floor_key = keys::floor_key(prefix, lease.id);
+        let txn = Txn {
+            when: ours(&lease_key, lease),
+            then: vec![
+                TxnOp::Put {
+                    key: lease_key.clone(),
+                    value: lease.token.clone().into_bytes(),
+                    lease: guard_lease,
+                },
+                TxnOp::Put {
+                    key: floor_key.clone(),
+                    value: keys::encode_floor(request.floor_ms).into_bytes(),
+                    lease: 0,
+                },
+            ],
+            // Not ours any more (expired, taken over): only raise the floor, so what was
+            // issued under the lease is known; the lease manager releases a lost lease too.
+            otherwise: vec![TxnOp::Txn(raise_floor(&floor_key, request.floor_ms))],
+        };
+        // An uncertain answer may have moved the key onto the guard lease: leave both leases
+        // to their TTLs rather than free the ID early.
+        self.txn("txn (release)", txn).await?;
+        // The guard lease is left to expire even when the answer is "not ours": that answer
+        // may be a duplicate's, after the first delivery already moved the key onto the guard
+        // lease, and revoking it would delete the key and free the ID at once. Unused, it
+        // blocks nothing and ends with its TTL.
+        self.revoke_quietly(lease.lease).await;
+        Ok(())
     }
 
     /// Refuses terms whose leases, in the whole seconds etcd grants (the lease duration, at
