@@ -177,48 +177,43 @@ mod rows_tests {
 
     #[test]
     fn rows_verdicts() {
-        assert_eq!(INTACT.verdict(), RowsVerdict::Intact);
-        let truncated = Rows {
-            present: 0,
-            ..INTACT
-        };
-        assert_eq!(
-            truncated.verdict(),
-            RowsVerdict::Missing {
-                missing: 512,
-                blocked: 0
-            }
-        );
-        let one_deleted = Rows {
-            present: 511,
-            blocked: 2,
-            blocked_remaining_us: Some(9),
-        };
-        assert_eq!(
-            one_deleted.verdict(),
-            RowsVerdict::Missing {
-                missing: 1,
-                blocked: 2
-            }
-        );
-        let put_back = Rows {
-            blocked: 512,
-            blocked_remaining_us: Some(1_500_000),
-            ..INTACT
-        };
-        assert_eq!(
-            put_back.verdict(),
-            RowsVerdict::Blocked {
-                blocked: 512,
-                remaining: Duration::from_millis(1500)
-            }
-        );
-        let ended = Rows {
-            blocked: 0,
-            blocked_remaining_us: None,
-            ..INTACT
-        };
-        assert_eq!(ended.verdict(), RowsVerdict::Intact);
+        for (rows, verdict) in [
+            (INTACT, RowsVerdict::Intact),
+            (
+                Rows {
+                    present: 0,
+                    ..INTACT
+                },
+                RowsVerdict::Missing {
+                    missing: 512,
+                    blocked: 0,
+                },
+            ),
+            (
+                Rows {
+                    present: 511,
+                    blocked: 2,
+                    blocked_remaining_us: Some(9),
+                },
+                RowsVerdict::Missing {
+                    missing: 1,
+                    blocked: 2,
+                },
+            ),
+            (
+                Rows {
+                    blocked: 512,
+                    blocked_remaining_us: Some(1_500_000),
+                    ..INTACT
+                },
+                RowsVerdict::Blocked {
+                    blocked: 512,
+                    remaining: Duration::from_millis(1500),
+                },
+            ),
+        ] {
+            assert_eq!(rows.verdict(), verdict, "{rows:?}");
+        }
     }
 }
 

@@ -294,21 +294,16 @@ mod tests {
     #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_paths() {
-        assert_eq!(
-            sqlite_path("sqlite://a/b.db"),
-            Some(PathBuf::from("a/b.db"))
-        );
-        assert_eq!(
-            sqlite_path("sqlite:///a/b.db?mode=rwc"),
-            Some(PathBuf::from("/a/b.db"))
-        );
-        assert_eq!(
-            sqlite_path("sqlite:x%3Fy.db"),
-            Some(PathBuf::from("x?y.db"))
-        );
-        assert_eq!(sqlite_path("sqlite::memory:"), None);
-        assert_eq!(sqlite_path("sqlite://?mode=memory"), None);
-        assert_eq!(sqlite_path("postgres://h/db"), None);
+        for (url, path) in [
+            ("sqlite://a/b.db", Some("a/b.db")),
+            ("sqlite:///a/b.db?mode=rwc", Some("/a/b.db")),
+            ("sqlite:x%3Fy.db", Some("x?y.db")),
+            ("sqlite::memory:", None),
+            ("sqlite://?mode=memory", None),
+            ("postgres://h/db", None),
+        ] {
+            assert_eq!(sqlite_path(url), path.map(PathBuf::from), "{url}");
+        }
     }
 
     #[cfg(feature = "sqlite")]

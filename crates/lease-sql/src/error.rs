@@ -1,5 +1,6 @@
 //! [`SqlLeaseError`]: what went wrong, what to do about it, and its [`ErrorKind`].
 
+use lease_core::backend::duration;
 use lease_core::{ErrorKind, LeaseError, MachineId};
 
 use crate::Dialect;
@@ -79,7 +80,7 @@ pub enum SqlLeaseError {
     /// the table's leases (see "Coordinator amnesia" in the crate docs).
     #[error(
         "acquisition is held off for {} more: the database server is not the one that granted the leases in `{table}` ({}), so it may lack leases that running nodes still hold (failover to a lagging replica, restore into a new cluster); renewals go on meanwhile. If every acknowledged write survives a failover (synchronous replication), turn the guard off: `amnesia_guard=off` in the url or `SqlStrategy::with_amnesia_guard(AmnesiaGuard::Off)`. The hold-off is the longest lease and twice the largest clock offset of a node (`max_lease_s` and `max_clock_offset_s` in the url)",
-        human(*.remaining),
+        duration(*.remaining),
         changed(.previous.as_deref(), .current)
     )]
     ServerChanged {
@@ -98,7 +99,7 @@ pub enum SqlLeaseError {
     /// crate docs).
     #[error(
         "acquisition is held off for {} more: {blocked} machine ids had vanished from lease table `{table}` although it had been seeded (TRUNCATE or DELETE FROM the table while the database stayed up), so running nodes may still use them; they are back, blocked until then, and the nodes that held them find their renewals lost. Wait: acquisition resumes by itself. `nononce leases release --store URL --id N --yes` frees one at once, on a floor at the end of its block (64-bit counter and sortable nonces wait for the clock to pass it). Never TRUNCATE or DELETE the lease table while nodes run: free a dead node's id with `nononce leases release`. The hold-off is the longest lease (`max_lease_s` in the url) and, except on SQLite, twice the largest clock offset of a node (`max_clock_offset_s`); `amnesia_guard=off` turns this check off",
-        human(*.remaining)
+        duration(*.remaining)
     )]
     RowsDeleted {
         /// The configured table name.
@@ -201,16 +202,6 @@ impl LeaseError for SqlLeaseError {
             | Self::MaxLeaseBelowMinTtl { .. } => ErrorKind::Misconfigured,
             Self::Random(_) | Self::Database(_) => ErrorKind::Other,
         }
-    }
-}
-
-/// A hold-off as hours, minutes and seconds.
-fn human(d: std::time::Duration) -> String {
-    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, s) => format!("{s} s"),
-        (0, m, s) => format!("{m} min {s} s"),
-        (h, m, _) => format!("{h} h {m} min"),
     }
 }
 
