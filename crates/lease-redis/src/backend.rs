@@ -245,35 +245,32 @@ mod tests {
         }
     }
 
+    /// What [`RedisBackend::explain`] says of `error` on store `redis://h?key=k`.
+    fn explained(error: &RedisLeaseError) -> Explained {
+        RedisBackend
+            .explain(error, &store("redis://h?key=k"))
+            .unwrap()
+    }
+
     #[test]
     fn hold_offs_say_how_to_shorten_them() {
-        let store = store("redis://h?key=k");
-        let said = RedisBackend
-            .explain(
-                &RedisLeaseError::LeaseDataMissing {
-                    key: "k".into(),
-                    remaining: Duration::from_secs(60),
-                },
-                &store,
-            )
-            .unwrap();
+        let said = explained(&RedisLeaseError::LeaseDataMissing {
+            key: "k".into(),
+            remaining: Duration::from_secs(60),
+        });
         assert_eq!(said.hold_off, Some(Duration::from_secs(60)));
-        assert!(
-            said.message
-                .contains("run `nononce leases migrate --store 'redis://h?key=k'` once"),
-            "{}",
-            said.message
+        let says = |said: &Explained, text: &str| {
+            assert!(said.message.contains(text), "{text}: {}", said.message);
+        };
+        says(
+            &said,
+            "run `nononce leases migrate --store 'redis://h?key=k'` once",
         );
-        let said = RedisBackend
-            .explain(
-                &RedisLeaseError::AmnesiaWindow {
-                    uptime: Duration::from_secs(5),
-                    hold_off: Duration::from_secs(36_000),
-                    remaining: Duration::from_secs(35_995),
-                },
-                &store,
-            )
-            .unwrap();
+        let said = explained(&RedisLeaseError::AmnesiaWindow {
+            uptime: Duration::from_secs(5),
+            hold_off: Duration::from_secs(36_000),
+            remaining: Duration::from_secs(35_995),
+        });
         assert!(
             said.message.starts_with(
                 "the server has been up for only 5 s, less than the amnesia hold-off (10 h 0 min"
@@ -281,18 +278,9 @@ mod tests {
             "{}",
             said.message
         );
-        assert!(
-            said.message.contains("nononce gen holds 120 s"),
-            "{}",
-            said.message
-        );
-        let exhausted = RedisLeaseError::Exhausted { key: "k".into() };
-        let said = RedisBackend.explain(&exhausted, &store).unwrap();
-        assert!(
-            said.message.contains("of store redis://h?key=k are leased"),
-            "{}",
-            said.message
-        );
+        says(&said, "nononce gen holds 120 s");
+        let said = explained(&RedisLeaseError::Exhausted { key: "k".into() });
+        says(&said, "of store redis://h?key=k are leased");
         assert_eq!(said.hold_off, None);
     }
 }

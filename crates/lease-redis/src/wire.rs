@@ -125,29 +125,11 @@ mod tests {
         assert_eq!(Base64UrlUnpadded::decode_vec(&a).unwrap().len(), 16);
     }
 
+    /// The fields of up to 3 bytes, every ID and the markers are checked exhaustively by
+    /// `fuzz::every_id_round_trips_and_nothing_else_parses`; these are longer.
     #[test]
     fn only_canonical_ids_in_range_are_id_fields() {
-        for (field, id) in [
-            ("0", Some(0)),
-            ("7", Some(7)),
-            ("42", Some(42)),
-            ("511", Some(511)),
-        ] {
-            assert_eq!(parse_id_field(field.as_bytes()).map(MachineId::get), id);
-        }
-        for field in [
-            "",
-            "512",
-            "1000",
-            "007",
-            "00",
-            "-1",
-            "+1",
-            " 1",
-            "1a",
-            "token.1.abc",
-            "nononce",
-        ] {
+        for field in ["1000", "0511", "token.1.abc", "nononce"] {
             assert_eq!(parse_id_field(field.as_bytes()), None, "{field:?}");
         }
     }
