@@ -240,37 +240,23 @@ mod tests {
             "conflict guard setting `answer_timeout` must be above zero; fix the guard \
              configuration"
         );
-        assert!(matches!(
-            at("127.0.0.1:0").with_attempts(0).validate(),
-            Err(GuardError::Setting {
-                name: "attempts",
-                ..
-            })
-        ));
-        assert!(matches!(
-            at("127.0.0.1:0").with_cluster_size(0).validate(),
-            Err(GuardError::Setting {
-                name: "cluster_size",
-                ..
-            })
-        ));
-        assert!(matches!(
-            at("127.0.0.1:0")
-                .with_rejoin_interval(Duration::ZERO)
-                .validate(),
-            Err(GuardError::Setting {
-                name: "rejoin_interval",
-                ..
-            })
-        ));
-        assert!(matches!(
-            at("0.0.0.0:1")
-                .with_advertise("0.0.0.0:1".parse().unwrap())
-                .validate(),
-            Err(GuardError::Setting {
-                name: "advertise",
-                ..
-            })
-        ));
+        for (name, config) in [
+            ("attempts", at("127.0.0.1:0").with_attempts(0)),
+            ("cluster_size", at("127.0.0.1:0").with_cluster_size(0)),
+            (
+                "rejoin_interval",
+                at("127.0.0.1:0").with_rejoin_interval(Duration::ZERO),
+            ),
+            (
+                "advertise",
+                at("0.0.0.0:1").with_advertise("0.0.0.0:1".parse().unwrap()),
+            ),
+        ] {
+            let err = config.validate().unwrap_err();
+            assert!(
+                matches!(err, GuardError::Setting { name: setting, .. } if setting == name),
+                "{name}: {err}"
+            );
+        }
     }
 }

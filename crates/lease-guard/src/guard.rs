@@ -131,16 +131,12 @@ impl ConflictGuard {
         on_conflict: impl Fn(Conflict) + Send + Sync + 'static,
     ) -> Result<Self, GuardError> {
         config.validate()?;
-        let socket = UdpSocket::bind(config.bind)
-            .await
-            .map_err(|source| GuardError::Bind {
-                addr: config.bind,
-                source,
-            })?;
-        let bound = socket.local_addr().map_err(|source| GuardError::Bind {
+        let bind_error = |source| GuardError::Bind {
             addr: config.bind,
             source,
-        })?;
+        };
+        let socket = UdpSocket::bind(config.bind).await.map_err(bind_error)?;
+        let bound = socket.local_addr().map_err(bind_error)?;
         let addr = config.advertise.unwrap_or(bound);
 
         let identity = NodeId {
@@ -526,13 +522,12 @@ impl Node {
                     let Some(pending) = self.pending.get_mut(&request) else {
                         continue;
                     };
+                    let addr = pending.addr;
                     if pending.attempts_left == 0 {
-                        let addr = pending.addr;
                         self.pending.remove(&request);
                         telemetry::unanswered(addr, self.attempts);
                     } else {
                         pending.attempts_left -= 1;
-                        let addr = pending.addr;
                         self.send_hello(socket, request, addr).await;
                     }
                 }
