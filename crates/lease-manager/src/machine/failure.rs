@@ -42,13 +42,7 @@ impl<L> LeaseMachine<L> {
         // The previous manager may have left factories enabled with this ID.
         self.effects.push_back(Effect::DisableFactories);
         self.effects.push_back(Effect::ClearCache);
-        Phase::Acquiring {
-            source: Source::Initial,
-            attempts: 0,
-            next_at: now,
-            call: None,
-            last_error: Some(failure),
-        }
+        Phase::acquiring(Source::Initial, now, Some(failure))
     }
 
     pub(super) fn acquire_failed(
@@ -181,18 +175,11 @@ impl<L> LeaseMachine<L> {
             Phase::Halted
         } else {
             let (lease, floor_ms) = lost;
-            Phase::Releasing {
+            Phase::releasing(
                 lease,
                 floor_ms,
-                call: None,
-                then: Box::new(Phase::Acquiring {
-                    source: Source::Reacquire,
-                    attempts: 0,
-                    next_at: now,
-                    call: None,
-                    last_error: None,
-                }),
-            }
+                Phase::acquiring(Source::Reacquire, now, None),
+            )
         }
     }
 }

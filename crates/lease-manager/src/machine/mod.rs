@@ -265,12 +265,7 @@ impl<L> LeaseMachine<L> {
     ) -> Phase<L> {
         let then = self.acquire_failed(source, attempts, call, failure, now);
         // Nothing was issued under the refused grant: its floor stays as it was.
-        Phase::Releasing {
-            lease: Arc::new(grant.lease),
-            floor_ms: grant.floor_ms,
-            call: None,
-            then: Box::new(then),
-        }
+        Phase::releasing(Arc::new(grant.lease), grant.floor_ms, then)
     }
 
     /// Reports the result of the outstanding `Renew`, received at `now`. Ignored if no renewal
@@ -370,12 +365,7 @@ impl<L> LeaseMachine<L> {
         self.effects.push_back(Effect::DisableFactories);
         self.effects.push_back(Effect::ClearCache);
         self.phase = match lease {
-            Some((lease, floor_ms)) => Phase::Releasing {
-                lease,
-                floor_ms,
-                call: None,
-                then: Box::new(Phase::Stopped),
-            },
+            Some((lease, floor_ms)) => Phase::releasing(lease, floor_ms, Phase::Stopped),
             None => Phase::Stopped,
         };
     }

@@ -111,6 +111,27 @@ pub(super) enum Phase<L> {
 }
 
 impl<L> Phase<L> {
+    /// Acquiring for `source` from `now`, no attempt made yet.
+    pub(super) const fn acquiring(source: Source, now: u64, last_error: Option<Failure>) -> Self {
+        Self::Acquiring {
+            source,
+            attempts: 0,
+            next_at: now,
+            call: None,
+            last_error,
+        }
+    }
+
+    /// Giving `lease` back with `floor_ms`, then going on with `then`.
+    pub(super) fn releasing(lease: Arc<L>, floor_ms: u64, then: Self) -> Self {
+        Self::Releasing {
+            lease,
+            floor_ms,
+            call: None,
+            then: Box::new(then),
+        }
+    }
+
     /// The call outstanding outside a held lease.
     pub(super) const fn outstanding(&self) -> Option<InFlight> {
         match self {

@@ -29,13 +29,7 @@ impl<L> LeaseMachine<L> {
                     .map(|t| now.saturating_add(millis(t)));
                 let next = match cached {
                     Some(cached) => Phase::Recovering { cached, call: None },
-                    None => Phase::Acquiring {
-                        source: Source::Initial,
-                        attempts: 0,
-                        next_at: now,
-                        call: None,
-                        last_error: None,
-                    },
+                    None => Phase::acquiring(Source::Initial, now, None),
                 };
                 (next, None)
             }
@@ -127,14 +121,7 @@ impl<L> LeaseMachine<L> {
                     self.release_retry_due = false;
                     // First the release that did not get through (a lost lease's floor must
                     // reach the coordinator before any successor's acquire can).
-                    let then = Box::new(phase);
-                    let phase = Phase::Releasing {
-                        lease,
-                        floor_ms,
-                        call: None,
-                        then,
-                    };
-                    return (phase, None);
+                    return (Phase::releasing(lease, floor_ms, phase), None);
                 }
                 let timeout = self.timeout(now, [self.startup_limit(), None]);
                 let call = InFlight { sent: now, timeout };
