@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lease_core::time::millis;
 use lease_core::{ErrorKind, Grant, MachineId, Renewal};
 use lease_manager::backoff::Jitter;
 use lease_manager::machine::{LeaseEvent, OpResult, Operation, Source};
@@ -19,10 +20,6 @@ const LEASE: u64 = 8 * HOUR;
 
 fn id(n: u16) -> MachineId {
     MachineId::new(n).unwrap()
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap()
 }
 
 fn secs(s: u64) -> Duration {
