@@ -16,12 +16,11 @@ use std::time::Duration;
 
 #[cfg(feature = "postgres")]
 use common::cluster::Cluster;
-use common::{Pool, TestTable, acquiring, pg_url, renewing, suffix};
+use common::{HOUR, Pool, TestTable, acquiring, next_id, pg_url, renewing, suffix};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{AmnesiaGuard, COORDINATOR_TABLE, Dialect, SqlLeaseError, SqlStrategy};
 
-const HOUR: Duration = Duration::from_secs(3600);
 const EIGHT_HOURS: Duration = Duration::from_secs(8 * 3600);
 /// The default hold-off: the longest lease (8 h) and twice the largest clock offset (1 h).
 const HOLD_OFF: Duration = Duration::from_secs(10 * 3600);
@@ -71,26 +70,9 @@ async fn record(pool: &Pool, table: &str) -> Option<(String, Option<String>, i64
         }
     };
     let sql = format!("SELECT {columns} FROM {COORDINATOR_TABLE} WHERE lease_table = '{table}'");
-    let sql = AssertSqlSafe(sql);
-    macro_rules! get {
-        ($p:expr) => {
-            sqlx::query(sql).fetch_optional($p).await.unwrap().map(|r| {
-                (
-                    r.try_get(0).unwrap(),
-                    r.try_get(1).unwrap(),
-                    r.try_get(2).unwrap(),
-                )
-            })
-        };
-    }
-    match pool {
-        #[cfg(feature = "postgres")]
-        Pool::Pg(p) => get!(p),
-        #[cfg(feature = "mysql")]
-        Pool::My(p) => get!(p),
-        #[cfg(feature = "sqlite")]
-        Pool::Lite(_) => unreachable!("SQLite has no coordinator table"),
-    }
+    on_pool!(pool, p => sqlx::query(AssertSqlSafe(sql)).fetch_optional(p).await.unwrap().map(|r| {
+        (r.try_get(0).unwrap(), r.try_get(1).unwrap(), r.try_get(2).unwrap())
+    }))
 }
 
 /// The server's identity as the strategy computes it, read independently.
@@ -103,14 +85,7 @@ async fn identity(pool: &Pool) -> String {
         }
         _ => "SELECT CAST(CONCAT(@@server_id, '/', @@hostname, ':', @@port) AS CHAR(255))",
     };
-    match pool {
-        #[cfg(feature = "postgres")]
-        Pool::Pg(p) => sqlx::query(sql).fetch_one(p).await.unwrap().get(0),
-        #[cfg(feature = "mysql")]
-        Pool::My(p) => sqlx::query(sql).fetch_one(p).await.unwrap().get(0),
-        #[cfg(feature = "sqlite")]
-        Pool::Lite(_) => unreachable!(),
-    }
+    on_pool!(pool, p => sqlx::query(sql).fetch_one(p).await.unwrap().get(0))
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -131,6 +106,21 @@ fn held_off(e: &SqlLeaseError) -> (Option<String>, String, Duration) {
 /// Node B on the promoted replica must not be handed A's ID: acquisition is held off with an
 /// error that says for how long and how to override it. With the guard off, B gets A's ID,
 /// which is what happened before the guard existed.
+/// A pool of one connection to `url`.
+#[cfg(feature = "postgres")]
+fn pg_pool(url: &str) -> Pool {
+    let options = sqlx::postgres::PgPoolOptions::new().max_connections(1);
+    Pool::Pg(options.connect_lazy(url).unwrap())
+}
+
+/// Whether a lease holds `id` in the default table on `pool`'s server.
+#[cfg(feature = "postgres")]
+async fn held_on(pool: &Pool, id: u16) -> bool {
+    let sql =
+        format!("SELECT COUNT(*) FROM no_noncense_leases WHERE id = {id} AND token IS NOT NULL");
+    pool.scalar(&sql).await == 1
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
@@ -142,39 +132,14 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     assert_eq!(replicated.machine_id.get(), 0);
 
     let replica = Cluster::replica_of(&primary);
-    let replica_pool = Pool::Pg(
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect_lazy(&replica.url())
-            .unwrap(),
-    );
-    let token_on_replica = |id: u16| {
-        let pool = replica_pool.clone();
-        async move {
-            pool.scalar(&format!(
-                "SELECT COUNT(*) FROM no_noncense_leases WHERE id = {id} AND token IS NOT NULL"
-            ))
-            .await
-        }
-    };
-    assert_eq!(
-        token_on_replica(0).await,
-        1,
+    let replica_pool = pg_pool(&replica.url());
+    assert!(
+        held_on(&replica_pool, 0).await,
         "the replica has the first lease"
     );
-    assert_eq!(
-        replica_pool
-            .scalar("SELECT pg_is_in_recovery()::int::bigint")
-            .await,
-        1
-    );
-    let primary_identity = identity(&Pool::Pg(
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect_lazy(&primary.url())
-            .unwrap(),
-    ))
-    .await;
+    let in_recovery = "SELECT pg_is_in_recovery()::int::bigint";
+    assert_eq!(replica_pool.scalar(in_recovery).await, 1);
+    let primary_identity = identity(&pg_pool(&primary.url())).await;
 
     // The replica stops receiving; A's lease is granted on the primary only.
     replica_pool.close().await;
@@ -186,26 +151,10 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     // grant really is missing there.
     primary.kill();
     replica.ctl(&["start"]);
-    let replica_pool = Pool::Pg(
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&replica.url())
-            .await
-            .unwrap(),
-    );
-    let token_on_replica = |id: u16| {
-        let pool = replica_pool.clone();
-        async move {
-            pool.scalar(&format!(
-                "SELECT COUNT(*) FROM no_noncense_leases WHERE id = {id} AND token IS NOT NULL"
-            ))
-            .await
-        }
-    };
-    assert_eq!(token_on_replica(0).await, 1);
-    assert_eq!(
-        token_on_replica(1).await,
-        0,
+    let replica_pool = pg_pool(&replica.url());
+    assert!(held_on(&replica_pool, 0).await);
+    assert!(
+        !held_on(&replica_pool, 1).await,
         "A's grant never reached the replica"
     );
     // A standby cannot grant anything.
@@ -213,12 +162,7 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     let e = standby.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
     replica.promote();
-    assert_eq!(
-        replica_pool
-            .scalar("SELECT pg_is_in_recovery()::int::bigint")
-            .await,
-        0
-    );
+    assert_eq!(replica_pool.scalar(in_recovery).await, 0);
 
     // B on the promoted replica: held off, with a message that says for how long and how to
     // override it.
@@ -282,6 +226,8 @@ async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
     replica_pool.close().await;
 }
 
+per_dialect!(; servers: changed_identity_holds_acquisitions_off, missing_record);
+
 /// On the shared servers: the migration records the server; a record naming another server
 /// holds acquisitions off (and is replaced), renewals go on, the hold-off ends after the
 /// longest lease, and the guard can be turned off.
@@ -335,10 +281,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
     s.renew(&held.lease, renewing(HOUR)).await.unwrap();
     // The guard off: acquisitions go on.
     let off = t.strategy().with_amnesia_guard(AmnesiaGuard::Off);
-    assert_eq!(
-        off.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        1
-    );
+    assert_eq!(next_id(&off).await, 1);
     // With a longest lease of 1 s and clocks within 2 s the hold-off is over after 5 s.
     let short = t
         .strategy()
@@ -386,30 +329,6 @@ async fn missing_record(dialect: Dialect) {
         None
     );
     s.renew(&first.lease, renewing(HOUR)).await.unwrap();
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_changed_identity_holds_acquisitions_off() {
-    changed_identity_holds_acquisitions_off(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_changed_identity_holds_acquisitions_off() {
-    changed_identity_holds_acquisitions_off(Dialect::MySql).await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_missing_record() {
-    missing_record(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_missing_record() {
-    missing_record(Dialect::MySql).await;
 }
 
 /// The guard needs no privilege beyond the tables: a plain login role reads the server's

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{TestTable, mysql_url, pg_url};
+use common::{TestTable, server_url};
 use lease_core::ErrorKind;
 use lease_manager::{Failure, LeaseConfig, LeaseManager, StartError};
 use lease_sql::{Dialect, SqlStrategy};
@@ -16,13 +16,9 @@ use lease_sql::{Dialect, SqlStrategy};
 const SHORT: Duration = Duration::from_secs(10);
 
 fn url(t: &TestTable, max_lease_s: u64) -> String {
-    let base = match t.pool.dialect() {
-        Dialect::Postgres => pg_url(),
-        Dialect::MySql => mysql_url(),
-        _ => format!(
-            "sqlite://{}",
-            t.dir.as_ref().unwrap().path.join("leases.db").display()
-        ),
+    let base = match &t.dir {
+        Some(dir) => format!("sqlite://{}", dir.path.join("leases.db").display()),
+        None => server_url(t.pool.dialect()),
     };
     let join = if base.contains('?') { '&' } else { '?' };
     format!("{base}{join}table={}&max_lease_s={max_lease_s}", t.name)
@@ -55,12 +51,11 @@ async fn start_fails(strategy: SqlStrategy, config: LeaseConfig) -> Failure {
     failure
 }
 
-per_dialect!(
-    a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant,
-    a_max_lease_at_the_minimum_ttl_starts,
-);
+per_dialect!(a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant_and_at_it_starts);
 
-async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant(dialect: Dialect) {
+async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant_and_at_it_starts(
+    dialect: Dialect,
+) {
     let t = TestTable::new(dialect).await;
     let by_setter = t.strategy().with_max_lease_duration(SHORT).unwrap();
     let by_url = SqlStrategy::connect_lazy(&url(&t, 10)).unwrap();
@@ -90,10 +85,7 @@ async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant(dialect:
     .await;
     assert_eq!(failure.kind, ErrorKind::Misconfigured, "{failure}");
     nothing_claimed(&t).await;
-}
 
-async fn a_max_lease_at_the_minimum_ttl_starts(dialect: Dialect) {
-    let t = TestTable::new(dialect).await;
     let config = LeaseConfig::default()
         .with_lease_duration(Duration::from_secs(60))
         .with_renew_interval(Duration::from_secs(20))

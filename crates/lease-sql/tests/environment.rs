@@ -12,13 +12,17 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Pool, TempDir, TestTable, acquiring, mysql_url, pg_url, renewing, suffix};
+use common::{
+    HOUR, Pool, TempDir, TestTable, acquiring, mysql_url, next_id, pg_url, renewing, suffix,
+};
 use lease_core::error_chain;
 use lease_core::{ErrorKind, LeaseError, Strategy};
-use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 
-const HOUR: Duration = Duration::from_secs(3600);
+per_dialect!(;
+    servers: expiry_is_utc_whatever_the_session_time_zone,
+    read_only_user_is_told_to_get_grants,
+);
 
 /// A pool whose sessions run in a time zone `hours` east of UTC.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -65,10 +69,7 @@ async fn expiry_is_utc_whatever_the_session_time_zone(dialect: Dialect) {
         );
     }
     // The western session sees the lease as held.
-    assert_eq!(
-        b.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        1
-    );
+    assert_eq!(next_id(&b).await, 1);
     // A renewal under the western zone keeps the expiry in UTC too.
     let renewed = b
         .renew(&grant.lease, renewing(Duration::from_secs(2)))
@@ -101,18 +102,6 @@ async fn expiry_is_utc_whatever_the_session_time_zone(dialect: Dialect) {
         (59..=60).contains(&minutes),
         "written at UTC-11, off by {minutes} min"
     );
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_expiry_is_utc_whatever_the_session_time_zone() {
-    expiry_is_utc_whatever_the_session_time_zone(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_expiry_is_utc_whatever_the_session_time_zone() {
-    expiry_is_utc_whatever_the_session_time_zone(Dialect::MySql).await;
 }
 
 /// A user who may read but not update the table gets a clear, non-retryable error.
@@ -165,18 +154,6 @@ async fn read_only_user_is_told_to_get_grants(dialect: Dialect) {
     let e = migrated.unwrap_err();
     assert!(matches!(e, SqlLeaseError::PermissionDenied { .. }), "{e:?}");
     assert_eq!(free.unwrap(), 512, "reading is allowed");
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_read_only_user_is_told_to_get_grants() {
-    read_only_user_is_told_to_get_grants(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_read_only_user_is_told_to_get_grants() {
-    read_only_user_is_told_to_get_grants(Dialect::MySql).await;
 }
 
 const CHILD_DB: &str = "LEASE_SQL_TEST_CHILD_DB";
@@ -247,20 +224,11 @@ fn processes_share_one_sqlite_file() {
 fn child(path: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let pool = sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(lease_sql::sqlite_options(path))
-            .await
-            .unwrap();
+        let pool = Pool::sqlite(std::path::Path::new(path), 4).await;
         // WAL is on for the file, as the options promise.
-        let mode: String = sqlx::query(AssertSqlSafe("PRAGMA journal_mode"))
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-            .try_get(0)
-            .unwrap();
-        assert_eq!(mode, "wal");
-        let s = SqlStrategy::sqlite(pool);
+        let wal = "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'";
+        assert_eq!(pool.scalar(wal).await, 1);
+        let s = pool.strategy("no_noncense_leases");
         let tasks: Vec<_> = (0..PER_PROCESS)
             .map(|_| {
                 let s = s.clone();

@@ -11,85 +11,19 @@
 
 use crate::common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Pool, TestTable, acquiring, mysql_url, pg_url, renewing};
+use common::proxy::Proxy;
+use common::{
+    HOUR, Pool, TestTable, acquiring, mysql_url, pg_url, renewing, server_addr, server_url,
+};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_manager::{LeaseConfig, LeaseManager, LeaseState};
 use lease_sql::sqlx::{self, AssertSqlSafe, Connection, Executor};
 use lease_sql::{Dialect, SqlLeaseError, SqlStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-/// A TCP proxy to the database that the test can cut: every open connection is closed and new
-/// ones are refused until it is restored.
-struct Proxy {
-    addr: SocketAddr,
-    cut: watch::Sender<bool>,
-}
-
-impl Proxy {
-    async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (cut, _) = watch::channel(false);
-        let cut_rx = cut.subscribe();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut client, _)) = listener.accept().await else {
-                    return;
-                };
-                if *cut_rx.borrow() {
-                    drop(client);
-                    continue;
-                }
-                let mut cut_rx = cut_rx.clone();
-                tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(upstream).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = cut_rx.wait_for(|cut| *cut) => {}
-                    }
-                    // Dropping both ends closes them.
-                });
-            }
-        });
-        Self { addr, cut }
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
-
-    fn restore(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-fn upstream(url: &str) -> SocketAddr {
-    let rest = url.split("://").nth(1).unwrap();
-    let host_port = rest
-        .split('@')
-        .next_back()
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    host_port.parse().unwrap_or_else(|_| {
-        panic!(
-            "test urls must use an ip address and port: {}",
-            lease_sql::redacted_url(url)
-        )
-    })
-}
 
 /// A pool of one connection through `proxy`, quick to give up.
 async fn proxied_strategy(dialect: Dialect, proxy: &Proxy, table: &str) -> SqlStrategy {
@@ -178,26 +112,45 @@ async fn blocked_backend(pool: &Pool, table: &str) -> i64 {
     panic!("the renewal never waited for the row lock");
 }
 
+/// `s` holds ID 0 on `t` and its renewal waits for the row lock a `Locker` holds: the grant,
+/// the locker, the renewal and the server's id for its connection.
+async fn renewal_waiting_for_the_lock(
+    t: &TestTable,
+    s: &SqlStrategy,
+) -> (
+    lease_core::Grant<lease_sql::SqlLease>,
+    Locker,
+    tokio::task::JoinHandle<Result<lease_core::Renewal<lease_sql::SqlLease>, SqlLeaseError>>,
+    i64,
+) {
+    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
+    let locker = Locker::lock(t.pool.dialect(), &t.name, 0).await;
+    let waiting = {
+        let (s, lease) = (s.clone(), grant.lease);
+        tokio::spawn(async move { s.renew(&lease, renewing(HOUR)).await })
+    };
+    let backend = blocked_backend(&t.pool, &t.name).await;
+    (grant, locker, waiting, backend)
+}
+
+per_dialect!(;
+    servers: connection_killed_mid_renewal_is_retry,
+    reply_lost_mid_renewal_is_retry_and_retry_succeeds,
+    manager_disables_before_takeover_and_reenables,
+);
+
 /// A renewal whose connection the server kills while it waits for a row lock is `Retry`, not
 /// `Lost`; the lease is still ours and the next renewal succeeds.
 async fn connection_killed_mid_renewal_is_retry(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
-    let locker = Locker::lock(dialect, &t.name, 0).await;
-    let waiting = {
-        let s = s.clone();
-        let lease = grant.lease;
-        tokio::spawn(async move { s.renew(&lease, renewing(HOUR)).await })
-    };
-    let backend = blocked_backend(&t.pool, &t.name).await;
-    let kill = match dialect {
-        Dialect::Postgres => format!("SELECT pg_terminate_backend({backend})::int::int8"),
-        _ => format!("KILL {backend}"),
-    };
+    let (grant, locker, waiting, backend) = renewal_waiting_for_the_lock(&t, &s).await;
     match dialect {
-        Dialect::Postgres => assert_eq!(t.pool.scalar(&kill).await, 1),
-        _ => drop(t.pool.exec(&kill).await),
+        Dialect::Postgres => {
+            let kill = format!("SELECT pg_terminate_backend({backend})::int::int8");
+            assert_eq!(t.pool.scalar(&kill).await, 1);
+        }
+        _ => drop(t.pool.exec(&format!("KILL {backend}")).await),
     }
     let e = waiting.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
@@ -208,36 +161,13 @@ async fn connection_killed_mid_renewal_is_retry(dialect: Dialect) {
     assert_eq!(renewed.lease, grant.lease);
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_connection_killed_mid_renewal_is_retry() {
-    connection_killed_mid_renewal_is_retry(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_connection_killed_mid_renewal_is_retry() {
-    connection_killed_mid_renewal_is_retry(Dialect::MySql).await;
-}
-
 /// The network drops after the renewal reached the server, so it may be applied while its reply
 /// is lost: the strategy says `Retry`, and the retried renewal (same token) succeeds.
 async fn reply_lost_mid_renewal_is_retry_and_retry_succeeds(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
-    let url = match dialect {
-        Dialect::Postgres => pg_url(),
-        _ => mysql_url(),
-    };
-    let proxy = Proxy::start(upstream(&url)).await;
+    let proxy = Proxy::start(server_addr(&server_url(dialect))).await;
     let s = proxied_strategy(dialect, &proxy, &t.name).await;
-    let grant = s.acquire(acquiring(HOUR)).await.unwrap();
-    let locker = Locker::lock(dialect, &t.name, 0).await;
-    let waiting = {
-        let s = s.clone();
-        let lease = grant.lease;
-        tokio::spawn(async move { s.renew(&lease, renewing(HOUR)).await })
-    };
-    blocked_backend(&t.pool, &t.name).await;
+    let (grant, locker, waiting, _) = renewal_waiting_for_the_lock(&t, &s).await;
     proxy.cut();
     let e = waiting.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry, "{e:?}");
@@ -251,18 +181,6 @@ async fn reply_lost_mid_renewal_is_retry_and_retry_succeeds(dialect: Dialect) {
     let (token, _, remaining) = t.pool.row(&t.name, 0).await;
     assert_eq!(token.as_deref(), Some(&grant.lease.token()[..]));
     assert!(remaining > 3_590_000_000);
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_reply_lost_mid_renewal_is_retry() {
-    reply_lost_mid_renewal_is_retry_and_retry_succeeds(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_reply_lost_mid_renewal_is_retry() {
-    reply_lost_mid_renewal_is_retry_and_retry_succeeds(Dialect::MySql).await;
 }
 
 /// A database that does not answer is a retryable error that says so, never a startup failure;
@@ -305,11 +223,7 @@ async fn unreachable_database_is_retry() {
 async fn manager_disables_before_takeover_and_reenables(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     t.pool.hold(&t.name, 1..=511).await;
-    let url = match dialect {
-        Dialect::Postgres => pg_url(),
-        _ => mysql_url(),
-    };
-    let proxy = Proxy::start(upstream(&url)).await;
+    let proxy = Proxy::start(server_addr(&server_url(dialect))).await;
     let a = proxied_strategy(dialect, &proxy, &t.name).await;
     let clock = BootClock::new();
     let factory = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
@@ -398,16 +312,4 @@ async fn manager_disables_before_takeover_and_reenables(dialect: Dialect) {
     // Shutdown released ID 7 with the guard (default: the margin), not at "now".
     let remaining = t.pool.row(&t.name, 7).await.2;
     assert!((0..=500_000).contains(&remaining), "{remaining}");
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_manager_disables_before_takeover_and_reenables() {
-    manager_disables_before_takeover_and_reenables(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_manager_disables_before_takeover_and_reenables() {
-    manager_disables_before_takeover_and_reenables(Dialect::MySql).await;
 }

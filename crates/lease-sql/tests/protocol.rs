@@ -6,27 +6,22 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{TestTable, acquiring, releasing, renewing};
+use common::{HOUR, TestTable, acquiring, next_id, releasing, renewing};
 use lease_core::{ErrorKind, LeaseError, Strategy};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
-
-const HOUR: Duration = Duration::from_secs(3600);
 
 per_dialect!(
     migrate_is_idempotent_and_adds_missing_rows,
     acquires_lowest_free_id_and_skips_held_rows,
     exhausted_when_every_id_is_held,
-    claim_sets_a_fresh_token_and_bumps_the_version,
+    claim_sets_a_fresh_token_and_each_renewal_bumps_the_version,
     renew_after_expiry_succeeds_when_nobody_reclaimed,
     renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed,
-    retried_renew_is_idempotent,
-    release_blocks_for_the_guard_then_frees,
-    release_never_extends_a_lease,
+    release_blocks_for_the_guard_then_frees_and_never_extends,
     ttl_is_the_requested_duration_on_the_database_clock,
-    missing_table_says_run_the_migration,
+    missing_table_says_run_the_migration_and_a_bad_name_is_refused,
     wrong_schema_is_misconfigured,
     optimistic_race_for_one_row_has_one_winner,
-    invalid_table_name_is_refused,
     operators_see_holders_and_can_free_a_dead_nodes_id,
 );
 
@@ -55,7 +50,10 @@ async fn migrate_is_idempotent_and_adds_missing_rows(dialect: Dialect) {
     );
     // A held lease survives a migration; missing rows come back, blocked for the amnesia
     // hold-off (their IDs may have been in use: see tests/wiped.rs).
+    // A brand-new table is usable at once: nothing is held off.
     let held = s.acquire(acquiring(HOUR)).await.unwrap();
+    assert_eq!(held.machine_id.get(), 0);
+    assert_eq!(s.free_count().await.unwrap(), 511);
     t.pool
         .exec(&format!(
             "DELETE FROM {} WHERE id BETWEEN 100 AND 199",
@@ -82,29 +80,17 @@ async fn acquires_lowest_free_id_and_skips_held_rows(dialect: Dialect) {
     let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!((a.machine_id.get(), b.machine_id.get()), (0, 1));
     t.pool.hold(&t.name, 2..=9).await;
-    assert_eq!(
-        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        10
-    );
+    assert_eq!(next_id(&s).await, 10);
     t.pool.expire(&t.name, 0).await;
-    assert_eq!(
-        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        0
-    );
-    assert_eq!(
-        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        11
-    );
+    assert_eq!(next_id(&s).await, 0);
+    assert_eq!(next_id(&s).await, 11);
 }
 
 async fn exhausted_when_every_id_is_held(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     t.pool.hold(&t.name, 0..=510).await;
-    assert_eq!(
-        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        511
-    );
+    assert_eq!(next_id(&s).await, 511);
     for s in [
         s.clone(),
         s.clone()
@@ -118,7 +104,7 @@ async fn exhausted_when_every_id_is_held(dialect: Dialect) {
     assert_eq!(s.free_count().await.unwrap(), 0);
 }
 
-async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
+async fn claim_sets_a_fresh_token_and_each_renewal_bumps_the_version(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     let a = s.acquire(acquiring(HOUR)).await.unwrap();
@@ -126,7 +112,8 @@ async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
     assert_eq!(token.as_deref(), Some(&a.lease.token()[..]));
     assert_eq!(version, 1);
     assert_ne!(a.lease.token(), [0; 16]);
-    s.renew(&a.lease, renewing(HOUR)).await.unwrap();
+    let first = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
+    assert_eq!(first.lease, a.lease);
     let (token, version, _) = t.pool.row(&t.name, 0).await;
     assert_eq!(
         token.as_deref(),
@@ -134,6 +121,10 @@ async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
         "renew keeps the token"
     );
     assert_eq!(version, 2, "renew bumps the version");
+    // As if the first reply was lost: the same handle again.
+    let second = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
+    assert_eq!(second.lease, a.lease);
+    assert_eq!(t.pool.row(&t.name, 0).await.1, 3);
     t.pool.expire(&t.name, 0).await;
     let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(b.machine_id.get(), 0);
@@ -144,7 +135,7 @@ async fn claim_sets_a_fresh_token_and_bumps_the_version(dialect: Dialect) {
     );
     let (token, version, _) = t.pool.row(&t.name, 0).await;
     assert_eq!(token.as_deref(), Some(&b.lease.token()[..]));
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 async fn renew_after_expiry_succeeds_when_nobody_reclaimed(dialect: Dialect) {
@@ -191,19 +182,7 @@ async fn renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed(dialect:
     );
 }
 
-async fn retried_renew_is_idempotent(dialect: Dialect) {
-    let t = TestTable::new(dialect).await;
-    let s = t.strategy();
-    let a = s.acquire(acquiring(HOUR)).await.unwrap();
-    let first = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
-    // As if the first reply was lost: the same handle again.
-    let second = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
-    assert_eq!(first.lease, a.lease);
-    assert_eq!(second.lease, a.lease);
-    assert_eq!(t.pool.row(&t.name, 0).await.1, 3);
-}
-
-async fn release_blocks_for_the_guard_then_frees(dialect: Dialect) {
+async fn release_blocks_for_the_guard_then_frees_and_never_extends(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     let a = s.acquire(acquiring(HOUR)).await.unwrap();
@@ -214,20 +193,15 @@ async fn release_blocks_for_the_guard_then_frees(dialect: Dialect) {
         (1_000_000..=1_501_000).contains(&remaining),
         "blocked for the guard, not freed now: {remaining} µs"
     );
-    let b = s.acquire(acquiring(HOUR)).await.unwrap();
+    let b = s.acquire(acquiring(Duration::from_secs(5))).await.unwrap();
     assert_eq!(b.machine_id.get(), 1, "released id still blocked");
     tokio::time::sleep(guard + Duration::from_millis(150)).await;
     let c = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(c.machine_id.get(), 0, "free after the guard");
     assert_ne!(c.lease.token(), a.lease.token());
-}
-
-async fn release_never_extends_a_lease(dialect: Dialect) {
-    let t = TestTable::new(dialect).await;
-    let s = t.strategy();
-    let a = s.acquire(acquiring(Duration::from_secs(5))).await.unwrap();
-    s.release(&a.lease, releasing(HOUR)).await.unwrap();
-    let remaining = t.pool.row(&t.name, 0).await.2;
+    // A guard longer than the lease left does not extend it.
+    s.release(&b.lease, releasing(HOUR)).await.unwrap();
+    let remaining = t.pool.row(&t.name, 1).await.2;
     assert!(remaining <= 5_001_000, "{remaining}");
 }
 
@@ -260,7 +234,7 @@ async fn ttl_is_the_requested_duration_on_the_database_clock(dialect: Dialect) {
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
 }
 
-async fn missing_table_says_run_the_migration(dialect: Dialect) {
+async fn missing_table_says_run_the_migration_and_a_bad_name_is_refused(dialect: Dialect) {
     let t = TestTable::unmigrated(dialect).await;
     let s = t.strategy();
     let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
@@ -274,6 +248,9 @@ async fn missing_table_says_run_the_migration(dialect: Dialect) {
     assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
     let e = s.free_count().await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::MissingTable { .. }), "{e:?}");
+    let e = s.with_table("leases; DROP TABLE x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    assert!(e.to_string().contains("invalid lease table name"), "{e}");
 }
 
 async fn wrong_schema_is_misconfigured(dialect: Dialect) {
@@ -314,13 +291,6 @@ async fn optimistic_race_for_one_row_has_one_winner(dialect: Dialect) {
         }
     }
     assert_eq!(winners, [511]);
-}
-
-async fn invalid_table_name_is_refused(dialect: Dialect) {
-    let t = TestTable::unmigrated(dialect).await;
-    let e = t.strategy().with_table("leases; DROP TABLE x").unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured);
-    assert!(e.to_string().contains("invalid lease table name"), "{e}");
 }
 
 async fn operators_see_holders_and_can_free_a_dead_nodes_id(dialect: Dialect) {
@@ -365,9 +335,6 @@ async fn operators_see_holders_and_can_free_a_dead_nodes_id(dialect: Dialect) {
     // Free again, though on a floor at the end of the lease it ended: an acquirer prefers the
     // IDs below its clock, and is granted this one once it is the only free ID.
     t.pool.hold(&t.name, 2..=511).await;
-    assert_eq!(
-        s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get(),
-        0
-    );
+    assert_eq!(next_id(&s).await, 0);
     s.renew(&b.lease, renewing(HOUR)).await.unwrap();
 }

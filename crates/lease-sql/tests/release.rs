@@ -50,11 +50,7 @@ async fn floor(t: &TestTable, id: u16) -> u64 {
 /// Whether a NoNoncense node would list `id` among its candidates: the reference's
 /// `expires_at < now` on the database clock, in UTC (Ecto's and sqlx's session zone).
 async fn nononcense_sees_free(t: &TestTable, id: u16) -> bool {
-    let now = match t.pool.dialect() {
-        Dialect::Postgres => "(CURRENT_TIMESTAMP AT TIME ZONE 'UTC')",
-        Dialect::MySql => "UTC_TIMESTAMP(6)",
-        _ => "strftime('%Y-%m-%d %H:%M:%f', 'now')",
-    };
+    let now = t.pool.at(0);
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE id = {id} AND expires_at < {now}",
         t.name

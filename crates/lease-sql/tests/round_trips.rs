@@ -21,21 +21,16 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use common::cluster::Cluster;
-use common::{Pool, TempDir, mysql_url, now_ms, suffix};
+use common::proxy::Proxy;
+use common::{HOUR, Pool, TempDir, mysql_url, now_ms, server_addr, suffix};
 use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlStrategy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-const HOUR: Duration = Duration::from_secs(3600);
 const HOUR_MS: u64 = 3_600_000;
 
 /// An acquisition as the lease manager asks for one: its clock, and the floor of the lease.
@@ -51,11 +46,11 @@ fn releasing() -> Release {
 // ---------------------------------------------------------------------------------------------
 // sqlx's statement log
 
-/// Counts sqlx's `sqlx::query` events (one per request) and keeps their statements.
-struct StatementLog {
-    events: AtomicUsize,
-    statements: Mutex<Vec<String>>,
-}
+/// The statement of each of sqlx's `sqlx::query` events (one per request), in order.
+static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The process's subscriber: keeps sqlx's statements in [`STATEMENTS`].
+struct StatementLog;
 
 struct Visit<'a>(&'a mut String, &'a mut String);
 
@@ -85,109 +80,20 @@ impl tracing::Subscriber for StatementLog {
         }
         let (mut summary, mut full) = (String::new(), String::new());
         event.record(&mut Visit(&mut summary, &mut full));
-        self.statements
-            .lock()
-            .unwrap()
-            .push(if full.is_empty() { summary } else { full });
-        self.events.fetch_add(1, Ordering::SeqCst);
+        let statement = if full.is_empty() { summary } else { full };
+        STATEMENTS.lock().unwrap().push(statement);
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
-fn statement_log() -> &'static StatementLog {
-    static LOG: OnceLock<&'static StatementLog> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log: &'static StatementLog = Box::leak(Box::new(StatementLog {
-            events: AtomicUsize::new(0),
-            statements: Mutex::new(Vec::new()),
-        }));
-        tracing::subscriber::set_global_default(Forward(log)).expect("one subscriber");
-        log
-    })
-}
-
-/// The global subscriber: the static log.
-struct Forward(&'static StatementLog);
-
-impl tracing::Subscriber for Forward {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
-    }
-    fn new_span(&self, attributes: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        self.0.new_span(attributes)
-    }
-    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
-        self.0.record(span, values);
-    }
-    fn record_follows_from(&self, span: &tracing::span::Id, follows: &tracing::span::Id) {
-        self.0.record_follows_from(span, follows);
-    }
-    fn event(&self, event: &tracing::Event<'_>) {
-        self.0.event(event);
-    }
-    fn enter(&self, span: &tracing::span::Id) {
-        self.0.enter(span);
-    }
-    fn exit(&self, span: &tracing::span::Id) {
-        self.0.exit(span);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The wire
-
-/// A TCP proxy to the database that counts request flights: data from the client after the
-/// server last sent something (or first).
-struct CountingProxy {
-    addr: SocketAddr,
-    flights: Arc<AtomicUsize>,
-}
-
-impl CountingProxy {
-    async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let flights = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&flights);
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let server = TcpStream::connect(upstream).await.unwrap();
-                let (mut client_rx, mut client_tx) = client.into_split();
-                let (mut server_rx, mut server_tx) = server.into_split();
-                // true: the server spoke last (the start of a session counts as that too).
-                let answered = Arc::new(AtomicBool::new(true));
-                let (a, counter) = (Arc::clone(&answered), Arc::clone(&counter));
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
-                        if a.swap(false, Ordering::SeqCst) {
-                            counter.fetch_add(1, Ordering::SeqCst);
-                        }
-                        if server_tx.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
-                        // Marked before it is forwarded: the client cannot send its next
-                        // request before it has this answer.
-                        answered.store(true, Ordering::SeqCst);
-                        if client_tx.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Self { addr, flights }
-    }
-
-    fn flights(&self) -> usize {
-        self.flights.load(Ordering::SeqCst)
-    }
+/// Installs the statement log (once) and returns how many statements it holds.
+fn logged_statements() -> usize {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        tracing::subscriber::set_global_default(StatementLog).expect("one subscriber");
+    });
+    STATEMENTS.lock().unwrap().len()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,7 +179,7 @@ struct Setup {
     measured: Pool,
     /// Direct access for set-up, not measured.
     direct: Pool,
-    proxy: Option<CountingProxy>,
+    proxy: Option<Proxy>,
     server: Server,
     table: String,
     _dir: Option<TempDir>,
@@ -290,98 +196,61 @@ struct Counted {
 impl Setup {
     async fn new(dialect: Dialect) -> Self {
         let table = format!("lease_rt_{}", suffix());
-        let setup = match dialect {
+        let (measured, direct, proxy, server, dir) = match dialect {
             Dialect::Postgres => {
                 let cluster = Cluster::start_with(&["log_statement=all", "log_line_prefix=pid%p:"]);
-                let proxy = CountingProxy::start(([127, 0, 0, 1], cluster.port).into()).await;
-                let url = cluster.url();
-                let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-                let pool: sqlx::PgPool = one_connection()
-                    .connect_with(options.clone().port(proxy.addr.port()))
-                    .await
-                    .unwrap();
-                let pid: i64 = sqlx::query(AssertSqlSafe("SELECT pg_backend_pid()::bigint"))
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-                    .try_get(0)
-                    .unwrap();
-                let direct = sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(2)
-                    .connect_with(options)
-                    .await
-                    .unwrap();
-                Self {
-                    strategy: SqlStrategy::postgres(pool.clone()),
-                    measured: Pool::Pg(pool),
-                    direct: Pool::Pg(direct),
-                    proxy: Some(proxy),
-                    server: Server::Postgres { cluster, pid },
-                    table,
-                    _dir: None,
-                }
+                let proxy = Proxy::start(([127, 0, 0, 1], cluster.port).into()).await;
+                let options: sqlx::postgres::PgConnectOptions = cluster.url().parse().unwrap();
+                let direct = one_connection().connect_with(options.clone()).await;
+                let measured = one_connection().connect_with(options.port(proxy.addr.port()));
+                let measured = Pool::Pg(measured.await.unwrap());
+                let pid = measured.scalar("SELECT pg_backend_pid()::bigint").await;
+                let server = Server::Postgres { cluster, pid };
+                (
+                    measured,
+                    Pool::Pg(direct.unwrap()),
+                    Some(proxy),
+                    server,
+                    None,
+                )
             }
             Dialect::MySql => {
-                let url = mysql_url();
-                let options: sqlx::mysql::MySqlConnectOptions = url.parse().unwrap();
-                let host_port = url
-                    .split('@')
-                    .next_back()
-                    .unwrap()
-                    .split('/')
-                    .next()
-                    .unwrap();
-                let proxy = CountingProxy::start(host_port.parse().unwrap_or_else(|_| {
-                    panic!(
-                        "test urls must use an ip address and port: {}",
-                        lease_sql::redacted_url(&url)
-                    )
-                }))
-                .await;
-                let pool: sqlx::MySqlPool = one_connection()
-                    .connect_with(options.port(proxy.addr.port()))
-                    .await
-                    .unwrap();
-                Self {
-                    strategy: SqlStrategy::mysql(pool.clone()),
-                    measured: Pool::My(pool),
-                    direct: Pool::mysql(2).await,
-                    proxy: Some(proxy),
-                    server: Server::MariaDb,
-                    table,
-                    _dir: None,
-                }
+                let proxy = Proxy::start(server_addr(&mysql_url())).await;
+                let options: sqlx::mysql::MySqlConnectOptions = mysql_url().parse().unwrap();
+                let measured = one_connection().connect_with(options.port(proxy.addr.port()));
+                let measured = Pool::My(measured.await.unwrap());
+                (
+                    measured,
+                    Pool::mysql(2).await,
+                    Some(proxy),
+                    Server::MariaDb,
+                    None,
+                )
             }
             _ => {
                 let dir = TempDir::new();
                 let path = dir.path.join("leases.db");
-                let pool: sqlx::SqlitePool = one_connection()
-                    .connect_with(lease_sql::sqlite_options(&path))
-                    .await
-                    .unwrap();
-                Self {
-                    strategy: SqlStrategy::sqlite(pool.clone()),
-                    measured: Pool::Lite(pool),
-                    direct: Pool::sqlite(&path, 1).await,
-                    proxy: None,
-                    server: Server::Sqlite,
-                    table,
-                    _dir: Some(dir),
-                }
+                let measured = one_connection().connect_with(lease_sql::sqlite_options(&path));
+                let measured = Pool::Lite(measured.await.unwrap());
+                let direct = Pool::sqlite(&path, 1).await;
+                (measured, direct, None, Server::Sqlite, Some(dir))
             }
         };
-        let s = setup.strategy.clone().with_table(&setup.table).unwrap();
-        let setup = Self {
-            strategy: s,
-            ..setup
-        };
-        assert_eq!(setup.strategy.migrate().await.unwrap(), 512);
-        setup
+        let strategy = measured.strategy(&table);
+        assert_eq!(strategy.migrate().await.unwrap(), 512);
+        Self {
+            strategy,
+            measured,
+            direct,
+            proxy,
+            server,
+            table,
+            _dir: dir,
+        }
     }
 
     /// Runs `op` on the measured connection and counts what it sent.
     async fn count<T>(&self, op: impl AsyncFnOnce(&SqlStrategy) -> T) -> (T, Counted) {
-        let log = statement_log();
         let server_before = match (&self.server, &self.measured) {
             (Server::MariaDb, Pool::My(pool)) => Some(mariadb_status(pool).await),
             _ => None,
@@ -393,13 +262,11 @@ impl Setup {
         // SQLite's worker thread logs a statement when it has finished with it, which may be
         // just after the caller has its rows: let it settle on both sides of the operation.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let wire_before = self.proxy.as_ref().map(CountingProxy::flights);
-        let events_before = log.events.load(Ordering::SeqCst);
-        let statements_before = log.statements.lock().unwrap().len();
+        let wire_before = self.proxy.as_ref().map(Proxy::flights);
+        let statements_before = logged_statements();
         let value = op(&self.strategy).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let sqlx = log.events.load(Ordering::SeqCst) - events_before;
-        let statements = log.statements.lock().unwrap()[statements_before..].to_vec();
+        let statements = STATEMENTS.lock().unwrap()[statements_before..].to_vec();
         let wire = self
             .proxy
             .as_ref()
@@ -444,7 +311,7 @@ impl Setup {
             value,
             Counted {
                 wire,
-                sqlx,
+                sqlx: statements.len(),
                 server,
                 statements,
             },
@@ -505,16 +372,7 @@ async fn measure(dialect: Dialect) -> Vec<(&'static str, Counted)> {
     setup.measured.close().await;
     setup.direct.close().await;
     if dialect == Dialect::MySql {
-        let pool = Pool::mysql(1).await;
-        pool.exec(&format!("DROP TABLE IF EXISTS {}", setup.table))
-            .await;
-        let _ = pool
-            .try_exec(&format!(
-                "DELETE FROM {} WHERE lease_table = '{}'",
-                lease_sql::COORDINATOR_TABLE,
-                setup.table
-            ))
-            .await;
+        common::drop_table(dialect, &setup.table);
     }
     rows
 }
@@ -531,7 +389,7 @@ fn expected(dialect: Dialect, operation: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_per_operation() {
-    statement_log();
+    logged_statements();
     let mut table = String::from(
         "| dialect | operation | requests (sqlx log) | round trips on the wire (incl. pings) | statements on the server |\n|---|---|---|---|---|\n",
     );

@@ -91,16 +91,19 @@ impl Cluster {
         let dir = server_dir();
         let data = dir.path.join("data");
         let data = data.to_str().unwrap();
-        pg(
-            &bin,
-            "initdb",
-            &["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"],
-        );
+        let init = ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"];
+        pg(&bin, "initdb", &init);
+        Self::started(bin, dir, settings.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    /// Starts the server of the data directory in `dir`, on a free loopback port.
+    fn started(bin: PathBuf, dir: TempDir, settings: Vec<String>) -> Self {
+        let port = lease_testkit::ports::server_port().expect("a free loopback port");
         let cluster = Self {
             bin,
             dir,
-            port: lease_testkit::ports::server_port().expect("a free loopback port"),
-            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
+            port,
+            settings,
         };
         cluster.ctl(&["start"]);
         cluster
@@ -110,35 +113,11 @@ impl Cluster {
     pub fn replica_of(primary: &Self) -> Self {
         let dir = server_dir();
         let data = dir.path.join("data");
-        let port = primary.port.to_string();
-        pg(
-            &primary.bin,
-            "pg_basebackup",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-D",
-                data.to_str().unwrap(),
-                "-R",
-                "-X",
-                "stream",
-                "-c",
-                "fast",
-                "--no-sync",
-            ],
-        );
-        let replica = Self {
-            bin: primary.bin.clone(),
-            dir,
-            port: lease_testkit::ports::server_port().expect("a free loopback port"),
-            settings: Vec::new(),
-        };
-        replica.ctl(&["start"]);
-        replica
+        let (port, data) = (primary.port.to_string(), data.to_str().unwrap());
+        let mut args = vec!["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-D", data];
+        args.extend(["-R", "-X", "stream", "-c", "fast", "--no-sync"]);
+        pg(&primary.bin, "pg_basebackup", &args);
+        Self::started(primary.bin.clone(), dir, Vec::new())
     }
 
     /// The server's log (`pg_ctl -l`), as written so far.

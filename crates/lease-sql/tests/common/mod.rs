@@ -6,10 +6,12 @@
 
 #[cfg(feature = "postgres")]
 pub mod cluster;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod proxy;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lease_core::{Acquire, Release, Renew};
+use lease_core::{Acquire, Release, Renew, Strategy};
 use lease_sql::sqlx::{self, AssertSqlSafe, Row};
 use lease_sql::{Dialect, SqlStrategy};
 
@@ -22,6 +24,28 @@ pub fn pg_url() -> String {
 
 pub fn mysql_url() -> String {
     std::env::var("NONONCE_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_DEFAULT.to_owned())
+}
+
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The URL of `dialect`'s shared server.
+pub fn server_url(dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Postgres => pg_url(),
+        _ => mysql_url(),
+    }
+}
+
+/// The server address of a test URL, which names an IP address and port.
+pub fn server_addr(url: &str) -> std::net::SocketAddr {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host_port = rest.rsplit('@').next().unwrap().split('/').next().unwrap();
+    host_port.parse().unwrap_or_else(|_| {
+        panic!(
+            "test urls must use an ip address and port: {}",
+            lease_sql::redacted_url(url)
+        )
+    })
 }
 
 /// A timestamp floor far below any clock, so that no row counts as ahead of an acquirer by
@@ -44,6 +68,11 @@ pub fn now_ms() -> u64 {
 /// claimed.
 pub fn acquiring(requested: Duration) -> Acquire {
     Acquire::new(requested, now_ms(), F)
+}
+
+/// The ID `s` is granted for an hour.
+pub async fn next_id(s: &SqlStrategy) -> u16 {
+    s.acquire(acquiring(HOUR)).await.unwrap().machine_id.get()
 }
 
 /// A renewal for `requested`, recording floor [`F`].
@@ -95,51 +124,35 @@ fn unreachable_server(what: &str, url: &str, env: &str, e: impl std::fmt::Displa
     )
 }
 
+/// Pool options of at most `max` connections.
+fn options<DB: sqlx::Database>(max: u32) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(10))
+}
+
 impl Pool {
     #[cfg(feature = "postgres")]
     pub async fn postgres(max: u32) -> Self {
-        Self::postgres_with(max, |o| o).await
-    }
-
-    #[cfg(feature = "postgres")]
-    pub async fn postgres_with(
-        max: u32,
-        f: impl FnOnce(sqlx::postgres::PgConnectOptions) -> sqlx::postgres::PgConnectOptions,
-    ) -> Self {
         let url = pg_url();
-        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("postgres url");
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(max)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(f(options))
-            .await
-            .unwrap_or_else(|e| {
-                unreachable_server("PostgreSQL", &url, "NONONCE_TEST_POSTGRES_URL", e)
-            });
-        Self::Pg(pool)
+        let pool = options(max).connect(&url).await;
+        Self::Pg(pool.unwrap_or_else(|e| {
+            unreachable_server("PostgreSQL", &url, "NONONCE_TEST_POSTGRES_URL", e)
+        }))
     }
 
     /// A pool whose sessions run `SET TIME ZONE zone` after connecting (sqlx itself asks for UTC).
     #[cfg(feature = "postgres")]
     pub async fn postgres_in_zone(max: u32, zone: String) -> Self {
-        let url = pg_url();
-        let options: sqlx::postgres::PgConnectOptions = url.parse().expect("postgres url");
         let set = format!("SET TIME ZONE '{zone}'");
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(max)
-            .after_connect(move |conn, _| {
-                let set = set.clone();
-                Box::pin(async move {
-                    sqlx::Executor::execute(conn, AssertSqlSafe(set)).await?;
-                    Ok(())
-                })
+        let pool = options(max).after_connect(move |conn, _| {
+            let set = set.clone();
+            Box::pin(async move {
+                sqlx::Executor::execute(conn, AssertSqlSafe(set)).await?;
+                Ok(())
             })
-            .connect_with(options)
-            .await
-            .unwrap_or_else(|e| {
-                unreachable_server("PostgreSQL", &url, "NONONCE_TEST_POSTGRES_URL", e)
-            });
-        Self::Pg(pool)
+        });
+        Self::Pg(pool.connect(&pg_url()).await.unwrap())
     }
 
     #[cfg(feature = "mysql")]
@@ -153,14 +166,13 @@ impl Pool {
         f: impl FnOnce(sqlx::mysql::MySqlConnectOptions) -> sqlx::mysql::MySqlConnectOptions,
     ) -> Self {
         let url = mysql_url();
-        let options: sqlx::mysql::MySqlConnectOptions = url.parse().expect("mysql url");
-        let pool = sqlx::mysql::MySqlPoolOptions::new()
-            .max_connections(max)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(f(options))
-            .await
-            .unwrap_or_else(|e| unreachable_server("MariaDB", &url, "NONONCE_TEST_MYSQL_URL", e));
-        Self::My(pool)
+        let options = f(url.parse().expect("mysql url"));
+        let pool = self::options(max).connect_with(options).await;
+        Self::My(
+            pool.unwrap_or_else(|e| {
+                unreachable_server("MariaDB", &url, "NONONCE_TEST_MYSQL_URL", e)
+            }),
+        )
     }
 
     #[cfg(feature = "sqlite")]
@@ -244,18 +256,10 @@ impl Pool {
                  FROM {table} WHERE id = {id}"
             ),
         };
-        let sql = AssertSqlSafe(sql);
-        macro_rules! get {
-            ($p:expr) => {{
-                let r = sqlx::query(sql).fetch_one($p).await.unwrap();
-                (
-                    r.try_get::<Option<Vec<u8>>, _>(0).unwrap(),
-                    r.try_get::<i64, _>(1).unwrap(),
-                    r.try_get::<i64, _>(2).unwrap(),
-                )
-            }};
-        }
-        on_pool!(self, p => get!(p))
+        on_pool!(self, p => {
+            let r = sqlx::query(AssertSqlSafe(sql)).fetch_one(p).await.unwrap();
+            (r.try_get(0).unwrap(), r.try_get(1).unwrap(), r.try_get(2).unwrap())
+        })
     }
 
     /// SQL setting `expires_at` to the db's UTC now plus `seconds` (may be negative).
@@ -336,46 +340,42 @@ impl Drop for TestTable {
         // A SQLite table's directory goes with it; a server's table is dropped.
         #[cfg(any(feature = "postgres", feature = "mysql"))]
         if self.dir.is_none() {
-            self.drop_on_server();
+            drop_table(self.pool.dialect(), &self.name);
         }
     }
 }
 
-impl TestTable {
-    /// Drops the table of a server, and its coordinator record.
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
-    fn drop_on_server(&self) {
-        let dialect = self.pool.dialect();
-        let sql = format!("DROP TABLE IF EXISTS {}", self.name);
-        let forget = format!(
-            "DELETE FROM {} WHERE lease_table = '{}'",
-            lease_sql::COORDINATOR_TABLE,
-            self.name
-        );
-        // Drop from a thread with its own runtime and connection: this may run inside (or after)
-        // the test's runtime.
-        let result = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let pool = match dialect {
-                    #[cfg(feature = "postgres")]
-                    Dialect::Postgres => Pool::postgres(1).await,
-                    #[cfg(feature = "mysql")]
-                    Dialect::MySql => Pool::mysql(1).await,
-                    other => unreachable!("a {other} table lives in a directory of its own"),
-                };
-                pool.exec(&sql).await;
-                // The coordinator table exists once any migration ran.
-                let _ = pool.try_exec(&forget).await;
-            });
-        })
-        .join();
-        if result.is_err() && !std::thread::panicking() {
-            panic!("could not drop test table {}", self.name);
-        }
+/// Drops `table` on `dialect`'s shared server, and its coordinator record.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub fn drop_table(dialect: Dialect, table: &str) {
+    let sql = format!("DROP TABLE IF EXISTS {table}");
+    let forget = format!(
+        "DELETE FROM {} WHERE lease_table = '{table}'",
+        lease_sql::COORDINATOR_TABLE
+    );
+    // Drop from a thread with its own runtime and connection: this may run inside (or after)
+    // the test's runtime.
+    let result = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let pool = match dialect {
+                #[cfg(feature = "postgres")]
+                Dialect::Postgres => Pool::postgres(1).await,
+                #[cfg(feature = "mysql")]
+                Dialect::MySql => Pool::mysql(1).await,
+                other => unreachable!("a {other} table lives in a directory of its own"),
+            };
+            pool.exec(&sql).await;
+            // The coordinator table exists once any migration ran.
+            let _ = pool.try_exec(&forget).await;
+        });
+    })
+    .join();
+    if result.is_err() && !std::thread::panicking() {
+        panic!("could not drop test table {table}");
     }
 }
 
@@ -399,34 +399,27 @@ impl Drop for TempDir {
 }
 
 /// Generates one `#[tokio::test]` per dialect for each `async fn name(Dialect)` listed, in a
-/// module per dialect that is compiled with the dialect's feature.
+/// module per dialect that is compiled with the dialect's feature; those listed after
+/// `; servers:` on PostgreSQL and MariaDB only.
 #[macro_export]
 macro_rules! per_dialect {
-    ($($name:ident),* $(,)?) => {
-        #[cfg(feature = "postgres")]
-        mod postgres {
+    ($($name:ident),* $(,)? $(; servers: $($server:ident),* $(,)?)?) => {
+        $crate::dialect_tests!(postgres, "postgres", Postgres: $($name,)* $($($server,)*)?);
+        $crate::dialect_tests!(mysql, "mysql", MySql: $($name,)* $($($server,)*)?);
+        $crate::dialect_tests!(sqlite, "sqlite", Sqlite: $($name,)*);
+    };
+}
+
+/// The module of [`per_dialect!`]'s tests on one dialect.
+#[macro_export]
+macro_rules! dialect_tests {
+    ($module:ident, $feature:literal, $dialect:ident: $($name:ident,)*) => {
+        #[cfg(feature = $feature)]
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(lease_sql::Dialect::Postgres).await;
-                }
-            )*
-        }
-        #[cfg(feature = "mysql")]
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(lease_sql::Dialect::MySql).await;
-                }
-            )*
-        }
-        #[cfg(feature = "sqlite")]
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(lease_sql::Dialect::Sqlite).await;
+                    super::$name(lease_sql::Dialect::$dialect).await;
                 }
             )*
         }
