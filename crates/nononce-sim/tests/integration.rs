@@ -5,4 +5,3 @@
 
 mod conformance;
 mod fleet;
-mod replay;

@@ -1,5 +1,5 @@
-//! Shared model state behind a [`DirectLink`]: what the conformance suite and the replay tests
-//! run the model strategies on, with a clock the test controls.
+//! Shared model state behind a [`DirectLink`]: what the conformance suite runs the model
+//! strategies on, with a clock the test controls.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -127,19 +127,6 @@ macro_rules! store {
             pub fn expire(&self, id: MachineId) {
                 let now = (self.0.link.clock)();
                 self.0.link.lock().expire(now, id);
-            }
-
-            /// The IDs leased now.
-            #[must_use]
-            pub fn held(&self) -> Vec<MachineId> {
-                let now = (self.0.link.clock)();
-                self.0.link.lock().held(now)
-            }
-
-            /// Runs `f` on the server, at the clock's time.
-            pub fn with_server<T>(&self, f: impl FnOnce(&mut Server, u64) -> T) -> T {
-                let now = (self.0.link.clock)();
-                f(&mut self.0.link.lock(), now)
             }
         }
     };
