@@ -31,7 +31,7 @@ use crate::link::SimLink;
 use crate::model::etcd::{self, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
 use crate::model::redis::{self, Persistence, RedisResponse, RedisServer};
-use crate::model::sql::{self, SqlRequest, SqlResponse, SqlServer};
+use crate::model::sql::{self, SqlServer};
 use crate::model::{
     Client, Guards, Handles, ModelLease, NetError, Reply, Request, Server, Simulated,
 };
@@ -41,6 +41,7 @@ use crate::rng::Rng;
 use crate::trace::{Entry as TraceEntry, Trace};
 use lease_etcd::transport::{Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp};
 use lease_redis::transport::{Claim as RedisClaim, Reply as RedisReply, Request as RedisRequest};
+use lease_sql::transport::{Claim as SqlClaim, Reply as SqlReply, Request as SqlRequest};
 
 /// Nonces of one kind one factory issues per tick, at most.
 const MAX_PER_KIND: u64 = 4;
@@ -992,7 +993,9 @@ impl<B: Backend> Sim<B> {
         });
         let coordinator = LinearClock::new(rng.signed(3_600_000), rng.signed(100));
         let server = match plan.backend {
-            BackendKind::Sql => Some(Server::Sql(SqlServer::new(plan.capacity))),
+            BackendKind::Sql => Some(Server::Sql(
+                SqlServer::new(plan.capacity).with_guards(plan.guards),
+            )),
             BackendKind::Redis => {
                 let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
                 Some(Server::Redis(
@@ -2048,18 +2051,20 @@ enum Summary {
 
 fn summarize(request: &Request) -> Summary {
     match request {
-        Request::Sql(SqlRequest::Claim { .. }) => Summary::SqlClaim,
-        Request::Sql(SqlRequest::Renew { id, .. }) => {
-            Summary::SqlOther("sql renew id {a}: {b}", u64::from(*id))
-        }
-        Request::Sql(SqlRequest::Release { id, .. }) => {
-            Summary::SqlOther("sql release id {a}: {b}", u64::from(*id))
-        }
-        Request::Sql(SqlRequest::RaiseFloor { id, .. }) => {
-            Summary::SqlOther("sql raise floor id {a}: {b}", u64::from(*id))
-        }
-        Request::Sql(SqlRequest::Diagnose { .. }) => Summary::SqlOther("sql diagnose", 0),
-        Request::Sql(_) => Summary::SqlOther("sql guard bookkeeping", 0),
+        Request::Sql(statement) => match statement.request {
+            SqlRequest::Claim { .. } => Summary::SqlClaim,
+            SqlRequest::Renew { id, .. } => {
+                Summary::SqlOther("sql renew id {a}: {b}", id.get().into())
+            }
+            SqlRequest::Release { id, .. } => {
+                Summary::SqlOther("sql release id {a}: {b}", id.get().into())
+            }
+            SqlRequest::RaiseFloor { id, .. } => {
+                Summary::SqlOther("sql raise floor id {a}: {b}", id.get().into())
+            }
+            SqlRequest::Diagnose => Summary::SqlOther("sql diagnose", 0),
+            _ => Summary::SqlOther("sql guard bookkeeping", 0),
+        },
         Request::Sleep(_) => Summary::Sleep,
         Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,
         Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(id.get())),
@@ -2090,17 +2095,17 @@ fn summarize(request: &Request) -> Summary {
 impl Summary {
     fn outcome(&self, response: &Reply) -> (&'static str, u64, u64) {
         match (self, response) {
-            (Self::SqlClaim, Reply::Sql(SqlResponse::Claimed(Some((id, floor, _))))) => (
+            (
+                Self::SqlClaim,
+                Reply::Sql(Ok(SqlReply::Claim(SqlClaim::Won { id, floor_ms, .. }))),
+            ) => (
                 "sql claim: id {a}, floor before {b}, db clock {c}",
-                u64::from(*id),
-                *floor,
+                id.get().into(),
+                *floor_ms,
             ),
             (Self::SqlClaim, _) => ("sql claim: nothing (db clock {c})", 0, 0),
-            (Self::SqlOther(what, id), Reply::Sql(SqlResponse::Renewed(r))) => {
-                (what, *id, u64::from(r.is_some()))
-            }
-            (Self::SqlOther(what, id), Reply::Sql(SqlResponse::Released(r))) => {
-                (what, *id, u64::from(*r))
+            (Self::SqlOther(what, id), Reply::Sql(Ok(SqlReply::Matched { ours, .. }))) => {
+                (what, *id, u64::from(*ours))
             }
             (Self::SqlOther(what, id), _) => (what, *id, 0),
             (

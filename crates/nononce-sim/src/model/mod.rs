@@ -141,8 +141,8 @@ impl fmt::Display for NetError {
 /// A request to a coordinator model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// To the SQL table model.
-    Sql(sql::SqlRequest),
+    /// To the SQL table model: lease-sql's own request, with its statements' hold-off.
+    Sql(sql::Statement),
     /// To the Redis hash model: lease-redis's own request.
     Redis(lease_redis::transport::Request),
     /// To the etcd cluster model: lease-etcd's own request.
@@ -155,7 +155,7 @@ pub enum Request {
 /// A coordinator model's reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    /// From the SQL table model.
+    /// From the SQL table model: lease-sql's reply, or the database's error.
     Sql(sql::SqlResponse),
     /// From the Redis hash model.
     Redis(redis::RedisResponse),
@@ -190,11 +190,11 @@ pub enum Server {
 }
 
 impl Server {
-    /// Holds the server to the guards that are its own (the Redis and etcd initialization
-    /// markers, etcd's rewind check).
+    /// Holds the server to the guards that are its own (the initialization markers, etcd's
+    /// rewind check).
     pub const fn set_guards(&mut self, guards: Guards) {
         match self {
-            Self::Sql(_) => {}
+            Self::Sql(server) => server.set_guards(guards),
             Self::Redis(server) => server.set_guards(guards),
             Self::Etcd(server) => server.set_guards(guards),
         }
@@ -206,7 +206,7 @@ impl Server {
             (Self::Sql(server), Request::Sql(r)) => Reply::Sql(server.handle(t, now_ms, r)),
             (Self::Redis(server), Request::Redis(r)) => Reply::Redis(server.handle(now_ms, r)),
             (Self::Etcd(server), Request::Etcd(r)) => Reply::Etcd(server.handle(now_ms, r)),
-            (Self::Sql(_), _) => Reply::Sql(sql::SqlResponse::WrongServer),
+            (Self::Sql(_), _) => Reply::Sql(Err("not a SQL lease table".to_owned())),
             (Self::Redis(_), _) => Reply::Redis(redis::RedisResponse::WrongServer),
             (Self::Etcd(_), _) => Reply::Etcd(etcd::EtcdResponse::WrongServer),
         }

@@ -30,8 +30,7 @@ use lease_core::{ErrorKind, MachineId};
 use lease_manager::Failure;
 use lease_sql::sqlx;
 use lease_sql::transport::{
-    Claim as SqlClaim, Diagnosis as SqlDiagnosis, Reply as SqlReply,
-    Request as SqlTransportRequest, Rows, Settings, Transport,
+    Claim, Diagnosis, Reply as SqlReply, Request as SqlRequest, Rows, Settings, Transport,
 };
 use lease_sql::{AmnesiaGuard, Dialect, SqlLease, SqlLeaseError, SqlStrategy};
 
@@ -56,138 +55,35 @@ impl Identity {
     }
 
     /// An identity from its [`text`](Self::text).
-    fn parse(text: &str) -> Result<Self, sqlx::Error> {
+    fn parse(text: &str) -> Result<Self, String> {
         let parsed = text.split_once(':').and_then(|(system, timeline)| {
             Some(Self {
                 system: system.parse().ok()?,
                 timeline: u32::from_str_radix(timeline, 16).ok()?,
             })
         });
-        parsed.ok_or_else(|| sqlx::Error::Protocol(format!("not a server identity: {text:?}")))
+        parsed.ok_or_else(|| format!("not a server identity: {text:?}"))
     }
 }
 
-/// A statement the model server applies: what lease-sql's requests run on PostgreSQL.
+/// lease-sql's request as PostgreSQL runs it: the statements that check the server (the claim,
+/// the diagnosis, the restore) carry the amnesia hold-off the strategy configured (`None`: the
+/// guard off).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SqlRequest {
-    /// The claim statement.
-    Claim {
-        /// The new lease's token.
-        token: u128,
-        /// Lease duration in ms.
-        amount_ms: u64,
-        /// `GREATEST(floor_ms, floor)`.
-        floor_ms: u64,
-        /// The acquirer's clock: rows whose floor is below it are preferred.
-        now_ms: u64,
-        /// The amnesia guard's hold-off (the longest lease), when the guard is on.
-        guard_ms: Option<u64>,
-    },
-    /// The amnesia guard's diagnosis.
-    Diagnose {
-        /// The amnesia hold-off.
-        hold_off_ms: u64,
-    },
-    /// Records the server for the table if nothing is recorded.
-    Record {
-        /// The server.
-        identity: Identity,
-        /// Trusted (no hold-off) or from now on.
-        trusted: bool,
-    },
-    /// Replaces the recorded server.
-    Replace {
-        /// The server now.
-        current: Identity,
-        /// The server recorded before.
-        recorded: Identity,
-    },
-    /// Counts free rows.
-    CountFree,
-    /// Puts the missing rows back: blocked for `blocked_ms` from now and only if the table has
-    /// its coordinator row (the guard's restore statement), or free (`None`: the migration's
-    /// seeding, as without the guard). Answers how many rows it added.
-    Restore {
-        /// How long the rows put back stay blocked.
-        blocked_ms: Option<u64>,
-    },
-    /// The renew statement.
-    Renew {
-        /// Row.
-        id: u16,
-        /// Token.
-        token: u128,
-        /// Lease duration in ms.
-        amount_ms: u64,
-        /// `GREATEST(floor_ms, floor)`.
-        floor_ms: u64,
-    },
-    /// The release statement.
-    Release {
-        /// Row.
-        id: u16,
-        /// Token.
-        token: u128,
-        /// How long the row stays blocked (`None`: freed at once, the switched-off guard).
-        guard_ms: Option<u64>,
-        /// The floor to set.
-        floor_ms: u64,
-    },
-    /// `raise_floor`, after a release that matched nothing: `GREATEST(floor_ms, floor)` and a
-    /// version bump, whoever holds the row.
-    RaiseFloor {
-        /// Row.
-        id: u16,
-        /// The floor to raise to.
-        floor_ms: u64,
-    },
+pub struct Statement {
+    /// lease-sql's request.
+    pub request: SqlRequest,
+    /// The amnesia hold-off in ms, when the guard is on.
+    pub hold_off_ms: Option<u64>,
 }
 
-/// What the amnesia guard's diagnosis statement returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnosis {
-    /// The server now (`None` on a standby).
-    pub current: Option<Identity>,
-    /// The server recorded for the table.
-    pub recorded: Option<Identity>,
-    /// The server recorded before it.
-    pub previous: Option<Identity>,
-    /// Ms until the recorded server's hold-off ends (negative: it ended).
-    pub remaining_ms: Option<i64>,
-    /// Free rows.
-    pub free: u64,
-    /// Whether any row was ever claimed.
-    pub claimed: bool,
-    /// Rows missing from the seeded table (the model's table has one row per ID it offers).
-    pub missing: u64,
-    /// Rows put back blocked and not yet free (no token, version 0, expiry ahead).
-    pub blocked: u64,
-    /// Ms until the last of them is free.
-    pub blocked_remaining_ms: Option<i64>,
-}
-
-/// A statement's result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SqlResponse {
-    /// The claim: `(id, floor before, database clock)`, or no row.
-    Claimed(Option<(u16, u64, u64)>),
-    /// The diagnosis.
-    Diagnosis(Diagnosis),
-    /// A count.
-    Count(u64),
-    /// A write without a result.
-    Done,
-    /// The renewal: the database clock if the row matched.
-    Renewed(Option<u64>),
-    /// Whether the release matched its row.
-    Released(bool),
-    /// The request was for another kind of server.
-    WrongServer,
-}
+/// What the model server answers: lease-sql's reply, or why it cannot run the statement (the
+/// database's error).
+pub type SqlResponse = Result<SqlReply, String>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Row {
-    token: Option<u128>,
+    token: Option<[u8; 16]>,
     expires_at: u64,
     lock_version: u32,
     floor_ms: u64,
@@ -225,6 +121,14 @@ pub struct SqlServer {
     /// Writes the replica may not have yet, with the true time they committed.
     log: VecDeque<(u64, Write)>,
     identity: Identity,
+    /// Whether the guard's restore puts missing rows back blocked (the marker guard's switch;
+    /// off, they come back free, as the migration a starting node runs did before it).
+    restores_blocked: bool,
+}
+
+/// A count as SQL returns it.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 impl SqlServer {
@@ -258,7 +162,21 @@ impl SqlServer {
             replica: tables,
             log: VecDeque::new(),
             identity,
+            restores_blocked: true,
         }
+    }
+
+    /// The same server, its restore putting rows back blocked only while `guards` has the
+    /// marker on.
+    #[must_use]
+    pub const fn with_guards(mut self, guards: Guards) -> Self {
+        self.set_guards(guards);
+        self
+    }
+
+    /// As [`with_guards`](Self::with_guards), in place.
+    pub const fn set_guards(&mut self, guards: Guards) {
+        self.restores_blocked = guards.marker;
     }
 
     /// The server's identity now.
@@ -309,21 +227,6 @@ impl SqlServer {
             self.write_record(t, None);
         }
         deleted
-    }
-
-    /// Rows put back blocked and not yet free at `now` (`lock_version = 0 AND token IS NULL`,
-    /// expiry ahead), and ms until the last is free.
-    fn blocked(&self, now: u64) -> (u64, Option<i64>) {
-        let blocked: Vec<u64> = self
-            .present()
-            .filter(|(_, r)| r.lock_version == 0 && r.token.is_none() && !Self::free(r, now))
-            .map(|(_, r)| r.expires_at)
-            .collect();
-        let remaining = blocked
-            .iter()
-            .max()
-            .map(|end| i64::try_from(i128::from(*end) - i128::from(now)).unwrap_or(i64::MAX));
-        (u64::try_from(blocked.len()).unwrap_or(u64::MAX), remaining)
     }
 
     fn write_record(&mut self, t: u64, record: Option<RecordRow>) {
@@ -378,76 +281,27 @@ impl SqlServer {
     }
 
     /// Applies one statement at true time `t`, database clock `now`.
-    pub fn handle(&mut self, t: u64, now: u64, request: SqlRequest) -> SqlResponse {
+    pub fn handle(&mut self, t: u64, now: u64, statement: Statement) -> SqlResponse {
         self.replicate_until(t.saturating_sub(MAX_LAG_MS));
-        match request {
+        let hold_off_ms = statement.hold_off_ms;
+        let matched = |ours| SqlReply::Matched {
+            ours,
+            clock_ms: ours.then_some(now),
+        };
+        Ok(match statement.request {
             SqlRequest::Claim {
                 token,
-                amount_ms,
+                amount,
                 floor_ms,
                 now_ms,
-                guard_ms,
-            } => {
-                if guard_ms.is_some_and(|max| !self.guard_passes(now, max)) {
-                    return SqlResponse::Claimed(None);
-                }
-                // ORDER BY (floor_ms >= $now), id LIMIT 1
-                let pick = self
-                    .present()
-                    .filter(|(_, row)| Self::free(row, now))
-                    .min_by_key(|(i, row)| (row.floor_ms >= now_ms, *i));
-                let Some((index, row)) = pick else {
-                    return SqlResponse::Claimed(None);
-                };
-                let claimed = Row {
-                    token: Some(token),
-                    expires_at: now.saturating_add(amount_ms),
-                    lock_version: row.lock_version.wrapping_add(1),
-                    floor_ms: row.floor_ms.max(floor_ms),
-                };
-                self.write_row(t, index, claimed);
-                SqlResponse::Claimed(Some((machine_id(index).get(), row.floor_ms, now)))
-            }
-            SqlRequest::Diagnose { hold_off_ms } => {
-                let record = self.primary.record;
-                let (blocked, blocked_remaining_ms) = self.blocked(now);
-                let missing = self.primary.rows.iter().filter(|r| r.is_none()).count();
-                SqlResponse::Diagnosis(Diagnosis {
-                    current: Some(self.identity),
-                    recorded: record.map(|r| r.identity),
-                    previous: record.and_then(|r| r.previous),
-                    remaining_ms: record.map(|r| {
-                        let end = i128::from(r.since) + i128::from(hold_off_ms);
-                        i64::try_from(end - i128::from(now)).unwrap_or(i64::MAX)
-                    }),
-                    free: self.count_free(now),
-                    claimed: self
-                        .present()
-                        .any(|(_, r)| r.lock_version != 0 || r.token.is_some()),
-                    missing: u64::try_from(missing).unwrap_or(u64::MAX),
-                    blocked,
-                    blocked_remaining_ms,
-                })
-            }
-            SqlRequest::Restore { blocked_ms } => {
-                if blocked_ms.is_some() && self.primary.record.is_none() {
-                    return SqlResponse::Count(0);
-                }
-                let missing: Vec<usize> = (0..self.primary.rows.len())
-                    .filter(|&i| self.primary.rows[i].is_none())
-                    .collect();
-                for &index in &missing {
-                    let row = Row {
-                        token: None,
-                        expires_at: blocked_ms.map_or(0, |ms| now.saturating_add(ms)),
-                        lock_version: 0,
-                        floor_ms: 0,
-                    };
-                    self.write_row(t, index, row);
-                }
-                SqlResponse::Count(u64::try_from(missing.len()).unwrap_or(u64::MAX))
+            } => SqlReply::Claim(self.claim(t, now, hold_off_ms, token, amount, floor_ms, now_ms)),
+            SqlRequest::Diagnose => SqlReply::Diagnosis(self.diagnose(now, hold_off_ms)),
+            SqlRequest::Restore => {
+                let blocked_ms = hold_off_ms.filter(|_| self.restores_blocked);
+                SqlReply::Free(self.restore(t, now, blocked_ms))
             }
             SqlRequest::Record { identity, trusted } => {
+                let identity = Identity::parse(&identity)?;
                 if self.primary.record.is_none() {
                     let since = if trusted { 0 } else { now };
                     self.write_record(
@@ -459,9 +313,10 @@ impl SqlServer {
                         }),
                     );
                 }
-                SqlResponse::Done
+                SqlReply::Done
             }
             SqlRequest::Replace { current, recorded } => {
+                let (current, recorded) = (Identity::parse(&current)?, Identity::parse(&recorded)?);
                 if let Some(r) = self.primary.record
                     && r.identity == recorded
                 {
@@ -474,55 +329,59 @@ impl SqlServer {
                         }),
                     );
                 }
-                SqlResponse::Done
+                SqlReply::Done
             }
-            SqlRequest::CountFree => SqlResponse::Count(self.count_free(now)),
+            SqlRequest::CountFree => SqlReply::Free(self.count_free(now)),
             SqlRequest::Renew {
                 id,
                 token,
-                amount_ms,
+                amount,
                 floor_ms,
             } => {
-                let index = usize::from(id);
-                match self.row(index) {
-                    Some(row) if row.token == Some(token) => {
-                        let renewed = Row {
-                            expires_at: now.saturating_add(amount_ms),
-                            lock_version: row.lock_version.wrapping_add(1),
-                            floor_ms: row.floor_ms.max(floor_ms),
-                            ..row
-                        };
-                        self.write_row(t, index, renewed);
-                        SqlResponse::Renewed(Some(now))
-                    }
-                    _ => SqlResponse::Renewed(None),
+                let index = usize::from(id.get());
+                let row = self.row(index).filter(|row| row.token == Some(token));
+                if let Some(row) = row {
+                    let renewed = Row {
+                        expires_at: now.saturating_add(millis(amount)),
+                        lock_version: row.lock_version.wrapping_add(1),
+                        floor_ms: row.floor_ms.max(floor_ms),
+                        ..row
+                    };
+                    self.write_row(t, index, renewed);
                 }
+                matched(row.is_some())
             }
             SqlRequest::Release {
                 id,
                 token,
-                guard_ms,
+                guard,
                 floor_ms,
             } => {
-                let index = usize::from(id);
-                match self.row(index) {
-                    Some(row) if row.token == Some(token) => {
-                        let until = guard_ms.map_or(0, |guard| now.saturating_add(guard));
-                        // The token goes: a renewal arriving later no longer matches.
-                        let released = Row {
-                            token: None,
-                            expires_at: row.expires_at.min(until),
-                            lock_version: row.lock_version.wrapping_add(1),
-                            floor_ms,
-                        };
-                        self.write_row(t, index, released);
-                        SqlResponse::Released(true)
-                    }
-                    _ => SqlResponse::Released(false),
+                let index = usize::from(id.get());
+                let row = self.row(index).filter(|row| row.token == Some(token));
+                if let Some(row) = row {
+                    // A guard of 0 frees the row at once (the switched-off release guard).
+                    let until = if guard.is_zero() {
+                        0
+                    } else {
+                        now.saturating_add(millis(guard))
+                    };
+                    // The token goes: a renewal arriving later no longer matches.
+                    let released = Row {
+                        token: None,
+                        expires_at: row.expires_at.min(until),
+                        lock_version: row.lock_version.wrapping_add(1),
+                        floor_ms,
+                    };
+                    self.write_row(t, index, released);
+                }
+                SqlReply::Matched {
+                    ours: row.is_some(),
+                    clock_ms: None,
                 }
             }
             SqlRequest::RaiseFloor { id, floor_ms } => {
-                let index = usize::from(id);
+                let index = usize::from(id.get());
                 if let Some(row) = self.row(index) {
                     let raised = Row {
                         lock_version: row.lock_version.wrapping_add(1),
@@ -531,14 +390,106 @@ impl SqlServer {
                     };
                     self.write_row(t, index, raised);
                 }
-                SqlResponse::Done
+                SqlReply::Done
             }
+            other => return Err(format!("PostgreSQL has no statement for {}", other.name())),
+        })
+    }
+
+    /// The claim statement: with the amnesia guard on (`hold_off_ms`), only on the recorded
+    /// server after its hold-off; the lowest free row, `ORDER BY (floor_ms >= $now), id`.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        t: u64,
+        now: u64,
+        hold_off_ms: Option<u64>,
+        token: [u8; 16],
+        amount: Duration,
+        floor_ms: u64,
+        now_ms: u64,
+    ) -> Claim {
+        let nothing = Claim::Nothing { tried: 0 };
+        if hold_off_ms.is_some_and(|max| !self.guard_passes(now, max)) {
+            return nothing;
+        }
+        let pick = self
+            .present()
+            .filter(|(_, row)| Self::free(row, now))
+            .min_by_key(|(i, row)| (row.floor_ms >= now_ms, *i));
+        let Some((index, row)) = pick else {
+            return nothing;
+        };
+        let claimed = Row {
+            token: Some(token),
+            expires_at: now.saturating_add(millis(amount)),
+            lock_version: row.lock_version.wrapping_add(1),
+            floor_ms: row.floor_ms.max(floor_ms),
+        };
+        self.write_row(t, index, claimed);
+        Claim::Won {
+            id: machine_id(index),
+            floor_ms: row.floor_ms,
+            coordinator_ms: now,
         }
     }
 
-    fn count_free(&self, now: u64) -> u64 {
-        let free = self.present().filter(|(_, r)| Self::free(r, now)).count();
-        u64::try_from(free).unwrap_or(u64::MAX)
+    /// The amnesia guard's diagnosis: the server now, the recorded one and the one before, the
+    /// hold-off left, free rows, whether any row was ever claimed, and what the rows say.
+    fn diagnose(&self, now: u64, hold_off_ms: Option<u64>) -> Diagnosis {
+        let us = |end: u64| {
+            let us = (i128::from(end) - i128::from(now)) * 1000;
+            i64::try_from(us).unwrap_or(i64::MAX)
+        };
+        let record = self.primary.record;
+        let blocked: Vec<u64> = self
+            .present()
+            .filter(|(_, r)| r.lock_version == 0 && r.token.is_none() && !Self::free(r, now))
+            .map(|(_, r)| r.expires_at)
+            .collect();
+        let missing = self.primary.rows.iter().filter(|r| r.is_none()).count();
+        Diagnosis {
+            current: Some(self.identity.text()),
+            recorded: record.map(|r| r.identity.text()),
+            previous: record.and_then(|r| r.previous.map(Identity::text)),
+            remaining_us: record.map(|r| us(r.since.saturating_add(hold_off_ms.unwrap_or(0)))),
+            free: self.count_free(now),
+            claimed: self
+                .present()
+                .any(|(_, r)| r.lock_version != 0 || r.token.is_some()),
+            rows: Rows {
+                // The IDs past the model's capacity are rows other owners hold.
+                present: i64::from(MachineId::COUNT) - count(missing),
+                blocked: count(blocked.len()),
+                blocked_remaining_us: blocked.iter().max().map(|&end| us(end)),
+            },
+        }
+    }
+
+    /// Puts the missing rows back: blocked for `blocked_ms` from now and only if the table has
+    /// its coordinator row (the guard's restore statement), or free (`None`: the migration's
+    /// seeding, as without the guard or its marker check). Returns how many rows it added.
+    fn restore(&mut self, t: u64, now: u64, blocked_ms: Option<u64>) -> i64 {
+        if blocked_ms.is_some() && self.primary.record.is_none() {
+            return 0;
+        }
+        let missing: Vec<usize> = (0..self.primary.rows.len())
+            .filter(|&i| self.primary.rows[i].is_none())
+            .collect();
+        for &index in &missing {
+            let row = Row {
+                token: None,
+                expires_at: blocked_ms.map_or(0, |ms| now.saturating_add(ms)),
+                lock_version: 0,
+                floor_ms: 0,
+            };
+            self.write_row(t, index, row);
+        }
+        count(missing.len())
+    }
+
+    fn count_free(&self, now: u64) -> i64 {
+        count(self.present().filter(|(_, r)| Self::free(r, now)).count())
     }
 
     /// `UPDATE ... SET expires_at = now - 1 s WHERE id = ?` (the conformance harness).
@@ -585,160 +536,55 @@ impl SqlServer {
     }
 }
 
-/// lease-sql's transport in the simulation: each request as the statement the model server
-/// applies, over a [`Link`]; PostgreSQL's dialect; tokens from a random source seeded by the
-/// run. The statements' settings (the amnesia guard, its hold-off) come from the strategy, as
-/// lease-sql builds its statements from them; the guards lease-sql has no switch for are the
-/// simulation's: with the marker off, missing rows are put back free, and a release with a
-/// guard of 0 frees its row at once (the release guard off).
+/// lease-sql's transport in the simulation: each request, with the amnesia hold-off of its
+/// statements, to the model server over a [`Link`]; PostgreSQL's dialect; tokens from a random
+/// source seeded by the run. The settings (the amnesia guard, its hold-off) come from the
+/// strategy, as lease-sql builds its statements from them.
 #[derive(Debug)]
 pub struct SqlTransport<L> {
     sim: SimTransport<L>,
-    guards: Guards,
     /// The amnesia hold-off in ms, when the statements check the server (guard on).
     hold_off_ms: Option<u64>,
 }
 
 impl<L: Link> SqlTransport<L> {
-    /// Requests over `link` with the simulation's `guards`, tokens from `seed`.
-    pub fn new(link: L, guards: Guards, seed: u64) -> Self {
+    /// Requests over `link`, tokens from `seed`.
+    pub fn new(link: L, seed: u64) -> Self {
         Self {
             sim: SimTransport::new(link, seed),
-            guards,
             hold_off_ms: None,
         }
     }
 
-    /// The model's statement for `request`.
-    fn statement(&self, request: SqlTransportRequest) -> Result<SqlRequest, sqlx::Error> {
-        let token = |token: [u8; 16]| u128::from_le_bytes(token);
-        Ok(match request {
-            SqlTransportRequest::Claim {
-                token: t,
-                amount,
-                floor_ms,
-                now_ms,
-            } => SqlRequest::Claim {
-                token: token(t),
-                amount_ms: millis(amount),
-                floor_ms,
-                now_ms,
-                guard_ms: self.hold_off_ms,
-            },
-            SqlTransportRequest::Diagnose => SqlRequest::Diagnose {
-                hold_off_ms: self.hold_off_ms.unwrap_or(0),
-            },
-            SqlTransportRequest::Record { identity, trusted } => SqlRequest::Record {
-                identity: Identity::parse(&identity)?,
-                trusted,
-            },
-            SqlTransportRequest::Replace { current, recorded } => SqlRequest::Replace {
-                current: Identity::parse(&current)?,
-                recorded: Identity::parse(&recorded)?,
-            },
-            SqlTransportRequest::CountFree => SqlRequest::CountFree,
-            SqlTransportRequest::Restore => SqlRequest::Restore {
-                blocked_ms: self.hold_off_ms.filter(|_| self.guards.marker),
-            },
-            SqlTransportRequest::Renew {
-                id,
-                token: t,
-                amount,
-                floor_ms,
-            } => SqlRequest::Renew {
-                id: id.get(),
-                token: token(t),
-                amount_ms: millis(amount),
-                floor_ms,
-            },
-            SqlTransportRequest::Release {
-                id,
-                token: t,
-                guard,
-                floor_ms,
-            } => SqlRequest::Release {
-                id: id.get(),
-                token: token(t),
-                guard_ms: (!guard.is_zero()).then(|| millis(guard)),
-                floor_ms,
-            },
-            SqlTransportRequest::RaiseFloor { id, floor_ms } => SqlRequest::RaiseFloor {
-                id: id.get(),
-                floor_ms,
-            },
-            other => {
-                return Err(sqlx::Error::Protocol(format!(
-                    "PostgreSQL has no statement for {other:?}"
-                )));
-            }
-        })
-    }
-}
-
-/// lease-sql's reply from the model's `response` to a statement; `counts` when that statement
-/// was the count of free rows (whose count is the answer, where other counts are not).
-fn reply(counts: bool, response: SqlResponse) -> Result<SqlReply, sqlx::Error> {
-    let us = |ms: i64| ms.saturating_mul(1000);
-    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    Ok(match (counts, response) {
-        (_, SqlResponse::Claimed(Some((id, floor_ms, coordinator_ms)))) => {
-            SqlReply::Claim(SqlClaim::Won {
-                id: machine_id(usize::from(id)),
-                floor_ms,
-                coordinator_ms,
-            })
-        }
-        (_, SqlResponse::Claimed(None)) => SqlReply::Claim(SqlClaim::Nothing { tried: 0 }),
-        (_, SqlResponse::Diagnosis(d)) => SqlReply::Diagnosis(SqlDiagnosis {
-            current: d.current.map(Identity::text),
-            recorded: d.recorded.map(Identity::text),
-            previous: d.previous.map(Identity::text),
-            remaining_us: d.remaining_ms.map(us),
-            free: count(d.free),
-            claimed: d.claimed,
-            rows: Rows {
-                // The IDs past the model's capacity are rows other owners hold.
-                present: i64::from(MachineId::COUNT) - count(d.missing),
-                blocked: count(d.blocked),
-                blocked_remaining_us: d.blocked_remaining_ms.map(us),
-            },
-        }),
-        (true, SqlResponse::Count(n)) => SqlReply::Free(count(n)),
-        (_, SqlResponse::Count(_) | SqlResponse::Done) => SqlReply::Done,
-        (_, SqlResponse::Renewed(clock_ms)) => SqlReply::Matched {
-            ours: clock_ms.is_some(),
-            clock_ms,
-        },
-        (_, SqlResponse::Released(ours)) => SqlReply::Matched {
-            ours,
-            clock_ms: None,
-        },
-        (_, SqlResponse::WrongServer) => {
-            return Err(sqlx::Error::Protocol("not a SQL lease table".to_owned()));
-        }
-    })
-}
-
-impl<L: Link> Transport for SqlTransport<L> {
-    fn exchange(
+    /// Sends `request` with `hold_off_ms`.
+    fn send(
         &self,
-        request: SqlTransportRequest,
+        request: SqlRequest,
+        hold_off_ms: Option<u64>,
     ) -> impl Future<Output = Result<SqlReply, sqlx::Error>> + Send {
-        let sent = self.statement(request).map(|statement| {
-            let counts = statement == SqlRequest::CountFree;
-            (counts, self.sim.link.exchange(Request::Sql(statement)))
-        });
+        let reply = self.sim.link.exchange(Request::Sql(Statement {
+            request,
+            hold_off_ms,
+        }));
         async move {
-            let (counts, response) = sent?;
-            match response.await {
-                Ok(Reply::Sql(response)) => reply(counts, response),
-                Ok(_) => reply(counts, SqlResponse::WrongServer),
+            match reply.await {
+                Ok(Reply::Sql(reply)) => reply.map_err(sqlx::Error::Protocol),
+                Ok(_) => Err(sqlx::Error::Protocol("not a SQL lease table".to_owned())),
                 Err(e) => Err(sqlx::Error::Io(std::io::Error::new(
                     std::io::ErrorKind::ConnectionReset,
                     e.to_string(),
                 ))),
             }
         }
+    }
+}
+
+impl<L: Link> Transport for SqlTransport<L> {
+    fn exchange(
+        &self,
+        request: SqlRequest,
+    ) -> impl Future<Output = Result<SqlReply, sqlx::Error>> + Send {
+        self.send(request, self.hold_off_ms)
     }
 
     fn dialect(&self) -> Dialect {
@@ -776,7 +622,7 @@ pub fn strategy<L: Link>(
     } else {
         AmnesiaGuard::Off
     };
-    SqlStrategy::with_transport(SqlTransport::new(link, guards, seed))
+    SqlStrategy::with_transport(SqlTransport::new(link, seed))
         .with_amnesia_guard(guard)
         .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
         .and_then(|s| s.with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS)))
@@ -792,12 +638,8 @@ impl<L: Link> Simulated for SqlStrategy<SqlTransport<L>> {
     /// The migration's seeding, which a starting node runs: missing rows back free. Whether
     /// any came back.
     async fn found_nothing_unguarded(&self) -> Result<bool, Failure> {
-        let link = &self.transport().sim.link;
-        match link
-            .exchange(Request::Sql(SqlRequest::Restore { blocked_ms: None }))
-            .await
-        {
-            Ok(Reply::Sql(SqlResponse::Count(n))) => Ok(n > 0),
+        match self.transport().send(SqlRequest::Restore, None).await {
+            Ok(SqlReply::Free(n)) => Ok(n > 0),
             Ok(other) => Err(Failure::new(
                 ErrorKind::Other,
                 format!("unexpected reply {other:?}"),
@@ -814,42 +656,74 @@ impl<L: Link> Simulated for SqlStrategy<SqlTransport<L>> {
 mod tests {
     use super::*;
 
-    fn claim(token: u128, now_ms: u64, floor_ms: u64) -> SqlRequest {
-        SqlRequest::Claim {
+    fn id(n: u16) -> MachineId {
+        MachineId::new(n).unwrap()
+    }
+
+    fn token(n: u8) -> [u8; 16] {
+        [n; 16]
+    }
+
+    /// `request` with the amnesia guard on (a hold-off of 5 s).
+    fn guarded(request: SqlRequest) -> Statement {
+        Statement {
+            request,
+            hold_off_ms: Some(5000),
+        }
+    }
+
+    fn claim(token: [u8; 16], amount_ms: u64, now_ms: u64, floor_ms: u64) -> Statement {
+        guarded(SqlRequest::Claim {
             token,
-            amount_ms: 1000,
+            amount: Duration::from_millis(amount_ms),
             floor_ms,
             now_ms,
-            guard_ms: Some(5000),
-        }
+        })
+    }
+
+    fn won(id: u16, floor_ms: u64, coordinator_ms: u64) -> SqlResponse {
+        Ok(SqlReply::Claim(Claim::Won {
+            id: self::id(id),
+            floor_ms,
+            coordinator_ms,
+        }))
+    }
+
+    fn release(token: [u8; 16], guard_ms: u64, floor_ms: u64) -> Statement {
+        guarded(SqlRequest::Release {
+            id: id(0),
+            token,
+            guard: Duration::from_millis(guard_ms),
+            floor_ms,
+        })
+    }
+
+    fn renew(token: [u8; 16], amount_ms: u64, floor_ms: u64) -> Statement {
+        guarded(SqlRequest::Renew {
+            id: id(0),
+            token,
+            amount: Duration::from_millis(amount_ms),
+            floor_ms,
+        })
+    }
+
+    const fn matched(ours: bool, clock_ms: Option<u64>) -> SqlResponse {
+        Ok(SqlReply::Matched { ours, clock_ms })
     }
 
     #[test]
     fn claims_the_lowest_free_row_preferring_passed_floors() {
         let mut s = SqlServer::new(4);
         let t = 1_000_000;
-        assert_eq!(
-            s.handle(t, t, claim(1, 50, 900)),
-            SqlResponse::Claimed(Some((0, 0, t)))
-        );
+        assert_eq!(s.handle(t, t, claim(token(1), 1000, 50, 900)), won(0, 0, t));
         // Row 0 released with a floor ahead of the next acquirer's clock.
-        s.handle(
-            t,
-            t,
-            SqlRequest::Release {
-                id: 0,
-                token: 1,
-                guard_ms: None,
-                floor_ms: 900,
-            },
-        );
+        let released = s.handle(t, t, release(token(1), 0, 900));
+        assert_eq!(released, matched(true, None));
+        let t = t + 1;
+        assert_eq!(s.handle(t, t, claim(token(2), 1000, 500, 0)), won(1, 0, t));
         assert_eq!(
-            s.handle(t + 1, t + 1, claim(2, 500, 0)),
-            SqlResponse::Claimed(Some((1, 0, t + 1)))
-        );
-        assert_eq!(
-            s.handle(t + 1, t + 1, claim(3, 1000, 0)),
-            SqlResponse::Claimed(Some((0, 900, t + 1)))
+            s.handle(t, t, claim(token(3), 1000, 1000, 0)),
+            won(0, 900, t)
         );
     }
 
@@ -857,63 +731,41 @@ mod tests {
     fn renew_revives_an_untaken_expired_lease_and_release_ends_it_for_good() {
         let t = 1_000_000;
         let mut s = SqlServer::new(1);
-        s.handle(t, t, claim(9, 0, 0));
-        let renew = SqlRequest::Renew {
-            id: 0,
-            token: 9,
-            amount_ms: 1000,
-            floor_ms: 5,
-        };
-        assert_eq!(
-            s.handle(t, t + 5000, renew),
-            SqlResponse::Renewed(Some(t + 5000))
-        );
-        let release = SqlRequest::Release {
-            id: 0,
-            token: 9,
-            guard_ms: Some(10_000),
-            floor_ms: 6,
-        };
-        assert_eq!(
-            s.handle(t, t + 5100, release.clone()),
-            SqlResponse::Released(true)
-        );
-        assert_eq!(s.held(t + 5999), vec![MachineId::new(0).unwrap()]);
+        assert_eq!(s.handle(t, t, claim(token(9), 1000, 0, 0)), won(0, 0, t));
+        let renewed = s.handle(t, t + 5000, renew(token(9), 1000, 5));
+        assert_eq!(renewed, matched(true, Some(t + 5000)));
+        let released = s.handle(t, t + 5100, release(token(9), 10_000, 6));
+        assert_eq!(released, matched(true, None));
+        assert_eq!(s.held(t + 5999), vec![id(0)]);
         // The token is gone: a late renewal or a second release matches nothing.
-        let late = SqlRequest::Renew {
-            id: 0,
-            token: 9,
-            amount_ms: 100_000,
-            floor_ms: 7,
-        };
-        assert_eq!(s.handle(t, t + 5200, late), SqlResponse::Renewed(None));
-        assert_eq!(s.handle(t, t + 5300, release), SqlResponse::Released(false));
+        let late = s.handle(t, t + 5200, renew(token(9), 100_000, 7));
+        assert_eq!(late, matched(false, None));
+        let again = s.handle(t, t + 5300, release(token(9), 10_000, 6));
+        assert_eq!(again, matched(false, None));
         assert!(s.held(t + 6001).is_empty());
         // The release set the floor; the late renewal did not raise it.
-        assert_eq!(s.floor(MachineId::new(0).unwrap()), 6);
+        assert_eq!(s.floor(id(0)), 6);
     }
 
     #[test]
     fn a_failover_loses_unreplicated_writes_and_changes_the_identity() {
         let t = 1_000_000;
-        let long = |token| SqlRequest::Claim {
-            token,
-            amount_ms: 100_000,
-            floor_ms: 0,
-            now_ms: 0,
-            guard_ms: Some(5000),
-        };
         let mut s = SqlServer::new(2);
-        s.handle(t, t, long(1));
-        s.handle(t + 8_000, t + 8_000, long(2));
+        assert_eq!(s.handle(t, t, claim(token(1), 100_000, 0, 0)), won(0, 0, t));
+        let t2 = t + 8_000;
+        assert_eq!(
+            s.handle(t2, t2, claim(token(2), 100_000, 0, 0)),
+            won(1, 0, t2)
+        );
         let before = s.identity();
         assert_eq!(s.fail_over(t + 10_000, 5_000), 1);
         assert_ne!(s.identity(), before);
-        assert_eq!(s.held(t + 9_500), vec![MachineId::new(0).unwrap()]);
+        assert_eq!(s.held(t + 9_500), vec![id(0)]);
         // The guard now refuses claims.
+        let t = t + 10_001;
         assert_eq!(
-            s.handle(t + 10_001, t + 10_001, long(3)),
-            SqlResponse::Claimed(None)
+            s.handle(t, t, claim(token(3), 100_000, 0, 0)),
+            Ok(SqlReply::Claim(Claim::Nothing { tried: 0 }))
         );
     }
 }
