@@ -123,11 +123,7 @@ impl<C: Clock> Factory<C> {
     /// A 64-bit encrypted nonce: a 64-bit base nonce under the 64-bit cipher.
     #[inline]
     pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
-        let engine = self
-            .engines()
-            .e64
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 64 })?;
+        let engine = self.engine64()?;
         Ok(Nonce64::from_bytes(
             engine.encrypt(self.base64(base, 64)?.to_bytes()),
         ))
@@ -136,11 +132,7 @@ impl<C: Clock> Factory<C> {
     /// A 96-bit encrypted nonce. With Blowfish or 3DES it is an encrypted 64-bit base nonce
     /// followed by 32 zero bits (as NoNoncense); with Speck all 96 bits are encrypted.
     pub fn encrypted96(&self, base: Base) -> Result<Nonce96, Error> {
-        let engine = self
-            .engines()
-            .e96
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 96 })?;
+        let engine = self.engine96()?;
         let plain = if engine.has_64bit_block() {
             widen(self.base64(base, 96)?)
         } else {
@@ -164,11 +156,7 @@ impl<C: Clock> Factory<C> {
                 self.shared_encrypted_counter128()
             }
             Base::Sortable => {
-                let engine = self
-                    .engines()
-                    .e128
-                    .as_ref()
-                    .ok_or(Error::NoKey { bits: 128 })?;
+                let engine = self.engine128()?;
                 let plain = self.sortable128_as(Kind::SORTABLE128.encrypted(128))?;
                 Ok(Nonce128::from_bytes(engine.encrypt(plain.to_bytes())))
             }
@@ -182,11 +170,7 @@ impl<C: Clock> Factory<C> {
     /// that lands while the fill is writing does not stop it, as for any call that began
     /// before it.
     pub fn fill_encrypted128(&self, out: &mut [Nonce128]) -> Result<(), Error> {
-        let engine = self
-            .engines()
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
+        let engine = self.engine128()?;
         if out.is_empty() {
             return Ok(());
         }

@@ -14,6 +14,7 @@ use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use zeroize::Zeroizing;
 
 use crate::error::FactoryConfigError;
+use crate::factory::FactoryConfig;
 
 /// Minimum base key length in bytes.
 pub const MIN_BASE_KEY_LEN: usize = 32;
@@ -54,6 +55,11 @@ macro_rules! cipher_enum {
             /// The cargo feature that compiles this cipher in.
             pub const fn feature(self) -> &'static str {
                 match self { $(Self::$variant => $feature),+ }
+            }
+
+            /// The name, PBKDF2 salt and key length its keys are checked and derived with.
+            const fn key_spec(self) -> (&'static str, &'static str, usize) {
+                (self.name(), self.salt(), self.key_len())
             }
 
             /// Whether this build includes the cipher.
@@ -151,32 +157,29 @@ pub fn derive_key(base_key: &[u8], salt: &str, out: &mut [u8]) -> Result<(), Fac
     Ok(())
 }
 
-/// Picks the explicit key, or derives one from the base key; `None` if neither is given.
-fn key_material(
+/// The engine of one size, keyed by `new` with the explicit key or one derived from the base
+/// key; `None` if neither is given.
+fn keyed<E>(
     bits: u16,
-    cipher: &'static str,
-    salt: &str,
-    len: usize,
-    explicit: Option<&[u8]>,
-    base: Option<&[u8]>,
-) -> Result<Option<Zeroizing<[u8; 32]>>, FactoryConfigError> {
+    (cipher, salt, len): (&'static str, &str, usize),
+    (explicit, base): (Option<&[u8]>, Option<&[u8]>),
+    new: impl FnOnce(&[u8]) -> Result<E, FactoryConfigError>,
+) -> Result<Option<E>, FactoryConfigError> {
     let mut buf = Zeroizing::new([0u8; 32]);
     match (explicit, base) {
-        (Some(k), _) => {
-            if k.len() != len {
-                return Err(FactoryConfigError::KeyLength {
-                    bits,
-                    cipher,
-                    expected: len,
-                    actual: k.len(),
-                });
-            }
-            buf[..len].copy_from_slice(k);
+        (Some(k), _) if k.len() != len => {
+            return Err(FactoryConfigError::KeyLength {
+                bits,
+                cipher,
+                expected: len,
+                actual: k.len(),
+            });
         }
+        (Some(k), _) => buf[..len].copy_from_slice(k),
         (None, Some(b)) => derive_key(b, salt, &mut buf[..len])?,
         (None, None) => return Ok(None),
     }
-    Ok(Some(buf))
+    new(&buf[..len]).map(Some)
 }
 
 fn unavailable(cipher: &'static str, feature: &'static str) -> FactoryConfigError {
@@ -220,51 +223,35 @@ impl Engine64 {
     }
 
     #[inline]
+    #[allow(unused_mut, unused_variables, unreachable_code)]
     pub(crate) fn encrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
-        #[allow(unused_mut, unused_variables)]
         let mut b: Array<u8, U8> = Array::from(bytes);
         match self {
             Self::Unavailable(never) => match *never {},
             #[cfg(feature = "blowfish")]
-            Self::Blowfish(c) => {
-                c.encrypt_block(&mut b);
-                b.into()
-            }
+            Self::Blowfish(c) => c.encrypt_block(&mut b),
             #[cfg(feature = "des3")]
-            Self::Des3(c) => {
-                c.encrypt_block(&mut b);
-                b.into()
-            }
+            Self::Des3(c) => c.encrypt_block(&mut b),
             #[cfg(feature = "speck")]
-            Self::Speck(c) => {
-                c.encrypt_block(&mut b);
-                b.into()
-            }
+            Self::Speck(c) => c.encrypt_block(&mut b),
         }
+        b.into()
     }
 
     #[inline]
+    #[allow(unused_mut, unused_variables, unreachable_code)]
     pub(crate) fn decrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
-        #[allow(unused_mut, unused_variables)]
         let mut b: Array<u8, U8> = Array::from(bytes);
         match self {
             Self::Unavailable(never) => match *never {},
             #[cfg(feature = "blowfish")]
-            Self::Blowfish(c) => {
-                c.decrypt_block(&mut b);
-                b.into()
-            }
+            Self::Blowfish(c) => c.decrypt_block(&mut b),
             #[cfg(feature = "des3")]
-            Self::Des3(c) => {
-                c.decrypt_block(&mut b);
-                b.into()
-            }
+            Self::Des3(c) => c.decrypt_block(&mut b),
             #[cfg(feature = "speck")]
-            Self::Speck(c) => {
-                c.decrypt_block(&mut b);
-                b.into()
-            }
+            Self::Speck(c) => c.decrypt_block(&mut b),
         }
+        b.into()
     }
 }
 
@@ -333,41 +320,31 @@ pub(crate) enum Engine128 {
 
 impl Engine128 {
     #[inline]
+    #[allow(unused_mut, unused_variables, unreachable_code)]
     pub(crate) fn encrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
-        #[allow(unused_mut, unused_variables)]
         let mut b: Array<u8, U16> = Array::from(bytes);
         match self {
             Self::Unavailable(never) => match *never {},
             #[cfg(feature = "aes")]
-            Self::Aes(c) => {
-                c.encrypt_block(&mut b);
-                b.into()
-            }
+            Self::Aes(c) => c.encrypt_block(&mut b),
             #[cfg(feature = "speck")]
-            Self::Speck(c) => {
-                c.encrypt_block(&mut b);
-                b.into()
-            }
+            Self::Speck(c) => c.encrypt_block(&mut b),
         }
+        b.into()
     }
 
     #[inline]
+    #[allow(unused_mut, unused_variables, unreachable_code)]
     pub(crate) fn decrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
-        #[allow(unused_mut, unused_variables)]
         let mut b: Array<u8, U16> = Array::from(bytes);
         match self {
             Self::Unavailable(never) => match *never {},
             #[cfg(feature = "aes")]
-            Self::Aes(c) => {
-                c.decrypt_block(&mut b);
-                b.into()
-            }
+            Self::Aes(c) => c.decrypt_block(&mut b),
             #[cfg(feature = "speck")]
-            Self::Speck(c) => {
-                c.decrypt_block(&mut b);
-                b.into()
-            }
+            Self::Speck(c) => c.decrypt_block(&mut b),
         }
+        b.into()
     }
 
     /// Encrypts `out.len()` consecutive nonces starting at `first` (the low 64 bits count up,
@@ -408,32 +385,6 @@ impl Engine128 {
     }
 }
 
-/// Per-size cipher choice and explicit keys for a factory.
-#[derive(Clone, Copy, Default)]
-pub struct Keys<'k> {
-    pub(crate) base: Option<&'k [u8]>,
-    pub(crate) key64: Option<&'k [u8]>,
-    pub(crate) key96: Option<&'k [u8]>,
-    pub(crate) key128: Option<&'k [u8]>,
-    pub(crate) cipher64: Cipher64,
-    pub(crate) cipher96: Cipher96,
-    pub(crate) cipher128: Cipher128,
-}
-
-impl fmt::Debug for Keys<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Keys")
-            .field("base", &self.base.map(|_| "<redacted>"))
-            .field("key64", &self.key64.map(|_| "<redacted>"))
-            .field("key96", &self.key96.map(|_| "<redacted>"))
-            .field("key128", &self.key128.map(|_| "<redacted>"))
-            .field("cipher64", &self.cipher64)
-            .field("cipher96", &self.cipher96)
-            .field("cipher128", &self.cipher128)
-            .finish()
-    }
-}
-
 /// The keyed engines of one factory. Key schedules are zeroized on drop by the cipher crates.
 pub(crate) struct Engines {
     pub(crate) e64: Option<Engine64>,
@@ -442,58 +393,30 @@ pub(crate) struct Engines {
 }
 
 impl Engines {
-    pub(crate) fn new(keys: &Keys<'_>) -> Result<Self, FactoryConfigError> {
-        if let Some(b) = keys.base
+    pub(crate) fn new<K: AsRef<[u8]>>(
+        config: &FactoryConfig<K>,
+    ) -> Result<Self, FactoryConfigError> {
+        fn key<K: AsRef<[u8]>>(k: &Option<K>) -> Option<&[u8]> {
+            k.as_ref().map(AsRef::as_ref)
+        }
+        let base = key(&config.base_key);
+        if let Some(b) = base
             && b.len() < MIN_BASE_KEY_LEN
         {
             return Err(FactoryConfigError::BaseKeyTooShort { len: b.len() });
         }
-        let c64 = keys.cipher64;
-        let e64 = match key_material(
-            64,
-            c64.name(),
-            c64.salt(),
-            c64.key_len(),
-            keys.key64,
-            keys.base,
-        )? {
-            Some(k) => {
-                check_available(c64.is_available(), c64.name(), c64.feature())?;
-                Some(Engine64::new(c64, &k[..c64.key_len()])?)
-            }
-            None => None,
-        };
-        let c96 = keys.cipher96;
-        let e96 = match key_material(
-            96,
-            c96.name(),
-            c96.salt(),
-            c96.key_len(),
-            keys.key96,
-            keys.base,
-        )? {
-            Some(k) => {
-                check_available(c96.is_available(), c96.name(), c96.feature())?;
-                Some(Self::engine96(c96, &k[..c96.key_len()])?)
-            }
-            None => None,
-        };
-        let c128 = keys.cipher128;
-        let e128 = match key_material(
-            128,
-            c128.name(),
-            c128.salt(),
-            c128.key_len(),
-            keys.key128,
-            keys.base,
-        )? {
-            Some(k) => {
-                check_available(c128.is_available(), c128.name(), c128.feature())?;
-                Some(Self::engine128(c128, &k[..c128.key_len()])?)
-            }
-            None => None,
-        };
-        Ok(Self { e64, e96, e128 })
+        let (c64, c96, c128) = (config.cipher64, config.cipher96, config.cipher128);
+        Ok(Self {
+            e64: keyed(64, c64.key_spec(), (key(&config.key64), base), |k| {
+                Engine64::new(c64, k)
+            })?,
+            e96: keyed(96, c96.key_spec(), (key(&config.key96), base), |k| {
+                Self::engine96(c96, k)
+            })?,
+            e128: keyed(128, c128.key_spec(), (key(&config.key128), base), |k| {
+                Self::engine128(c128, k)
+            })?,
+        })
     }
 
     fn engine96(c: Cipher96, key: &[u8]) -> Result<Engine96, FactoryConfigError> {
@@ -524,17 +447,5 @@ impl Engines {
             #[allow(unreachable_patterns)]
             other => Err(unavailable(other.name(), other.feature())),
         }
-    }
-}
-
-fn check_available(
-    available: bool,
-    cipher: &'static str,
-    feature: &'static str,
-) -> Result<(), FactoryConfigError> {
-    if available {
-        Ok(())
-    } else {
-        Err(unavailable(cipher, feature))
     }
 }

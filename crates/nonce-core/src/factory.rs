@@ -30,7 +30,7 @@
 use core::fmt;
 
 use crate::MachineId;
-use crate::cipher::{Engines, Keys};
+use crate::cipher::{Engine64, Engine96, Engine128, Engines};
 use crate::clock::Clock;
 use crate::error::{Error, FactoryConfigError};
 use crate::kind::{ALL_FORMS, Base, Kind};
@@ -68,13 +68,13 @@ pub const NO_DEADLINE: u64 = u64::MAX;
 #[derive(Clone, Copy)]
 pub struct FactoryConfig<K = &'static [u8]> {
     epoch_ms: u64,
-    base_key: Option<K>,
-    key64: Option<K>,
-    key96: Option<K>,
-    key128: Option<K>,
-    cipher64: crate::Cipher64,
-    cipher96: crate::Cipher96,
-    cipher128: crate::Cipher128,
+    pub(crate) base_key: Option<K>,
+    pub(crate) key64: Option<K>,
+    pub(crate) key96: Option<K>,
+    pub(crate) key128: Option<K>,
+    pub(crate) cipher64: crate::Cipher64,
+    pub(crate) cipher96: crate::Cipher96,
+    pub(crate) cipher128: crate::Cipher128,
     kinds: u64,
     plain_and_encrypted: bool,
     thread_cache: bool,
@@ -328,18 +328,6 @@ impl<K: AsRef<[u8]>> FactoryConfig<K> {
     pub fn build<C: Clock>(&self, clock: C) -> Result<Factory<C>, FactoryConfigError> {
         Factory::from_config(clock, self)
     }
-
-    fn keys(&self) -> Keys<'_> {
-        Keys {
-            base: self.base_key.as_ref().map(AsRef::as_ref),
-            key64: self.key64.as_ref().map(AsRef::as_ref),
-            key96: self.key96.as_ref().map(AsRef::as_ref),
-            key128: self.key128.as_ref().map(AsRef::as_ref),
-            cipher64: self.cipher64,
-            cipher96: self.cipher96,
-            cipher128: self.cipher128,
-        }
-    }
 }
 
 /// What a generating call saw in one generation.
@@ -440,7 +428,7 @@ impl<C: Clock> Factory<C> {
         clock: C,
         config: &FactoryConfig<K>,
     ) -> Result<Self, FactoryConfigError> {
-        let engines = Engines::new(&config.keys())?;
+        let engines = Engines::new(config)?;
         let factory = Self {
             clock,
             epoch_ms: config.epoch_ms,
@@ -1266,11 +1254,7 @@ impl<C: Clock> Factory<C> {
     /// An encrypted 128-bit counter nonce from the shared counter.
     #[inline]
     pub(crate) fn shared_encrypted_counter128(&self) -> Result<Nonce128, Error> {
-        let e = self
-            .engines
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
+        let e = self.engine128()?;
         let plain = self.shared_counter128(Kind::ENCRYPTED_COUNTER128)?;
         Ok(Nonce128::from_bytes(e.encrypt(plain.to_bytes())))
     }
@@ -1285,55 +1269,65 @@ impl<C: Clock> Factory<C> {
         )))
     }
 
-    pub(crate) fn engines(&self) -> &Engines {
-        &self.engines
+    /// The 64-bit engine; [`Error::NoKey`] without a 64-bit key.
+    #[inline]
+    pub(crate) fn engine64(&self) -> Result<&Engine64, Error> {
+        self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })
+    }
+
+    /// The 96-bit engine; [`Error::NoKey`] without a 96-bit key.
+    #[inline]
+    pub(crate) fn engine96(&self) -> Result<&Engine96, Error> {
+        self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })
+    }
+
+    /// The 128-bit engine; [`Error::NoKey`] without a 128-bit key.
+    #[inline]
+    pub(crate) fn engine128(&self) -> Result<&Engine128, Error> {
+        self.engines.e128.as_ref().ok_or(Error::NoKey { bits: 128 })
     }
 
     /// Encrypts a 64-bit nonce with this factory's 64-bit cipher.
     pub fn encrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
-        let e = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
-        Ok(Nonce64::from_bytes(e.encrypt(nonce.to_bytes())))
+        Ok(Nonce64::from_bytes(
+            self.engine64()?.encrypt(nonce.to_bytes()),
+        ))
     }
 
     /// Decrypts a 64-bit nonce.
     pub fn decrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
-        let e = self.engines.e64.as_ref().ok_or(Error::NoKey { bits: 64 })?;
-        Ok(Nonce64::from_bytes(e.decrypt(nonce.to_bytes())))
+        Ok(Nonce64::from_bytes(
+            self.engine64()?.decrypt(nonce.to_bytes()),
+        ))
     }
 
     /// Encrypts a 96-bit nonce. Blowfish and 3DES take only nonces ending in 32 zero bits
     /// ([`Error::NonZeroTail`] otherwise), as NoNoncense does.
     pub fn encrypt96(&self, nonce: Nonce96) -> Result<Nonce96, Error> {
-        let e = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        let e = self.engine96()?;
         check_tail(e, &nonce)?;
         Ok(Nonce96::from_bytes(e.encrypt(nonce.to_bytes())))
     }
 
     /// Decrypts a 96-bit nonce.
     pub fn decrypt96(&self, nonce: Nonce96) -> Result<Nonce96, Error> {
-        let e = self.engines.e96.as_ref().ok_or(Error::NoKey { bits: 96 })?;
+        let e = self.engine96()?;
         check_tail(e, &nonce)?;
         Ok(Nonce96::from_bytes(e.decrypt(nonce.to_bytes())))
     }
 
     /// Encrypts a 128-bit nonce.
     pub fn encrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        let e = self
-            .engines
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
-        Ok(Nonce128::from_bytes(e.encrypt(nonce.to_bytes())))
+        Ok(Nonce128::from_bytes(
+            self.engine128()?.encrypt(nonce.to_bytes()),
+        ))
     }
 
     /// Decrypts a 128-bit nonce.
     pub fn decrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        let e = self
-            .engines
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
-        Ok(Nonce128::from_bytes(e.decrypt(nonce.to_bytes())))
+        Ok(Nonce128::from_bytes(
+            self.engine128()?.decrypt(nonce.to_bytes()),
+        ))
     }
 }
 

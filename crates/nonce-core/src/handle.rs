@@ -273,12 +273,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit encrypted counter nonce, as [`Factory::encrypted64`].
     #[inline]
     pub fn encrypted64(&self) -> Result<Nonce64, Error> {
-        let engine = self
-            .factory
-            .engines()
-            .e64
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 64 })?;
+        let engine = self.factory.engine64()?;
         Ok(Nonce64::from_bytes(engine.encrypt(
             self.counter64_as(Kind::COUNTER64.encrypted(64))?.to_bytes(),
         )))
@@ -287,12 +282,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
     #[inline]
     pub fn encrypted96(&self) -> Result<Nonce96, Error> {
-        let engine = self
-            .factory
-            .engines()
-            .e96
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 96 })?;
+        let engine = self.factory.engine96()?;
         let plain = if engine.has_64bit_block() {
             widen(self.counter64_as(Kind::COUNTER64.encrypted(96))?)
         } else {
@@ -319,12 +309,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     #[cold]
     fn refill_encrypted128(&self, buf: &mut Encrypted128) -> Result<Nonce128, Error> {
         buf.next = ENCRYPTED_RUN;
-        let engine = self
-            .factory
-            .engines()
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
+        let engine = self.factory.engine128()?;
         let (snap, first) = self.factory.reserve(
             Counter::C96,
             Kind::ENCRYPTED_COUNTER128,

@@ -64,6 +64,36 @@ fn raw64(snap: &Snapshot, v: u64) -> u64 {
     layout::pack64(v >> COUNT64_BITS, snap.machine_id, v & COUNT64_MASK)
 }
 
+/// How a value of the 96/128-bit counter becomes a nonce: [`pack96`] or [`pack128`].
+trait Pack: FnOnce(&Snapshot, u64) -> Result<u128, Error> {}
+impl<F: FnOnce(&Snapshot, u64) -> Result<u128, Error>> Pack for F {}
+
+/// As [`Factory::finish96`], as an integer.
+#[inline]
+fn pack96<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
+    let (ts, count) = Factory::<C>::split96(snap, v)?;
+    Ok(layout::pack96(ts, snap.machine_id, count))
+}
+
+/// As [`Factory::finish128`], as an integer.
+#[inline]
+fn pack128<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
+    Factory::<C>::check_ts(snap.init_ts, snap)?;
+    Ok(layout::pack128(snap.init_ts, snap.machine_id, v))
+}
+
+/// A sortable `(snapshot, timestamp, count)` as a 96-bit nonce.
+#[inline]
+fn sortable96_value((snap, ts, count): (Snapshot, u64, u64)) -> u128 {
+    layout::pack96(ts, snap.machine_id, count)
+}
+
+/// A sortable `(snapshot, timestamp, count)` as a 128-bit nonce.
+#[inline]
+fn sortable128_value((snap, ts, count): (Snapshot, u64, u64)) -> u128 {
+    layout::pack128(ts, snap.machine_id, count)
+}
+
 /// A reserved run of one counter, valid while `snap.state` is the factory's sequence word
 /// (an enabled factory's word is never 0).
 struct Block {
@@ -274,46 +304,19 @@ impl Slot {
         None
     }
 
-    /// As [`Factory::finish96`], as an integer.
+    /// The 96/128-bit block's next value for `kind`, packed by `pack` (as a 96 or 128-bit
+    /// nonce), if the block holds one for this generation and `kind` was checked.
     #[inline]
-    fn pack96<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
-        let (ts, count) = Factory::<C>::split96(snap, v)?;
-        Ok(layout::pack96(ts, snap.machine_id, count))
-    }
-
-    /// As [`Factory::finish128`], as an integer.
-    #[inline]
-    fn pack128<C: Clock>(snap: &Snapshot, v: u64) -> Result<u128, Error> {
-        Factory::<C>::check_ts(snap.init_ts, snap)?;
-        Ok(layout::pack128(snap.init_ts, snap.machine_id, v))
-    }
-
-    #[inline]
-    fn hit96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
+    fn hit96<C: Clock>(&self, f: &Factory<C>, kind: Kind, pack: impl Pack) -> Option<u128> {
         let (snap, v) = self.valid96(f, kind)?;
-        let n = Self::pack96::<C>(&snap, v).ok()?;
+        let n = pack(&snap, v).ok()?;
         self.b96.consume();
         Some(n)
     }
 
-    fn miss96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
+    fn miss96<C: Clock>(&self, f: &Factory<C>, kind: Kind, pack: impl Pack) -> Result<u128, Error> {
         let (snap, v) = self.peek96(f, kind)?;
-        let n = Self::pack96::<C>(&snap, v)?;
-        self.b96.consume();
-        Ok(n)
-    }
-
-    #[inline]
-    fn hit128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
-        let (snap, v) = self.valid96(f, kind)?;
-        let n = Self::pack128::<C>(&snap, v).ok()?;
-        self.b96.consume();
-        Some(n)
-    }
-
-    fn miss128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
-        let (snap, v) = self.peek96(f, kind)?;
-        let n = Self::pack128::<C>(&snap, v)?;
+        let n = pack(&snap, v)?;
         self.b96.consume();
         Ok(n)
     }
@@ -368,28 +371,6 @@ impl Slot {
         Ok((snap, ts, first))
     }
 
-    #[inline]
-    fn hit_sortable96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
-        let (snap, ts, count) = self.hit_sortable(f, kind)?;
-        Some(layout::pack96(ts, snap.machine_id, count))
-    }
-
-    fn miss_sortable96<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
-        let (snap, ts, count) = self.miss_sortable(f, kind)?;
-        Ok(layout::pack96(ts, snap.machine_id, count))
-    }
-
-    #[inline]
-    fn hit_sortable128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Option<u128> {
-        let (snap, ts, count) = self.hit_sortable(f, kind)?;
-        Some(layout::pack128(ts, snap.machine_id, count))
-    }
-
-    fn miss_sortable128<C: Clock>(&self, f: &Factory<C>, kind: Kind) -> Result<u128, Error> {
-        let (snap, ts, count) = self.miss_sortable(f, kind)?;
-        Ok(layout::pack128(ts, snap.machine_id, count))
-    }
-
     /// An encrypted 128-bit counter nonce from the slot's run, if it holds one for this
     /// generation (a counter128 nonce's timestamp is its generation's start, so the run's
     /// one deadline check holds for all of it).
@@ -405,11 +386,7 @@ impl Slot {
 
     fn miss_encrypted128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
         self.enc_next.set(RUN);
-        let engine = f
-            .engines()
-            .e128
-            .as_ref()
-            .ok_or(Error::NoKey { bits: 128 })?;
+        let engine = f.engine128()?;
         let source = &self.enc_source;
         if !(source.valid(f) && source.left() >= RUN as u64) {
             source.drop_values();
@@ -529,11 +506,11 @@ pub(crate) fn counter64<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce64,
 
 #[inline]
 pub(crate) fn counter96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96, Error> {
-    let v = match hit(f, |slot, f| slot.hit96(f, kind)) {
+    let v = match hit(f, |slot, f| slot.hit96(f, kind, pack96::<C>)) {
         Some(v) => v,
         None => miss(
             f,
-            |slot, f| slot.miss96(f, kind),
+            |slot, f| slot.miss96(f, kind, pack96::<C>),
             |f| f.shared_counter96(kind).map(Nonce96::to_u128),
         )?,
     };
@@ -542,12 +519,12 @@ pub(crate) fn counter96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96,
 
 #[inline]
 pub(crate) fn counter128<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce128, Error> {
-    if let Some(v) = hit(f, |slot, f| slot.hit128(f, kind)) {
+    if let Some(v) = hit(f, |slot, f| slot.hit96(f, kind, pack128::<C>)) {
         return Ok(Nonce128::from_u128(v));
     }
     miss(
         f,
-        |slot, f| slot.miss128(f, kind),
+        |slot, f| slot.miss96(f, kind, pack128::<C>),
         |f| f.shared_counter128(kind).map(Nonce128::to_u128),
     )
     .map(Nonce128::from_u128)
@@ -566,11 +543,13 @@ pub(crate) fn encrypted128<C: Clock>(f: &Factory<C>) -> Result<Nonce128, Error> 
 
 #[inline]
 pub(crate) fn sortable96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96, Error> {
-    let v = match hit(f, |slot, f| slot.hit_sortable96(f, kind)) {
+    let v = match hit(f, |slot, f| {
+        slot.hit_sortable(f, kind).map(sortable96_value)
+    }) {
         Some(v) => v,
         None => miss(
             f,
-            |slot, f| slot.miss_sortable96(f, kind),
+            |slot, f| slot.miss_sortable(f, kind).map(sortable96_value),
             |f| f.shared_sortable96(kind).map(Nonce96::to_u128),
         )?,
     };
@@ -579,12 +558,14 @@ pub(crate) fn sortable96<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce96
 
 #[inline]
 pub(crate) fn sortable128<C: Clock>(f: &Factory<C>, kind: Kind) -> Result<Nonce128, Error> {
-    if let Some(v) = hit(f, |slot, f| slot.hit_sortable128(f, kind)) {
+    if let Some(v) = hit(f, |slot, f| {
+        slot.hit_sortable(f, kind).map(sortable128_value)
+    }) {
         return Ok(Nonce128::from_u128(v));
     }
     miss(
         f,
-        |slot, f| slot.miss_sortable128(f, kind),
+        |slot, f| slot.miss_sortable(f, kind).map(sortable128_value),
         |f| f.shared_sortable128(kind).map(Nonce128::to_u128),
     )
     .map(Nonce128::from_u128)
