@@ -38,6 +38,11 @@ impl Step {
         }
     }
 
+    /// `cargo` with the arguments of `line`, split at spaces.
+    pub fn cargo_line(name: impl Into<String>, line: &str) -> Self {
+        Self::cargo(name, &line.split_whitespace().collect::<Vec<_>>())
+    }
+
     /// `program ARGS`.
     pub fn program(name: impl Into<String>, program: PathBuf, args: &[&str]) -> Self {
         Self {

@@ -78,32 +78,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// Format and lints: the first steps of both tiers.
 fn lint_steps() -> Vec<Step> {
     vec![
-        Step::cargo("format", &["fmt", "--all", "--check"]),
-        Step::cargo(
+        Step::cargo_line("format", "fmt --all --check"),
+        Step::cargo_line(
             "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--all-features",
-                "--locked",
-                "--",
-                "-D",
-                "warnings",
-            ],
+            "clippy --workspace --all-targets --all-features --locked -- -D warnings",
         ),
-        Step::cargo(
+        Step::cargo_line(
             "clippy, nonce-core without features",
-            &[
-                "clippy",
-                "-p",
-                "nonce-core",
-                "--no-default-features",
-                "--locked",
-                "--",
-                "-D",
-                "warnings",
-            ],
+            "clippy -p nonce-core --no-default-features --locked -- -D warnings",
         ),
     ]
 }
@@ -143,17 +125,7 @@ fn full(steps: &Steps) -> Result<(), String> {
 }
 
 /// `cargo hack check` of the facade with each feature alone.
-const NONONCE_EACH_FEATURE: [&str; 9] = [
-    "hack",
-    "check",
-    "-p",
-    "nononce",
-    "--each-feature",
-    "--exclude-features",
-    "default",
-    "--exclude-all-features",
-    "--locked",
-];
+const NONONCE_EACH_FEATURE: &str = "hack check -p nononce --each-feature --exclude-features default --exclude-all-features --locked";
 
 /// Every feature combination checked, in the workspace's target folder: the checks reuse
 /// clippy's dependency metadata, build scripts and proc-macros (a folder of their own cost
@@ -163,7 +135,11 @@ const NONONCE_EACH_FEATURE: [&str; 9] = [
 /// `cargo-hack` binary.
 fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
-    let hack_step = |name, args: &[&str]| Step::cargo(name, args).env("PATH", path.clone()).nice();
+    let hack_step = |name, line: &str| {
+        Step::cargo_line(name, line)
+            .env("PATH", path.clone())
+            .nice()
+    };
     Ok(vec![
         // What users build: each published library and binary alone (no dev-dependencies
         // unified in), in every combination of its features. `default` adds nothing a
@@ -171,56 +147,33 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
         // strategy) have no features; the step below checks each alone with its tests.
         hack_step(
             "features: check, every combination",
-            &[
-                "hack",
-                "check",
-                "--workspace",
-                "--exclude",
-                "nononce",
-                "--ignore-private",
-                "--feature-powerset",
-                "--exclude-features",
-                "default",
-                "--locked",
-            ],
+            "hack check --workspace --exclude nononce --ignore-private --feature-powerset \
+             --exclude-features default --locked",
         ),
         // The facade's backend features only re-export a crate checked above: each alone (the
         // library, then with its examples and tests), and every combination of the features
         // its own code depends on.
         hack_step(
             "features: check, nononce each feature",
-            &NONONCE_EACH_FEATURE,
+            NONONCE_EACH_FEATURE,
         ),
         hack_step(
             "features: check, nononce examples and tests, each feature",
-            &[&NONONCE_EACH_FEATURE[..], &["--all-targets"]].concat(),
+            &format!("{NONONCE_EACH_FEATURE} --all-targets"),
         ),
         hack_step(
             "features: check, nononce guard x tracing x metrics",
-            &[
-                "hack",
-                "check",
-                "-p",
-                "nononce",
-                "--feature-powerset",
-                "--include-features",
-                "guard,tracing,metrics",
-                "--locked",
-            ],
+            "hack check -p nononce --feature-powerset --include-features guard,tracing,metrics \
+             --locked",
         ),
         // The tests of the crates without features, each built alone (the workspace run unifies
         // the features of every crate).
         hack_step(
             "features: check, tests of each crate alone",
-            &[
-                &["hack", "check", "--workspace", "--all-targets"][..],
-                &FEATURED
-                    .iter()
-                    .flat_map(|p| ["--exclude", p])
-                    .collect::<Vec<_>>(),
-                &["--locked"],
-            ]
-            .concat(),
+            &format!(
+                "hack check --workspace --all-targets --exclude {} --locked",
+                FEATURED.join(" --exclude ")
+            ),
         ),
     ])
 }
@@ -246,11 +199,9 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
     let each = |name, packages: &[&str], features: &[&str]| {
         each_feature_tests(&path, name, packages, features)
     };
-    let nextest = |name, args: &[&str]| {
-        Step::cargo(
-            name,
-            &[&["nextest", "run"][..], args, &nextest_args].concat(),
-        )
+    let nextest = |name, args: &str| {
+        let args = format!("nextest run {args} {}", nextest_args.join(" "));
+        Step::cargo_line(name, &args)
     };
     let steps = vec![
         each(
@@ -263,46 +214,26 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         ),
         // Every integration test of these two needs a server (the serverless profile leaves
         // none of them): their unit tests alone, without building binaries that run nothing.
-        Step::cargo(
+        Step::cargo_line(
             "features: tests, lease-redis and lease-etcd default features",
-            &[
-                "nextest",
-                "run",
-                "-p",
-                "lease-redis",
-                "-p",
-                "lease-etcd",
-                "--lib",
-                "--profile",
-                "serverless",
-                "--locked",
-            ],
+            "nextest run -p lease-redis -p lease-etcd --lib --profile serverless --locked",
         ),
         nextest(
             "features: tests, lease-guard default features",
-            &["-p", "lease-guard"],
+            "-p lease-guard",
         ),
         nextest(
             "features: tests, nononce without features",
-            &["-p", "nononce", "--no-default-features"],
+            "-p nononce --no-default-features",
         ),
         each(
             "features: tests, nononce each feature that changes it",
             &["nononce"],
             &["--include-features", "tracing,guard,metrics"],
         ),
-        Step::cargo(
+        Step::cargo_line(
             "features: tests, the README example (nononce with postgres)",
-            &[
-                "test",
-                "-p",
-                "nononce",
-                "--no-default-features",
-                "--features",
-                "postgres",
-                "--doc",
-                "--locked",
-            ],
+            "test -p nononce --no-default-features --features postgres --doc --locked",
         ),
     ];
     Ok(steps
@@ -333,21 +264,14 @@ fn each_feature_tests(path: &str, name: &str, packages: &[&str], features: &[&st
 /// The command line of the workspace's tests: every library, binary and integration test, with
 /// every feature.
 fn workspace_tests(name: &str, extra: &[&str]) -> Step {
-    Step::cargo(
-        name,
-        &[
-            &[
-                "nextest",
-                "run",
-                "--workspace",
-                "--all-features",
-                "--locked",
-            ][..],
-            &TEST_TARGETS,
-            extra,
-        ]
-        .concat(),
-    )
+    let args = [
+        "nextest",
+        "run",
+        "--workspace",
+        "--all-features",
+        "--locked",
+    ];
+    Step::cargo(name, &[&args[..], &TEST_TARGETS, extra].concat())
 }
 
 /// The steps with the servers up, in three lanes:
@@ -405,24 +329,12 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
 /// and the README's first command.
 fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
     let mut after = vec![
-        Step::cargo(
-            "docs",
-            &[
-                "doc",
-                "--workspace",
-                "--no-deps",
-                "--all-features",
-                "--locked",
-            ],
-        )
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .nice(),
-        Step::cargo(
-            "doctests",
-            &["test", "--doc", "--workspace", "--all-features", "--locked"],
-        )
-        .envs(env)
-        .nice(),
+        Step::cargo_line("docs", "doc --workspace --no-deps --all-features --locked")
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .nice(),
+        Step::cargo_line("doctests", "test --doc --workspace --all-features --locked")
+            .envs(env)
+            .nice(),
     ];
     after.extend(feature_test_steps(hack, env)?);
     after.push(readme_gen()?);
@@ -437,12 +349,9 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let mut own = vec![
         // The test profile, not release: the eight models run in seconds either way, and an
         // optimised build of loom and every dependency under `--cfg loom` took minutes.
-        Step::cargo(
-            "loom",
-            &["test", "-p", "nonce-core", "--test", "loom", "--locked"],
-        )
-        .env("RUSTFLAGS", "--cfg loom")
-        .env("CARGO_TARGET_DIR", own_folder("loom")),
+        Step::cargo_line("loom", "test -p nonce-core --test loom --locked")
+            .env("RUSTFLAGS", "--cfg loom")
+            .env("CARGO_TARGET_DIR", own_folder("loom")),
     ];
     own.extend(nostd_steps());
     // Their dependency trees are small: building them again in a folder of their own costs less
@@ -495,9 +404,9 @@ pub fn nostd_steps() -> Vec<Step> {
         Step::cargo("no_std proof, no features", &["build", "--locked"])
             .dir(dir.clone())
             .env("CARGO_TARGET_DIR", target.clone()),
-        Step::cargo(
+        Step::cargo_line(
             "no_std proof, every cipher",
-            &["build", "--locked", "--features", "ciphers"],
+            "build --locked --features ciphers",
         )
         .dir(dir)
         .env("CARGO_TARGET_DIR", target),
