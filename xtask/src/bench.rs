@@ -375,8 +375,10 @@ pub fn report() -> Result<(), String> {
         println!("- {goal}: {got:.2}x");
     }
     println!("\nper-call times (ns, criterion's typical estimate):");
-    for id in PER_CALL {
-        println!("| {id} | {:.2} |", ns(id)?);
+    for (group, ids) in PER_CALL.lines().filter_map(|line| line.split_once(": ")) {
+        for id in ids.split_whitespace().map(|id| format!("{group}/{id}")) {
+            println!("| {id} | {:.2} |", ns(&id)?);
+        }
     }
     let batch = ns("encrypted/fill_encrypted128_aes_x1024")? / 1024.0;
     println!("| encrypted/fill_encrypted128_aes (per nonce) | {batch:.2} |");
@@ -484,88 +486,31 @@ fn comparisons() -> Result<Vec<(String, f64)>, String> {
     Ok(compared)
 }
 
-/// The criterion benchmarks whose time per call the report lists.
-const PER_CALL: &[&str] = &[
-    "baseline/fetch_add_pack64",
-    "baseline/aes256_block",
-    "baseline/speck64_block",
-    "baseline/boot_clock_now",
-    "baseline/ticker_clock_now",
-    "baseline/instant_now",
-    "peers/uuid_now_v7",
-    "peers/ulid_generate",
-    "peers/ferroid_ulid_mono_thread_local",
-    "peers/ferroid_ulid_thread_local",
-    "peers/ferroid_atomic_snowflake",
-    "counter/counter64",
-    "counter/counter96",
-    "counter/counter128",
-    "counter/counter64_u64",
-    "counter/counter96_u128",
-    "counter/counter128_u128",
-    "counter/handle_counter64",
-    "counter/handle_counter128",
-    "threads/shared_counter128_x1",
-    "threads/shared_counter128_x2",
-    "threads/handle_counter64_x1",
-    "threads/handle_counter64_x2",
-    "threads/handle_counter128_x1",
-    "threads/handle_counter128_x2",
-    "sortable/sortable64",
-    "sortable/sortable96",
-    "sortable/sortable128",
-    "sortable/handle_sortable96",
-    "sortable/handle_sortable128",
-    "sortable/ticker_sortable64",
-    "sortable/ticker_sortable96",
-    "sortable/ticker_sortable128",
-    "sortable/ticker_handle_sortable96",
-    "sortable/ticker_handle_sortable128",
-    "sortable_threads/shared_sortable128_x1",
-    "sortable_threads/shared_sortable128_x2",
-    "sortable_threads/handle_sortable96_x1",
-    "sortable_threads/handle_sortable96_x2",
-    "sortable_threads/handle_sortable128_x1",
-    "sortable_threads/handle_sortable128_x2",
-    "encrypted/encrypted64_speck",
-    "encrypted/encrypted128_aes",
-    "encrypted/handle_encrypted128_aes",
-    "encrypted/encrypted128_aes_sortable",
-    "facade/fetch_add_pack64",
-    "facade/counter64",
-    "facade/counter128",
-    "facade/encrypted128_aes",
-    "facade/handle_counter64",
-    "facade/handle_counter128",
-    "facade/handle_encrypted128_aes",
-    "facade_sortable/sortable64",
-    "facade_sortable/sortable96",
-    "facade_sortable/sortable128",
-    "facade_sortable/sortable96_u128",
-    "facade_sortable/sortable128_u128",
-    "facade_threads/fetch_add_pack64_x1",
-    "facade_threads/fetch_add_pack64_x2",
-    "facade_threads/counter64_x1",
-    "facade_threads/counter64_x2",
-    "facade_threads/own_factories_counter64_x1",
-    "facade_threads/own_factories_counter64_x2",
-    "facade_threads/counter128_x1",
-    "facade_threads/counter128_x2",
-    "facade_threads/encrypted128_aes_x1",
-    "facade_threads/encrypted128_aes_x2",
-    "facade_threads/handle_counter64_x1",
-    "facade_threads/handle_counter64_x2",
-    "facade_threads/handle_counter128_x1",
-    "facade_threads/handle_counter128_x2",
-    "facade_threads/handle_encrypted128_aes_x1",
-    "facade_threads/handle_encrypted128_aes_x2",
-    "facade_threads/sortable96_x1",
-    "facade_threads/sortable96_x2",
-    "facade_threads/sortable128_x1",
-    "facade_threads/sortable128_x2",
-    "facade_threads/no_thread_cache_counter128_x1",
-    "facade_threads/no_thread_cache_counter128_x2",
-];
+/// The criterion benchmarks whose time per call the report lists: on each line, a group and
+/// benchmarks of it.
+const PER_CALL: &str = "
+baseline: fetch_add_pack64 aes256_block speck64_block boot_clock_now ticker_clock_now instant_now
+peers: uuid_now_v7 ulid_generate ferroid_ulid_mono_thread_local ferroid_ulid_thread_local
+peers: ferroid_atomic_snowflake
+counter: counter64 counter96 counter128 counter64_u64 counter96_u128 counter128_u128
+counter: handle_counter64 handle_counter128
+threads: shared_counter128_x1 shared_counter128_x2 handle_counter64_x1 handle_counter64_x2
+threads: handle_counter128_x1 handle_counter128_x2
+sortable: sortable64 sortable96 sortable128 handle_sortable96 handle_sortable128 ticker_sortable64
+sortable: ticker_sortable96 ticker_sortable128 ticker_handle_sortable96 ticker_handle_sortable128
+sortable_threads: shared_sortable128_x1 shared_sortable128_x2 handle_sortable96_x1
+sortable_threads: handle_sortable96_x2 handle_sortable128_x1 handle_sortable128_x2
+encrypted: encrypted64_speck encrypted128_aes handle_encrypted128_aes encrypted128_aes_sortable
+facade: fetch_add_pack64 counter64 counter128 encrypted128_aes handle_counter64 handle_counter128
+facade: handle_encrypted128_aes
+facade_sortable: sortable64 sortable96 sortable128 sortable96_u128 sortable128_u128
+facade_threads: fetch_add_pack64_x1 fetch_add_pack64_x2 counter64_x1 counter64_x2
+facade_threads: own_factories_counter64_x1 own_factories_counter64_x2 counter128_x1 counter128_x2
+facade_threads: encrypted128_aes_x1 encrypted128_aes_x2 handle_counter64_x1 handle_counter64_x2
+facade_threads: handle_counter128_x1 handle_counter128_x2 handle_encrypted128_aes_x1
+facade_threads: handle_encrypted128_aes_x2 sortable96_x1 sortable96_x2 sortable128_x1
+facade_threads: sortable128_x2 no_thread_cache_counter128_x1 no_thread_cache_counter128_x2
+";
 
 #[cfg(test)]
 mod tests {
