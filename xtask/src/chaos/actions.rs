@@ -288,7 +288,7 @@ pub fn act(
         Action::FailoverPromote => {
             if let Coordinator::Postgres(pg) = coordinator {
                 let (primary, replica) = pg.fail_over()?;
-                let upstream = loopback(pg.port());
+                let upstream = loopback(pg.primary.port());
                 if let Some(p) = &mut cluster.proxies {
                     p.repoint(upstream)?;
                 }

@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 
 use super::schedule::{Features, LEASE_MS};
-use super::servers::{EtcdServer, Mariadb, Postgres, RedisServer, loopback};
+use super::servers::{EtcdServer, Mariadb, Postgres, loopback};
+use crate::launcher::Server;
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
 /// longest lease (the nodes' lease) and twice the run's clock bound after the database's
@@ -48,7 +49,7 @@ pub enum Coordinator {
     /// A file every node opens directly.
     Sqlite(String),
     /// Our own Valkey/Redis server, reached through the proxies.
-    Redis(RedisServer),
+    Redis(Server),
     /// Our own PostgreSQL primary (and replica), reached through the proxies; boxed, as it
     /// holds two servers.
     Postgres(Box<Postgres>),
@@ -59,22 +60,37 @@ pub enum Coordinator {
 }
 
 impl Coordinator {
-    /// Where the proxies forward to (none: SQLite).
-    pub fn upstream(&self) -> Option<SocketAddr> {
+    /// The server of the run's own (none: SQLite; PostgreSQL's primary).
+    fn server(&self) -> Option<&Server> {
         match self {
             Coordinator::Sqlite(_) => None,
-            Coordinator::Redis(s) => Some(loopback(s.port())),
-            Coordinator::Postgres(s) => Some(loopback(s.port())),
-            Coordinator::Mariadb(s) => Some(loopback(s.port())),
-            Coordinator::Etcd(s) => Some(loopback(s.port())),
+            Coordinator::Redis(s) => Some(s),
+            Coordinator::Postgres(s) => Some(&s.primary),
+            Coordinator::Mariadb(s) => Some(&s.server),
+            Coordinator::Etcd(s) => Some(&s.server),
         }
+    }
+
+    fn server_mut(&mut self) -> Option<&mut Server> {
+        match self {
+            Coordinator::Sqlite(_) => None,
+            Coordinator::Redis(s) => Some(s),
+            Coordinator::Postgres(s) => Some(&mut s.primary),
+            Coordinator::Mariadb(s) => Some(&mut s.server),
+            Coordinator::Etcd(s) => Some(&mut s.server),
+        }
+    }
+
+    /// Where the proxies forward to (none: SQLite).
+    pub fn upstream(&self) -> Option<SocketAddr> {
+        self.server().map(|s| loopback(s.port()))
     }
 
     /// The store URL for direct writes (the steal fault).
     pub fn direct_url(&self) -> String {
         match self {
             Coordinator::Sqlite(url) => url.clone(),
-            Coordinator::Redis(s) => s.url(),
+            Coordinator::Redis(s) => format!("redis://127.0.0.1:{}", s.port()),
             Coordinator::Postgres(s) => s.url(),
             Coordinator::Mariadb(s) => s.url(),
             Coordinator::Etcd(s) => s.url(),
@@ -104,7 +120,7 @@ impl Coordinator {
             Coordinator::Sqlite(url) => {
                 through(url.clone(), None, sqlite_options(sql_extra, guard))
             }
-            Coordinator::Redis(s) => through(s.url(), port, None),
+            Coordinator::Redis(_) => through(self.direct_url(), port, None),
             Coordinator::Postgres(s) => through(
                 s.url(),
                 port,
@@ -144,45 +160,30 @@ impl Coordinator {
     }
 
     pub fn is_down(&self) -> bool {
-        match self {
-            Coordinator::Sqlite(_) => false,
-            Coordinator::Redis(s) => s.is_down(),
-            Coordinator::Postgres(s) => s.is_down(),
-            Coordinator::Mariadb(s) => s.is_down(),
-            Coordinator::Etcd(s) => s.is_down(),
-        }
+        self.server().is_some_and(Server::is_down)
     }
 
     pub fn kill(&mut self) -> &'static str {
+        if let Some(server) = self.server_mut() {
+            server.kill();
+        }
         match self {
             Coordinator::Sqlite(_) => "",
-            Coordinator::Redis(s) => {
-                s.kill();
-                "server killed (kill -9; restarts empty)"
-            }
-            Coordinator::Postgres(s) => {
-                s.kill();
+            Coordinator::Redis(_) => "server killed (kill -9; restarts empty)",
+            Coordinator::Postgres(_) => {
                 "primary killed (kill -9 of the postmaster and every backend; restarts with crash recovery)"
             }
-            Coordinator::Mariadb(s) => {
-                s.kill();
+            Coordinator::Mariadb(_) => {
                 "server killed (kill -9; restarts with InnoDB crash recovery)"
             }
-            Coordinator::Etcd(s) => {
-                s.kill();
+            Coordinator::Etcd(_) => {
                 "member killed (kill -9; restarts with its data: keys, floors and etcd leases)"
             }
         }
     }
 
     pub fn restart(&mut self) -> Result<(), String> {
-        match self {
-            Coordinator::Sqlite(_) => Ok(()),
-            Coordinator::Redis(s) => s.restart(),
-            Coordinator::Postgres(s) => s.restart(),
-            Coordinator::Mariadb(s) => s.restart(),
-            Coordinator::Etcd(s) => s.restart(),
-        }
+        self.server_mut().map_or(Ok(()), Server::restart)
     }
 }
 

@@ -58,7 +58,7 @@ pub use bins::Bins;
 use coordinator::Coordinator;
 use rng::Rng;
 use run::{Ctx, run_backend};
-use servers::{EtcdServer, Mariadb, Postgres, RedisServer};
+use servers::{EtcdServer, Mariadb, Postgres, start_redis};
 
 /// Runs the chaos harness; `Err` when a check failed or the harness could not run.
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -88,21 +88,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// the every-skew run of the same seed (`cargo xtask chaos --seed 1 --backend
 /// valkey9,redis8,postgres`). The guard scenario runs once.
 pub fn suite(env: &[(String, String)], bins: &Bins) -> Result<(), String> {
-    let arg = |s: &str| s.to_owned();
-    let every_skew = args::parse(&[
-        arg("--seed"),
-        arg("1"),
-        arg("--backend"),
-        arg("sqlite,mariadb,etcd"),
-    ])?;
-    let within_margin = args::parse(&[
-        arg("--seed"),
-        arg("1"),
-        arg("--within-margin"),
-        arg("--no-guard"),
-        arg("--backend"),
-        arg("valkey9,redis8,postgres"),
-    ])?;
+    let parse = |line: &str| {
+        let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        args::parse(&words)
+    };
+    let every_skew = parse("--seed 1 --backend sqlite,mariadb,etcd")?;
+    let within_margin =
+        parse("--seed 1 --within-margin --no-guard --backend valkey9,redis8,postgres")?;
     std::thread::scope(|scope| {
         let other = scope.spawn(|| run_with(&within_margin, env, bins));
         let first = run_with(&every_skew, env, bins);
@@ -146,15 +138,7 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             bins,
             dir: &dir,
             name: &name,
-            nodes: opts.nodes,
-            secs: opts.secs,
-            long: opts.long,
-            within_margin: opts.within_margin,
-            amnesia_guard: !opts.without_amnesia_guard,
-            floors_in_clock_ms: opts.floors_in_clock_ms,
-            issued_record: !opts.without_issued_record,
-            spare_ids: opts.spare_ids,
-            sql_options: opts.sql_options.as_deref(),
+            opts,
             rng: Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };
         eprintln!("==> chaos: {} ({})", backend.name(), dir.display());
@@ -175,7 +159,7 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
                 };
                 env(var)
                     .ok_or_else(|| format!("{var} is not set"))
-                    .and_then(|bin| RedisServer::start(PathBuf::from(bin), &dir))
+                    .and_then(|bin| start_redis(PathBuf::from(bin), &dir))
                     .map(Coordinator::Redis)
             }
             Backend::Etcd => env("NONONCE_TEST_ETCD_BIN")

@@ -34,12 +34,9 @@ pub struct Cluster {
     /// The largest offset of a node's clock from the store's in this run (whole seconds):
     /// every node's `max_clock_offset`.
     pub max_clock_offset_ms: u64,
-    /// The nodes' amnesia guard (off: every node and reservation is told so).
-    pub amnesia_guard: bool,
-    /// The nodes take floors as clock ms, as before floors knew the epoch.
-    pub floors_in_clock_ms: bool,
-    /// A rebuilt manager resumes with the cache's record of what was issued.
-    pub issued_record: bool,
+    /// Flags every node process is given: the protections the run turns off
+    /// (`--without-amnesia-guard`, `--floors-in-clock-ms`, `--without-issued-record`).
+    pub node_flags: Vec<&'static str>,
     /// SQL: the nodes' lease-sql URL options, for the reservation's `migrate` too.
     pub sql_options: Option<String>,
     /// The IDs the nodes share, `0..shared_ids`: one each and the spare ones; a foreign holder
@@ -63,9 +60,7 @@ impl Cluster {
             nodes: Vec::new(),
             clocks: Vec::new(),
             max_clock_offset_ms: 0,
-            amnesia_guard: true,
-            floors_in_clock_ms: false,
-            issued_record: true,
+            node_flags: Vec::new(),
             sql_options: None,
             shared_ids: 0,
             proxies: None,
@@ -133,17 +128,9 @@ impl Cluster {
                 &self.max_clock_offset_ms.to_string(),
             ])
             .args(extra);
-        if !self.amnesia_guard {
-            cmd.arg("--without-amnesia-guard");
-        }
+        cmd.args(&self.node_flags);
         if let Some(epoch) = node.epoch_ms {
             cmd.args(["--epoch-ms", &epoch.to_string()]);
-        }
-        if self.floors_in_clock_ms {
-            cmd.arg("--floors-in-clock-ms");
-        }
-        if !self.issued_record {
-            cmd.arg("--without-issued-record");
         }
         for (flag, value) in NODE_TIMING {
             cmd.args([flag, &value.to_string()]);

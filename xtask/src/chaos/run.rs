@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::actions::{act, collect_steals, reserve};
+use super::args::Options;
 use super::bins::Bins;
 use super::coordinator::Coordinator;
 use super::nodes::{Cluster, Node};
@@ -26,21 +27,7 @@ pub struct Ctx<'a> {
     pub bins: &'a Bins,
     pub dir: &'a Path,
     pub name: &'a str,
-    pub nodes: usize,
-    pub secs: u64,
-    pub long: bool,
-    /// Keep every clock within a quarter margin of the machine's, steps included.
-    pub within_margin: bool,
-    /// The nodes' amnesia guard (off: `--without-amnesia-guard`).
-    pub amnesia_guard: bool,
-    /// The nodes take floors as clock ms (`--floors-in-clock-ms`).
-    pub floors_in_clock_ms: bool,
-    /// A rebuilt manager resumes with the cache's record of what was issued (off:
-    /// `--without-issued-record`).
-    pub issued_record: bool,
-    /// IDs the nodes share beyond one each.
-    pub spare_ids: usize,
-    pub sql_options: Option<&'a str>,
+    pub opts: &'a Options,
     pub rng: Rng,
 }
 
@@ -58,23 +45,29 @@ pub fn run_backend(
         cluster.proxies = Some(Proxies::start(
             &ctx.bins.proxy,
             upstream,
-            ctx.nodes,
+            ctx.opts.nodes,
             &ctx.dir.join("proxy.log"),
         )?);
     }
     let plan = schedule::plan(
         &mut ctx.rng,
-        ctx.nodes,
-        ctx.secs,
-        ctx.long,
+        ctx.opts.nodes,
+        ctx.opts.secs,
+        ctx.opts.long,
         coordinator.features(),
     );
     cluster.clocks = plan.clocks;
-    cluster.amnesia_guard = ctx.amnesia_guard;
-    cluster.floors_in_clock_ms = ctx.floors_in_clock_ms;
-    cluster.issued_record = ctx.issued_record;
-    cluster.shared_ids = ctx.nodes + ctx.spare_ids;
-    if ctx.within_margin {
+    let opts = ctx.opts;
+    cluster.node_flags = [
+        (opts.without_amnesia_guard, "--without-amnesia-guard"),
+        (opts.floors_in_clock_ms, "--floors-in-clock-ms"),
+        (opts.without_issued_record, "--without-issued-record"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    cluster.shared_ids = ctx.opts.nodes + ctx.opts.spare_ids;
+    if ctx.opts.within_margin {
         // The guarantee's documented condition on stores that can lose writes: clocks within
         // the margin of each other (a quarter each way, plus a quarter for a step).
         let bound = schedule::MARGIN_MS / 4;
@@ -99,18 +92,18 @@ pub fn run_backend(
         ),
     );
     cluster.sql_options = coordinator.sql_url_options(
-        ctx.sql_options,
+        ctx.opts.sql_options.as_deref(),
         cluster.max_clock_offset_ms,
-        ctx.amnesia_guard,
+        !ctx.opts.without_amnesia_guard,
     );
-    for i in 0..ctx.nodes {
+    for i in 0..ctx.opts.nodes {
         let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
         cluster.nodes.push(Node {
             url: coordinator.node_url(
                 port,
-                ctx.sql_options,
+                ctx.opts.sql_options.as_deref(),
                 cluster.max_clock_offset_ms,
-                ctx.amnesia_guard,
+                !ctx.opts.without_amnesia_guard,
             ),
             child: None,
             incarnation: 0,
@@ -131,7 +124,7 @@ pub fn run_backend(
     cluster.started = Instant::now();
     // Many nodes starting at once.
     cluster.log("herd", None, "all nodes start at once");
-    for i in 0..ctx.nodes {
+    for i in 0..ctx.opts.nodes {
         cluster.spawn(i)?;
     }
     // Every fault healed (a server fault may be pushed past the nominal end), then time to
@@ -155,7 +148,7 @@ pub fn run_backend(
         .iter()
         .filter(|(_, a)| {
             (forgets && matches!(a, Action::CoordinatorUp | Action::FailoverPromote))
-                || (ctx.long && !sqlite && matches!(a, Action::Wipe(_)))
+                || (ctx.opts.long && !sqlite && matches!(a, Action::Wipe(_)))
         })
         // The server's uptime counts from its start, rounded down a second; then a retry
         // interval, and leases to hand over.
@@ -163,7 +156,7 @@ pub fn run_backend(
         .max()
         .unwrap_or(0);
     let mut end = Duration::from_millis(
-        (ctx.secs * 1000)
+        (ctx.opts.secs * 1000)
             .max(last_action + RECOVERY_MS)
             .max(last_loss),
     );

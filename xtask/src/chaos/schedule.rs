@@ -398,58 +398,69 @@ mod tests {
         ALL,
     ];
 
-    fn wipes(p: &Plan) -> Vec<(u64, bool)> {
+    /// Calls `check` with every backend's plans of both lengths over 100 seeds, each checked to
+    /// be the same again from its seed.
+    fn every_plan(mut check: impl FnMut(Features, u64, bool, u64, &Plan)) {
+        for features in BACKENDS {
+            for class in ["wipe", "epoch", "rebuild"] {
+                assert!(classes(features).contains(&class));
+            }
+            for (secs, long) in [(30, false), (150, true)] {
+                for seed in 0..100 {
+                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    let again = plan(&mut Rng::new(seed), 8, secs, long, features);
+                    assert_eq!(p.actions, again.actions, "seed {seed}");
+                    check(features, secs, long, seed, &p);
+                }
+            }
+        }
+    }
+
+    /// The (time, node) of every action `pick` takes.
+    fn picked(p: &Plan, pick: fn(&Action) -> Option<usize>) -> Vec<(u64, usize)> {
         p.actions
             .iter()
-            .filter_map(|(t, a)| match a {
-                Action::Wipe(wide) => Some((*t, *wide)),
-                _ => None,
-            })
+            .filter_map(|(t, a)| Some((*t, pick(a)?)))
             .collect()
     }
 
     #[test]
     fn every_backend_gets_the_wipe_once_as_the_last_fault() {
         let mut forms = [0; 2];
-        for features in BACKENDS {
-            assert!(classes(features).contains(&"wipe"));
-            for (secs, long) in [(30, false), (150, true)] {
-                for seed in 0..100 {
-                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
-                    let again = plan(&mut Rng::new(seed), 8, secs, long, features);
-                    assert_eq!(p.actions, again.actions, "seed {seed}");
-                    let w = wipes(&p);
-                    assert_eq!(w.len(), 1, "seed {seed}: {:?}", p.actions);
-                    let (at, wide) = w[0];
-                    forms[usize::from(wide)] += 1;
-                    // Late: at the end of the planned time (8 s before its end) or later, and
-                    // after every other fault began.
-                    assert!(at >= secs * 1000 - 8_000, "seed {seed}: {at}");
-                    for (t, a) in &p.actions {
-                        if a.begins_fault() && !matches!(a, Action::Wipe(_)) {
-                            assert!(*t < at, "seed {seed}: {a:?} at {t}, wipe at {at}");
-                        }
-                    }
-                    // Never against a server that is down or failing over: every server fault
-                    // has ended (the failover's hold-off past the promotion too).
-                    let mut server_free_at = 0;
-                    for (t, a) in &p.actions {
-                        match a {
-                            Action::CoordinatorUp => server_free_at = t + 2_000,
-                            Action::FailoverPromote => server_free_at = t + LEASE_MS + 2_000,
-                            _ => {}
-                        }
-                    }
-                    assert!(at >= server_free_at, "seed {seed}: {:?}", p.actions);
-                    // Without server faults to wait for, the short run's wipe comes within
-                    // its last slot (22 s plus a third of the 3.4 s slot): the run ends 6 s
-                    // later, at its nominal 30 s, inside the wipe's hold-off.
-                    if !long && !features.server {
-                        assert!(at < 24_000, "seed {seed}: {at}");
-                    }
+        every_plan(|features, secs, long, seed, p| {
+            let w = picked(p, |a| match a {
+                Action::Wipe(wide) => Some(usize::from(*wide)),
+                _ => None,
+            });
+            assert_eq!(w.len(), 1, "seed {seed}: {:?}", p.actions);
+            let (at, wide) = w[0];
+            forms[wide] += 1;
+            // Late: at the end of the planned time (8 s before its end) or later, and after
+            // every other fault began.
+            assert!(at >= secs * 1000 - 8_000, "seed {seed}: {at}");
+            for (t, a) in &p.actions {
+                if a.begins_fault() && !matches!(a, Action::Wipe(_)) {
+                    assert!(*t < at, "seed {seed}: {a:?} at {t}, wipe at {at}");
                 }
             }
-        }
+            // Never against a server that is down or failing over: every server fault has
+            // ended (the failover's hold-off past the promotion too).
+            let mut server_free_at = 0;
+            for (t, a) in &p.actions {
+                match a {
+                    Action::CoordinatorUp => server_free_at = t + 2_000,
+                    Action::FailoverPromote => server_free_at = t + LEASE_MS + 2_000,
+                    _ => {}
+                }
+            }
+            assert!(at >= server_free_at, "seed {seed}: {:?}", p.actions);
+            // Without server faults to wait for, the short run's wipe comes within its last
+            // slot (22 s plus a third of the 3.4 s slot): the run ends 6 s later, at its
+            // nominal 30 s, inside the wipe's hold-off.
+            if !long && !features.server {
+                assert!(at < 24_000, "seed {seed}: {at}");
+            }
+        });
         // Both forms (DEL/DELETE and FLUSHALL/TRUNCATE) over the seeds.
         assert!(forms[0] > 100 && forms[1] > 100, "{forms:?}");
     }
@@ -457,82 +468,60 @@ mod tests {
     #[test]
     fn every_backend_gets_an_epoch_change_of_up_to_a_lease_both_ways() {
         let mut signs = [0; 2];
-        for features in BACKENDS {
-            assert!(classes(features).contains(&"epoch"));
-            for (secs, long) in [(30, false), (150, true)] {
-                for seed in 0..100 {
-                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
-                    let again = plan(&mut Rng::new(seed), 8, secs, long, features);
-                    assert_eq!(p.actions, again.actions, "seed {seed}");
-                    let epochs: Vec<(usize, i64)> = p
-                        .actions
-                        .iter()
-                        .filter_map(|(_, a)| match a {
-                            Action::Epoch(node, shift) => Some((*node, *shift)),
-                            _ => None,
-                        })
-                        .collect();
-                    if long {
-                        assert!(!epochs.is_empty(), "seed {seed}");
-                    } else {
-                        assert_eq!(epochs.len(), 1, "seed {seed}: {:?}", p.actions);
-                    }
-                    for (node, shift) in epochs {
-                        assert!(node < 8);
-                        let lease = i64::try_from(LEASE_MS).unwrap();
-                        assert!(
-                            (2_000..=lease).contains(&shift.abs()),
-                            "seed {seed}: {shift}"
-                        );
-                        signs[usize::from(shift > 0)] += 1;
-                    }
-                }
+        every_plan(|_, _, long, seed, p| {
+            let epochs: Vec<(usize, i64)> = p
+                .actions
+                .iter()
+                .filter_map(|(_, a)| match a {
+                    Action::Epoch(node, shift) => Some((*node, *shift)),
+                    _ => None,
+                })
+                .collect();
+            if long {
+                assert!(!epochs.is_empty(), "seed {seed}");
+            } else {
+                assert_eq!(epochs.len(), 1, "seed {seed}: {:?}", p.actions);
             }
-        }
+            for (node, shift) in epochs {
+                assert!(node < 8);
+                let lease = i64::try_from(LEASE_MS).unwrap();
+                assert!(
+                    (2_000..=lease).contains(&shift.abs()),
+                    "seed {seed}: {shift}"
+                );
+                signs[usize::from(shift > 0)] += 1;
+            }
+        });
         // Earlier and later epochs over the seeds.
         assert!(signs[0] > 100 && signs[1] > 100, "{signs:?}");
     }
 
     #[test]
     fn every_clock_step_is_followed_by_a_rebuild_of_the_stepped_node() {
-        for features in BACKENDS {
-            assert!(classes(features).contains(&"rebuild"));
-            for (secs, long) in [(30, false), (150, true)] {
-                for seed in 0..100 {
-                    let p = plan(&mut Rng::new(seed), 8, secs, long, features);
-                    let steps: Vec<(u64, usize)> = p
-                        .actions
+        every_plan(|_, _, _, seed, p| {
+            let steps = picked(p, |a| match a {
+                Action::ClockStep(node) => Some(*node),
+                _ => None,
+            });
+            let rebuilds = picked(p, |a| match a {
+                Action::Rebuild(node) => Some(*node),
+                _ => None,
+            });
+            assert!(!rebuilds.is_empty(), "seed {seed}");
+            assert_eq!(steps.len(), rebuilds.len(), "seed {seed}: {:?}", p.actions);
+            for (t, node) in &rebuilds {
+                // 0.3-1 s after a step of that node: its clock is still stepped back (by at
+                // least 2 margins, 1.5 s) past what its factories issued.
+                assert!(
+                    steps
                         .iter()
-                        .filter_map(|(t, a)| match a {
-                            Action::ClockStep(node) => Some((*t, *node)),
-                            _ => None,
-                        })
-                        .collect();
-                    let rebuilds: Vec<(u64, usize)> = p
-                        .actions
-                        .iter()
-                        .filter_map(|(t, a)| match a {
-                            Action::Rebuild(node) => Some((*t, *node)),
-                            _ => None,
-                        })
-                        .collect();
-                    assert!(!rebuilds.is_empty(), "seed {seed}");
-                    assert_eq!(steps.len(), rebuilds.len(), "seed {seed}: {:?}", p.actions);
-                    for (t, node) in &rebuilds {
-                        // 0.3-1 s after a step of that node: its clock is still stepped back
-                        // (by at least 2 margins, 1.5 s) past what its factories issued.
-                        assert!(
-                            steps
-                                .iter()
-                                .any(|(s, n)| n == node && (s + 300..=s + 1_000).contains(t)),
-                            "seed {seed}: {:?}",
-                            p.actions
-                        );
-                        assert!(p.clocks[*node].get(1).1 >= 2 * MARGIN_MS);
-                    }
-                }
+                        .any(|(s, n)| n == node && (s + 300..=s + 1_000).contains(t)),
+                    "seed {seed}: {:?}",
+                    p.actions
+                );
+                assert!(p.clocks[*node].get(1).1 >= 2 * MARGIN_MS);
             }
-        }
+        });
     }
 
     #[test]

@@ -13,20 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::launcher::Server;
 use crate::ports::server_port;
-use crate::services::{etcd, redis};
+use crate::services::{etcd, is_root, redis};
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// Runs `cmd` to completion within [`COMMAND_TIMEOUT`], killing it after.
@@ -130,41 +123,15 @@ impl Drop for TempDir {
 
 /// A Valkey/Redis server of this run's own, on a free port, without persistence: a restart
 /// forgets every lease.
-pub struct RedisServer(Server);
-
-impl RedisServer {
-    pub fn start(bin: PathBuf, dir: &Path) -> Result<Self, String> {
-        let dir = dir.join("server");
-        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let name = bin.file_name().map_or_else(
-            || bin.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let log = dir.join("server.log");
-        redis::server(&name, &bin, server_port()?, &dir, log)
-            .start()
-            .map(Self)
-    }
-
-    pub fn port(&self) -> u16 {
-        self.0.port()
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port())
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.0.is_down()
-    }
-
-    pub fn restart(&mut self) -> Result<(), String> {
-        self.0.restart()
-    }
-
-    pub fn kill(&mut self) {
-        self.0.kill();
-    }
+pub fn start_redis(bin: PathBuf, dir: &Path) -> Result<Server, String> {
+    let dir = dir.join("server");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name = bin.file_name().map_or_else(
+        || bin.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let log = dir.join("server.log");
+    redis::server(&name, &bin, server_port()?, &dir, log).start()
 }
 
 /// The newest installed PostgreSQL server binaries.
@@ -245,7 +212,9 @@ fn pg_node(
 /// as root every server program runs as user `postgres`.
 pub struct Postgres {
     bin: PathBuf,
-    primary: Server,
+    /// The server nodes use now: a kill is `kill -9` of the postmaster and every backend, a
+    /// restart crash recovery from its WAL.
+    pub primary: Server,
     replica: Option<Server>,
     /// The data directories and sockets. After the servers: fields drop in order, so the
     /// servers are stopped before their files go.
@@ -348,31 +317,15 @@ impl Postgres {
         ))
     }
 
-    /// The server nodes use now.
-    pub fn port(&self) -> u16 {
-        self.primary.port()
-    }
-
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port())
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres",
+            self.primary.port()
+        )
     }
 
     pub fn has_replica(&self) -> bool {
         self.replica.is_some()
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.primary.is_down()
-    }
-
-    /// `kill -9` of the primary's postmaster and every backend.
-    pub fn kill(&mut self) {
-        self.primary.kill();
-    }
-
-    /// Starts the killed primary again (crash recovery from its WAL).
-    pub fn restart(&mut self) -> Result<(), String> {
-        self.primary.restart()
     }
 
     /// The replica stops receiving WAL: from now on it lags behind the primary.
@@ -390,7 +343,7 @@ impl Postgres {
         let primary_lsn = self
             .psql(self.primary.port(), "SELECT pg_current_wal_lsn()")
             .unwrap_or_else(|e| format!("unknown ({e})"));
-        self.kill();
+        self.primary.kill();
         let replica = self.replica.take().ok_or("no replica")?;
         let replica_lsn = self.psql(replica.port(), "SELECT pg_last_wal_replay_lsn()")?;
         let promoted = self.psql(replica.port(), "SELECT pg_promote(true, 30)")?;
@@ -408,7 +361,8 @@ impl Postgres {
 /// `mariadb-install-db --auth-root-authentication-method=normal` makes it) and database `test`.
 /// As root the server runs as user `mysql`.
 pub struct Mariadb {
-    server: Server,
+    /// A restart after a kill is InnoDB crash recovery, on the same port and files.
+    pub server: Server,
     /// Its data, socket and pid file. After the server: fields drop in order, so the server
     /// is stopped before its files go.
     _files: TempDir,
@@ -483,25 +437,8 @@ impl Mariadb {
         })
     }
 
-    pub fn port(&self) -> u16 {
-        self.server.port()
-    }
-
     pub fn url(&self) -> String {
-        format!("mysql://root@127.0.0.1:{}/test", self.port())
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.server.is_down()
-    }
-
-    pub fn kill(&mut self) {
-        self.server.kill();
-    }
-
-    /// Starts again after a kill (InnoDB crash recovery), on the same port and files.
-    pub fn restart(&mut self) -> Result<(), String> {
-        self.server.restart()
+        format!("mysql://root@127.0.0.1:{}/test", self.server.port())
     }
 }
 
@@ -524,7 +461,8 @@ fn mariadb_client(port: u16) -> Command {
 /// committed write (keys, floors and etcd leases; etcd restarts each lease's TTL when its
 /// member becomes leader again).
 pub struct EtcdServer {
-    server: Server,
+    /// A restart after a kill waits until the member reports itself healthy (it has a leader).
+    pub server: Server,
     data: PathBuf,
 }
 
@@ -541,33 +479,14 @@ impl EtcdServer {
         Ok(Self { server, data })
     }
 
-    pub fn port(&self) -> u16 {
-        self.server.port()
-    }
-
     pub fn url(&self) -> String {
-        format!("etcd://127.0.0.1:{}", self.port())
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.server.is_down()
-    }
-
-    /// `kill -9` (etcd is one process).
-    pub fn kill(&mut self) {
-        self.server.kill();
-    }
-
-    /// Starts the member again after a kill, on the same ports and data, and waits until it
-    /// reports itself healthy (it has a leader).
-    pub fn restart(&mut self) -> Result<(), String> {
-        self.server.restart()
+        format!("etcd://127.0.0.1:{}", self.server.port())
     }
 }
 
 impl Drop for EtcdServer {
     fn drop(&mut self) {
-        self.kill();
+        self.server.kill();
         // The WAL preallocates 64 MB: the run's directory keeps only the log.
         let _ = fs::remove_dir_all(&self.data);
     }

@@ -21,9 +21,10 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use super::apt_install;
 use super::running::Running;
 use crate::launcher::{Server, which};
 use crate::ports::{bindable, server_port};
@@ -87,6 +88,7 @@ pub fn ensure_protoc() -> Result<(), String> {
     apt_install(
         &["protobuf-compiler", "libprotobuf-dev"],
         "protoc (needed to build etcd-client)",
+        "",
     )?;
     which("protoc")
         .map(|_| ())
@@ -101,53 +103,8 @@ fn ensure_etcd() -> Result<PathBuf, String> {
     if let Some(path) = which("etcd") {
         return Ok(path);
     }
-    apt_install(&["etcd-server"], "etcd")?;
+    apt_install(&["etcd-server"], "etcd", "")?;
     which("etcd").ok_or_else(|| "etcd-server is installed but etcd is not on the PATH".into())
-}
-
-/// Installs Debian packages (as root), refreshing the package lists if the first try fails.
-fn apt_install(packages: &[&str], what: &str) -> Result<(), String> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
-    if !root || !Path::new("/usr/bin/apt-get").exists() {
-        return Err(format!(
-            "{what} is not installed: install it (Debian: apt-get install {})",
-            packages.join(" ")
-        ));
-    }
-    eprintln!("xtask: installing {what} ({})", packages.join(" "));
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run apt-get: {e}"))
-    };
-    let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend_from_slice(packages);
-    if apt(&args)?.status.success() {
-        return Ok(());
-    }
-    let update = apt(&["update"])?;
-    if !update.status.success() {
-        return Err(format!(
-            "apt-get update failed: {}",
-            String::from_utf8_lossy(&update.stderr).trim()
-        ));
-    }
-    let out = apt(&args)?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`apt-get {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 /// One etcd member's name and loopback ports.

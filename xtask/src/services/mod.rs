@@ -10,6 +10,7 @@ mod running;
 mod sql;
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 pub use running::Running;
 
@@ -42,4 +43,59 @@ pub fn start() -> Result<Running, String> {
     sql::ensure(&mut running)?;
     redis::ensure(&mut running)?;
     Ok(running)
+}
+
+/// Runs a program; `Err` when it cannot be started at all.
+pub fn run(program: &str, args: &[&str]) -> Result<Output, String> {
+    Command::new(program)
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))
+}
+
+/// Runs a program and requires success, reporting its stderr otherwise.
+pub fn run_ok(program: &str, args: &[&str]) -> Result<Output, String> {
+    let out = run(program, args)?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+pub fn succeeds(program: &str, args: &[&str]) -> bool {
+    run(program, args).is_ok_and(|out| out.status.success())
+}
+
+pub fn is_root() -> bool {
+    run("id", &["-u"]).is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+/// Installs Debian packages (as root), refreshing the package lists if the first try fails;
+/// `var`, when not empty, is the variable that names a running server instead.
+pub fn apt_install(packages: &[&str], what: &str, var: &str) -> Result<(), String> {
+    if !is_root() || !Path::new("/usr/bin/apt-get").exists() {
+        let or_set = if var.is_empty() {
+            String::new()
+        } else {
+            format!(", or set {var} to a running server")
+        };
+        return Err(format!(
+            "{what} is not installed: install it (Debian: apt-get install {}){or_set}",
+            packages.join(" ")
+        ));
+    }
+    eprintln!("xtask: installing {what} ({})", packages.join(" "));
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    if succeeds("apt-get", &args) {
+        return Ok(());
+    }
+    run_ok("apt-get", &["update"])?;
+    run_ok("apt-get", &args).map(|_| ())
 }

@@ -92,7 +92,7 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
     }
 
     // Redis 7 (no HSETEX) for the "unsupported server" test: the machine's own, or started here.
-    if matches!(probe(REDIS7_PORT), Probe::Closed) {
+    if !ping(REDIS7_PORT) {
         match which("redis-server") {
             Some(binary) => start(running, "redis 7", &binary, REDIS7_PORT, &logs)?,
             None => eprintln!(
@@ -168,26 +168,6 @@ fn start(
     fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let log = logs.join(format!("{slug}.log"));
     running.start(server(name, binary, port, &data, log).timeout(START_TIMEOUT))
-}
-
-enum Probe {
-    Closed,
-    NoHsetex,
-    Hsetex,
-}
-
-/// What answers on `port`: nothing, a server without HSETEX, or one with it.
-fn probe(port: u16) -> Probe {
-    if !ping(port) {
-        return Probe::Closed;
-    }
-    // HSETEX without arguments: "wrong number of arguments" where it exists, "unknown command"
-    // where it does not.
-    match command(port, &["HSETEX"]) {
-        Some(reply) if reply.to_ascii_lowercase().contains("unknown command") => Probe::NoHsetex,
-        Some(_) => Probe::Hsetex,
-        None => Probe::NoHsetex,
-    }
 }
 
 /// A Valkey/Redis `binary` on loopback `port`, persistence off, its data in `dir`, output to

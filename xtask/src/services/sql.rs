@@ -7,11 +7,12 @@
 //! through untouched: that server is the caller's to manage.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use super::running::Running;
+use super::{apt_install, run, run_ok, succeeds};
 
 const PG_VAR: &str = "NONONCE_TEST_POSTGRES_URL";
 const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -37,60 +38,6 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Runs a program; `Err` when it cannot be started at all.
-fn run(program: &str, args: &[&str]) -> Result<Output, String> {
-    Command::new(program)
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))
-}
-
-/// Runs a program and requires success, reporting its stderr otherwise.
-fn run_ok(program: &str, args: &[&str]) -> Result<Output, String> {
-    let out = run(program, args)?;
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "`{program} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn succeeds(program: &str, args: &[&str]) -> bool {
-    run(program, args).is_ok_and(|out| out.status.success())
-}
-
-fn is_root() -> bool {
-    run("id", &["-u"]).is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-/// Installs Debian packages (as root), refreshing the package lists if the first try fails.
-fn apt_install(packages: &[&str], what: &str) -> Result<(), String> {
-    if !is_root() || !Path::new("/usr/bin/apt-get").exists() {
-        return Err(format!(
-            "{what} is not installed: install it (Debian: apt-get install {}), or set {} to a running server",
-            packages.join(" "),
-            if what == "PostgreSQL" {
-                PG_VAR
-            } else {
-                MYSQL_VAR
-            }
-        ));
-    }
-    eprintln!("xtask: installing {what} ({})", packages.join(" "));
-    let mut args = vec!["install", "-y", "--no-install-recommends"];
-    args.extend_from_slice(packages);
-    if succeeds("apt-get", &args) {
-        return Ok(());
-    }
-    run_ok("apt-get", &["update"])?;
-    run_ok("apt-get", &args).map(|_| ())
 }
 
 /// Polls `ready` until it holds or [`STARTUP`] passes.
@@ -148,7 +95,7 @@ fn postgres() -> Result<(), String> {
     let mut installed_here = false;
     if !pg_answers() {
         if pg_versions().is_empty() {
-            apt_install(&["postgresql", "postgresql-client"], "PostgreSQL")?;
+            apt_install(&["postgresql", "postgresql-client"], "PostgreSQL", PG_VAR)?;
             installed_here = true;
         }
         let version = pg_versions().pop().ok_or(
@@ -238,7 +185,7 @@ fn mariadb() -> Result<(), String> {
     let daemon = "/usr/sbin/mariadbd";
     if !mariadb_answers() {
         if !Path::new(daemon).exists() {
-            apt_install(&["mariadb-server", "mariadb-client"], "MariaDB")?;
+            apt_install(&["mariadb-server", "mariadb-client"], "MariaDB", MYSQL_VAR)?;
         }
         eprintln!("xtask: starting MariaDB");
         if !Path::new("/run/mysqld").exists() {
