@@ -71,11 +71,7 @@ impl NodeClock {
 
 /// `base + offset`, saturating at 0 and `u64::MAX`.
 pub fn apply(base_ms: u64, offset_ms: i64) -> u64 {
-    if offset_ms >= 0 {
-        base_ms.saturating_add(offset_ms.unsigned_abs())
-    } else {
-        base_ms.saturating_sub(offset_ms.unsigned_abs())
-    }
+    base_ms.saturating_add_signed(offset_ms)
 }
 
 impl Clock for NodeClock {

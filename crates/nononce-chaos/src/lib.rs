@@ -26,3 +26,22 @@ pub use record::{Kind, Record, Stamp};
 /// The base key every chaos node encrypts with, so the checker can decrypt and decode
 /// encrypted nonces. A test key: never use it anywhere else.
 pub const CHAOS_KEY: [u8; 32] = *b"nononce-chaos-test-key-not-real!";
+
+/// Runs a harness binary's `work` on a tokio runtime of one worker: success, or its error on
+/// stderr after `name` and failure.
+pub fn block_on(
+    name: &str,
+    work: impl Future<Output = Result<(), String>>,
+) -> std::process::ExitCode {
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio: {e}"))
+        .and_then(|runtime| runtime.block_on(work));
+    if let Err(e) = result {
+        eprintln!("{name}: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}

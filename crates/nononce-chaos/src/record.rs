@@ -33,7 +33,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in record order.
+    /// Every kind, in record order: a record codes a kind as its index here.
     pub const ALL: [Kind; 3] = [Kind::Counter, Kind::Sortable, Kind::Encrypted];
 
     /// The name used in reports.
@@ -42,23 +42,6 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Sortable => "sortable",
             Kind::Encrypted => "encrypted",
-        }
-    }
-
-    const fn code(self) -> u8 {
-        match self {
-            Kind::Counter => 0,
-            Kind::Sortable => 1,
-            Kind::Encrypted => 2,
-        }
-    }
-
-    const fn from_code(code: u8) -> Option<Self> {
-        match code {
-            0 => Some(Kind::Counter),
-            1 => Some(Kind::Sortable),
-            2 => Some(Kind::Encrypted),
-            _ => None,
         }
     }
 }
@@ -73,14 +56,6 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// A stamp with no offset (tests).
-    pub const fn at(at_ms: u64) -> Self {
-        Self {
-            at_ms,
-            offset_ms: 0,
-        }
-    }
-
     /// A stamp from a reading and the offset it was read with (clamped to `i32`).
     pub fn new(at_ms: u64, offset_ms: i64) -> Self {
         Self {
@@ -187,11 +162,6 @@ impl Record {
         }
     }
 
-    /// The node clock of the record.
-    pub const fn at_ms(&self) -> u64 {
-        self.stamp().at_ms
-    }
-
     /// The record's 32 bytes.
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let pair = |low: u64, high: u64| u128::from(low) | (u128::from(high) << 64);
@@ -207,7 +177,7 @@ impl Record {
             Record::Disable { .. } => (4, 0, 0, 0),
             Record::Nonce {
                 kind, bits, value, ..
-            } => (5, kind.code(), bits, value),
+            } => (5, kind as u8, bits, value),
             Record::Conflict { .. } => (6, 0, 0, 0),
             Record::End { .. } => (7, 0, 0, 0),
             Record::Tick { .. } => (8, 0, 0, 0),
@@ -230,15 +200,12 @@ impl Record {
     pub fn decode(bytes: &[u8; RECORD_LEN]) -> Option<Self> {
         let small = u16::from_le_bytes([bytes[2], bytes[3]]);
         let offset_ms = i32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&bytes[8..16]);
+        let (at_ms, value) = bytes[8..].split_at(8);
         let at = Stamp {
-            at_ms: u64::from_le_bytes(a),
+            at_ms: u64::from_le_bytes(at_ms.try_into().ok()?),
             offset_ms,
         };
-        let mut v = [0u8; 16];
-        v.copy_from_slice(&bytes[16..32]);
-        let value = u128::from_le_bytes(v);
+        let value = u128::from_le_bytes(value.try_into().ok()?);
         #[allow(clippy::cast_possible_truncation)] // the two halves, on purpose
         let (low, high) = (value as u64, (value >> 64) as u64);
         Some(match bytes[0] {
@@ -260,7 +227,7 @@ impl Record {
             4 => Record::Disable { at },
             5 => Record::Nonce {
                 at,
-                kind: Kind::from_code(bytes[1])?,
+                kind: *Kind::ALL.get(usize::from(bytes[1]))?,
                 bits: small,
                 value,
             },
@@ -284,14 +251,10 @@ pub fn read_all(
 ) -> io::Result<()> {
     let mut buf = [0u8; RECORD_LEN];
     loop {
-        let mut filled = 0;
-        while filled < RECORD_LEN {
-            match reader.read(&mut buf[filled..]) {
-                Ok(0) => return Ok(()),
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        match reader.read_exact(&mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
         }
         let record = Record::decode(&buf).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "unknown record tag or kind")

@@ -327,34 +327,16 @@ impl LeaseTarget for Recorder {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("chaos-node: tokio: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
-        match cli.command {
+    let command = Cli::parse().command;
+    nononce_chaos::block_on("chaos-node", async {
+        match command {
             Command::Run(args) => run(args).await,
             Command::Steal(args) => steal(args).await,
             Command::Drop(args) => drop_table(args).await,
             Command::Reserve(args) => reserve(args).await,
             Command::Wipe(args) => wipe(args).await,
         }
-    });
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chaos-node: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    })
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {

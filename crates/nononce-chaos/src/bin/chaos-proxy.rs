@@ -30,25 +30,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("chaos-proxy: tokio: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chaos-proxy: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    nononce_chaos::block_on("chaos-proxy", run(Cli::parse()))
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
