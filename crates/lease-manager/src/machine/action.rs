@@ -25,19 +25,23 @@ pub enum Source {
     Shutdown,
 }
 
-impl Source {
-    /// Lowercase label.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Initial => "initial",
-            Self::Reacquire => "reacquire",
-            Self::Cache => "cache",
-            Self::Scheduled => "scheduled",
-            Self::Shutdown => "shutdown",
+/// The lowercase label of each variant, `as_str`.
+macro_rules! labels {
+    ($ty:ident { $($variant:ident => $label:literal),* }) => {
+        impl $ty {
+            /// Lowercase label.
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $label),*
+                }
+            }
         }
-    }
+    };
 }
+
+labels!(Source { Initial => "initial", Reacquire => "reacquire", Cache => "cache",
+    Scheduled => "scheduled", Shutdown => "shutdown" });
 
 /// A strategy operation (telemetry `operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,17 +54,7 @@ pub enum Operation {
     Release,
 }
 
-impl Operation {
-    /// Lowercase label.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Acquire => "acquire",
-            Self::Renew => "renew",
-            Self::Release => "release",
-        }
-    }
-}
+labels!(Operation { Acquire => "acquire", Renew => "renew", Release => "release" });
 
 /// Outcome of an operation (telemetry `result`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,18 +69,9 @@ pub enum OpResult {
     Lost,
 }
 
-impl OpResult {
-    /// Lowercase label.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Error => "error",
-            Self::Retry => "retry",
-            Self::Lost => "lost",
-        }
-    }
+labels!(OpResult { Ok => "ok", Error => "error", Retry => "retry", Lost => "lost" });
 
+impl OpResult {
     pub(super) fn of(kind: ErrorKind) -> Self {
         match kind {
             ErrorKind::Lost => Self::Lost,

@@ -62,22 +62,16 @@ impl<L> LeaseMachine<L> {
     ) -> Option<LossReason> {
         let (coordinator_ms, max_ms) = (coordinator_ms?, millis(max?));
         let ahead_ms = now.saturating_sub(coordinator_ms);
-        let behind_ms = coordinator_ms.saturating_sub(sent);
-        if ahead_ms > max_ms {
-            Some(LossReason::ClockOffset {
-                ahead: true,
-                offset_ms: ahead_ms,
-                max_ms,
-            })
-        } else if behind_ms > max_ms {
-            Some(LossReason::ClockOffset {
-                ahead: false,
-                offset_ms: behind_ms,
-                max_ms,
-            })
+        let (ahead, offset_ms) = if ahead_ms > max_ms {
+            (true, ahead_ms)
         } else {
-            None
-        }
+            (false, coordinator_ms.saturating_sub(sent))
+        };
+        (offset_ms > max_ms).then_some(LossReason::ClockOffset {
+            ahead,
+            offset_ms,
+            max_ms,
+        })
     }
 
     /// `sent + min(renew_interval, ttl - margin) - margin`; positive by config validation.
