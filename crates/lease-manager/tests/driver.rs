@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use lease_core::time::millis;
 use lease_core::{
     Acquire, ErrorKind, Grant, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew, Renewal,
     Strategy,
@@ -113,10 +114,6 @@ impl TestCoordinator {
     fn floor(&self, id: u16) -> u64 {
         self.floors.lock().unwrap()[usize::from(id)]
     }
-
-    fn ttl_ms(&self) -> u64 {
-        u64::try_from(self.ttl.as_millis()).unwrap()
-    }
 }
 
 impl Fault {
@@ -157,13 +154,10 @@ impl Strategy for TestCoordinator {
         };
         let mut token = self.next_token.lock().unwrap();
         *token += 1;
-        rows[id] = Some((*token, now + self.ttl_ms()));
-        let previous = {
-            let mut floors = self.floors.lock().unwrap();
-            let previous = floors[id];
-            floors[id] = previous.max(floor_ms);
-            previous
-        };
+        rows[id] = Some((*token, now + millis(self.ttl)));
+        let mut floors = self.floors.lock().unwrap();
+        let previous = floors[id];
+        floors[id] = previous.max(floor_ms);
         let id = u16::try_from(id).unwrap();
         drop(rows);
         note(&self.log, self.clock, format!("acquire {id}"));
@@ -187,15 +181,13 @@ impl Strategy for TestCoordinator {
         let mut rows = self.rows.lock().unwrap();
         match &mut rows[usize::from(lease.0)] {
             Some((token, expires)) if *token == lease.1 && *expires > now => {
-                *expires = now + self.ttl_ms()
+                *expires = now + millis(self.ttl)
             }
             _ => return Err(TestError(ErrorKind::Lost)),
         }
         drop(rows);
         let mut floors = self.floors.lock().unwrap();
-        let floor = &mut floors[usize::from(lease.0)];
-        *floor = (*floor).max(floor_ms);
-        drop(floors);
+        floors[usize::from(lease.0)] = floors[usize::from(lease.0)].max(floor_ms);
         note(&self.log, self.clock, format!("renew {}", lease.0));
         Ok(Renewal::new(*lease, self.ttl))
     }
@@ -208,7 +200,7 @@ impl Strategy for TestCoordinator {
         if let Some((token, expires)) = &mut self.rows.lock().unwrap()[usize::from(lease.0)]
             && *token == lease.1
         {
-            *expires = (*expires).min(now + u64::try_from(guard.as_millis()).unwrap());
+            *expires = (*expires).min(now + millis(guard));
             self.floors.lock().unwrap()[usize::from(lease.0)] = floor_ms;
         }
         note(&self.log, self.clock, format!("release {}", lease.0));
@@ -826,8 +818,8 @@ async fn a_resumed_lease_starts_above_what_a_floor_ahead_let_the_first_factory_i
 
 #[tokio::test(start_paused = true)]
 async fn a_resumed_lease_starts_above_what_the_first_factory_issued_in_the_same_millisecond() {
-    let s = setup(1, Duration::from_secs(8 * 3600));
     // The paused clock does not move: both factories issue in the same millisecond.
+    let s = setup(1, Duration::from_secs(8 * 3600));
     assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
 }
 
