@@ -6,7 +6,7 @@ use std::time::Duration;
 use lease_testkit::memory::MemoryStore;
 use nononce::nonce::Error as NonceError;
 use nononce::prelude::*;
-use nononce::{Cipher128, Error, LeaseConfig};
+use nononce::{Builder, Cipher128, Error, LeaseConfig};
 
 fn quick_config() -> LeaseConfig {
     LeaseConfig::default()
@@ -75,32 +75,21 @@ async fn start_generate_lose_and_recover_shutdown() {
 #[tokio::test]
 async fn configuration_errors_are_reported_before_any_lease() {
     let store = MemoryStore::new();
-    let err = Nononce::builder(store.strategy())
-        .start()
-        .await
-        .err()
-        .unwrap();
+    let refused = |builder: Builder<_>| async move { builder.start().await.err().unwrap() };
+    let err = refused(Nononce::builder(store.strategy())).await;
     assert!(matches!(err, Error::NoFactory), "{err}");
-    let err = Nononce::builder(store.strategy())
-        .with_factory("a", FactoryOptions::new())
-        .with_factory("a", FactoryOptions::new())
-        .start()
-        .await
-        .err()
-        .unwrap();
+    let err = refused(
+        Nononce::builder(store.strategy())
+            .with_factory("a", FactoryOptions::new())
+            .with_factory("a", FactoryOptions::new()),
+    )
+    .await;
     assert!(
         matches!(err, Error::DuplicateFactory(ref n) if n == "a"),
         "{err}"
     );
-    let err = Nononce::builder(store.strategy())
-        .with_factory(
-            "short",
-            FactoryOptions::new().with_base_key(vec![0u8; 8].into()),
-        )
-        .start()
-        .await
-        .err()
-        .unwrap();
+    let short = FactoryOptions::new().with_base_key(vec![0u8; 8].into());
+    let err = refused(Nononce::builder(store.strategy()).with_factory("short", short)).await;
     assert!(err.to_string().contains("short"), "{err}");
     assert_eq!(store.held(), 0);
 }

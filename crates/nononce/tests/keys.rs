@@ -41,20 +41,9 @@ fn refuses_what_is_not_hex_with_its_own_error() {
 
 #[test]
 fn refuses_a_short_key_and_says_how_long_it_is() {
-    for empty in ["", "  \n"] {
-        assert_eq!(
-            decode_key_hex(empty),
-            Err(KeyHexError::TooShort { bytes: 0 })
-        );
+    for (text, bytes) in [("", 0), ("  \n", 0), ("0011", 2), (&HEX[..62], 31)] {
+        assert_eq!(decode_key_hex(text), Err(KeyHexError::TooShort { bytes }));
     }
-    assert_eq!(
-        decode_key_hex("0011"),
-        Err(KeyHexError::TooShort { bytes: 2 })
-    );
-    assert_eq!(
-        decode_key_hex(&HEX[..62]),
-        Err(KeyHexError::TooShort { bytes: 31 })
-    );
     assert_eq!(
         KeyHexError::TooShort { bytes: 2 }.to_string(),
         "the base key is 2 bytes: use at least 32 random bytes (64 hex digits; `openssl rand -hex 32` makes one)"

@@ -1,14 +1,24 @@
-//! Machine-ID leases on MySQL / MariaDB.
+//! Machine-ID leases on SQL: a SQLite file (processes of one host) by default, or the
+//! PostgreSQL or MySQL / MariaDB database whose URL is the first argument.
 //!
-//! `cargo xtask with-services cargo run -p nononce --example mysql --features mysql`
+//! `cargo run -p nononce --example sql --features sqlite`, or with a server's feature and URL:
+//! `cargo run -p nononce --example sql --features postgres -- postgres://postgres@127.0.0.1:5432/test`
+//! (`--features mysql -- mysql://root@127.0.0.1:3306/test`).
 
-use nononce::prelude::*;
-use nononce::sql::SqlStrategy;
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+fn main() {
+    eprintln!("build with --features sqlite, postgres or mysql");
+}
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("NONONCE_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+    use nononce::prelude::*;
+    use nononce::sql::SqlStrategy;
+
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "sqlite://nononce-example.db".into());
     // A table of this example's own, so it never touches a real lease table.
     let strategy = SqlStrategy::connect_lazy(&url)?.with_table("nononce_example_leases")?;
     strategy.migrate().await?; // idempotent: creates the table and its 512 rows once
