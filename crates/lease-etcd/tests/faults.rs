@@ -6,36 +6,38 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{OwnCluster, Prefix};
+use common::{OwnCluster, Prefix, initialized, poll};
 use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Renewal, Strategy};
-use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdStrategy};
+use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdOptions, EtcdStrategy};
 
 const TTL: Duration = Duration::from_secs(30);
 /// Attempts at a request while a cluster settles (a restarted member, a new leader).
 const ATTEMPTS: u32 = 100;
 
+/// A cluster of the test's own with `size` members, a prefix on it, and options for that prefix.
+fn own_cluster(size: usize) -> (OwnCluster, Prefix, EtcdOptions) {
+    let cluster = OwnCluster::start(size);
+    let prefix = Prefix::at(cluster.endpoints());
+    let options = common::options_at(&cluster.endpoints(), &prefix);
+    (cluster, prefix, options)
+}
+
 /// Renews until it succeeds, as a lease manager would retry uncertain answers; a confirmed
 /// loss fails the test.
 async fn renew_through(s: &EtcdStrategy, lease: &EtcdLease, what: &str) -> Renewal<EtcdLease> {
-    let mut last = None;
-    for _ in 0..ATTEMPTS {
+    poll(ATTEMPTS, what, || async {
         match s.renew(lease, Renew::new(TTL, 1)).await {
-            Ok(renewal) => return renewal,
             Err(e) if e.kind() == ErrorKind::Lost => panic!("{what}: lease lost: {e}"),
-            Err(e) => last = Some(e),
+            answer => answer,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: no renewal in {ATTEMPTS} attempts: {last:?}");
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_etcd_keeps_every_lease() {
-    let mut cluster = OwnCluster::start(1);
-    let endpoints = cluster.endpoints();
-    let prefix = Prefix::at(endpoints.clone());
-    let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
-    common::initialize(&s).await;
+    let (mut cluster, _prefix, options) = own_cluster(1);
+    let s = initialized(options.clone()).await;
     let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
 
     cluster.kill(0);
@@ -49,10 +51,9 @@ async fn a_restarted_etcd_keeps_every_lease() {
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
 
     cluster.restart(0);
-    cluster.wait_healthy(0);
     renew_through(&s, &grant.lease, "after the restart").await;
     // Another node sees the ID held, and its floor kept.
-    let other = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
+    let other = EtcdStrategy::new(options).unwrap();
     let holders = other.holders().await.unwrap();
     assert_eq!(holders.len(), 1);
     assert_eq!(holders[0].machine_id, grant.machine_id);
@@ -65,14 +66,11 @@ async fn a_restarted_etcd_keeps_every_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_that_lost_its_data_is_noticed() {
-    let mut cluster = OwnCluster::start(1);
-    let endpoints = cluster.endpoints();
-    let prefix = Prefix::at(endpoints.clone());
-    let options = common::options_at(&endpoints, &prefix)
+    let (mut cluster, _prefix, options) = own_cluster(1);
+    let options = options
         .with_max_lease_duration(Duration::from_secs(60))
         .with_max_clock_offset(Duration::from_secs(100));
-    let s = EtcdStrategy::new(options.clone()).unwrap();
-    common::initialize(&s).await;
+    let s = initialized(options.clone()).await;
     let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
     // Some history, so the revision the strategy saw is well above a fresh store's.
     for _ in 0..5 {
@@ -81,19 +79,17 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
 
     cluster.wipe_and_restart(0);
     // The holder learns at its next renewal that its lease is gone.
-    let mut lost = None;
-    for _ in 0..ATTEMPTS {
+    poll(ATTEMPTS, "the loss was never reported", || async {
         match s.renew(&grant.lease, Renew::new(TTL, 1)).await {
-            Err(e) if e.kind() == ErrorKind::Lost => {
-                lost = Some(e);
-                break;
+            Err(e) if e.kind() == ErrorKind::Lost => Ok(()),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+                Err(e)
             }
-            Err(e) => assert_eq!(e.kind(), ErrorKind::Retry, "{e}"),
             Ok(_) => panic!("a renewal succeeded on a store without the lease"),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(lost.is_some(), "the loss was never reported");
+    })
+    .await;
     // This process saw a later revision: it holds acquisition off.
     let e = s.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry);
@@ -111,7 +107,7 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     // A process that never saw the old store finds the prefix without its initialization
     // marker, and holds off too (a restored snapshot keeps the marker: see the crate docs,
     // "Amnesia").
-    let fresh = EtcdStrategy::new(options.clone()).unwrap();
+    let fresh = EtcdStrategy::new(options).unwrap();
     let e = fresh.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
     assert!(
         matches!(&e, EtcdLeaseError::NotInitialized { remaining, .. }
@@ -123,13 +119,10 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved_leader() {
-    let mut cluster = OwnCluster::start(3);
+    let (mut cluster, _prefix, options) = own_cluster(3);
     let endpoints = cluster.endpoints();
-    let prefix = Prefix::at(endpoints.clone());
-    let s = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
-    common::initialize(&s).await;
+    let s = initialized(options.clone()).await;
     let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
-    let id = grant.machine_id;
 
     // Each member's ID, and the leader.
     let mut members = Vec::new();
@@ -138,15 +131,16 @@ async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved
         let status = c.status().await.unwrap();
         members.push((status.header().unwrap().member_id(), status.leader()));
     }
-    let leader_id = members[0].1;
-    let leader = members.iter().position(|(m, _)| *m == leader_id).unwrap();
+    let leader = members
+        .iter()
+        .position(|(m, _)| *m == members[0].1)
+        .unwrap();
     let follower = (leader + 1) % 3;
 
     // A follower dies: two of three still form a quorum.
     cluster.kill(follower);
     renew_through(&s, &grant.lease, "with a follower killed").await;
     cluster.restart(follower);
-    cluster.wait_healthy(follower);
 
     // The leader moves to another member.
     let target = (leader + 2) % 3;
@@ -157,19 +151,22 @@ async fn a_three_member_cluster_keeps_leases_through_a_killed_member_and_a_moved
     // The new leader dies: the other two elect one.
     cluster.kill(target);
     renew_through(&s, &grant.lease, "after the leader was killed").await;
-    let other = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
-    let mut taken = None;
-    for _ in 0..ATTEMPTS {
-        match other.acquire(Acquire::new(TTL, 0, 1)).await {
-            Ok(g) => {
-                taken = Some(g);
-                break;
+    let other = EtcdStrategy::new(options).unwrap();
+    let taken = poll(
+        ATTEMPTS,
+        "another node acquires after the election",
+        || async {
+            let answer = other.acquire(Acquire::new(TTL, 0, 1)).await;
+            if let Err(e) = &answer {
+                assert!(e.kind().is_retryable(), "{e}");
             }
-            Err(e) => assert!(e.kind().is_retryable(), "{e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let taken = taken.expect("another node acquires after the election");
-    assert_ne!(taken.machine_id, id, "the held ID was handed out again");
+            answer
+        },
+    )
+    .await;
+    assert_ne!(
+        taken.machine_id, grant.machine_id,
+        "the held ID was handed out again"
+    );
     renew_through(&s, &grant.lease, "at the end").await;
 }

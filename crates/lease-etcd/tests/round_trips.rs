@@ -1,6 +1,6 @@
 //! Requests per lease operation, counted by an etcd of this test's own (its gRPC metrics, so
 //! no other test's requests count), as docs/performance.md reports them:
-//! `cargo xtask with-services cargo test -p lease-etcd --test round_trips -- --nocapture`.
+//! `cargo xtask with-services cargo test -p lease-etcd --test integration round_trips:: -- --nocapture`.
 //! The test fails if the counts change.
 
 use crate::common;
@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::{OwnCluster, Prefix, now_ms, options_at};
 use lease_core::{Acquire, Release, Renew, Strategy};
-use lease_etcd::EtcdStrategy;
 
 /// What the member on `port` has received so far: gRPC messages by method (a unary call is
 /// one; a stream counts each message sent on it) and streams opened by method, from its
@@ -56,31 +55,29 @@ fn received(port: u16) -> BTreeMap<String, u64> {
     counts
 }
 
-/// The messages received between `before` and `after`, by method.
-fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
-    after
-        .iter()
-        .filter_map(|(method, n)| {
-            let d = n - before.get(method).copied().unwrap_or(0);
-            (d > 0).then(|| (method.clone(), d))
-        })
-        .collect()
-}
-
-/// `operation` run, and the messages the member on `port` received meanwhile.
-async fn counted<T>(port: u16, operation: impl Future<Output = T>) -> (T, Vec<(String, u64)>) {
+/// Runs `operation` and checks that the member on `port` received `expected` meanwhile.
+async fn requests<T>(
+    port: u16,
+    what: &str,
+    operation: impl Future<Output = T>,
+    expected: &[(&str, u64)],
+) -> T {
     let before = received(port);
     let out = operation.await;
-    (out, delta(&before, &received(port)))
-}
-
-fn expect(what: &str, seen: &[(String, u64)], expected: &[(&str, u64)]) {
-    let expected: Vec<(String, u64)> = expected
+    let after = received(port);
+    let seen: Vec<(&str, u64)> = after
         .iter()
-        .map(|(m, n)| ((*m).to_owned(), *n))
+        .map(|(method, n)| {
+            (
+                method.as_str(),
+                n - before.get(method).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, d)| *d > 0)
         .collect();
     println!("{what}: {seen:?}");
     assert_eq!(seen, expected, "{what}: requests received by the server");
+    out
 }
 
 #[tokio::test]
@@ -88,49 +85,39 @@ async fn requests_per_operation() {
     let cluster = OwnCluster::start(1);
     let port = cluster.members[0].client_port;
     let prefix = Prefix::at(cluster.endpoints());
-    let s = EtcdStrategy::new(options_at(&cluster.endpoints(), &prefix)).unwrap();
-    common::initialize(&s).await;
+    let s = common::initialized(options_at(&cluster.endpoints(), &prefix)).await;
     let ttl = Duration::from_secs(30);
-    let guard = Duration::from_secs(2);
     let acquire = || Acquire::new(ttl, now_ms(), now_ms());
     let renew = || Renew::new(ttl, now_ms());
-    let release = || Release::new(guard, now_ms());
+    let release = || Release::new(Duration::from_secs(2), now_ms());
     // First use: connects; measured from the second round on, as in a running node.
     let grant = s.acquire(acquire()).await.unwrap();
     s.renew(&grant.lease, renew()).await.unwrap();
     s.release(&grant.lease, release()).await.unwrap();
 
-    let (grant, seen) = counted(port, s.acquire(acquire())).await;
-    let grant = grant.unwrap();
     // The read of the prefix (keys and floors), the holder's etcd lease, the claim.
-    expect(
-        "acquire",
-        &seen,
-        &[("LeaseGrant", 1), ("Range", 1), ("Txn", 1)],
-    );
-
-    let (renewal, seen) = counted(port, s.renew(&grant.lease, renew())).await;
-    renewal.unwrap();
+    let acquired = [("LeaseGrant", 1), ("Range", 1), ("Txn", 1)];
+    let grant = requests(port, "acquire", s.acquire(acquire()), &acquired)
+        .await
+        .unwrap();
     // A keep-alive stream (opened with one keep-alive, whose answer the client keeps to
     // itself, then a second for the TTL and the Raft term) and the proof of the key with the
     // floor's raise.
-    expect(
-        "renew",
-        &seen,
-        &[
-            ("LeaseKeepAlive", 2),
-            ("Txn", 1),
-            ("stream opened: LeaseKeepAlive", 1),
-        ],
-    );
-
-    let (released, seen) = counted(port, s.release(&grant.lease, release())).await;
-    released.unwrap();
+    let renewed = [
+        ("LeaseKeepAlive", 2),
+        ("Txn", 1),
+        ("stream opened: LeaseKeepAlive", 1),
+    ];
+    let renewal = requests(port, "renew", s.renew(&grant.lease, renew()), &renewed).await;
+    renewal.unwrap();
     // The guard's etcd lease, the move of the key onto it with the floor, the holder's etcd
     // lease revoked.
-    expect(
+    let released = [("LeaseGrant", 1), ("LeaseRevoke", 1), ("Txn", 1)];
+    let release = requests(
+        port,
         "release",
-        &seen,
-        &[("LeaseGrant", 1), ("LeaseRevoke", 1), ("Txn", 1)],
+        s.release(&grant.lease, release()),
+        &released,
     );
+    release.await.unwrap();
 }

@@ -7,12 +7,11 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Prefix, now_ms, raw};
-use lease_core::{
-    Acquire, ErrorKind, LeaseError, MachineId, Migration, Renew, StoreAdmin, Strategy,
-};
+use common::{Prefix, now_ms, poll, raw};
+use lease_core::{Acquire, ErrorKind, Grant, LeaseError, MachineId, Migration, Renew};
+use lease_core::{StoreAdmin, Strategy};
 use lease_etcd::etcd_client::{Client, DeleteOptions};
-use lease_etcd::{EtcdLeaseError, EtcdStrategy};
+use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdStrategy};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -25,12 +24,9 @@ fn acquire(floor_ms: u64) -> Acquire {
 fn renew() -> Renew {
     Renew::new(TTL, now_ms())
 }
-/// Attempts at an acquire while a short hold-off runs out (etcd ends expired leases in a
-/// sweep every 500 ms).
-const ATTEMPTS: u32 = 200;
 
 /// The hold-off's time left, from an acquire's answer; fails the test on any other answer.
-fn held_off(answer: Result<lease_core::Grant<lease_etcd::EtcdLease>, EtcdLeaseError>) -> Duration {
+fn held_off(answer: Result<Grant<EtcdLease>, EtcdLeaseError>) -> Duration {
     match answer {
         Ok(taken) => panic!(
             "machine id {} was handed out while the prefix must be held off",
@@ -49,12 +45,8 @@ async fn hold_off_key(client: &mut Client, prefix: &Prefix) -> Option<(i64, i64)
     let key = format!("{}hold-off", prefix.name);
     let answer = client.get(key.as_str(), None).await.expect("get");
     let lease = answer.kvs().first()?.lease();
-    let ttl = client
-        .lease_time_to_live(lease, None)
-        .await
-        .expect("ttl")
-        .ttl();
-    Some((lease, ttl))
+    let ttl = client.lease_time_to_live(lease, None).await.expect("ttl");
+    Some((lease, ttl.ttl()))
 }
 
 /// Whether the prefix's initialization marker exists.
@@ -64,25 +56,30 @@ async fn marker(client: &mut Client, prefix: &Prefix) -> bool {
     answer.kvs().first().is_some_and(|kv| kv.lease() == 0)
 }
 
-/// Holds every ID except `free` with keys of a foreign owner (no lease).
-async fn occupy_all_but(client: &mut Client, prefix: &Prefix, free: u16) {
-    for id in (0..MachineId::COUNT).filter(|id| *id != free) {
-        client
-            .put(prefix.lease_key(id), "foreign", None)
-            .await
-            .expect("put");
+/// Holds every ID except 17 with keys of a foreign owner (no lease).
+async fn occupy_all_but_17(client: &mut Client, prefix: &Prefix) {
+    for id in (0..MachineId::COUNT).filter(|id| *id != 17) {
+        let put = client.put(prefix.lease_key(id), "foreign", None).await;
+        put.expect("put");
     }
 }
 
-/// What an operator's `etcdctl del --prefix <prefix>` does.
-async fn delete_prefix(client: &mut Client, prefix: &Prefix) {
-    client
-        .delete(
-            prefix.name.as_str(),
-            Some(DeleteOptions::new().with_prefix()),
-        )
+/// `holder` is handed 17, the only free ID; then the prefix is deleted (what an operator's
+/// `etcdctl del --prefix <prefix>` does) and the other IDs are taken again.
+async fn prefix_deleted_under(
+    holder: &EtcdStrategy,
+    c: &mut Client,
+    prefix: &Prefix,
+) -> Grant<EtcdLease> {
+    occupy_all_but_17(c, prefix).await;
+    let grant = holder.acquire(acquire(now_ms())).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 17);
+    let all = Some(DeleteOptions::new().with_prefix());
+    c.delete(prefix.name.as_str(), all)
         .await
         .expect("delete the prefix");
+    occupy_all_but_17(c, prefix).await;
+    grant
 }
 
 /// A holder holds the only free ID; the prefix is deleted and the other IDs are taken again:
@@ -92,20 +89,11 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     let prefix = Prefix::new();
     let holder = common::strategy(&prefix).await;
     let mut c = raw().await;
-    occupy_all_but(&mut c, &prefix, 17).await;
-    let grant = holder.acquire(acquire(now_ms())).await.unwrap();
-    assert_eq!(grant.machine_id.get(), 17);
-
-    delete_prefix(&mut c, &prefix).await;
-    occupy_all_but(&mut c, &prefix, 17).await;
+    let grant = prefix_deleted_under(&holder, &mut c, &prefix).await;
     let second = EtcdStrategy::new(common::options(&prefix)).unwrap();
-    let e = match second.acquire(acquire(1)).await {
-        Ok(taken) => panic!(
-            "machine id {} held by a running node was handed out again after the prefix was deleted",
-            taken.machine_id
-        ),
-        Err(e) => e,
-    };
+    let e = second.acquire(acquire(1)).await.expect_err(
+        "an id held by a running node was handed out again after the prefix was deleted",
+    );
     assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
     // The hold-off is the amnesia hold-off (8 h and twice 1 h by default), in the store.
     let hold_off = common::options(&prefix).amnesia_hold_off();
@@ -134,16 +122,14 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     // Still held off for every node.
     let third = EtcdStrategy::new(common::options(&prefix)).unwrap();
     let left = held_off(third.acquire(acquire(1)).await);
-    assert!(
-        left <= hold_off && left > hold_off - Duration::from_secs(60),
-        "{left:?}"
-    );
+    let recent = |left: Duration| left <= hold_off && left > hold_off - Duration::from_secs(60);
+    assert!(recent(left), "{left:?}");
     held_off(second.acquire(acquire(1)).await);
     // Once every node is stopped, the operator initializes the prefix: usable at once.
     let done = StoreAdmin::migrate(&second).await.unwrap();
     assert!(
         matches!(&done, Migration::Initialized { marker, ended_hold_off: Some(left) }
-            if marker.contains(&prefix.name) && *left <= hold_off && *left > hold_off - Duration::from_secs(60)),
+            if marker.contains(&prefix.name) && recent(*left)),
         "{done:?}"
     );
     assert!(hold_off_key(&mut c, &prefix).await.is_none());
@@ -158,9 +144,9 @@ async fn a_new_prefix_is_usable_right_after_migrate() {
     let mut c = raw().await;
     let s = EtcdStrategy::new(common::options(&prefix)).unwrap();
     let done = StoreAdmin::migrate(&s).await.unwrap();
+    let name = format!("key `{}initialized`", prefix.name);
     assert!(
-        matches!(&done, Migration::Initialized { marker, ended_hold_off: None }
-            if *marker == format!("key `{}initialized`", prefix.name)),
+        matches!(&done, Migration::Initialized { marker, ended_hold_off: None } if *marker == name),
         "{done:?}"
     );
     assert!(marker(&mut c, &prefix).await);
@@ -168,16 +154,14 @@ async fn a_new_prefix_is_usable_right_after_migrate() {
     s.renew(&grant.lease, renew()).await.unwrap();
     // Running it again (nodes may run) changes nothing for them.
     let done = StoreAdmin::migrate(&s).await.unwrap();
-    assert!(
-        matches!(
-            done,
-            Migration::Initialized {
-                ended_hold_off: None,
-                ..
-            }
-        ),
-        "{done:?}"
+    let ended = matches!(
+        done,
+        Migration::Initialized {
+            ended_hold_off: None,
+            ..
+        }
     );
+    assert!(ended, "{done:?}");
     s.renew(&grant.lease, renew()).await.unwrap();
     s.acquire(acquire(1)).await.unwrap();
     assert_eq!(s.free_count().await.unwrap(), 510);
@@ -199,31 +183,21 @@ async fn a_deleted_prefix_heals_by_itself_after_the_hold_off() {
     let short = common::options(&prefix)
         .with_max_lease_duration(Duration::from_secs(2))
         .with_max_clock_offset(Duration::ZERO);
-    let holder = EtcdStrategy::new(short.clone()).unwrap();
-    common::initialize(&holder).await;
+    let holder = common::initialized(short.clone()).await;
     let mut c = raw().await;
-    occupy_all_but(&mut c, &prefix, 17).await;
-    let grant = holder.acquire(acquire(now_ms())).await.unwrap();
-    assert_eq!(grant.machine_id.get(), 17);
-
-    delete_prefix(&mut c, &prefix).await;
-    occupy_all_but(&mut c, &prefix, 17).await;
+    let grant = prefix_deleted_under(&holder, &mut c, &prefix).await;
     let second = EtcdStrategy::new(short).unwrap();
     held_off(second.acquire(acquire(1)).await);
     let (hold_off_lease, _) = hold_off_key(&mut c, &prefix).await.expect("recorded");
-    let mut granted = None;
-    for _ in 0..ATTEMPTS {
+    // Attempts while the short hold-off runs out (etcd ends expired leases in a sweep every
+    // 500 ms).
+    let granted = poll(200, "the prefix heals once the hold-off ended", || async {
         match second.acquire(acquire(1)).await {
-            Ok(g) => {
-                granted = Some(g);
-                break;
-            }
-            Err(EtcdLeaseError::NotInitialized { .. }) => {}
-            Err(e) => panic!("{e}"),
+            Err(e) if !matches!(e, EtcdLeaseError::NotInitialized { .. }) => panic!("{e}"),
+            answer => answer,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let granted = granted.expect("the prefix heals once the hold-off ended");
+    })
+    .await;
     assert_eq!(granted.machine_id.get(), 17);
     // Granted only after both etcd leases ended: the hold-off's, and the holder's.
     for lease in [hold_off_lease, grant.lease.etcd_lease_id()] {

@@ -2,13 +2,15 @@
 //! and etcd servers of a test's own.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use lease_core::StoreAdmin;
-use lease_etcd::etcd_client::{Client, DeleteOptions, GetOptions};
+use lease_etcd::etcd_client::{Client, DeleteOptions, Error, GetOptions};
 use lease_etcd::{EtcdOptions, EtcdStrategy};
+use nonce_core::{BootClock, Clock};
 
 /// The endpoints of the shared test server (`cargo xtask test` starts it).
 pub fn endpoints() -> Vec<String> {
@@ -25,23 +27,32 @@ pub async fn raw_at(endpoints: &[String]) -> Client {
     let connect = async {
         let mut client = Client::connect(endpoints, None).await?;
         client.status().await?;
-        Ok::<_, lease_etcd::etcd_client::Error>(client)
+        Ok::<_, Error>(client)
     };
-    match tokio::time::timeout(Duration::from_secs(10), connect).await {
-        Ok(Ok(client)) => client,
-        Ok(Err(e)) => panic!(
-            "etcd does not answer at {endpoints:?} ({e}): run `cargo xtask test`, which starts it"
-        ),
-        Err(_) => panic!(
-            "etcd does not answer at {endpoints:?} within 10 s: run `cargo xtask test`, which \
-             starts it"
-        ),
-    }
+    let failure = match tokio::time::timeout(Duration::from_secs(10), connect).await {
+        Ok(Ok(client)) => return client,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer within 10 s".to_owned(),
+    };
+    panic!(
+        "etcd does not answer at {endpoints:?} ({failure}): run `cargo xtask test`, which starts it"
+    )
 }
 
 /// A client on the shared test server.
 pub async fn raw() -> Client {
     raw_at(&endpoints()).await
+}
+
+/// Runs `work` on a runtime of its own, on a thread of its own (off any runtime the caller is
+/// on); `None` if it panicked.
+fn on_own_runtime<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> Option<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    std::thread::spawn(move || runtime.expect("runtime").block_on(work))
+        .join()
+        .ok()
 }
 
 /// A unique key prefix on the shared server; its keys are deleted and their leases revoked
@@ -74,35 +85,23 @@ impl Prefix {
 
 impl Drop for Prefix {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let endpoints = self.endpoints.clone();
-        // A runtime of its own, off any runtime the test is on.
-        let cleanup = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let work = async {
-                    let mut client = Client::connect(&endpoints, None).await?;
-                    let keys = client
-                        .get(name.as_str(), Some(GetOptions::new().with_prefix()))
-                        .await?;
-                    let mut leases: Vec<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
-                    leases.sort_unstable();
-                    leases.dedup();
-                    for lease in leases.into_iter().filter(|l| *l != 0) {
-                        let _ = client.lease_revoke(lease).await;
-                    }
-                    client
-                        .delete(name.as_str(), Some(DeleteOptions::new().with_prefix()))
-                        .await?;
-                    Ok::<_, lease_etcd::etcd_client::Error>(())
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
-            });
+        let (name, endpoints) = (self.name.clone(), self.endpoints.clone());
+        on_own_runtime(async move {
+            let work = async {
+                let mut client = Client::connect(&endpoints, None).await?;
+                let keys = client
+                    .get(name.as_str(), Some(GetOptions::new().with_prefix()))
+                    .await?;
+                let leases: BTreeSet<i64> = keys.kvs().iter().map(|kv| kv.lease()).collect();
+                for lease in leases.into_iter().filter(|l| *l != 0) {
+                    let _ = client.lease_revoke(lease).await;
+                }
+                client
+                    .delete(name.as_str(), Some(DeleteOptions::new().with_prefix()))
+                    .await
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
         });
-        let _ = cleanup.join();
     }
 }
 
@@ -123,7 +122,12 @@ pub fn options(prefix: &Prefix) -> EtcdOptions {
 pub async fn strategy(prefix: &Prefix) -> EtcdStrategy {
     // Fail clearly if the server is not there.
     drop(raw().await);
-    let strategy = EtcdStrategy::new(options(prefix)).expect("valid options");
+    initialized(options(prefix)).await
+}
+
+/// A strategy with `options`, whose prefix it initializes.
+pub async fn initialized(options: EtcdOptions) -> EtcdStrategy {
+    let strategy = EtcdStrategy::new(options).expect("valid options");
     initialize(&strategy).await;
     strategy
 }
@@ -138,13 +142,26 @@ pub async fn initialize(strategy: &EtcdStrategy) {
 
 /// This machine's clock in Unix ms.
 pub fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
+    BootClock::new().now_ms()
+}
+
+/// Requests `attempt` every 100 ms until it answers `Ok`, at most `attempts` times, while a
+/// cluster settles or a hold-off runs out; after that fails the test with `what` and the last
+/// error.
+pub async fn poll<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    attempts: u32,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> T {
+    let mut last = String::new();
+    for _ in 0..attempts {
+        match attempt().await {
+            Ok(answer) => return answer,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: nothing in {attempts} attempts: {last}")
 }
 
 /// The etcd binary (`NONONCE_TEST_ETCD_BIN`, or `etcd` on the `PATH`).
@@ -176,10 +193,6 @@ impl Member {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
-
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
 }
 
 /// An etcd cluster of a test's own (one or three members on free loopback ports, data in a
@@ -193,17 +206,14 @@ pub struct OwnCluster {
 impl OwnCluster {
     pub fn start(size: usize) -> Self {
         let token = format!("nononce-test-{:x}", rand::random::<u64>());
+        let port = || lease_testkit::ports::server_port().expect("a free loopback port");
         let members: Vec<Member> = (0..size)
-            .map(|i| {
-                let name = format!("m{i}");
-                let dir = std::env::temp_dir().join(format!("{token}-{name}"));
-                Member {
-                    name,
-                    client_port: lease_testkit::ports::server_port().expect("a free loopback port"),
-                    peer_port: lease_testkit::ports::server_port().expect("a free loopback port"),
-                    dir,
-                    child: None,
-                }
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_port: port(),
+                peer_port: port(),
+                dir: std::env::temp_dir().join(format!("{token}-m{i}")),
+                child: None,
             })
             .collect();
         let initial_cluster = members
@@ -216,12 +226,8 @@ impl OwnCluster {
             initial_cluster,
             token,
         };
-        for i in 0..size {
-            cluster.spawn(i);
-        }
-        for i in 0..size {
-            cluster.wait_healthy(i);
-        }
+        (0..size).for_each(|i| cluster.spawn(i));
+        (0..size).for_each(|i| cluster.wait_healthy(i));
         cluster
     }
 
@@ -238,18 +244,10 @@ impl OwnCluster {
         let child = Command::new(binary())
             .args(["--name", &member.name, "--data-dir"])
             .arg(member.dir.join("data"))
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &self.initial_cluster])
             .args(["--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", &self.token])
@@ -263,29 +261,19 @@ impl OwnCluster {
     }
 
     /// Waits until member `i` answers a linearizable read (it has a leader).
-    pub fn wait_healthy(&self, i: usize) {
+    fn wait_healthy(&self, i: usize) {
         let endpoint = self.members[i].endpoint();
         let started = Instant::now();
         let ready = || {
             let endpoint = endpoint.clone();
-            std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(async {
-                    let check = async {
-                        let mut client = Client::connect([endpoint], None).await.ok()?;
-                        client.get("health", None).await.ok()
-                    };
-                    tokio::time::timeout(Duration::from_millis(1000), check)
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_some()
-                })
+            on_own_runtime(async {
+                let check = async {
+                    let mut client = Client::connect([endpoint], None).await.ok()?;
+                    client.get("health", None).await.ok()
+                };
+                let answer = tokio::time::timeout(Duration::from_millis(1000), check).await;
+                answer.ok().flatten().is_some()
             })
-            .join()
             .unwrap_or(false)
         };
         while !ready() {
@@ -305,24 +293,20 @@ impl OwnCluster {
         }
     }
 
-    /// Starts member `i` again on its data.
+    /// Starts member `i` again on its data, and waits until it answers.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
         self.spawn(i);
+        self.wait_healthy(i);
     }
 
     /// Kills member `i`, deletes its data and starts it as a new single-member cluster on the
     /// same ports: an etcd that forgot everything (size-1 clusters only).
     pub fn wipe_and_restart(&mut self, i: usize) {
-        assert_eq!(
-            self.members.len(),
-            1,
-            "only a single member can be wiped and restarted"
-        );
+        assert_eq!(self.members.len(), 1, "only a single member can be wiped");
         self.kill(i);
         let _ = std::fs::remove_dir_all(self.members[i].dir.join("data"));
-        self.spawn(i);
-        self.wait_healthy(i);
+        self.restart(i);
     }
 }
 
