@@ -45,6 +45,11 @@ impl Harness for EtcdHarness {
         }
         true
     }
+
+    async fn force_release(&self, id: MachineId) -> Option<bool> {
+        let node = self.node().await;
+        Some(node.force_release(id).await.expect("force_release"))
+    }
 }
 
 /// etcd leases are whole seconds, and its lessor ends expired leases in a sweep every 500 ms:

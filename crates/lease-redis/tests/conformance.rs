@@ -46,6 +46,11 @@ impl Harness for RedisHarness {
         let _: i64 = del.query_async(&mut connection).await.expect("HDEL");
         true
     }
+
+    async fn force_release(&self, id: MachineId) -> Option<bool> {
+        let node = self.node().await;
+        Some(node.force_release(id).await.expect("force_release"))
+    }
 }
 
 /// Leases of 30 s: the release and takeover checks fill all 512 IDs and then wait out the release
@@ -57,81 +62,56 @@ fn options() -> lease_testkit::Options {
     lease_testkit::Options::new(std::time::Duration::from_secs(30))
 }
 
-mod valkey {
-    lease_testkit::conformance_tests!(
-        || super::RedisHarness::new(super::common::valkey()),
-        super::options(),
-        does_not_apply: [deterministic]
-    );
+/// On each server: the suite; the handover scenarios of `lease-testkit` (one ID from node A to
+/// node B whose clock is up to an hour off, through real lease managers and factories: with the
+/// floor nothing repeats, the same lags without it repeat nonces, so the scenarios can fail);
+/// and its operator check (holders, free count and force release through `StoreAdmin` agree
+/// with what the strategy leased, on a hash of its own).
+macro_rules! on_servers {
+    ($($server:ident)*) => {$(
+        mod $server {
+            use super::*;
+            use lease_testkit::handover::{self, Scenario};
+
+            lease_testkit::conformance_tests!(
+                || RedisHarness::new(common::$server()),
+                options(),
+                does_not_apply: [deterministic]
+            );
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn handover_across_clocks() {
+                let outcomes = handover::standard(|| RedisHarness::new(common::$server()))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(outcomes.len(), Scenario::standard().len());
+                for (scenario, outcome) in &outcomes {
+                    assert_eq!(outcome.duplicates, 0, "{scenario:?}: {outcome:?}");
+                    assert!(outcome.issued_a > 0, "{scenario:?}: {outcome:?}");
+                    assert!(outcome.issued_b + outcome.refused_b > 0, "{outcome:?}");
+                }
+                for scenario in Scenario::standard()
+                    .into_iter()
+                    .filter(|s| s.offset_ms < 0 && s.offset_ms > -10_000)
+                {
+                    let harness = RedisHarness::new(common::$server()).await;
+                    let outcome = handover::run(&harness, scenario.without_floor()).await;
+                    let outcome = outcome.unwrap_or_else(|e| panic!("{e}"));
+                    assert!(outcome.duplicates > 0, "{scenario:?}: {outcome:?}");
+                }
+            }
+
+            #[tokio::test]
+            async fn operator_commands_agree() {
+                let server = common::$server();
+                let key = Key::new(&server);
+                let s = common::strategy(&server, &key).await;
+                lease_testkit::admin::admin_agrees(&s, std::time::Duration::from_secs(60))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    )*};
 }
 
-mod redis8 {
-    lease_testkit::conformance_tests!(
-        || super::RedisHarness::new(super::common::redis8()),
-        super::options(),
-        does_not_apply: [deterministic]
-    );
-}
-
-/// The handover scenarios of `lease-testkit`: one ID from node A to node B whose clock is up to
-/// an hour off, through real lease managers and factories; with the floor nothing repeats.
-async fn handover(server: Server) {
-    let name = server.name;
-    let outcomes = lease_testkit::handover::standard(|| RedisHarness::new(server.clone()))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(
-        outcomes.len(),
-        lease_testkit::handover::Scenario::standard().len()
-    );
-    for (scenario, outcome) in &outcomes {
-        assert_eq!(outcome.duplicates, 0, "{name}: {scenario:?}: {outcome:?}");
-        assert!(outcome.issued_a > 0, "{name}: {scenario:?}: {outcome:?}");
-        assert!(
-            outcome.issued_b > 0 || outcome.refused_b > 0,
-            "{name}: {scenario:?}: {outcome:?}"
-        );
-    }
-    // The same lags without the floor repeat nonces: the scenarios can fail.
-    for scenario in lease_testkit::handover::Scenario::standard()
-        .into_iter()
-        .filter(|s| s.offset_ms < 0 && s.offset_ms > -10_000)
-    {
-        let scenario = scenario.without_floor();
-        let harness = RedisHarness::new(server.clone()).await;
-        let outcome = lease_testkit::handover::run(&harness, scenario)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(outcome.duplicates > 0, "{name}: {scenario:?}: {outcome:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handover_across_clocks_on_valkey() {
-    handover(common::valkey()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handover_across_clocks_on_redis8() {
-    handover(common::redis8()).await;
-}
-
-/// `lease-testkit`'s operator check: holders, free count and force release (through
-/// `StoreAdmin`) agree with what the strategy leased, on a hash of its own.
-async fn operator_commands(server: Server) {
-    let key = Key::new(&server);
-    let s = common::strategy(&server, &key).await;
-    lease_testkit::admin::admin_agrees(&s, std::time::Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", server.name));
-}
-
-#[tokio::test]
-async fn operator_commands_agree_on_valkey() {
-    operator_commands(common::valkey()).await;
-}
-
-#[tokio::test]
-async fn operator_commands_agree_on_redis8() {
-    operator_commands(common::redis8()).await;
-}
+on_servers!(valkey redis8);

@@ -27,6 +27,11 @@ impl Harness for SqlHarness {
         self.table.pool.expire(&self.table.name, id.get()).await;
         true
     }
+
+    async fn force_release(&self, id: MachineId) -> Option<bool> {
+        let node = self.node().await;
+        Some(node.force_release(id).await.expect("force_release"))
+    }
 }
 
 async fn harness(dialect: Dialect, acquisition: Acquisition) -> SqlHarness {
@@ -46,79 +51,36 @@ fn options() -> Options {
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 const OPTIMISTIC: Acquisition = Acquisition::Optimistic { candidates: 8 };
 
-#[cfg(feature = "postgres")]
-mod postgres {
-    use super::*;
-    lease_testkit::conformance_tests!(
-        || harness(Dialect::Postgres, Acquisition::SkipLocked),
-        options(),
-        does_not_apply: [deterministic]
-    );
+/// On each dialect and acquisition mode: the suite, and `lease-testkit`'s operator check
+/// (holders, free count and force release through `StoreAdmin` agree with what the strategy
+/// leased, on a table of its own).
+macro_rules! on_dialects {
+    ($($feature:literal $module:ident $dialect:ident $acquisition:expr;)*) => {$(
+        #[cfg(feature = $feature)]
+        mod $module {
+            use super::*;
+
+            lease_testkit::conformance_tests!(
+                || harness(Dialect::$dialect, $acquisition),
+                options(),
+                does_not_apply: [deterministic]
+            );
+
+            #[tokio::test]
+            async fn operator_commands_agree() {
+                let harness = harness(Dialect::$dialect, $acquisition).await;
+                lease_testkit::admin::admin_agrees(&harness.node().await, Duration::from_secs(60))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    )*};
 }
 
-#[cfg(feature = "postgres")]
-mod postgres_optimistic {
-    use super::*;
-    lease_testkit::conformance_tests!(
-        || harness(Dialect::Postgres, OPTIMISTIC),
-        options(),
-        does_not_apply: [deterministic]
-    );
-}
-
-#[cfg(feature = "mysql")]
-mod mysql {
-    use super::*;
-    lease_testkit::conformance_tests!(
-        || harness(Dialect::MySql, Acquisition::SkipLocked),
-        options(),
-        does_not_apply: [deterministic]
-    );
-}
-
-#[cfg(feature = "mysql")]
-mod mysql_optimistic {
-    use super::*;
-    lease_testkit::conformance_tests!(
-        || harness(Dialect::MySql, OPTIMISTIC),
-        options(),
-        does_not_apply: [deterministic]
-    );
-}
-
-#[cfg(feature = "sqlite")]
-mod sqlite {
-    use super::*;
-    lease_testkit::conformance_tests!(
-        || harness(Dialect::Sqlite, Acquisition::SkipLocked),
-        options(),
-        does_not_apply: [deterministic]
-    );
-}
-
-/// `lease-testkit`'s operator check: holders, free count and force release (through
-/// `StoreAdmin`) agree with what the strategy leased, on a table of its own.
-async fn operator_commands(dialect: Dialect) {
-    let table = TestTable::new(dialect).await;
-    lease_testkit::admin::admin_agrees(&table.strategy(), Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("{dialect:?}: {e}"));
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn operator_commands_agree_on_postgres() {
-    operator_commands(Dialect::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test]
-async fn operator_commands_agree_on_mysql() {
-    operator_commands(Dialect::MySql).await;
-}
-
-#[cfg(feature = "sqlite")]
-#[tokio::test]
-async fn operator_commands_agree_on_sqlite() {
-    operator_commands(Dialect::Sqlite).await;
-}
+on_dialects!(
+    "postgres" postgres Postgres Acquisition::SkipLocked;
+    "postgres" postgres_optimistic Postgres OPTIMISTIC;
+    "mysql" mysql MySql Acquisition::SkipLocked;
+    "mysql" mysql_optimistic MySql OPTIMISTIC;
+    "sqlite" sqlite Sqlite Acquisition::SkipLocked;
+);

@@ -9,9 +9,9 @@ use lease_core::{
 };
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::{Check, Harness, Options, Outcome};
+use crate::{Check, Harness, Options, Outcome, floor};
 
-type CheckResult = Result<Outcome, String>;
+pub(crate) type CheckResult = Result<Outcome, String>;
 
 /// Attempts for an acquire answered `Retry` or `Conflict`: a lease manager would retry those.
 const ACQUIRE_ATTEMPTS: u32 = 5;
@@ -26,14 +26,16 @@ pub(crate) async fn run<H: Harness>(check: Check, harness: &H, options: &Options
         Check::ReleaseGuard => release_guard(harness, options).await,
         Check::Exhausted => exhausted(harness, options).await,
         Check::Deterministic => deterministic(harness, options).await,
-        Check::FloorTravels => floor_travels(harness, options).await,
+        Check::FloorTravels => floor::floor_travels(harness, options).await,
+        Check::FloorRecorded => floor::floor_recorded(harness, options).await,
+        Check::FloorPreferred => floor::floor_preferred(harness, options).await,
         Check::Herd => herd(harness, options).await,
         Check::RenewAfterRelease => renew_after_release(harness, options).await,
     };
     result.unwrap_or_else(Outcome::Failed)
 }
 
-fn describe<E: LeaseError>(error: &E) -> String {
+pub(crate) fn describe<E: LeaseError>(error: &E) -> String {
     format!("{} error: {error}", error.kind())
 }
 
@@ -194,7 +196,7 @@ fn still_valid(
 }
 
 /// Fills the store and requires that every one of the 512 IDs is then held (see [`fill`]).
-async fn fill_all<S: Strategy>(
+pub(crate) async fn fill_all<S: Strategy>(
     strategy: &S,
     options: &Options,
     held: &[MachineId],
@@ -604,153 +606,21 @@ async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResul
     Ok(Outcome::Passed)
 }
 
-/// Acquires with a floor, retrying answers the lease manager would retry.
-async fn acquire_recording<S: Strategy>(
+/// Acquires at `now_ms` with a floor, retrying answers the lease manager would retry.
+pub(crate) async fn acquire_recording<S: Strategy>(
     strategy: &S,
     options: &Options,
+    now_ms: u64,
     floor_ms: u64,
 ) -> Result<Grant<S::Lease>, String> {
-    retrying(|| strategy.acquire(Acquire::new(options.ttl, 0, floor_ms)))
+    retrying(|| strategy.acquire(Acquire::new(options.ttl, now_ms, floor_ms)))
         .await
         .map_err(|e| describe(&e))
 }
 
-/// The floor below which this check's own floors start; far below any real clock, so a store
+/// The floor below which the checks' own floors start; far below any real clock, so a store
 /// left behind by the check holds no floor that a real node would have to wait for.
-const FLOOR_BASE: u64 = 1_000_000;
-
-async fn floor_travels<H: Harness>(harness: &H, options: &Options) -> CheckResult {
-    let first = harness.node().await;
-    if !first.profile().records_floor {
-        return skip("strategy stores no timestamp floor (its profile's `records_floor` is false)");
-    }
-    if !options.capabilities.holds_all_ids {
-        return skip(&format!(
-            "strategy cannot hold all {} ids, so the check cannot choose which id is handed over",
-            MachineId::COUNT
-        ));
-    }
-    // The first holder records a floor on acquire, raises it on renew, and must not lower it
-    // by renewing with less.
-    let sent = Instant::now();
-    let grant = acquire_recording(&first, options, FLOOR_BASE + 100)
-        .await
-        .map_err(|e| format!("acquire with a floor on an idle store failed: {e}"))?;
-    let id = grant.machine_id;
-    let before = grant.floor_ms;
-    let renew = |floor_ms| first.renew(&grant.lease, Renew::new(options.ttl, floor_ms));
-    renew(FLOOR_BASE + 1000)
-        .await
-        .map_err(|e| format!("renewing with a higher floor failed: {}", describe(&e)))?;
-    renew(FLOOR_BASE + 500)
-        .await
-        .map_err(|e| format!("renewing with a lower floor failed: {}", describe(&e)))?;
-    let recorded = before.max(FLOOR_BASE + 1000);
-
-    // Every other ID held, the first lease ends without a release: its floor must survive.
-    let filler = harness.node().await;
-    let fillers = fill_all(&filler, options, &[id], sent).await?;
-    if !harness.expire(id).await {
-        // Waiting out the first lease must not let the fillers' leases run out too.
-        sleep_until(sent + grant.ttl / 2).await;
-        renew_all(&filler, &fillers, options).await?;
-        sleep_until(sent + grant.ttl + options.slack).await;
-    }
-    let second = harness.node().await;
-    let taken = acquire_recording(&second, options, FLOOR_BASE + 10)
-        .await
-        .map_err(|e| format!("acquiring the expired machine id {id} failed: {e}"))?;
-    if taken.machine_id != id {
-        return Err(format!(
-            "with every other id held, acquire handed out {} instead of the expired {id}",
-            taken.machine_id
-        ));
-    }
-    match taken.floor_ms {
-        f if f == recorded => {}
-        0 => {
-            return Err(format!(
-                "the grant of machine id {id} after its lease expired reports no floor, though \
-                 the earlier holder recorded {recorded}: the floor must be stored with the id and \
-                 survive expiry"
-            ));
-        }
-        f if f == FLOOR_BASE + 500 => {
-            return Err(format!(
-                "a renewal with a lower floor replaced the higher one ({recorded}) of machine id \
-                 {id}: renew must keep the larger of the stored and the given floor"
-            ));
-        }
-        f => {
-            return Err(format!(
-                "after the first holder of machine id {id} recorded a floor of {recorded}, the \
-                 next grant reported {f}"
-            ));
-        }
-    }
-
-    // The second holder releases with the exact bound of what it issued. Then the first
-    // holder, whose lease was lost, releases it too (as the lease manager does after a loss):
-    // a higher floor must raise the stored one (a coordinator that forgot the lease learns
-    // what was issued under it), a lower one must not lower it.
-    let released = FLOOR_BASE + 2000;
-    second
-        .release(&taken.lease, Release::new(options.guard, released))
-        .await
-        .map_err(|e| format!("release with a floor failed: {}", describe(&e)))?;
-    let released_at = Instant::now();
-    renew_all(&filler, &fillers, options).await?;
-    let raised = FLOOR_BASE + 3000;
-    first
-        .release(&grant.lease, Release::new(options.guard, raised))
-        .await
-        .map_err(|e| {
-            format!(
-                "releasing a lost lease with a floor failed: {}",
-                describe(&e)
-            )
-        })?;
-    let _ = first
-        .release(&grant.lease, Release::new(options.guard, FLOOR_BASE + 1))
-        .await;
-    sleep_until(released_at + options.guard + options.slack).await;
-    let third = harness.node().await;
-    let again = acquire_recording(&third, options, FLOOR_BASE + 10)
-        .await
-        .map_err(|e| format!("acquiring the released machine id {id} failed: {e}"))?;
-    if again.machine_id != id {
-        return Err(format!(
-            "with every other id held, acquire handed out {} instead of the released {id}",
-            again.machine_id
-        ));
-    }
-    match again.floor_ms {
-        f if f == raised => {}
-        f if f == FLOOR_BASE + 1 => {
-            return Err(format!(
-                "a release by a holder whose lease on machine id {id} had expired and been taken set \
-                 the floor: release must match the token before it sets the floor, and may only \
-                 raise it otherwise"
-            ));
-        }
-        f if f == released => {
-            return Err(format!(
-                "a release of a lost lease on machine id {id} with a floor of {raised}, above the \
-                 stored {released}, did not raise it: a lost lease's release must raise the floor \
-                 to what was issued under it (a coordinator that forgot the lease forgot its floor)"
-            ));
-        }
-        f => {
-            return Err(format!(
-                "after the holder of machine id {id} released it with a floor of {released} and the \
-                 holder it was lost by with {raised}, the next grant reported {f}: release must \
-                 store the floor it is given, and a lost lease's release raise it"
-            ));
-        }
-    }
-
-    Ok(Outcome::Passed)
-}
+pub(crate) const FLOOR_BASE: u64 = 1_000_000;
 
 /// Attempts of one herd node: 512 acquirers on one store lose many races (`Conflict`) or find
 /// the store busy (`Retry`) before each holds an ID.
@@ -975,7 +845,7 @@ async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> Chec
         "after the release guard",
     )
     .await?;
-    let again = match acquire_recording(&filler, options, FLOOR_BASE + 10).await {
+    let again = match acquire_recording(&filler, options, 0, FLOOR_BASE + 10).await {
         Ok(again) if again.machine_id == id => again,
         Ok(again) => {
             fillers_still_valid(filled_from, options)?;
@@ -1034,7 +904,7 @@ async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> Chec
 }
 
 /// Renews every filler lease, so they outlast a wait of up to the minimum TTL.
-async fn renew_all<S: Strategy>(
+pub(crate) async fn renew_all<S: Strategy>(
     strategy: &S,
     grants: &[Grant<S::Lease>],
     options: &Options,

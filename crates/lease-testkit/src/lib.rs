@@ -4,6 +4,7 @@
 
 pub mod admin;
 mod checks;
+mod floor;
 pub mod handover;
 pub mod memory;
 pub mod ports;
@@ -37,6 +38,17 @@ pub trait Harness: Send + Sync {
     fn expire(&self, id: MachineId) -> impl Future<Output = bool> + Send {
         let _ = id;
         async { false }
+    }
+
+    /// Frees `id` at once as an operator's force release does
+    /// ([`StoreAdmin::force_release`](lease_core::StoreAdmin::force_release)), answering whether
+    /// a lease held it.
+    ///
+    /// Returns `None` if the backend has no such command (the default); the floor checks then
+    /// do not check that a force release keeps the ID's floor.
+    fn force_release(&self, id: MachineId) -> impl Future<Output = Option<bool>> + Send {
+        let _ = id;
+        async { None }
     }
 }
 
@@ -271,6 +283,16 @@ pub enum Check {
     /// that was lost.
     /// Needs `holds_all_ids`.
     FloorTravels,
+    /// A strategy that records floors stores the larger of the stored floor and the one an
+    /// acquire is given, and reports the stored one in the grant; renew raises it only while
+    /// the lease is the holder's (never lowers it); expiry and a force release
+    /// ([`Harness::force_release`]) keep it; a holder whose lease was taken over can neither
+    /// raise it by renewing nor lower it by releasing. Needs `holds_all_ids`.
+    FloorRecorded,
+    /// A strategy that records floors hands an acquirer a free ID whose floor is below its
+    /// clock (`Acquire::now_ms`) before one whose floor is ahead of it, and the one ahead, with
+    /// its floor, when no other is free. Needs `holds_all_ids`.
+    FloorPreferred,
     /// 512 nodes acquiring at once (each made before the first claim, `Conflict` and `Retry`
     /// retried) get 512 distinct IDs. With a profile that records floors, each node claims with
     /// a floor of its own, and once every lease has ended the next holder of each ID sees the
@@ -287,7 +309,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order [`run`] runs them.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 13] = [
         Self::DistinctIds,
         Self::RenewKeepsId,
         Self::RenewIsIdempotent,
@@ -297,6 +319,8 @@ impl Check {
         Self::Exhausted,
         Self::Deterministic,
         Self::FloorTravels,
+        Self::FloorRecorded,
+        Self::FloorPreferred,
         Self::Herd,
         Self::RenewAfterRelease,
     ];
@@ -314,6 +338,8 @@ impl Check {
             Self::Exhausted => "exhausted",
             Self::Deterministic => "deterministic",
             Self::FloorTravels => "floor_travels",
+            Self::FloorRecorded => "floor_recorded",
+            Self::FloorPreferred => "floor_preferred",
             Self::Herd => "herd",
             Self::RenewAfterRelease => "renew_after_release",
         }
@@ -472,6 +498,8 @@ pub mod __private {
         pub const exhausted: Check = Check::Exhausted;
         pub const deterministic: Check = Check::Deterministic;
         pub const floor_travels: Check = Check::FloorTravels;
+        pub const floor_recorded: Check = Check::FloorRecorded;
+        pub const floor_preferred: Check = Check::FloorPreferred;
         pub const herd: Check = Check::Herd;
         pub const renew_after_release: Check = Check::RenewAfterRelease;
     }
@@ -583,6 +611,8 @@ macro_rules! conformance_tests {
             exhausted Exhausted,
             deterministic Deterministic,
             floor_travels FloorTravels,
+            floor_recorded FloorRecorded,
+            floor_preferred FloorPreferred,
             herd Herd,
             renew_after_release RenewAfterRelease,
         );
@@ -627,6 +657,16 @@ macro_rules! conformance_tests {
     };
     (@one floor_travels $check:ident $h:tt $o:tt [floor_travels $($rest:ident)*] $all:tt) => {
         $crate::conformance_tests!(@ignored floor_travels $check $h $o
+            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
+             and holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one floor_recorded $check:ident $h:tt $o:tt [floor_recorded $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored floor_recorded $check $h $o
+            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
+             and holds all 512 IDs (Capabilities::holds_all_ids)");
+    };
+    (@one floor_preferred $check:ident $h:tt $o:tt [floor_preferred $($rest:ident)*] $all:tt) => {
+        $crate::conformance_tests!(@ignored floor_preferred $check $h $o
             "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
              and holds all 512 IDs (Capabilities::holds_all_ids)");
     };

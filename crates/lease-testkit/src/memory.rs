@@ -46,6 +46,13 @@ pub enum Flaw {
     ForgetsFloor,
     /// Renew overwrites the floor instead of raising it, so a lower floor can replace a higher one.
     RenewLowersFloor,
+    /// Acquire overwrites the floor instead of raising it, so a lower floor can replace a higher
+    /// one.
+    AcquireLowersFloor,
+    /// A renewal of a lease that was taken over is lost, but raises the floor all the same.
+    LostRenewRaisesFloor,
+    /// Acquire takes the first free ID, whatever its floor and the acquirer's clock.
+    IgnoresFloorPreference,
     /// Release sets the floor whoever holds the ID, without matching the token.
     ReleaseFloorIgnoresToken,
     /// Release of a lease that is no longer ours leaves the floor as it is, instead of raising
@@ -294,6 +301,17 @@ impl Harness for MemoryStore {
         MemoryStore::expire(self, id);
         true
     }
+
+    /// Ends the lease at once, as [`MemoryStore::expire`] does: the floor stays.
+    async fn force_release(&self, id: MachineId) -> Option<bool> {
+        let now = Instant::now();
+        let held = self
+            .lock()
+            .get(usize::from(id.get()))
+            .is_some_and(|row| row.is_some_and(|r| r.expires_at > now));
+        MemoryStore::expire(self, id);
+        Some(held)
+    }
 }
 
 /// One node's view of a [`MemoryStore`] (test double); see the [module docs](self).
@@ -335,7 +353,9 @@ impl Strategy for MemoryStrategy {
         // Prefer a free ID whose floor our clock has passed; any free ID otherwise.
         let pick = |rows: &[Option<Row>]| {
             let floors = store.floors();
-            let passed = (0..rows.len()).find(|&i| free(&rows[i]) && floors[i] < now_ms);
+            let passed = (0..rows.len()).find(|&i| {
+                free(&rows[i]) && (floors[i] < now_ms || store.has(Flaw::IgnoresFloorPreference))
+            });
             passed.or_else(|| rows.iter().position(free))
         };
         let index = if store.has(Flaw::RacyAcquire) {
@@ -370,7 +390,7 @@ impl Strategy for MemoryStrategy {
         } else {
             store.floors()[index]
         };
-        store.record_floor(index, floor_ms, false);
+        store.record_floor(index, floor_ms, store.has(Flaw::AcquireLowersFloor));
         let id = MachineId::new(u16::try_from(index).unwrap_or(u16::MAX))
             .expect("the store has at most one row per machine id");
         Ok(Grant::new(id, MemoryLease { id, token }, ttl).with_floor(previous))
@@ -396,6 +416,9 @@ impl Strategy for MemoryStrategy {
         // allows that, but a coordinator that dropped the row could not, so be strict.
         let released = row.released && !store.has(Flaw::RenewRevivesReleased);
         if !ours || released || row.expires_at <= now {
+            if store.has(Flaw::LostRenewRaisesFloor) {
+                store.record_floor(usize::from(lease.id.get()), request.floor_ms, false);
+            }
             if store.has(Flaw::LostAsRetry) {
                 return Err(MemoryLeaseError::Flawed(Flaw::LostAsRetry));
             }

@@ -72,81 +72,46 @@ async fn conformance_returns_the_report_when_all_pass() {
     assert_eq!(report.results.len(), Check::ALL.len());
 }
 
-async fn assert_caught(flaw: Flaw, check: Check, hooks: bool) {
-    let store = MemoryStore::new().with_flaw(flaw);
-    let report = if hooks {
-        with_hooks(store, &options()).await
-    } else {
-        without_hooks(store, &options()).await
-    };
-    assert!(
-        report.failed().contains(&check),
-        "{flaw:?} not caught by {check} (hooks: {hooks}):\n{report}"
-    );
-    assert!(report.to_string().contains(&format!("FAILED  {check}")));
-}
-
+/// Each deliberate flaw fails the check named beside it, with the store as harness (`expire`
+/// supported) and, where `closure` says so, with a closure that waits out TTLs instead.
 #[tokio::test(start_paused = true)]
-async fn a_losing_claim_that_records_its_floor_is_caught() {
-    assert_caught(Flaw::LoserRecordsFloor, Check::Herd, true).await;
-    assert_caught(Flaw::LoserRecordsFloor, Check::Herd, false).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_renewal_reviving_a_released_lease_is_caught() {
-    assert_caught(Flaw::RenewRevivesReleased, Check::RenewAfterRelease, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn racy_acquire_is_caught() {
-    assert_caught(Flaw::RacyAcquire, Check::DistinctIds, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn renew_ignoring_the_token_is_caught() {
-    assert_caught(Flaw::RenewIgnoresToken, Check::LostAfterTakeover, true).await;
-    assert_caught(Flaw::RenewIgnoresToken, Check::LostAfterTakeover, false).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn renew_rotating_the_token_is_caught() {
-    assert_caught(Flaw::RenewRotatesToken, Check::RenewIsIdempotent, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn lost_reported_as_retry_is_caught() {
-    assert_caught(Flaw::LostAsRetry, Check::LostAfterTakeover, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn release_freeing_at_once_is_caught() {
-    assert_caught(Flaw::ReleaseFreesAtOnce, Check::ReleaseGuard, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn release_ignoring_the_token_is_caught() {
-    assert_caught(Flaw::ReleaseIgnoresToken, Check::LostAfterTakeover, true).await;
-    assert_caught(Flaw::ReleaseIgnoresToken, Check::LostAfterTakeover, false).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn ttl_flaws_are_caught() {
-    assert_caught(Flaw::OverGrantsTtl, Check::TtlHonoured, true).await;
-    assert_caught(Flaw::ExpiresEarly, Check::TtlHonoured, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn missing_exhausted_is_caught() {
-    assert_caught(Flaw::NoExhausted, Check::Exhausted, true).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn floor_flaws_are_caught() {
-    for hooks in [true, false] {
-        assert_caught(Flaw::ForgetsFloor, Check::FloorTravels, hooks).await;
-        assert_caught(Flaw::RenewLowersFloor, Check::FloorTravels, hooks).await;
-        assert_caught(Flaw::ReleaseFloorIgnoresToken, Check::FloorTravels, hooks).await;
-        assert_caught(Flaw::LostReleaseKeepsFloor, Check::FloorTravels, hooks).await;
+async fn each_flaw_is_caught() {
+    use {Check as C, Flaw as F};
+    for (flaw, check, closure) in [
+        (F::LoserRecordsFloor, C::Herd, true),
+        (F::RenewRevivesReleased, C::RenewAfterRelease, false),
+        (F::RacyAcquire, C::DistinctIds, false),
+        (F::RenewIgnoresToken, C::LostAfterTakeover, true),
+        (F::RenewRotatesToken, C::RenewIsIdempotent, false),
+        (F::LostAsRetry, C::LostAfterTakeover, false),
+        (F::ReleaseFreesAtOnce, C::ReleaseGuard, false),
+        (F::ReleaseIgnoresToken, C::LostAfterTakeover, true),
+        (F::OverGrantsTtl, C::TtlHonoured, false),
+        (F::ExpiresEarly, C::TtlHonoured, false),
+        (F::NoExhausted, C::Exhausted, false),
+        (F::ForgetsFloor, C::FloorTravels, true),
+        (F::RenewLowersFloor, C::FloorTravels, true),
+        (F::ReleaseFloorIgnoresToken, C::FloorTravels, true),
+        (F::LostReleaseKeepsFloor, C::FloorTravels, true),
+        (F::ForgetsFloor, C::FloorRecorded, true),
+        (F::RenewLowersFloor, C::FloorRecorded, true),
+        (F::AcquireLowersFloor, C::FloorRecorded, true),
+        (F::LostRenewRaisesFloor, C::FloorRecorded, true),
+        (F::IgnoresFloorPreference, C::FloorPreferred, true),
+        (F::ForgetsFloor, C::FloorPreferred, false),
+    ] {
+        let store = MemoryStore::new().with_flaw(flaw);
+        let mut reports = vec![with_hooks(store.clone(), &options()).await];
+        if closure {
+            reports.push(without_hooks(store, &options()).await);
+        }
+        for report in reports {
+            assert!(
+                report.failed().contains(&check),
+                "{flaw:?} not caught by {check}:\n{report}"
+            );
+            assert!(report.to_string().contains(&format!("FAILED  {check}")));
+        }
     }
 }
 
@@ -263,6 +228,8 @@ async fn static_strategies_run_the_relevant_checks() {
         Check::ReleaseGuard,
         Check::Exhausted,
         Check::FloorTravels,
+        Check::FloorRecorded,
+        Check::FloorPreferred,
         Check::Herd,
         Check::RenewAfterRelease,
     ] {
@@ -336,6 +303,8 @@ mod generated_static {
             exhausted,
             deterministic,
             floor_travels,
+            floor_recorded,
+            floor_preferred,
             herd,
             renew_after_release,
         ]

@@ -36,74 +36,37 @@ fn paused() -> ClockFn {
     clock()
 }
 
-struct Sql(SqlStore);
+/// Harnesses on the model stores, each making its strategies with the store's method named.
+macro_rules! harnesses {
+    ($($(#[$doc:meta])* $name:ident($store:ident) $make:ident -> $strategy:ty;)*) => {$(
+        $(#[$doc])*
+        struct $name($store);
 
-impl Harness for Sql {
-    type Strategy = SqlClient<DirectLink>;
-    async fn node(&self) -> Self::Strategy {
-        self.0.strategy()
-    }
-    async fn expire(&self, id: MachineId) -> bool {
-        self.0.expire(id);
-        true
-    }
+        impl Harness for $name {
+            type Strategy = $strategy;
+            async fn node(&self) -> Self::Strategy {
+                self.0.$make()
+            }
+            async fn expire(&self, id: MachineId) -> bool {
+                self.0.expire(id);
+                true
+            }
+        }
+    )*};
 }
 
-/// lease-redis's strategy itself against the hash model.
-struct Redis(RedisStore);
-
-impl Harness for Redis {
-    type Strategy = RedisStrategy<SimTransport<DirectLink>>;
-    async fn node(&self) -> Self::Strategy {
-        self.0.real_strategy()
-    }
-    async fn expire(&self, id: MachineId) -> bool {
-        self.0.expire(id);
-        true
-    }
-}
-
-/// The same as the simulation runs it, with its guard switches.
-struct RedisSim(RedisStore);
-
-impl Harness for RedisSim {
-    type Strategy = RedisClient<DirectLink>;
-    async fn node(&self) -> Self::Strategy {
-        self.0.strategy()
-    }
-    async fn expire(&self, id: MachineId) -> bool {
-        self.0.expire(id);
-        true
-    }
-}
-
-/// lease-etcd's strategy itself against the cluster model.
-struct Etcd(EtcdStore);
-
-impl Harness for Etcd {
-    type Strategy = EtcdStrategy<SimTransport<DirectLink>>;
-    async fn node(&self) -> Self::Strategy {
-        self.0.real_strategy()
-    }
-    async fn expire(&self, id: MachineId) -> bool {
-        self.0.expire(id);
-        true
-    }
-}
-
-/// The same as the simulation runs it, with its guard switches.
-struct EtcdSim(EtcdStore);
-
-impl Harness for EtcdSim {
-    type Strategy = EtcdClient<DirectLink>;
-    async fn node(&self) -> Self::Strategy {
-        self.0.strategy()
-    }
-    async fn expire(&self, id: MachineId) -> bool {
-        self.0.expire(id);
-        true
-    }
-}
+harnesses!(
+    /// lease-sql's strategy as the simulation runs it, with its guard switches.
+    Sql(SqlStore) strategy -> SqlClient<DirectLink>;
+    /// lease-redis's strategy itself against the hash model.
+    Redis(RedisStore) real_strategy -> RedisStrategy<SimTransport<DirectLink>>;
+    /// The same as the simulation runs it, with its guard switches.
+    RedisSim(RedisStore) strategy -> RedisClient<DirectLink>;
+    /// lease-etcd's strategy itself against the cluster model.
+    Etcd(EtcdStore) real_strategy -> EtcdStrategy<SimTransport<DirectLink>>;
+    /// The same as the simulation runs it, with its guard switches.
+    EtcdSim(EtcdStore) strategy -> EtcdClient<DirectLink>;
+);
 
 mod sql_model {
     lease_testkit::conformance_tests!(
@@ -173,89 +136,71 @@ mod static_model {
             release_guard,
             exhausted,
             floor_travels,
+            floor_recorded,
+            floor_preferred,
             herd,
             renew_after_release,
         ]
     );
 }
 
-/// The switches are real: the suite sees each one the simulation turns off.
+/// Runs `check` on a harness of `store` (shared by every harness it makes).
+async fn outcome<S: Clone, H: Harness>(check: Check, store: S, harness: fn(S) -> H) -> Outcome {
+    let new = || {
+        let store = store.clone();
+        async move { harness(store) }
+    };
+    lease_testkit::run_check(check, new, &Options::new(HOUR)).await
+}
+
+/// The switches are real: the suite sees each one the simulation turns off. Without the release
+/// guard `release_guard` fails; without the floor the floor checks do not apply.
 #[tokio::test(start_paused = true)]
 async fn the_suite_sees_the_switched_off_guards() {
-    let options = Options::new(HOUR);
     let no_guard = Guards {
         release_guard: false,
         ..Guards::ALL
     };
-    let sql = SqlStore::new(clock(), 8 * HOUR).with_guards(no_guard);
-    let outcome = lease_testkit::run_check(
-        Check::ReleaseGuard,
-        || {
-            let sql = sql.clone();
-            async move { Sql(sql) }
-        },
-        &options,
-    )
-    .await;
-    assert!(outcome.is_failed(), "{outcome:?}");
-    let redis = RedisStore::new(clock(), 8 * HOUR).with_guards(no_guard);
-    let outcome = lease_testkit::run_check(
-        Check::ReleaseGuard,
-        || {
-            let redis = redis.clone();
-            async move { RedisSim(redis) }
-        },
-        &options,
-    )
-    .await;
-    assert!(outcome.is_failed(), "{outcome:?}");
-    let etcd = EtcdStore::new(clock(), 8 * HOUR).with_guards(no_guard);
-    let outcome = lease_testkit::run_check(
-        Check::ReleaseGuard,
-        || {
-            let etcd = etcd.clone();
-            async move { EtcdSim(etcd) }
-        },
-        &options,
-    )
-    .await;
-    assert!(outcome.is_failed(), "{outcome:?}");
-
     let no_floor = Guards {
         floor: false,
         ..Guards::ALL
     };
-    let sql = SqlStore::new(clock(), 8 * HOUR).with_guards(no_floor);
-    let outcome = lease_testkit::run_check(
-        Check::FloorTravels,
-        || {
-            let sql = sql.clone();
-            async move { Sql(sql) }
-        },
-        &options,
-    )
-    .await;
-    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
-    let redis = RedisStore::new(clock(), 8 * HOUR).with_guards(no_floor);
-    let outcome = lease_testkit::run_check(
-        Check::FloorTravels,
-        || {
-            let redis = redis.clone();
-            async move { RedisSim(redis) }
-        },
-        &options,
-    )
-    .await;
-    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
-    let etcd = EtcdStore::new(clock(), 8 * HOUR).with_guards(no_floor);
-    let outcome = lease_testkit::run_check(
-        Check::FloorTravels,
-        || {
-            let etcd = etcd.clone();
-            async move { EtcdSim(etcd) }
-        },
-        &options,
-    )
-    .await;
-    assert!(matches!(outcome, Outcome::Skipped(_)), "{outcome:?}");
+    for (guards, checks) in [
+        (no_guard, &[Check::ReleaseGuard][..]),
+        (
+            no_floor,
+            &[
+                Check::FloorTravels,
+                Check::FloorRecorded,
+                Check::FloorPreferred,
+            ],
+        ),
+    ] {
+        for &check in checks {
+            let max = 8 * HOUR;
+            let outcomes = [
+                outcome(check, SqlStore::new(clock(), max).with_guards(guards), Sql).await,
+                outcome(
+                    check,
+                    RedisStore::new(clock(), max).with_guards(guards),
+                    RedisSim,
+                )
+                .await,
+                outcome(
+                    check,
+                    EtcdStore::new(clock(), max).with_guards(guards),
+                    EtcdSim,
+                )
+                .await,
+            ];
+            for outcome in outcomes {
+                let expected = if guards == no_guard {
+                    outcome.is_failed()
+                } else {
+                    matches!(outcome, Outcome::Skipped(_))
+                };
+                assert!(expected, "{check}: {outcome:?}");
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use example_table_strategy::Table;
-use lease_core::MachineId;
+use lease_core::{MachineId, StoreAdmin};
 use lease_testkit::{Harness, Options};
 
 struct TableHarness(Table);
@@ -19,6 +19,10 @@ impl Harness for TableHarness {
     async fn expire(&self, id: MachineId) -> bool {
         self.0.expire(id);
         true
+    }
+
+    async fn force_release(&self, id: MachineId) -> Option<bool> {
+        Some(self.0.force_release(id).await.expect("force_release"))
     }
 }
 
