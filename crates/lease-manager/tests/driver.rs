@@ -81,6 +81,11 @@ struct TestCoordinator {
     faults: Mutex<VecDeque<Fault>>,
     /// What the next acquires do instead of answering normally.
     acquire_faults: Mutex<VecDeque<Fault>>,
+    /// Cannot serve leases shorter than an hour (`check_terms`).
+    picky: AtomicBool,
+    /// Yields the same ID for this node every time, like an ordinal or a host list (in its
+    /// profile: it still hands out the lowest free ID).
+    deterministic: AtomicBool,
     log: Log,
 }
 
@@ -95,6 +100,8 @@ impl TestCoordinator {
             next_token: Mutex::new(0),
             faults: Mutex::new(VecDeque::new()),
             acquire_faults: Mutex::new(VecDeque::new()),
+            picky: AtomicBool::new(false),
+            deterministic: AtomicBool::new(false),
             log,
         })
     }
@@ -207,12 +214,20 @@ impl Strategy for TestCoordinator {
         Ok(())
     }
 
-    fn check_terms(&self, _: &LeaseTerms) -> Result<(), TestError> {
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), TestError> {
+        if self.picky.load(SeqCst) && terms.min_ttl < Duration::from_secs(3600) {
+            return Err(TestError(ErrorKind::Misconfigured));
+        }
         Ok(())
     }
 
     fn profile(&self) -> Profile {
-        Profile::new("test").recording_floor()
+        let profile = Profile::new("test").recording_floor();
+        if self.deterministic.load(SeqCst) {
+            profile.deterministic()
+        } else {
+            profile
+        }
     }
 }
 
@@ -298,24 +313,22 @@ fn setup_with(capacity: usize, ttl: Duration, suspended: Option<&'static AtomicU
 }
 
 impl Setup {
-    /// A manager of `strategy` on the test clock, enabling the recorder and logging losses.
-    fn builder<S: Strategy + 'static>(&self, strategy: S) -> LeaseManagerBuilder<S> {
+    /// A manager of the coordinator on the test clock, enabling the recorder, logging losses.
+    fn builder(&self) -> LeaseManagerBuilder<Arc<TestCoordinator>> {
         let lost = Arc::clone(&self.lost);
-        LeaseManager::builder(strategy)
+        LeaseManager::builder(Arc::clone(&self.coordinator))
             .with_clock(self.clock)
             .with_target(self.target.clone())
             .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
             .with_jitter_seed(1)
     }
 
-    async fn start(
-        &self,
-        config: LeaseConfig,
-    ) -> Result<LeaseManager<Arc<TestCoordinator>>, StartError> {
-        let strategy = Arc::clone(&self.coordinator);
-        self.builder(strategy).with_config(config).start().await
+    async fn start(&self, config: LeaseConfig) -> Result<Manager, StartError> {
+        self.builder().with_config(config).start().await
     }
 }
+
+type Manager = LeaseManager<Arc<TestCoordinator>>;
 
 async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -468,8 +481,7 @@ async fn a_new_manager_resumes_from_a_shared_cache() {
         if let Some(fault) = fault {
             s.coordinator.fault(fault);
         }
-        let second = s.builder(Arc::clone(&s.coordinator)).with_cache(cache);
-        let second = second.start().await.unwrap();
+        let second = s.builder().with_cache(cache).start().await.unwrap();
         assert_eq!(entries(&s.log).join(", "), log);
         second.shutdown().await;
         assert!(s.lost.lock().unwrap().is_empty());
@@ -597,8 +609,7 @@ async fn a_renewal_hung_across_a_suspend(
     clock: impl nonce_core::Clock + Send + Sync + 'static,
     suspended: &AtomicU64,
 ) {
-    let manager = s.builder(Arc::clone(&s.coordinator)).with_clock(clock);
-    let manager = manager.start().await.unwrap();
+    let manager = s.builder().with_clock(clock).start().await.unwrap();
     assert_eq!(s.target.enabled(), Some((0, BASE + 8 * HOUR_MS - 10_000)));
     s.coordinator.fault(Fault::Hang);
     sleep_ms(30 * 60_000 - 10_000 + 10).await;
@@ -705,64 +716,11 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     drop(signal);
 }
 
-/// The test coordinator behind another strategy's traits: one that cannot serve leases
-/// shorter than an hour (`picky`), or one that always yields the same ID for this node, like
-/// an ordinal or a host list (`deterministic`).
-struct Shaped {
-    coordinator: Arc<TestCoordinator>,
-    picky: bool,
-    deterministic: bool,
-}
-
-impl Shaped {
-    fn new(coordinator: &Arc<TestCoordinator>, picky: bool, deterministic: bool) -> Self {
-        Self {
-            coordinator: Arc::clone(coordinator),
-            picky,
-            deterministic,
-        }
-    }
-}
-
-impl Strategy for Shaped {
-    type Lease = (u16, u64);
-    type Error = TestError;
-    async fn acquire(&self, request: Acquire) -> Result<Grant<(u16, u64)>, TestError> {
-        self.coordinator.acquire(request).await
-    }
-    async fn renew(
-        &self,
-        lease: &(u16, u64),
-        request: Renew,
-    ) -> Result<Renewal<(u16, u64)>, TestError> {
-        self.coordinator.renew(lease, request).await
-    }
-    async fn release(&self, lease: &(u16, u64), request: Release) -> Result<(), TestError> {
-        self.coordinator.release(lease, request).await
-    }
-    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), TestError> {
-        if self.picky && terms.min_ttl < Duration::from_secs(3600) {
-            return Err(TestError(ErrorKind::Misconfigured));
-        }
-        Ok(())
-    }
-    fn profile(&self) -> Profile {
-        let profile = Profile::new("shaped");
-        if self.deterministic {
-            profile.deterministic()
-        } else {
-            profile
-        }
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
     let s = setup(4, Duration::from_secs(3600));
-    let result = s
-        .builder(Shaped::new(&s.coordinator, true, false))
-        .start()
-        .await;
+    s.coordinator.picky.store(true, SeqCst);
+    let result = s.start(LeaseConfig::default()).await;
     assert!(
         matches!(&result, Err(StartError::Strategy(f)) if f.kind == ErrorKind::Misconfigured),
         "{:?}",
@@ -776,7 +734,7 @@ async fn resume_and_issue(
     s: &Setup,
     cache: LeaseCache<(u16, u64)>,
     count: usize,
-) -> (LeaseManager<Arc<TestCoordinator>>, Vec<nonce_core::Nonce96>) {
+) -> (Manager, Vec<nonce_core::Nonce96>) {
     let factory =
         Arc::new(nonce_core::Factory::new(s.clock, nonce_core::FactoryConfig::new()).unwrap());
     let manager = LeaseManager::builder(Arc::clone(&s.coordinator))
@@ -857,10 +815,9 @@ async fn the_cached_lease_records_what_the_targets_issued() {
     assert_eq!(issued(&cache), Some(BASE + 20));
 }
 
-async fn start_fixed(s: &Setup) -> Result<LeaseManager<Shaped>, StartError> {
-    s.builder(Shaped::new(&s.coordinator, false, true))
-        .start()
-        .await
+async fn start_fixed(s: &Setup) -> Result<Manager, StartError> {
+    s.coordinator.deterministic.store(true, SeqCst);
+    s.start(LeaseConfig::default()).await
 }
 
 /// Two managers in one process that work out the same ID (two instances on one ordinal, a
