@@ -17,34 +17,16 @@ use std::time::Instant;
 /// Cases per target unless `--cases N` says otherwise: about a minute on two cores.
 const DEFAULT_CASES: u32 = 20_000;
 
-/// The cargo invocations that select exactly the fuzz targets.
-fn targets() -> [(&'static str, Vec<&'static str>); 4] {
-    [
-        (
-            "nonce-core",
-            vec!["-p", "nonce-core", "--test", "integration", "--", "fuzz::"],
-        ),
-        (
-            "lease-static",
-            vec![
-                "-p",
-                "lease-static",
-                "--test",
-                "integration",
-                "--",
-                "fuzz::",
-            ],
-        ),
-        (
-            "lease-redis",
-            vec!["-p", "lease-redis", "--lib", "--", "wire::fuzz::"],
-        ),
-        (
-            "nononce-cli",
-            vec!["-p", "nononce-cli", "--test", "integration", "--", "fuzz::"],
-        ),
-    ]
-}
+/// The cargo arguments that select exactly the fuzz targets.
+const TARGETS: [(&str, &str); 4] = [
+    ("nonce-core", "-p nonce-core --test integration -- fuzz::"),
+    (
+        "lease-static",
+        "-p lease-static --test integration -- fuzz::",
+    ),
+    ("lease-redis", "-p lease-redis --lib -- wire::fuzz::"),
+    ("nononce-cli", "-p nononce-cli --test integration -- fuzz::"),
+];
 
 fn parse_cases(args: &[String]) -> Result<u32, String> {
     match args {
@@ -63,17 +45,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let cases = parse_cases(args)?;
     let root = crate::workspace::root();
     let started = Instant::now();
-    for (name, selection) in targets() {
+    for (name, selection) in TARGETS {
         let target_started = Instant::now();
         let mut cmd = crate::workspace::cargo();
         cmd.args(["test", "--release", "--locked"])
-            .args(&selection)
+            .args(selection.split_whitespace())
             .env("NONONCE_FUZZ_CASES", cases.to_string())
             .env_remove("PROPTEST_CASES")
             .current_dir(&root);
         eprintln!(
-            "==> fuzz {name}: NONONCE_FUZZ_CASES={cases} cargo test --release --locked {}",
-            selection.join(" ")
+            "==> fuzz {name}: NONONCE_FUZZ_CASES={cases} cargo test --release --locked {selection}"
         );
         let status = cmd
             .status()

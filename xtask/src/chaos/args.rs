@@ -64,6 +64,14 @@ pub struct Options {
     pub spare_ids: usize,
 }
 
+/// `text`, the value of `flag`, as a number.
+fn number<T: std::str::FromStr<Err = std::num::ParseIntError>>(
+    flag: &str,
+    text: &str,
+) -> Result<T, String> {
+    text.parse().map_err(|e| format!("{flag}: {e}"))
+}
+
 pub fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         seed: 1,
@@ -93,27 +101,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--without-amnesia-guard" => o.without_amnesia_guard = true,
             "--floors-in-clock-ms" => o.floors_in_clock_ms = true,
             "--without-issued-record" => o.without_issued_record = true,
-            "--seed" => {
-                o.seed = value("--seed")?
-                    .parse()
-                    .map_err(|e| format!("--seed: {e}"))?;
-            }
-            "--nodes" => {
-                o.nodes = value("--nodes")?
-                    .parse()
-                    .map_err(|e| format!("--nodes: {e}"))?;
-            }
-            "--secs" => {
-                o.secs = value("--secs")?
-                    .parse()
-                    .map_err(|e| format!("--secs: {e}"))?;
-            }
+            "--seed" => o.seed = number(arg, &value(arg)?)?,
+            "--nodes" => o.nodes = number(arg, &value(arg)?)?,
+            "--secs" => o.secs = number(arg, &value(arg)?)?,
             "--sql-options" => o.sql_options = Some(value("--sql-options")?),
-            "--spare-ids" => {
-                o.spare_ids = value("--spare-ids")?
-                    .parse()
-                    .map_err(|e| format!("--spare-ids: {e}"))?;
-            }
+            "--spare-ids" => o.spare_ids = number(arg, &value(arg)?)?,
             "--backend" => {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
