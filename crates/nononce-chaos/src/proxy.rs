@@ -279,21 +279,28 @@ mod tests {
 
     const SOON: Duration = Duration::from_secs(2);
 
-    #[tokio::test]
-    async fn forwards_both_ways() {
+    /// Sends `bytes` and reads the answer.
+    async fn ask(c: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
+        c.write_all(bytes).await.unwrap();
+        read_some(c, SOON).await.unwrap().unwrap()
+    }
+
+    /// A proxy to an upstream answering `a:`, and a client through it answered once.
+    async fn connected() -> (Proxy, TcpStream) {
         let proxy = Proxy::start(echo(b"a:").await).await.unwrap();
         let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        c.write_all(b"hello").await.unwrap();
-        let got = read_some(&mut c, SOON).await.unwrap().unwrap();
-        assert_eq!(got, b"a:hello");
+        assert_eq!(ask(&mut c, b"1").await, b"a:1");
+        (proxy, c)
+    }
+
+    async fn assert_reset(c: &mut TcpStream) {
+        let e = read_some(c, SOON).await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
     }
 
     #[tokio::test]
     async fn a_stall_holds_bytes_until_healed() {
-        let proxy = Proxy::start(echo(b"a:").await).await.unwrap();
-        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        c.write_all(b"1").await.unwrap();
-        assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:1");
+        let (proxy, mut c) = connected().await;
         proxy.set(Mode::Stall);
         c.write_all(b"2").await.unwrap();
         assert!(
@@ -308,52 +315,37 @@ mod tests {
 
     #[tokio::test]
     async fn a_reset_resets_open_and_new_connections() {
-        let proxy = Proxy::start(echo(b"a:").await).await.unwrap();
-        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        c.write_all(b"1").await.unwrap();
-        assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:1");
+        let (proxy, mut c) = connected().await;
         proxy.set(Mode::Reset);
-        let e = read_some(&mut c, SOON).await.unwrap().unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
-        let mut d = TcpStream::connect(proxy.addr()).await.unwrap();
-        let e = read_some(&mut d, SOON).await.unwrap().unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        assert_reset(&mut c).await;
+        assert_reset(&mut TcpStream::connect(proxy.addr()).await.unwrap()).await;
         proxy.set(Mode::Pass);
         let mut f = TcpStream::connect(proxy.addr()).await.unwrap();
-        f.write_all(b"3").await.unwrap();
-        assert_eq!(read_some(&mut f, SOON).await.unwrap().unwrap(), b"a:3");
+        assert_eq!(ask(&mut f, b"3").await, b"a:3");
     }
 
     #[tokio::test]
     async fn latency_delays_every_chunk() {
-        let proxy = Proxy::start(echo(b"a:").await).await.unwrap();
-        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
+        let (proxy, mut c) = connected().await;
         proxy.set(Mode::Delay(250));
         let started = Instant::now();
-        c.write_all(b"x").await.unwrap();
-        assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:x");
+        assert_eq!(ask(&mut c, b"x").await, b"a:x");
         let took = started.elapsed();
         // Once on the way there, once on the way back.
         assert!(took >= Duration::from_millis(500), "{took:?}");
         proxy.set(Mode::Pass);
         let started = Instant::now();
-        c.write_all(b"y").await.unwrap();
-        assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:y");
+        assert_eq!(ask(&mut c, b"y").await, b"a:y");
         assert!(started.elapsed() < Duration::from_millis(250));
     }
 
     #[tokio::test]
     async fn a_new_upstream_takes_new_connections_and_resets_old_ones() {
-        let proxy = Proxy::start(echo(b"a:").await).await.unwrap();
-        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        c.write_all(b"1").await.unwrap();
-        assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:1");
+        let (proxy, mut c) = connected().await;
         proxy.set_upstream(echo(b"b:").await);
-        let e = read_some(&mut c, SOON).await.unwrap().unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        assert_reset(&mut c).await;
         let mut d = TcpStream::connect(proxy.addr()).await.unwrap();
-        d.write_all(b"2").await.unwrap();
-        assert_eq!(read_some(&mut d, SOON).await.unwrap().unwrap(), b"b:2");
+        assert_eq!(ask(&mut d, b"2").await, b"b:2");
     }
 
     #[tokio::test]
@@ -363,9 +355,7 @@ mod tests {
             l.local_addr().unwrap()
         };
         let proxy = Proxy::start(gone).await.unwrap();
-        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        let e = read_some(&mut c, SOON).await.unwrap().unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        assert_reset(&mut TcpStream::connect(proxy.addr()).await.unwrap()).await;
     }
 
     #[test]
