@@ -10,6 +10,18 @@ use nononce_sim::{
 /// Seeds a switched-off guard may take to show its duplicate.
 const BOUND: u64 = 200;
 
+/// Every guard but those `off` switches off.
+fn guards(off: impl FnOnce(&mut Guards)) -> Guards {
+    let mut guards = Guards::ALL;
+    off(&mut guards);
+    guards
+}
+
+/// Every fault but `fault` left out.
+fn only(fault: Fault) -> Vec<Fault> {
+    Fault::ALL.into_iter().filter(|f| *f != fault).collect()
+}
+
 fn all_guards(seeds: std::ops::RangeInclusive<u64>) -> Summary {
     let summary = run_seeds(seeds, &Config::default());
     assert_eq!(summary.failed, 0, "{summary}");
@@ -40,8 +52,13 @@ fn found(what: &str, config: &Config) -> SeedReport {
 
 /// The first seed in `1..=BOUND` that issues one value twice under `config`.
 fn duplicated(what: &str, config: &Config) -> SeedReport {
-    let report = first_duplicate(1..=BOUND, config)
-        .unwrap_or_else(|| panic!("{what}: no seed in 1..={BOUND} issued a value twice"));
+    duplicated_within(what, BOUND, config)
+}
+
+/// The first seed in `1..=seeds` that issues one value twice under `config`.
+fn duplicated_within(what: &str, seeds: u64, config: &Config) -> SeedReport {
+    let report = first_duplicate(1..=seeds, config)
+        .unwrap_or_else(|| panic!("{what}: no seed in 1..={seeds} issued a value twice"));
     println!(
         "{what}: first exact duplicate in seed {}\n{report}",
         report.seed
@@ -49,13 +66,27 @@ fn duplicated(what: &str, config: &Config) -> SeedReport {
     report
 }
 
+/// The first seed in `1..=seeds` whose run fails under `off` (a guard switched off), one that
+/// had `fault`.
+fn failed_within(what: &str, seeds: u64, off: &Config, fault: &str) -> SeedReport {
+    let report = first_failure(1..=seeds, off)
+        .unwrap_or_else(|| panic!("{what}: no seed in 1..={seeds} found a repeat"));
+    assert!(report.stats.faults.contains_key(fault), "{report}");
+    println!("{what}: found by seed {}\n{report}", report.seed);
+    report
+}
+
+/// No seed in `1..=seeds` fails under `on` (the guard on), and `fault` was injected.
+fn passes_within(seeds: u64, on: &Config, fault: &str) {
+    let on = run_seeds(1..=seeds, on);
+    assert_eq!(on.failed, 0, "{on}");
+    assert!(on.stats.faults.contains_key(fault), "{on}");
+}
+
 #[test]
 fn without_the_floor_a_lagging_successor_repeats() {
     let config = Config {
-        guards: Guards {
-            floor: false,
-            ..Guards::ALL
-        },
+        guards: guards(|g| g.floor = false),
         clocks: Some(Clocks::Wide),
         ..Config::default()
     };
@@ -79,11 +110,7 @@ fn on_etcd(config: Config) -> Config {
 /// wiped store holds the whole fleet off for the amnesia hold-off, leaving few handovers.
 fn release_config(release_guard: bool) -> Config {
     Config {
-        guards: Guards {
-            floor: false,
-            release_guard,
-            ..Guards::ALL
-        },
+        guards: guards(|g| (g.floor, g.release_guard) = (false, release_guard)),
         clocks: Some(Clocks::Tight),
         without: vec![Fault::ForceRelease, Fault::StoreWiped],
         ..Config::default()
@@ -127,10 +154,7 @@ fn etcd_release_never_revokes_its_guard_lease_on_a_duplicated_answer() {
 #[test]
 fn without_the_amnesia_guard_a_forgetful_store_hands_out_ids_in_use() {
     let config = Config {
-        guards: Guards {
-            amnesia: false,
-            ..Guards::ALL
-        },
+        guards: guards(|g| g.amnesia = false),
         clocks: Some(Clocks::Tight),
         ..Config::default()
     };
@@ -160,10 +184,7 @@ fn a_seed_reproduces_exactly() {
     assert_ne!(run_seed(8, &passing).fingerprint, a.fingerprint);
 
     let failing = Config {
-        guards: Guards {
-            floor: false,
-            ..Guards::ALL
-        },
+        guards: guards(|g| g.floor = false),
         clocks: Some(Clocks::Wide),
         ..Config::default()
     };
@@ -293,10 +314,7 @@ fn gap_etcd_restore_hands_out_ids_in_use() {
     let unguarded = run_seeds(
         1..=BOUND / 2,
         &Config {
-            guards: Guards {
-                amnesia: false,
-                ..Guards::ALL
-            },
+            guards: guards(|g| g.amnesia = false),
             ..config
         },
     );
@@ -348,13 +366,10 @@ fn wiped(backend: Backend, marker: bool) -> Config {
         backend: Some(backend),
         clocks: Some(Clocks::Tight),
         nodes: Some(16),
-        guards: Guards {
-            marker,
-            ..Guards::ALL
-        },
-        without: Fault::ALL
+        guards: guards(|g| g.marker = marker),
+        without: only(Fault::StoreWiped)
             .into_iter()
-            .filter(|f| f.is_amnesia() && *f != Fault::StoreWiped)
+            .filter(|f| f.is_amnesia())
             .collect(),
         ..Config::default()
     }
@@ -371,19 +386,11 @@ fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
     for backend in [Backend::Redis, Backend::Sql, Backend::Etcd] {
         let off = wiped(backend, false);
         let what = format!("marker guard off, {backend}");
-        let report = first_failure(1..=WIPED_SEEDS, &off)
-            .unwrap_or_else(|| panic!("{what}: no seed in 1..={WIPED_SEEDS} found a repeat"));
-        assert!(report.stats.faults.contains_key("store-wiped"), "{report}");
-        println!("{what}: found by seed {}\n{report}", report.seed);
+        failed_within(&what, WIPED_SEEDS, &off, "store-wiped");
         if backend != Backend::Redis {
-            let report = first_duplicate(1..=WIPED_SEEDS, &off).unwrap_or_else(|| {
-                panic!("{what}: no seed in 1..={WIPED_SEEDS} issued a value twice")
-            });
-            println!("{what}: first exact duplicate in seed {}", report.seed);
+            duplicated_within(&what, WIPED_SEEDS, &off);
         }
-        let on = run_seeds(1..=WIPED_SEEDS, &wiped(backend, true));
-        assert_eq!(on.failed, 0, "{on}");
-        assert!(on.stats.faults.contains_key("store-wiped"), "{on}");
+        passes_within(WIPED_SEEDS, &wiped(backend, true), "store-wiped");
     }
 }
 
@@ -394,14 +401,8 @@ fn cached_restarts(backend: Backend, issued_record: bool) -> Config {
     Config {
         backend: Some(backend),
         clocks: Some(Clocks::Wide),
-        guards: Guards {
-            issued_record,
-            ..Guards::ALL
-        },
-        without: Fault::ALL
-            .into_iter()
-            .filter(|f| *f != Fault::ManagerRestartCached)
-            .collect(),
+        guards: guards(|g| g.issued_record = issued_record),
+        without: only(Fault::ManagerRestartCached),
         ..Config::default()
     }
 }
@@ -417,20 +418,13 @@ const CACHED_RESTART_SEEDS: u64 = 150;
 #[test]
 fn without_the_issued_record_new_factories_under_a_cached_lease_repeat() {
     let off = cached_restarts(Backend::Sql, false);
-    let report = first_failure(1..=CACHED_RESTART_SEEDS, &off).unwrap_or_else(|| {
-        panic!("issued record off: no seed in 1..={CACHED_RESTART_SEEDS} found a repeat")
-    });
-    assert!(
-        report.stats.faults.contains_key("manager-restart-cached"),
-        "{report}"
-    );
-    println!("issued record off: found by seed {}\n{report}", report.seed);
+    let cached = "manager-restart-cached";
+    failed_within("issued record off", CACHED_RESTART_SEEDS, &off, cached);
     for backend in [Backend::Etcd, Backend::Sql] {
-        let on = run_seeds(1..=CACHED_RESTART_SEEDS, &cached_restarts(backend, true));
-        assert_eq!(on.failed, 0, "{backend}: {on}");
-        assert!(
-            on.stats.faults.contains_key("manager-restart-cached"),
-            "{on}"
+        passes_within(
+            CACHED_RESTART_SEEDS,
+            &cached_restarts(backend, true),
+            cached,
         );
     }
 }
@@ -439,15 +433,9 @@ fn without_the_issued_record_new_factories_under_a_cached_lease_repeat() {
 /// timestamps from up to a lease earlier or later than the default).
 fn epoch_changes(epoch_floor: bool) -> Config {
     Config {
-        guards: Guards {
-            epoch_floor,
-            ..Guards::ALL
-        },
+        guards: guards(|g| g.epoch_floor = epoch_floor),
         epoch_changes: true,
-        without: Fault::ALL
-            .into_iter()
-            .filter(|f| *f != Fault::EpochChange)
-            .collect(),
+        without: only(Fault::EpochChange),
         ..Config::default()
     }
 }
@@ -460,13 +448,9 @@ const EPOCH_SEEDS: u64 = 60;
 /// its own; floors in the nonces' own terms keep every holder above the last.
 #[test]
 fn without_the_epoch_floor_holders_on_other_epochs_repeat() {
-    let report = first_failure(1..=EPOCH_SEEDS, &epoch_changes(false))
-        .unwrap_or_else(|| panic!("epoch floor off: no seed in 1..={EPOCH_SEEDS} found a repeat"));
-    assert!(report.stats.faults.contains_key("epoch-change"), "{report}");
-    println!("epoch floor off: found by seed {}\n{report}", report.seed);
-    let on = run_seeds(1..=EPOCH_SEEDS, &epoch_changes(true));
-    assert_eq!(on.failed, 0, "{on}");
-    assert!(on.stats.faults.contains_key("epoch-change"), "{on}");
+    let off = epoch_changes(false);
+    failed_within("epoch floor off", EPOCH_SEEDS, &off, "epoch-change");
+    passes_within(EPOCH_SEEDS, &epoch_changes(true), "epoch-change");
 }
 
 /// Node-list edits the only fault, on static fleets: a host added between two of the fleet's
@@ -474,15 +458,9 @@ fn without_the_epoch_floor_holders_on_other_epochs_repeat() {
 fn host_list_edits(explicit_ids: bool) -> Config {
     Config {
         backend: Some(Backend::Static),
-        guards: Guards {
-            explicit_ids,
-            ..Guards::ALL
-        },
+        guards: guards(|g| g.explicit_ids = explicit_ids),
         host_list_edits: true,
-        without: Fault::ALL
-            .into_iter()
-            .filter(|f| *f != Fault::HostListEdit)
-            .collect(),
+        without: only(Fault::HostListEdit),
         ..Config::default()
     }
 }
@@ -496,21 +474,7 @@ const HOST_LIST_SEEDS: u64 = 40;
 #[test]
 fn without_ids_in_the_host_list_an_edit_gives_one_id_to_two_hosts() {
     let off = host_list_edits(false);
-    let report = first_failure(1..=HOST_LIST_SEEDS, &off)
-        .unwrap_or_else(|| panic!("ids by place: no seed in 1..={HOST_LIST_SEEDS} found a repeat"));
-    assert!(
-        report.stats.faults.contains_key("host-list-edit"),
-        "{report}"
-    );
-    println!("ids by place: found by seed {}\n{report}", report.seed);
-    let report = first_duplicate(1..=HOST_LIST_SEEDS, &off).unwrap_or_else(|| {
-        panic!("ids by place: no seed in 1..={HOST_LIST_SEEDS} issued a value twice")
-    });
-    println!(
-        "ids by place: first exact duplicate in seed {}",
-        report.seed
-    );
-    let on = run_seeds(1..=HOST_LIST_SEEDS, &host_list_edits(true));
-    assert_eq!(on.failed, 0, "{on}");
-    assert!(on.stats.faults.contains_key("host-list-edit"), "{on}");
+    failed_within("ids by place", HOST_LIST_SEEDS, &off, "host-list-edit");
+    duplicated_within("ids by place", HOST_LIST_SEEDS, &off);
+    passes_within(HOST_LIST_SEEDS, &host_list_edits(true), "host-list-edit");
 }
