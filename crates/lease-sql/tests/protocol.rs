@@ -14,8 +14,7 @@ per_dialect!(
     migrate_is_idempotent_and_adds_missing_rows,
     acquires_lowest_free_id_and_skips_held_rows,
     exhausted_when_every_id_is_held,
-    claim_sets_a_fresh_token_and_each_renewal_bumps_the_version,
-    renew_after_expiry_succeeds_when_nobody_reclaimed,
+    claim_sets_a_fresh_token_and_each_renewal_even_after_expiry_bumps_the_version,
     renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed,
     release_blocks_for_the_guard_then_frees_and_never_extends,
     ttl_is_the_requested_duration_on_the_database_clock,
@@ -104,7 +103,9 @@ async fn exhausted_when_every_id_is_held(dialect: Dialect) {
     assert_eq!(s.free_count().await.unwrap(), 0);
 }
 
-async fn claim_sets_a_fresh_token_and_each_renewal_bumps_the_version(dialect: Dialect) {
+async fn claim_sets_a_fresh_token_and_each_renewal_even_after_expiry_bumps_the_version(
+    dialect: Dialect,
+) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
     let a = s.acquire(acquiring(HOUR)).await.unwrap();
@@ -125,6 +126,14 @@ async fn claim_sets_a_fresh_token_and_each_renewal_bumps_the_version(dialect: Di
     let second = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
     assert_eq!(second.lease, a.lease);
     assert_eq!(t.pool.row(&t.name, 0).await.1, 3);
+    // Renewed after it expired, nobody having claimed it: the lease goes on.
+    t.pool.expire(&t.name, 0).await;
+    assert!(t.pool.row(&t.name, 0).await.2 < 0);
+    let renewed = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
+    assert_eq!(renewed.lease, a.lease);
+    let (_, version, remaining) = t.pool.row(&t.name, 0).await;
+    assert!(remaining > 3_590_000_000, "{remaining}");
+    assert_eq!(version, 4);
     t.pool.expire(&t.name, 0).await;
     let b = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(b.machine_id.get(), 0);
@@ -135,19 +144,7 @@ async fn claim_sets_a_fresh_token_and_each_renewal_bumps_the_version(dialect: Di
     );
     let (token, version, _) = t.pool.row(&t.name, 0).await;
     assert_eq!(token.as_deref(), Some(&b.lease.token()[..]));
-    assert_eq!(version, 4);
-}
-
-async fn renew_after_expiry_succeeds_when_nobody_reclaimed(dialect: Dialect) {
-    let t = TestTable::new(dialect).await;
-    let s = t.strategy();
-    let a = s.acquire(acquiring(HOUR)).await.unwrap();
-    t.pool.expire(&t.name, 0).await;
-    assert!(t.pool.row(&t.name, 0).await.2 < 0);
-    let renewed = s.renew(&a.lease, renewing(HOUR)).await.unwrap();
-    assert_eq!(renewed.lease, a.lease);
-    let remaining = t.pool.row(&t.name, 0).await.2;
-    assert!(remaining > 3_590_000_000, "{remaining}");
+    assert_eq!(version, 5);
 }
 
 async fn renew_is_lost_after_takeover_and_the_new_holder_is_undisturbed(dialect: Dialect) {

@@ -10,14 +10,13 @@ use crate::common;
 use std::time::Duration;
 
 use common::{HOUR, TestTable, acquiring, next_id, now_ms, renewing};
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_core::{ErrorKind, LeaseError, MachineId, Strategy};
 use lease_sql::{AmnesiaGuard, Dialect, SqlLeaseError, SqlStrategy};
 
 per_dialect!(
     wiped_rows_hold_acquisitions_off,
     a_wiped_table_heals_after_the_hold_off,
-    guard_off_hands_the_wiped_id_out_again,
-    a_released_blocked_row_keeps_its_block_as_floor;
+    guard_off_hands_the_wiped_id_out_again;
     servers: an_unseeded_table_is_seeded_free,
 );
 
@@ -134,9 +133,21 @@ async fn wiped_then_acquired(dialect: Dialect, wipe: Wipe, migrate: bool) {
     assert_eq!(lost.kind(), ErrorKind::Lost, "{lost:?}");
     // Migrating (again) changes nothing: the rows were put back.
     assert_eq!(b.migrate().await.unwrap(), 0);
-    assert_eq!(
-        rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err()).0,
-        expected
+    let (again, remaining) = rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err());
+    assert_eq!(again, expected);
+
+    // An operator frees A's ID (`nononce leases release`) while A may still run: the next
+    // holder is granted it with a floor at the block's end, so that it starts above anything A
+    // may issue until its lease runs out, and not from its own clock on a floor of 0.
+    let block_end = now_ms() + u64::try_from(remaining.as_millis()).unwrap();
+    assert!(b.force_release(MachineId::new(0).unwrap()).await.unwrap());
+    let grant = b.acquire(acquiring(HOUR)).await.unwrap();
+    assert_eq!(grant.machine_id.get(), 0);
+    // The block's end on the database clock, which may differ from this one by a second.
+    assert!(
+        grant.floor_ms + 1_000 >= block_end,
+        "granted on floor {} though the row was blocked until about {block_end}",
+        grant.floor_ms
     );
 }
 
@@ -195,32 +206,6 @@ async fn guard_off_hands_the_wiped_id_out_again(dialect: Dialect) {
     assert_eq!(
         id, 0,
         "the test can fail: with the guard off, the wiped ID is free again"
-    );
-}
-
-/// An operator frees an ID whose row came back blocked (`nononce leases release`) while its
-/// old holder may still run: the next holder is granted it with a floor at the block's end,
-/// so that it starts above anything the old holder may issue until its lease runs out, and
-/// not from its own clock on a floor of 0.
-async fn a_released_blocked_row_keeps_its_block_as_floor(dialect: Dialect) {
-    let t = TestTable::new(dialect).await;
-    let (_a, _lease) = held_then_wiped(&t, t.strategy(), Wipe::Truncate).await;
-    let b = t.strategy();
-    let (_, remaining) = rows_held_off(&b.acquire(acquiring(HOUR)).await.unwrap_err());
-    let now = now_ms();
-    assert!(
-        b.force_release(lease_core::MachineId::new(0).unwrap())
-            .await
-            .unwrap()
-    );
-    let grant = b.acquire(acquiring(HOUR)).await.unwrap();
-    assert_eq!(grant.machine_id.get(), 0);
-    let block_end = now + u64::try_from(remaining.as_millis()).unwrap();
-    // The block's end on the database clock, which may differ from this one by a second.
-    assert!(
-        grant.floor_ms + 1_000 >= block_end,
-        "granted on floor {} though the row was blocked until about {block_end}",
-        grant.floor_ms
     );
 }
 
