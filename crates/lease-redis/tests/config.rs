@@ -6,15 +6,13 @@ use std::time::Duration;
 
 use lease_core::ErrorKind;
 use lease_manager::{LeaseConfig, LeaseManager, StartError};
-use lease_redis::RedisStrategy;
 
 #[tokio::test]
 async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant() {
     let server = common::valkey();
-    drop(common::raw(&server).await);
     let key = common::Key::new(&server);
     let options = common::options(&key).with_max_lease_duration(Duration::from_secs(10));
-    let strategy = RedisStrategy::connect(&server.url, options).await.unwrap();
+    let strategy = common::connect(&server, options).await;
     // The default minimum TTL is 30 s: every 10 s grant would be refused.
     let error = LeaseManager::builder(strategy)
         .with_config(LeaseConfig::default())
@@ -28,11 +26,6 @@ async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant() {
     assert_eq!(failure.kind, ErrorKind::Misconfigured);
     assert!(failure.reason.contains("max_lease_duration"), "{failure}");
     assert!(failure.reason.contains("min_ttl"), "{failure}");
-    let mut connection = common::raw(&server).await;
-    let fields: Vec<String> = lease_redis::redis::cmd("HKEYS")
-        .arg(&key.name)
-        .query_async(&mut connection)
-        .await
-        .unwrap();
+    let fields = common::hkeys(&mut common::raw(&server).await, &key).await;
     assert!(fields.is_empty(), "nothing was claimed: {fields:?}");
 }

@@ -3,13 +3,15 @@
 
 use crate::common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Binary, Key, OwnServer, acquire, occupy, options, raw, renew};
+use common::{Binary, Key, OwnServer, acquire, connect, fails, hkeys, occupy, options, raw, renew};
 use lease_core::{ErrorKind, LeaseError, MachineId, StoreAdmin, Strategy};
 use lease_manager::{LeaseConfig, LeaseManager, LeaseTarget, LossReason};
-use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
+use lease_redis::redis::{self, aio::MultiplexedConnection};
+use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisOptions, RedisStrategy};
 use nonce_core::{BootClock, Clock, Factory, FactoryConfig};
 
 /// Lease timing in seconds instead of hours.
@@ -22,40 +24,35 @@ fn short_config() -> LeaseConfig {
         .with_acquire_timeout(Some(Duration::from_secs(30)))
 }
 
+/// `key`'s options with the amnesia guard holding off for `max_lease` and `max_offset`.
+fn guarded(key: &Key, max_lease: Duration, max_offset: Duration) -> RedisOptions {
+    options(key)
+        .with_amnesia_guard(AmnesiaGuard::HoldOff)
+        .with_max_lease_duration(max_lease)
+        .with_max_clock_offset(max_offset)
+}
+
 #[tokio::test]
 async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
-    let max_lease = Duration::from_secs(3);
-    let max_offset = Duration::from_millis(750);
+    let (max_lease, max_offset) = (Duration::from_secs(3), Duration::from_millis(750));
     // The longest lease, and twice the clock offset a forgotten holder may have had.
     let hold_off = max_lease + 2 * max_offset;
     let mut own = OwnServer::start(Binary::Valkey, &[]);
     let server = own.server();
     let key = Key::new(&server);
-    let guarded = || {
-        options(&key)
-            .with_amnesia_guard(AmnesiaGuard::HoldOff)
-            .with_max_lease_duration(max_lease)
-            .with_max_clock_offset(max_offset)
-    };
 
     // A server up for less than the hold-off may have forgotten some: hold off.
-    let node_a = RedisStrategy::connect(&server.url, guarded())
-        .await
-        .unwrap();
+    let node_a = connect(&server, guarded(&key, max_lease, max_offset)).await;
     // A new store: initialized once (tested in forgets.rs).
     node_a.migrate().await.unwrap();
-    let error = node_a.acquire(acquire(max_lease)).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+    let error = fails(node_a.acquire(acquire(max_lease)).await, ErrorKind::Retry);
     assert!(
         matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
         "{error}"
     );
-    assert!(error.to_string().contains("up for only"), "{error}");
-
-    assert!(
-        error.to_string().contains("twice the largest clock offset"),
-        "{error}"
-    );
+    for part in ["up for only", "twice the largest clock offset"] {
+        assert!(error.to_string().contains(part), "{part:?} in {error}");
+    }
 
     tokio::time::sleep(hold_off + Duration::from_millis(2300)).await;
     let held = node_a.acquire(acquire(max_lease)).await.unwrap();
@@ -73,13 +70,10 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         renewal = node_a.renew(&held.lease, renew(max_lease)).await;
     }
-    let error = renewal.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Lost, "{error}");
+    fails(renewal, ErrorKind::Lost);
 
     // A new node is held off by the server's uptime; the old one also by the run id change.
-    let node_b = RedisStrategy::connect(&server.url, guarded())
-        .await
-        .unwrap();
+    let node_b = connect(&server, guarded(&key, max_lease, max_offset)).await;
     let error = node_b.acquire(acquire(max_lease)).await.unwrap_err();
     assert!(
         matches!(error, RedisLeaseError::AmnesiaWindow { .. }),
@@ -95,8 +89,7 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
     // its holders may have had, acquisition resumes.
     while restarted.elapsed() < hold_off - Duration::from_millis(300) {
         let result = node_b.acquire(acquire(max_lease)).await;
-        let error = result.expect_err("acquired inside the amnesia window");
-        assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
+        fails(result, ErrorKind::Retry);
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // The server reports its uptime in whole seconds and the guard subtracts one, so
@@ -131,20 +124,29 @@ impl Recorded {
     fn new(offset: u64) -> Arc<Self> {
         let clock = BootClock::with_offset(offset);
         Arc::new(Self {
-            factory: Factory::new(BootClock::with_offset(offset), FactoryConfig::new()).unwrap(),
+            factory: Factory::new(clock, FactoryConfig::new()).unwrap(),
             clock,
             enables: Mutex::default(),
             disables: Mutex::default(),
         })
     }
+
+    /// A lease manager on `strategy` with the short timing, on this target's clock.
+    async fn manage(self: &Arc<Self>, strategy: RedisStrategy) -> LeaseManager<RedisStrategy> {
+        let builder = LeaseManager::builder(strategy).with_config(short_config());
+        let builder = builder.with_clock(self.clock).with_target(self.clone());
+        builder.start().await.unwrap()
+    }
+
+    fn enabled(&self, i: usize) -> (u64, u64) {
+        self.enables.lock().unwrap()[i]
+    }
 }
 
 impl LeaseTarget for Recorded {
     fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
-        self.enables
-            .lock()
-            .unwrap()
-            .push((self.clock.now_ms(), deadline_ms));
+        let mut enables = self.enables.lock().unwrap();
+        enables.push((self.clock.now_ms(), deadline_ms));
         LeaseTarget::enable(&self.factory, machine_id, floor_ms, deadline_ms);
     }
     fn extend_deadline(&self, deadline_ms: u64) {
@@ -170,36 +172,21 @@ async fn manager_hands_an_id_over_without_overlap() {
     // One free ID, so the second node must wait for the first one's.
     occupy(&mut c, &key, (0..512).filter(|&i| i != 77)).await;
     let offset = BootClock::new().offset_ms();
+    let id = |target: &Recorded| target.factory.machine_id().map(MachineId::get);
 
     // Graceful: A shuts down (disable, then release with the 1 s guard); B takes over.
     let a = Recorded::new(offset);
-    let manager_a = LeaseManager::builder(
-        RedisStrategy::connect(&server.url, options(&key))
-            .await
-            .unwrap(),
-    )
-    .with_config(short_config())
-    .with_clock(BootClock::with_offset(offset))
-    .with_target(a.clone())
-    .start()
-    .await
-    .unwrap();
-    assert_eq!(a.factory.machine_id().map(MachineId::get), Some(77));
+    let manager_a = a.manage(connect(&server, options(&key)).await).await;
+    assert_eq!(id(&a), Some(77));
     a.factory
         .counter64()
         .expect("A generates while it holds the lease");
 
     let b = Recorded::new(offset);
-    let b_target = b.clone();
-    let url = server.url.clone();
-    let b_options = options(&key);
-    let starting_b = tokio::spawn(async move {
-        LeaseManager::builder(RedisStrategy::connect(&url, b_options).await.unwrap())
-            .with_config(short_config())
-            .with_clock(BootClock::with_offset(offset))
-            .with_target(b_target)
-            .start()
-            .await
+    let b_strategy = connect(&server, options(&key)).await;
+    let starting_b = tokio::spawn({
+        let b = Arc::clone(&b);
+        async move { b.manage(b_strategy).await }
     });
     // A keeps renewing past several of B's attempts.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -209,43 +196,29 @@ async fn manager_hands_an_id_over_without_overlap() {
     assert!(a.factory.counter64().is_err(), "A generates after shutdown");
     // The release recorded exactly what A issued as the ID's floor.
     let a_issued = a.factory.issued_up_to_ms();
-    assert_eq!(
-        common::hget(&mut c, &key, "floor.77").await,
-        Some(a_issued.to_string())
-    );
+    let floor = common::hget(&mut c, &key, "floor.77").await;
+    assert_eq!(floor, Some(a_issued.to_string()));
 
-    let manager_b = starting_b.await.unwrap().unwrap();
-    assert_eq!(b.factory.machine_id().map(MachineId::get), Some(77));
-    let (b_on, _) = b.enables.lock().unwrap()[0];
+    let manager_b = starting_b.await.unwrap();
+    assert_eq!(id(&b), Some(77));
+    let (b_on, _) = b.enabled(0);
+    let after = b_on - a_off;
     assert!(
-        b_on >= a_off + 1000,
-        "B enabled {} ms after A disabled, inside the 1 s guard",
-        b_on - a_off
+        after >= 1000,
+        "B enabled {after} ms after A disabled, inside the 1 s guard"
     );
     let first_b = b.factory.counter64().expect("B generates");
-    assert!(
-        first_b.decode(b.factory.epoch_ms()).unix_ms > a_issued,
-        "B starts above A's floor"
-    );
+    let b_ms = first_b.decode(b.factory.epoch_ms()).unix_ms;
+    assert!(b_ms > a_issued, "B starts above A's floor");
 
     // Crash: B's manager is dropped without release; C may only start after B's lease expired
     // on the server, and so after B's own local deadline.
     let (_, b_deadline) = *b.enables.lock().unwrap().last().unwrap();
     drop(manager_b);
     let c_target = Recorded::new(offset);
-    let manager_c = LeaseManager::builder(
-        RedisStrategy::connect(&server.url, options(&key))
-            .await
-            .unwrap(),
-    )
-    .with_config(short_config())
-    .with_clock(BootClock::with_offset(offset))
-    .with_target(c_target.clone())
-    .start()
-    .await
-    .unwrap();
-    assert_eq!(c_target.factory.machine_id().map(MachineId::get), Some(77));
-    let (c_on, _) = c_target.enables.lock().unwrap()[0];
+    let manager_c = c_target.manage(connect(&server, options(&key)).await).await;
+    assert_eq!(id(&c_target), Some(77));
+    let (c_on, _) = c_target.enabled(0);
     assert!(
         c_on >= b_deadline,
         "C enabled at {c_on}, before B's deadline {b_deadline}"
@@ -258,28 +231,21 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
     let mut own = OwnServer::start(Binary::Redis8, &[]);
     let server = own.server();
     let key = Key::new(&server);
-    let max_lease = Duration::from_secs(6);
-    let guarded = options(&key)
-        .with_amnesia_guard(AmnesiaGuard::HoldOff)
-        .with_max_lease_duration(max_lease)
-        .with_max_clock_offset(Duration::from_millis(500));
-    let offset = BootClock::new().offset_ms();
-    let target = Recorded::new(offset);
+    let guarded = guarded(&key, Duration::from_secs(6), Duration::from_millis(500));
+    let target = Recorded::new(BootClock::new().offset_ms());
     let losses: Arc<Mutex<Vec<LossReason>>> = Arc::default();
     let lost = Arc::clone(&losses);
     // Startup waits out the fresh server's window itself (acquire errors are Retry).
-    let manager =
-        LeaseManager::builder(RedisStrategy::connect(&server.url, guarded).await.unwrap())
-            .with_config(short_config())
-            .with_clock(BootClock::with_offset(offset))
-            .with_target(target.clone())
-            .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
-            .start()
-            .await
-            .unwrap();
-    let clock = BootClock::with_offset(offset);
+    let manager = LeaseManager::builder(connect(&server, guarded).await)
+        .with_config(short_config())
+        .with_clock(target.clock)
+        .with_target(target.clone())
+        .with_on_lease_lost(move |reason| lost.lock().unwrap().push(reason.clone()))
+        .start()
+        .await
+        .unwrap();
     own.restart();
-    let restarted_at = clock.now_ms();
+    let restarted_at = target.clock.now_ms();
 
     // Lost at the next renewal (every 2 s at most): a confirmed loss, before the local
     // deadline, not the deadline running out.
@@ -292,22 +258,19 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
         disabled_at < deadline_ms,
         "disabled at {disabled_at}, not before the local deadline {deadline_ms}"
     );
+    let losses = losses.lock().unwrap().clone();
     assert!(
-        matches!(losses.lock().unwrap().first(), Some(LossReason::Lost(_))),
-        "{:?}",
-        losses.lock().unwrap()
+        matches!(losses.first(), Some(LossReason::Lost(_))),
+        "{losses:?}"
     );
     assert!(target.factory.counter64().is_err());
     // Re-enabled only once every lease of the old server has expired.
     while target.enables.lock().unwrap().len() < 2 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (again, _) = target.enables.lock().unwrap()[1];
-    assert!(
-        again >= restarted_at + 7000,
-        "re-enabled {} ms after the restart",
-        again - restarted_at
-    );
+    let (again, _) = target.enabled(1);
+    let after = again - restarted_at;
+    assert!(after >= 7000, "re-enabled {after} ms after the restart");
     target.factory.counter64().expect("generates again");
     manager.shutdown().await;
 }
@@ -316,22 +279,15 @@ async fn manager_stops_generating_after_a_restart_and_waits_out_the_amnesia_wind
 /// `b`: a restart (or failover) landing between an acquire's check of the server and its claim.
 #[derive(Clone)]
 struct SwappedAfterFirst {
-    a: redis::aio::MultiplexedConnection,
-    b: redis::aio::MultiplexedConnection,
-    requests: Arc<std::sync::atomic::AtomicUsize>,
+    a: MultiplexedConnection,
+    b: MultiplexedConnection,
+    requests: Arc<AtomicUsize>,
 }
 
 impl SwappedAfterFirst {
-    fn next(&mut self) -> &mut redis::aio::MultiplexedConnection {
-        if self
-            .requests
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            == 0
-        {
-            &mut self.a
-        } else {
-            &mut self.b
-        }
+    fn next(&mut self) -> &mut MultiplexedConnection {
+        let first = self.requests.fetch_add(1, Ordering::SeqCst) == 0;
+        if first { &mut self.a } else { &mut self.b }
     }
 }
 
@@ -359,8 +315,7 @@ impl redis::aio::ConnectionLike for SwappedAfterFirst {
 
 #[tokio::test]
 async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
-    let max_lease = Duration::from_secs(1);
-    let max_offset = Duration::from_millis(100);
+    let (max_lease, max_offset) = (Duration::from_secs(1), Duration::from_millis(100));
     let own_a = OwnServer::start(Binary::Valkey, &[]);
     let own_b = OwnServer::start(Binary::Valkey, &[]);
     // Both up for longer than the hold-off: each alone would pass the uptime check, which
@@ -368,31 +323,19 @@ async fn a_server_swapped_between_the_check_and_the_claim_is_not_claimed_on() {
     tokio::time::sleep(max_lease + 2 * max_offset + Duration::from_millis(2300)).await;
     let (server_a, server_b) = (own_a.server(), own_b.server());
     let key = Key::new(&server_a);
-    let guarded = options(&key)
-        .with_amnesia_guard(AmnesiaGuard::HoldOff)
-        .with_max_lease_duration(max_lease)
-        .with_max_clock_offset(max_offset);
-
     let connection = SwappedAfterFirst {
         a: raw(&server_a).await,
         b: raw(&server_b).await,
         requests: Arc::default(),
     };
+    let guarded = guarded(&key, max_lease, max_offset);
     let strategy = RedisStrategy::with_connection(connection, guarded).unwrap();
-    let error = strategy
-        .acquire(acquire(max_lease))
-        .await
-        .expect_err("claimed on a server the amnesia guard never checked");
+    let error = fails(strategy.acquire(acquire(max_lease)).await, ErrorKind::Retry);
     assert!(
         matches!(error, RedisLeaseError::ServerChanged { .. }),
         "{error}"
     );
-    assert_eq!(error.kind(), ErrorKind::Retry, "{error}");
-    let fields: Vec<String> = redis::cmd("HKEYS")
-        .arg(&key.name)
-        .query_async(&mut raw(&server_b).await)
-        .await
-        .unwrap();
+    let fields = hkeys(&mut raw(&server_b).await, &key).await;
     assert!(
         fields.is_empty(),
         "claimed on the second server: {fields:?}"

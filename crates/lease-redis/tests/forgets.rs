@@ -5,16 +5,15 @@
 
 use crate::common;
 
+use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
-use common::{Binary, Key, OwnServer, Server, occupy, options, raw, servers};
+use common::{Binary, Key, OwnServer, Server, connect, fails, occupy, options, raw, run, servers};
 use lease_core::{Acquire, ErrorKind, LeaseError, Renew, StoreAdmin, Strategy};
-use lease_redis::redis::{self, aio::MultiplexedConnection};
-use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisOptions, RedisStrategy};
+use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisOptions};
 use nonce_core::{BootClock, Clock};
 
 const MAX_LEASE: Duration = Duration::from_secs(4);
-const MAX_OFFSET: Duration = Duration::from_millis(250);
 /// The amnesia hold-off of these options: the longest lease and twice the clock offset.
 const HOLD_OFF: Duration = Duration::from_millis(4500);
 
@@ -22,17 +21,16 @@ fn guarded(key: &Key) -> RedisOptions {
     options(key)
         .with_amnesia_guard(AmnesiaGuard::HoldOff)
         .with_max_lease_duration(MAX_LEASE)
-        .with_max_clock_offset(MAX_OFFSET)
-}
-
-async fn connect(server: &Server, options: RedisOptions) -> RedisStrategy {
-    RedisStrategy::connect(&server.url, options)
-        .await
-        .expect("connect")
+        .with_max_clock_offset(Duration::from_millis(250))
 }
 
 fn now_ms() -> u64 {
     BootClock::new().now_ms()
+}
+
+/// An acquisition of the longest lease at this machine's clock, with no floor.
+fn acquire() -> Acquire {
+    Acquire::new(MAX_LEASE, now_ms(), 0)
 }
 
 /// Waits until `server` has been up for longer than the hold-off (and the second its uptime
@@ -40,11 +38,7 @@ fn now_ms() -> u64 {
 async fn wait_for_uptime(server: &Server) {
     let mut connection = raw(server).await;
     loop {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut connection)
-            .await
-            .expect("INFO server");
+        let info: String = run(&mut connection, &["INFO", "server"]).await;
         let uptime: u64 = info
             .lines()
             .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
@@ -57,158 +51,87 @@ async fn wait_for_uptime(server: &Server) {
     }
 }
 
-/// How the lease data goes away.
-#[derive(Debug, Clone, Copy)]
-enum Wipe {
-    /// `DEL` of the lease hash (a cleanup script; eviction removes the key the same way).
-    Del,
-    /// `FLUSHALL` (only on a server of the test's own).
-    FlushAll,
+/// The error of an acquire held off for lost lease data; `what` if it was granted.
+fn held_off<T: Debug>(
+    context: &str,
+    answer: Result<T, RedisLeaseError>,
+    what: &str,
+) -> RedisLeaseError {
+    let error = answer.expect_err(what);
+    assert_eq!(error.kind(), ErrorKind::Retry, "{context}: {error}");
+    let missing = matches!(error, RedisLeaseError::LeaseDataMissing { .. });
+    assert!(missing, "{context}: {error}");
+    error
 }
 
-async fn wipe(connection: &mut MultiplexedConnection, key: &Key, how: Wipe) {
-    match how {
-        Wipe::Del => {
-            let _: i64 = redis::cmd("DEL")
-                .arg(&key.name)
-                .query_async(connection)
-                .await
-                .expect("DEL");
-        }
-        Wipe::FlushAll => {
-            let _: String = redis::cmd("FLUSHALL")
-                .query_async(connection)
-                .await
-                .expect("FLUSHALL");
-        }
-    }
-}
-
-/// Node A holds an ID; the lease data vanishes; every other ID is then held by someone else.
-/// Node B must not be handed A's ID while A may still generate with it: B is held off for the
-/// hold-off, A's renewal is lost, and once the hold-off has passed B gets the ID.
-async fn lost_lease_data_is_held_off(server: &Server, how: Wipe) {
+/// Node A holds an ID; the lease data vanishes by `wipe` (`DEL` of the lease hash, as a cleanup
+/// script or an eviction does, or `FLUSHALL` on a server of the test's own); every other ID is
+/// then held by someone else. Node B must not be handed A's ID while A may still generate with
+/// it: B is held off for the hold-off, A's renewal is lost, and once the hold-off has passed B
+/// gets the ID.
+async fn lost_lease_data_is_held_off(server: &Server, wipe: &str) {
     wait_for_uptime(server).await;
     let key = Key::new(server);
+    let context = format!("{}, {wipe}", server.name);
     let a = connect(server, guarded(&key)).await;
     let b = connect(server, guarded(&key)).await;
-    // A new store: initialized once.
+    // A brand-new hash is held off like a lost one (nothing tells them apart), until `migrate`
+    // initializes it: then acquisition works at once, and a second `migrate` changes nothing.
+    let fresh = a.acquire(acquire()).await;
+    held_off(&context, fresh, "acquired on a new store");
+    let migration = a.migrate().await.unwrap().to_string();
+    assert!(migration.contains(&key.name), "{context}: {migration}");
+    a.acquire(acquire()).await.unwrap();
     a.migrate().await.unwrap();
-    let held = a
-        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-        .await
-        .unwrap();
+    let held = a.acquire(acquire()).await.unwrap();
     let id = held.machine_id;
 
     let mut connection = raw(server).await;
-    wipe(&mut connection, &key, how).await;
+    let n = if wipe == "DEL" { 2 } else { 1 };
+    run::<()>(&mut connection, &[wipe, &key.name][..n]).await;
     let wiped = Instant::now();
-    occupy(
-        &mut connection,
-        &key,
-        (0..512u16).filter(|n| *n != id.get()),
-    )
-    .await;
+    let others = (0..512u16).filter(|n| *n != id.get());
+    occupy(&mut connection, &key, others).await;
 
-    let error = match b.acquire(Acquire::new(MAX_LEASE, now_ms(), 0)).await {
-        Ok(grant) => panic!(
-            "{}, {how:?}: node B was handed machine id {} while node A still holds {id:?}",
-            server.name, grant.machine_id
-        ),
-        Err(error) => error,
-    };
-    assert_eq!(error.kind(), ErrorKind::Retry, "{}: {error}", server.name);
-    assert!(
-        matches!(error, RedisLeaseError::LeaseDataMissing { .. }),
-        "{}: {error}",
-        server.name
-    );
+    let what = "node B was handed the id node A still holds";
+    let error = held_off(&context, b.acquire(acquire()).await, what);
     let message = error.to_string();
-    for part in [
-        "no initialization marker",
-        &key.name,
-        "FLUSHALL",
-        "nononce leases migrate",
-    ] {
-        assert!(
-            message.contains(part),
-            "{}: {part:?} in {message}",
-            server.name
-        );
+    let parts = "no initialization marker|FLUSHALL|nononce leases migrate".split('|');
+    for part in parts.chain([key.name.as_str()]) {
+        assert!(message.contains(part), "{context}: {part:?} in {message}");
     }
 
     // The holder learns at its next renewal and stops.
-    let lost = a
-        .renew(&held.lease, Renew::new(MAX_LEASE, now_ms() + 4000))
-        .await
-        .unwrap_err();
-    assert_eq!(lost.kind(), ErrorKind::Lost, "{}: {lost}", server.name);
+    let renewal = Renew::new(MAX_LEASE, now_ms() + 4000);
+    fails(a.renew(&held.lease, renewal).await, ErrorKind::Lost);
 
     // Held off for the whole hold-off, counted from when the loss was found (after `wiped`);
     // then B is granted the only free ID.
     let granted = loop {
-        match b.acquire(Acquire::new(MAX_LEASE, now_ms(), 0)).await {
+        match b.acquire(acquire()).await {
             Ok(grant) => break grant,
             Err(RedisLeaseError::LeaseDataMissing { .. }) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => panic!("{}: {e}", server.name),
+            Err(e) => panic!("{context}: {e}"),
         }
     };
+    let after = wiped.elapsed();
     assert!(
-        wiped.elapsed() >= HOLD_OFF,
-        "{}: granted {:?} after the loss, inside the {HOLD_OFF:?} hold-off",
-        server.name,
-        wiped.elapsed()
+        after >= HOLD_OFF,
+        "{context}: granted {after:?} after the loss"
     );
-    assert_eq!(granted.machine_id, id, "{}", server.name);
+    assert_eq!(granted.machine_id, id, "{context}");
 }
 
 #[tokio::test]
-async fn a_lease_hash_deleted_under_a_holder_is_not_handed_out_again() {
+async fn lease_data_deleted_or_flushed_under_a_holder_is_not_handed_out_again() {
     for server in servers() {
-        lost_lease_data_is_held_off(&server, Wipe::Del).await;
+        lost_lease_data_is_held_off(&server, "DEL").await;
     }
-}
-
-#[tokio::test]
-async fn flushall_under_a_holder_does_not_hand_its_id_out_again() {
     for binary in [Binary::Valkey, Binary::Redis8] {
         let own = OwnServer::start(binary, &[]);
-        lost_lease_data_is_held_off(&own.server(), Wipe::FlushAll).await;
-    }
-}
-
-/// A brand-new hash is held off like a lost one (nothing tells them apart), until `migrate`
-/// initializes it: then acquisition works at once, and a second `migrate` changes nothing.
-#[tokio::test]
-async fn migrate_initializes_a_new_store_and_ends_its_hold_off() {
-    for server in servers() {
-        wait_for_uptime(&server).await;
-        let key = Key::new(&server);
-        let node = connect(&server, guarded(&key)).await;
-        let error = node
-            .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-            .await
-            .expect_err("acquired on a store never initialized");
-        assert!(
-            matches!(error, RedisLeaseError::LeaseDataMissing { .. }),
-            "{}: {error}",
-            server.name
-        );
-        let migration = node.migrate().await.unwrap();
-        assert!(
-            migration.to_string().contains(&key.name),
-            "{}: {migration}",
-            server.name
-        );
-        node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-            .await
-            .unwrap();
-        node.migrate().await.unwrap();
-        node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-            .await
-            .unwrap();
+        lost_lease_data_is_held_off(&own.server(), "FLUSHALL").await;
     }
 }
 
@@ -219,22 +142,12 @@ async fn with_the_guard_off_a_lost_hash_goes_unnoticed() {
     let key = Key::new(&server);
     let a = connect(&server, options(&key)).await;
     let b = connect(&server, options(&key)).await;
-    let held = a
-        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-        .await
-        .unwrap();
+    let held = a.acquire(acquire()).await.unwrap();
     let mut connection = raw(&server).await;
-    wipe(&mut connection, &key, Wipe::Del).await;
-    occupy(
-        &mut connection,
-        &key,
-        (0..512u16).filter(|n| *n != held.machine_id.get()),
-    )
-    .await;
-    let granted = b
-        .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-        .await
-        .unwrap();
+    run::<()>(&mut connection, &["DEL", &key.name]).await;
+    let others = (0..512u16).filter(|n| *n != held.machine_id.get());
+    occupy(&mut connection, &key, others).await;
+    let granted = b.acquire(acquire()).await.unwrap();
     assert_eq!(granted.machine_id, held.machine_id);
 }
 
@@ -250,27 +163,17 @@ async fn a_server_that_may_evict_the_lease_hash_is_refused() {
         let key = Key::new(&server);
         let node = connect(&server, guarded(&key)).await;
         node.migrate().await.unwrap();
-        let error = node
-            .acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-            .await
-            .expect_err("acquired on a server whose policy may evict the lease hash");
-        assert_eq!(error.kind(), ErrorKind::Misconfigured, "{error}");
+        let error = fails(node.acquire(acquire()).await, ErrorKind::Misconfigured);
         let message = error.to_string();
         for part in ["allkeys-lru", "maxmemory-policy", "noeviction"] {
             assert!(message.contains(part), "{part:?} in {message}");
         }
         let mut connection = raw(&server).await;
         for accepted in ["volatile-lru", "volatile-ttl", "noeviction"] {
-            let _: String = redis::cmd("CONFIG")
-                .arg("SET")
-                .arg("maxmemory-policy")
-                .arg(accepted)
-                .query_async(&mut connection)
-                .await
-                .expect("CONFIG SET");
-            node.acquire(Acquire::new(MAX_LEASE, now_ms(), 0))
-                .await
-                .unwrap_or_else(|e| panic!("{accepted}: {e}"));
+            let command = ["CONFIG", "SET", "maxmemory-policy", accepted];
+            run::<()>(&mut connection, &command).await;
+            let answer = node.acquire(acquire()).await;
+            answer.unwrap_or_else(|e| panic!("{accepted}: {e}"));
         }
     }
 }

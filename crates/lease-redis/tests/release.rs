@@ -9,16 +9,15 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{F, Key, hget, hpttl, occupy, raw, servers, strategy};
+use common::{F, Key, hget, hkeys, hpttl, occupy, raw, run, servers, strategy};
 use lease_core::{Acquire, Release, Renew, Strategy};
-use lease_redis::redis::{self, aio::MultiplexedConnection};
+use lease_redis::redis::aio::MultiplexedConnection;
 use lease_redis::{RedisLease, RedisStrategy};
 
 /// The lease manager's default lease duration.
 const LEASE: Duration = Duration::from_secs(8 * 3600);
 const LEASE_MS: u64 = 8 * 3_600_000;
 const GUARD: Duration = Duration::from_millis(400);
-const GUARD_MS: i64 = 400;
 /// The only free ID in these tests.
 const ID: u16 = 100;
 
@@ -27,10 +26,9 @@ async fn acquire(s: &RedisStrategy) -> RedisLease {
     grant.expect("acquire").lease
 }
 
-async fn release(s: &RedisStrategy, lease: &RedisLease) {
-    s.release(lease, Release::new(GUARD, F + 12))
-        .await
-        .expect("release");
+async fn release(s: &RedisStrategy, lease: &RedisLease, guard: Duration, floor_ms: u64) {
+    let released = s.release(lease, Release::new(guard, floor_ms)).await;
+    released.expect("release");
 }
 
 /// A renewal after the release, with a floor above the released one (its outcome is the
@@ -40,41 +38,21 @@ async fn late_renew(s: &RedisStrategy, lease: &RedisLease) {
     assert!(renewal.is_err(), "a renewal after the release succeeded");
 }
 
-/// The IDs a NoNoncense node reads as taken (`leased_ids/1`): every field of `HKEYS` that does
-/// not start with `token.` and is an integer.
-async fn nononcense_taken(c: &mut MultiplexedConnection, key: &Key) -> Vec<i64> {
-    let fields: Vec<String> = redis::cmd("HKEYS")
-        .arg(&key.name)
-        .query_async(c)
-        .await
-        .expect("HKEYS");
-    let mut taken: Vec<i64> = fields
-        .iter()
-        .filter(|f| !f.starts_with("token."))
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    taken.sort_unstable();
-    taken
+/// Whether a NoNoncense node reads `ID` as taken (`leased_ids/1`: every field of `HKEYS` that
+/// does not start with `token.` and is an integer).
+async fn nononcense_sees_taken(c: &mut MultiplexedConnection, key: &Key) -> bool {
+    let fields = hkeys(c, key).await;
+    let mut taken = fields.iter().filter(|f| !f.starts_with("token."));
+    taken.any(|f| f.parse() == Ok(ID))
 }
 
-/// A NoNoncense node's claim of `id`: `HSETEX FNX` of the ID field and its own marker.
-async fn nononcense_claims(c: &mut MultiplexedConnection, key: &Key, id: u16) -> bool {
-    let token = "nononcense0000000000000";
-    let claimed: i64 = redis::cmd("HSETEX")
-        .arg(&key.name)
-        .arg("FNX")
-        .arg("PX")
-        .arg(60_000)
-        .arg("FIELDS")
-        .arg(2)
-        .arg(id.to_string())
-        .arg(token)
-        .arg(format!("token.{id}.{token}"))
-        .arg(id.to_string())
-        .query_async(c)
-        .await
-        .expect("HSETEX FNX");
-    claimed == 1
+/// A NoNoncense node's claim of `ID`: `HSETEX FNX` of the ID field and its own marker.
+async fn nononcense_claims(c: &mut MultiplexedConnection, key: &Key) -> bool {
+    let (id, token) = (ID.to_string(), "nononcense0000000000000");
+    let marker = format!("token.{id}.{token}");
+    let fields = [&id, token, &marker, &id];
+    let command = ["HSETEX", &key.name, "FNX", "PX", "60000", "FIELDS", "2"];
+    run::<i64>(c, &[&command[..], &fields].concat()).await == 1
 }
 
 #[tokio::test]
@@ -87,32 +65,29 @@ async fn a_released_id_in_the_hash_and_for_nononcense() {
         let s = strategy(&server, &key).await;
         let lease = acquire(&s).await;
         assert_eq!(lease.machine_id().get(), ID);
-        release(&s, &lease).await;
+        release(&s, &lease, GUARD, F + 12).await;
 
         // After a late renewal the ID's field keeps the guard, not a new 8 h lease, and the
         // released floor.
         late_renew(&s, &lease).await;
         let ttl = hpttl(&mut c, &key, &ID.to_string()).await;
         assert!(
-            (1..=GUARD_MS).contains(&ttl),
+            (1..=400).contains(&ttl),
             "{name}: the released id has {ttl} ms left, not the guard"
         );
+        let floor = hget(&mut c, &key, &format!("floor.{ID}")).await;
         assert_eq!(
-            hget(&mut c, &key, &format!("floor.{ID}")).await,
+            floor,
             Some((F + 12).to_string()),
             "{name}: the late renewal moved the floor"
         );
 
         // Blocked during the guard for NoNoncense: the ID field is there, its claim fails.
-        assert!(
-            nononcense_taken(&mut c, &key)
-                .await
-                .contains(&i64::from(ID))
-        );
-        assert!(!nononcense_claims(&mut c, &key, ID).await, "{name}");
+        assert!(nononcense_sees_taken(&mut c, &key).await, "{name}");
+        assert!(!nononcense_claims(&mut c, &key).await, "{name}");
 
         // A retried release does not lengthen the guard.
-        release(&s, &lease).await;
+        release(&s, &lease, GUARD, F + 12).await;
         let again = hpttl(&mut c, &key, &ID.to_string()).await;
         assert!((1..=ttl).contains(&again), "{name}: {again} after {ttl}");
 
@@ -121,12 +96,8 @@ async fn a_released_id_in_the_hash_and_for_nononcense() {
         late_renew(&s, &lease).await;
         assert_eq!(hpttl(&mut c, &key, &ID.to_string()).await, -2, "{name}");
         assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
-        assert!(
-            !nononcense_taken(&mut c, &key)
-                .await
-                .contains(&i64::from(ID))
-        );
-        assert!(nononcense_claims(&mut c, &key, ID).await, "{name}");
+        assert!(!nononcense_sees_taken(&mut c, &key).await, "{name}");
+        assert!(nononcense_claims(&mut c, &key).await, "{name}");
     }
 }
 
@@ -139,9 +110,7 @@ async fn a_release_with_no_guard_leaves_nothing_in_the_hash() {
         let s = strategy(&server, &key).await;
         let lease = acquire(&s).await;
         let id = lease.machine_id().to_string();
-        s.release(&lease, Release::new(Duration::ZERO, F + 1))
-            .await
-            .unwrap();
+        release(&s, &lease, Duration::ZERO, F + 1).await;
         assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
         late_renew(&s, &lease).await;
         assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use lease_core::{Acquire, Release, Renew};
-use lease_redis::redis::{self, aio::MultiplexedConnection};
+use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew};
+use lease_redis::redis::{self, FromRedisValue, aio::MultiplexedConnection};
 use lease_redis::{AmnesiaGuard, RedisOptions, RedisStrategy};
 
 /// A plausible timestamp floor: 2030-01-01 in Unix ms.
@@ -28,6 +28,31 @@ pub fn release(guard: Duration) -> Release {
     Release::new(guard, F)
 }
 
+/// The error of `result`, which must be one of `kind`.
+pub fn fails<T: std::fmt::Debug, E: LeaseError>(result: Result<T, E>, kind: ErrorKind) -> E {
+    let error = result.expect_err("expected an error");
+    assert_eq!(error.kind(), kind, "{error}");
+    error
+}
+
+/// Requests `attempt` every 100 ms until it answers `Ok`, at most `attempts` times; after that
+/// fails the test with `what` and the last error.
+pub async fn poll<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    attempts: u32,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> T {
+    let mut last = String::new();
+    for _ in 0..attempts {
+        match attempt().await {
+            Ok(answer) => return answer,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: nothing in {attempts} attempts: {last}")
+}
+
 /// A server under test: a name for messages and its URL.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -35,29 +60,23 @@ pub struct Server {
     pub url: String,
 }
 
-fn env_or(var: &str, default: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+/// The server at the URL in `var`, by default on `port` of this machine.
+fn server(name: &'static str, var: &str, port: u16) -> Server {
+    let url = std::env::var(var);
+    let url = url.unwrap_or_else(|_| format!("redis://127.0.0.1:{port}"));
+    Server { name, url }
 }
 
 pub fn valkey() -> Server {
-    Server {
-        name: "valkey 9",
-        url: env_or("NONONCE_TEST_VALKEY_URL", "redis://127.0.0.1:6390"),
-    }
+    server("valkey 9", "NONONCE_TEST_VALKEY_URL", 6390)
 }
 
 pub fn redis8() -> Server {
-    Server {
-        name: "redis 8",
-        url: env_or("NONONCE_TEST_REDIS8_URL", "redis://127.0.0.1:6391"),
-    }
+    server("redis 8", "NONONCE_TEST_REDIS8_URL", 6391)
 }
 
 pub fn redis7() -> Server {
-    Server {
-        name: "redis 7",
-        url: env_or("NONONCE_TEST_REDIS7_URL", "redis://127.0.0.1:6379"),
-    }
+    server("redis 7", "NONONCE_TEST_REDIS7_URL", 6379)
 }
 
 /// The servers with HSETEX every protocol test runs on.
@@ -70,23 +89,30 @@ pub fn servers() -> [Server; 2] {
 pub async fn raw(server: &Server) -> MultiplexedConnection {
     let client = redis::Client::open(server.url.as_str()).expect("valid test url");
     let connect = client.get_multiplexed_async_connection();
-    let mut connection = match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(Ok(connection)) => connection,
-        Ok(Err(e)) => panic!(
-            "{} does not answer at {} ({e}): run `cargo xtask test`, which starts it",
-            server.name, server.url
-        ),
-        Err(_) => panic!(
-            "{} does not answer at {} within 5 s: run `cargo xtask test`, which starts it",
-            server.name, server.url
-        ),
+    let failure = match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(mut connection)) => match redis::cmd("PING")
+            .query_async::<String>(&mut connection)
+            .await
+        {
+            Ok(pong) if pong == "PONG" => return connection,
+            answer => format!("PING answered {answer:?}"),
+        },
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer within 5 s".to_owned(),
     };
-    let pong: String = redis::cmd("PING")
-        .query_async(&mut connection)
+    panic!(
+        "{} does not answer at {} ({failure}): run `cargo xtask test`, which starts it",
+        server.name, server.url
+    )
+}
+
+/// Runs `command` (its name and arguments) on `connection`; a refusal fails the test.
+pub async fn run<T: FromRedisValue>(connection: &mut MultiplexedConnection, command: &[&str]) -> T {
+    redis::cmd(command[0])
+        .arg(&command[1..])
+        .query_async(connection)
         .await
-        .unwrap_or_else(|e| panic!("{} at {}: PING failed: {e}", server.name, server.url));
-    assert_eq!(pong, "PONG");
-    connection
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
 }
 
 /// A unique hash key, deleted when dropped.
@@ -125,7 +151,12 @@ pub fn options(key: &Key) -> RedisOptions {
 pub async fn strategy(server: &Server, key: &Key) -> RedisStrategy {
     // Fail clearly if the server is not there.
     drop(raw(server).await);
-    RedisStrategy::connect(&server.url, options(key))
+    connect(server, options(key)).await
+}
+
+/// A strategy on `server` with `options`.
+pub async fn connect(server: &Server, options: RedisOptions) -> RedisStrategy {
+    RedisStrategy::connect(&server.url, options)
         .await
         .expect("connect")
 }
@@ -136,29 +167,18 @@ pub async fn occupy(
     key: &Key,
     ids: impl Iterator<Item = u16>,
 ) {
-    let mut cmd = redis::cmd("HSET");
-    cmd.arg(&key.name);
-    let mut any = false;
-    for id in ids {
-        cmd.arg(id.to_string()).arg("foreign-token");
-        any = true;
-    }
-    if any {
-        let _: i64 = cmd.query_async(connection).await.expect("HSET");
+    let ids: Vec<String> = ids.map(|id| id.to_string()).collect();
+    let mut command = vec!["HSET", key.name.as_str()];
+    command.extend(ids.iter().flat_map(|id| [id.as_str(), "foreign-token"]));
+    if command.len() > 2 {
+        run::<i64>(connection, &command).await;
     }
 }
 
 /// Remaining TTL of one hash field in ms (-2: no field, -1: no TTL).
 pub async fn hpttl(connection: &mut MultiplexedConnection, key: &Key, field: &str) -> i64 {
-    let ttls: Vec<i64> = redis::cmd("HPTTL")
-        .arg(&key.name)
-        .arg("FIELDS")
-        .arg(1)
-        .arg(field)
-        .query_async(connection)
-        .await
-        .expect("HPTTL");
-    ttls[0]
+    let command = ["HPTTL", &key.name, "FIELDS", "1", field];
+    run::<Vec<i64>>(connection, &command).await[0]
 }
 
 pub async fn hget(
@@ -166,12 +186,12 @@ pub async fn hget(
     key: &Key,
     field: &str,
 ) -> Option<String> {
-    redis::cmd("HGET")
-        .arg(&key.name)
-        .arg(field)
-        .query_async(connection)
-        .await
-        .expect("HGET")
+    run(connection, &["HGET", &key.name, field]).await
+}
+
+/// The hash's field names.
+pub async fn hkeys(connection: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
+    run(connection, &["HKEYS", &key.name]).await
 }
 
 /// Which server binary a test starts itself.
@@ -200,18 +220,20 @@ impl Binary {
     }
 }
 
+/// The file `name` in `dir` or, breadth first, in a directory below it.
 fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    let entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
-    if let Some(entry) = entries
+    let paths: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let found = paths
         .iter()
-        .find(|e| e.path().is_file() && e.file_name() == name)
-    {
-        return Some(entry.path());
-    }
-    entries
-        .iter()
-        .filter(|e| e.path().is_dir())
-        .find_map(|e| find_file(&e.path(), name))
+        .find(|p| p.is_file() && p.file_name() == Some(name.as_ref()));
+    found.cloned().or_else(|| {
+        let dirs = paths.iter().filter(|p| p.is_dir());
+        dirs.into_iter().find_map(|p| find_file(p, name))
+    })
 }
 
 /// A server process of this test's own (persistence off), stopped on drop.
@@ -245,11 +267,8 @@ impl OwnServer {
 
     fn spawn(&mut self) {
         // A directory of its own: nothing to load at start, nothing shared with other servers.
-        let dir = std::env::temp_dir().join(format!(
-            "nononce-test-{}-{:x}",
-            self.port,
-            rand::random::<u64>()
-        ));
+        let random = rand::random::<u64>();
+        let dir = std::env::temp_dir().join(format!("nononce-test-{}-{random:x}", self.port));
         std::fs::create_dir_all(&dir).expect("server directory");
         let child = Command::new(self.binary.path())
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
@@ -268,7 +287,7 @@ impl OwnServer {
         // Until it answers, or fails: a server that exits (port taken, bad argument) ends the
         // wait; there is no time limit.
         loop {
-            if let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+            if let Ok(client) = redis::Client::open(self.server().url)
                 && let Ok(mut connection) =
                     client.get_connection_with_timeout(Duration::from_millis(200))
                 && redis::cmd("PING").query::<String>(&mut connection).is_ok()
