@@ -8,30 +8,22 @@
     feature = "speck"
 ))]
 
+use crate::common::{EPOCH, F, KEY, T0, config, enabled, enabled_as, machine_id, until_refused};
 use nonce_core::{
-    Base, Cipher96, Cipher128, Error, Factory, FactoryConfig, FactoryConfigError, InvalidMachineId,
-    MAX_TIMESTAMP, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96, Nonce128,
+    Base, Cipher96, Cipher128, Clock, Error, Factory, FactoryConfig, FactoryConfigError,
+    InvalidMachineId, MAX_TIMESTAMP, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96,
+    Nonce128,
 };
 use std::collections::HashSet;
 
-const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
-const T0: u64 = 1_800_000_000_000;
-
-/// A machine ID the test knows to be in range.
-fn machine_id(n: u16) -> MachineId {
-    MachineId::new(n).expect("test machine ids are below 512")
-}
-const KEY: [u8; 32] = [9; 32];
-
 /// A factory whose plain and encrypted calls of one size these tests mix, to check what the
 /// two share (counters, throttle, generation).
-fn factory(clock: &ManualClock) -> Factory<&ManualClock> {
-    let config = FactoryConfig::new()
-        .with_base_key(&KEY)
-        .with_plain_and_encrypted(true);
-    let f = Factory::new(clock, config).unwrap();
-    f.enable(machine_id(5), NO_DEADLINE).unwrap();
-    f
+fn factory(clock: &ManualClock) -> F<'_> {
+    enabled(clock, factory_config())
+}
+
+fn factory_config() -> FactoryConfig {
+    config(Cipher96::Blowfish).with_plain_and_encrypted(true)
 }
 
 #[test]
@@ -154,17 +146,7 @@ fn counter64_waits_when_the_clock_can() {
     }
     let n = f.counter64().unwrap().decode(EPOCH);
     assert_eq!((n.timestamp_ms, n.count), (T0 - EPOCH + 3, 0));
-    assert_eq!(clock.now_ms_for_test(), T0 + 3);
-}
-
-trait NowForTest {
-    fn now_ms_for_test(&self) -> u64;
-}
-
-impl NowForTest for ManualClock {
-    fn now_ms_for_test(&self) -> u64 {
-        nonce_core::Clock::now_ms(self)
-    }
+    assert_eq!(clock.now_ms(), T0 + 3);
 }
 
 #[test]
@@ -201,17 +183,8 @@ fn sortable_timestamps_follow_the_clock() {
     assert_eq!((c.timestamp_ms, c.count), (T0 - EPOCH + 7, 0));
     let d = f.sortable128().unwrap().decode(EPOCH);
     assert_eq!((d.timestamp_ms, d.count), (T0 - EPOCH + 7, 1));
-    assert!(f.sortable64().unwrap() > f.sortable64().unwrap().decode(EPOCH).to_min());
-}
-
-trait MinNonce {
-    fn to_min(&self) -> Nonce64;
-}
-
-impl MinNonce for nonce_core::Decoded {
-    fn to_min(&self) -> Nonce64 {
-        Nonce64::from_u64(self.timestamp_ms << 22)
-    }
+    let (a, b) = (f.sortable64().unwrap(), f.sortable64().unwrap());
+    assert!(a > Nonce64::from_u64(b.decode(EPOCH).timestamp_ms << 22));
 }
 
 #[test]
@@ -230,17 +203,6 @@ fn sortable64_is_capped_at_8192_per_ms_and_96_128_are_not() {
     }
     clock.advance(1);
     assert_eq!(f.sortable64().unwrap().decode(EPOCH).count, 0);
-}
-
-/// Calls `next` until it is refused; the values it gave and the refusal.
-fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
-    let mut issued = Vec::new();
-    loop {
-        match next() {
-            Ok(n) => issued.push(n),
-            Err(e) => return (issued, e),
-        }
-    }
 }
 
 #[test]
@@ -306,7 +268,7 @@ fn refused_sortable64_retries_never_run_past_the_clock() {
             Ok(n) => panic!(
                 "issued at {} with the clock at {}",
                 n.decode(EPOCH).unix_ms,
-                clock.now_ms_for_test()
+                clock.now_ms()
             ),
             Err(e) => assert_eq!(e, refused),
         }
@@ -326,10 +288,7 @@ fn deadline_stops_every_kind_and_renewal_resumes() {
     // One kind per size per factory: `f` issues counter nonces, `s` sortable ones, each
     // plain and encrypted.
     let leased = || {
-        let config = FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_plain_and_encrypted(true);
-        let f = Factory::new(&clock, config).unwrap();
+        let f = Factory::new(&clock, factory_config()).unwrap();
         f.enable(machine_id(3), T0 + 5).unwrap();
         f
     };
@@ -409,7 +368,7 @@ fn reenable_starts_past_everything_issued() {
     // After a long gap, the 64-bit counter does not burst through the gap (another node may
     // have held the ID then): it starts at the clock.
     f.disable();
-    let gap_start = clock.now_ms_for_test();
+    let gap_start = clock.now_ms();
     clock.advance(60_000);
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
     assert_eq!(
@@ -427,8 +386,7 @@ fn reenable_starts_past_everything_issued() {
 #[test]
 fn encryption_needs_a_key_and_is_a_bijection() {
     let clock = ManualClock::new(T0);
-    let plain = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    plain.enable(machine_id(1), NO_DEADLINE).unwrap();
+    let plain = enabled_as(&clock, FactoryConfig::new(), 1);
     assert_eq!(
         plain.encrypted64(Base::Counter),
         Err(Error::NoKey { bits: 64 })
@@ -452,14 +410,7 @@ fn encryption_needs_a_key_and_is_a_bijection() {
     let tail = Nonce96::from_u128(1).unwrap();
     assert_eq!(f.encrypt96(tail), Err(Error::NonZeroTail));
 
-    let s = Factory::new(
-        &clock,
-        FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_cipher96(Cipher96::Speck),
-    )
-    .unwrap();
-    s.enable(machine_id(2), NO_DEADLINE).unwrap();
+    let s = enabled_as(&clock, config(Cipher96::Speck), 2);
     let e = s.encrypted96(Base::Sortable).unwrap();
     assert_eq!(s.decrypt96(e).unwrap().decode(EPOCH).machine_id.get(), 2);
     assert_eq!(s.decrypt96(s.encrypt96(tail).unwrap()).unwrap(), tail);
@@ -471,15 +422,8 @@ fn batch_equals_one_at_a_time() {
         let clock = ManualClock::new(T0);
         // One at a time on the shared counter, which the batch's run continues (a thread
         // cache would serve the single call from a run of its own).
-        let f = Factory::new(
-            &clock,
-            FactoryConfig::new()
-                .with_base_key(&KEY)
-                .with_cipher128(cipher)
-                .with_thread_cache(false),
-        )
-        .unwrap();
-        f.enable(machine_id(77), NO_DEADLINE).unwrap();
+        let config = config(Cipher96::Blowfish).with_cipher128(cipher);
+        let f = enabled_as(&clock, config.with_thread_cache(false), 77);
         let single = f.encrypted128(Base::Counter).unwrap();
         let mut batch = vec![Nonce128::from_u128(0); 10_000];
         f.fill_encrypted128(&mut batch).unwrap();

@@ -1,32 +1,12 @@
 //! Sortable 96/128-bit nonces from per-thread handles: blocks of one millisecond's counts,
 //! each nonce still carrying the millisecond it was made in.
 
-use nonce_core::{
-    Base, Error, Factory, FactoryConfig, Handle, MachineId, ManualClock, NO_DEADLINE, Nonce96,
-    Nonce128,
-};
+use crate::common::{EPOCH, F, T0, enabled_as, machine_id, ms96, ms128};
+use nonce_core::{Base, Clock, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE};
 use std::collections::HashSet;
 
-const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
-const T0: u64 = 1_800_000_000_000;
-
-/// A machine ID the test knows to be in range.
-fn machine_id(n: u16) -> MachineId {
-    MachineId::new(n).expect("test machine ids are below 512")
-}
-
-fn factory(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
-    let f = Factory::new(clock, FactoryConfig::new()).unwrap();
-    f.enable(machine_id(id), NO_DEADLINE).unwrap();
-    f
-}
-
-fn ms96(n: Nonce96) -> u64 {
-    n.decode(EPOCH).unix_ms
-}
-
-fn ms128(n: Nonce128) -> u64 {
-    n.decode(EPOCH).unix_ms
+fn factory(clock: &ManualClock, id: u16) -> F<'_> {
+    enabled_as(clock, FactoryConfig::new(), id)
 }
 
 #[test]
@@ -40,7 +20,7 @@ fn each_nonce_carries_the_millisecond_it_was_made_in_and_each_handle_s_increase(
         if step % 7 == 0 {
             clock.advance(step % 3);
         }
-        let now = clock.now_ms_for_test();
+        let now = clock.now_ms();
         let (a, b) = (h1.sortable128().unwrap(), h2.sortable128().unwrap());
         let c = f.sortable128().unwrap();
         assert_eq!((ms128(a), ms128(b), ms128(c)), (now, now, now));
@@ -52,17 +32,7 @@ fn each_nonce_carries_the_millisecond_it_was_made_in_and_each_handle_s_increase(
     }
     // 96-bit ones share the sortable state: same rules.
     let n = h1.sortable96().unwrap();
-    assert_eq!(ms96(n), clock.now_ms_for_test());
-}
-
-trait Now {
-    fn now_ms_for_test(&self) -> u64;
-}
-
-impl Now for ManualClock {
-    fn now_ms_for_test(&self) -> u64 {
-        nonce_core::Clock::now_ms(self)
-    }
+    assert_eq!(ms96(n), clock.now_ms());
 }
 
 /// Handles do not keep a block past its millisecond: a nonce made after another one was
@@ -97,7 +67,7 @@ fn handle_sortables_follow_disable_enable_deadline_and_kinds() {
     assert_eq!(h.sortable128().unwrap().decode(EPOCH).machine_id.get(), 2);
     assert_eq!(h.sortable96().unwrap().decode(EPOCH).machine_id.get(), 2);
     // A deadline at the clock's millisecond stops the cached block at once.
-    f.set_deadline(clock.now_ms_for_test());
+    f.set_deadline(clock.now_ms());
     assert_eq!(h.sortable96(), Err(Error::LeaseExpired));
     assert_eq!(h.sortable128(), Err(Error::LeaseExpired));
     f.set_deadline(NO_DEADLINE);

@@ -9,61 +9,36 @@
     feature = "speck"
 ))]
 
+use crate::common::{EPOCH, F, T0, config, enabled_as, machine_id, ms96, ms128, until_refused};
 use nonce_core::{
-    Base, Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96,
-    Nonce128,
+    Base, Cipher96, Clock, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce64,
+    Nonce96, Nonce128,
 };
 use std::collections::HashSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 
-const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
-const T0: u64 = 1_800_000_000_000;
-
-/// A machine ID the test knows to be in range.
-fn machine_id(n: u16) -> MachineId {
-    MachineId::new(n).expect("test machine ids are below 512")
-}
-const KEY: [u8; 32] = [9; 32];
-
-/// A factory with the thread cache, whose plain and encrypted calls of one size these tests
-/// mix, to check what the two share (blocks, generation, deadline).
-fn cached(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
-    let f = Factory::new(
-        clock,
-        FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_thread_cache(true)
-            .with_plain_and_encrypted(true),
-    )
-    .unwrap();
-    f.enable(machine_id(id), NO_DEADLINE).unwrap();
-    f
+/// A factory with the thread cache (`on`) or without, whose plain and encrypted calls of one
+/// size these tests mix, to check what the two share (blocks, generation, deadline).
+fn with_cache(clock: &ManualClock, id: u16, on: bool) -> F<'_> {
+    let config = config(Cipher96::Blowfish).with_plain_and_encrypted(true);
+    enabled_as(clock, config.with_thread_cache(on), id)
 }
 
-fn plain(clock: &ManualClock, id: u16) -> Factory<&ManualClock> {
-    let config = FactoryConfig::new()
-        .with_base_key(&KEY)
-        .with_thread_cache(false)
-        .with_plain_and_encrypted(true);
-    let f = Factory::new(clock, config).unwrap();
-    f.enable(machine_id(id), NO_DEADLINE).unwrap();
-    f
+fn cached(clock: &ManualClock, id: u16) -> F<'_> {
+    with_cache(clock, id, true)
+}
+
+fn plain(clock: &ManualClock, id: u16) -> F<'_> {
+    with_cache(clock, id, false)
 }
 
 /// `(unix_ms, count)` of the next nonce of each counter kind, encrypted128 decrypted.
-fn counts(f: &Factory<&ManualClock>) -> [(u64, u64); 4] {
-    let d64 = f.counter64().unwrap().decode(EPOCH);
-    let d96 = f.counter96().unwrap().decode(EPOCH);
-    let d128 = f.counter128().unwrap().decode(EPOCH);
-    let e128 = f
-        .decrypt128(f.encrypted128(Base::Counter).unwrap())
-        .unwrap()
-        .decode(EPOCH);
-    [d64, d96, d128, e128].map(|d| (d.unix_ms, d.count))
+fn counts(f: &F<'_>) -> [(u64, u64); 4] {
+    OPS.map(|op| op(f))
 }
 
-type Op = fn(&Factory<&ManualClock>) -> (u64, u64);
+type Op = fn(&F<'_>) -> (u64, u64);
 
 /// `(unix_ms, count)` of one counter kind's next nonce, encrypted128 decrypted.
 const OPS: [Op; 4] = [
@@ -90,7 +65,7 @@ impl Pair for nonce_core::Decoded {
 
 /// Calls of one thread alternating with another thread's calls, of one kind: what this
 /// thread got.
-fn alternate(f: &Factory<&ManualClock>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
+fn alternate(f: &F<'_>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
     let (to_other, other_rx) = mpsc::channel::<()>();
     let (to_main, main_rx) = mpsc::channel::<()>();
     std::thread::scope(|s| {
@@ -142,9 +117,7 @@ fn the_default_settings_turn_the_thread_cache_on() {
     assert!(FactoryConfig::new().thread_cache());
     assert!(owned.thread_cache());
     let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    f.enable(machine_id(3), NO_DEADLINE).unwrap();
-    let mine = alternate(&f, OPS[0], 40);
+    let mine = alternate(&enabled_as(&clock, FactoryConfig::new(), 3), OPS[0], 40);
     assert!(followed_on(&mine) >= 30, "{mine:?}");
 }
 
@@ -317,12 +290,8 @@ fn threads_that_exit_leave_gaps_never_repeats() {
 #[test]
 fn the_cache_keeps_one_kind_per_size() {
     let clock = ManualClock::new(T0);
-    let config = FactoryConfig::new()
-        .with_base_key(&KEY)
-        .with_thread_cache(true)
-        .with_kind128(Base::Sortable);
-    let f = Factory::new(&clock, config).unwrap();
-    f.enable(machine_id(1), NO_DEADLINE).unwrap();
+    let config = config(Cipher96::Blowfish).with_kind128(Base::Sortable);
+    let f = enabled_as(&clock, config.with_thread_cache(true), 1);
     // counter96 fills the block counter128 would draw on; counter128 is still refused.
     f.counter96().unwrap();
     let conflict = Error::KindConflict {
@@ -351,17 +320,6 @@ fn the_cache_keeps_one_kind_per_size() {
         f.counter96(),
         Err(Error::KindConflict { bits: 96, .. })
     ));
-}
-
-fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
-    let mut issued = Vec::new();
-    loop {
-        match next() {
-            Ok(n) => issued.push(n),
-            Err(e) => return (issued, e),
-        }
-        assert!(issued.len() <= 1 << 20, "never refused");
-    }
 }
 
 /// The cache reserves only counter64 values that may be issued now: a refused call takes
@@ -450,17 +408,9 @@ fn many_threads_on_one_cached_factory_never_repeat() {
 
 // Sortable 96/128-bit nonces through the cache: runs of one millisecond's counts per thread.
 
-fn ms96(n: Nonce96) -> u64 {
-    n.decode(EPOCH).unix_ms
-}
-
-fn ms128(n: Nonce128) -> u64 {
-    n.decode(EPOCH).unix_ms
-}
-
 #[test]
 fn cached_sortables_draw_on_a_run_of_their_own_thread() {
-    type SortOp = fn(&Factory<&ManualClock>) -> (u64, u64);
+    type SortOp = fn(&F<'_>) -> (u64, u64);
     let ops: [SortOp; 2] = [
         |f| f.sortable96().unwrap().decode(EPOCH).pair(),
         |f| f.sortable128().unwrap().decode(EPOCH).pair(),
@@ -514,18 +464,9 @@ fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
         drop(to_other);
     });
     // The 96-bit calls share the sortable state: same millisecond.
-    let f = Factory::new(
-        &clock,
-        FactoryConfig::new()
-            .with_thread_cache(true)
-            .with_kind96(Base::Sortable),
-    )
-    .unwrap();
-    f.enable(machine_id(5), NO_DEADLINE).unwrap();
-    assert_eq!(
-        ms96(f.sortable96().unwrap()),
-        nonce_core::Clock::now_ms(&clock)
-    );
+    let config = FactoryConfig::new().with_kind96(Base::Sortable);
+    let f = enabled_as(&clock, config.with_thread_cache(true), 5);
+    assert_eq!(ms96(f.sortable96().unwrap()), clock.now_ms());
 }
 
 /// sortable64 draws on the sortable state the 96/128-bit calls do, at most 8192 counts a
@@ -558,7 +499,7 @@ fn cached_sortable_runs_follow_disable_enable_and_the_deadline() {
     // Nothing of the old generation's run comes out.
     assert_eq!(f.sortable128().unwrap().decode(EPOCH).machine_id.get(), 2);
     // A deadline at the current millisecond stops the run at once.
-    f.set_deadline(nonce_core::Clock::now_ms(&clock));
+    f.set_deadline(clock.now_ms());
     assert_eq!(f.sortable128(), Err(Error::LeaseExpired));
     assert_eq!(f.encrypted128(Base::Sortable), Err(Error::LeaseExpired));
     f.set_deadline(NO_DEADLINE);
@@ -568,14 +509,11 @@ fn cached_sortable_runs_follow_disable_enable_and_the_deadline() {
 #[test]
 fn many_threads_on_one_cached_factory_never_repeat_sortables() {
     let clock = ManualClock::new(T0);
-    let f = Factory::new(
+    let f = enabled_as(
         &clock,
-        FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_thread_cache(true),
-    )
-    .unwrap();
-    f.enable(machine_id(12), NO_DEADLINE).unwrap();
+        config(Cipher96::Blowfish).with_thread_cache(true),
+        12,
+    );
     let all: Vec<(Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4)
             .map(|t| {

@@ -7,12 +7,7 @@ use nonce_core::{
 };
 
 pub const T0: u64 = 1_800_000_000_000;
-#[cfg(all(
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
+pub const EPOCH: u64 = nonce_core::DEFAULT_EPOCH_MS;
 pub const KEY: [u8; 32] = [9; 32];
 
 pub type F<'c> = Factory<&'c ManualClock>;
@@ -47,9 +42,36 @@ pub fn config(cipher96: Cipher96) -> FactoryConfig {
 }
 
 pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>) -> F<'c> {
+    enabled_as(clock, config, 5)
+}
+
+/// A factory on `config`, enabled as machine `id` with no deadline.
+pub fn enabled_as<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>, id: u16) -> F<'c> {
     let f = Factory::new(clock, config).unwrap();
-    f.enable(machine_id(5), NO_DEADLINE).unwrap();
+    f.enable(machine_id(id), NO_DEADLINE).unwrap();
     f
+}
+
+/// The Unix ms a 96-bit nonce of the default epoch carries.
+pub fn ms96(n: Nonce96) -> u64 {
+    n.decode(EPOCH).unix_ms
+}
+
+/// The Unix ms a 128-bit nonce of the default epoch carries.
+pub fn ms128(n: Nonce128) -> u64 {
+    n.decode(EPOCH).unix_ms
+}
+
+/// Calls `next` until it is refused; the values it gave and the refusal.
+pub fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
+    let mut issued = Vec::new();
+    loop {
+        match next() {
+            Ok(n) => issued.push(n),
+            Err(e) => return (issued, e),
+        }
+        assert!(issued.len() <= 1 << 20, "never refused");
+    }
 }
 
 /// Every generating entry point.
