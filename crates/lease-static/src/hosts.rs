@@ -576,14 +576,13 @@ mod tests {
             "node list entries \"b=1\" and \"B.=2\" name the same node; keep one entry per node"
         );
         // The same entry twice is a node given twice too.
-        assert!(matches!(
-            parse_node_list(&["a=0", "a=0"]),
-            Err(HostListLeaseError::DuplicateNode { .. })
-        ));
-        assert!(matches!(
-            parse_node_list(&["2001:db8::1=0", "2001:0db8:0:0:0:0:0:1=1"]),
-            Err(HostListLeaseError::DuplicateNode { .. })
-        ));
+        for nodes in [["a=0", "a=0"], ["2001:db8::1=0", "2001:0db8:0:0:0:0:0:1=1"]] {
+            let err = parse_node_list(&nodes).unwrap_err();
+            assert!(
+                matches!(err, HostListLeaseError::DuplicateNode { .. }),
+                "{err}"
+            );
+        }
         let err = parse_node_list(&["a=0", "b=1", "c=01"]).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -613,14 +612,10 @@ mod tests {
              shared by all nodes"
         );
         assert_eq!(err.kind(), ErrorKind::Misconfigured);
-        assert!(matches!(
-            id(&NODES, &[]),
-            Err(HostListLeaseError::NoMatch { .. })
-        ));
-        assert!(matches!(
-            id(&["a=0"], &[""]),
-            Err(HostListLeaseError::NoMatch { .. })
-        ));
+        for (nodes, identifiers) in [(&NODES[..], &[][..]), (&["a=0"], &[""])] {
+            let err = id(nodes, identifiers).unwrap_err();
+            assert!(matches!(err, HostListLeaseError::NoMatch { .. }), "{err}");
+        }
     }
 
     #[test]
