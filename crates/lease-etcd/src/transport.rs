@@ -282,8 +282,7 @@ impl Connection {
     pub(crate) fn with_client(client: Client, options: EtcdOptions) -> Self {
         Self {
             client: OnceCell::new_with(Some(client)),
-            options,
-            started: Instant::now(),
+            ..Self::new(options)
         }
     }
 
