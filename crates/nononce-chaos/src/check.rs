@@ -315,14 +315,18 @@ pub enum CheckError {
     Factory(String),
 }
 
+impl CheckError {
+    /// An error reading `path`.
+    fn io(path: &Path) -> impl FnOnce(io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::Io { path, source }
+    }
+}
+
 /// The node files of a run directory: every `*.bin`, sorted by name.
 pub fn node_files(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
-    let io = |source| CheckError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(io)?
+        .map_err(CheckError::io(dir))?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "bin"))
@@ -445,10 +449,7 @@ fn scan_file(
     report: &mut Report,
 ) -> Result<FileScan, CheckError> {
     let name = path.display().to_string();
-    let file = fs::File::open(path).map_err(|source| CheckError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = fs::File::open(path).map_err(CheckError::io(path))?;
     let mut scan = FileScan {
         node: u32::MAX,
         windows: Vec::new(),
@@ -466,6 +467,8 @@ fn scan_file(
     read_all(BufReader::with_capacity(1 << 16, file), |record| {
         let at = record.stamp();
         let machine = at.machine_ms();
+        // A time of the node's clock, on the machine's.
+        let on_machine = |ms| Stamp { at_ms: ms, ..at }.machine_ms();
         scan.first_ms = scan.first_ms.min(machine);
         scan.last_ms = scan.last_ms.max(machine);
         match record {
@@ -504,11 +507,7 @@ fn scan_file(
                     offset_ms: i64::from(at.offset_ms),
                     start_machine_ms: machine,
                     deadline_ms,
-                    deadline_machine_ms: Stamp {
-                        at_ms: deadline_ms,
-                        offset_ms: at.offset_ms,
-                    }
-                    .machine_ms(),
+                    deadline_machine_ms: on_machine(deadline_ms),
                     end_machine_ms: None,
                 });
             }
@@ -518,11 +517,7 @@ fn scan_file(
                     && deadline_ms >= open.deadline_ms
                 {
                     open.deadline_ms = deadline_ms;
-                    open.deadline_machine_ms = Stamp {
-                        at_ms: deadline_ms,
-                        offset_ms: at.offset_ms,
-                    }
-                    .machine_ms();
+                    open.deadline_machine_ms = on_machine(deadline_ms);
                 }
             }
             Record::Disable { .. } => {
@@ -589,10 +584,7 @@ fn scan_file(
         }
         Ok(())
     })
-    .map_err(|source| CheckError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    .map_err(CheckError::io(path))?;
     if scan.first_ms == u64::MAX {
         scan.first_ms = 0;
     }
@@ -775,10 +767,8 @@ pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError>
     let Scanned { report, scans } = scan_all(&files)?;
     let find = |node: u32| scans.iter().find(|s| s.node == node);
     let (Some(earlier), Some(later)) = (find(0), find(1)) else {
-        return Err(CheckError::Io {
-            path: dir.to_path_buf(),
-            source: io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected"),
-        });
+        let missing = io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected");
+        return Err(CheckError::io(dir)(missing));
     };
     let later_stopped_after_ms = later.windows.first().and_then(|w| {
         w.end_machine_ms
