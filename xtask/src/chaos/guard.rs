@@ -4,7 +4,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::bins::Bins;
 use super::nodes::{Cluster, Node};
@@ -26,13 +26,7 @@ pub fn scenario(bins: &Bins, dir: &Path) -> Result<String, String> {
     let mut cluster = Cluster::new(bins.node.clone(), dir.to_path_buf(), "guard".into())?;
     let (first, second) = (free_udp()?, free_udp()?);
     for _ in 0..2 {
-        cluster.nodes.push(Node {
-            url: "statefulset".into(),
-            child: None,
-            incarnation: 0,
-            spawned: Instant::now(),
-            epoch_ms: None,
-        });
+        cluster.nodes.push(Node::new("statefulset".into()));
     }
     let guard_args = |bind: SocketAddr, seed: Option<SocketAddr>| {
         let mut args = vec![

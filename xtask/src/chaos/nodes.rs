@@ -23,6 +23,19 @@ pub struct Node {
     pub epoch_ms: Option<u64>,
 }
 
+impl Node {
+    /// A node not started yet, given the store at `url`.
+    pub fn new(url: String) -> Self {
+        Self {
+            url,
+            child: None,
+            incarnation: 0,
+            spawned: Instant::now(),
+            epoch_ms: None,
+        }
+    }
+}
+
 /// The nodes of one backend run (or the guard scenario), their proxies and the fault log.
 /// Every node still running is killed on drop (the proxies' process too).
 pub struct Cluster {

@@ -98,18 +98,12 @@ pub fn run_backend(
     );
     for i in 0..ctx.opts.nodes {
         let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
-        cluster.nodes.push(Node {
-            url: coordinator.node_url(
-                port,
-                ctx.opts.sql_options.as_deref(),
-                cluster.max_clock_offset_ms,
-                !ctx.opts.without_amnesia_guard,
-            ),
-            child: None,
-            incarnation: 0,
-            spawned: Instant::now(),
-            epoch_ms: None,
-        });
+        cluster.nodes.push(Node::new(coordinator.node_url(
+            port,
+            ctx.opts.sql_options.as_deref(),
+            cluster.max_clock_offset_ms,
+            !ctx.opts.without_amnesia_guard,
+        )));
     }
 
     if matches!(coordinator, Coordinator::Redis(_)) {
