@@ -340,16 +340,11 @@ impl<L> LeaseMachine<L> {
     /// The driver must drop any outstanding call and keep polling until `Stopped`.
     pub fn shutdown(&mut self, now: u64) {
         let _ = now;
-        let phase = mem::replace(&mut self.phase, Phase::Stopped);
-        let lease = match phase {
-            Phase::Releasing { ref then, .. } if matches!(**then, Phase::Stopped) => {
-                self.phase = phase;
-                return;
-            }
-            Phase::Stopped => {
-                self.phase = phase;
-                return;
-            }
+        // Stopped already, or releasing on the way there.
+        if matches!(self.state(), LeaseState::Stopped | LeaseState::Releasing) {
+            return;
+        }
+        let lease = match mem::replace(&mut self.phase, Phase::Stopped) {
             Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
             Phase::Recovering { cached, .. } => {
                 let floor_ms = cached.resume_floor_ms();
@@ -359,7 +354,11 @@ impl<L> LeaseMachine<L> {
             Phase::Releasing {
                 lease, floor_ms, ..
             } => Some((lease, floor_ms)),
-            Phase::New { .. } | Phase::Acquiring { .. } | Phase::Halted | Phase::Failed(_) => None,
+            Phase::New { .. }
+            | Phase::Acquiring { .. }
+            | Phase::Halted
+            | Phase::Failed(_)
+            | Phase::Stopped => None,
         };
         // Disable before the release can reach the coordinator: no nonce after the hand-back.
         self.effects.push_back(Effect::DisableFactories);
