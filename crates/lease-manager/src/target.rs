@@ -61,24 +61,6 @@ impl<T: LeaseTarget + ?Sized> LeaseTarget for Arc<T> {
     }
 }
 
-impl<T: LeaseTarget + ?Sized> LeaseTarget for &T {
-    fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
-        (**self).enable(machine_id, floor_ms, deadline_ms);
-    }
-    fn extend_deadline(&self, deadline_ms: u64) {
-        (**self).extend_deadline(deadline_ms);
-    }
-    fn disable(&self) {
-        (**self).disable();
-    }
-    fn issued_up_to_ms(&self) -> u64 {
-        (**self).issued_up_to_ms()
-    }
-    fn floor_of(&self, clock_ms: u64) -> u64 {
-        (**self).floor_of(clock_ms)
-    }
-}
-
 /// Clock milliseconds (or a timestamp decoded to Unix milliseconds) of a factory counting from
 /// `epoch_ms`, in the floors' terms: its timestamp plus the default epoch. Saturating at 0 and
 /// `u64::MAX`. On the default epoch it is the clock's millisecond itself.
