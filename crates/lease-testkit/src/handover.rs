@@ -459,8 +459,9 @@ where
 /// Runs every [`Scenario::standard`] scenario and fails on the first duplicate or overlap.
 ///
 /// # Errors
-/// The first scenario that repeated a nonce, let B's timestamps fall among A's or could not be
-/// run, with what it saw.
+/// The first scenario that repeated a nonce, let B's timestamps fall among A's, in which A
+/// issued nothing or B neither issued nor was refused, or that could not be run, with what it
+/// saw.
 pub async fn standard<F, Fut, H>(new_harness: F) -> Result<Vec<(Scenario, HandoverReport)>, String>
 where
     F: Fn() -> Fut,
@@ -474,10 +475,38 @@ where
         let outcome = run(&harness, scenario)
             .await
             .map_err(|e| format!("{scenario:?}: {e}"))?;
-        if outcome.duplicates > 0 || outcome.overlap.is_some() || outcome.issued_a == 0 {
+        let idle = outcome.issued_a == 0 || outcome.issued_b + outcome.refused_b == 0;
+        if outcome.duplicates > 0 || outcome.overlap.is_some() || idle {
             return Err(format!("{scenario:?}: {outcome:?}"));
         }
         outcomes.push((scenario, outcome));
     }
     Ok(outcomes)
+}
+
+/// Runs, without the floor, the [`Scenario::standard`] scenarios whose successor lags by a few
+/// margins and that `which` selects, and fails unless each repeats a nonce: proof that the
+/// scenarios can fail.
+///
+/// # Errors
+/// The first scenario that repeated nothing or could not be run, with what it saw.
+pub async fn repeats_without_floor<F, Fut, H>(
+    new_harness: F,
+    which: impl Fn(&Scenario) -> bool,
+) -> Result<(), String>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+    H: Harness,
+    H::Strategy: 'static,
+{
+    let lagging = |s: &Scenario| s.offset_ms < 0 && s.offset_ms > -10_000 && which(s);
+    for scenario in Scenario::standard().into_iter().filter(lagging) {
+        let scenario = scenario.without_floor();
+        let outcome = run(&new_harness().await, scenario).await?;
+        if outcome.duplicates == 0 {
+            return Err(format!("{scenario:?} repeated nothing: {outcome:?}"));
+        }
+    }
+    Ok(())
 }

@@ -372,24 +372,18 @@ fn checks_that_do_not_apply_are_reported_as_ignored() {
 }
 
 /// A generated test of a check that does not apply fails unless the check is listed as not
-/// applying, and the test of a listed check fails if the check applies.
+/// applying, the test of a listed check fails if the check applies, and a generated test fails
+/// when its check fails (`run_test` is what each generated test calls).
 #[test]
 fn a_check_that_does_not_apply_never_passes_unlisted() {
     let options = generated_options();
+    let store = || async { MemoryStore::new() };
     let run = |check, listed: bool| {
         std::panic::catch_unwind(|| {
             if listed {
-                lease_testkit::__private::run_not_applying(
-                    &[check],
-                    || async { MemoryStore::new() },
-                    &options,
-                );
+                lease_testkit::__private::run_not_applying(&[check], store, &options);
             } else {
-                lease_testkit::__private::run_test(
-                    check,
-                    || async { MemoryStore::new() },
-                    &options,
-                );
+                lease_testkit::__private::run_test(check, store, &options);
             }
         })
         .is_ok()
@@ -400,34 +394,11 @@ fn a_check_that_does_not_apply_never_passes_unlisted() {
     // Exhaustion applies to it.
     assert!(run(Check::Exhausted, false));
     assert!(!run(Check::Exhausted, true));
-}
-
-/// A generated test fails when its check fails (`run_test` is what each generated test calls).
-mod generated_flawed {
-    use lease_testkit::{
-        Options,
-        memory::{Flaw, MemoryStore},
+    // A generated test fails when its check fails.
+    let flawed = || async { MemoryStore::new().with_flaw(Flaw::RenewRotatesToken) };
+    let run_flawed = |check| {
+        std::panic::catch_unwind(|| lease_testkit::__private::run_test(check, flawed, &options))
     };
-    use std::time::Duration;
-
-    fn renew_rotating_the_token() -> lease_testkit::memory::MemoryStore {
-        MemoryStore::new().with_flaw(Flaw::RenewRotatesToken)
-    }
-
-    #[test]
-    fn generated_test_panics_on_failure() {
-        let options =
-            Options::new(Duration::from_millis(400)).with_slack(Duration::from_millis(20));
-        let check = |check| {
-            std::panic::catch_unwind(|| {
-                lease_testkit::__private::run_test(
-                    check,
-                    || async { renew_rotating_the_token() },
-                    &options,
-                );
-            })
-        };
-        assert!(check(lease_testkit::Check::RenewIsIdempotent).is_err());
-        assert!(check(lease_testkit::Check::Exhausted).is_ok());
-    }
+    assert!(run_flawed(Check::RenewIsIdempotent).is_err());
+    assert!(run_flawed(Check::Exhausted).is_ok());
 }
