@@ -384,7 +384,8 @@ enum Steal {
 }
 
 /// A real connection that interferes just before each of the first `steals` acquire scripts
-/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor> <run id> <hold-off>`) reaches the server.
+/// (`EVALSHA <sha> 1 <key> <id> <token> <ttl> <floor> <run id> <hold-off>`) reaches the server,
+/// and counts what it sends: one request or one pipeline is one round trip.
 #[derive(Clone)]
 struct Racer {
     inner: MultiplexedConnection,
@@ -393,6 +394,7 @@ struct Racer {
     what: Steal,
     steals: Arc<AtomicU32>,
     claims: Arc<AtomicU32>,
+    round_trips: Arc<AtomicU32>,
 }
 
 impl Racer {
@@ -404,12 +406,14 @@ impl Racer {
             what,
             steals: Arc::new(AtomicU32::new(steals)),
             claims: Arc::new(AtomicU32::new(0)),
+            round_trips: Arc::new(AtomicU32::new(0)),
         }
     }
 }
 
 impl ConnectionLike for Racer {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.round_trips.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             let args: Vec<Vec<u8>> = cmd
                 .args_iter()
@@ -451,6 +455,7 @@ impl ConnectionLike for Racer {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
+        self.round_trips.fetch_add(1, Ordering::SeqCst);
         self.inner.req_packed_commands(cmd, offset, count)
     }
 
@@ -511,34 +516,6 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
     }
 }
 
-/// A real connection that counts what it sends: one request or one pipeline is one round trip.
-#[derive(Clone)]
-struct Counting {
-    inner: MultiplexedConnection,
-    round_trips: Arc<AtomicU32>,
-}
-
-impl ConnectionLike for Counting {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.round_trips.fetch_add(1, Ordering::SeqCst);
-        self.inner.req_packed_command(cmd)
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        self.round_trips.fetch_add(1, Ordering::SeqCst);
-        self.inner.req_packed_commands(cmd, offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.inner.get_db()
-    }
-}
-
 /// `INFO commandstats` as (command, calls), without the `CONFIG RESETSTAT` that cleared them
 /// (`INFO` itself is counted after it answers).
 async fn commandstats(c: &mut MultiplexedConnection) -> Vec<(String, u64)> {
@@ -594,11 +571,8 @@ async fn round_trips_per_operation() {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let round_trips = Arc::new(AtomicU32::new(0));
-        let connection = Counting {
-            inner: raw(&server).await,
-            round_trips: Arc::clone(&round_trips),
-        };
+        let connection = Racer::new(&server, &key, 0, Steal::Claim).await;
+        let round_trips = Arc::clone(&connection.round_trips);
         let guarded = options(&key)
             .with_amnesia_guard(AmnesiaGuard::HoldOff)
             .with_max_lease_duration(Duration::from_secs(1))
