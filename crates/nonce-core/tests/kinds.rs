@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, enabled, machine_id};
+use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, machine_id};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -99,13 +99,7 @@ fn a_refused_call_consumes_nothing() {
 
     // A handle refused for its first call reserves nothing from the factory...
     let h = f.handle();
-    assert_eq!(
-        h.counter128(),
-        Err(Error::KindConflict {
-            bits: 128,
-            locked: Base::Sortable
-        })
-    );
+    assert_eq!(h.counter128(), conflict(128, Base::Sortable));
     // ...and one refused from a block it holds keeps that block's next value.
     let g = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
     g.enable(machine_id(6), NO_DEADLINE).unwrap();
@@ -129,34 +123,10 @@ fn kinds_declared_up_front_refuse_from_the_first_call() {
             .with_kind96(Base::Counter)
             .with_kind128(Base::Sortable),
     );
-    assert_eq!(
-        f.counter64(),
-        Err(Error::KindConflict {
-            bits: 64,
-            locked: Base::Sortable
-        })
-    );
-    assert_eq!(
-        f.handle().counter64(),
-        Err(Error::KindConflict {
-            bits: 64,
-            locked: Base::Sortable
-        })
-    );
-    assert_eq!(
-        f.sortable96(),
-        Err(Error::KindConflict {
-            bits: 96,
-            locked: Base::Counter
-        })
-    );
-    assert_eq!(
-        f.handle().counter128(),
-        Err(Error::KindConflict {
-            bits: 128,
-            locked: Base::Sortable
-        })
-    );
+    assert_eq!(f.counter64(), conflict(64, Base::Sortable));
+    assert_eq!(f.handle().counter64(), conflict(64, Base::Sortable));
+    assert_eq!(f.sortable96(), conflict(96, Base::Counter));
+    assert_eq!(f.handle().counter128(), conflict(128, Base::Sortable));
     f.sortable64().unwrap();
     f.counter96().unwrap();
     f.handle().counter96().unwrap();
@@ -182,13 +152,7 @@ fn kinds_last_for_the_factory_s_whole_life() {
     f.enable(machine_id(6), NO_DEADLINE).unwrap();
     clock.advance(60_000);
     f.set_deadline(NO_DEADLINE);
-    assert_eq!(
-        f.sortable64(),
-        Err(Error::KindConflict {
-            bits: 64,
-            locked: Base::Counter
-        })
-    );
+    assert_eq!(f.sortable64(), conflict(64, Base::Counter));
     assert!(f.counter64().is_ok());
     assert!(format!("{f:?}").contains("kinds: [Some(Counter), None, None]"));
 }
@@ -199,23 +163,11 @@ fn handles_and_factory_share_the_kinds() {
     let f = enabled(&clock, config(Cipher96::Blowfish));
     let h = f.handle();
     h.counter64().unwrap();
-    assert_eq!(
-        f.sortable64(),
-        Err(Error::KindConflict {
-            bits: 64,
-            locked: Base::Counter
-        })
-    );
+    assert_eq!(f.sortable64(), conflict(64, Base::Counter));
     f.sortable128().unwrap();
     // counter96 fills the handle's 96/128-bit block; counter128 may not use it.
     h.counter96().unwrap();
-    assert_eq!(
-        h.counter128(),
-        Err(Error::KindConflict {
-            bits: 128,
-            locked: Base::Sortable
-        })
-    );
+    assert_eq!(h.counter128(), conflict(128, Base::Sortable));
     h.counter96().unwrap();
     // A second handle learns the kinds from the factory, not from the first handle.
     let h2 = f.handle();

@@ -8,82 +8,45 @@
     feature = "speck"
 ))]
 
+use crate::common::{KEY, Op, T0, machine_id};
 use nonce_core::{
-    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, MachineId, ManualClock,
+    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,
     NO_DEADLINE, Nonce64, Nonce96, Nonce128,
 };
 use proptest::prelude::*;
 use std::collections::HashSet;
 
-/// A machine ID the test knows to be in range.
-fn machine_id(n: u16) -> MachineId {
-    MachineId::new(n).expect("test machine ids are below 512")
-}
-
-const KEY: [u8; 32] = [3; 32];
-
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Counter64,
-    Counter96,
-    Counter128,
-    Sortable64,
-    Sortable96,
-    Sortable128,
-    Encrypted64,
-    Encrypted96,
-    Encrypted128,
-}
-
-const KINDS: [Kind; 9] = [
-    Kind::Counter64,
-    Kind::Counter96,
-    Kind::Counter128,
-    Kind::Sortable64,
-    Kind::Sortable96,
-    Kind::Sortable128,
-    Kind::Encrypted64,
-    Kind::Encrypted96,
-    Kind::Encrypted128,
+/// Each kind as a factory call and as the call of a thread with a handle (sortable nonces
+/// come from the factory either way).
+const KINDS: [(Op, Op); 9] = [
+    (Op::Counter64, Op::HandleCounter64),
+    (Op::Counter96, Op::HandleCounter96),
+    (Op::Counter128, Op::HandleCounter128),
+    (Op::Sortable64, Op::Sortable64),
+    (Op::Sortable96, Op::Sortable96),
+    (Op::Sortable128, Op::Sortable128),
+    (Op::Encrypted64(Base::Counter), Op::HandleEncrypted64),
+    (Op::Encrypted96(Base::Sortable), Op::HandleEncrypted96),
+    (Op::Encrypted128(Base::Counter), Op::HandleEncrypted128),
 ];
-
-fn generate(
-    f: &Factory<BootClock>,
-    handle: Option<&nonce_core::Handle<'_, BootClock>>,
-    kind: Kind,
-) -> u128 {
-    let r: Result<u128, nonce_core::Error> = match (kind, handle) {
-        (Kind::Counter64, Some(h)) => h.counter64().map(|n| n.to_u64().into()),
-        (Kind::Counter96, Some(h)) => h.counter96().map(Nonce96::to_u128),
-        (Kind::Counter128, Some(h)) => h.counter128().map(Nonce128::to_u128),
-        (Kind::Encrypted64, Some(h)) => h.encrypted64().map(|n| n.to_u64().into()),
-        (Kind::Encrypted96, Some(h)) => h.encrypted96().map(Nonce96::to_u128),
-        (Kind::Encrypted128, Some(h)) => h.encrypted128().map(Nonce128::to_u128),
-        (Kind::Counter64, None) => f.counter64().map(|n| n.to_u64().into()),
-        (Kind::Counter96, None) => f.counter96().map(Nonce96::to_u128),
-        (Kind::Counter128, None) => f.counter128().map(Nonce128::to_u128),
-        (Kind::Encrypted64, None) => f.encrypted64(Base::Counter).map(|n| n.to_u64().into()),
-        (Kind::Encrypted96, None) => f.encrypted96(Base::Sortable).map(Nonce96::to_u128),
-        (Kind::Encrypted128, None) => f.encrypted128(Base::Counter).map(Nonce128::to_u128),
-        (Kind::Sortable64, _) => f.sortable64().map(|n| n.to_u64().into()),
-        (Kind::Sortable96, _) => f.sortable96().map(Nonce96::to_u128),
-        (Kind::Sortable128, _) => f.sortable128().map(Nonce128::to_u128),
-    };
-    r.expect("a real clock waits, and there is no deadline")
-}
 
 /// Generates `per_thread` nonces of `kind` on each of `threads` threads and checks that no
 /// value repeats.
-fn unique_across_threads(kind: Kind, threads: usize, per_thread: usize, handles: bool) {
+fn unique_across_threads(kind: (Op, Op), threads: usize, per_thread: usize, handles: bool) {
+    let op = if handles { kind.1 } else { kind.0 };
     let f = Factory::new(BootClock::new(), FactoryConfig::new().with_base_key(&KEY)).unwrap();
     f.enable(machine_id(300), NO_DEADLINE).unwrap();
     let all: Vec<Vec<u128>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let h = handles.then(|| f.handle());
+                    let h = f.handle();
                     (0..per_thread)
-                        .map(|_| generate(&f, h.as_ref(), kind))
+                        .flat_map(|_| {
+                            op.run(&f, &h)
+                                .expect("a real clock waits, and there is no deadline")
+                        })
+                        .map(|(_, v)| v)
                         .collect::<Vec<_>>()
                 })
             })
@@ -92,7 +55,7 @@ fn unique_across_threads(kind: Kind, threads: usize, per_thread: usize, handles:
     });
     let mut seen = HashSet::with_capacity(threads * per_thread);
     for v in all.iter().flatten() {
-        assert!(seen.insert(*v), "{kind:?}: duplicate {v:#x}");
+        assert!(seen.insert(*v), "{op:?}: duplicate {v:#x}");
     }
 }
 
@@ -113,7 +76,7 @@ proptest! {
     /// the clock does between calls.
     #[test]
     fn sortable_nonces_follow_the_fake_clock(steps in proptest::collection::vec((0u64..3, 1usize..300), 1..60)) {
-        let clock = ManualClock::new(1_800_000_000_000);
+        let clock = ManualClock::new(T0);
         let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
         f.enable(machine_id(12), NO_DEADLINE).unwrap();
         let epoch = f.epoch_ms();
@@ -139,7 +102,7 @@ proptest! {
     /// Every cipher, every size: decrypt(encrypt(x)) == x, so distinct nonces stay distinct.
     #[test]
     fn encryption_is_a_bijection(x in any::<u128>(), x64 in any::<u64>(), key in proptest::collection::vec(any::<u8>(), 32..64)) {
-        let clock = ManualClock::new(1_800_000_000_000);
+        let clock = ManualClock::new(T0);
         for (c64, c96, c128) in [
             (Cipher64::Blowfish, Cipher96::Blowfish, Cipher128::Aes),
             (Cipher64::Des3, Cipher96::Des3, Cipher128::Speck),
@@ -173,8 +136,7 @@ proptest! {
         sortable in any::<bool>(),
         steps in proptest::collection::vec((0u64..3, 0usize..12_000, 0usize..3_000), 1..10),
     ) {
-        let t0 = 1_800_000_000_000;
-        let (clock, calm_clock) = (ManualClock::new(t0), ManualClock::new(t0));
+        let (clock, calm_clock) = (ManualClock::new(T0), ManualClock::new(T0));
         let enabled = |clock| {
             let f = Factory::new(clock, FactoryConfig::new()).unwrap();
             f.enable(machine_id(12), NO_DEADLINE).unwrap();

@@ -1,7 +1,7 @@
 //! Sortable 96/128-bit nonces from per-thread handles: blocks of one millisecond's counts,
 //! each nonce still carrying the millisecond it was made in.
 
-use crate::common::{EPOCH, F, T0, enabled_as, machine_id, ms96, ms128};
+use crate::common::{EPOCH, F, T0, conflict, enabled_as, machine_id, ms96, ms128};
 use nonce_core::{Base, Clock, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE};
 use std::collections::HashSet;
 
@@ -77,13 +77,7 @@ fn handle_sortables_follow_disable_enable_deadline_and_kinds() {
     let f = factory(&clock, 5);
     let h = f.handle();
     f.counter96().unwrap();
-    assert_eq!(
-        h.sortable96(),
-        Err(Error::KindConflict {
-            bits: 96,
-            locked: Base::Counter
-        })
-    );
+    assert_eq!(h.sortable96(), conflict(96, Base::Counter));
     h.sortable128().unwrap();
     assert!(matches!(
         h.counter128(),

@@ -9,7 +9,9 @@
     feature = "speck"
 ))]
 
-use crate::common::{EPOCH, F, T0, config, enabled_as, machine_id, ms96, ms128, until_refused};
+use crate::common::{
+    EPOCH, F, T0, config, conflict, enabled_as, machine_id, ms96, ms128, until_refused,
+};
 use nonce_core::{
     Base, Cipher96, Clock, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce64,
     Nonce96, Nonce128,
@@ -294,12 +296,8 @@ fn the_cache_keeps_one_kind_per_size() {
     let f = enabled_as(&clock, config.with_thread_cache(true), 1);
     // counter96 fills the block counter128 would draw on; counter128 is still refused.
     f.counter96().unwrap();
-    let conflict = Error::KindConflict {
-        bits: 128,
-        locked: Base::Sortable,
-    };
-    assert_eq!(f.counter128(), Err(conflict));
-    assert_eq!(f.encrypted128(Base::Counter), Err(conflict));
+    assert_eq!(f.counter128(), conflict(128, Base::Sortable));
+    assert_eq!(f.encrypted128(Base::Counter), conflict(128, Base::Sortable));
     f.sortable128().unwrap();
 
     // Undeclared: the cached counter call claims the size, the other kind is refused.

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use nonce_core::{
-    Base, Cipher96, Error, Factory, FactoryConfig, Handle, MachineId, ManualClock, NO_DEADLINE,
-    Nonce64, Nonce96, Nonce128,
+    Base, Cipher96, Clock, Error, Factory, FactoryConfig, Handle, MachineId, ManualClock,
+    NO_DEADLINE, Nonce64, Nonce96, Nonce128,
 };
 
 pub const T0: u64 = 1_800_000_000_000;
@@ -60,6 +60,11 @@ pub fn ms96(n: Nonce96) -> u64 {
 /// The Unix ms a 128-bit nonce of the default epoch carries.
 pub fn ms128(n: Nonce128) -> u64 {
     n.decode(EPOCH).unix_ms
+}
+
+/// The refusal of a call of the other kind than the `locked` one at a base size of `bits`.
+pub fn conflict<T>(bits: u16, locked: Base) -> Result<T, Error> {
+    Err(Error::KindConflict { bits, locked })
 }
 
 /// Calls `next` until it is refused; the values it gave and the refusal.
@@ -233,7 +238,11 @@ impl Op {
     }
 
     /// Runs the entry point once: the values issued, tagged with their size.
-    pub fn run(self, f: &F<'_>, h: &Handle<'_, &ManualClock>) -> Result<Vec<(u16, u128)>, Error> {
+    pub fn run<C: Clock>(
+        self,
+        f: &Factory<C>,
+        h: &Handle<'_, C>,
+    ) -> Result<Vec<(u16, u128)>, Error> {
         let n64 = |n: Nonce64| vec![(64, u128::from(n.to_u64()))];
         let n96 = |n: Nonce96| vec![(96, n.to_u128())];
         let n128 = |n: Nonce128| vec![(128, n.to_u128())];
