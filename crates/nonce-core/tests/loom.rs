@@ -19,10 +19,42 @@ fn model(f: fn()) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(move || {
-        // A factory holds its cipher key schedules inline (several KiB): give it a roomy stack.
-        let big = |f: fn()| thread::Builder::new().stack_size(1 << 20).spawn(f).unwrap();
-        big(f).join().unwrap();
+        spawn(f).join().unwrap();
     });
+}
+
+/// A model thread. A factory holds its cipher key schedules inline (several KiB): give it a
+/// roomy stack.
+fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> thread::JoinHandle<T> {
+    thread::Builder::new().stack_size(1 << 20).spawn(f).unwrap()
+}
+
+/// Every nonce of a race with a re-enable from machine ID 1 to 2 carries the machine ID and
+/// timestamp of one single generation: a returned nonce of the old generation was counted
+/// before the switch, so the new generation must start past it; with none returned it may
+/// start at the clock.
+fn one_generation_each(all: &[Decoded], first_ts: u64) {
+    let old_returned = all.iter().any(|d| d.machine_id.get() == 1);
+    for d in all {
+        match d.machine_id.get() {
+            1 => assert_eq!(d.timestamp_ms, first_ts),
+            2 if old_returned => assert!(
+                d.timestamp_ms > first_ts,
+                "new generation starts past the old one: {all:?}"
+            ),
+            2 => assert!(d.timestamp_ms >= first_ts),
+            other => panic!("machine id {other}"),
+        }
+    }
+}
+
+/// No two of `all` are equal.
+fn distinct<T: PartialEq + std::fmt::Debug>(all: &[T]) {
+    for i in 0..all.len() {
+        for j in i + 1..all.len() {
+            assert_ne!(all[i], all[j]);
+        }
+    }
 }
 
 fn factory(id: u16) -> Arc<Factory<ManualClock>> {
@@ -42,13 +74,10 @@ fn no_nonce_after_disable() {
         let f = factory(1);
         let disabled = Arc::new(AtomicBool::new(false));
         let (f2, d2) = (f.clone(), disabled.clone());
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                f2.disable();
-                d2.store(true, SeqCst);
-            })
-            .unwrap();
+        let t = spawn(move || {
+            f2.disable();
+            d2.store(true, SeqCst);
+        });
         let began_after = disabled.load(SeqCst);
         let r = f.counter64();
         if began_after {
@@ -76,40 +105,19 @@ fn reenable_never_mixes_counter96_generations() {
 fn reenable_race(make: fn(&Factory<ManualClock>) -> Result<Decoded, Error>) {
     let f = factory(1);
     let f2 = f.clone();
-    let t = thread::Builder::new()
-        .stack_size(1 << 20)
-        .spawn(move || {
-            f2.enable(machine_id(2), NO_DEADLINE).unwrap();
-        })
-        .unwrap();
+    let t = spawn(move || {
+        f2.enable(machine_id(2), NO_DEADLINE).unwrap();
+    });
     let a = make(&f);
     let b = make(&f);
     t.join().unwrap();
     let c = make(&f).unwrap();
     let epoch = f.epoch_ms();
     let mut all = vec![c];
-    all.extend(a.clone().ok());
-    all.extend(b.clone().ok());
-    let first_ts = T0 - epoch;
-    // A returned nonce of the old generation was counted before the switch, so the new
-    // generation must start past it; with none returned it may start at the clock.
-    let old_returned = all.iter().any(|d| d.machine_id.get() == 1);
-    for d in &all {
-        match d.machine_id.get() {
-            1 => assert_eq!(d.timestamp_ms, first_ts),
-            2 if old_returned => assert!(
-                d.timestamp_ms > first_ts,
-                "new generation starts past the old one: a={a:?} b={b:?} {all:?}"
-            ),
-            2 => assert!(d.timestamp_ms >= first_ts),
-            other => panic!("machine id {other}"),
-        }
-    }
-    for i in 0..all.len() {
-        for j in i + 1..all.len() {
-            assert_ne!(all[i], all[j]);
-        }
-    }
+    all.extend(a.ok());
+    all.extend(b.ok());
+    one_generation_each(&all, T0 - epoch);
+    distinct(&all);
 }
 
 /// Two handles and a renewal: values stay unique and a shortened deadline stops both.
@@ -118,15 +126,12 @@ fn handles_and_deadline_changes() {
     model(|| {
         let f = factory(3);
         let f2 = f.clone();
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                let h = f2.handle();
-                let x = h.counter128();
-                f2.set_deadline(0);
-                (x, h.counter128())
-            })
-            .unwrap();
+        let t = spawn(move || {
+            let h = f2.handle();
+            let x = h.counter128();
+            f2.set_deadline(0);
+            (x, h.counter128())
+        });
         let h = f.handle();
         let a = h.counter128();
         let (x, after) = t.join().unwrap();
@@ -145,10 +150,7 @@ fn racing_first_uses_claim_one_kind() {
     model(|| {
         let f = factory(4);
         let f2 = f.clone();
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || f2.sortable128().map(|n| n.to_u128()))
-            .unwrap();
+        let t = spawn(move || f2.sortable128().map(|n| n.to_u128()));
         let h = f.handle();
         let counter = h.counter128().map(|n| n.to_u128());
         let sortable = t.join().unwrap();
@@ -194,14 +196,11 @@ fn refused_counter64_calls_take_no_value() {
         // lets it run the other thread's calls before the move as well as after it.
         let moving = Arc::new(AtomicBool::new(false));
         let (f2, moving2) = (f.clone(), moving.clone());
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                let a = f2.counter64();
-                let _ = moving2.load(SeqCst);
-                [a, f2.counter64()]
-            })
-            .unwrap();
+        let t = spawn(move || {
+            let a = f2.counter64();
+            let _ = moving2.load(SeqCst);
+            [a, f2.counter64()]
+        });
         assert_eq!(f.counter64(), Err(Error::WouldBlock { until_ms: T0 + 1 }));
         moving.store(true, SeqCst);
         f.clock().set(T0 + 1);
@@ -240,14 +239,11 @@ fn fill_encrypted128_is_all_or_nothing() {
         let f2 = f.clone();
         // The counter128 call touches the fill's counter, so loom also runs the disable
         // between any two of the fill's reservations.
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                let other = f2.counter128();
-                f2.disable();
-                other
-            })
-            .unwrap();
+        let t = spawn(move || {
+            let other = f2.counter128();
+            f2.disable();
+            other
+        });
         // More than the 4096 nonces of one CTR keystream run.
         let mut out = vec![Nonce128::from_u128(0); 4097];
         let filled = f.fill_encrypted128(&mut out);
@@ -280,15 +276,12 @@ fn sortable_handles_and_reenable() {
     model(|| {
         let f = factory(1);
         let f2 = f.clone();
-        let t = thread::Builder::new()
-            .stack_size(1 << 20)
-            .spawn(move || {
-                let h = f2.handle();
-                let x = h.sortable128();
-                f2.enable(machine_id(2), NO_DEADLINE).unwrap();
-                x
-            })
-            .unwrap();
+        let t = spawn(move || {
+            let h = f2.handle();
+            let x = h.sortable128();
+            f2.enable(machine_id(2), NO_DEADLINE).unwrap();
+            x
+        });
         let h = f.handle();
         let a = h.sortable128();
         let b = h.sortable128();
@@ -297,21 +290,8 @@ fn sortable_handles_and_reenable() {
         let epoch = f.epoch_ms();
         let mut all = vec![c];
         all.extend([a, b, x].into_iter().flatten());
-        let first_ts = T0 - epoch;
-        let old_returned = all.iter().any(|n| n.decode(epoch).machine_id.get() == 1);
-        for n in &all {
-            let d = n.decode(epoch);
-            match d.machine_id.get() {
-                1 => assert_eq!(d.timestamp_ms, first_ts),
-                2 if old_returned => assert!(d.timestamp_ms > first_ts),
-                2 => assert!(d.timestamp_ms >= first_ts),
-                other => panic!("machine id {other}"),
-            }
-        }
-        for i in 0..all.len() {
-            for j in i + 1..all.len() {
-                assert_ne!(all[i], all[j]);
-            }
-        }
+        let decoded: Vec<Decoded> = all.iter().map(|n| n.decode(epoch)).collect();
+        one_generation_each(&decoded, T0 - epoch);
+        distinct(&all);
     });
 }
