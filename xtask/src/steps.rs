@@ -10,8 +10,8 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::Instant;
 
@@ -255,26 +255,20 @@ impl Steps {
                 Outcome::Failed(why.clone())
             }
         };
-        self.records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(Record {
-                name: name.to_owned(),
-                started: started.duration_since(self.started).as_secs_f64(),
-                secs,
-                cpu: summary.cpu,
-                tests: summary.tests,
-                outcome,
-            });
+        lock(&self.records).push(Record {
+            name: name.to_owned(),
+            started: started.duration_since(self.started).as_secs_f64(),
+            secs,
+            cpu: summary.cpu,
+            tests: summary.tests,
+            outcome,
+        });
     }
 
     /// The table of every step so far: when it started (seconds into the run), how long it
     /// took, how many tests it ran, how it ended; then the run's total.
     pub fn print_table(&self) {
-        let mut records = self
-            .records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut records = lock(&self.records);
         records.sort_by(|a, b| a.started.total_cmp(&b.started));
         let width = records
             .iter()
@@ -321,6 +315,11 @@ impl Steps {
     }
 }
 
+/// The value behind `mutex`, also after a panic of another holder.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What a step's output says of it: the tests its runners ran, the CPU time it used.
 #[derive(Default)]
 struct Summary {
@@ -363,18 +362,10 @@ fn run_logged(
             s.spawn(move || {
                 for line in BufReader::new(reader).split(b'\n').map_while(Result::ok) {
                     let text = String::from_utf8_lossy(&line);
-                    if !to_stderr
-                        && cpu
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .read(&text)
-                    {
+                    if !to_stderr && lock(cpu).read(&text) {
                         continue;
                     }
-                    counts
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .read(&text);
+                    lock(counts).read(&text);
                     if stream {
                         if to_stderr {
                             eprintln!("{text}");
@@ -382,9 +373,7 @@ fn run_logged(
                             println!("{text}");
                         }
                     }
-                    let mut f = file
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut f = lock(file);
                     let _ = writeln!(f, "{text}");
                 }
             });
@@ -400,11 +389,11 @@ fn run_logged(
     let summary = Summary {
         tests: counts
             .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .total(),
         cpu: cpu
             .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .seconds,
     };
     let result = match status {

@@ -37,7 +37,7 @@ pub fn output_within(mut cmd: Command, what: &str, timeout: Duration) -> Result<
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("{what}: {e}"))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<Vec<u8>> {
         thread::spawn(move || {
             let mut buf = Vec::new();
             if let Some(mut pipe) = pipe {
@@ -45,19 +45,8 @@ pub fn output_within(mut cmd: Command, what: &str, timeout: Duration) -> Result<
             }
             buf
         })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    }
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
