@@ -30,7 +30,7 @@ use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
@@ -204,10 +204,7 @@ impl Log {
     }
 
     fn put_all(&self, records: &[Record]) {
-        let mut out = self
-            .out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = lock(&self.out);
         for r in records {
             // A full disk ends the run's value anyway; the checker reports what is there.
             let _ = out.write_all(&r.encode());
@@ -215,10 +212,7 @@ impl Log {
     }
 
     fn flush(&self) {
-        let mut out = self
-            .out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = lock(&self.out);
         let _ = out.flush();
     }
 
@@ -226,6 +220,11 @@ impl Log {
         let (at, offset) = self.clock.now_with_offset();
         Stamp::new(at, offset)
     }
+}
+
+/// The value behind `mutex`, also after a panic of another holder.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 type NodeFactory = Factory<NodeClock>;
@@ -525,10 +524,7 @@ struct Slot {
 
 impl Slot {
     fn factories(&self) -> [Arc<NodeFactory>; 2] {
-        self.factories
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.factories).clone()
     }
 }
 
@@ -693,10 +689,7 @@ async fn rebuild<S: Strategy + 'static>(
     let cached = cache
         .get()
         .map(|c| (c.machine_id.get(), c.floor_ms, c.issued_up_to_ms));
-    *slot
-        .factories
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = factories;
+    *lock(&slot.factories) = factories;
     let builder = LeaseManager::builder(Arc::clone(strategy))
         .with_config(config.clone())
         .with_clock(log.clock.clone())
