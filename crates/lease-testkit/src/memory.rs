@@ -439,26 +439,9 @@ impl Strategy for MemoryStrategy {
     }
 
     async fn release(&self, lease: &MemoryLease, request: Release) -> Result<(), MemoryLeaseError> {
-        self.release_recording(lease, request.guard, request.floor_ms)
-    }
-
-    fn check_terms(&self, _terms: &LeaseTerms) -> Result<(), MemoryLeaseError> {
-        Ok(())
-    }
-
-    fn profile(&self) -> Profile {
-        Profile::new("memory").recording_floor()
-    }
-}
-
-impl MemoryStrategy {
-    /// Releases `lease`, recording `floor_ms` as the backends do.
-    fn release_recording(
-        &self,
-        lease: &MemoryLease,
-        guard: Duration,
-        floor_ms: u64,
-    ) -> Result<(), MemoryLeaseError> {
+        let Release {
+            guard, floor_ms, ..
+        } = request;
         let store = &self.store;
         let now = Instant::now();
         let mut rows = store.lock();
@@ -487,5 +470,13 @@ impl MemoryStrategy {
             row.released = true;
         }
         Ok(())
+    }
+
+    fn check_terms(&self, _terms: &LeaseTerms) -> Result<(), MemoryLeaseError> {
+        Ok(())
+    }
+
+    fn profile(&self) -> Profile {
+        Profile::new("memory").recording_floor()
     }
 }
