@@ -68,41 +68,30 @@ harnesses!(
     EtcdSim(EtcdStore) strategy -> EtcdClient<DirectLink>;
 );
 
-mod sql_model {
-    lease_testkit::conformance_tests!(
-        || async { super::Sql(super::SqlStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR),
-        does_not_apply: [deterministic]
-    );
+/// The suite on each model, with `options`: hour-long leases, or lease-etcd's own conformance
+/// options (whole-second leases, a guard etcd grants as its 2 s minimum, and slack for its
+/// lessor's sweep).
+macro_rules! on_models {
+    ($($module:ident: $harness:ident($store:ident), $options:expr;)*) => {$(
+        mod $module {
+            use super::*;
+            lease_testkit::conformance_tests!(
+                || async { $harness($store::new(paused(), 8 * HOUR)) },
+                $options,
+                does_not_apply: [deterministic]
+            );
+        }
+    )*};
 }
 
-mod redis {
-    lease_testkit::conformance_tests!(
-        || async { super::Redis(super::RedisStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR),
-        does_not_apply: [deterministic]
-    );
-}
-
-mod etcd {
-    lease_testkit::conformance_tests!(
-        || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(super::HOUR),
-        does_not_apply: [deterministic]
-    );
-}
-
-/// lease-etcd's own conformance options: whole-second leases, a guard etcd grants as its 2 s
-/// minimum, and slack for its lessor's sweep.
-mod etcd_seconds {
-    lease_testkit::conformance_tests!(
-        || async { super::Etcd(super::EtcdStore::new(super::paused(), 8 * super::HOUR)) },
-        super::Options::new(std::time::Duration::from_secs(8))
-            .with_guard(std::time::Duration::from_secs(2))
-            .with_slack(std::time::Duration::from_millis(900)),
-        does_not_apply: [deterministic]
-    );
-}
+on_models!(
+    sql_model: Sql(SqlStore), Options::new(HOUR);
+    redis: Redis(RedisStore), Options::new(HOUR);
+    etcd: Etcd(EtcdStore), Options::new(HOUR);
+    etcd_seconds: Etcd(EtcdStore), Options::new(Duration::from_secs(8))
+        .with_guard(Duration::from_secs(2))
+        .with_slack(Duration::from_millis(900));
+);
 
 /// The static model's link: its one call, the margin wait, sleeps on tokio's clock.
 struct Local;
