@@ -177,6 +177,29 @@ fn generate(factory: &Factory<BootClock>, for_ms: u64) -> Vec<u128> {
     out
 }
 
+/// Runs `work` on a factory on `clock` while a lease manager of `strategy` holds its lease,
+/// then shuts the manager down.
+async fn while_leased<T: Send + 'static>(
+    strategy: StatefulSetStrategy,
+    config: LeaseConfig,
+    clock: BootClock,
+    work: impl FnOnce(&Factory<BootClock>) -> T + Send + 'static,
+) -> T {
+    let factory = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
+    let manager = LeaseManager::builder(strategy)
+        .with_config(config)
+        .with_clock(clock)
+        .with_target(factory.clone())
+        .start()
+        .await
+        .unwrap();
+    let done = tokio::task::spawn_blocking(move || work(&factory))
+        .await
+        .unwrap();
+    manager.shutdown().await;
+    done
+}
+
 /// A pod replaced by one whose clock is `lag_ms` behind: with the floor file nothing repeats,
 /// without it the replacement's first nonces repeat the old pod's last ones.
 async fn replace_pod(with_file: bool, lag_ms: u64, ordinal: u16) -> usize {
@@ -197,33 +220,8 @@ async fn replace_pod(with_file: bool, lag_ms: u64, ordinal: u16) -> usize {
     let old_clock = base;
     let new_clock = BootClock::with_offset(base.offset_ms() - lag_ms);
 
-    let old = Arc::new(Factory::new(old_clock, FactoryConfig::new()).unwrap());
-    let manager = LeaseManager::builder(strategy(&file))
-        .with_config(config())
-        .with_clock(old_clock)
-        .with_target(old.clone())
-        .start()
-        .await
-        .unwrap();
-    let old_factory = Arc::clone(&old);
-    let issued = tokio::task::spawn_blocking(move || generate(&old_factory, 500))
-        .await
-        .unwrap();
-    manager.shutdown().await;
-
-    let new = Arc::new(Factory::new(new_clock, FactoryConfig::new()).unwrap());
-    let manager = LeaseManager::builder(strategy(&file))
-        .with_config(config())
-        .with_clock(new_clock)
-        .with_target(new.clone())
-        .start()
-        .await
-        .unwrap();
-    let new_factory = Arc::clone(&new);
-    let fresh = tokio::task::spawn_blocking(move || generate(&new_factory, 1200))
-        .await
-        .unwrap();
-    manager.shutdown().await;
+    let issued = while_leased(strategy(&file), config(), old_clock, |f| generate(f, 500)).await;
+    let fresh = while_leased(strategy(&file), config(), new_clock, |f| generate(f, 1200)).await;
     std::fs::remove_dir_all(dir).unwrap();
     assert!(!issued.is_empty() && !fresh.is_empty());
     let old: std::collections::HashSet<u128> = issued.into_iter().collect();
@@ -261,22 +259,14 @@ async fn a_crashed_pod_leaves_a_floor_the_replacement_reaches_within_the_grant_w
     // TTL of 1 s make a grant window of 1 s.
     let config = config().with_lease_duration(Duration::from_secs(3600));
     let clock = BootClock::new();
-    let old = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
-    let manager = LeaseManager::builder(pod(&file))
-        .with_config(config.clone())
-        .with_clock(clock)
-        .with_target(old.clone())
-        .start()
-        .await
-        .unwrap();
-    let old_factory = Arc::clone(&old);
-    let issued = tokio::task::spawn_blocking(move || generate(&old_factory, 1_500))
-        .await
-        .unwrap();
-    // What the volume holds at the crash: the old pod issues nothing more from here on.
-    std::fs::copy(file.path(), left_by_crash.path()).unwrap();
-    let crashed_at = nonce_core::Clock::exact_now_ms(&clock);
-    manager.shutdown().await;
+    let (path, crash_path) = (file.path().to_owned(), left_by_crash.path().to_owned());
+    let (issued, crashed_at) = while_leased(pod(&file), config.clone(), clock, move |f| {
+        let issued = generate(f, 1_500);
+        // What the volume holds at the crash: the old pod issues nothing more from here on.
+        std::fs::copy(path, crash_path).unwrap();
+        (issued, nonce_core::Clock::exact_now_ms(&clock))
+    })
+    .await;
 
     let floor = left_by_crash.read().unwrap();
     let ahead_ms = floor.saturating_sub(crashed_at);
@@ -288,20 +278,11 @@ async fn a_crashed_pod_leaves_a_floor_the_replacement_reaches_within_the_grant_w
     let highest = issued.iter().map(|&n| unix_ms(n)).max().unwrap();
     assert!(floor >= highest, "{floor} < {highest}");
 
-    let new = Arc::new(Factory::new(clock, FactoryConfig::new()).unwrap());
-    let manager = LeaseManager::builder(pod(&left_by_crash))
-        .with_config(config)
-        .with_clock(clock)
-        .with_target(new.clone())
-        .start()
-        .await
-        .unwrap();
-    let new_factory = Arc::clone(&new);
     // Waits for the clock to pass the floor: at most the window.
-    let first = tokio::task::spawn_blocking(move || new_factory.counter64().unwrap())
-        .await
-        .unwrap();
-    manager.shutdown().await;
+    let first = while_leased(pod(&left_by_crash), config, clock, |f| {
+        f.counter64().unwrap()
+    })
+    .await;
     std::fs::remove_dir_all(dir).unwrap();
     let first_ms = first.decode(nonce_core::DEFAULT_EPOCH_MS).unix_ms;
     assert!(first_ms > floor, "{first_ms} <= {floor}");
