@@ -99,8 +99,6 @@ fn floor_ahead(strategy: &'static str, machine_id: u16, floor_ms: u64, ahead_ms:
         metrics::histogram!("nononce_lease_floor_ahead_seconds", "strategy" => strategy)
             .record(ahead_ms as f64 / 1000.0);
     }
-    #[cfg(not(any(feature = "tracing", feature = "metrics")))]
-    let _ = (strategy, machine_id, floor_ms, ahead_ms);
 }
 
 fn operation(strategy: &'static str, op: &OperationEvent, span: &OpSpan) {

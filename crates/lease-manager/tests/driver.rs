@@ -504,14 +504,8 @@ fn a_nonce_factory_follows_the_lease() {
     let target: &dyn LeaseTarget = &factory;
     let id = MachineId::new(7).unwrap();
     target.enable(id, 0, BASE + 1_000);
-    assert_eq!(
-        factory
-            .counter96()
-            .unwrap()
-            .decode(factory.epoch_ms())
-            .machine_id,
-        id
-    );
+    let decoded = factory.counter96().unwrap().decode(factory.epoch_ms());
+    assert_eq!(decoded.machine_id, id);
     target.extend_deadline(BASE + 10);
     clock.set(BASE + 10);
     // A sortable nonce carries the current time, which is now at the deadline: refused.
