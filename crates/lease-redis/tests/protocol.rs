@@ -7,45 +7,37 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use common::{
-    Binary, F, Key, OwnServer, acquire, connect, fails, hget, hpttl, occupy, options, poll, raw,
-    release, renew, run, servers, strategy,
+    Binary, F, Key, OwnServer, Server, acquire, connect, fails, hget, hpttl, occupy, options, poll,
+    raw, release, renew, run, servers, strategy,
 };
-use lease_core::{ErrorKind, LeaseError, Strategy};
+use lease_core::{ErrorKind, Grant, LeaseError, Strategy};
 use lease_manager::{AcquireError, LeaseConfig, LeaseManager, StartError};
-use lease_redis::redis::aio::MultiplexedConnection;
+use lease_redis::RedisLeaseError as E;
+use lease_redis::redis::aio::MultiplexedConnection as Connection;
 use lease_redis::{AmnesiaGuard, RedisLease, RedisLeaseError, RedisOptions, RedisStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// An acquire, and the renewal and release of `lease` (held elsewhere), all fail with `kind`
 /// on `s`: the acquire's error and the release's.
-async fn every_request_fails(
-    s: &RedisStrategy,
-    lease: &RedisLease,
-    kind: ErrorKind,
-) -> [RedisLeaseError; 2] {
+async fn every_request_fails(s: &RedisStrategy, lease: &RedisLease, kind: ErrorKind) -> [E; 2] {
     let acquired = fails(s.acquire(acquire(HOUR)).await, kind);
     fails(s.renew(lease, renew(HOUR)).await, kind);
-    let released = fails(
-        s.release(lease, release(Duration::from_secs(1))).await,
-        kind,
-    );
-    [acquired, released]
+    let released = s.release(lease, release(Duration::from_secs(1))).await;
+    [acquired, fails(released, kind)]
+}
+
+/// A lease on a hash of `server` (`key`), held for an hour.
+async fn held(server: &Server, key: &Key) -> Grant<RedisLease> {
+    let s = strategy(server, key).await;
+    s.acquire(acquire(HOUR)).await.expect("acquire")
 }
 
 /// Asserts that each of `fields` expires within `ms`.
-async fn ttls_within(
-    c: &mut MultiplexedConnection,
-    key: &Key,
-    fields: &[String],
-    ms: RangeInclusive<i64>,
-) {
+async fn ttls_within(c: &mut Connection, key: &Key, fields: &[String], ms: RangeInclusive<i64>) {
     for field in fields {
         let ttl = hpttl(c, key, field).await;
-        assert!(
-            ms.contains(&ttl),
-            "{field}: {ttl} ms left, not within {ms:?}"
-        );
+        assert!(ms.contains(&ttl), "{field}: {ttl} ms left, not {ms:?}");
     }
 }
 
@@ -79,12 +71,8 @@ async fn first_free_id_and_ids_of_every_digit_length() {
     for server in servers() {
         for free in [0u16, 5, 55, 300, 505, 511] {
             let key = Key::new(&server);
-            occupy(
-                &mut raw(&server).await,
-                &key,
-                (0..512).filter(|&i| i != free),
-            )
-            .await;
+            let others = (0..512).filter(|&i| i != free);
+            occupy(&mut raw(&server).await, &key, others).await;
             let s = strategy(&server, &key).await;
             let grant = s.acquire(acquire(HOUR)).await.unwrap();
             assert_eq!(grant.machine_id.get(), free, "{}", server.name);
@@ -100,9 +88,8 @@ async fn markers_and_foreign_fields_never_block_an_id() {
         let key = Key::new(&server);
         let mut c = raw(&server).await;
         // Fields that contain digits but are not ID fields.
-        let foreign: Vec<&str> = "token.3.abc|token.300|007|00|512|1000|-1|+2|4a|name| 6"
-            .split('|')
-            .collect();
+        let foreign = "token.3.abc|token.300|007|00|512|1000|-1|+2|4a|name| 6";
+        let foreign: Vec<&str> = foreign.split('|').collect();
         // Floor fields name an ID too, and block it no more than the rest.
         let floors = ["floor.8", "floor.0"];
         let mut command = vec!["HSET", &key.name];
@@ -121,18 +108,12 @@ async fn markers_and_foreign_fields_never_block_an_id() {
         assert!(error.to_string().contains(&key.name), "{error}");
         // The foreign fields are untouched; the floors were raised by the claims of their IDs.
         for field in foreign {
-            assert_eq!(
-                hget(&mut c, &key, field).await.as_deref(),
-                Some("x"),
-                "{field}"
-            );
+            let value = hget(&mut c, &key, field).await;
+            assert_eq!(value.as_deref(), Some("x"), "{field}");
         }
         for field in floors {
-            assert_eq!(
-                hget(&mut c, &key, field).await,
-                Some(F.to_string()),
-                "{field}"
-            );
+            let value = hget(&mut c, &key, field).await;
+            assert_eq!(value, Some(F.to_string()), "{field}");
         }
     }
 }
@@ -146,23 +127,17 @@ async fn renew_extends_both_fields() {
         let grant = s.acquire(acquire(Duration::from_secs(2))).await.unwrap();
         let fields = [grant.machine_id.to_string(), grant.lease.marker()];
         ttls_within(&mut c, &key, &fields, 1..=2000).await;
-        let renewal = s
-            .renew(&grant.lease, renew(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        let renewal = s.renew(&grant.lease, renew(Duration::from_secs(60))).await;
+        let renewal = renewal.unwrap();
         assert_eq!(renewal.lease, grant.lease);
         assert_eq!(renewal.ttl, Duration::from_secs(60));
         ttls_within(&mut c, &key, &fields, 55_000..=60_000).await;
-        assert_eq!(
-            hget(&mut c, &key, &fields[0]).await.as_deref(),
-            Some(grant.lease.token())
-        );
+        let token = hget(&mut c, &key, &fields[0]).await;
+        assert_eq!(token.as_deref(), Some(grant.lease.token()));
         // Longer than max_lease_duration is shortened to it.
         let capped = options(&key).with_max_lease_duration(Duration::from_secs(10));
-        let renewal = connect(&server, capped)
-            .await
-            .renew(&grant.lease, renew(HOUR))
-            .await;
+        let capped = connect(&server, capped).await;
+        let renewal = capped.renew(&grant.lease, renew(HOUR)).await;
         assert_eq!(renewal.unwrap().ttl, Duration::from_secs(10));
         assert!(hpttl(&mut c, &key, &fields[1]).await <= 10_000);
     }
@@ -176,30 +151,24 @@ async fn renew_and_release_never_touch_another_owners_lease() {
         // Only ID 9 is free, so the second owner gets the first owner's ID.
         occupy(&mut c, &key, (0..512).filter(|&i| i != 9)).await;
         let s = strategy(&server, &key).await;
-        let old = s
-            .acquire(acquire(Duration::from_millis(150)))
-            .await
-            .unwrap();
+        let old = s.acquire(acquire(Duration::from_millis(150))).await;
+        let old = old.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let new = s.acquire(acquire(Duration::from_secs(30))).await.unwrap();
         assert_eq!(old.machine_id, new.machine_id);
         assert_ne!(old.lease.token(), new.lease.token());
 
         fails(s.renew(&old.lease, renew(HOUR)).await, ErrorKind::Lost);
-        s.release(&old.lease, release(Duration::from_millis(1)))
-            .await
-            .unwrap();
+        let released = s.release(&old.lease, release(Duration::from_millis(1)));
+        released.await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(
-            hget(&mut c, &key, "9").await.as_deref(),
-            Some(new.lease.token())
-        );
+        let token = hget(&mut c, &key, "9").await;
+        assert_eq!(token.as_deref(), Some(new.lease.token()));
         // The new owner's TTL is unchanged, the old owner's marker gone.
         ttls_within(&mut c, &key, &[new.lease.marker()], 25_000..=30_000).await;
         assert_eq!(hpttl(&mut c, &key, &old.lease.marker()).await, -2);
-        s.renew(&new.lease, renew(Duration::from_secs(30)))
-            .await
-            .unwrap();
+        let renewal = s.renew(&new.lease, renew(Duration::from_secs(30)));
+        renewal.await.unwrap();
     }
 }
 
@@ -207,16 +176,11 @@ async fn renew_and_release_never_touch_another_owners_lease() {
 async fn transport_errors_are_retry() {
     let server = common::valkey();
     let key = Key::new(&server);
-    let held = strategy(&server, &key)
-        .await
-        .acquire(acquire(HOUR))
-        .await
-        .unwrap();
+    let held = held(&server, &key).await;
     let port = lease_testkit::ports::server_port().expect("a free loopback port");
     let closed = options(&key).with_connection_timeout(Duration::from_millis(300));
-    let s = RedisStrategy::connect(&format!("redis://127.0.0.1:{port}"), closed)
-        .await
-        .unwrap();
+    let url = format!("redis://127.0.0.1:{port}");
+    let s = RedisStrategy::connect(&url, closed).await.unwrap();
     every_request_fails(&s, &held.lease, ErrorKind::Retry).await;
 
     // A server that dies under a held lease.
@@ -232,19 +196,13 @@ async fn redis_7_is_unsupported_at_the_first_acquire() {
     let (redis7, valkey) = (common::redis7(), common::valkey());
     let (key, valkey_key) = (Key::new(&redis7), Key::new(&valkey));
     let s = strategy(&redis7, &key).await;
-    let held = strategy(&valkey, &valkey_key)
-        .await
-        .acquire(acquire(HOUR))
-        .await
-        .unwrap();
+    let held = held(&valkey, &valkey_key).await;
     // Renew and release of a lease from elsewhere: unsupported too (their scripts' HSETEX is
     // an unknown command).
     let [acquired, released] = every_request_fails(&s, &held.lease, ErrorKind::Unsupported).await;
     let message = acquired.to_string();
-    assert!(
-        message.contains("Redis 8") && message.contains("Valkey 9"),
-        "{message}"
-    );
+    let named = message.contains("Redis 8") && message.contains("Valkey 9");
+    assert!(named, "{message}");
     assert!(released.to_string().contains("Valkey 9"), "{released}");
     // The lease manager fails startup at once (a fatal error, not a timeout after retries);
     // with no acquire timeout, retrying would never end.
@@ -265,28 +223,15 @@ async fn a_key_of_another_type_is_misconfigured() {
         run::<()>(&mut raw(&server).await, &["SET", &key.name, "x"]).await;
         let s = strategy(&server, &key).await;
         // Renew and release on it too (their scripts' HSETEX fails).
-        let lease = strategy(&server, &other)
-            .await
-            .acquire(acquire(HOUR))
-            .await
-            .unwrap()
-            .lease;
+        let lease = held(&server, &other).await.lease;
         let [_, released] = every_request_fails(&s, &lease, ErrorKind::Misconfigured).await;
-        assert!(
-            released.to_string().contains("not a hash"),
-            "{name}: {released}"
-        );
+        let said = released.to_string().contains("not a hash");
+        assert!(said, "{name}: {released}");
         // With the amnesia guard on, the first read is a pipeline (INFO server + HGETALL): its
         // failure is classified by the command that failed.
-        let guarded = connect(
-            &server,
-            options(&key).with_amnesia_guard(AmnesiaGuard::HoldOff),
-        )
-        .await;
-        let error = fails(
-            guarded.acquire(acquire(HOUR)).await,
-            ErrorKind::Misconfigured,
-        );
+        let guarded = options(&key).with_amnesia_guard(AmnesiaGuard::HoldOff);
+        let answer = connect(&server, guarded).await.acquire(acquire(HOUR)).await;
+        let error = fails(answer, ErrorKind::Misconfigured);
         assert!(error.to_string().contains("not a hash"), "{name}: {error}");
     }
 }
@@ -308,15 +253,15 @@ async fn missing_replica_confirmation_is_retry() {
         let replicas = options(&key).with_wait_for_replicas(1, Duration::from_millis(100));
         let s = connect(&server, replicas).await;
         let error = fails(s.acquire(acquire(HOUR)).await, ErrorKind::Retry);
-        let RedisLeaseError::Replicas {
-            acknowledged,
-            required,
-            ..
-        } = &error
-        else {
-            panic!("{error}");
+        let answered = match &error {
+            RedisLeaseError::Replicas {
+                acknowledged,
+                required,
+                ..
+            } => (*acknowledged, *required),
+            _ => panic!("{error}"),
         };
-        assert_eq!((*acknowledged, *required), (0, 1), "{error}");
+        assert_eq!(answered, (0, 1), "{error}");
     }
 }
 
@@ -359,19 +304,15 @@ async fn operators_see_holders_and_free_a_dead_nodes_id() {
         for (h, (grant, max)) in holders.iter().zip(expected) {
             assert_eq!(h.machine_id, grant.machine_id);
             assert!(grant.lease.token().starts_with(&h.token_prefix) && h.token_prefix.len() == 8);
-            assert!(
-                h.expires_in <= max && h.expires_in > max - Duration::from_secs(5),
-                "{h:?}"
-            );
+            let least = max - Duration::from_secs(5);
+            assert!(h.expires_in <= max && h.expires_in > least, "{h:?}");
         }
         // Freeing one (the answers of a second force release are lease-testkit's operator
         // check, tests/conformance.rs) leaves the other.
         assert!(s.force_release(a.machine_id).await.unwrap());
         assert_eq!(s.holders().await.unwrap().len(), 1);
         fails(s.renew(&a.lease, renew(HOUR)).await, ErrorKind::Lost);
-        assert!(
-            s.renew(&b.lease, renew(HOUR)).await.is_ok(),
-            "the other holder is untouched"
-        );
+        let renewed = s.renew(&b.lease, renew(HOUR)).await;
+        assert!(renewed.is_ok(), "the other holder is untouched");
     }
 }

@@ -90,11 +90,8 @@ pub async fn raw(server: &Server) -> MultiplexedConnection {
     let client = redis::Client::open(server.url.as_str()).expect("valid test url");
     let connect = client.get_multiplexed_async_connection();
     let failure = match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(Ok(mut connection)) => match redis::cmd("PING")
-            .query_async::<String>(&mut connection)
-            .await
-        {
-            Ok(pong) if pong == "PONG" => return connection,
+        Ok(Ok(mut c)) => match redis::cmd("PING").query_async::<String>(&mut c).await {
+            Ok(pong) if pong == "PONG" => return c,
             answer => format!("PING answered {answer:?}"),
         },
         Ok(Err(e)) => e.to_string(),
@@ -107,12 +104,12 @@ pub async fn raw(server: &Server) -> MultiplexedConnection {
 }
 
 /// Runs `command` (its name and arguments) on `connection`; a refusal fails the test.
-pub async fn run<T: FromRedisValue>(connection: &mut MultiplexedConnection, command: &[&str]) -> T {
-    redis::cmd(command[0])
+pub async fn run<T: FromRedisValue>(c: &mut MultiplexedConnection, command: &[&str]) -> T {
+    let answer = redis::cmd(command[0])
         .arg(&command[1..])
-        .query_async(connection)
-        .await
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+        .query_async(c)
+        .await;
+    answer.unwrap_or_else(|e| panic!("{command:?}: {e}"))
 }
 
 /// A unique hash key, deleted when dropped.
@@ -123,8 +120,9 @@ pub struct Key {
 
 impl Key {
     pub fn new(server: &Server) -> Self {
+        let name = format!("nononce_test_{:016x}", rand::random::<u64>());
         Self {
-            name: format!("nononce_test_{:016x}", rand::random::<u64>()),
+            name,
             url: server.url.clone(),
         }
     }
@@ -156,42 +154,32 @@ pub async fn strategy(server: &Server, key: &Key) -> RedisStrategy {
 
 /// A strategy on `server` with `options`.
 pub async fn connect(server: &Server, options: RedisOptions) -> RedisStrategy {
-    RedisStrategy::connect(&server.url, options)
-        .await
-        .expect("connect")
+    let strategy = RedisStrategy::connect(&server.url, options).await;
+    strategy.expect("connect")
 }
 
 /// Writes ID fields `ids` as held by a foreign owner (no TTL; the key is deleted at the end).
-pub async fn occupy(
-    connection: &mut MultiplexedConnection,
-    key: &Key,
-    ids: impl Iterator<Item = u16>,
-) {
+pub async fn occupy(c: &mut MultiplexedConnection, key: &Key, ids: impl Iterator<Item = u16>) {
     let ids: Vec<String> = ids.map(|id| id.to_string()).collect();
     let mut command = vec!["HSET", key.name.as_str()];
     command.extend(ids.iter().flat_map(|id| [id.as_str(), "foreign-token"]));
     if command.len() > 2 {
-        run::<i64>(connection, &command).await;
+        run::<i64>(c, &command).await;
     }
 }
 
 /// Remaining TTL of one hash field in ms (-2: no field, -1: no TTL).
-pub async fn hpttl(connection: &mut MultiplexedConnection, key: &Key, field: &str) -> i64 {
-    let command = ["HPTTL", &key.name, "FIELDS", "1", field];
-    run::<Vec<i64>>(connection, &command).await[0]
+pub async fn hpttl(c: &mut MultiplexedConnection, key: &Key, field: &str) -> i64 {
+    run::<Vec<i64>>(c, &["HPTTL", &key.name, "FIELDS", "1", field]).await[0]
 }
 
-pub async fn hget(
-    connection: &mut MultiplexedConnection,
-    key: &Key,
-    field: &str,
-) -> Option<String> {
-    run(connection, &["HGET", &key.name, field]).await
+pub async fn hget(c: &mut MultiplexedConnection, key: &Key, field: &str) -> Option<String> {
+    run(c, &["HGET", &key.name, field]).await
 }
 
 /// The hash's field names.
-pub async fn hkeys(connection: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
-    run(connection, &["HKEYS", &key.name]).await
+pub async fn hkeys(c: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
+    run(c, &["HKEYS", &key.name]).await
 }
 
 /// Which server binary a test starts itself.
@@ -220,20 +208,19 @@ impl Binary {
     }
 }
 
-/// The file `name` in `dir` or, breadth first, in a directory below it.
+/// The file `name` in `dir` or in a directory below it.
 fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    let paths: Vec<_> = std::fs::read_dir(dir)
+    let paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .flatten()
         .map(|e| e.path())
         .collect();
+    let mut dirs = paths.iter().filter(|p| p.is_dir());
     let found = paths
         .iter()
-        .find(|p| p.is_file() && p.file_name() == Some(name.as_ref()));
-    found.cloned().or_else(|| {
-        let dirs = paths.iter().filter(|p| p.is_dir());
-        dirs.into_iter().find_map(|p| find_file(p, name))
-    })
+        .find(|p| p.is_file() && p.ends_with(name))
+        .cloned();
+    found.or_else(|| dirs.find_map(|p| find_file(p, name)))
 }
 
 /// A server process of this test's own (persistence off), stopped on drop.
@@ -241,8 +228,8 @@ pub struct OwnServer {
     pub binary: Binary,
     pub port: u16,
     extra: Vec<String>,
-    child: Option<Child>,
-    dir: Option<PathBuf>,
+    /// The process and its directory.
+    running: Option<(Child, PathBuf)>,
 }
 
 impl OwnServer {
@@ -251,8 +238,7 @@ impl OwnServer {
             binary,
             port: lease_testkit::ports::server_port().expect("a free loopback port"),
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            child: None,
-            dir: None,
+            running: None,
         };
         server.spawn();
         server
@@ -282,25 +268,19 @@ impl OwnServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start own server");
-        self.child = Some(child);
-        self.dir = Some(dir);
+        let (child, _) = self.running.insert((child, dir));
         // Until it answers, or fails: a server that exits (port taken, bad argument) ends the
         // wait; there is no time limit.
-        loop {
-            if let Ok(client) = redis::Client::open(self.server().url)
-                && let Ok(mut connection) =
-                    client.get_connection_with_timeout(Duration::from_millis(200))
-                && redis::cmd("PING").query::<String>(&mut connection).is_ok()
-            {
-                return;
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                panic!(
-                    "own {:?} server on port {} exited before answering ({status})",
-                    self.binary, self.port
-                );
+        let url = format!("redis://127.0.0.1:{}", self.port);
+        let ping = || {
+            let client = redis::Client::open(url.as_str())?;
+            let mut c = client.get_connection_with_timeout(Duration::from_millis(200))?;
+            redis::cmd("PING").query::<String>(&mut c)
+        };
+        while ping().is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let (binary, port) = (self.binary, self.port);
+                panic!("own {binary:?} server on port {port} exited before answering ({status})");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -308,11 +288,9 @@ impl OwnServer {
 
     /// Kills the process (nothing is persisted).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some((mut child, dir)) = self.running.take() {
             let _ = child.kill();
             let _ = child.wait();
-        }
-        if let Some(dir) = self.dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
