@@ -24,12 +24,6 @@ pub fn run_seed(seed: u64, config: &Config) -> SeedReport {
     sim::run(plan, rng)
 }
 
-/// The plan `seed` draws under `config`, without running it.
-#[must_use]
-pub fn plan(seed: u64, config: &Config) -> Plan {
-    Plan::new(seed, config, &mut rng::Rng::new(seed))
-}
-
 /// Runs `seeds` one after the other and sums them up.
 pub fn run_seeds(seeds: impl IntoIterator<Item = u64>, config: &Config) -> Summary {
     let mut summary = Summary::default();

@@ -233,8 +233,12 @@ impl Summary {
     }
 }
 
-fn list<K: fmt::Display>(out: &mut String, title: &str, items: impl Iterator<Item = (K, u64)>) {
-    let items: Vec<String> = items.map(|(k, v)| format!("{k} {v}")).collect();
+fn list<'a, K: fmt::Display>(
+    out: &mut String,
+    title: &str,
+    items: impl IntoIterator<Item = (K, &'a u64)>,
+) {
+    let items: Vec<String> = items.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
     let _ = writeln!(out, "{title}: {}", items.join(", "));
 }
 
@@ -255,57 +259,27 @@ impl fmt::Display for Summary {
             self.unexpected,
             self.failed
         );
-        list(
-            &mut out,
-            "backends",
-            self.by_backend.iter().map(|(k, v)| (k, *v)),
-        );
-        list(
-            &mut out,
-            "lease timing",
-            self.by_profile.iter().map(|(k, v)| (k, *v)),
-        );
-        list(
-            &mut out,
-            "clocks",
-            self.by_clocks.iter().map(|(k, v)| (k, *v)),
-        );
-        list(
-            &mut out,
-            "faults",
-            self.stats.faults.iter().map(|(k, v)| (k, *v)),
-        );
-        list(
-            &mut out,
-            "network",
-            self.stats.network.iter().map(|(k, v)| (k, *v)),
-        );
+        let pair = |(a, b): &(&str, &str), sep: &str| format!("{a}{sep}{b}");
+        let stats = &self.stats;
+        list(&mut out, "backends", &self.by_backend);
+        list(&mut out, "lease timing", &self.by_profile);
+        list(&mut out, "clocks", &self.by_clocks);
+        list(&mut out, "faults", &stats.faults);
+        list(&mut out, "network", &stats.network);
+        let transitions = stats.transitions.iter();
         list(
             &mut out,
             "transitions",
-            self.stats
-                .transitions
-                .iter()
-                .map(|((a, b), v)| (format!("{a}->{b}"), *v)),
+            transitions.map(|(k, v)| (pair(k, "->"), v)),
         );
-        list(
-            &mut out,
-            "losses",
-            self.stats.losses.iter().map(|(k, v)| (k, *v)),
-        );
+        list(&mut out, "losses", &stats.losses);
+        let operations = stats.operations.iter();
         list(
             &mut out,
             "operations",
-            self.stats
-                .operations
-                .iter()
-                .map(|((a, b), v)| (format!("{a} {b}"), *v)),
+            operations.map(|(k, v)| (pair(k, " "), v)),
         );
-        list(
-            &mut out,
-            "nodes",
-            self.stats.nodes.iter().map(|(k, v)| (k, *v)),
-        );
+        list(&mut out, "nodes", &stats.nodes);
         for failure in &self.failures {
             let _ = write!(out, "\n{failure}");
         }

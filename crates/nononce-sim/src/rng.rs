@@ -22,11 +22,6 @@ impl Rng {
         self.stream.next_u64()
     }
 
-    /// 128 random bits (lease tokens).
-    pub fn next_u128(&mut self) -> u128 {
-        (u128::from(self.next_u64()) << 64) | u128::from(self.next_u64())
-    }
-
     /// A number in `0..bound` (0 when `bound` is 0).
     pub fn below(&mut self, bound: u64) -> u64 {
         self.stream.below(bound)
@@ -58,11 +53,6 @@ impl Rng {
     /// True with probability `per_million / 1 000 000`.
     pub fn chance(&mut self, per_million: u64) -> bool {
         self.below(1_000_000) < per_million
-    }
-
-    /// A generator of its own, for a component whose draws should not shift the others'.
-    pub fn fork(&mut self) -> Self {
-        Self::new(self.next_u64())
     }
 }
 

@@ -30,7 +30,7 @@ use crate::clock::{LinearClock, SimClock};
 use crate::link::SimLink;
 use crate::model::etcd::{self, EtcdResponse, EtcdServer, Key as EtcdKey, Recovery};
 use crate::model::fixed::{FixedModel, HostList};
-use crate::model::redis::{self, Persistence, RedisResponse, RedisServer};
+use crate::model::redis::{self, Persistence, RedisServer};
 use crate::model::sql::{self, SqlServer};
 use crate::model::{
     Client, Guards, Handles, ModelLease, NetError, Reply, Request, Server, Simulated,
@@ -126,14 +126,10 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
     match plan.backend {
         BackendKind::Sql => Sim::new(plan, rng, Real::new(guards, max_lease, sql::strategy)).run(),
         BackendKind::Redis => {
-            let make = |link, guards: Guards, max_lease, seed| {
-                redis::strategy(link, guards.amnesia, max_lease, seed)
-            };
-            Sim::new(plan, rng, Real::new(guards, max_lease, make)).run()
+            Sim::new(plan, rng, Real::new(guards, max_lease, redis::strategy)).run()
         }
         BackendKind::Etcd => {
-            let make = |link, _, max_lease, seed| etcd::strategy(link, max_lease, seed);
-            Sim::new(plan, rng, Real::new(guards, max_lease, make)).run()
+            Sim::new(plan, rng, Real::new(guards, max_lease, etcd::strategy)).run()
         }
         BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
     }
@@ -1387,37 +1383,31 @@ impl<B: Backend> Sim<B> {
         id: u64,
         inc: u32,
     ) {
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
+        let shell = &mut self.nodes[n].shell;
         if order < shell.delivered[1] {
-            ctx.stats.net("reordered");
+            self.ctx.stats.net("reordered");
         }
         shell.delivered[1] = shell.delivered[1].max(order);
+        self.deliver(n, id, response, inc);
+    }
+
+    fn slept(&mut self, n: usize, id: u64, inc: u32) {
+        self.deliver(n, id, Ok(Reply::Slept), inc);
+    }
+
+    /// Hands the answer to call `id` to process `inc` of node `n`, if it still runs.
+    fn deliver(&mut self, n: usize, id: u64, response: Result<Reply, NetError>, inc: u32) {
+        let ctx = &mut self.ctx;
+        let Node { shell, proc } = &mut self.nodes[n];
         let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
             return;
         };
         if p.frozen.is_some() {
-            // Waits in the kernel's socket buffer until the process runs again.
+            // Waits (in the kernel's socket buffer) until the process runs again.
             p.held_replies.push((id, response));
             return;
         }
         if p.link.deliver(id, response) && p.poll_call(ctx, shell) {
-            self.drive(n);
-        }
-    }
-
-    fn slept(&mut self, n: usize, id: u64, inc: u32) {
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
-            return;
-        };
-        if p.frozen.is_some() {
-            // The process runs again when it is resumed.
-            p.held_replies.push((id, Ok(Reply::Slept)));
-            return;
-        }
-        if p.link.deliver(id, Ok(Reply::Slept)) && p.poll_call(ctx, shell) {
             self.drive(n);
         }
     }
@@ -1563,10 +1553,8 @@ impl<B: Backend> Sim<B> {
 
     /// [`Fault::HostListEdit`]: a host added to the node list between two of the fleet's (or,
     /// a third of the time, one added earlier removed), then the new list rolled out.
-    fn edit_host_list(&mut self) -> bool {
-        let Some(hosts) = self.hosts.as_mut() else {
-            return false;
-        };
+    fn edit_host_list(&mut self) -> Option<()> {
+        let hosts = self.hosts.as_mut()?;
         let removed = !self.added_hosts.is_empty() && self.ctx.rng.chance(330_000);
         let slot = if removed {
             let slot = self
@@ -1594,18 +1582,17 @@ impl<B: Backend> Sim<B> {
         let entries = u64::try_from(hosts.entries().len()).unwrap_or(0);
         let stagger = self.roll_out();
         self.ctx.trace(None, what, slot, entries, stagger);
-        true
+        Some(())
     }
 
     fn fault(&mut self, fault: Fault) {
-        let applied = self.apply_fault(fault);
-        if applied {
+        if self.apply_fault(fault).is_some() {
             self.ctx.stats.fault(fault.name());
         }
     }
 
     #[allow(clippy::too_many_lines)]
-    fn apply_fault(&mut self, fault: Fault) -> bool {
+    fn apply_fault(&mut self, fault: Fault) -> Option<()> {
         let now = self.ctx.now;
         let profile = self.plan.profile;
         match fault {
@@ -1622,22 +1609,18 @@ impl<B: Backend> Sim<B> {
                     u64::from(hold),
                     0,
                 );
-                true
+                Some(())
             }
             Fault::Crash => {
-                let Some(n) = self.pick_running(false) else {
-                    return false;
-                };
+                let n = self.pick_running(false)?;
                 self.busy(n);
                 self.ctx
                     .trace(Some(self.nodes[n].shell.idx), "crash", 0, 0, 0);
                 self.exit(n);
-                true
+                Some(())
             }
             Fault::Freeze | Fault::Suspend | Fault::SuspendUncounted => {
-                let Some(n) = self.pick_running(false) else {
-                    return false;
-                };
+                let n = self.pick_running(false)?;
                 let duration = match fault {
                     Fault::Freeze if self.ctx.rng.chance(600_000) => {
                         // Past the lease.
@@ -1649,9 +1632,7 @@ impl<B: Backend> Sim<B> {
                 self.busy(n);
                 let ctx = &mut self.ctx;
                 let Node { shell, proc } = &mut self.nodes[n];
-                let Some(p) = proc.as_mut() else {
-                    return false;
-                };
+                let p = proc.as_mut()?;
                 let local = p.sync(ctx, shell);
                 p.frozen = Some(Frozen {
                     uncounted_from: (fault == Fault::SuspendUncounted).then_some(local),
@@ -1660,19 +1641,15 @@ impl<B: Backend> Sim<B> {
                 ctx.trace(Some(shell.idx), "frozen for {a} ms", duration, 0, 0);
                 let (node, inc) = (shell.idx, p.inc);
                 ctx.at(now + duration, Ev::Resume { node, inc });
-                true
+                Some(())
             }
             Fault::ManagerRestartCached | Fault::ManagerRestartUncached => {
-                let Some(n) = self.pick_running(true) else {
-                    return false;
-                };
+                let n = self.pick_running(true)?;
                 let ctx = &mut self.ctx;
                 let Node { shell, proc } = &mut self.nodes[n];
-                let Some(p) = proc.as_mut() else {
-                    return false;
-                };
+                let p = proc.as_mut()?;
                 if p.halted {
-                    return false;
+                    return None;
                 }
                 // What the tokio driver does after a panic in its task.
                 p.drop_call();
@@ -1712,19 +1689,15 @@ impl<B: Backend> Sim<B> {
                     0,
                 );
                 self.drive(n);
-                true
+                Some(())
             }
             Fault::Rolling => {
-                let Some(n) = self.pick_running(false) else {
-                    return false;
-                };
+                let n = self.pick_running(false)?;
                 self.shutdown(n, false);
-                true
+                Some(())
             }
             Fault::EpochChange => {
-                let Some(n) = self.pick_running(false) else {
-                    return false;
-                };
+                let n = self.pick_running(false)?;
                 // Up to a lease either way: an earlier epoch puts the node's timestamps ahead
                 // of its predecessors', a later one behind them.
                 let lease = self.plan.profile.lease;
@@ -1739,7 +1712,7 @@ impl<B: Backend> Sim<B> {
                     0,
                 );
                 self.shutdown(n, false);
-                true
+                Some(())
             }
             Fault::HostListEdit => self.edit_host_list(),
             Fault::RollingDeploy => {
@@ -1751,24 +1724,20 @@ impl<B: Backend> Sim<B> {
                     0,
                     0,
                 );
-                true
+                Some(())
             }
             Fault::ExternalLoss => {
-                let Some(n) = self.pick_running(true) else {
-                    return false;
-                };
+                let n = self.pick_running(true)?;
                 let ctx = &mut self.ctx;
                 let Node { shell, proc } = &mut self.nodes[n];
-                let Some(p) = proc.as_mut() else {
-                    return false;
-                };
+                let p = proc.as_mut()?;
                 let local = p.sync(ctx, shell);
                 if p.machine.lease_lost(local, "conflict guard") {
                     p.drop_call();
                 }
                 ctx.trace(Some(shell.idx), "external loss signal", 0, 0, 0);
                 self.drive(n);
-                true
+                Some(())
             }
             Fault::WallStepForward | Fault::WallStepBackward => {
                 let n = self.ctx.rng.index(self.nodes.len());
@@ -1810,7 +1779,7 @@ impl<B: Backend> Sim<B> {
                         .trace(Some(node), "restarted after the step", 0, 0, 0);
                     self.exit(n);
                 }
-                true
+                Some(())
             }
             Fault::DriftStorm => {
                 let n = self.ctx.rng.index(self.nodes.len());
@@ -1828,7 +1797,7 @@ impl<B: Backend> Sim<B> {
                     0,
                     0,
                 );
-                true
+                Some(())
             }
             Fault::CoordinatorClockForward | Fault::CoordinatorClockBackward => {
                 let jump = match self.plan.clocks {
@@ -1836,9 +1805,7 @@ impl<B: Backend> Sim<B> {
                     Clocks::Wide if self.ctx.rng.chance(300_000) => self.lease_fraction(100, 1000),
                     Clocks::Wide => self.ctx.rng.between(1, 3 * profile.margin),
                 };
-                let Some(state) = self.server.as_mut() else {
-                    return false;
-                };
+                let state = self.server.as_mut()?;
                 let delta = i64::try_from(jump).unwrap_or(0);
                 let delta = if fault == Fault::CoordinatorClockForward {
                     delta
@@ -1852,19 +1819,14 @@ impl<B: Backend> Sim<B> {
                     "etcd's wall clock jumps {a} ms (back: {b}); its leases run on its monotonic clock"
                 };
                 self.ctx.trace(None, what, jump, u64::from(delta < 0), 0);
-                true
+                Some(())
             }
             Fault::ForceRelease => {
-                let Some(state) = self.server.as_mut() else {
-                    return false;
-                };
-                if state.down {
-                    return false;
-                }
+                let state = up(&mut self.server)?;
                 let now_c = state.clock.ms(now);
                 let held = state.server.held(now_c);
                 if held.is_empty() {
-                    return false;
+                    return None;
                 }
                 let id = held[self.ctx.rng.index(held.len())];
                 state.server.force_release(now, now_c, id);
@@ -1875,7 +1837,7 @@ impl<B: Backend> Sim<B> {
                     0,
                     0,
                 );
-                true
+                Some(())
             }
             Fault::CoordinatorRestart
             | Fault::RedisAmnesia
@@ -1890,14 +1852,9 @@ impl<B: Backend> Sim<B> {
     }
 
     /// The store's lease data vanishes while the server stays up.
-    fn store_wiped(&mut self) -> bool {
+    fn store_wiped(&mut self) -> Option<()> {
         let now = self.ctx.now;
-        let Some(state) = self.server.as_mut() else {
-            return false;
-        };
-        if state.down {
-            return false;
-        }
+        let state = up(&mut self.server)?;
         let now_c = state.clock.ms(now);
         let rng = &mut self.ctx.rng;
         let (what, lost, record) = match &mut state.server {
@@ -1921,7 +1878,7 @@ impl<B: Backend> Sim<B> {
                     // A cleanup script deletes the rows of some held IDs.
                     let mut held = server.held(now_c);
                     if held.is_empty() {
-                        return false;
+                        return None;
                     }
                     let keep = held.len() - 1 - rng.index(held.len().min(8));
                     for _ in 0..keep {
@@ -1948,10 +1905,10 @@ impl<B: Backend> Sim<B> {
             u64::from(record),
             0,
         );
-        true
+        Some(())
     }
 
-    fn coordinator_down(&mut self, fault: Fault) -> bool {
+    fn coordinator_down(&mut self, fault: Fault) -> Option<()> {
         let now = self.ctx.now;
         let short = self.plan.profile.lease <= 5_000;
         let mut down_for = if short {
@@ -1964,12 +1921,7 @@ impl<B: Backend> Sim<B> {
         } else {
             self.ctx.rng.between(0, 10_000)
         };
-        let Some(state) = self.server.as_mut() else {
-            return false;
-        };
-        if state.down {
-            return false;
-        }
+        let state = up(&mut self.server)?;
         let now_c = state.clock.ms(now);
         let mut lost = 0;
         match (&mut state.server, fault) {
@@ -2019,7 +1971,7 @@ impl<B: Backend> Sim<B> {
                 let until = now + down_for + self.plan.profile.lease;
                 self.starts_held_until = self.starts_held_until.max(until);
             }
-            _ => return false,
+            _ => return None,
         }
         state.down = true;
         state.up_seq += 1;
@@ -2032,8 +1984,13 @@ impl<B: Backend> Sim<B> {
             u64::try_from(lost).unwrap_or(0),
         );
         self.ctx.at(now + down_for, Ev::ServerUp { seq });
-        true
+        Some(())
     }
+}
+
+/// The coordinator's server, if there is one and it is up.
+fn up(server: &mut Option<ServerState>) -> Option<&mut ServerState> {
+    server.as_mut().filter(|state| !state.down)
 }
 
 /// A request, remembered to describe its outcome in the trace.
@@ -2108,18 +2065,12 @@ impl Summary {
                 (what, *id, u64::from(*ours))
             }
             (Self::SqlOther(what, id), _) => (what, *id, 0),
-            (
-                Self::RedisRead,
-                Reply::Redis(RedisResponse::Answer(RedisReply::Read { free, .. })),
-            ) => (
+            (Self::RedisRead, Reply::Redis(RedisReply::Read { free, .. })) => (
                 "redis read: {a} free",
                 u64::try_from(free.readable.len()).unwrap_or(0),
                 0,
             ),
-            (
-                Self::RedisClaim(id),
-                Reply::Redis(RedisResponse::Answer(RedisReply::Claim(claim))),
-            ) => match claim {
+            (Self::RedisClaim(id), Reply::Redis(RedisReply::Claim(claim))) => match claim {
                 RedisClaim::Won { floor_ms, .. } => {
                     ("redis claim id {a}: won, floor before {b}", *id, *floor_ms)
                 }
@@ -2131,18 +2082,13 @@ impl Summary {
                 RedisClaim::ServerChanged(_) => ("redis claim id {a}: another server", *id, 0),
                 _ => ("redis claim id {a}: taken", *id, 0),
             },
-            (
-                Self::RedisOther(what, id),
-                Reply::Redis(RedisResponse::Answer(RedisReply::Renewed { renewed, .. })),
-            ) => (what, *id, u64::from(*renewed)),
-            (
-                Self::RedisOther(what, id),
-                Reply::Redis(RedisResponse::Answer(RedisReply::Released(ours))),
-            ) => (what, *id, u64::from(*ours)),
-            (
-                Self::RedisOther(what, id),
-                Reply::Redis(RedisResponse::Answer(RedisReply::OpenAt(at))),
-            ) => (what, *id, *at),
+            (Self::RedisOther(what, id), Reply::Redis(RedisReply::Renewed { renewed, .. })) => {
+                (what, *id, u64::from(*renewed))
+            }
+            (Self::RedisOther(what, id), Reply::Redis(RedisReply::Released(ours))) => {
+                (what, *id, u64::from(*ours))
+            }
+            (Self::RedisOther(what, id), Reply::Redis(RedisReply::OpenAt(at))) => (what, *id, *at),
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }

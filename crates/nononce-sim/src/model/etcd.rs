@@ -167,7 +167,7 @@ pub enum EtcdResponse {
     /// `etcdserver: requested lease not found`: a transaction put a key onto a lease etcd does
     /// not know (it ended, or was revoked), or a revoke named one; nothing was applied.
     LeaseNotFound,
-    /// The request was for another kind of server.
+    /// A request of a later protocol than the model's.
     WrongServer,
 }
 
@@ -901,11 +901,17 @@ impl<L: Link> Transport for SimTransport<L> {
 }
 
 /// lease-etcd's strategy over `link`, with `max_lease_duration` = `max_lease`, the clock offset
-/// the simulation's amnesia hold-off allows for, and its random choices drawn from `seed`.
+/// the simulation's amnesia hold-off allows for, and its random choices drawn from `seed` (its
+/// guards are its server's and the [`Client`]'s).
 ///
 /// # Panics
 /// Never: the options are in range.
-pub fn strategy<L: Link>(link: L, max_lease: Duration, seed: u64) -> EtcdStrategy<SimTransport<L>> {
+pub fn strategy<L: Link>(
+    link: L,
+    _: Guards,
+    max_lease: Duration,
+    seed: u64,
+) -> EtcdStrategy<SimTransport<L>> {
     let options = EtcdOptions::new(["http://etcd.sim:2379"])
         .with_max_lease_duration(max_lease.max(Duration::from_secs(1)))
         .with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS));

@@ -6,11 +6,10 @@
 //! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
 //! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. The client is the
 //! backend crate's own strategy, over a transport that sends its requests over the link
-//! ([`SimTransport`], and for SQL [`sql::SqlTransport`]): the etcd and Redis
-//! servers answer the backend's own request type, the SQL server the statement each request
-//! runs. In the simulation a link is the simulated network; in
-//! the conformance tests it is [`DirectLink`], which applies each request at once on a clock
-//! the test controls.
+//! ([`SimTransport`], and for SQL [`sql::SqlTransport`]), and each server answers its
+//! backend's own request type. In the simulation a link is the simulated network; in the
+//! conformance tests it is [`DirectLink`], which applies each request at once on a clock the
+//! test controls.
 
 mod client;
 pub mod etcd;
@@ -157,12 +156,14 @@ pub enum Request {
 pub enum Reply {
     /// From the SQL table model: lease-sql's reply, or the database's error.
     Sql(sql::SqlResponse),
-    /// From the Redis hash model.
-    Redis(redis::RedisResponse),
+    /// From the Redis hash model: lease-redis's reply.
+    Redis(lease_redis::transport::Reply),
     /// From the etcd cluster model.
     Etcd(etcd::EtcdResponse),
     /// The end of a [`Request::Sleep`].
     Slept,
+    /// The request was for another kind of server, or of a later protocol than the model's.
+    Unanswerable,
 }
 
 /// How a model strategy reaches its server.
@@ -204,11 +205,11 @@ impl Server {
     pub fn handle(&mut self, t: u64, now_ms: u64, request: Request) -> Reply {
         match (self, request) {
             (Self::Sql(server), Request::Sql(r)) => Reply::Sql(server.handle(t, now_ms, r)),
-            (Self::Redis(server), Request::Redis(r)) => Reply::Redis(server.handle(now_ms, r)),
+            (Self::Redis(server), Request::Redis(r)) => server
+                .handle(now_ms, r)
+                .map_or(Reply::Unanswerable, Reply::Redis),
             (Self::Etcd(server), Request::Etcd(r)) => Reply::Etcd(server.handle(now_ms, r)),
-            (Self::Sql(_), _) => Reply::Sql(Err("not a SQL lease table".to_owned())),
-            (Self::Redis(_), _) => Reply::Redis(redis::RedisResponse::WrongServer),
-            (Self::Etcd(_), _) => Reply::Etcd(etcd::EtcdResponse::WrongServer),
+            _ => Reply::Unanswerable,
         }
     }
 

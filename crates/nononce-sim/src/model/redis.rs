@@ -44,16 +44,6 @@ use lease_redis::{AmnesiaGuard, RedisLease, RedisOptions, RedisStrategy};
 use super::client::{Client, SimTransport, Simulated};
 use super::{Guards, Link, Reply, Request, machine_id};
 
-/// What the model server answers: lease-redis's reply, or, to a request for another kind of
-/// server, nothing it can read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RedisResponse {
-    /// The server's answer.
-    Answer(RedisReply),
-    /// The request was for another kind of server.
-    WrongServer,
-}
-
 /// The ID field and the ownership marker of one lease: set together with one TTL; the
 /// release deletes the marker and leaves the ID field for the guard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,14 +268,15 @@ impl RedisServer {
         self.hash.open_at
     }
 
-    /// Applies one request at server time `now`, as the scripts and commands it names do.
-    pub fn handle(&mut self, now: u64, request: RedisRequest) -> RedisResponse {
+    /// Applies one request at server time `now`, as the scripts and commands it names do
+    /// (`None`: a request of a later protocol, which the model cannot answer).
+    pub fn handle(&mut self, now: u64, request: RedisRequest) -> Option<RedisReply> {
         self.replicate_until(now.saturating_sub(MAX_LAG_MS));
         if now.saturating_sub(self.snapshot_at) >= SNAPSHOT_EVERY_MS {
             self.snapshot = self.hash.clone();
             self.snapshot_at = now;
         }
-        RedisResponse::Answer(match request {
+        Some(match request {
             RedisRequest::Read { info } => {
                 let readable = (0..self.hash.leases.len())
                     .filter(|&i| self.hash.live(i, now).is_none())
@@ -372,8 +363,7 @@ impl RedisServer {
                 RedisReply::OpenAt(self.open_at(now, millis(hold_off)))
             }
             RedisRequest::WaitForReplicas { .. } => RedisReply::Replicas(0),
-            // A request of a later protocol: the model cannot answer it.
-            _ => return RedisResponse::WrongServer,
+            _ => return None,
         })
     }
 
@@ -474,7 +464,7 @@ impl<L: Link> Transport for SimTransport<L> {
         let reply = self.link.exchange(Request::Redis(request));
         async move {
             match reply.await {
-                Ok(Reply::Redis(RedisResponse::Answer(reply))) => Ok(reply),
+                Ok(Reply::Redis(reply)) => Ok(reply),
                 Ok(other) => Err(TransportError::Unexpected(format!(
                     "not a Redis lease hash: {other:?}"
                 ))),
@@ -495,21 +485,21 @@ impl<L: Link> Transport for SimTransport<L> {
 }
 
 /// lease-redis's strategy over `link`, with `max_lease_duration` = `max_lease`, the clock
-/// offset the simulation's amnesia hold-off allows for, the amnesia guard on or off, and its
+/// offset the simulation's amnesia hold-off allows for, the amnesia guard of `guards`, and its
 /// random choices drawn from `seed`.
 ///
 /// # Panics
 /// Never: the options are in range.
 pub fn strategy<L: Link>(
     link: L,
-    amnesia_guard: bool,
+    guards: Guards,
     max_lease: Duration,
     seed: u64,
 ) -> RedisStrategy<SimTransport<L>> {
     let options = RedisOptions::new()
         .with_max_lease_duration(max_lease.max(Duration::from_millis(1)))
         .with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS))
-        .with_amnesia_guard(if amnesia_guard {
+        .with_amnesia_guard(if guards.amnesia {
             AmnesiaGuard::HoldOff
         } else {
             AmnesiaGuard::Off
@@ -588,15 +578,8 @@ mod tests {
         }
     }
 
-    fn won(response: RedisResponse) -> bool {
-        matches!(
-            response,
-            RedisResponse::Answer(RedisReply::Claim(Claim::Won { .. }))
-        )
-    }
-
-    fn answer(reply: RedisReply) -> RedisResponse {
-        RedisResponse::Answer(reply)
+    fn won(response: Option<RedisReply>) -> bool {
+        matches!(response, Some(RedisReply::Claim(Claim::Won { .. })))
     }
 
     #[test]
@@ -604,7 +587,7 @@ mod tests {
         let mut s = RedisServer::new(2, 0, 1);
         assert_eq!(
             s.handle(100, guarded_claim(0, "a", 50, Some(2), Some(10_000))),
-            answer(RedisReply::Claim(Claim::ServerChanged(run_id_text(1))))
+            Some(RedisReply::Claim(Claim::ServerChanged(run_id_text(1))))
         );
         assert!(s.held(100).is_empty());
         assert!(won(
@@ -616,7 +599,7 @@ mod tests {
     fn a_lost_lease_release_only_raises_the_floor() {
         let mut s = RedisServer::new(2, 0, 1);
         assert!(won(s.handle(100, claim(1, "a", 50))));
-        let released = |ours| answer(RedisReply::Released(ours));
+        let released = |ours| Some(RedisReply::Released(ours));
         assert_eq!(s.handle(200, release(1, "b", 5000, 40)), released(false));
         assert_eq!(s.floor(id(1)), 50);
         assert_eq!(s.handle(200, release(1, "b", 5000, 90)), released(false));
@@ -633,14 +616,14 @@ mod tests {
         // Release sets the TTL to the guard, even past the lease's own end.
         assert_eq!(
             s.handle(1000, release(0, "a", 5000, 70)),
-            answer(RedisReply::Released(true))
+            Some(RedisReply::Released(true))
         );
         assert_eq!(s.held(5999), vec![id(0)]);
         assert_eq!(s.floor(id(0)), 70);
         // An expired lease cannot be renewed.
         assert_eq!(
             s.handle(6001, renew(0, "a", 80, None)),
-            answer(RedisReply::Renewed {
+            Some(RedisReply::Renewed {
                 renewed: false,
                 server_ms: 6001
             })
@@ -659,14 +642,14 @@ mod tests {
         // The holder's renewal is lost and starts the hold-off.
         assert_eq!(
             s.handle(300, renew(0, "a", 80, Some(10_000))),
-            answer(RedisReply::Renewed {
+            Some(RedisReply::Renewed {
                 renewed: false,
                 server_ms: 300
             })
         );
         assert_eq!(
             s.handle(400, guarded("b", Some(10_000))),
-            answer(RedisReply::Claim(Claim::HeldOff {
+            Some(RedisReply::Claim(Claim::HeldOff {
                 open_at_ms: 10_300,
                 server_ms: 400
             }))

@@ -1,6 +1,7 @@
 //! A PostgreSQL server holding `lease-sql`'s table, applying its statements
 //! (`Acquisition::SkipLocked`); the client is lease-sql's own [`SqlStrategy`], over a
-//! [`SqlTransport`] that sends each of its requests as the statement it runs:
+//! [`SqlTransport`] that sends each of its requests, which the server applies as the
+//! statement PostgreSQL runs for it:
 //!
 //! - claim: the lowest free row (`expires_at < now`), preferring one whose floor is below the
 //!   acquirer's clock, in one statement that also checks the amnesia guard (the recorded server

@@ -87,14 +87,14 @@ impl<L> Shared<L> {
 }
 
 macro_rules! store {
-    ($(#[$doc:meta])* $store:ident, $strategy:ty, $name:literal) => {
+    ($(#[$doc:meta])* $store:ident, $strategy:ty, $make:path) => {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $store(Shared<<$strategy as Strategy>::Lease>);
 
         impl std::fmt::Debug for $store {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct($name).field("guards", &self.0.guards).finish_non_exhaustive()
+                f.debug_struct(stringify!($store)).field("guards", &self.0.guards).finish_non_exhaustive()
             }
         }
 
@@ -113,7 +113,7 @@ macro_rules! store {
             #[must_use]
             pub fn real_strategy(&self) -> $strategy {
                 let s = &self.0;
-                Self::make(s.link.clone(), s.guards, s.max_lease, s.next_seed())
+                $make(s.link.clone(), s.guards, s.max_lease, s.next_seed())
             }
 
             /// The backend's strategy for one more node on this store, with the store's guard
@@ -137,7 +137,7 @@ store!(
     /// lease-sql's strategy over the direct link.
     SqlStore,
     SqlStrategy<sql::SqlTransport<DirectLink>>,
-    "SqlStore"
+    sql::strategy
 );
 store!(
     /// A Redis lease hash shared by every strategy made from it, on a server that has been up
@@ -145,14 +145,14 @@ store!(
     /// lease-redis's strategy over the direct link.
     RedisStore,
     RedisStrategy<SimTransport<DirectLink>>,
-    "RedisStore"
+    redis::strategy
 );
 store!(
     /// An etcd cluster's lease prefix shared by every strategy made from it: lease-etcd's
     /// strategy over the direct link.
     EtcdStore,
     EtcdStrategy<SimTransport<DirectLink>>,
-    "EtcdStore"
+    etcd::strategy
 );
 
 impl SqlStore {
@@ -160,15 +160,6 @@ impl SqlStore {
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
         let server = Server::Sql(SqlServer::new(MachineId::COUNT));
         Self(Shared::on(server, clock, max_lease))
-    }
-
-    fn make(
-        link: DirectLink,
-        guards: Guards,
-        max_lease: Duration,
-        seed: u64,
-    ) -> SqlStrategy<sql::SqlTransport<DirectLink>> {
-        sql::strategy(link, guards, max_lease, seed)
     }
 }
 
@@ -184,15 +175,6 @@ impl RedisStore {
         let server = Server::Redis(RedisServer::new(MachineId::COUNT, up_since, 1));
         Self(Shared::on(server, clock, max_lease))
     }
-
-    fn make(
-        link: DirectLink,
-        guards: Guards,
-        max_lease: Duration,
-        seed: u64,
-    ) -> RedisStrategy<SimTransport<DirectLink>> {
-        redis::strategy(link, guards.amnesia, max_lease, seed)
-    }
 }
 
 impl EtcdStore {
@@ -200,14 +182,5 @@ impl EtcdStore {
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
         let server = Server::Etcd(EtcdServer::new(MachineId::COUNT, 1));
         Self(Shared::on(server, clock, max_lease))
-    }
-
-    fn make(
-        link: DirectLink,
-        _: Guards,
-        max_lease: Duration,
-        seed: u64,
-    ) -> EtcdStrategy<SimTransport<DirectLink>> {
-        etcd::strategy(link, max_lease, seed)
     }
 }
