@@ -999,7 +999,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fabricated_out_of_window_nonce_fails() {
+    fn nonces_past_the_deadline_at_or_below_the_floor_or_without_a_window_fail() {
         let mut a = node(1, 0);
         // Claim the window was shorter than the nonces' timestamps: deadline = start.
         let Record::Enable { deadline_ms, .. } = &mut a.records[1] else {
@@ -1007,24 +1007,26 @@ mod tests {
         };
         *deadline_ms = a.start;
         assert!(a.deadline > a.start);
-        let report = check_nodes("oow", &[&a.records]);
-        assert_eq!(report.duplicates, 0);
-        assert_eq!(report.out_of_window, 30, "{}", report.summary());
-        assert!(!report.passed());
-        assert!(report.summary().contains("OUT OF WINDOW"));
-    }
-
-    #[test]
-    fn nonces_at_or_below_the_floor_fail() {
+        let past_deadline = check_nodes("oow", &[&a.records]);
+        assert_eq!(past_deadline.duplicates, 0);
+        assert!(past_deadline.summary().contains("OUT OF WINDOW"));
         let mut a = node(1, 0);
         // Claim the lease came with a floor above everything the node issued.
         let Record::Enable { floor_ms, .. } = &mut a.records[1] else {
             panic!("{:?}", a.records[1]);
         };
         *floor_ms = a.start + 10_000;
-        let report = check_nodes("floor", &[&a.records]);
-        assert_eq!(report.out_of_window, 30, "{}", report.summary());
-        assert_eq!(report.floor_ahead_windows, 1);
+        let below_floor = check_nodes("floor", &[&a.records]);
+        assert_eq!(below_floor.floor_ahead_windows, 1);
+        // No window at all.
+        let a = node(1, 0).records;
+        let mut bare = vec![a[0]];
+        bare.extend_from_slice(&a[2..]);
+        let without_window = check_nodes("nowindow", &[&bare]);
+        for report in [past_deadline, below_floor, without_window] {
+            assert_eq!(report.out_of_window, 30, "{}", report.summary());
+            assert!(!report.passed());
+        }
     }
 
     #[test]
@@ -1041,16 +1043,6 @@ mod tests {
         let report = check_nodes("afterdisable", &[&a.records]);
         assert_eq!(report.out_of_window, 1, "{}", report.summary());
         assert_eq!(report.duplicates, 1);
-    }
-
-    #[test]
-    fn nonces_without_any_window_fail() {
-        let a = node(1, 0).records;
-        let mut bare = vec![a[0]];
-        bare.extend_from_slice(&a[2..]);
-        let report = check_nodes("nowindow", &[&bare]);
-        assert_eq!(report.out_of_window, 30);
-        assert!(!report.passed());
     }
 
     #[test]
