@@ -38,12 +38,7 @@ async fn the_later_of_two_nodes_sharing_an_ordinal_stops() {
         .await
         .err()
         .expect("a second node on one ordinal started in the same process");
-    let mut message = refused.to_string();
-    let mut source = std::error::Error::source(&refused);
-    while let Some(cause) = source {
-        message = format!("{message}: {cause}");
-        source = cause.source();
-    }
+    let message = nononce::lease::error_chain(&refused);
     assert!(
         message.contains("machine ID 7") && message.contains("this process"),
         "{message}"
