@@ -35,16 +35,15 @@ const AHEAD_MS: u64 = 1_000_000_000;
 // The factories here leave the thread cache off: their rows are the factory's own calls on
 // its shared counters (and handles); the facade's benchmarks measure the cache.
 
+fn config() -> FactoryConfig {
+    FactoryConfig::new()
+        .with_base_key(&KEY)
+        .with_cipher64(Cipher64::Speck)
+        .with_thread_cache(false)
+}
+
 fn counter_factory() -> Factory<ManualClock> {
-    let clock = ManualClock::new(T0);
-    let f = Factory::new(
-        clock,
-        FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_cipher64(Cipher64::Speck)
-            .with_thread_cache(false),
-    )
-    .unwrap();
+    let f = Factory::new(ManualClock::new(T0), config()).unwrap();
     f.enable(MACHINE_ID, T0 + 2 * AHEAD_MS).unwrap();
     f.clock().set(T0 + AHEAD_MS);
     f
@@ -56,14 +55,7 @@ fn live_factory() -> Factory<BootClock> {
 
 /// A factory on a live clock, enabled with a deadline a day ahead.
 fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
-    let f = Factory::new(
-        clock,
-        FactoryConfig::new()
-            .with_base_key(&KEY)
-            .with_cipher64(Cipher64::Speck)
-            .with_thread_cache(false),
-    )
-    .unwrap();
+    let f = Factory::new(clock, config()).unwrap();
     let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;
     f.enable(MACHINE_ID, deadline).unwrap();
     f

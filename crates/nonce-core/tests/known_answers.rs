@@ -48,24 +48,56 @@ fn derived_keys_match() {
     assert_eq!(n, 16);
 }
 
-/// A factory whose cipher for the block's size is `cipher`, keyed explicitly.
-enum Block {
-    B64(Factory<ManualClock>),
-    B96(Factory<ManualClock>),
-    B128(Factory<ManualClock>),
+/// A factory whose cipher for nonces of `bits` is `cipher` (as the data names it), keyed with
+/// `key` itself (`explicit`) or with a key derived from it as a base key.
+fn factory(bits: &str, cipher: &str, key: &[u8], explicit: bool) -> Factory<ManualClock> {
+    let cfg = FactoryConfig::new();
+    let cfg = if explicit {
+        cfg
+    } else {
+        cfg.with_base_key(key)
+    };
+    let cfg = match (bits, cipher) {
+        ("64", "blowfish") => cfg.with_cipher64(Cipher64::Blowfish),
+        ("64", "des3") => cfg.with_cipher64(Cipher64::Des3),
+        ("64", "speck64_128") => cfg.with_cipher64(Cipher64::Speck),
+        ("96", "blowfish") => cfg.with_cipher96(Cipher96::Blowfish),
+        ("96", "des3") => cfg.with_cipher96(Cipher96::Des3),
+        ("96", "speck96_144") => cfg.with_cipher96(Cipher96::Speck),
+        ("128", "aes256") => cfg.with_cipher128(Cipher128::Aes),
+        ("128", "speck128_256") => cfg.with_cipher128(Cipher128::Speck),
+        other => panic!("unknown cipher in data: {other:?}"),
+    };
+    let cfg = match bits {
+        _ if !explicit => cfg,
+        "64" => cfg.with_key64(key),
+        "96" => cfg.with_key96(key),
+        _ => cfg.with_key128(key),
+    };
+    Factory::new(clock(), cfg).unwrap()
 }
 
-fn block_factory(cipher: &str, key: &[u8]) -> Block {
-    let cfg = FactoryConfig::new();
-    let f = |c: FactoryConfig<&[u8]>| Factory::new(clock(), c).unwrap();
-    match cipher {
-        "blowfish" => Block::B64(f(cfg.with_cipher64(Cipher64::Blowfish).with_key64(key))),
-        "des3" => Block::B64(f(cfg.with_cipher64(Cipher64::Des3).with_key64(key))),
-        "speck64_128" => Block::B64(f(cfg.with_cipher64(Cipher64::Speck).with_key64(key))),
-        "speck96_144" => Block::B96(f(cfg.with_cipher96(Cipher96::Speck).with_key96(key))),
-        "aes256" => Block::B128(f(cfg.with_cipher128(Cipher128::Aes).with_key128(key))),
-        "speck128_256" => Block::B128(f(cfg.with_cipher128(Cipher128::Speck).with_key128(key))),
-        other => panic!("unknown cipher in data: {other}"),
+/// `plain` under `f`'s cipher for nonces of `bits`, checked to decrypt back to it.
+fn encrypt(f: &Factory<ManualClock>, bits: &str, plain: &[u8]) -> Vec<u8> {
+    match bits {
+        "64" => {
+            let p = Nonce64::from_bytes(plain.try_into().unwrap());
+            let c = f.encrypt64(p).unwrap();
+            assert_eq!(f.decrypt64(c).unwrap(), p);
+            c.to_bytes().to_vec()
+        }
+        "96" => {
+            let p = Nonce96::from_bytes(plain.try_into().unwrap());
+            let c = f.encrypt96(p).unwrap();
+            assert_eq!(f.decrypt96(c).unwrap(), p);
+            c.to_bytes().to_vec()
+        }
+        _ => {
+            let p = Nonce128::from_bytes(plain.try_into().unwrap());
+            let c = f.encrypt128(p).unwrap();
+            assert_eq!(f.decrypt128(c).unwrap(), p);
+            c.to_bytes().to_vec()
+        }
     }
 }
 
@@ -74,26 +106,12 @@ fn single_blocks_match() {
     let mut n = 0;
     for f in lines("block") {
         let (key, plain, expected) = (hex(f[2]), hex(f[3]), hex(f[4]));
-        let got: Vec<u8> = match block_factory(f[1], &key) {
-            Block::B64(fac) => {
-                let p = Nonce64::from_bytes(plain.clone().try_into().unwrap());
-                let c = fac.encrypt64(p).unwrap();
-                assert_eq!(fac.decrypt64(c).unwrap(), p);
-                c.to_bytes().to_vec()
-            }
-            Block::B96(fac) => {
-                let p = Nonce96::from_bytes(plain.clone().try_into().unwrap());
-                let c = fac.encrypt96(p).unwrap();
-                assert_eq!(fac.decrypt96(c).unwrap(), p);
-                c.to_bytes().to_vec()
-            }
-            Block::B128(fac) => {
-                let p = Nonce128::from_bytes(plain.clone().try_into().unwrap());
-                let c = fac.encrypt128(p).unwrap();
-                assert_eq!(fac.decrypt128(c).unwrap(), p);
-                c.to_bytes().to_vec()
-            }
+        let bits = match f[1] {
+            "speck96_144" => "96",
+            "aes256" | "speck128_256" => "128",
+            _ => "64",
         };
+        let got = encrypt(&factory(bits, f[1], &key, true), bits, &plain);
         assert_eq!(got, expected, "{} block {}", f[1], f[3]);
         n += 1;
     }
@@ -105,48 +123,7 @@ fn encrypted_nonces_match_from_base_key() {
     let mut n = 0;
     for f in lines("nonce") {
         let (bits, cipher, base, plain, expected) = (f[1], f[2], hex(f[3]), hex(f[4]), hex(f[5]));
-        let cfg = FactoryConfig::new().with_base_key(&base);
-        let got = match (bits, cipher) {
-            ("64", c) => {
-                let c64 = match c {
-                    "blowfish" => Cipher64::Blowfish,
-                    "des3" => Cipher64::Des3,
-                    "speck64_128" => Cipher64::Speck,
-                    _ => panic!("{c}"),
-                };
-                let fac = Factory::new(clock(), cfg.with_cipher64(c64)).unwrap();
-                fac.encrypt64(Nonce64::from_bytes(plain.try_into().unwrap()))
-                    .unwrap()
-                    .to_bytes()
-                    .to_vec()
-            }
-            ("96", c) => {
-                let c96 = match c {
-                    "blowfish" => Cipher96::Blowfish,
-                    "des3" => Cipher96::Des3,
-                    "speck96_144" => Cipher96::Speck,
-                    _ => panic!("{c}"),
-                };
-                let fac = Factory::new(clock(), cfg.with_cipher96(c96)).unwrap();
-                fac.encrypt96(Nonce96::from_bytes(plain.try_into().unwrap()))
-                    .unwrap()
-                    .to_bytes()
-                    .to_vec()
-            }
-            ("128", c) => {
-                let c128 = match c {
-                    "aes256" => Cipher128::Aes,
-                    "speck128_256" => Cipher128::Speck,
-                    _ => panic!("{c}"),
-                };
-                let fac = Factory::new(clock(), cfg.with_cipher128(c128)).unwrap();
-                fac.encrypt128(Nonce128::from_bytes(plain.try_into().unwrap()))
-                    .unwrap()
-                    .to_bytes()
-                    .to_vec()
-            }
-            other => panic!("unknown size {other:?}"),
-        };
+        let got = encrypt(&factory(bits, cipher, &base, false), bits, &plain);
         assert_eq!(got, expected, "{bits}-bit {cipher} nonce {}", f[4]);
         n += 1;
     }
