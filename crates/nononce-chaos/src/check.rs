@@ -221,19 +221,13 @@ impl Report {
             "windows with the floor ahead of the node's clock {} (max {} ms)  clock steps {}\n",
             self.floor_ahead_windows, self.floor_ahead_max_ms, self.clock_steps
         ));
-        let series: Vec<String> = self
-            .per_series
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        out.push_str(&format!("per series: {}\n", series.join(" ")));
+        let counts = |map: &BTreeMap<String, u64>| {
+            let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            pairs.join(" ")
+        };
+        out.push_str(&format!("per series: {}\n", counts(&self.per_series)));
         if !self.faults.is_empty() {
-            let f: Vec<String> = self
-                .faults
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            out.push_str(&format!("faults: {}\n", f.join(" ")));
+            out.push_str(&format!("faults: {}\n", counts(&self.faults)));
         }
         out.push_str(
             "node  runs  windows     nonces  running_s  no_lease_s  steps  clock offsets (ms)\n",
