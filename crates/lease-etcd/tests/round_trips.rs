@@ -1,7 +1,6 @@
 //! Requests per lease operation, counted by an etcd of this test's own (its gRPC metrics, so
-//! no other test's requests count), as docs/performance.md reports them:
-//! `cargo xtask with-services cargo test -p lease-etcd --test integration round_trips:: -- --nocapture`.
-//! The test fails if the counts change.
+//! no other test's requests count), as docs/performance.md reports them (it gives the command
+//! that prints them). The test fails if the counts change.
 
 use crate::common;
 

@@ -182,9 +182,8 @@ fn binary() -> PathBuf {
 
 /// One member of a cluster of a test's own.
 pub struct Member {
-    pub name: String,
     pub client_port: u16,
-    pub peer_port: u16,
+    peer_port: u16,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -199,8 +198,8 @@ impl Member {
 /// temporary directory), stopped and removed on drop.
 pub struct OwnCluster {
     pub members: Vec<Member>,
-    initial_cluster: String,
-    token: String,
+    /// The arguments every member starts with: the cluster, its token, the log.
+    shared: String,
 }
 
 impl OwnCluster {
@@ -209,23 +208,20 @@ impl OwnCluster {
         let port = || lease_testkit::ports::server_port().expect("a free loopback port");
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
-                name: format!("m{i}"),
                 client_port: port(),
                 peer_port: port(),
                 dir: std::env::temp_dir().join(format!("{token}-m{i}")),
                 child: None,
             })
             .collect();
-        let initial_cluster = members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = Self {
-            members,
-            initial_cluster,
-            token,
-        };
+        let peers = members.iter().enumerate();
+        let peers = peers.map(|(i, m)| format!("m{i}=http://127.0.0.1:{}", m.peer_port));
+        let shared = format!(
+            "--initial-cluster {} --initial-cluster-state new --initial-cluster-token {token} \
+             --logger zap --log-outputs stderr",
+            peers.collect::<Vec<_>>().join(",")
+        );
+        let mut cluster = Self { members, shared };
         (0..size).for_each(|i| cluster.spawn(i));
         (0..size).for_each(|i| cluster.wait_healthy(i));
         cluster
@@ -238,20 +234,18 @@ impl OwnCluster {
     fn spawn(&mut self, i: usize) {
         let member = &mut self.members[i];
         std::fs::create_dir_all(&member.dir).expect("member directory");
-        let client = member.endpoint();
-        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let (client, peer) = (member.endpoint(), member.peer_port);
+        let args = format!(
+            "--name m{i} --listen-client-urls {client} --advertise-client-urls {client} \
+             --listen-peer-urls http://127.0.0.1:{peer} \
+             --initial-advertise-peer-urls http://127.0.0.1:{peer} {}",
+            self.shared
+        );
         let log = std::fs::File::create(member.dir.with_extension("log")).expect("log file");
         let child = Command::new(binary())
-            .args(["--name", &member.name, "--data-dir"])
+            .args(args.split(' '))
+            .arg("--data-dir")
             .arg(member.dir.join("data"))
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--initial-cluster-token", &self.token])
-            .args(["--logger", "zap", "--log-outputs", "stderr"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
