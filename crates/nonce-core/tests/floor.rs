@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, machine_id};
+use common::{Op, T0, all_ops, ciphers96, config, enabled_as, machine_id};
 use nonce_core::{
     Base, Cipher96, Clock, Error, Factory, FactoryConfig, FactoryConfigError, MAX_TIMESTAMP,
     ManualClock, NO_DEADLINE,
@@ -18,6 +18,18 @@ fn factory<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>) -> common::
     Factory::new(clock, config).unwrap()
 }
 
+/// A factory on `config`, enabled as machine 5 strictly above `floor_ms` until `deadline_ms`.
+fn above<'c>(
+    clock: &'c ManualClock,
+    config: FactoryConfig,
+    floor: u64,
+    deadline: u64,
+) -> common::F<'c> {
+    let f = factory(clock, config);
+    f.enable_above(machine_id(5), floor, deadline).unwrap();
+    f
+}
+
 fn sortables() -> FactoryConfig {
     config(Cipher96::Blowfish)
         .with_kind64(Base::Sortable)
@@ -28,9 +40,8 @@ fn sortables() -> FactoryConfig {
 #[test]
 fn counter96_and_128_start_past_the_floor_at_once() {
     let clock = ManualClock::new(T0);
-    let f = factory(&clock, config(Cipher96::Blowfish));
     let floor = T0 + HOUR;
-    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
+    let f = above(&clock, config(Cipher96::Blowfish), floor, NO_DEADLINE);
     let epoch = f.epoch_ms();
     assert_eq!(f.counter96().unwrap().decode(epoch).unix_ms, floor + 1);
     assert_eq!(f.counter128().unwrap().decode(epoch).unix_ms, floor + 1);
@@ -45,9 +56,8 @@ fn counter96_and_128_start_past_the_floor_at_once() {
 #[test]
 fn counter64_waits_for_the_clock_past_the_floor() {
     let clock = ManualClock::new(T0);
-    let f = factory(&clock, config(Cipher96::Blowfish));
     let floor = T0 + HOUR;
-    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
+    let f = above(&clock, config(Cipher96::Blowfish), floor, NO_DEADLINE);
     let epoch = f.epoch_ms();
     // A clock that cannot wait: the caller is told when to come back.
     assert_eq!(
@@ -68,8 +78,7 @@ fn counter64_waits_for_the_clock_past_the_floor() {
 
     // A clock that can wait: the call waits until the clock passes the floor.
     let clock = ManualClock::new(T0).jump_on_wait(true);
-    let f = factory(&clock, config(Cipher96::Blowfish));
-    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
+    let f = above(&clock, config(Cipher96::Blowfish), floor, NO_DEADLINE);
     let n = f.counter64().unwrap().decode(epoch);
     assert_eq!((n.unix_ms, n.count), (floor + 1, 0));
     assert_eq!(clock.now_ms(), floor + 1);
@@ -78,9 +87,8 @@ fn counter64_waits_for_the_clock_past_the_floor() {
 #[test]
 fn sortable_nonces_never_carry_the_floor() {
     let clock = ManualClock::new(T0);
-    let f = factory(&clock, sortables());
     let floor = T0 + HOUR;
-    f.enable_above(machine_id(5), floor, NO_DEADLINE).unwrap();
+    let f = above(&clock, sortables(), floor, NO_DEADLINE);
     let epoch = f.epoch_ms();
     // sortable64 issues the rest of its starting millisecond, one past the floor, ahead of
     // the clock...
@@ -124,19 +132,13 @@ fn a_floor_in_the_past_or_below_the_epoch_has_no_effect() {
     assert!(f.issued_up_to_ms() >= T0);
 
     // Floors are clock ms: with an epoch at the clock, floor == epoch means "from ts 1".
-    let at_epoch = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
-    at_epoch
-        .enable_above(machine_id(5), T0 - 1, NO_DEADLINE)
-        .unwrap();
+    let epoch_now = config(Cipher96::Blowfish).with_epoch_ms(T0);
+    let at_epoch = above(&clock, epoch_now, T0 - 1, NO_DEADLINE);
     assert_eq!(at_epoch.counter128().unwrap().decode(T0).timestamp_ms, 0);
-    let at_epoch = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
-    at_epoch
-        .enable_above(machine_id(5), T0, NO_DEADLINE)
-        .unwrap();
+    let at_epoch = above(&clock, epoch_now, T0, NO_DEADLINE);
     assert_eq!(at_epoch.counter128().unwrap().decode(T0).timestamp_ms, 1);
     // `enable` is `enable_above` with floor 0.
-    let plain = factory(&clock, config(Cipher96::Blowfish));
-    plain.enable(machine_id(5), NO_DEADLINE).unwrap();
+    let plain = enabled_as(&clock, config(Cipher96::Blowfish), 5);
     assert_eq!(plain.counter128().unwrap().decode(epoch).unix_ms, T0);
 }
 
@@ -172,9 +174,7 @@ fn a_floor_at_or_past_the_deadline_issues_nothing() {
     }
     // Two ms below the deadline: exactly one millisecond to issue in.
     let clock = ManualClock::new(T0);
-    let f = factory(&clock, config(Cipher96::Blowfish));
-    f.enable_above(machine_id(5), T0 + HOUR - 2, T0 + HOUR)
-        .unwrap();
+    let f = above(&clock, config(Cipher96::Blowfish), T0 + HOUR - 2, T0 + HOUR);
     let epoch = f.epoch_ms();
     assert_eq!(f.counter96().unwrap().decode(epoch).unix_ms, T0 + HOUR - 1);
 }
@@ -238,8 +238,7 @@ fn issued_up_to_covers_the_floor_and_everything_issued() {
 #[test]
 fn a_generation_at_timestamp_zero_is_remembered() {
     let clock = ManualClock::new(T0).jump_on_wait(true);
-    let f = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
-    f.enable(machine_id(5), NO_DEADLINE).unwrap();
+    let f = enabled_as(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0), 5);
     let first = f.counter64().unwrap();
     assert_eq!(first.decode(T0).timestamp_ms, 0);
     f.disable();
@@ -249,8 +248,7 @@ fn a_generation_at_timestamp_zero_is_remembered() {
 
     // Enabled at timestamp 0 and never used: a re-enable works and starts at the clock.
     let clock = ManualClock::new(T0);
-    let g = factory(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0));
-    g.enable(machine_id(5), NO_DEADLINE).unwrap();
+    let g = enabled_as(&clock, config(Cipher96::Blowfish).with_epoch_ms(T0), 5);
     g.disable();
     assert_eq!(g.enable(machine_id(5), NO_DEADLINE), Ok(()));
     assert!(g.counter128().unwrap().decode(T0).timestamp_ms <= 1);
@@ -357,8 +355,7 @@ proptest! {
         let _ = thread_cache;
         let ops = ops_for(kinds, cipher96);
         let clock_a = ManualClock::new(T0).jump_on_wait(true);
-        let a = factory(&clock_a, cfg);
-        a.enable(machine_id(id), NO_DEADLINE).unwrap();
+        let a = enabled_as(&clock_a, cfg, id);
         let issued = run(&a, &ops, &first, &clock_a);
         a.disable();
         let up_to = a.issued_up_to_ms();
