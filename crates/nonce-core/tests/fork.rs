@@ -16,8 +16,8 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, config, machine_id};
-use nonce_core::{Base, Cipher96, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE};
+use common::{F, Op, T0, all_ops, config, enabled_as, machine_id};
+use nonce_core::{Base, Cipher96, Error, Handle, ManualClock, NO_DEADLINE};
 
 /// What a call returned, as one byte for the pipe.
 fn code<T>(r: &Result<T, Error>) -> u8 {
@@ -95,11 +95,13 @@ const WARM: [Op; 9] = [
     Op::Encrypted128(Base::Counter),
 ];
 
-fn factory(clock: &ManualClock, cfg: FactoryConfig) -> Factory<&ManualClock> {
-    Factory::new(clock, cfg.with_plain_and_encrypted(true)).unwrap()
+/// A factory, with the thread cache or without, enabled as machine `id`.
+fn factory(clock: &ManualClock, thread_cache: bool, id: u16) -> F<'_> {
+    let cfg = config(Cipher96::Blowfish).with_plain_and_encrypted(true);
+    enabled_as(clock, cfg.with_thread_cache(thread_cache), id)
 }
 
-fn run_all(f: &Factory<&ManualClock>, h: &Handle<'_, &ManualClock>, ops: &[Op]) -> Vec<u8> {
+fn run_all(f: &F<'_>, h: &Handle<'_, &ManualClock>, ops: &[Op]) -> Vec<u8> {
     ops.iter().map(|op| code(&op.run(f, h))).collect()
 }
 
@@ -107,11 +109,7 @@ fn run_all(f: &Factory<&ManualClock>, h: &Handle<'_, &ManualClock>, ops: &[Op]) 
 fn a_factory_enabled_before_a_fork_refuses_in_the_child() {
     for thread_cache in [false, true] {
         let clock = ManualClock::new(T0);
-        let f = factory(
-            &clock,
-            config(Cipher96::Blowfish).with_thread_cache(thread_cache),
-        );
-        f.enable(machine_id(5), NO_DEADLINE).unwrap();
+        let f = factory(&clock, thread_cache, 5);
         let h = f.handle();
         assert_eq!(run_all(&f, &h, &WARM), vec![0; WARM.len()]);
 
@@ -141,11 +139,7 @@ fn a_factory_enabled_before_a_fork_refuses_in_the_child() {
 fn a_child_re_enables_the_factory_with_a_machine_id_of_its_own() {
     for thread_cache in [false, true] {
         let clock = ManualClock::new(T0);
-        let f = factory(
-            &clock,
-            config(Cipher96::Blowfish).with_thread_cache(thread_cache),
-        );
-        f.enable(machine_id(5), NO_DEADLINE).unwrap();
+        let f = factory(&clock, thread_cache, 5);
         let h = f.handle();
         assert_eq!(run_all(&f, &h, &WARM), vec![0; WARM.len()]);
 
@@ -176,8 +170,7 @@ fn a_child_re_enables_the_factory_with_a_machine_id_of_its_own() {
 #[test]
 fn factories_not_enabled_at_the_fork_work_in_the_child() {
     let clock = ManualClock::new(T0);
-    let disabled = factory(&clock, config(Cipher96::Blowfish));
-    disabled.enable(machine_id(5), NO_DEADLINE).unwrap();
+    let disabled = factory(&clock, true, 5);
     disabled.counter64().unwrap();
     disabled.disable();
     let in_the_child = in_child(|| {
@@ -185,8 +178,7 @@ fn factories_not_enabled_at_the_fork_work_in_the_child() {
         clock.advance(1000);
         disabled.enable(machine_id(7), NO_DEADLINE).unwrap();
         out.push(code(&disabled.counter64()));
-        let built = factory(&clock, config(Cipher96::Blowfish));
-        built.enable(machine_id(8), NO_DEADLINE).unwrap();
+        let built = factory(&clock, true, 8);
         out.push(code(&built.counter64()));
         out
     });
