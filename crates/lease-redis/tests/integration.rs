@@ -5,7 +5,6 @@
 
 #[macro_use]
 mod common;
-mod config;
 mod conformance;
 mod faults;
 mod floor;

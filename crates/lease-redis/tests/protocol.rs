@@ -7,8 +7,8 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use common::{
-    Binary, F, Key, OwnServer, Server, acquire, connect, fails, hget, hpttl, occupy, options, poll,
-    raw, release, renew, run, servers, strategy,
+    Binary, F, Key, OwnServer, Server, acquire, connect, fails, hget, hkeys, hpttl, occupy,
+    options, poll, raw, release, renew, run, servers, strategy,
 };
 use lease_core::{ErrorKind, Grant, LeaseError, Strategy};
 use lease_manager::{AcquireError, LeaseConfig, LeaseManager, StartError};
@@ -315,4 +315,28 @@ async fn operators_see_holders_and_free_a_dead_nodes_id() {
         let renewed = s.renew(&b.lease, renew(HOUR)).await;
         assert!(renewed.is_ok(), "the other holder is untouched");
     }
+}
+
+/// A lease manager refuses, before any lease, a configuration the options cannot serve.
+#[tokio::test]
+async fn a_max_lease_below_the_minimum_ttl_fails_start_before_any_grant() {
+    let server = common::valkey();
+    let key = Key::new(&server);
+    let options = options(&key).with_max_lease_duration(Duration::from_secs(10));
+    let strategy = connect(&server, options).await;
+    // The default minimum TTL is 30 s: every 10 s grant would be refused.
+    let error = LeaseManager::builder(strategy)
+        .with_config(LeaseConfig::default())
+        .start()
+        .await
+        .err()
+        .expect("start must fail");
+    let StartError::Strategy(failure) = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(failure.kind, ErrorKind::Misconfigured);
+    assert!(failure.reason.contains("max_lease_duration"), "{failure}");
+    assert!(failure.reason.contains("min_ttl"), "{failure}");
+    let fields = hkeys(&mut raw(&server).await, &key).await;
+    assert!(fields.is_empty(), "nothing was claimed: {fields:?}");
 }
