@@ -9,29 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// The release guard of the CLI's lease timing (the lease-core default margin, 10 s).
-const RELEASE_GUARD_S: f64 = 10.0;
-/// The lease `gen` asks for.
-const CLI_LEASE_S: f64 = 120.0;
-
-fn store_commands(store: &str) -> Vec<Vec<String>> {
-    [
-        &["gen", "--store", store][..],
-        &["leases", "list", "--store", store],
-        &["leases", "migrate", "--store", store],
-        &["leases", "release", "--store", store, "--id", "1", "--yes"],
-    ]
-    .iter()
-    .map(|a| a.iter().map(|s| (*s).to_owned()).collect())
-    .collect()
-}
-
-fn machine_ids(out: &str) -> Vec<u64> {
-    out.lines()
-        .map(|n| json(n)["machine_id"].as_u64().unwrap())
-        .collect()
-}
-
 /// `gen` prints its nonces under one leased ID and releases it when done: the ID is then held
 /// only by the release guard.
 #[test]
@@ -89,26 +66,10 @@ fn leases_on_etcd_list_release_and_migrate() {
     assert!(err.contains("--yes"), "{err}");
     assert!(held(&store).iter().any(|(id, _)| *id == a));
 
-    let freed = run_ok(&[
-        "leases",
-        "release",
-        "--store",
-        &store,
-        "--id",
-        &a.to_string(),
-        "--yes",
-    ]);
+    let freed = release(&store, a);
     assert_eq!(freed.trim(), format!("machine id {a} freed"));
     assert!(held(&store).iter().all(|(id, _)| *id != a));
-    let again = run_ok(&[
-        "leases",
-        "release",
-        "--store",
-        &store,
-        "--id",
-        &a.to_string(),
-        "--yes",
-    ]);
+    let again = release(&store, a);
     assert_eq!(again.trim(), format!("machine id {a} was not held"));
 
     // Again on an initialized prefix: nothing pending to end, a running holder left alone.
@@ -128,7 +89,6 @@ fn leases_on_etcd_list_release_and_migrate() {
 fn a_dead_etcd_endpoint_fails_fast_naming_the_cause() {
     for store in ["etcd://127.0.0.1:1", "etcd://me:s3cret@127.0.0.1:1/p/"] {
         for args in store_commands(store) {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let started = Instant::now();
             let out = run(&args);
             let took = started.elapsed();
@@ -191,15 +151,7 @@ fn one_live_endpoint_is_enough() {
     for id in &ids {
         assert!(listed.contains(id), "{id} in {listed:?}");
     }
-    let freed = run_ok(&[
-        "leases",
-        "release",
-        "--store",
-        &store,
-        "--id",
-        &ids[0].to_string(),
-        "--yes",
-    ]);
+    let freed = release(&store, ids[0]);
     assert!(freed.contains("freed"), "{freed}");
     assert!(run_ok(&["leases", "migrate", "--store", &store]).starts_with("store initialized"));
 }
@@ -227,7 +179,6 @@ fn bad_etcd_urls_are_refused_naming_the_mistake() {
         ),
     ] {
         for args in store_commands(url) {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let started = Instant::now();
             let err = assert_one_line_failure(&run(&args), url);
             assert!(started.elapsed() < Duration::from_secs(2), "{url}");
@@ -268,7 +219,6 @@ fn bad_etcd_urls_are_refused_naming_the_mistake() {
 fn credentials_without_authentication_are_refused_with_the_password_hidden() {
     let store = etcd_store().replacen("etcd://", "etcd://me:s3cret@", 1);
     for args in store_commands(&store) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
         assert!(err.contains("etcd://me:***@"), "{args:?}: {err}");
         assert!(!err.contains("s3cret"), "{args:?}: {err}");

@@ -7,11 +7,6 @@ use crate::common;
 
 use common::*;
 
-/// The release guard of the CLI's lease timing (the lease-core default margin, 10 s).
-const RELEASE_GUARD_S: f64 = 10.0;
-/// The lease `gen` asks for.
-const CLI_LEASE_S: f64 = 120.0;
-
 /// Stops a running `gen` with each signal in turn and checks the status and the store.
 fn signals_release(store: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -34,30 +29,18 @@ fn signals_release(store: &str) {
 }
 
 #[test]
-fn signals_release_the_lease_on_sqlite() {
+fn signals_release_the_lease_on_every_store() {
     let dir = tempfile::tempdir().unwrap();
     signals_release(&sqlite_store(dir.path()));
-}
-
-#[test]
-fn signals_release_the_lease_on_postgres_and_mariadb() {
+    signals_release(&etcd_store());
+    for base in [valkey_url(), redis8_url()] {
+        signals_release(&redis_store(&base));
+    }
     for base in [pg_url(), mysql_url()] {
         let store = sql_store(&base);
         signals_release(&store);
         drop_table(&store);
     }
-}
-
-#[test]
-fn signals_release_the_lease_on_valkey_and_redis8() {
-    for base in [valkey_url(), redis8_url()] {
-        signals_release(&redis_store(&base));
-    }
-}
-
-#[test]
-fn signals_release_the_lease_on_etcd() {
-    signals_release(&etcd_store());
 }
 
 /// A machine ID without a lease: nothing to release, the status is still the signal's.
@@ -98,16 +81,7 @@ fn kill_9_leaks_the_id_for_minutes_not_hours() {
 fn a_signal_ends_the_wait_for_a_lease() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite_store(dir.path());
-    run_ok(&["leases", "migrate", "--store", &store]);
-    let status = std::process::Command::new("sqlite3")
-        .arg(dir.path().join("leases.db"))
-        .arg(
-            "update no_noncense_leases set token = x'0102', expires_at = '9999-01-01 00:00:00.000'",
-        )
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let store = exhausted_sqlite_store(dir.path());
     let mut child = std_nononce()
         .args(["gen", "--store", &store])
         .stdout(std::process::Stdio::piped())

@@ -8,60 +8,44 @@ use std::process::{Output, Stdio};
 
 use common::*;
 
-/// Runs `args` with stdout a pipe whose reading end is already closed.
-fn into_closed_pipe(args: &[&str], dir: &std::path::Path) -> Output {
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
+/// Runs `args` in `dir` with `stdout` as its stdout.
+fn into(stdout: impl Into<Stdio>, args: &[&str], dir: &std::path::Path) -> Output {
     std_nononce()
         .args(args)
         .current_dir(dir)
-        .stdout(writer)
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .output()
         .unwrap()
 }
 
-fn into_dev_full(args: &[&str], dir: &std::path::Path) -> Output {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    std_nononce()
-        .args(args)
-        .current_dir(dir)
-        .stdout(full)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
-}
-
-fn commands(dir: &std::path::Path) -> Vec<Vec<String>> {
-    let store = sqlite_store(dir);
-    run_ok(&["leases", "migrate", "--store", &store]);
-    let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+/// The commands that write to stdout, on a migrated SQLite `store`.
+fn commands(store: &str) -> Vec<Vec<&str>> {
+    run_ok(&["leases", "migrate", "--store", store]);
     vec![
-        strings(&["gen", "--machine-id", "1", "-n", "100000"]),
-        strings(&["gen", "--store", &store, "-n", "100000"]),
-        strings(&["decode", "03be4cb500002000"]),
-        strings(&["decode", "03be4cb500002000", "--format", "json"]),
-        strings(&["encrypt", "03be4cb500002000", "--base-key-hex", KEY]),
-        strings(&["decrypt", "03be4cb500002000", "--base-key-hex", KEY]),
-        strings(&["leases", "list", "--store", &store]),
-        strings(&["leases", "list", "--store", &store, "--format", "json"]),
-        strings(&["leases", "migrate", "--store", &store]),
-        strings(&["leases", "release", "--store", &store, "--id", "3", "--yes"]),
-        strings(&["--help"]),
-        strings(&["gen", "--help"]),
-        strings(&["--version"]),
+        vec!["gen", "--machine-id", "1", "-n", "100000"],
+        vec!["gen", "--store", store, "-n", "100000"],
+        vec!["decode", "03be4cb500002000"],
+        vec!["decode", "03be4cb500002000", "--format", "json"],
+        vec!["encrypt", "03be4cb500002000", "--base-key-hex", KEY],
+        vec!["decrypt", "03be4cb500002000", "--base-key-hex", KEY],
+        vec!["leases", "list", "--store", store],
+        vec!["leases", "list", "--store", store, "--format", "json"],
+        vec!["leases", "migrate", "--store", store],
+        vec!["leases", "release", "--store", store, "--id", "3", "--yes"],
+        vec!["--help"],
+        vec!["gen", "--help"],
+        vec!["--version"],
     ]
 }
 
 #[test]
 fn a_closed_pipe_ends_quietly_with_status_0() {
     let dir = tempfile::tempdir().unwrap();
-    for args in commands(dir.path()) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = into_closed_pipe(&args, dir.path());
+    for args in commands(&sqlite_store(dir.path())) {
+        // A pipe whose reading end is already closed.
+        let (_, writer) = std::io::pipe().unwrap();
+        let out = into(writer, &args, dir.path());
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
         assert!(out.stderr.is_empty(), "{args:?}: {}", stderr(&out));
     }
@@ -70,9 +54,9 @@ fn a_closed_pipe_ends_quietly_with_status_0() {
 #[test]
 fn a_full_disk_is_one_line_and_status_1() {
     let dir = tempfile::tempdir().unwrap();
-    for args in commands(dir.path()) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = into_dev_full(&args, dir.path());
+    for args in commands(&sqlite_store(dir.path())) {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        let out = into(full.unwrap(), &args, dir.path());
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(
@@ -109,6 +93,6 @@ fn gen_into_head_ends_quietly_and_releases_its_lease() {
     }
     // The lease was released, not left to expire.
     for (_, left) in held(&store) {
-        assert!(left <= 10.0, "{left}");
+        assert!(left <= RELEASE_GUARD_S, "{left}");
     }
 }

@@ -6,18 +6,6 @@ use crate::common;
 
 use common::*;
 
-fn store_commands(store: &str) -> Vec<Vec<String>> {
-    [
-        &["gen", "--store", store][..],
-        &["leases", "list", "--store", store],
-        &["leases", "migrate", "--store", store],
-        &["leases", "release", "--store", store, "--id", "1", "--yes"],
-    ]
-    .iter()
-    .map(|a| a.iter().map(|s| (*s).to_owned()).collect())
-    .collect()
-}
-
 /// Connection refused: one line naming the cause once; not a timeout, not a retry loop.
 #[test]
 fn a_refused_connection_is_reported_at_once_with_its_cause() {
@@ -28,7 +16,6 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
         "etcd://127.0.0.1:1",
     ] {
         for args in store_commands(store) {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
             assert_eq!(
                 err.matches("Connection refused").count(),
@@ -58,7 +45,6 @@ fn database_errors_are_said_once_without_source_lines() {
         ),
     ] {
         for args in store_commands(&store) {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
             assert_eq!(err.matches(needle).count(), 1, "{args:?}: {err}");
             assert!(!err.contains(" at line "), "{args:?}: {err}");
@@ -159,19 +145,11 @@ fn sqlite_paths_are_named_and_never_created_by_reads() {
     }
 }
 
-/// A dead Redis is a failure for every command, `leases migrate` included.
-#[test]
-fn leases_migrate_on_a_dead_redis_fails() {
-    let out = run(&["leases", "migrate", "--store", "redis://127.0.0.1:1"]);
-    assert_one_line_failure(&out, "migrate");
-}
-
 /// Redis 7 has no HSETEX: said first, whatever the amnesia guard would say.
 #[test]
 fn a_server_without_hsetex_is_named_as_such() {
     let store = redis7_url();
     for args in store_commands(&store) {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
         assert!(err.contains("HSETEX"), "{args:?}: {err}");
         assert!(err.contains("Redis 8"), "{args:?}: {err}");
@@ -246,16 +224,7 @@ fn waiting_for_a_lease_shows_progress_unless_quiet() {
 #[test]
 fn an_exhausted_store_fails_after_the_wait_saying_why() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite_store(dir.path());
-    run_ok(&["leases", "migrate", "--store", &store]);
-    let status = std::process::Command::new("sqlite3")
-        .arg(dir.path().join("leases.db"))
-        .arg(
-            "update no_noncense_leases set token = x'0102', expires_at = '9999-01-01 00:00:00.000'",
-        )
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let store = exhausted_sqlite_store(dir.path());
     let out = run(&["gen", "--store", &store]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");

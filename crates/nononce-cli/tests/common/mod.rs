@@ -17,6 +17,11 @@ use assert_cmd::Command;
 /// A 32-byte key in hex.
 pub const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
+/// The release guard of the CLI's lease timing (the lease-core default margin, 10 s).
+pub const RELEASE_GUARD_S: f64 = 10.0;
+/// The lease `gen` asks for.
+pub const CLI_LEASE_S: f64 = 120.0;
+
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("nononce")
 }
@@ -38,6 +43,11 @@ pub fn run_ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command line of space-separated arguments, asserts success and returns stdout.
+pub fn ok(line: &str) -> String {
+    run_ok(&line.split_whitespace().collect::<Vec<_>>())
 }
 
 /// Runs `args` and returns the output, whatever the status.
@@ -66,6 +76,43 @@ pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
 
 pub fn json(nonce: &str) -> serde_json::Value {
     serde_json::from_str(&run_ok(&["decode", nonce, "--format", "json"])).unwrap()
+}
+
+/// The machine IDs of `gen`'s nonces, one a line.
+pub fn machine_ids(out: &str) -> Vec<u64> {
+    out.lines()
+        .map(|n| json(n)["machine_id"].as_u64().unwrap())
+        .collect()
+}
+
+/// Every command that opens `store`.
+pub fn store_commands(store: &str) -> [Vec<&str>; 4] {
+    [
+        vec!["gen", "--store", store],
+        vec!["leases", "list", "--store", store],
+        vec!["leases", "migrate", "--store", store],
+        vec!["leases", "release", "--store", store, "--id", "1", "--yes"],
+    ]
+}
+
+/// `leases release --id ID --yes`: its stdout.
+pub fn release(store: &str, id: impl ToString) -> String {
+    run_ok(&[
+        "leases",
+        "release",
+        "--store",
+        store,
+        "--id",
+        &id.to_string(),
+        "--yes",
+    ])
+}
+
+/// Whether `leases list` shows a row for `id`.
+pub fn listed(list: &str, id: impl ToString) -> bool {
+    let id = id.to_string();
+    list.lines()
+        .any(|l| l.split_whitespace().next() == Some(id.as_str()))
 }
 
 pub fn pg_url() -> String {
@@ -106,7 +153,6 @@ pub fn etcd_hosts() -> String {
         .join(",")
 }
 
-/// An etcd store URL on a key prefix of its own.
 /// An etcd store URL on a prefix of its own, initialized (`leases migrate`) as a new store is.
 pub fn etcd_store() -> String {
     let store = format!("etcd://{}/nononce-cli/{}/", etcd_hosts(), unique("t"));
@@ -187,6 +233,21 @@ pub fn drop_table(store: &str) {
 /// A SQLite store in `dir`.
 pub fn sqlite_store(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("leases.db").display())
+}
+
+/// A migrated SQLite store in `dir` whose every ID is held until the year 9999.
+pub fn exhausted_sqlite_store(dir: &Path) -> String {
+    let store = sqlite_store(dir);
+    run_ok(&["leases", "migrate", "--store", &store]);
+    let status = StdCommand::new("sqlite3")
+        .arg(dir.join("leases.db"))
+        .arg(
+            "update no_noncense_leases set token = x'0102', expires_at = '9999-01-01 00:00:00.000'",
+        )
+        .status()
+        .unwrap();
+    assert!(status.success());
+    store
 }
 
 /// `leases list --format json`: the held IDs with their seconds left.
