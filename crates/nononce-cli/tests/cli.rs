@@ -200,25 +200,20 @@ fn gen_leases_through_static_stores() {
         .get_output()
         .stdout
         .clone();
-    for line in String::from_utf8(out).unwrap().lines() {
-        assert_eq!(json(line)["machine_id"], 12);
-    }
+    assert_eq!(machine_ids(&String::from_utf8(out).unwrap()), [12; 3]);
     nononce()
         .args(["gen", "--store", "env:NONONCE_TEST_POD"])
         .env_remove("NONONCE_TEST_POD")
         .assert()
         .failure()
         .stderr(predicate::str::contains("is not set"));
-    nononce()
-        .args(["gen", "--store", "hosts:no-such-host.invalid"])
-        .assert()
-        .failure()
-        .stderr(predicate::str::contains("node list"));
-    nononce()
-        .args(["gen", "--store", "ftp://example"])
-        .assert()
-        .failure()
-        .stderr(predicate::str::contains("unknown store"));
+    for (store, needle) in [
+        ("hosts:no-such-host.invalid", "node list"),
+        ("ftp://example", "unknown store"),
+    ] {
+        let err = assert_one_line_failure(&run(&["gen", "--store", store]), store);
+        assert!(err.contains(needle), "{err}");
+    }
 }
 
 #[test]
@@ -287,20 +282,12 @@ fn decode_reads_stdin_and_integers() {
         let out = nononce()
             .args(["decode", "-", "--format", "json"])
             .write_stdin(nonces.clone())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lines: Vec<String> = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect();
+            .assert()
+            .success();
+        let out = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3, "{format} {bits}");
-        for line in &lines {
+        for line in lines {
             let d: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(d["machine_id"], 21, "{format} {bits}: {line}");
             assert_eq!(d["bits"].to_string(), bits, "{format} {bits}: {line}");

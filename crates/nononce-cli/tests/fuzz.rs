@@ -9,9 +9,9 @@
 //! one line on stderr starting `nononce: ` (never a panic, never a usage dump); valid input
 //! succeeds; stderr stays proportional to the input.
 
-use std::process::Output;
+use crate::common::{KEY, run};
 
-use assert_cmd::Command;
+use std::process::Output;
 
 /// Fails the case with a message, like `assert!` but returning the error.
 macro_rules! check {
@@ -22,17 +22,7 @@ macro_rules! check {
     };
 }
 
-const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// `NONONCE_FUZZ_CASES / 16` cases (default 256 / 16).
-fn run(args: &[&str]) -> Output {
-    Command::cargo_bin("nononce")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn is_hex(t: &str) -> bool {
     t.bytes().all(|b| b.is_ascii_hexdigit())
@@ -167,6 +157,7 @@ impl Gen {
     }
 }
 
+/// `NONONCE_FUZZ_CASES / 16` cases (default 256 / 16).
 fn cases() -> u64 {
     let all: u64 = std::env::var("NONONCE_FUZZ_CASES")
         .ok()
