@@ -40,6 +40,16 @@ fn counts(f: &F<'_>) -> [(u64, u64); 4] {
     OPS.map(|op| op(f))
 }
 
+/// What the next call of each counter kind was refused with, if it was.
+fn refusals(f: &F<'_>) -> [Option<Error>; 4] {
+    [
+        f.counter64().err(),
+        f.counter96().err(),
+        f.counter128().err(),
+        f.encrypted128(Base::Counter).err(),
+    ]
+}
+
 type Op = fn(&F<'_>) -> (u64, u64);
 
 /// `(unix_ms, count)` of one counter kind's next nonce, encrypted128 decrypted.
@@ -145,10 +155,7 @@ fn cached_blocks_follow_disable_enable_and_the_deadline() {
     assert!(before.iter().all(|&(ms, _)| ms == T0));
 
     f.disable();
-    assert_eq!(f.counter64(), Err(Error::Disabled));
-    assert_eq!(f.counter96(), Err(Error::Disabled));
-    assert_eq!(f.counter128(), Err(Error::Disabled));
-    assert_eq!(f.encrypted128(Base::Counter), Err(Error::Disabled));
+    assert_eq!(refusals(&f), [Some(Error::Disabled); 4]);
     assert_eq!(f.encrypted64(Base::Counter), Err(Error::Disabled));
 
     // Enabled again under another ID: nothing of the old generation comes out.
@@ -173,10 +180,7 @@ fn cached_blocks_follow_disable_enable_and_the_deadline() {
     // A deadline moved to the generation's start stops every cached block at once.
     let start = f.counter128().unwrap().decode(EPOCH).unix_ms;
     f.set_deadline(start);
-    assert_eq!(f.counter64(), Err(Error::LeaseExpired));
-    assert_eq!(f.counter96(), Err(Error::LeaseExpired));
-    assert_eq!(f.counter128(), Err(Error::LeaseExpired));
-    assert_eq!(f.encrypted128(Base::Counter), Err(Error::LeaseExpired));
+    assert_eq!(refusals(&f), [Some(Error::LeaseExpired); 4]);
     f.set_deadline(NO_DEADLINE);
     assert_eq!(id(f.counter128().unwrap()), 4);
 }
@@ -195,12 +199,7 @@ fn a_lost_lease_stops_the_blocks_of_every_thread() {
                     counts(&f);
                     filled.wait();
                     disabled.wait();
-                    (
-                        f.counter64().err(),
-                        f.counter96().err(),
-                        f.counter128().err(),
-                        f.encrypted128(Base::Counter).err(),
-                    )
+                    refusals(&f)
                 })
             })
             .collect();
@@ -208,8 +207,7 @@ fn a_lost_lease_stops_the_blocks_of_every_thread() {
         f.disable();
         disabled.wait();
         for w in workers {
-            let d = Some(Error::Disabled);
-            assert_eq!(w.join().unwrap(), (d, d, d, d));
+            assert_eq!(w.join().unwrap(), [Some(Error::Disabled); 4]);
         }
     });
 }
