@@ -341,6 +341,7 @@ fn matches(pattern: &str, text: &str) -> bool {
 }
 
 /// The test servers behind the placeholders, fresh for one example.
+#[derive(Default)]
 struct Servers {
     pg: Option<String>,
     mysql: Option<String>,
@@ -349,15 +350,6 @@ struct Servers {
 }
 
 impl Servers {
-    fn new() -> Self {
-        Self {
-            pg: None,
-            mysql: None,
-            redis: None,
-            etcd: None,
-        }
-    }
-
     fn apply(&mut self, command: &str) -> String {
         let mut command = command.to_owned();
         // A deployment's database has its lease table: the placeholders' tables are migrated.
@@ -428,7 +420,7 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Output {
 /// Runs one example; the problems found.
 fn check(example: &Example) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let mut servers = Servers::new();
+    let mut servers = Servers::default();
     let mut problems = Vec::new();
     match example {
         Example::Script { origin, lines } => {
@@ -473,18 +465,10 @@ fn check(example: &Example) -> Vec<String> {
             status,
         } => {
             // Rows write their own Redis keys (`key=doc_...`): start from nothing.
-            for key in command.split("key=doc_").skip(1) {
-                let key: String = key
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                shell(
-                    &format!("redis-cli -u \"$REDIS\" DEL doc_{key} >/dev/null"),
-                    dir.path(),
-                    &[],
-                );
-            }
-            for key in command.split(" doc_").skip(1) {
+            for key in ["key=doc_", " doc_"]
+                .into_iter()
+                .flat_map(|prefix| command.split(prefix).skip(1))
+            {
                 let key: String = key
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -496,17 +480,13 @@ fn check(example: &Example) -> Vec<String> {
                 );
             }
             let out = shell(&servers.apply(command), dir.path(), &[]);
-            let (stream, other) = if *failure {
-                (
-                    stderr(&out),
-                    String::from_utf8_lossy(&out.stdout).into_owned(),
-                )
-            } else {
-                (
-                    String::from_utf8_lossy(&out.stdout).into_owned(),
-                    stderr(&out),
-                )
-            };
+            let (mut stream, mut other) = (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr(&out),
+            );
+            if *failure {
+                std::mem::swap(&mut stream, &mut other);
+            }
             let lines: Vec<&str> = stream.lines().collect();
             let last = lines.last().copied().unwrap_or("");
             if out.status.code() != Some(*status) {
