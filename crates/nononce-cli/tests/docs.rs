@@ -86,14 +86,15 @@ fn markdown_files() -> Vec<PathBuf> {
     files
 }
 
+/// A markdown file's name from the workspace root, and its text.
+fn read_doc(path: &Path) -> (String, String) {
+    let name = path.strip_prefix(root()).unwrap_or(path).display();
+    (name.to_string(), std::fs::read_to_string(path).unwrap())
+}
+
 /// The `sh` blocks that run `nononce`.
 fn code_blocks(path: &Path) -> Vec<Example> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let name = path
-        .strip_prefix(root())
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let (name, text) = read_doc(path);
     let mut out = Vec::new();
     let mut block: Option<(usize, Vec<String>)> = None;
     for (n, line) in text.lines().enumerate() {
@@ -186,12 +187,7 @@ fn cells(line: &str) -> Vec<String> {
 
 /// The rows of the bad-input tables (those with a "what you get" column).
 fn table_rows(path: &Path) -> Vec<Example> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let name = path
-        .strip_prefix(root())
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let (name, text) = read_doc(path);
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut n = 0;
