@@ -340,43 +340,24 @@ fn keys_from_the_environment_and_files() {
     let from_file = ok(&format!("encrypt 03be4cb500002000 --base-key-file {file}"));
     assert_eq!(from_file, expected);
     let e = nononce()
-        .args([
-            "gen",
-            "--kind",
-            "encrypted",
-            "--machine-id",
-            "4",
-            "--base-key-env",
-            "NONCE_KEY",
-        ])
+        .args("gen --kind encrypted --machine-id 4 --base-key-env NONCE_KEY".split(' '))
         .env("NONCE_KEY", KEY)
-        .output()
-        .unwrap();
-    assert!(e.status.success());
-    let e = String::from_utf8_lossy(&e.stdout);
+        .assert()
+        .success();
+    let e = String::from_utf8_lossy(&e.get_output().stdout);
     let d = ok(&format!("decrypt {e} --base-key-file {file}"));
     assert_eq!(json(d.trim())["machine_id"], 4);
     // Missing sources are named.
     let out = nononce()
-        .args([
-            "encrypt",
-            "03be4cb500002000",
-            "--base-key-env",
-            "NONONCE_NO_SUCH_VAR",
-        ])
+        .args("encrypt 03be4cb500002000 --base-key-env NONONCE_NO_SUCH_VAR".split(' '))
         .env_remove("NONONCE_NO_SUCH_VAR")
         .output()
         .unwrap();
     let err = assert_one_line_failure(&out, "no such variable");
     assert!(err.contains("NONONCE_NO_SUCH_VAR"), "{err}");
-    let missing = dir.path().join("missing");
-    let out = run(&[
-        "encrypt",
-        "03be4cb500002000",
-        "--base-key-file",
-        missing.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains(missing.to_str().unwrap()));
+    let missing = dir.path().join("missing").display().to_string();
+    let out = run(&["encrypt", "03be4cb500002000", "--base-key-file", &missing]);
+    assert!(stderr(&out).contains(&missing));
 }
 
 /// Usage errors are one `nononce:` line too (status 2, as usage errors have).

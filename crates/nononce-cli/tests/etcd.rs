@@ -54,14 +54,8 @@ fn leases_on_etcd_list_release_and_migrate() {
     let json_list = held(&store);
     assert!(json_list.iter().any(|(id, _)| *id == a), "{json_list:?}");
 
-    let refused = run(&[
-        "leases",
-        "release",
-        "--store",
-        &store,
-        "--id",
-        &a.to_string(),
-    ]);
+    let id = a.to_string();
+    let refused = run(&["leases", "release", "--store", &store, "--id", &id]);
     let err = assert_one_line_failure(&refused, "release without --yes");
     assert!(err.contains("--yes"), "{err}");
     assert!(held(&store).iter().any(|(id, _)| *id == a));
