@@ -9,31 +9,12 @@ use lease_core::{
 };
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::{Check, Harness, Options, Outcome, floor};
+use crate::{Harness, Options, Outcome};
 
 pub(crate) type CheckResult = Result<Outcome, String>;
 
 /// Attempts for an acquire answered `Retry` or `Conflict`: a lease manager would retry those.
 const ACQUIRE_ATTEMPTS: u32 = 5;
-
-pub(crate) async fn run<H: Harness>(check: Check, harness: &H, options: &Options) -> Outcome {
-    let result = match check {
-        Check::DistinctIds => distinct_ids(harness, options).await,
-        Check::RenewKeepsId => renew_keeps_id(harness, options).await,
-        Check::RenewIsIdempotent => renew_is_idempotent(harness, options).await,
-        Check::TtlHonoured => ttl_honoured(harness, options).await,
-        Check::LostAfterTakeover => lost_after_takeover(harness, options).await,
-        Check::ReleaseGuard => release_guard(harness, options).await,
-        Check::Exhausted => exhausted(harness, options).await,
-        Check::Deterministic => deterministic(harness, options).await,
-        Check::FloorTravels => floor::floor_travels(harness, options).await,
-        Check::FloorRecorded => floor::floor_recorded(harness, options).await,
-        Check::FloorPreferred => floor::floor_preferred(harness, options).await,
-        Check::Herd => herd(harness, options).await,
-        Check::RenewAfterRelease => renew_after_release(harness, options).await,
-    };
-    result.unwrap_or_else(Outcome::Failed)
-}
 
 pub(crate) fn describe<E: LeaseError>(error: &E) -> String {
     format!("{} error: {error}", error.kind())
@@ -237,7 +218,7 @@ async fn never_grants<S: Strategy>(
     Ok(())
 }
 
-async fn distinct_ids<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn distinct_ids<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.exclusive {
         return skip("strategy is not exclusive (static IDs)");
     }
@@ -267,7 +248,7 @@ async fn distinct_ids<H: Harness>(harness: &H, options: &Options) -> CheckResult
     Ok(Outcome::Passed)
 }
 
-async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
     let sent = Instant::now();
     let grant = must_acquire(&node, options, "first acquire").await?;
@@ -298,7 +279,7 @@ async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -> CheckResu
     Ok(Outcome::Passed)
 }
 
-async fn renew_is_idempotent<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn renew_is_idempotent<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
     let grant = must_acquire(&node, options, "first acquire").await?;
     must_renew(
@@ -343,7 +324,7 @@ fn ttl_in_range(ttl: Duration, options: &Options, what: &str) -> Result<(), Stri
     Ok(())
 }
 
-async fn ttl_honoured<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn ttl_honoured<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
     let grant = must_acquire(&node, options, "first acquire").await?;
     ttl_in_range(grant.ttl, options, "acquire")?;
@@ -374,7 +355,7 @@ async fn ttl_honoured<H: Harness>(harness: &H, options: &Options) -> CheckResult
     Ok(Outcome::Passed)
 }
 
-async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.exclusive {
         return skip("strategy is not exclusive (static IDs)");
     }
@@ -483,7 +464,7 @@ async fn lost_after_takeover<H: Harness>(harness: &H, options: &Options) -> Chec
     Ok(Outcome::Passed)
 }
 
-async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
         return skip(&format!(
             "strategy cannot hold all {} ids, so a freed id may go unnoticed",
@@ -545,7 +526,7 @@ async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResul
     }
 }
 
-async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
         return skip(&format!(
             "strategy cannot hold all {} ids",
@@ -572,7 +553,7 @@ async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     Ok(Outcome::Passed)
 }
 
-async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn deterministic<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
     if !node.profile().deterministic {
         return skip("strategy is not deterministic");
@@ -665,7 +646,7 @@ fn herd_floor(node: usize) -> u64 {
     FLOOR_BASE + 10_000 + u64::try_from(node).unwrap_or(u64::MAX - FLOOR_BASE - 10_000)
 }
 
-async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
         return skip(&format!(
             "strategy cannot hold all {} ids, so {} acquirers cannot all get one",
@@ -787,7 +768,7 @@ async fn late_renewal<S: Strategy>(
     }
 }
 
-async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> CheckResult {
+pub(crate) async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
         return skip(&format!(
             "strategy cannot hold all {} ids, so an id the late renewal kept may go unnoticed",

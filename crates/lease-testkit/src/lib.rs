@@ -426,6 +426,26 @@ impl fmt::Display for Report {
     }
 }
 
+/// Runs one check on `harness`: its failure, returned as `Err(message)`, is the outcome `Failed`.
+async fn run_one<H: Harness>(check: Check, harness: &H, options: &Options) -> Outcome {
+    let result = match check {
+        Check::DistinctIds => checks::distinct_ids(harness, options).await,
+        Check::RenewKeepsId => checks::renew_keeps_id(harness, options).await,
+        Check::RenewIsIdempotent => checks::renew_is_idempotent(harness, options).await,
+        Check::TtlHonoured => checks::ttl_honoured(harness, options).await,
+        Check::LostAfterTakeover => checks::lost_after_takeover(harness, options).await,
+        Check::ReleaseGuard => checks::release_guard(harness, options).await,
+        Check::Exhausted => checks::exhausted(harness, options).await,
+        Check::Deterministic => checks::deterministic(harness, options).await,
+        Check::FloorTravels => floor::floor_travels(harness, options).await,
+        Check::FloorRecorded => floor::floor_recorded(harness, options).await,
+        Check::FloorPreferred => floor::floor_preferred(harness, options).await,
+        Check::Herd => checks::herd(harness, options).await,
+        Check::RenewAfterRelease => checks::renew_after_release(harness, options).await,
+    };
+    result.unwrap_or_else(Outcome::Failed)
+}
+
 /// Runs one check against a fresh harness from `new_harness`.
 ///
 /// # Panics
@@ -440,7 +460,7 @@ where
         panic!("lease-testkit: {why}");
     }
     let harness = new_harness().await;
-    checks::run(check, &harness, options).await
+    run_one(check, &harness, options).await
 }
 
 /// Runs every check, each against a fresh harness from `new_harness`, and reports the outcomes.
@@ -461,7 +481,7 @@ where
         }
         let harness = new_harness().await;
         strategy = harness.node().await.profile().name;
-        results.push((check, checks::run(check, &harness, options).await));
+        results.push((check, run_one(check, &harness, options).await));
     }
     Report { strategy, results }
 }
