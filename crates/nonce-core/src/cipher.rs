@@ -14,7 +14,6 @@ use cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use zeroize::Zeroizing;
 
 use crate::error::FactoryConfigError;
-use crate::factory::FactoryConfig;
 
 /// Minimum base key length in bytes.
 pub const MIN_BASE_KEY_LEN: usize = 32;
@@ -393,27 +392,24 @@ pub(crate) struct Engines {
 }
 
 impl Engines {
-    pub(crate) fn new<K: AsRef<[u8]>>(
-        config: &FactoryConfig<K>,
+    /// Keys each size's engine with its own key, or one derived from `base`, for its cipher.
+    pub(crate) fn new(
+        base: Option<&[u8]>,
+        (c64, key64): (Cipher64, Option<&[u8]>),
+        (c96, key96): (Cipher96, Option<&[u8]>),
+        (c128, key128): (Cipher128, Option<&[u8]>),
     ) -> Result<Self, FactoryConfigError> {
-        fn key<K: AsRef<[u8]>>(k: &Option<K>) -> Option<&[u8]> {
-            k.as_ref().map(AsRef::as_ref)
-        }
-        let base = key(&config.base_key);
         if let Some(b) = base
             && b.len() < MIN_BASE_KEY_LEN
         {
             return Err(FactoryConfigError::BaseKeyTooShort { len: b.len() });
         }
-        let (c64, c96, c128) = (config.cipher64, config.cipher96, config.cipher128);
         Ok(Self {
-            e64: keyed(64, c64.key_spec(), (key(&config.key64), base), |k| {
-                Engine64::new(c64, k)
-            })?,
-            e96: keyed(96, c96.key_spec(), (key(&config.key96), base), |k| {
+            e64: keyed(64, c64.key_spec(), (key64, base), |k| Engine64::new(c64, k))?,
+            e96: keyed(96, c96.key_spec(), (key96, base), |k| {
                 Self::engine96(c96, k)
             })?,
-            e128: keyed(128, c128.key_spec(), (key(&config.key128), base), |k| {
+            e128: keyed(128, c128.key_spec(), (key128, base), |k| {
                 Self::engine128(c128, k)
             })?,
         })

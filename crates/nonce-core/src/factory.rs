@@ -428,7 +428,15 @@ impl<C: Clock> Factory<C> {
         clock: C,
         config: &FactoryConfig<K>,
     ) -> Result<Self, FactoryConfigError> {
-        let engines = Engines::new(config)?;
+        fn key<K: AsRef<[u8]>>(k: &Option<K>) -> Option<&[u8]> {
+            k.as_ref().map(AsRef::as_ref)
+        }
+        let engines = Engines::new(
+            key(&config.base_key),
+            (config.cipher64, key(&config.key64)),
+            (config.cipher96, key(&config.key96)),
+            (config.cipher128, key(&config.key128)),
+        )?;
         let factory = Self {
             clock,
             epoch_ms: config.epoch_ms,
