@@ -17,23 +17,23 @@ use lease_manager::{
 };
 
 const BASE: u64 = 1_750_000_000_000;
+const HOUR_MS: u64 = 3_600_000;
 
 /// Time the machine spent suspended: the suspend-aware clock counts it, tokio's timers do not.
-/// One per suspend test, as tests run in parallel.
+/// Only the suspend test reads it, as tests run in parallel.
 static SUSPENDED_MS: AtomicU64 = AtomicU64::new(0);
-static SUSPENDED_UNDER_TICKER_MS: AtomicU64 = AtomicU64::new(0);
 
 /// `nonce_core::Clock` over tokio's (pausable) clock, so the manager sees virtual time, plus
-/// the time spent suspended (in `suspended`, for the suspend tests).
+/// the time spent suspended (`SUSPENDED_MS`, if `suspended`).
 #[derive(Clone, Copy)]
 struct TestClock {
     start: tokio::time::Instant,
-    suspended: Option<&'static AtomicU64>,
+    suspended: bool,
 }
 
 impl nonce_core::Clock for TestClock {
     fn now_ms(&self) -> u64 {
-        let suspended = self.suspended.map_or(0, |ms| ms.load(SeqCst));
+        let suspended = SUSPENDED_MS.load(SeqCst) * u64::from(self.suspended);
         BASE + u64::try_from(self.start.elapsed().as_millis()).unwrap() + suspended
     }
 }
@@ -294,10 +294,10 @@ struct Setup {
 }
 
 fn setup(capacity: usize, ttl: Duration) -> Setup {
-    setup_with(capacity, ttl, None)
+    setup_with(capacity, ttl, false)
 }
 
-fn setup_with(capacity: usize, ttl: Duration, suspended: Option<&'static AtomicU64>) -> Setup {
+fn setup_with(capacity: usize, ttl: Duration, suspended: bool) -> Setup {
     let clock = TestClock {
         start: tokio::time::Instant::now(),
         suspended,
@@ -340,21 +340,29 @@ async fn starts_renews_and_shuts_down_disabling_before_release() {
     let manager = s.start(LeaseConfig::default()).await.unwrap();
     let t0 = BASE;
     assert_eq!(manager.machine_id(), Some(MachineId::new(0).unwrap()));
-    assert_eq!(s.target.enabled(), Some((0, t0 + 8 * 3_600_000 - 10_000)));
+    assert_eq!(s.target.enabled(), Some((0, t0 + 8 * HOUR_MS - 10_000)));
     assert!(matches!(manager.state(), LeaseState::Held { .. }));
+    // The acquire recorded the latest deadline it could give, and the factories start above
+    // the (empty) floor.
+    assert_eq!(*s.target.floor.lock().unwrap(), 0);
+    assert_eq!(s.coordinator.floor(0), t0 + 8 * HOUR_MS - 10_000);
 
-    // Renewal 30 min - 10 s after the acquire was sent; the deadline moves with it.
+    // Renewal 30 min - 10 s after the acquire was sent; the deadline moves with it, and the
+    // renewal raises the floor before it does.
     sleep_ms(30 * 60_000).await;
     assert_eq!(entries(&s.log), ["acquire 0", "enable 0", "renew 0"]);
     let renewed_at = s.log.lock().unwrap()[2].0;
     assert_eq!(renewed_at, t0 + 30 * 60_000 - 10_000);
     assert_eq!(
         s.target.enabled(),
-        Some((0, renewed_at + 8 * 3_600_000 - 10_000))
+        Some((0, renewed_at + 8 * HOUR_MS - 10_000))
     );
+    assert_eq!(s.coordinator.floor(0), renewed_at + 8 * HOUR_MS - 10_000);
     assert!(manager.cache().get().is_some());
 
     let cache = manager.cache();
+    // The release records exactly what the targets issued (they are disabled by then)...
+    *s.target.issued.lock().unwrap() = t0 + 31 * 60_000;
     manager.shutdown().await;
     let log = entries(&s.log);
     assert_eq!(log[3..], ["disable", "release 0"]);
@@ -363,6 +371,18 @@ async fn starts_renews_and_shuts_down_disabling_before_release() {
     assert_eq!(s.coordinator.expiry(0), Some(released_at + 10_000));
     assert!(cache.get().is_none());
     assert!(!s.target.can_generate());
+    assert_eq!(s.coordinator.floor(0), t0 + 31 * 60_000);
+
+    // ...and the next holder starts above it, a floor ahead of its clock.
+    sleep_ms(11_000).await;
+    let next = s.start(LeaseConfig::default()).await.unwrap();
+    assert_eq!(next.machine_id(), Some(MachineId::new(0).unwrap()));
+    assert_eq!(*s.target.floor.lock().unwrap(), t0 + 31 * 60_000);
+    // Its release never records less than the floor it was granted: a target that issued
+    // nothing reports less.
+    *s.target.issued.lock().unwrap() = BASE;
+    next.shutdown().await;
+    assert_eq!(s.coordinator.floor(0), t0 + 31 * 60_000);
 }
 
 #[tokio::test(start_paused = true)]
@@ -383,37 +403,29 @@ async fn startup_fails_at_the_acquire_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn external_loss_disables_calls_back_and_reacquires() {
-    let s = setup(4, Duration::from_secs(3600));
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    manager.lease_lost("conflict with node b");
-    sleep_ms(1).await;
-    assert_eq!(
-        *s.lost.lock().unwrap(),
-        [LossReason::External("conflict with node b".into())]
-    );
-    assert_eq!(entries(&s.log).join(", "), MOVED_ON);
-    assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
-    manager.shutdown().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn confirmed_loss_and_retries() {
-    let s = setup(4, Duration::from_secs(3600));
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    // Two uncertain failures are retried with the factories still on, then a loss.
-    s.coordinator.fault(Fault::Retry);
-    s.coordinator.fault(Fault::Retry);
-    s.coordinator.fault(Fault::Lost);
-    sleep_ms(30 * 60_000 - 10_000).await;
-    assert!(s.target.can_generate());
-    sleep_ms(10_000).await;
-    assert_eq!(
-        *s.lost.lock().unwrap(),
-        [LossReason::Lost("test coordinator: Lost".into())]
-    );
-    assert_eq!(entries(&s.log).join(", "), MOVED_ON);
-    manager.shutdown().await;
+async fn external_and_confirmed_losses_disable_call_back_and_reacquire() {
+    for external in [true, false] {
+        let s = setup(4, Duration::from_secs(3600));
+        let manager = s.start(LeaseConfig::default()).await.unwrap();
+        let reason = if external {
+            manager.lease_lost("conflict with node b");
+            sleep_ms(1).await;
+            LossReason::External("conflict with node b".into())
+        } else {
+            // Two uncertain failures are retried with the factories still on, then a loss.
+            for fault in [Fault::Retry, Fault::Retry, Fault::Lost] {
+                s.coordinator.fault(fault);
+            }
+            sleep_ms(30 * 60_000 - 10_000).await;
+            assert!(s.target.can_generate());
+            sleep_ms(10_000).await;
+            LossReason::Lost("test coordinator: Lost".into())
+        };
+        assert_eq!(*s.lost.lock().unwrap(), [reason]);
+        assert_eq!(entries(&s.log).join(", "), MOVED_ON);
+        assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
+        manager.shutdown().await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -486,14 +498,6 @@ async fn a_new_manager_resumes_from_a_shared_cache() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn invalid_config_is_rejected_before_spawning() {
-    let s = setup(4, Duration::from_secs(3600));
-    let bad = LeaseConfig::default().with_margin(Duration::from_secs(20));
-    assert!(matches!(s.start(bad).await, Err(StartError::Config(_))));
-    assert!(entries(&s.log).is_empty());
-}
-
 #[test]
 fn a_nonce_factory_follows_the_lease() {
     use nonce_core::{Factory, FactoryConfig, ManualClock};
@@ -524,48 +528,6 @@ fn a_nonce_factory_follows_the_lease() {
     target.disable();
     assert!(target.issued_up_to_ms() > floor);
 }
-
-#[tokio::test(start_paused = true)]
-async fn the_floor_travels_from_one_holder_to_the_next() {
-    let s = setup(1, Duration::from_secs(8 * 3600));
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    let t0 = BASE;
-    // The acquire recorded the latest deadline it could give, and the factories start above
-    // the (empty) floor.
-    assert_eq!(*s.target.floor.lock().unwrap(), 0);
-    assert_eq!(s.coordinator.floor(0), t0 + 8 * 3_600_000 - 10_000);
-    assert_eq!(s.target.enabled(), Some((0, t0 + 8 * 3_600_000 - 10_000)));
-
-    // Each renewal raises the floor before the deadline moves.
-    sleep_ms(30 * 60_000).await;
-    let renewed_at = s.log.lock().unwrap()[2].0;
-    assert_eq!(s.coordinator.floor(0), renewed_at + 8 * 3_600_000 - 10_000);
-
-    // The release records exactly what the targets issued (they are disabled by then)...
-    *s.target.issued.lock().unwrap() = t0 + 31 * 60_000;
-    manager.shutdown().await;
-    assert_eq!(s.coordinator.floor(0), t0 + 31 * 60_000);
-
-    // ...and the next holder starts above it.
-    sleep_ms(11_000).await;
-    let next = s.start(LeaseConfig::default()).await.unwrap();
-    assert_eq!(*s.target.floor.lock().unwrap(), t0 + 31 * 60_000);
-    next.shutdown().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_release_never_records_less_than_the_granted_floor() {
-    let s = setup(1, Duration::from_secs(8 * 3600));
-    s.coordinator.floors.lock().unwrap()[0] = BASE + HOUR_MS;
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    assert_eq!(*s.target.floor.lock().unwrap(), BASE + HOUR_MS);
-    // A target that issued nothing reports less than the floor it was given.
-    *s.target.issued.lock().unwrap() = BASE;
-    manager.shutdown().await;
-    assert_eq!(s.coordinator.floor(0), BASE + HOUR_MS);
-}
-
-const HOUR_MS: u64 = 3_600_000;
 
 #[tokio::test(start_paused = true)]
 async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
@@ -599,14 +561,13 @@ async fn after_a_panic_restart_a_misconfigured_answer_is_retried_not_fatal() {
 async fn a_renewal_hung_across_a_suspend(
     s: &Setup,
     clock: impl nonce_core::Clock + Send + Sync + 'static,
-    suspended: &AtomicU64,
 ) {
     let manager = s.builder().with_clock(clock).start().await.unwrap();
     assert_eq!(s.target.enabled(), Some((0, BASE + 8 * HOUR_MS - 10_000)));
     s.coordinator.fault(Fault::Hang);
     sleep_ms(30 * 60_000 - 10_000 + 10).await;
     assert!(s.target.can_generate());
-    suspended.fetch_add(9 * HOUR_MS, SeqCst);
+    SUSPENDED_MS.fetch_add(9 * HOUR_MS, SeqCst);
     // A few seconds of awake time later the manager must have seen the deadline pass: the
     // targets are off, the application was told, and a new lease is being acquired; tokio's
     // own timer for the 30 s call timeout has not even fired yet.
@@ -628,19 +589,20 @@ async fn a_renewal_hung_across_a_suspend(
 
 #[tokio::test(start_paused = true)]
 async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
-    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(&SUSPENDED_MS));
-    a_renewal_hung_across_a_suspend(&s, s.clock, &SUSPENDED_MS).await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_clock_whose_ticker_never_runs_still_expires_the_lease_on_time() {
-    let suspended = &SUSPENDED_UNDER_TICKER_MS;
-    let s = setup_with(4, Duration::from_secs(8 * 3600), Some(suspended));
-    // Its `now_ms` stays at the start for ever; the manager must decide by its source.
-    let stalled = nonce_core::TickerClock::without_thread(s.clock);
-    a_renewal_hung_across_a_suspend(&s, stalled.clone(), suspended).await;
-    // Only the manager's own exact readings moved it: never ahead of the source.
-    assert!(nonce_core::Clock::now_ms(&stalled) <= now(s.clock));
+    for ticker in [false, true] {
+        SUSPENDED_MS.store(0, SeqCst);
+        let s = setup_with(4, Duration::from_secs(8 * 3600), true);
+        if !ticker {
+            a_renewal_hung_across_a_suspend(&s, s.clock).await;
+            continue;
+        }
+        // A clock whose ticker never runs: its `now_ms` stays at the start for ever; the manager
+        // must decide by its source, and still expires the lease on time.
+        let stalled = nonce_core::TickerClock::without_thread(s.clock);
+        a_renewal_hung_across_a_suspend(&s, stalled.clone()).await;
+        // Only the manager's own exact readings moved it: never ahead of the source.
+        assert!(nonce_core::Clock::now_ms(&stalled) <= now(s.clock));
+    }
 }
 
 /// A target whose enables after the first block until the test lets them finish.
@@ -670,19 +632,15 @@ impl LeaseTarget for SlowTarget {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
-    let clock = TestClock {
-        start: tokio::time::Instant::now(),
-        suspended: None,
-    };
-    let coordinator = TestCoordinator::new(clock, 4, Duration::from_secs(3600), Log::default());
+    let s = setup(4, Duration::from_secs(3600));
     let target = Arc::new(SlowTarget {
         enables: AtomicU32::new(0),
         entered: Barrier::new(2),
         proceed: Barrier::new(2),
         enabled: AtomicBool::new(false),
     });
-    let manager = LeaseManager::builder(coordinator)
-        .with_clock(clock)
+    let manager = LeaseManager::builder(s.coordinator)
+        .with_clock(s.clock)
         .with_target(target.clone())
         .start()
         .await
@@ -709,16 +667,37 @@ async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_configuration_the_strategy_cannot_serve_fails_start_before_any_lease() {
-    let s = setup(4, Duration::from_secs(3600));
-    s.coordinator.picky.store(true, SeqCst);
-    let result = s.start(LeaseConfig::default()).await;
-    assert!(
-        matches!(&result, Err(StartError::Strategy(f)) if f.kind == ErrorKind::Misconfigured),
-        "{:?}",
-        result.err()
-    );
-    assert!(entries(&s.log).is_empty(), "{:?}", entries(&s.log));
+async fn a_configuration_refused_fails_start_before_any_lease() {
+    // An invalid one (a margin too large for the minimum TTL) is rejected before spawning; one
+    // the strategy cannot serve, before any lease is acquired.
+    for picky in [false, true] {
+        let s = setup(4, Duration::from_secs(3600));
+        s.coordinator.picky.store(picky, SeqCst);
+        let margin = Duration::from_secs(if picky { 10 } else { 20 });
+        let result = s.start(LeaseConfig::default().with_margin(margin)).await;
+        let refused = match &result {
+            Err(StartError::Config(_)) => !picky,
+            Err(StartError::Strategy(f)) => picky && f.kind == ErrorKind::Misconfigured,
+            _ => false,
+        };
+        assert!(refused, "{:?}", result.err());
+        assert!(entries(&s.log).is_empty(), "{:?}", entries(&s.log));
+    }
+}
+
+/// A manager builder on the test clock whose one target is a new nonce factory of `config`.
+fn with_factory(
+    s: &Setup,
+    config: nonce_core::FactoryConfig,
+) -> (
+    Arc<nonce_core::Factory<TestClock>>,
+    LeaseManagerBuilder<Arc<TestCoordinator>>,
+) {
+    let factory = Arc::new(nonce_core::Factory::new(s.clock, config).unwrap());
+    let builder = LeaseManager::builder(Arc::clone(&s.coordinator))
+        .with_clock(s.clock)
+        .with_target(factory.clone());
+    (factory, builder)
 }
 
 /// A manager with a fresh nonce factory resumes `cache`; the factory issues `count` nonces.
@@ -727,15 +706,8 @@ async fn resume_and_issue(
     cache: LeaseCache<(u16, u64)>,
     count: usize,
 ) -> (Manager, Vec<nonce_core::Nonce96>) {
-    let factory =
-        Arc::new(nonce_core::Factory::new(s.clock, nonce_core::FactoryConfig::new()).unwrap());
-    let manager = LeaseManager::builder(Arc::clone(&s.coordinator))
-        .with_clock(s.clock)
-        .with_target(factory.clone())
-        .with_cache(cache)
-        .start()
-        .await
-        .unwrap();
+    let (factory, builder) = with_factory(s, nonce_core::FactoryConfig::new());
+    let manager = builder.with_cache(cache).start().await.unwrap();
     let nonces = (0..count).map(|_| factory.counter96().unwrap()).collect();
     (manager, nonces)
 }
@@ -759,18 +731,14 @@ async fn repeats_across_a_cached_handover(s: &Setup, count: usize) -> usize {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_resumed_lease_starts_above_what_a_floor_ahead_let_the_first_factory_issue() {
-    let s = setup(1, Duration::from_secs(8 * 3600));
-    // Granted with a floor an hour ahead of the clock: the factory counts up from it.
-    s.coordinator.floors.lock().unwrap()[0] = BASE + HOUR_MS;
-    assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_resumed_lease_starts_above_what_the_first_factory_issued_in_the_same_millisecond() {
-    // The paused clock does not move: both factories issue in the same millisecond.
-    let s = setup(1, Duration::from_secs(8 * 3600));
-    assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
+async fn a_resumed_lease_starts_above_what_the_first_factory_issued() {
+    // Granted with a floor an hour ahead of the clock, the factories count up from it; without
+    // one, the paused clock does not move: both factories issue in the same millisecond.
+    for floor in [BASE + HOUR_MS, 0] {
+        let s = setup(1, Duration::from_secs(8 * 3600));
+        s.coordinator.floors.lock().unwrap()[0] = floor;
+        assert_eq!(repeats_across_a_cached_handover(&s, 100).await, 0);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -855,17 +823,11 @@ async fn a_second_manager_in_one_process_is_refused_the_id_a_deterministic_one_h
 /// minutes of the first's values behind, and repeat them.
 #[tokio::test(start_paused = true)]
 async fn a_successor_on_a_later_epoch_starts_above_what_its_predecessor_issued() {
-    use nonce_core::{DEFAULT_EPOCH_MS, Factory, FactoryConfig};
+    use nonce_core::{DEFAULT_EPOCH_MS, FactoryConfig};
     let s = setup(1, Duration::from_secs(3600));
     let start = |epoch_ms: u64| {
-        let factory =
-            Arc::new(Factory::new(s.clock, FactoryConfig::new().with_epoch_ms(epoch_ms)).unwrap());
-        let manager = LeaseManager::builder(Arc::clone(&s.coordinator))
-            .with_clock(s.clock)
-            .with_target(Arc::clone(&factory) as Arc<dyn LeaseTarget>)
-            .with_jitter_seed(1)
-            .start();
-        async move { (factory, manager.await.unwrap()) }
+        let (factory, builder) = with_factory(&s, FactoryConfig::new().with_epoch_ms(epoch_ms));
+        async move { (factory, builder.start().await.unwrap()) }
     };
     let (first, manager) = start(DEFAULT_EPOCH_MS).await;
     let mut issued = std::collections::HashSet::new();
