@@ -621,21 +621,7 @@ macro_rules! conformance_tests {
         // Every listed name is a check that may not apply.
         $(const _: $crate::Check = $crate::__private::names::$skip;)*
         $crate::conformance_tests!(@listed ($new_harness) ($options) [$($skip)*]);
-        $crate::conformance_tests!(@each ($new_harness) ($options) [$($skip)*]
-            distinct_ids DistinctIds,
-            renew_keeps_id RenewKeepsId,
-            renew_is_idempotent RenewIsIdempotent,
-            ttl_honoured TtlHonoured,
-            lost_after_takeover LostAfterTakeover,
-            release_guard ReleaseGuard,
-            exhausted Exhausted,
-            deterministic Deterministic,
-            floor_travels FloorTravels,
-            floor_recorded FloorRecorded,
-            floor_preferred FloorPreferred,
-            herd Herd,
-            renew_after_release RenewAfterRelease,
-        );
+        $crate::conformance_tests!(@each ($new_harness) ($options) [$($skip)*] $);
     };
     (@listed $h:tt $o:tt []) => {};
     (@listed ($new_harness:expr) ($options:expr) [$($skip:ident)+]) => {
@@ -648,62 +634,45 @@ macro_rules! conformance_tests {
             );
         }
     };
-    (@each ($new_harness:expr) ($options:expr) $skip:tt $($name:ident $check:ident,)*) => {
-        $(
-            $crate::conformance_tests!(@one $name $check ($new_harness) ($options) $skip $skip);
-        )*
+    // A macro matching each listed name literally, so that a listed check is generated ignored,
+    // with the reason it may not apply, and any other one as a test that must pass. `$d` is `$`.
+    (@each $h:tt $o:tt [$($skip:ident)*] $d:tt) => {
+        macro_rules! __conformance_test {
+            $(($skip $d check:ident $d why:literal) => {
+                $crate::conformance_tests!(@ignored $skip $d check $h $o $d why);
+            };)*
+            ($d name:ident $d check:ident $d why:literal) => {
+                $crate::conformance_tests!(@test $d name $d check $h $o);
+            };
+        }
+        __conformance_test!(distinct_ids DistinctIds "does not apply: needs an exclusive strategy \
+            (Capabilities::exclusive)");
+        __conformance_test!(renew_keeps_id RenewKeepsId "");
+        __conformance_test!(renew_is_idempotent RenewIsIdempotent "");
+        __conformance_test!(ttl_honoured TtlHonoured "");
+        __conformance_test!(lost_after_takeover LostAfterTakeover "does not apply: needs an \
+            exclusive strategy (Capabilities::exclusive)");
+        __conformance_test!(release_guard ReleaseGuard "does not apply: needs a strategy that \
+            holds all 512 IDs (Capabilities::holds_all_ids)");
+        __conformance_test!(exhausted Exhausted "does not apply: needs a strategy that holds all \
+            512 IDs (Capabilities::holds_all_ids)");
+        __conformance_test!(deterministic Deterministic "does not apply: needs a deterministic \
+            strategy (`Profile::deterministic`)");
+        __conformance_test!(floor_travels FloorTravels "does not apply: needs a strategy that \
+            records floors (`Profile::records_floor`) and holds all 512 IDs \
+            (Capabilities::holds_all_ids)");
+        __conformance_test!(floor_recorded FloorRecorded "does not apply: needs a strategy that \
+            records floors (`Profile::records_floor`) and holds all 512 IDs \
+            (Capabilities::holds_all_ids)");
+        __conformance_test!(floor_preferred FloorPreferred "does not apply: needs a strategy that \
+            records floors (`Profile::records_floor`) and holds all 512 IDs \
+            (Capabilities::holds_all_ids)");
+        __conformance_test!(herd Herd "does not apply: needs a strategy that holds all 512 IDs \
+            (Capabilities::holds_all_ids)");
+        __conformance_test!(renew_after_release RenewAfterRelease "does not apply: needs a \
+            strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
     };
-    // `@one name Check (harness) (options) [names left to look at] [all listed names]`: the
-    // check is generated ignored when its name is listed, with the reason it may not apply.
-    (@one distinct_ids $check:ident $h:tt $o:tt [distinct_ids $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored distinct_ids $check $h $o
-            "does not apply: needs an exclusive strategy (Capabilities::exclusive)");
-    };
-    (@one lost_after_takeover $check:ident $h:tt $o:tt [lost_after_takeover $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored lost_after_takeover $check $h $o
-            "does not apply: needs an exclusive strategy (Capabilities::exclusive)");
-    };
-    (@one release_guard $check:ident $h:tt $o:tt [release_guard $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored release_guard $check $h $o
-            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one exhausted $check:ident $h:tt $o:tt [exhausted $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored exhausted $check $h $o
-            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one deterministic $check:ident $h:tt $o:tt [deterministic $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored deterministic $check $h $o
-            "does not apply: needs a deterministic strategy (`Profile::deterministic`)");
-    };
-    (@one floor_travels $check:ident $h:tt $o:tt [floor_travels $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored floor_travels $check $h $o
-            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
-             and holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one floor_recorded $check:ident $h:tt $o:tt [floor_recorded $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored floor_recorded $check $h $o
-            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
-             and holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one floor_preferred $check:ident $h:tt $o:tt [floor_preferred $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored floor_preferred $check $h $o
-            "does not apply: needs a strategy that records floors (`Profile::records_floor`) \
-             and holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one herd $check:ident $h:tt $o:tt [herd $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored herd $check $h $o
-            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    (@one renew_after_release $check:ident $h:tt $o:tt [renew_after_release $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@ignored renew_after_release $check $h $o
-            "does not apply: needs a strategy that holds all 512 IDs (Capabilities::holds_all_ids)");
-    };
-    // Another name first: look further.
-    (@one $name:ident $check:ident $h:tt $o:tt [$other:ident $($rest:ident)*] $all:tt) => {
-        $crate::conformance_tests!(@one $name $check $h $o [$($rest)*] $all);
-    };
-    // Not listed: the check must apply, and pass.
-    (@one $name:ident $check:ident ($new_harness:expr) ($options:expr) [] $all:tt) => {
+    (@test $name:ident $check:ident ($new_harness:expr) ($options:expr)) => {
         #[test]
         fn $name() {
             $crate::__private::run_test($crate::Check::$check, $new_harness, &$options);
