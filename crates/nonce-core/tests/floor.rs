@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, enabled_as, machine_id};
+use common::{Op, T0, all_ops, ciphers96, config, enabled_as, machine_id, slot, until_refused};
 use nonce_core::{
     Base, Cipher96, Clock, Error, Factory, FactoryConfig, FactoryConfigError, MAX_TIMESTAMP,
     ManualClock, NO_DEADLINE,
@@ -60,18 +60,11 @@ fn counter64_waits_for_the_clock_past_the_floor() {
     let f = above(&clock, config(Cipher96::Blowfish), floor, NO_DEADLINE);
     let epoch = f.epoch_ms();
     // A clock that cannot wait: the caller is told when to come back.
-    assert_eq!(
-        f.counter64(),
-        Err(Error::WouldBlock {
-            until_ms: floor + 1
-        })
-    );
-    assert_eq!(
-        f.handle().counter64(),
-        Err(Error::WouldBlock {
-            until_ms: floor + 1
-        })
-    );
+    let wait = Err(Error::WouldBlock {
+        until_ms: floor + 1,
+    });
+    assert_eq!(f.counter64(), wait);
+    assert_eq!(f.handle().counter64(), wait);
     clock.set(floor + 1);
     let n = f.counter64().unwrap().decode(epoch);
     assert_eq!(n.unix_ms, floor + 1);
@@ -92,17 +85,9 @@ fn sortable_nonces_never_carry_the_floor() {
     let epoch = f.epoch_ms();
     // sortable64 issues the rest of its starting millisecond, one past the floor, ahead of
     // the clock...
-    let mut n = 0;
-    let refused = loop {
-        match f.sortable64() {
-            Ok(v) => {
-                assert_eq!(v.decode(epoch).unix_ms, floor + 1);
-                n += 1;
-            }
-            Err(e) => break e,
-        }
-    };
-    assert_eq!(n, 8191);
+    let (issued, refused) = until_refused(|| f.sortable64());
+    assert_eq!(issued.len(), 8191);
+    assert!(issued.iter().all(|v| v.decode(epoch).unix_ms == floor + 1));
     // ...then waits for the clock (here: cannot, so it says until when).
     assert_eq!(
         refused,
@@ -124,10 +109,8 @@ fn sortable_nonces_never_carry_the_floor() {
 #[test]
 fn a_floor_in_the_past_or_below_the_epoch_has_no_effect() {
     let clock = ManualClock::new(T0);
-    let f = factory(&clock, config(Cipher96::Blowfish));
+    let f = above(&clock, config(Cipher96::Blowfish), T0 - HOUR, NO_DEADLINE);
     let epoch = f.epoch_ms();
-    f.enable_above(machine_id(5), T0 - HOUR, NO_DEADLINE)
-        .unwrap();
     assert_eq!(f.counter128().unwrap().decode(epoch).unix_ms, T0);
     assert!(f.issued_up_to_ms() >= T0);
 
@@ -149,14 +132,10 @@ fn a_floor_at_or_past_the_deadline_issues_nothing() {
         let clock = ManualClock::new(T0).jump_on_wait(true);
         for cipher96 in ciphers96() {
             // Every entry point of each kind, plain and encrypted.
-            let counters = factory(&clock, config(cipher96).with_plain_and_encrypted(true));
-            let sortables = factory(&clock, config(cipher96).with_plain_and_encrypted(true));
-            counters
-                .enable_above(machine_id(5), floor, deadline)
-                .unwrap();
-            sortables
-                .enable_above(machine_id(5), floor, deadline)
-                .unwrap();
+            let [counters, sortables] = [(); 2].map(|()| {
+                let config = config(cipher96).with_plain_and_encrypted(true);
+                above(&clock, config, floor, deadline)
+            });
             let (hc, hs) = (counters.handle(), sortables.handle());
             for op in all_ops() {
                 let f = if op.claims(cipher96).1 == Base::Counter {
@@ -256,11 +235,6 @@ fn a_generation_at_timestamp_zero_is_remembered() {
 
 /// The entry points a factory declared with `kinds` (per size) may use.
 fn ops_for(kinds: [Base; 3], cipher96: Cipher96) -> Vec<Op> {
-    let slot = |bits| match bits {
-        64 => 0,
-        96 => 1,
-        _ => 2,
-    };
     all_ops()
         .into_iter()
         .filter(|op| {

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, machine_id};
+use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, machine_id, slot};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -82,10 +82,7 @@ fn a_refused_call_consumes_nothing() {
     let epoch = f.epoch_ms();
     assert_eq!(f.counter64().unwrap().decode(epoch).count, 0);
     for _ in 0..10 {
-        assert!(matches!(
-            f.sortable64(),
-            Err(Error::KindConflict { bits: 64, .. })
-        ));
+        assert_eq!(f.sortable64(), conflict(64, Base::Counter));
     }
     assert_eq!(f.counter64().unwrap().decode(epoch).count, 1);
 
@@ -238,28 +235,6 @@ fn racing_first_uses_agree_on_one_kind() {
     }
 }
 
-#[test]
-fn the_message_says_what_went_wrong_and_what_to_do() {
-    let e = Error::KindConflict {
-        bits: 64,
-        locked: Base::Counter,
-    };
-    let msg = e.to_string();
-    assert!(msg.contains("issues counter 64-bit nonces"), "{msg}");
-    assert!(msg.contains("one kind per size"), "{msg}");
-    assert!(
-        msg.contains("use a separate factory for sortable 64-bit nonces"),
-        "{msg}"
-    );
-    let msg = Error::KindConflict {
-        bits: 128,
-        locked: Base::Sortable,
-    }
-    .to_string();
-    assert!(msg.contains("issues sortable 128-bit nonces"), "{msg}");
-    assert!(msg.contains("for counter 128-bit nonces"), "{msg}");
-}
-
 /// An encrypted nonce can equal a plain one of the same size; a factory hands out one form
 /// per returned size. For every pair of entry points of one returned size and different
 /// forms (and no conflict of base kinds): the first call fixes the form, the other is refused
@@ -377,31 +352,51 @@ fn a_call_refused_for_its_form_consumes_nothing() {
     );
 }
 
+/// The kind and form refusals name what the factory issues, why, and what to do instead.
 #[test]
-fn the_encryption_message_says_what_went_wrong_and_what_to_do() {
-    let msg = Error::EncryptionConflict {
-        bits: 64,
-        encrypted: true,
+fn the_messages_say_what_went_wrong_and_what_to_do() {
+    let kind = |bits, locked| Error::KindConflict { bits, locked };
+    let form = |bits, encrypted| Error::EncryptionConflict { bits, encrypted };
+    let cases: [(Error, &[&str]); 4] = [
+        (
+            kind(64, Base::Counter),
+            &[
+                "issues counter 64-bit nonces",
+                "one kind per size",
+                "use a separate factory for sortable 64-bit nonces",
+            ],
+        ),
+        (
+            kind(128, Base::Sortable),
+            &[
+                "issues sortable 128-bit nonces",
+                "for counter 128-bit nonces",
+            ],
+        ),
+        (
+            form(64, true),
+            &[
+                "issues encrypted 64-bit nonces",
+                "plain or encrypted nonces of one size",
+                "n*m/2^64",
+                "use a separate factory for plain 64-bit nonces",
+                "with_plain_and_encrypted(true)",
+            ],
+        ),
+        (
+            form(128, false),
+            &[
+                "issues plain 128-bit nonces",
+                "for encrypted 128-bit nonces",
+            ],
+        ),
+    ];
+    for (e, parts) in cases {
+        let msg = e.to_string();
+        for part in parts {
+            assert!(msg.contains(part), "{part:?} in {msg}");
+        }
     }
-    .to_string();
-    assert!(msg.contains("issues encrypted 64-bit nonces"), "{msg}");
-    assert!(
-        msg.contains("plain or encrypted nonces of one size"),
-        "{msg}"
-    );
-    assert!(msg.contains("n*m/2^64"), "{msg}");
-    assert!(
-        msg.contains("use a separate factory for plain 64-bit nonces"),
-        "{msg}"
-    );
-    assert!(msg.contains("with_plain_and_encrypted(true)"), "{msg}");
-    let msg = Error::EncryptionConflict {
-        bits: 128,
-        encrypted: false,
-    }
-    .to_string();
-    assert!(msg.contains("issues plain 128-bit nonces"), "{msg}");
-    assert!(msg.contains("for encrypted 128-bit nonces"), "{msg}");
 }
 
 #[derive(Debug, Clone)]
@@ -429,14 +424,6 @@ fn declared() -> impl Strategy<Value = Option<Base>> {
         1 => Just(Some(Base::Counter)),
         1 => Just(Some(Base::Sortable)),
     ]
-}
-
-fn slot(bits: u16) -> usize {
-    match bits {
-        64 => 0,
-        96 => 1,
-        _ => 2,
-    }
 }
 
 proptest! {

@@ -13,8 +13,8 @@ use crate::common::{
     EPOCH, F, T0, config, conflict, enabled_as, machine_id, ms96, ms128, until_refused,
 };
 use nonce_core::{
-    Base, Cipher96, Clock, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE, Nonce64,
-    Nonce96, Nonce128,
+    Base, Cipher96, Clock, Decoded, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE,
+    Nonce64, Nonce96, Nonce128,
 };
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -37,7 +37,12 @@ fn plain(clock: &ManualClock, id: u16) -> F<'_> {
 
 /// `(unix_ms, count)` of the next nonce of each counter kind, encrypted128 decrypted.
 fn counts(f: &F<'_>) -> [(u64, u64); 4] {
-    OPS.map(|op| op(f))
+    OPS.map(|op| op(f).pair())
+}
+
+/// The machine ID of the next nonce of each counter kind, encrypted128 decrypted.
+fn ids(f: &F<'_>) -> [u16; 4] {
+    OPS.map(|op| op(f).machine_id.get())
 }
 
 /// What the next call of each counter kind was refused with, if it was.
@@ -50,18 +55,16 @@ fn refusals(f: &F<'_>) -> [Option<Error>; 4] {
     ]
 }
 
-type Op = fn(&F<'_>) -> (u64, u64);
+type Op = fn(&F<'_>) -> Decoded;
 
-/// `(unix_ms, count)` of one counter kind's next nonce, encrypted128 decrypted.
+/// One counter kind's next nonce, decoded (encrypted128 decrypted first).
 const OPS: [Op; 4] = [
-    |f| f.counter64().unwrap().decode(EPOCH).pair(),
-    |f| f.counter96().unwrap().decode(EPOCH).pair(),
-    |f| f.counter128().unwrap().decode(EPOCH).pair(),
+    |f| f.counter64().unwrap().decode(EPOCH),
+    |f| f.counter96().unwrap().decode(EPOCH),
+    |f| f.counter128().unwrap().decode(EPOCH),
     |f| {
-        f.decrypt128(f.encrypted128(Base::Counter).unwrap())
-            .unwrap()
-            .decode(EPOCH)
-            .pair()
+        let n = f.encrypted128(Base::Counter).unwrap();
+        f.decrypt128(n).unwrap().decode(EPOCH)
     },
 ];
 
@@ -69,14 +72,14 @@ trait Pair {
     fn pair(&self) -> (u64, u64);
 }
 
-impl Pair for nonce_core::Decoded {
+impl Pair for Decoded {
     fn pair(&self) -> (u64, u64) {
         (self.unix_ms, self.count)
     }
 }
 
 /// Calls of one thread alternating with another thread's calls, of one kind: what this
-/// thread got.
+/// thread got, as `(unix_ms, count)`.
 fn alternate(f: &F<'_>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
     let (to_other, other_rx) = mpsc::channel::<()>();
     let (to_main, main_rx) = mpsc::channel::<()>();
@@ -89,7 +92,7 @@ fn alternate(f: &F<'_>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
         });
         let mut mine = Vec::new();
         for _ in 0..rounds {
-            mine.push(op(f));
+            mine.push(op(f).pair());
             to_other.send(()).unwrap();
             main_rx.recv().unwrap();
         }
@@ -162,14 +165,7 @@ fn cached_blocks_follow_disable_enable_and_the_deadline() {
     clock.advance(10);
     f.enable(machine_id(2), NO_DEADLINE).unwrap();
     let id = |n: Nonce128| n.decode(EPOCH).machine_id.get();
-    assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id.get(), 2);
-    assert_eq!(f.counter96().unwrap().decode(EPOCH).machine_id.get(), 2);
-    assert_eq!(id(f.counter128().unwrap()), 2);
-    assert_eq!(
-        id(f.decrypt128(f.encrypted128(Base::Counter).unwrap())
-            .unwrap()),
-        2
-    );
+    assert_eq!(ids(&f), [2; 4]);
     let after = counts(&f);
     assert!(after.iter().all(|&(ms, _)| ms >= T0 + 10), "{after:?}");
 
@@ -226,10 +222,10 @@ fn factories_in_one_thread_never_share_a_block() {
             let e128 = f
                 .decrypt128(f.encrypted128(Base::Counter).unwrap())
                 .unwrap();
-            assert_eq!(n64.decode(EPOCH).machine_id.get(), id);
-            assert_eq!(n96.decode(EPOCH).machine_id.get(), id);
-            assert_eq!(n128.decode(EPOCH).machine_id.get(), id);
-            assert_eq!(e128.decode(EPOCH).machine_id.get(), id);
+            let decoded = [n64.decode(EPOCH), n96.decode(EPOCH), n128.decode(EPOCH)];
+            for d in decoded.into_iter().chain([e128.decode(EPOCH)]) {
+                assert_eq!(d.machine_id.get(), id);
+            }
             let set = &mut seen[usize::from(id)];
             assert!(set.insert(u128::from(n64.to_u64())));
             assert!(set.insert(n96.to_u128() | 1 << 100));
@@ -245,14 +241,11 @@ fn a_new_factory_never_inherits_an_old_one_s_block() {
     // Each factory lives in the same place in turn; its first nonces are its own.
     for id in 0..20 {
         let f = cached(&clock, id);
-        let n = f.counter128().unwrap().decode(EPOCH);
-        assert_eq!((n.machine_id.get(), n.count), (id, 0));
-        let n = f.counter64().unwrap().decode(EPOCH);
-        assert_eq!((n.machine_id.get(), n.count), (id, 0));
-        let n = f
-            .decrypt128(f.encrypted128(Base::Counter).unwrap())
-            .unwrap();
-        assert_eq!(n.decode(EPOCH).machine_id.get(), id);
+        for op in [OPS[2], OPS[0]] {
+            let n = op(&f);
+            assert_eq!((n.machine_id.get(), n.count), (id, 0));
+        }
+        assert_eq!(OPS[3](&f).machine_id.get(), id);
     }
 }
 
@@ -302,24 +295,16 @@ fn the_cache_keeps_one_kind_per_size() {
     let f = cached(&clock, 2);
     f.counter64().unwrap();
     f.counter128().unwrap();
-    assert!(matches!(
-        f.sortable64(),
-        Err(Error::KindConflict { bits: 64, .. })
-    ));
-    assert!(matches!(
-        f.sortable128(),
-        Err(Error::KindConflict { bits: 128, .. })
-    ));
+    assert_eq!(f.sortable64(), conflict(64, Base::Counter));
+    assert_eq!(f.sortable128(), conflict(128, Base::Counter));
     let f = cached(&clock, 3);
     f.sortable96().unwrap();
-    assert!(matches!(
-        f.counter96(),
-        Err(Error::KindConflict { bits: 96, .. })
-    ));
+    assert_eq!(f.counter96(), conflict(96, Base::Sortable));
 }
 
 /// The cache reserves only counter64 values that may be issued now: a refused call takes
-/// nothing, and the counter never runs ahead of the clock, exactly as without the cache.
+/// nothing, and the counter never runs ahead of the clock, exactly as without the cache; the
+/// next millisecond is issued as if the retries never happened, every count of it.
 #[test]
 fn refused_counter64_with_the_cache_consumes_nothing() {
     let (clock, calm_clock) = (ManualClock::new(T0), ManualClock::new(T0));
@@ -331,13 +316,17 @@ fn refused_counter64_with_the_cache_consumes_nothing() {
     for _ in 0..100_000 {
         assert_eq!(f.counter64(), Err(refused));
         assert_eq!(f.encrypted64(Base::Counter), Err(refused));
+        assert_eq!(f.encrypted96(Base::Counter), Err(refused));
     }
     assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
     clock.advance(1);
     calm_clock.advance(1);
     let (next, e) = until_refused(|| f.counter64());
     assert_eq!((next.clone(), e), until_refused(|| calm.counter64()));
-    assert_eq!(next.len(), 8192);
+    assert_eq!(
+        (next.len(), e),
+        (8192, Error::WouldBlock { until_ms: T0 + 2 })
+    );
     for (count, n) in (0..).zip(&next) {
         let d = n.decode(EPOCH);
         assert_eq!((d.unix_ms, d.count), (T0 + 1, count));
@@ -345,26 +334,31 @@ fn refused_counter64_with_the_cache_consumes_nothing() {
     assert_eq!(f.issued_up_to_ms(), calm.issued_up_to_ms());
 }
 
+/// Retries past the deadline, with the cache or without, take nothing: after a renewal the
+/// counter resumes where it stopped, and the saved-up milliseconds are all there.
 #[test]
-fn counter64_with_the_cache_stops_at_the_deadline_and_bursts_after_renewal() {
-    let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new().with_thread_cache(true)).unwrap();
-    f.enable(machine_id(5), T0 + 1).unwrap();
-    assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
-    clock.advance(5);
-    for _ in 0..10_000 {
-        assert_eq!(f.counter64(), Err(Error::LeaseExpired));
-    }
-    f.set_deadline(NO_DEADLINE);
-    let (issued, e) = until_refused(|| f.counter64());
-    assert_eq!(e, Error::WouldBlock { until_ms: T0 + 6 });
-    assert_eq!(issued.len(), 8192 * 5);
-    let mut seen = HashSet::new();
-    for (i, n) in issued.iter().enumerate() {
-        let d = n.decode(EPOCH);
-        let i = u64::try_from(i).unwrap();
-        assert_eq!((d.unix_ms, d.count), (T0 + 1 + i / 8192, i % 8192));
-        assert!(seen.insert(*n));
+fn counter64_stops_at_the_deadline_and_bursts_after_renewal() {
+    for on in [true, false] {
+        let clock = ManualClock::new(T0);
+        let f = Factory::new(&clock, FactoryConfig::new().with_thread_cache(on)).unwrap();
+        f.enable(machine_id(5), T0 + 1).unwrap();
+        assert_eq!(until_refused(|| f.counter64()).0.len(), 8192);
+        // The clock moves on, but the next counter timestamp is the deadline's millisecond.
+        clock.advance(5);
+        for _ in 0..100_000 {
+            assert_eq!(f.counter64(), Err(Error::LeaseExpired));
+        }
+        f.set_deadline(NO_DEADLINE);
+        let (issued, e) = until_refused(|| f.counter64());
+        assert_eq!(e, Error::WouldBlock { until_ms: T0 + 6 });
+        assert_eq!(issued.len(), 8192 * 5);
+        let mut seen = HashSet::new();
+        for (i, n) in issued.iter().enumerate() {
+            let d = n.decode(EPOCH);
+            let i = u64::try_from(i).unwrap();
+            assert_eq!((d.unix_ms, d.count), (T0 + 1 + i / 8192, i % 8192));
+            assert!(seen.insert(*n));
+        }
     }
 }
 
@@ -406,10 +400,9 @@ fn many_threads_on_one_cached_factory_never_repeat() {
 
 #[test]
 fn cached_sortables_draw_on_a_run_of_their_own_thread() {
-    type SortOp = fn(&F<'_>) -> (u64, u64);
-    let ops: [SortOp; 2] = [
-        |f| f.sortable96().unwrap().decode(EPOCH).pair(),
-        |f| f.sortable128().unwrap().decode(EPOCH).pair(),
+    let ops: [Op; 2] = [
+        |f| f.sortable96().unwrap().decode(EPOCH),
+        |f| f.sortable128().unwrap().decode(EPOCH),
     ];
     for (size, op) in ops.into_iter().enumerate() {
         let clock = ManualClock::new(T0);

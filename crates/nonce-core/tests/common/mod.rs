@@ -67,6 +67,15 @@ pub fn conflict<T>(bits: u16, locked: Base) -> Result<T, Error> {
     Err(Error::KindConflict { bits, locked })
 }
 
+/// The place of a size (64, 96 or 128 bits) in per-size arrays.
+pub fn slot(bits: u16) -> usize {
+    match bits {
+        64 => 0,
+        96 => 1,
+        _ => 2,
+    }
+}
+
 /// Calls `next` until it is refused; the values it gave and the refusal.
 pub fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, Error) {
     let mut issued = Vec::new();
