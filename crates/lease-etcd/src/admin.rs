@@ -142,10 +142,10 @@ impl EtcdStrategy {
         let (Some(TxnOpResponse::Put(_)), Some(TxnOpResponse::Delete(delete))) =
             (responses.first(), responses.get(1))
         else {
-            return Err(EtcdLeaseError::UnexpectedReply {
-                operation: OPERATION,
-                reply: format!("{responses:?}"),
-            });
+            return Err(EtcdLeaseError::unexpected(
+                OPERATION,
+                format!("{responses:?}"),
+            ));
         };
         let ended_hold_off = match delete.prev_kvs().first().map(|kv| kv.lease()) {
             None => None,

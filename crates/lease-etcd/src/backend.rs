@@ -14,6 +14,7 @@ use lease_core::{
     Strategy as _,
 };
 
+use crate::keys::DEFAULT_PREFIX;
 use crate::{EtcdLeaseError, EtcdOptions, EtcdStrategy};
 
 /// Opens `etcd://[user:password@]host:port[,host:port...][/prefix/][?max_lease_s=N&max_clock_offset_s=N]`
@@ -24,9 +25,6 @@ use crate::{EtcdLeaseError, EtcdOptions, EtcdStrategy};
 /// a connection as long as one does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EtcdBackend;
-
-/// The key prefix lease-etcd uses when the URL names none.
-const DEFAULT_PREFIX: &str = "/nononce/leases/";
 
 /// How long the other endpoints may take to accept a TCP connection once one has; those that
 /// take longer are left out with those that refuse.
@@ -272,7 +270,7 @@ async fn reachable(
 }
 
 /// An etcd URL with only `hosts` in its host list.
-fn with_hosts(url: &str, hosts: &[String]) -> String {
+fn with_hosts<S: std::borrow::Borrow<str>>(url: &str, hosts: &[S]) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -332,20 +330,16 @@ mod tests {
 
     #[test]
     fn host_lists() {
-        let hosts = |h: &[&str]| h.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
-            with_hosts(
-                "etcd://me:pw@a:1,b:2,c:3/p/?max_lease_s=60",
-                &hosts(&["b:2"])
-            ),
+            with_hosts("etcd://me:pw@a:1,b:2,c:3/p/?max_lease_s=60", &["b:2"]),
             "etcd://me:pw@b:2/p/?max_lease_s=60"
         );
         assert_eq!(
-            with_hosts("etcds://a:1,[::1]:3", &hosts(&["a:1", "[::1]:3"])),
+            with_hosts("etcds://a:1,[::1]:3", &["a:1", "[::1]:3"]),
             "etcds://a:1,[::1]:3"
         );
         assert_eq!(
-            with_hosts("etcd://a:1,b:2?max_lease_s=60", &hosts(&["a:1"])),
+            with_hosts("etcd://a:1,b:2?max_lease_s=60", &["a:1"]),
             "etcd://a:1?max_lease_s=60"
         );
     }

@@ -156,6 +156,13 @@ impl EtcdLeaseError {
     pub(crate) const fn request(operation: &'static str, source: etcd_client::Error) -> Self {
         Self::Request { operation, source }
     }
+
+    pub(crate) fn unexpected(operation: &'static str, reply: impl Into<String>) -> Self {
+        Self::UnexpectedReply {
+            operation,
+            reply: reply.into(),
+        }
+    }
 }
 
 impl LeaseError for EtcdLeaseError {

@@ -191,12 +191,7 @@ mod tests {
 
     #[test]
     fn an_id_whose_floor_is_below_now_is_preferred() {
-        let free = [
-            (id(1), 500, ()),
-            (id(2), 99, ()),
-            (id(3), 100, ()),
-            (id(4), 700, ()),
-        ];
+        let free = [(1, 500), (2, 99), (3, 100), (4, 700)].map(|(n, floor)| (id(n), floor, ()));
         let mut next = 0;
         let mut random = move |n: usize| {
             next += 1;

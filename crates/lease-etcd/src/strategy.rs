@@ -212,10 +212,7 @@ impl<T: Transport> EtcdStrategy<T> {
     }
 
     fn unexpected(operation: &'static str, reply: &Reply) -> EtcdLeaseError {
-        EtcdLeaseError::UnexpectedReply {
-            operation,
-            reply: format!("{reply:?}"),
-        }
+        EtcdLeaseError::unexpected(operation, format!("{reply:?}"))
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -234,30 +231,22 @@ impl<T: Transport> EtcdStrategy<T> {
         let Some(header) = header else { return };
         let now = self.transport.now();
         let mut seen = self.seen();
-        let cluster = header.cluster_id;
-        if let Some(previous) = seen.cluster_id.replace(cluster)
-            && previous != cluster
-        {
-            seen.rewound = Some((
-                format!("the cluster id was {previous:x}, is now {cluster:x}"),
-                now,
-            ));
-            seen.revision = header.revision;
-            return;
-        }
-        if header.revision < before {
-            seen.rewound = Some((
-                format!(
-                    "revision {} after revision {before} was seen",
-                    header.revision
-                ),
-                now,
-            ));
-            // Compare from now on against the store as it is.
-            seen.revision = header.revision;
-            return;
-        }
-        seen.revision = seen.revision.max(header.revision);
+        let (cluster, revision) = (header.cluster_id, header.revision);
+        let rewound = match seen.cluster_id.replace(cluster) {
+            Some(previous) if previous != cluster => {
+                format!("the cluster id was {previous:x}, is now {cluster:x}")
+            }
+            _ if revision < before => {
+                format!("revision {revision} after revision {before} was seen")
+            }
+            _ => {
+                seen.revision = seen.revision.max(revision);
+                return;
+            }
+        };
+        seen.rewound = Some((rewound, now));
+        // Compare from now on against the store as it is.
+        seen.revision = revision;
     }
 
     /// Fails while acquisition holds off after the store went back in time.
@@ -292,17 +281,13 @@ impl<T: Transport> EtcdStrategy<T> {
         else {
             return Err(Self::unexpected(OPERATION, &reply));
         };
-        let unexpected = |reply: String| EtcdLeaseError::UnexpectedReply {
-            operation: OPERATION,
-            reply,
-        };
         if !error.is_empty() {
-            return Err(unexpected(error));
+            return Err(EtcdLeaseError::unexpected(OPERATION, error));
         }
         let ttl = u64::try_from(ttl_s)
             .ok()
             .filter(|ttl| *ttl > 0)
-            .ok_or_else(|| unexpected(format!("ttl {ttl_s}")))?;
+            .ok_or_else(|| EtcdLeaseError::unexpected(OPERATION, format!("ttl {ttl_s}")))?;
         Ok((lease, Duration::from_secs(ttl)))
     }
 
@@ -347,18 +332,11 @@ impl<T: Transport> EtcdStrategy<T> {
         self.observe(before, header.as_ref());
         let mut snapshot = Snapshot::default();
         let mut held = [false; MachineId::COUNT as usize];
-        let mut stored: Vec<Option<(Option<u64>, String, i64)>> =
-            vec![None; usize::from(MachineId::COUNT)];
+        let mut floors = vec![None; usize::from(MachineId::COUNT)];
         for kv in kvs {
             match keys::classify(self.prefix(), &kv.key) {
                 Entry::Lease(id) => held[usize::from(id.get())] = true,
-                Entry::Floor(id) => {
-                    stored[usize::from(id.get())] = Some((
-                        keys::parse_floor(&kv.value),
-                        String::from_utf8_lossy(&kv.value).into_owned(),
-                        kv.mod_revision,
-                    ));
-                }
+                Entry::Floor(id) => floors[usize::from(id.get())] = Some(kv),
                 Entry::Marker => snapshot.initialized = true,
                 Entry::HoldOff => snapshot.hold_off = Some(kv.lease),
                 Entry::Other => {}
@@ -366,13 +344,13 @@ impl<T: Transport> EtcdStrategy<T> {
         }
         for id in (0..MachineId::COUNT).filter_map(|n| MachineId::new(n).ok()) {
             let n = usize::from(id.get());
-            if held[n] {
-                continue;
-            }
-            match stored[n].take() {
+            match floors[n].take() {
+                _ if held[n] => {}
                 None => snapshot.free.push((id, 0, 0)),
-                Some((Some(floor), _, revision)) => snapshot.free.push((id, floor, revision)),
-                Some((None, value, _)) => snapshot.unreadable.push((id, value)),
+                Some(kv) => match keys::parse_floor(&kv.value) {
+                    Some(floor) => snapshot.free.push((id, floor, kv.mod_revision)),
+                    None => snapshot.unreadable.push((id, lossy(&kv.value))),
+                },
             }
         }
         Ok(snapshot)
@@ -415,24 +393,19 @@ impl<T: Transport> EtcdStrategy<T> {
         let hold_off = keys::hold_off_key(prefix);
         let txn = Txn {
             when: vec![
-                Compare::new(marker.clone(), CompareOp::Equal, Target::Version(0)),
-                Compare::new(hold_off.clone(), CompareOp::Equal, Target::Version(0)),
+                Compare::eq(marker.clone(), Target::Version(0)),
+                Compare::eq(hold_off.clone(), Target::Version(0)),
             ],
             then: vec![
-                TxnOp::Put {
-                    key: hold_off,
-                    value: format!(
+                TxnOp::put(
+                    hold_off,
+                    format!(
                         "no initialization marker was found: no machine id is leased under this \
                          prefix until this key's etcd lease of {seconds} s ends"
-                    )
-                    .into_bytes(),
+                    ),
                     lease,
-                },
-                TxnOp::Put {
-                    key: marker,
-                    value: keys::MARKER_VALUE.as_bytes().to_vec(),
-                    lease: 0,
-                },
+                ),
+                TxnOp::put(marker, keys::MARKER_VALUE, 0),
             ],
             otherwise: Vec::new(),
         };
@@ -526,40 +499,21 @@ impl<T: Transport> EtcdStrategy<T> {
             let lease_key = keys::lease_key(prefix, id);
             let floor_key = keys::floor_key(prefix, id);
             let when = vec![
-                Compare::new(
-                    lease_key.clone(),
-                    CompareOp::Equal,
-                    Target::CreateRevision(0),
-                ),
+                Compare::eq(lease_key.clone(), Target::CreateRevision(0)),
                 // Decided with the claim: the prefix is initialized and not held off.
                 Compare::new(
                     keys::marker_key(prefix),
                     CompareOp::Greater,
                     Target::Version(0),
                 ),
-                Compare::new(
-                    keys::hold_off_key(prefix),
-                    CompareOp::Equal,
-                    Target::Version(0),
-                ),
+                Compare::eq(keys::hold_off_key(prefix), Target::Version(0)),
                 // The floor read above, unchanged: the grant reports exactly what was stored.
-                Compare::new(
-                    floor_key.clone(),
-                    CompareOp::Equal,
-                    Target::ModRevision(floor_revision),
-                ),
+                Compare::eq(floor_key.clone(), Target::ModRevision(floor_revision)),
             ];
-            let mut then = vec![TxnOp::Put {
-                key: lease_key,
-                value: token.clone().into_bytes(),
-                lease,
-            }];
+            let mut then = vec![TxnOp::put(lease_key, token.clone(), lease)];
             if floor_revision == 0 || request.floor_ms > stored {
-                then.push(TxnOp::Put {
-                    key: floor_key,
-                    value: keys::encode_floor(stored.max(request.floor_ms)).into_bytes(),
-                    lease: 0,
-                });
+                let floor = keys::encode_floor(stored.max(request.floor_ms));
+                then.push(TxnOp::put(floor_key, floor, 0));
             }
             let txn = Txn {
                 when,
@@ -573,12 +527,9 @@ impl<T: Transport> EtcdStrategy<T> {
                 continue;
             }
             // Every write of one transaction has its revision: the key's create revision.
-            let revision = header.map(|header| header.revision).ok_or_else(|| {
-                EtcdLeaseError::UnexpectedReply {
-                    operation: "txn (claim)",
-                    reply: "no header".to_owned(),
-                }
-            })?;
+            let revision = header
+                .map(|header| header.revision)
+                .ok_or_else(|| EtcdLeaseError::unexpected("txn (claim)", "no header"))?;
             let lease = EtcdLease {
                 id,
                 lease,
@@ -614,6 +565,11 @@ impl<T: Transport> EtcdStrategy<T> {
     }
 }
 
+/// `bytes` as text, invalid UTF-8 replaced.
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// `duration` in whole seconds, rounded up, at least 1: an etcd lease's TTL that lasts at
 /// least `duration`.
 fn whole_seconds_up(duration: Duration) -> i64 {
@@ -638,12 +594,8 @@ struct Snapshot {
 /// The comparisons that prove `lease` still holds its key.
 fn ours(lease_key: &str, lease: &EtcdLease) -> Vec<Compare> {
     vec![
-        Compare::new(lease_key, CompareOp::Equal, Target::Lease(lease.lease)),
-        Compare::new(
-            lease_key,
-            CompareOp::Equal,
-            Target::CreateRevision(lease.revision),
-        ),
+        Compare::eq(lease_key, Target::Lease(lease.lease)),
+        Compare::eq(lease_key, Target::CreateRevision(lease.revision)),
     ]
 }
 
@@ -651,17 +603,9 @@ fn ours(lease_key: &str, lease: &EtcdLease) -> Vec<Compare> {
 /// stored form compares byte-wise as the numbers do).
 fn raise_floor(floor_key: &str, floor_ms: u64) -> Txn {
     let value = keys::encode_floor(floor_ms).into_bytes();
-    let put = TxnOp::Put {
-        key: floor_key.to_owned(),
-        value: value.clone(),
-        lease: 0,
-    };
+    let put = TxnOp::put(floor_key, value.clone(), 0);
     let create = Txn {
-        when: vec![Compare::new(
-            floor_key,
-            CompareOp::Equal,
-            Target::CreateRevision(0),
-        )],
+        when: vec![Compare::eq(floor_key, Target::CreateRevision(0))],
         then: vec![put.clone()],
         otherwise: Vec::new(),
     };
@@ -727,10 +671,10 @@ impl<T: Transport> Strategy for EtcdStrategy<T> {
                     revision: kv.create_revision,
                 },
                 _ => {
-                    return Err(EtcdLeaseError::UnexpectedReply {
-                        operation: OPERATION,
-                        reply: format!("{responses:?}"),
-                    });
+                    return Err(EtcdLeaseError::unexpected(
+                        OPERATION,
+                        format!("{responses:?}"),
+                    ));
                 }
             };
             // The etcd lease is alive but holds nothing of ours any more.
@@ -746,7 +690,7 @@ impl<T: Transport> Strategy for EtcdStrategy<T> {
             return Err(EtcdLeaseError::UnreadableFloor {
                 key: floor_key,
                 id: lease.id,
-                value: String::from_utf8_lossy(&kv.value).into_owned(),
+                value: lossy(&kv.value),
             });
         }
         let proof_term = header.map_or(0, |header| header.raft_term);
@@ -773,16 +717,8 @@ impl<T: Transport> Strategy for EtcdStrategy<T> {
         let txn = Txn {
             when: ours(&lease_key, lease),
             then: vec![
-                TxnOp::Put {
-                    key: lease_key.clone(),
-                    value: lease.token.clone().into_bytes(),
-                    lease: guard_lease,
-                },
-                TxnOp::Put {
-                    key: floor_key.clone(),
-                    value: keys::encode_floor(request.floor_ms).into_bytes(),
-                    lease: 0,
-                },
+                TxnOp::put(lease_key.clone(), lease.token.clone(), guard_lease),
+                TxnOp::put(floor_key.clone(), keys::encode_floor(request.floor_ms), 0),
             ],
             // Not ours any more (expired, taken over): only raise the floor, so what was
             // issued under the lease is known; the lease manager releases a lost lease too.

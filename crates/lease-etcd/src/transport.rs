@@ -81,6 +81,12 @@ impl Compare {
             target,
         }
     }
+
+    /// `key`'s `target` equal to the target's.
+    #[must_use]
+    pub fn eq(key: impl Into<String>, target: Target) -> Self {
+        Self::new(key, CompareOp::Equal, target)
+    }
 }
 
 /// A comparison's operator: the key's figure is equal to, less or greater than the target's.
@@ -128,6 +134,18 @@ pub enum TxnOp {
     Delete(String),
     /// A nested transaction.
     Txn(Txn),
+}
+
+impl TxnOp {
+    /// A put of `value` at `key`, attached to `lease` (0: none).
+    #[must_use]
+    pub fn put(key: impl Into<String>, value: impl Into<Vec<u8>>, lease: i64) -> Self {
+        Self::Put {
+            key: key.into(),
+            value: value.into(),
+            lease,
+        }
+    }
 }
 
 /// The header of an answer.
@@ -461,18 +479,13 @@ fn op_response(response: &TxnOpResponse) -> OpResponse {
 
 impl From<Txn> for etcd_client::Txn {
     fn from(txn: Txn) -> Self {
-        let ops = |ops: Vec<TxnOp>| -> Vec<etcd_client::TxnOp> {
-            ops.into_iter().map(etcd_client::TxnOp::from).collect()
-        };
-        let when: Vec<etcd_client::Compare> = txn
-            .when
-            .into_iter()
-            .map(etcd_client::Compare::from)
-            .collect();
+        fn all<T, U: From<T>>(items: Vec<T>) -> Vec<U> {
+            items.into_iter().map(U::from).collect()
+        }
         Self::new()
-            .when(when)
-            .and_then(ops(txn.then))
-            .or_else(ops(txn.otherwise))
+            .when(all::<_, etcd_client::Compare>(txn.when))
+            .and_then(all::<_, etcd_client::TxnOp>(txn.then))
+            .or_else(all::<_, etcd_client::TxnOp>(txn.otherwise))
     }
 }
 
