@@ -331,6 +331,8 @@ impl Node {
 
         loop {
             let next_timer = self.timers.first_key_value().map(|((at, _), _)| *at);
+            // Never polled while no timer is due.
+            let timer = tokio::time::sleep_until(next_timer.unwrap_or_else(Instant::now));
             tokio::select! {
                 command = commands.recv() => match command {
                     None | Some(Command::Shutdown) => break,
@@ -347,7 +349,7 @@ impl Node {
                     // For example an ICMP "port unreachable" reported on the next call.
                     Err(error) => telemetry::ignored("receive failed", &error),
                 },
-                () = sleep_until(next_timer), if next_timer.is_some() => {
+                () = timer, if next_timer.is_some() => {
                     self.fire_timers(&socket).await;
                 }
                 _ = rejoin.tick() => {
@@ -586,13 +588,6 @@ fn held_id(state: &LeaseState) -> Option<MachineId> {
 async fn changed(states: Option<&mut watch::Receiver<LeaseState>>) -> bool {
     match states {
         Some(states) => states.changed().await.is_ok(),
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -95,6 +95,29 @@ impl Node {
     }
 }
 
+/// Waits for `loser` to yield its ID to `winner` (once: its factory halted), and for `winner` to
+/// see the conflict and keep generating; the loser's conflict is returned.
+async fn yields(loser: &Node, winner: &Node) -> Conflict {
+    until("the node to yield", || !loser.conflicts().is_empty()).await;
+    until("the other node to see the conflict", || {
+        winner.saw(loser, PeerOutcome::Conflict(Resolution::Remote))
+    })
+    .await;
+    let conflicts = loser.conflicts();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0].remote, winner.guard.local());
+    assert!(!loser.generates());
+    assert!(winner.conflicts().is_empty());
+    assert!(winner.generates());
+    conflicts[0]
+}
+
+async fn shutdown(nodes: impl IntoIterator<Item = Node>) {
+    for node in nodes {
+        node.guard.shutdown().await;
+    }
+}
+
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !done() {
@@ -110,34 +133,16 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 async fn the_later_node_yields_and_its_factories_stop() {
     let early = Node::start(announce(Some(7), 1_000, 9), &[]).await;
     let late = Node::start(announce(Some(7), 2_000, 1), &[&early]).await;
-
-    until("the later node to yield", || !late.conflicts().is_empty()).await;
-    until("the earlier node to see the conflict", || {
-        early.saw(&late, PeerOutcome::Conflict(Resolution::Remote))
-    })
-    .await;
-
-    let conflicts = late.conflicts();
-    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
-    let conflict = conflicts[0];
+    let conflict = yields(&late, &early).await;
     assert_eq!(conflict.machine_id.get(), 7);
     assert_eq!(conflict.resolution, Resolution::Local);
-    assert_eq!(conflict.remote, early.guard.local());
     assert_eq!(conflict.remote_addr, early.guard.local_addr());
     assert!(!late.factory.is_enabled());
     assert_eq!(late.factory.counter64(), Err(Error::Disabled));
     // It no longer claims the ID.
     assert_eq!(late.guard.local().machine_id(), None);
-
-    assert!(early.conflicts().is_empty());
-    assert!(early.generates());
-    assert_eq!(
-        early.guard.local().machine_id().map(MachineId::get),
-        Some(7)
-    );
-
-    late.guard.shutdown().await;
-    early.guard.shutdown().await;
+    assert_eq!(early.guard.local().machine_id(), MachineId::new(7).ok());
+    shutdown([late, early]).await;
 }
 
 #[tokio::test]
@@ -145,19 +150,8 @@ async fn a_tie_goes_against_the_higher_token_whoever_joined_first() {
     // The higher token starts the cluster; the lower one joins it in the same millisecond.
     let high = Node::start(announce(Some(3), 5_000, 0xf0), &[]).await;
     let low = Node::start(announce(Some(3), 5_000, 0x0f), &[&high]).await;
-
-    until("the higher token to yield", || !high.conflicts().is_empty()).await;
-    until("the lower token to see the conflict", || {
-        low.saw(&high, PeerOutcome::Conflict(Resolution::Remote))
-    })
-    .await;
-    assert_eq!(high.conflicts()[0].remote, low.guard.local());
-    assert!(!high.generates());
-    assert!(low.conflicts().is_empty());
-    assert!(low.generates());
-
-    high.guard.shutdown().await;
-    low.guard.shutdown().await;
+    yields(&high, &low).await;
+    shutdown([high, low]).await;
 }
 
 #[tokio::test]
@@ -179,9 +173,7 @@ async fn distinct_ids_only_match() {
         assert!(node.conflicts().is_empty());
         assert!(node.generates());
     }
-    for node in [one, two, three] {
-        node.guard.shutdown().await;
-    }
+    shutdown([one, two, three]).await;
 }
 
 #[tokio::test]
@@ -199,9 +191,7 @@ async fn a_node_without_an_id_reports_no_local_id() {
     .await;
     assert!(holder.conflicts().is_empty() && idle.conflicts().is_empty());
     assert!(holder.generates());
-
-    holder.guard.shutdown().await;
-    idle.guard.shutdown().await;
+    shutdown([holder, idle]).await;
 }
 
 #[tokio::test]
@@ -212,19 +202,9 @@ async fn a_later_joiner_is_checked_against_existing_members() {
 
     // The duplicate knows only `other` and must find `first` through the membership.
     let duplicate = Node::start(announce(Some(7), 3_000, 3), &[&other]).await;
-    until("the joiner to yield", || !duplicate.conflicts().is_empty()).await;
-    assert_eq!(duplicate.conflicts()[0].remote, first.guard.local());
-    assert!(!duplicate.generates());
-    until("the existing member to see the conflict", || {
-        first.saw(&duplicate, PeerOutcome::Conflict(Resolution::Remote))
-    })
-    .await;
-    assert!(first.conflicts().is_empty() && other.conflicts().is_empty());
-    assert!(first.generates() && other.generates());
-
-    for node in [first, other, duplicate] {
-        node.guard.shutdown().await;
-    }
+    yields(&duplicate, &first).await;
+    assert!(other.conflicts().is_empty() && other.generates());
+    shutdown([first, other, duplicate]).await;
 }
 
 #[tokio::test]
@@ -246,9 +226,7 @@ async fn a_changed_local_id_is_checked_again() {
         six.guard.local().machine_id().is_none() && five.outcome(&six) == Some(PeerOutcome::Match)
     })
     .await;
-
-    five.guard.shutdown().await;
-    six.guard.shutdown().await;
+    shutdown([five, six]).await;
 }
 
 #[tokio::test]
@@ -263,31 +241,23 @@ async fn follows_the_lease_state() {
     .await;
     assert!(follower.conflicts().is_empty());
 
-    states
-        .send(LeaseState::Held {
-            machine_id: MachineId::new(9).unwrap(),
-            deadline_ms: 10,
-        })
-        .unwrap();
+    let held = |id| LeaseState::Held {
+        machine_id: MachineId::new(id).unwrap(),
+        deadline_ms: 10,
+    };
+    states.send(held(9)).unwrap();
     until("the follower to yield", || !follower.conflicts().is_empty()).await;
     assert!(holder.conflicts().is_empty());
 
     // The manager reacquires another ID: the follower announces it.
-    states
-        .send(LeaseState::Held {
-            machine_id: MachineId::new(10).unwrap(),
-            deadline_ms: 10,
-        })
-        .unwrap();
+    states.send(held(10)).unwrap();
     until("the new id", || {
         follower.guard.local().machine_id().map(MachineId::get) == Some(10)
             && holder.outcome(&follower) == Some(PeerOutcome::Match)
     })
     .await;
     assert_eq!(follower.conflicts().len(), 1);
-
-    holder.guard.shutdown().await;
-    follower.guard.shutdown().await;
+    shutdown([holder, follower]).await;
 }
 
 #[test]

@@ -107,12 +107,8 @@ fn child(pod: &str) {
         // Commands from the parent, one per line; end of input means stop.
         let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
         std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                let Ok(line) = line else { break };
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
+            let stdin = std::io::stdin().lines();
+            stdin.map_while(Result::ok).try_for_each(|l| lines_tx.send(l))
         });
 
         say(&format!("READY {}", guard.local_addr()));
@@ -177,14 +173,8 @@ impl Node {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let stdout = BufReader::new(stdout).lines();
+        std::thread::spawn(move || stdout.map_while(Result::ok).try_for_each(|l| tx.send(l)));
         let mut node = Self {
             name,
             child,
