@@ -112,17 +112,13 @@ impl FloorFile {
     pub(crate) fn raise(&self, floor_ms: u64) -> Result<u64, FloorFileError> {
         let before = self.read()?;
         if floor_ms > before {
-            self.write(floor_ms)?;
+            self.set(floor_ms)?;
         }
         Ok(before)
     }
 
     /// Sets the floor to `floor_ms`.
     pub(crate) fn set(&self, floor_ms: u64) -> Result<(), FloorFileError> {
-        self.write(floor_ms)
-    }
-
-    fn write(&self, floor_ms: u64) -> Result<(), FloorFileError> {
         let mut temporary = self.path.clone().into_os_string();
         temporary.push(".tmp");
         let temporary = PathBuf::from(temporary);

@@ -203,15 +203,13 @@ fn canonical_name(host: &str) -> Option<String> {
 
 impl IdentifierSource for SystemIdentifiers {
     fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
+        let not_unicode =
+            || io::Error::new(io::ErrorKind::InvalidData, "hostname is not valid unicode");
         let host = hostname::get()
+            .and_then(|host| host.into_string().map_err(|_| not_unicode()))
             .map_err(|source| HostListLeaseError::Identifiers {
                 what: "hostname",
                 source,
-            })?
-            .into_string()
-            .map_err(|_| HostListLeaseError::Identifiers {
-                what: "hostname",
-                source: io::Error::new(io::ErrorKind::InvalidData, "hostname is not valid unicode"),
             })?;
         let mut identifiers = vec![host.clone()];
         if self.fqdn
@@ -519,19 +517,12 @@ mod tests {
         assert_eq!(m.identifier, "NODE-A.Example.com.");
         // Whitespace around the name and the ID is not part of them.
         assert_eq!(id(&[" node-a = 5 "], &["node-a"]).unwrap(), 5);
-        assert_eq!(
-            parse_node_list(&["b=1", "a=0"]).unwrap(),
-            [
-                NodeEntry {
-                    node: "b".into(),
-                    machine_id: MachineId::new(1).unwrap()
-                },
-                NodeEntry {
-                    node: "a".into(),
-                    machine_id: MachineId::new(0).unwrap()
-                }
-            ]
-        );
+        let list = parse_node_list(&["b=1", "a=0"]).unwrap();
+        let list: Vec<_> = list
+            .iter()
+            .map(|e| (e.node.as_str(), e.machine_id.get()))
+            .collect();
+        assert_eq!(list, [("b", 1), ("a", 0)]);
     }
 
     #[test]

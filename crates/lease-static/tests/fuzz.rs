@@ -28,27 +28,20 @@ fn config(divisor: u32) -> ProptestConfig {
 
 /// The documented rule: offset + the value's trailing ASCII digits, if that is 0..=511.
 fn expected_id(value: &str, offset: u16) -> Result<u16, Option<String>> {
-    let digits: String = {
-        let rev: Vec<char> = value
-            .chars()
-            .rev()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        rev.into_iter().rev().collect()
-    };
+    let digits = &value[value.trim_end_matches(|c: char| c.is_ascii_digit()).len()..];
     if digits.is_empty() {
         return Err(None);
     }
     let significant = digits.trim_start_matches('0');
     if significant.len() > 3 {
-        return Err(Some(digits));
+        return Err(Some(digits.to_owned()));
     }
     let ordinal: u32 = significant.parse().unwrap_or(0);
     let id = ordinal + u32::from(offset);
     if id <= 511 {
         Ok(u16::try_from(id).unwrap())
     } else {
-        Err(Some(digits))
+        Err(Some(digits.to_owned()))
     }
 }
 
@@ -83,14 +76,12 @@ fn check_statefulset(variable: &str, value: &str, offset: u16) -> Result<(), Tes
             );
             prop_assert!(e.to_string().len() <= digits.len() + variable.len() + 200);
         }
-        (got, expected) => prop_assert!(
-            false,
-            "{:?} + {}: got {:?}, expected {:?}",
-            value,
-            offset,
-            got,
-            expected
-        ),
+        (got, expected) => {
+            prop_assert!(
+                false,
+                "{value:?} + {offset}: got {got:?}, expected {expected:?}"
+            );
+        }
     }
     Ok(())
 }
