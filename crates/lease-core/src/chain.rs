@@ -74,7 +74,6 @@ mod tests {
     use core::fmt;
 
     use super::*;
-    use crate::{ErrorKind, LeaseError};
 
     /// An error with a message and an optional source, quoting it or not.
     #[derive(Debug)]
@@ -107,12 +106,6 @@ mod tests {
     impl std::error::Error for Layer {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             self.source.as_deref().map(|s| s as _)
-        }
-    }
-
-    impl LeaseError for Layer {
-        fn kind(&self) -> ErrorKind {
-            ErrorKind::Retry
         }
     }
 
