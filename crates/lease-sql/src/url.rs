@@ -13,58 +13,19 @@ pub(crate) struct UrlOptions {
     pub max_clock_offset: Option<Duration>,
 }
 
-/// The query options sqlx 0.9 reads for each dialect.
-fn driver_options(dialect: Dialect) -> &'static [&'static str] {
+/// The query options sqlx 0.9 reads for each dialect: those an unknown option's error names,
+/// and their other spellings.
+fn driver_options(dialect: Dialect) -> (&'static str, &'static [&'static str]) {
     match dialect {
-        Dialect::Postgres => &[
-            "sslmode",
-            "ssl-mode",
-            "sslrootcert",
-            "ssl-root-cert",
-            "ssl-ca",
-            "sslcert",
-            "ssl-cert",
-            "sslkey",
-            "ssl-key",
-            "statement-cache-capacity",
-            "host",
-            "hostaddr",
-            "port",
-            "dbname",
-            "user",
-            "password",
-            "application_name",
-            "options",
-        ],
-        Dialect::MySql => &[
-            "sslmode",
-            "ssl-mode",
-            "sslca",
-            "ssl-ca",
-            "charset",
-            "collation",
-            "sslcert",
-            "ssl-cert",
-            "sslkey",
-            "ssl-key",
-            "statement-cache-capacity",
-            "socket",
-            "timezone",
-            "time-zone",
-        ],
-        Dialect::Sqlite => &["mode", "cache", "immutable", "vfs"],
-    }
-}
-
-fn driver_list(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Postgres => {
-            "sslmode, sslrootcert, sslcert, sslkey, statement-cache-capacity, host, hostaddr, port, dbname, user, password, application_name, options"
-        }
-        Dialect::MySql => {
-            "ssl-mode, ssl-ca, ssl-cert, ssl-key, charset, collation, statement-cache-capacity, socket, timezone"
-        }
-        Dialect::Sqlite => "mode, cache, immutable, vfs",
+        Dialect::Postgres => (
+            "sslmode, sslrootcert, sslcert, sslkey, statement-cache-capacity, host, hostaddr, port, dbname, user, password, application_name, options",
+            &["ssl-mode", "ssl-root-cert", "ssl-ca", "ssl-cert", "ssl-key"],
+        ),
+        Dialect::MySql => (
+            "ssl-mode, ssl-ca, ssl-cert, ssl-key, charset, collation, statement-cache-capacity, socket, timezone",
+            &["sslmode", "sslca", "sslcert", "sslkey", "time-zone"],
+        ),
+        Dialect::Sqlite => ("mode, cache, immutable, vfs", &[]),
     }
 }
 
@@ -90,6 +51,7 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
     };
     let mut options = UrlOptions::default();
     let mut kept = Vec::new();
+    let (listed, aliases) = driver_options(dialect);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
@@ -107,7 +69,8 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
                     }
                 });
             }
-            key if driver_options(dialect).contains(&key)
+            key if listed.split(", ").any(|option| option == key)
+                || aliases.contains(&key)
                 || (dialect == Dialect::Postgres && key.starts_with("options[")) =>
             {
                 kept.push(pair);
@@ -115,7 +78,7 @@ pub(crate) fn split(url: &str, dialect: Dialect) -> Result<(String, UrlOptions),
             _ => {
                 return Err(SqlLeaseError::UnknownUrlOption {
                     option: key.to_owned(),
-                    driver: driver_list(dialect),
+                    driver: listed,
                 });
             }
         }
