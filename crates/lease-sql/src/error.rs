@@ -233,8 +233,8 @@ enum Class {
 
 impl SqlLeaseError {
     /// Classifies a sqlx error from an operation on `table`.
-    pub(crate) fn from_sqlx(error: sqlx::Error, table: &str, dialect: Dialect) -> Self {
-        let class = match &error {
+    pub(crate) fn from_sqlx(source: sqlx::Error, table: &str, dialect: Dialect) -> Self {
+        let class = match &source {
             sqlx::Error::Database(db) => classify_database(db.as_ref(), dialect),
             sqlx::Error::Io(_)
             | sqlx::Error::Protocol(_)
@@ -254,20 +254,14 @@ impl SqlLeaseError {
             Class::MissingTable => Self::MissingTable {
                 table,
                 dialect,
-                source: error,
+                source,
             },
-            Class::WrongSchema => Self::WrongSchema {
-                table,
-                source: error,
-            },
-            Class::Permission => Self::PermissionDenied {
-                table,
-                source: error,
-            },
-            Class::Connection => Self::Connection(error),
-            Class::Unavailable => Self::Unavailable(error),
-            Class::Contention => Self::Contention(error),
-            Class::Other => Self::Database(error),
+            Class::WrongSchema => Self::WrongSchema { table, source },
+            Class::Permission => Self::PermissionDenied { table, source },
+            Class::Connection => Self::Connection(source),
+            Class::Unavailable => Self::Unavailable(source),
+            Class::Contention => Self::Contention(source),
+            Class::Other => Self::Database(source),
         }
     }
 }

@@ -28,6 +28,8 @@ impl SqliteQueries {
         let now_ms = "CAST(round(unixepoch('now', 'subsec') * 1000) AS INTEGER)";
         let until = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)";
         let blocked = format!("{BLOCKED_SINCE_RESTORED} AND NOT (expires_at < {now})");
+        let (schema, bare) = table.parts();
+        let schema = schema.map_or_else(String::new, |schema| format!(", '{schema}'"));
         Self {
             common: Common {
                 renew: q(format!(
@@ -85,14 +87,9 @@ impl SqliteQueries {
                  (SELECT CAST(round((julianday(MAX(expires_at)) - julianday({now})) * 86400000.0) \
                  AS INTEGER) * 1000 FROM {t} WHERE {blocked})"
             )),
-            columns: q(match table.parts() {
-                (Some(schema), bare) => {
-                    format!("SELECT name FROM pragma_table_info('{bare}', '{schema}') ORDER BY cid")
-                }
-                (None, bare) => {
-                    format!("SELECT name FROM pragma_table_info('{bare}') ORDER BY cid")
-                }
-            }),
+            columns: q(format!(
+                "SELECT name FROM pragma_table_info('{bare}'{schema}) ORDER BY cid"
+            )),
         }
     }
 }

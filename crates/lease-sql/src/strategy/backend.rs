@@ -1,10 +1,10 @@
 //! The pool a strategy talks to, with its dialect's statements for the strategy's settings.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 #[cfg(feature = "sqlite")]
 use super::amount::Amount;
+use crate::Dialect;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use crate::queries::AmnesiaQueries;
 use crate::queries::Common;
@@ -14,8 +14,7 @@ use crate::queries::MySqlQueries;
 use crate::queries::PostgresQueries;
 #[cfg(feature = "sqlite")]
 use crate::queries::SqliteQueries;
-use crate::table::TableName;
-use crate::{AmnesiaGuard, Dialect};
+use crate::transport::Settings;
 
 /// One pool and the statements of its dialect: a statement is only at hand on the dialect that
 /// has it.
@@ -50,58 +49,43 @@ macro_rules! on_pool {
 pub(super) use on_pool;
 
 impl Backend {
-    /// A PostgreSQL pool with the statements for these settings.
+    /// A PostgreSQL pool with the statements for `settings`.
     #[cfg(feature = "postgres")]
-    pub(super) fn postgres(
-        pool: sqlx::PgPool,
-        table: &TableName,
-        guard: AmnesiaGuard,
-        hold_off: Duration,
-    ) -> Self {
-        Self::Postgres(pool, Arc::new(PostgresQueries::new(table, guard, hold_off)))
+    pub(super) fn postgres(pool: sqlx::PgPool, s: &Settings) -> Self {
+        Self::Postgres(
+            pool,
+            Arc::new(PostgresQueries::new(&s.table, s.amnesia_guard, s.hold_off)),
+        )
     }
 
-    /// A MySQL/MariaDB pool with the statements for these settings.
+    /// A MySQL/MariaDB pool with the statements for `settings`.
     #[cfg(feature = "mysql")]
-    pub(super) fn mysql(
-        pool: sqlx::MySqlPool,
-        table: &TableName,
-        guard: AmnesiaGuard,
-        hold_off: Duration,
-    ) -> Self {
-        Self::MySql(pool, Arc::new(MySqlQueries::new(table, guard, hold_off)))
+    pub(super) fn mysql(pool: sqlx::MySqlPool, s: &Settings) -> Self {
+        Self::MySql(
+            pool,
+            Arc::new(MySqlQueries::new(&s.table, s.amnesia_guard, s.hold_off)),
+        )
     }
 
-    /// A SQLite pool with the statements for `table`: SQLite has no replicas, so only the
-    /// hold-off for deleted rows applies (the signature is the other dialects', for
-    /// [`rebuilt`](Self::rebuilt)).
+    /// A SQLite pool with the statements for `settings`: SQLite has no replicas, so only the
+    /// hold-off for deleted rows applies.
     #[cfg(feature = "sqlite")]
-    pub(super) fn sqlite(
-        pool: sqlx::SqlitePool,
-        table: &TableName,
-        _guard: AmnesiaGuard,
-        hold_off: Duration,
-    ) -> Self {
+    pub(super) fn sqlite(pool: sqlx::SqlitePool, s: &Settings) -> Self {
         // The hold-off is validated within the longest duration, so it always converts.
-        let hold_off =
-            Amount::new(hold_off, Dialect::Sqlite).map_or_else(|_| String::new(), |a| a.modifier());
-        Self::Sqlite(pool, Arc::new(SqliteQueries::new(table, &hold_off)))
+        let hold_off = Amount::new(s.hold_off, Dialect::Sqlite)
+            .map_or_else(|_| String::new(), |a| a.modifier());
+        Self::Sqlite(pool, Arc::new(SqliteQueries::new(&s.table, &hold_off)))
     }
 
     /// The same pool with the statements for new settings.
-    pub(super) fn rebuilt(
-        &self,
-        table: &TableName,
-        guard: AmnesiaGuard,
-        hold_off: Duration,
-    ) -> Self {
+    pub(super) fn rebuilt(&self, settings: &Settings) -> Self {
         match self {
             #[cfg(feature = "postgres")]
-            Self::Postgres(pool, _) => Self::postgres(pool.clone(), table, guard, hold_off),
+            Self::Postgres(pool, _) => Self::postgres(pool.clone(), settings),
             #[cfg(feature = "mysql")]
-            Self::MySql(pool, _) => Self::mysql(pool.clone(), table, guard, hold_off),
+            Self::MySql(pool, _) => Self::mysql(pool.clone(), settings),
             #[cfg(feature = "sqlite")]
-            Self::Sqlite(pool, _) => Self::sqlite(pool.clone(), table, guard, hold_off),
+            Self::Sqlite(pool, _) => Self::sqlite(pool.clone(), settings),
             Self::Never(never) => match *never {},
         }
     }

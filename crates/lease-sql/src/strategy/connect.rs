@@ -18,18 +18,14 @@ impl SqlStrategy<Connection> {
     #[cfg(feature = "postgres")]
     #[must_use]
     pub fn postgres(pool: sqlx::PgPool) -> Self {
-        Self::with_transport(Connection::new(|table, guard, hold_off| {
-            Backend::postgres(pool, table, guard, hold_off)
-        }))
+        Self::with_transport(Connection::new(Backend::postgres, pool))
     }
 
     /// Leases in table `no_noncense_leases` of a MySQL or MariaDB database.
     #[cfg(feature = "mysql")]
     #[must_use]
     pub fn mysql(pool: sqlx::MySqlPool) -> Self {
-        Self::with_transport(Connection::new(|table, guard, hold_off| {
-            Backend::mysql(pool, table, guard, hold_off)
-        }))
+        Self::with_transport(Connection::new(Backend::mysql, pool))
     }
 
     /// Leases in table `no_noncense_leases` of a SQLite database; open the pool with
@@ -37,9 +33,7 @@ impl SqlStrategy<Connection> {
     #[cfg(feature = "sqlite")]
     #[must_use]
     pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
-        Self::with_transport(Connection::new(|table, guard, hold_off| {
-            Backend::sqlite(pool, table, guard, hold_off)
-        }))
+        Self::with_transport(Connection::new(Backend::sqlite, pool))
     }
 
     /// A strategy with its own small lazy pool for `url` (`postgres://`, `mysql://`,

@@ -50,12 +50,16 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// A connection on the pool `backend` builds, with the statements for the default table
+    /// A connection on `pool`, with the statements `backend` builds for the default table
     /// (the strategy gives it its settings at once).
-    pub(super) fn new(backend: impl FnOnce(&TableName, AmnesiaGuard, Duration) -> Backend) -> Self {
-        let table = TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!());
+    pub(super) fn new<P>(backend: fn(P, &Settings) -> Backend, pool: P) -> Self {
+        let settings = Settings {
+            table: TableName::new(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!()),
+            amnesia_guard: AmnesiaGuard::default(),
+            hold_off: Duration::ZERO,
+        };
         Self {
-            backend: backend(&table, AmnesiaGuard::default(), Duration::ZERO),
+            backend: backend(pool, &settings),
             acquisition: Acquisition::default(),
         }
     }
@@ -134,9 +138,7 @@ impl Transport for Connection {
     }
 
     fn configure(&mut self, settings: &Settings) {
-        self.backend =
-            self.backend
-                .rebuilt(&settings.table, settings.amnesia_guard, settings.hold_off);
+        self.backend = self.backend.rebuilt(settings);
     }
 
     fn token(&self) -> Result<[u8; 16], SqlLeaseError> {
