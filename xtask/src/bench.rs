@@ -337,17 +337,17 @@ pub fn report() -> Result<(), String> {
     println!("| goal | measured | required | met |");
     println!("|---|---|---|---|");
     let mut missed = 0;
-    for (goal, got, bound) in &rows {
+    // A row's last two columns, required and met: empty without a bound.
+    let mut judged = |got: f64, bound: &Option<Bound>| {
         let Some(bound) = bound else {
-            println!("| {goal} | {got:.2}x | | |");
-            continue;
+            return "| | |".to_owned();
         };
-        let (met, cmp, need) = bound.check(*got);
+        let (met, cmp, need) = bound.check(got);
         missed += usize::from(!met);
-        println!(
-            "| {goal} | {got:.2}x | {cmp} {need}x | {} |",
-            if met { "yes" } else { "no" }
-        );
+        format!("| {cmp} {need}x | {} |", if met { "yes" } else { "no" })
+    };
+    for (goal, got, bound) in &rows {
+        println!("| {goal} | {got:.2}x {}", judged(*got, bound));
     }
     println!(
         "\nratios of two loops, from the `paired` benchmark's alternating rounds: each side's \
@@ -356,16 +356,8 @@ pub fn report() -> Result<(), String> {
     println!("| goal | measured | per round: median (quartiles) | required | met |");
     println!("|---|---|---|---|---|");
     for (goal, (fastest, median, low, high), bound) in &paired_rows {
-        let Some(bound) = bound else {
-            println!("| {goal} | {fastest:.2}x | {median:.2}x ({low:.2}x-{high:.2}x) | | |");
-            continue;
-        };
-        let (met, cmp, need) = bound.check(*fastest);
-        missed += usize::from(!met);
-        println!(
-            "| {goal} | {fastest:.2}x | {median:.2}x ({low:.2}x-{high:.2}x) | {cmp} {need}x | {} |",
-            if met { "yes" } else { "no" }
-        );
+        let judged = judged(*fastest, bound);
+        println!("| {goal} | {fastest:.2}x | {median:.2}x ({low:.2}x-{high:.2}x) {judged}");
     }
     println!(
         "\nfor comparison, not goals: the same ratios from criterion's separately measured \

@@ -144,11 +144,22 @@ fn wipe(cluster: &mut Cluster, coordinator: &Coordinator, wide: bool) -> Result<
     reserve(cluster, coordinator, false)
 }
 
-fn set_proxy(cluster: &mut Cluster, i: usize, mode: Mode) -> Result<(), String> {
-    match &mut cluster.proxies {
-        Some(p) => p.set(Some(i), mode),
-        None => Ok(()),
+/// Node `i`'s proxy in `mode`, logged as the fault `fault`; `None`: passing traffic again.
+fn set_proxy(
+    cluster: &mut Cluster,
+    i: usize,
+    mode: Option<Mode>,
+    fault: &str,
+    detail: &str,
+) -> Result<(), String> {
+    let on = mode.is_some();
+    if let Some(p) = &mut cluster.proxies {
+        p.set(Some(i), mode.unwrap_or(Mode::Pass))?;
     }
+    if on {
+        cluster.log(fault, Some(i), detail);
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_lines)] // one match over every action
@@ -159,30 +170,22 @@ pub fn act(
 ) -> Result<(), String> {
     match action {
         Action::Partition(i, on) => {
-            set_proxy(cluster, i, if on { Mode::Stall } else { Mode::Pass })?;
-            if on {
-                cluster.log("partition", Some(i), "proxy stalls all traffic both ways");
-            }
+            let detail = "proxy stalls all traffic both ways";
+            set_proxy(cluster, i, on.then_some(Mode::Stall), "partition", detail)?;
         }
         Action::Reset(i, on) => {
-            set_proxy(cluster, i, if on { Mode::Reset } else { Mode::Pass })?;
-            if on {
-                cluster.log(
-                    "reset",
-                    Some(i),
-                    "proxy resets every connection (RST), new ones too, until healed",
-                );
-            }
+            let detail = "proxy resets every connection (RST), new ones too, until healed";
+            set_proxy(cluster, i, on.then_some(Mode::Reset), "reset", detail)?;
         }
         Action::Latency(i, ms) => {
+            let detail = format!("{ms} ms per chunk");
             set_proxy(
                 cluster,
                 i,
-                if ms == 0 { Mode::Pass } else { Mode::Delay(ms) },
+                (ms > 0).then_some(Mode::Delay(ms)),
+                "latency",
+                &detail,
             )?;
-            if ms > 0 {
-                cluster.log("latency", Some(i), &format!("{ms} ms per chunk"));
-            }
         }
         Action::Freeze(i) => {
             cluster.signal(i, "-STOP");
