@@ -786,10 +786,7 @@ async fn start_fixed(s: &Setup) -> Result<Manager, StartError> {
 /// tests of this file share a process under `cargo test`.
 #[tokio::test(start_paused = true)]
 async fn a_second_manager_in_one_process_is_refused_the_id_a_deterministic_one_holds() {
-    let (first, second) = (
-        setup(8, Duration::from_secs(3600)),
-        setup(8, Duration::from_secs(3600)),
-    );
+    let [first, second] = [(); 2].map(|()| setup(8, Duration::from_secs(3600)));
     for s in [&first, &second] {
         for id in 0..7 {
             s.coordinator.rows.lock().unwrap()[id] = Some((u64::MAX, u64::MAX));
