@@ -24,6 +24,11 @@ fn skip(why: &str) -> CheckResult {
     Ok(Outcome::Skipped(why.to_owned()))
 }
 
+/// Why a check that fills the store does not apply to a strategy that cannot hold every ID.
+pub(crate) fn not_all_ids(so: &str) -> String {
+    format!("strategy cannot hold all {} ids{so}", MachineId::COUNT)
+}
+
 /// Acquires, retrying answers the lease manager would retry.
 async fn acquire<S: Strategy>(
     strategy: &S,
@@ -466,10 +471,7 @@ pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Optio
 
 pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip(&format!(
-            "strategy cannot hold all {} ids, so a freed id may go unnoticed",
-            MachineId::COUNT
-        ));
+        return skip(&not_all_ids(", so a freed id may go unnoticed"));
     }
     let node = harness.node().await;
     let acquired = Instant::now();
@@ -528,10 +530,7 @@ pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) ->
 
 pub(crate) async fn exhausted<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip(&format!(
-            "strategy cannot hold all {} ids",
-            MachineId::COUNT
-        ));
+        return skip(&not_all_ids(""));
     }
     let node = harness.node().await;
     let (grants, refusal) = fill(&node, options, &[], Instant::now()).await?;
@@ -648,11 +647,8 @@ fn herd_floor(node: usize) -> u64 {
 
 pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip(&format!(
-            "strategy cannot hold all {} ids, so {} acquirers cannot all get one",
-            MachineId::COUNT,
-            MachineId::COUNT
-        ));
+        let so = format!(", so {} acquirers cannot all get one", MachineId::COUNT);
+        return skip(&not_all_ids(&so));
     }
     let count = usize::from(MachineId::COUNT);
     // Every node made before the first claim, so the claims race each other and not the
@@ -770,9 +766,8 @@ async fn late_renewal<S: Strategy>(
 
 pub(crate) async fn renew_after_release<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     if !options.capabilities.holds_all_ids {
-        return skip(&format!(
-            "strategy cannot hold all {} ids, so an id the late renewal kept may go unnoticed",
-            MachineId::COUNT
+        return skip(&not_all_ids(
+            ", so an id the late renewal kept may go unnoticed",
         ));
     }
     let node = harness.node().await;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Release, Renew, Strategy};
 use tokio::time::{Instant, sleep_until};
 
-use crate::checks::{CheckResult, FLOOR_BASE, acquire_recording, describe, fill_all, renew_all};
+use crate::checks::{
+    CheckResult, FLOOR_BASE, acquire_recording, describe, fill_all, not_all_ids, renew_all,
+};
 use crate::{Harness, Options, Outcome};
 
 type Lease<H> = <<H as Harness>::Strategy as Strategy>::Lease;
@@ -19,10 +21,7 @@ fn not_applying<S: Strategy>(node: &S, options: &Options) -> Option<CheckResult>
     let why = if !node.profile().records_floor {
         "strategy stores no timestamp floor (its profile's `records_floor` is false)".to_owned()
     } else if !options.capabilities.holds_all_ids {
-        format!(
-            "strategy cannot hold all {} ids, so the check cannot choose which id is handed over",
-            MachineId::COUNT
-        )
+        not_all_ids(", so the check cannot choose which id is handed over")
     } else {
         return None;
     };
