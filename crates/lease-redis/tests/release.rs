@@ -96,20 +96,3 @@ async fn a_released_id_in_the_hash_and_for_nononcense() {
         assert!(nononcense_claims(&mut c, &key).await, "{name}");
     }
 }
-
-#[tokio::test]
-async fn a_release_with_no_guard_leaves_nothing_in_the_hash() {
-    for server in servers() {
-        let name = server.name;
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        let s = strategy(&server, &key).await;
-        let lease = acquire(&s).await;
-        let id = lease.machine_id().to_string();
-        release(&s, &lease, Duration::ZERO, F + 1).await;
-        assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
-        late_renew(&s, &lease).await;
-        assert_eq!(hpttl(&mut c, &key, &id).await, -2, "{name}");
-        assert_eq!(hpttl(&mut c, &key, &lease.marker()).await, -2, "{name}");
-    }
-}
