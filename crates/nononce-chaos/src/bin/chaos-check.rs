@@ -79,9 +79,9 @@ fn main() -> ExitCode {
             }
         };
     }
-    let (passed, json, text) = if cli.guard {
-        match nononce_chaos::check_guard(&cli.dir, cli.bound_ms) {
-            Ok(r) => (
+    let checked = if cli.guard {
+        nononce_chaos::check_guard(&cli.dir, cli.bound_ms).map(|r| {
+            (
                 r.passed(),
                 serde_json::to_string_pretty(&r),
                 format!(
@@ -95,19 +95,17 @@ fn main() -> ExitCode {
                     r.duplicates,
                     if r.passed() { "PASS" } else { "FAIL" }
                 ),
-            ),
-            Err(e) => {
-                eprintln!("chaos-check: {e}");
-                return ExitCode::from(2);
-            }
-        }
+            )
+        })
     } else {
-        match nononce_chaos::check(&cli.dir) {
-            Ok(r) => (r.passed(), serde_json::to_string_pretty(&r), r.summary()),
-            Err(e) => {
-                eprintln!("chaos-check: {e}");
-                return ExitCode::from(2);
-            }
+        nononce_chaos::check(&cli.dir)
+            .map(|r| (r.passed(), serde_json::to_string_pretty(&r), r.summary()))
+    };
+    let (passed, json, text) = match checked {
+        Ok(checked) => checked,
+        Err(e) => {
+            eprintln!("chaos-check: {e}");
+            return ExitCode::from(2);
         }
     };
     print!("{text}");
@@ -119,9 +117,5 @@ fn main() -> ExitCode {
     {
         eprintln!("chaos-check: {}: {e}", path.display());
     }
-    if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(u8::from(!passed))
 }

@@ -350,7 +350,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         out: Mutex::new(BufWriter::with_capacity(1 << 16, file)),
         clock: clock.clone(),
     });
-    let factories = make_factories(&clock, args.epoch_ms)?;
+    let (factories, recorder) = make_factories(&log, &args)?;
     log.put(&Record::Start {
         node: args.node,
         at: log.now(),
@@ -372,11 +372,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
         // Wait for a lease as long as it takes: the orchestrator stops the node.
         .with_acquire_timeout(None);
     config.validate().map_err(text)?;
-    let recorder = Arc::new(Recorder {
-        factories: factories.clone(),
-        log: log.clone(),
-        floors_in_clock_ms: args.floors_in_clock_ms,
-    });
     let store = args.store.clone();
     if store == "statefulset" {
         let pod = args.pod.clone().unwrap_or_else(|| "chaos-7".into());
@@ -440,12 +435,16 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
 }
 
-/// The node's two factories on `clock`, counting from `epoch_ms`: as the facade builds them,
-/// splitting the series between them (see the module docs).
-fn make_factories(clock: &NodeClock, epoch_ms: u64) -> Result<[Arc<NodeFactory>; 2], String> {
+/// The node's two factories on the log's clock, counting from `--epoch-ms`: as the facade
+/// builds them, splitting the series between them (see the module docs); and their recorder.
+fn make_factories(
+    log: &Arc<Log>,
+    args: &RunArgs,
+) -> Result<([Arc<NodeFactory>; 2], Arc<Recorder>), String> {
+    let epoch_ms = args.epoch_ms;
     let build = |k64, k96, k128| {
         Factory::new(
-            clock.clone(),
+            log.clock.clone(),
             // As the facade builds them: the thread cache on.
             FactoryConfig::new()
                 .with_epoch_ms(epoch_ms)
@@ -463,10 +462,16 @@ fn make_factories(clock: &NodeClock, epoch_ms: u64) -> Result<[Arc<NodeFactory>;
         .map(Arc::new)
         .map_err(text)
     };
-    Ok([
+    let factories = [
         build(Base::Counter, Base::Sortable, Base::Counter)?,
         build(Base::Sortable, Base::Counter, Base::Sortable)?,
-    ])
+    ];
+    let recorder = Arc::new(Recorder {
+        factories: factories.clone(),
+        log: log.clone(),
+        floors_in_clock_ms: args.floors_in_clock_ms,
+    });
+    Ok((factories, recorder))
 }
 
 /// Steps the clock back by `step_ms` on every SIGUSR1 (a fault), recording each step.
@@ -652,12 +657,7 @@ async fn rebuild<S: Strategy + 'static>(
     args: &RunArgs,
     term: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<LeaseManager<Arc<S>>>, String> {
-    let factories = make_factories(&log.clock, args.epoch_ms)?;
-    let recorder = Arc::new(Recorder {
-        factories: factories.clone(),
-        log: log.clone(),
-        floors_in_clock_ms: args.floors_in_clock_ms,
-    });
+    let (factories, recorder) = make_factories(log, args)?;
     slot.burst.store(true, Ordering::Relaxed);
     tokio::time::sleep(BURST).await;
     // The drop at the start of a millisecond, once the factories' clock (the ticker) reads it
@@ -1052,10 +1052,7 @@ async fn steal(args: StealArgs) -> Result<(), String> {
         }
     })
     .await?;
-    match id {
-        Some(id) => println!("{id}"),
-        None => println!("none"),
-    }
+    println!("{}", id.map_or_else(|| "none".into(), |id| id.to_string()));
     Ok(())
 }
 
@@ -1132,10 +1129,8 @@ async fn etcd_lease(client: &mut EtcdClient, ttl_ms: u64) -> Result<i64, String>
 /// zero, below 512); `None` for floor keys and anything else.
 fn etcd_lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
     let id = key.strip_prefix(prefix.as_bytes())?;
-    if id.is_empty() || id.len() > 3 || (id.len() > 1 && id[0] == b'0') {
-        return None;
-    }
-    if !id.iter().all(u8::is_ascii_digit) {
+    let digits = !id.is_empty() && id.len() <= 3 && id.iter().all(u8::is_ascii_digit);
+    if !digits || (id.len() > 1 && id[0] == b'0') {
         return None;
     }
     std::str::from_utf8(id)
