@@ -12,7 +12,7 @@ use crate::common::{EPOCH, F, KEY, T0, config, enabled, enabled_as, machine_id, 
 use nonce_core::{
     Base, Cipher96, Cipher128, Clock, Error, Factory, FactoryConfig, FactoryConfigError,
     InvalidMachineId, MAX_TIMESTAMP, MachineId, ManualClock, NO_DEADLINE, Nonce64, Nonce96,
-    Nonce128,
+    Nonce128, ParseNonceError,
 };
 use std::collections::HashSet;
 
@@ -33,14 +33,15 @@ fn config_errors_are_distinct() {
     // An ID past the 9-bit field cannot reach a factory: `MachineId` refuses it.
     assert_eq!(MachineId::new(512), Err(InvalidMachineId(512)));
     assert!(f.enable(machine_id(511), NO_DEADLINE).is_ok());
+    let refused = |config: FactoryConfig<&[u8]>| Factory::new(&clock, config).err();
     let short = [1u8; 31];
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().with_base_key(&short)).err(),
+        refused(FactoryConfig::new().with_base_key(&short)),
         Some(FactoryConfigError::BaseKeyTooShort { len: 31 })
     );
     let k = [1u8; 17];
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().with_key64(&k)).err(),
+        refused(FactoryConfig::new().with_key64(&k)),
         Some(FactoryConfigError::KeyLength {
             bits: 64,
             cipher: "blowfish",
@@ -49,13 +50,11 @@ fn config_errors_are_distinct() {
         })
     );
     assert_eq!(
-        Factory::new(
-            &clock,
+        refused(
             FactoryConfig::new()
                 .with_cipher96(Cipher96::Speck)
                 .with_key96(&k)
-        )
-        .err(),
+        ),
         Some(FactoryConfigError::KeyLength {
             bits: 96,
             cipher: "speck",
@@ -64,7 +63,7 @@ fn config_errors_are_distinct() {
         })
     );
     assert_eq!(
-        Factory::new(&clock, FactoryConfig::new().with_epoch_ms(T0 + 1)).err(),
+        refused(FactoryConfig::new().with_epoch_ms(T0 + 1)),
         Some(FactoryConfigError::EpochInFuture {
             epoch_ms: T0 + 1,
             now_ms: T0
@@ -316,14 +315,12 @@ fn reenable_starts_past_everything_issued() {
     let gap_start = clock.now_ms();
     clock.advance(60_000);
     f.enable(machine_id(5), NO_DEADLINE).unwrap();
-    assert_eq!(
-        f.counter64().unwrap().decode(EPOCH).timestamp_ms,
-        gap_start - EPOCH + 60_000
-    );
-    assert_eq!(
-        f.counter128().unwrap().decode(EPOCH).timestamp_ms,
-        gap_start - EPOCH + 60_000
-    );
+    for n in [
+        f.counter64().unwrap().decode(EPOCH),
+        f.counter128().unwrap().decode(EPOCH),
+    ] {
+        assert_eq!(n.timestamp_ms, gap_start - EPOCH + 60_000);
+    }
     f.enable(machine_id(6), NO_DEADLINE).unwrap();
     assert_eq!(f.counter64().unwrap().decode(EPOCH).machine_id.get(), 6);
 }
@@ -420,18 +417,12 @@ fn nonce_text_forms_round_trip() {
         Nonce64::from_u64(u64::MAX).base64url().to_string(),
         "__________8"
     );
-    assert!(matches!(
-        "xyz".parse::<Nonce64>(),
-        Err(nonce_core::ParseNonceError::Length { bits: 64, len: 3 })
-    ));
-    assert_eq!(
-        "zz23456789abcdef".parse::<Nonce64>(),
-        Err(nonce_core::ParseNonceError::InvalidHex)
-    );
-    assert_eq!(
-        "!!!!!!!!!!!".parse::<Nonce64>(),
-        Err(nonce_core::ParseNonceError::InvalidBase64)
-    );
+    let length = ParseNonceError::Length { bits: 64, len: 3 };
+    assert_eq!("xyz".parse::<Nonce64>(), Err(length));
+    let hex = ParseNonceError::InvalidHex;
+    assert_eq!("zz23456789abcdef".parse::<Nonce64>(), Err(hex));
+    let base64 = ParseNonceError::InvalidBase64;
+    assert_eq!("!!!!!!!!!!!".parse::<Nonce64>(), Err(base64));
     assert!(Nonce96::from_u128(1 << 96).is_none());
 }
 

@@ -8,7 +8,7 @@
     feature = "speck"
 ))]
 
-use crate::common::{KEY, Op, T0, machine_id};
+use crate::common::{KEY, Op, T0, enabled_as, machine_id};
 use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,
     NO_DEADLINE, Nonce64, Nonce96, Nonce128,
@@ -77,8 +77,7 @@ proptest! {
     #[test]
     fn sortable_nonces_follow_the_fake_clock(steps in proptest::collection::vec((0u64..3, 1usize..300), 1..60)) {
         let clock = ManualClock::new(T0);
-        let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-        f.enable(machine_id(12), NO_DEADLINE).unwrap();
+        let f = enabled_as(&clock, FactoryConfig::new(), 12);
         let epoch = f.epoch_ms();
         let (mut last64, mut last96, mut last128) = (None, None, None);
         for (advance, n) in steps {
@@ -137,12 +136,8 @@ proptest! {
         steps in proptest::collection::vec((0u64..3, 0usize..12_000, 0usize..3_000), 1..10),
     ) {
         let (clock, calm_clock) = (ManualClock::new(T0), ManualClock::new(T0));
-        let enabled = |clock| {
-            let f = Factory::new(clock, FactoryConfig::new()).unwrap();
-            f.enable(machine_id(12), NO_DEADLINE).unwrap();
-            f
-        };
-        let (f, calm) = (enabled(&clock), enabled(&calm_clock));
+        let f = enabled_as(&clock, FactoryConfig::new(), 12);
+        let calm = enabled_as(&calm_clock, FactoryConfig::new(), 12);
         let next = |f: &Factory<&ManualClock>| {
             if sortable { f.sortable64() } else { f.counter64() }
         };
