@@ -21,14 +21,9 @@ impl EtcdStrategy {
     /// When the cluster cannot be reached or refuses the reads.
     pub async fn holders(&self) -> Result<Vec<Holder>, EtcdLeaseError> {
         let client = self.client().await?;
-        let answer = self
-            .call(
-                "range",
-                client
-                    .kv_client()
-                    .get(self.prefix(), Some(GetOptions::new().with_prefix())),
-            )
-            .await?;
+        let options = Some(GetOptions::new().with_prefix());
+        let mut kv = client.kv_client();
+        let answer = self.call("range", kv.get(self.prefix(), options)).await?;
         let mut held: Vec<(MachineId, String, i64)> = answer
             .kvs()
             .iter()
@@ -47,13 +42,9 @@ impl EtcdStrategy {
             if *lease == 0 || left.contains_key(lease) {
                 continue;
             }
-            let ttl = self
-                .call(
-                    "lease time-to-live",
-                    client.lease_client().time_to_live(*lease, None),
-                )
-                .await?
-                .ttl();
+            let mut leases = client.lease_client();
+            let request = leases.time_to_live(*lease, None);
+            let ttl = self.call("lease time-to-live", request).await?.ttl();
             // -1: the lease ended between the two reads, and its key with it.
             left.insert(*lease, u64::try_from(ttl).ok().map(Duration::from_secs));
         }
@@ -76,15 +67,9 @@ impl EtcdStrategy {
     /// When the cluster cannot be reached or refuses the read.
     pub async fn free_count(&self) -> Result<u64, EtcdLeaseError> {
         let client = self.client().await?;
-        let answer = self
-            .call(
-                "range",
-                client.kv_client().get(
-                    self.prefix(),
-                    Some(GetOptions::new().with_prefix().with_keys_only()),
-                ),
-            )
-            .await?;
+        let options = Some(GetOptions::new().with_prefix().with_keys_only());
+        let mut kv = client.kv_client();
+        let answer = self.call("range", kv.get(self.prefix(), options)).await?;
         let held = answer
             .kvs()
             .iter()
@@ -102,15 +87,10 @@ impl EtcdStrategy {
     /// When the cluster cannot be reached or refuses the delete.
     pub async fn force_release(&self, id: MachineId) -> Result<bool, EtcdLeaseError> {
         let client = self.client().await?;
-        let answer = self
-            .call(
-                "delete",
-                client.kv_client().delete(
-                    keys::lease_key(self.prefix(), id),
-                    Some(DeleteOptions::new().with_prev_key()),
-                ),
-            )
-            .await?;
+        let options = Some(DeleteOptions::new().with_prev_key());
+        let mut kv = client.kv_client();
+        let delete = kv.delete(keys::lease_key(self.prefix(), id), options);
+        let answer = self.call("delete", delete).await?;
         let Some(previous) = answer.prev_kvs().first() else {
             return Ok(false);
         };
@@ -152,13 +132,10 @@ impl EtcdStrategy {
             // Put by hand without a lease.
             Some(0) => Some(Duration::MAX),
             Some(lease) => {
-                let ttl = self
-                    .call(
-                        "lease time-to-live",
-                        client.lease_client().time_to_live(lease, None),
-                    )
-                    .await
-                    .map_or(0, |answer| answer.ttl());
+                let mut leases = client.lease_client();
+                let request = leases.time_to_live(lease, None);
+                let answer = self.call("lease time-to-live", request).await;
+                let ttl = answer.map_or(0, |answer| answer.ttl());
                 // Its key is deleted already: the etcd lease holds nothing.
                 self.revoke_quietly(lease).await;
                 Some(Duration::from_secs(u64::try_from(ttl).unwrap_or(0)))

@@ -178,11 +178,6 @@ fn password(url: &str) -> Option<&str> {
     Some(&url[colon + 1..at]).filter(|p| !p.is_empty())
 }
 
-/// The `host:port` of an endpoint (`http://host:port`).
-fn host(endpoint: &str) -> &str {
-    endpoint.split_once("://").map_or(endpoint, |(_, a)| a)
-}
-
 /// One attempt to connect to an endpoint: `Err` says why not.
 type Attempt = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
@@ -197,21 +192,25 @@ async fn reachable(
         .options()
         .endpoints()
         .iter()
-        .map(|e| host(e).to_owned())
+        // `http://host:port`: its `host:port`.
+        .map(|e| {
+            e.split_once("://")
+                .map_or(e.as_str(), |(_, host)| host)
+                .to_owned()
+        })
         .collect();
     let timeout = store.connect_timeout();
     let mut attempts: Vec<Option<Attempt>> = hosts
         .iter()
         .map(|host| {
             let host = host.clone();
-            let attempt: Attempt = Box::pin(async move {
+            Some(Box::pin(async move {
                 match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&host)).await {
                     Ok(Ok(_)) => Ok(()),
                     Ok(Err(e)) => Err(e.to_string()),
                     Err(_) => Err(format!("no answer within {}", duration(timeout))),
                 }
-            });
-            Some(attempt)
+            }) as Attempt)
         })
         .collect();
     let mut results: Vec<Option<Result<(), String>>> = vec![None; hosts.len()];
@@ -302,11 +301,8 @@ mod tests {
     use super::*;
 
     fn store(url: &str) -> StoreUrl {
-        let terms = LeaseTerms::new(
-            Duration::from_secs(120),
-            Duration::from_secs(30),
-            Duration::from_secs(10),
-        );
+        let [lease, min_ttl, margin] = [120, 30, 10].map(Duration::from_secs);
+        let terms = LeaseTerms::new(lease, min_ttl, margin);
         StoreUrl::new(url, url, Access::Lease, terms).with_connect_timeout(Duration::from_secs(2))
     }
 

@@ -234,57 +234,48 @@ mod tests {
     #[test]
     fn grpc_codes_map_onto_kinds() {
         use ErrorKind::{Misconfigured, Other, Retry, Unsupported};
-        for (code, message, kind) in [
-            (Code::Unavailable, "etcdserver: no leader", Retry),
-            (Code::Unavailable, "etcdserver: leader changed", Retry),
-            (Code::DeadlineExceeded, "context deadline exceeded", Retry),
+        let kind = |code, message| classify_status(&Status::new(code, message));
+        for (expected, cases) in [
             (
-                Code::ResourceExhausted,
-                "etcdserver: too many requests",
                 Retry,
+                &[
+                    (Code::Unavailable, "etcdserver: no leader"),
+                    (Code::Unavailable, "etcdserver: leader changed"),
+                    (Code::DeadlineExceeded, "context deadline exceeded"),
+                    (Code::ResourceExhausted, "etcdserver: too many requests"),
+                ][..],
             ),
             (
-                Code::ResourceExhausted,
-                "etcdserver: mvcc: database space exceeded",
+                Misconfigured,
+                &[
+                    (Code::PermissionDenied, "etcdserver: permission denied"),
+                    (Code::Unauthenticated, "etcdserver: invalid auth token"),
+                    (
+                        Code::InvalidArgument,
+                        "etcdserver: authentication failed, invalid user ID or password",
+                    ),
+                    (
+                        Code::FailedPrecondition,
+                        "etcdserver: authentication is not enabled",
+                    ),
+                ],
+            ),
+            (
                 Other,
+                &[
+                    (
+                        Code::ResourceExhausted,
+                        "etcdserver: mvcc: database space exceeded",
+                    ),
+                    (Code::InvalidArgument, "etcdserver: request is too large"),
+                    (Code::NotFound, "etcdserver: requested lease not found"),
+                ],
             ),
-            (
-                Code::PermissionDenied,
-                "etcdserver: permission denied",
-                Misconfigured,
-            ),
-            (
-                Code::Unauthenticated,
-                "etcdserver: invalid auth token",
-                Misconfigured,
-            ),
-            (
-                Code::InvalidArgument,
-                "etcdserver: authentication failed, invalid user ID or password",
-                Misconfigured,
-            ),
-            (
-                Code::FailedPrecondition,
-                "etcdserver: authentication is not enabled",
-                Misconfigured,
-            ),
-            (
-                Code::InvalidArgument,
-                "etcdserver: request is too large",
-                Other,
-            ),
-            (Code::Unimplemented, "unknown method", Unsupported),
-            (
-                Code::NotFound,
-                "etcdserver: requested lease not found",
-                Other,
-            ),
+            (Unsupported, &[(Code::Unimplemented, "unknown method")]),
         ] {
-            assert_eq!(
-                classify_status(&Status::new(code, message)),
-                kind,
-                "{message}"
-            );
+            for &(code, message) in cases {
+                assert_eq!(kind(code, message), expected, "{message}");
+            }
         }
     }
 

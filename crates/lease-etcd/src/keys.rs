@@ -86,14 +86,12 @@ pub(crate) fn classify(prefix: &str, key: &[u8]) -> Entry {
 
 /// A canonical decimal machine ID (no sign, no leading zeros).
 fn parse_id(text: &[u8]) -> Option<MachineId> {
-    if text.is_empty() || text.len() > 3 || (text.len() > 1 && text[0] == b'0') {
+    let leading_zero = text.len() > 1 && text[0] == b'0';
+    if text.len() > 3 || leading_zero || !text.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if !text.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n: u16 = std::str::from_utf8(text).ok()?.parse().ok()?;
-    MachineId::new(n).ok()
+    // Empty text does not parse.
+    MachineId::new(std::str::from_utf8(text).ok()?.parse().ok()?).ok()
 }
 
 /// The ID an acquire tries: a random one among the free IDs whose floor is below
@@ -141,23 +139,18 @@ mod tests {
         assert_eq!(classify(p, marker_key(p).as_bytes()), Entry::Marker);
         assert_eq!(classify(p, hold_off_key(p).as_bytes()), Entry::HoldOff);
         for other in [
-            &b"/nononce/leases/512"[..],
-            b"/nononce/leases/07",
-            b"/nononce/leases/-1",
-            b"/nononce/leases/",
-            b"/nononce/leases/floor/",
-            b"/nononce/leases/floor/x",
-            b"/nononce/leases/a/1",
-            b"/nononce/leases/floor/initialized",
-            b"/nononce/leases/initialized/",
-            b"/other/1",
+            "/nononce/leases/512",
+            "/nononce/leases/07",
+            "/nononce/leases/-1",
+            "/nononce/leases/",
+            "/nononce/leases/floor/",
+            "/nononce/leases/floor/x",
+            "/nononce/leases/a/1",
+            "/nononce/leases/floor/initialized",
+            "/nononce/leases/initialized/",
+            "/other/1",
         ] {
-            assert_eq!(
-                classify(p, other),
-                Entry::Other,
-                "{:?}",
-                String::from_utf8_lossy(other)
-            );
+            assert_eq!(classify(p, other.as_bytes()), Entry::Other, "{other}");
         }
     }
 
@@ -172,16 +165,8 @@ mod tests {
         assert_eq!(parse_floor(b"123"), None);
         assert_eq!(parse_floor(b"0000000000000000000x"), None);
         assert_eq!(parse_floor(b"99999999999999999999"), None);
-        let values = [
-            0,
-            9,
-            10,
-            999,
-            1_000,
-            1_893_456_000_000,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
+        let max = u64::MAX;
+        let values = [0, 9, 10, 999, 1_000, 1_893_456_000_000, max - 1, max];
         for a in values {
             for b in values {
                 assert_eq!(encode_floor(a).cmp(&encode_floor(b)), a.cmp(&b));

@@ -123,10 +123,8 @@ impl EtcdStrategy {
     /// [`EtcdLeaseError::InvalidOptions`] when `options` are out of range.
     pub fn with_client(client: Client, options: EtcdOptions) -> Result<Self, EtcdLeaseError> {
         options.validate()?;
-        Ok(Self::on(
-            Connection::with_client(client, options.clone()),
-            options,
-        ))
+        let connection = Connection::with_client(client, options.clone());
+        Ok(Self::on(connection, options))
     }
 
     /// The client, connected on first use.
@@ -270,9 +268,8 @@ impl<T: Transport> EtcdStrategy<T> {
     /// Grants an etcd lease of `seconds`; its ID and the TTL etcd granted.
     async fn grant(&self, seconds: i64) -> Result<(i64, Duration), EtcdLeaseError> {
         const OPERATION: &str = "lease grant";
-        let reply = self
-            .exchange(OPERATION, Request::Grant { ttl_s: seconds })
-            .await?;
+        let request = Request::Grant { ttl_s: seconds };
+        let reply = self.exchange(OPERATION, request).await?;
         let Reply::Granted {
             lease,
             ttl_s,
@@ -368,9 +365,8 @@ impl<T: Transport> EtcdStrategy<T> {
             // Put by hand without a lease: it never ends by itself.
             return Ok(Some(held_off(Duration::MAX)));
         }
-        let reply = self
-            .exchange(OPERATION, Request::TimeToLive { lease })
-            .await?;
+        let request = Request::TimeToLive { lease };
+        let reply = self.exchange(OPERATION, request).await?;
         let Reply::TimeToLive { ttl_s } = reply else {
             return Err(Self::unexpected(OPERATION, &reply));
         };
@@ -547,9 +543,8 @@ impl<T: Transport> EtcdStrategy<T> {
     /// the answer.
     async fn keep_alive(&self, lease: &EtcdLease) -> Result<(Duration, u64), EtcdLeaseError> {
         const OPERATION: &str = "lease keep-alive";
-        let reply = self
-            .exchange(OPERATION, Request::KeepAlive { lease: lease.lease })
-            .await?;
+        let request = Request::KeepAlive { lease: lease.lease };
+        let reply = self.exchange(OPERATION, request).await?;
         let Reply::KeptAlive { header, ttl_s } = reply else {
             return Err(Self::unexpected(OPERATION, &reply));
         };

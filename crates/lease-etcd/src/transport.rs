@@ -351,13 +351,8 @@ impl Connection {
         let client = self.client().await?;
         Ok(match request {
             Request::Range { prefix } => {
-                let answer = self
-                    .call(
-                        client
-                            .kv_client()
-                            .get(prefix, Some(GetOptions::new().with_prefix())),
-                    )
-                    .await?;
+                let options = Some(GetOptions::new().with_prefix());
+                let answer = self.call(client.kv_client().get(prefix, options)).await?;
                 Reply::Range {
                     header: answer.header().map(Header::from),
                     kvs: answer.kvs().iter().map(Kv::from).collect(),
@@ -377,12 +372,9 @@ impl Connection {
                 Reply::Revoked
             }
             Request::TimeToLive { lease } => {
-                let answer = self
-                    .call(client.lease_client().time_to_live(lease, None))
-                    .await?;
-                Reply::TimeToLive {
-                    ttl_s: answer.ttl(),
-                }
+                let mut leases = client.lease_client();
+                let ttl_s = self.call(leases.time_to_live(lease, None)).await?.ttl();
+                Reply::TimeToLive { ttl_s }
             }
             Request::Txn(txn) => {
                 let answer = self.call(client.kv_client().txn(txn.into())).await?;
