@@ -205,11 +205,8 @@ mod tests {
     use super::*;
 
     fn store(url: &str) -> StoreUrl {
-        let terms = LeaseTerms::new(
-            Duration::from_secs(120),
-            Duration::from_secs(30),
-            Duration::from_secs(10),
-        );
+        let [lease, min_ttl, margin] = [120, 30, 10].map(Duration::from_secs);
+        let terms = LeaseTerms::new(lease, min_ttl, margin);
         StoreUrl::new(url, url, Access::Lease, terms)
     }
 

@@ -42,7 +42,6 @@ pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
 /// | `max_lease_duration` | 8 h | longest lease granted; longer requests are shortened to it |
 /// | `amnesia_guard` | [`AmnesiaGuard::HoldOff`] | defence against a server that forgot leases |
 /// | `max_clock_offset` | 1 h | with the guard on: largest offset of a node's clock from the server's that nodes accept |
-///
 /// | `wait_for_replicas` | none | after each claim and renewal, `WAIT` for this many replicas |
 /// | `response_timeout` | 5 s | longest wait for one reply (for [`RedisStrategy::connect`](crate::RedisStrategy::connect)) |
 /// | `connection_timeout` | 2 s | longest wait for a connection (for `connect`) |
@@ -303,34 +302,16 @@ mod tests {
         for needle in ["max_lease_duration", "min_ttl", "10s", "30s"] {
             assert!(message.contains(needle), "{needle}: {message}");
         }
-
-        // At the minimum, and above it, every grant is legal.
-        RedisOptions::new()
-            .with_max_lease_duration(Duration::from_secs(30))
-            .validate_for(&config)
-            .unwrap();
-        RedisOptions::new().validate_for(&config).unwrap();
-        // A lower minimum makes the short cap usable.
-        capped
-            .validate_for(
-                &LeaseConfig::default()
-                    .with_min_ttl(Duration::from_secs(3))
-                    .with_margin(Duration::from_secs(1))
-                    .terms(),
-            )
-            .unwrap();
-        // A lease asked for longer than the cap is fine: it is granted the cap.
-        RedisOptions::new()
-            .with_max_lease_duration(Duration::from_secs(60))
-            .validate_for(&config)
-            .unwrap();
-    }
-
-    #[test]
-    fn validate_for_checks_the_options_themselves_too() {
+        // At the minimum, and above it (a lease asked for longer is granted the cap), every
+        // grant is legal; a lower minimum makes the short cap usable (validate_for's example).
+        for cap in [30, 60, 8 * 3600] {
+            let options = RedisOptions::new().with_max_lease_duration(Duration::from_secs(cap));
+            options.validate_for(&config).unwrap();
+        }
+        // The options themselves are checked too.
         let error = RedisOptions::new()
             .with_acquire_attempts(0)
-            .validate_for(&LeaseConfig::default().terms())
+            .validate_for(&config)
             .unwrap_err();
         assert!(error.to_string().contains("acquire_attempts"), "{error}");
     }

@@ -263,13 +263,11 @@ impl<T: Transport> RedisStrategy<T> {
         }
     }
 
-    /// The grant, asking the manager to hold the node's clock within what the hold-off allows
-    /// for (with the guard on).
-    fn clock_bound(&self, grant: Grant<RedisLease>) -> Grant<RedisLease> {
-        match self.options.amnesia_guard {
-            AmnesiaGuard::HoldOff => grant.with_max_clock_offset(self.options.max_clock_offset),
-            AmnesiaGuard::Off => grant,
-        }
+    /// The offset of the node's clock the manager is asked to hold grants and renewals within:
+    /// what the hold-off allows for (with the guard on).
+    fn clock_bound(&self) -> Option<Duration> {
+        let on = self.options.amnesia_guard == AmnesiaGuard::HoldOff;
+        on.then_some(self.options.max_clock_offset)
     }
 
     /// The amnesia guard on the server's `INFO`: fails with a `Misconfigured` error when the
@@ -398,6 +396,11 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
         // The run ID of the server whose uptime the guard checked (first read only): every
         // claim of this acquire must land on that same server process.
         let mut checked = None;
+        let unreadable = |id, value| RedisLeaseError::UnreadableFloor {
+            key: self.options.key.clone(),
+            id,
+            value,
+        };
         for attempt in 0..self.options.acquire_attempts {
             let (free, run_id) = self.read(attempt == 0).await?;
             checked = checked.or(run_id);
@@ -405,11 +408,7 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
                 self.random_below(n)
             }) else {
                 return Err(match free.unreadable.into_iter().next() {
-                    Some((id, value)) => RedisLeaseError::UnreadableFloor {
-                        key: self.options.key.clone(),
-                        id,
-                        value,
-                    },
+                    Some((id, value)) => unreadable(id, value),
                     None => RedisLeaseError::Exhausted {
                         key: self.options.key.clone(),
                     },
@@ -435,20 +434,15 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
                     server_ms,
                 } => {
                     self.wait_for_replicas().await?;
-                    let grant = Grant::new(id, RedisLease { id, token }, ttl)
+                    let mut grant = Grant::new(id, RedisLease { id, token }, ttl)
                         .with_floor(floor_ms)
                         .with_coordinator_ms(server_ms);
-                    return Ok(self.clock_bound(grant));
+                    grant.max_clock_offset = self.clock_bound();
+                    return Ok(grant);
                 }
                 // Somebody claimed it between the read and the script: read again.
                 Claim::Taken => {}
-                Claim::Unreadable(value) => {
-                    return Err(RedisLeaseError::UnreadableFloor {
-                        key: self.options.key.clone(),
-                        id,
-                        value,
-                    });
-                }
+                Claim::Unreadable(value) => return Err(unreadable(id, value)),
                 Claim::HeldOff {
                     open_at_ms,
                     server_ms,
@@ -502,11 +496,9 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
             other => return Err(unexpected(command, &other)),
         };
         self.wait_for_replicas().await?;
-        let renewal = Renewal::new(lease.clone(), ttl).with_coordinator_ms(server_ms);
-        Ok(match self.options.amnesia_guard {
-            AmnesiaGuard::HoldOff => renewal.with_max_clock_offset(self.options.max_clock_offset),
-            AmnesiaGuard::Off => renewal,
-        })
+        let mut renewal = Renewal::new(lease.clone(), ttl).with_coordinator_ms(server_ms);
+        renewal.max_clock_offset = self.clock_bound();
+        Ok(renewal)
     }
 
     /// The release script, one round trip: `HSETEX FXX PX guard` of both lease fields, `HDEL`
@@ -549,15 +541,6 @@ mod tests {
         MachineId::new(n).unwrap()
     }
 
-    /// A "random" source that walks through every index in turn.
-    fn cycling() -> impl FnMut(usize) -> usize {
-        let mut next = 0;
-        move |n| {
-            next += 1;
-            (next - 1) % n
-        }
-    }
-
     #[test]
     fn debug_shows_the_id_and_a_token_prefix_only() {
         let token = wire::new_token(rand::random);
@@ -583,7 +566,12 @@ mod tests {
     #[test]
     fn an_id_whose_floor_is_below_now_is_preferred() {
         let free = [(id(1), 500), (id(2), 99), (id(3), 100), (id(4), 700)];
-        let mut random = cycling();
+        // A "random" source that walks through every index in turn.
+        let mut next = 0;
+        let mut random = move |n: usize| {
+            next += 1;
+            (next - 1) % n
+        };
         for _ in 0..20 {
             assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
         }
@@ -595,10 +583,8 @@ mod tests {
         seen.dedup();
         assert_eq!(seen, [1, 2, 3]);
         assert_eq!(pick(&[], 100, &mut random), None);
-    }
 
-    #[test]
-    fn with_every_floor_ahead_the_lower_of_two_random_picks_wins() {
+        // With every floor ahead, the lower of two random picks wins.
         let free = [(id(1), 500), (id(2), 300), (id(3), 900)];
         let mut answers = [0, 1, 2, 0, 1, 2].into_iter();
         let mut random = |n: usize| {

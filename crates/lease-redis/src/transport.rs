@@ -308,20 +308,16 @@ where
                     .await?;
                 let server_ms = time_ms(seconds, micros);
                 let text = || String::from_utf8_lossy(&stored).into_owned();
-                let ms = |what: &str| {
-                    wire::parse_floor_value(&stored)
-                        .ok_or_else(|| TransportError::Unexpected(format!("{what} {:?}", text())))
-                };
                 Ok(Reply::Claim(match status {
                     1 => Claim::Won {
-                        floor_ms: ms("floor")?,
+                        floor_ms: ms("floor", &stored)?,
                         server_ms,
                     },
                     0 => Claim::Taken,
                     2 => Claim::Unreadable(text()),
                     3 => Claim::ServerChanged(text()),
                     4 => Claim::HeldOff {
-                        open_at_ms: ms("open_at")?,
+                        open_at_ms: ms("open_at", &stored)?,
                         server_ms,
                     },
                     other => return Err(TransportError::Unexpected(other.to_string())),
@@ -370,14 +366,7 @@ where
                     .arg(millis(hold_off))
                     .invoke_async(connection)
                     .await?;
-                wire::parse_floor_value(&at)
-                    .map(Reply::OpenAt)
-                    .ok_or_else(|| {
-                        TransportError::Unexpected(format!(
-                            "open_at {:?}",
-                            String::from_utf8_lossy(&at)
-                        ))
-                    })
+                ms("open_at", &at).map(Reply::OpenAt)
             }
             Request::WaitForReplicas { required, timeout } => {
                 let acknowledged: i64 = redis::cmd("WAIT")
@@ -393,6 +382,13 @@ where
 
 /// A hash field and its value, as bytes: one corrupt value must not hide the others.
 type Pair = (Vec<u8>, Vec<u8>);
+
+/// A script's Unix ms (a floor, the marker's time), read as a floor is.
+fn ms(what: &str, value: &[u8]) -> Result<u64, TransportError> {
+    wire::parse_floor_value(value).ok_or_else(|| {
+        TransportError::Unexpected(format!("{what} {:?}", String::from_utf8_lossy(value)))
+    })
+}
 
 /// A script's 0 or 1.
 fn flag(value: i64) -> Result<bool, TransportError> {

@@ -34,17 +34,17 @@ pub(crate) fn parse_floor_field(field: &[u8]) -> Option<MachineId> {
 /// A stored floor value: canonical decimal (no sign, no leading zero), at most 19 digits. The
 /// Lua scripts apply the same rule; anything else is unreadable.
 pub(crate) fn parse_floor_value(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if value.len() > 1 && value[0] == b'0' {
-        return None;
-    }
-    Some(
-        value
-            .iter()
-            .fold(0u64, |acc, digit| acc * 10 + u64::from(digit - b'0')),
-    )
+    parse_canonical(value, 19)
+}
+
+/// Canonical decimal text (no sign, no leading zero) of at most `digits` (up to 19) digits.
+fn parse_canonical(text: &[u8], digits: usize) -> Option<u64> {
+    let canonical = text.first() != Some(&b'0') || text.len() == 1;
+    (!text.is_empty() && text.len() <= digits && canonical && text.iter().all(u8::is_ascii_digit))
+        .then(|| {
+            text.iter()
+                .fold(0, |acc, digit| acc * 10 + u64::from(digit - b'0'))
+        })
 }
 
 /// What an acquire reads from the hash: the free IDs with their stored floors.
@@ -82,16 +82,7 @@ pub(crate) fn free_ids_with_floors<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(F, 
 /// The machine ID a hash field names, if it is an ID field: canonical decimal `0..=511`
 /// (no sign, no leading zero). Markers (`token.…`) and foreign fields give `None`.
 pub(crate) fn parse_id_field(field: &[u8]) -> Option<MachineId> {
-    if field.is_empty() || field.len() > 3 || !field.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if field.len() > 1 && field[0] == b'0' {
-        return None;
-    }
-    let value = field
-        .iter()
-        .fold(0u16, |acc, digit| acc * 10 + u16::from(digit - b'0'));
-    MachineId::new(value).ok()
+    MachineId::new(u16::try_from(parse_canonical(field, 3)?).ok()?).ok()
 }
 
 /// The IDs not named by any ID field among `fields`.
@@ -135,32 +126,27 @@ mod tests {
     }
 
     #[test]
-    fn free_ids_ignore_markers_and_foreign_fields() {
-        let fields = ["0", "token.0.x", "token.1.y", "2", "abc", "512", "03"];
-        let free = free_ids(&fields);
-        assert_eq!(free.len(), 510);
-        assert_eq!(free[0].get(), 1);
-        assert_eq!(free[1].get(), 3);
-    }
-
-    #[test]
     fn floor_fields_and_values() {
         for (field, id) in [
             ("floor.0", Some(0)),
             ("floor.17", Some(17)),
             ("floor.511", Some(511)),
-            ("floor.512", None),
-            ("floor.017", None),
-            ("floor.", None),
-            ("floor17", None),
-            ("17", None),
-            ("token.17.abc", None),
         ] {
             assert_eq!(
                 parse_floor_field(field.as_bytes()).map(MachineId::get),
                 id,
                 "{field}"
             );
+        }
+        for field in [
+            "floor.512",
+            "floor.017",
+            "floor.",
+            "floor17",
+            "17",
+            "token.17.abc",
+        ] {
+            assert_eq!(parse_floor_field(field.as_bytes()), None, "{field}");
         }
         for (value, floor) in [
             ("0", Some(0)),
@@ -169,42 +155,45 @@ mod tests {
             ("9999999999999999999", Some(MAX_FLOOR_MS)),
             ("10000000000000000000", None),
             ("18446744073709551615", None),
-            ("", None),
-            ("00", None),
-            ("01", None),
-            ("-1", None),
-            ("+1", None),
-            (" 1", None),
-            ("1 ", None),
-            ("1e3", None),
-            ("1.5", None),
         ] {
             assert_eq!(parse_floor_value(value.as_bytes()), floor, "{value:?}");
+        }
+        for value in ["", "00", "01", "-1", "+1", " 1", "1 ", "1e3", "1.5"] {
+            assert_eq!(parse_floor_value(value.as_bytes()), None, "{value:?}");
         }
     }
 
     #[test]
-    fn free_ids_come_with_their_floors() {
+    fn free_ids_ignore_markers_and_foreign_fields_and_come_with_their_floors() {
         let pairs = [
             ("0", "tok"),
             ("token.0.tok", "0"),
+            ("token.1.y", "1"),
+            ("4", "tok"),
+            ("abc", "1"),
+            ("512", "1"),
+            ("03", "1"),
             ("floor.0", "5"),
             ("floor.1", "1893456000000"),
             ("floor.2", "soon"),
             ("floor.600", "1"),
             ("floor.03", "x"),
         ];
+        let fields: Vec<&str> = pairs.iter().map(|(field, _)| *field).collect();
+        let free = free_ids(&fields);
+        assert_eq!(free.len(), 510);
+        assert_eq!(
+            free[..4].iter().map(|id| id.get()).collect::<Vec<_>>(),
+            [1, 2, 3, 5]
+        );
+        let id = |n| MachineId::new(n).unwrap();
         let free = free_ids_with_floors(&pairs);
-        assert_eq!(free.readable.len(), 510);
+        assert_eq!(free.readable.len(), 509);
         assert_eq!(
-            free.readable[0],
-            (MachineId::new(1).unwrap(), 1_893_456_000_000)
+            free.readable[..3],
+            [(id(1), 1_893_456_000_000), (id(3), 0), (id(5), 0)]
         );
-        assert_eq!(free.readable[1], (MachineId::new(3).unwrap(), 0));
-        assert_eq!(
-            free.unreadable,
-            [(MachineId::new(2).unwrap(), "soon".to_owned())]
-        );
+        assert_eq!(free.unreadable, [(id(2), "soon".to_owned())]);
     }
 
     /// NoNoncense's own reading of `HKEYS` (`leased_ids/1`): fields starting with `token.` are
@@ -235,12 +224,8 @@ mod tests {
                 Some(i64::from(id.get()))
             );
         }
-    }
-
-    #[test]
-    fn marker_layout_matches_nononcense() {
-        let id = MachineId::new(17).unwrap();
-        assert_eq!(marker(id, "abc"), "token.17.abc");
+        // The marker's layout is NoNoncense's.
+        assert_eq!(marker(MachineId::new(17).unwrap(), "abc"), "token.17.abc");
     }
 }
 
@@ -293,25 +278,22 @@ mod fuzz {
                 6 => format!("{id} ").into_bytes(),
                 7 => format!("token.{id}.{}", new_token(rand::random)).into_bytes(),
                 8 => format!("token.{id}").into_bytes(),
-                9 => {
-                    // A canonical ID with one byte changed.
-                    let mut f = id.to_string().into_bytes();
-                    let at = self.below(f.len());
-                    f[at] = self.next().to_le_bytes()[0];
-                    f
-                }
+                // A canonical ID with one byte changed.
+                9 => self.changed(id.to_string().into_bytes()),
                 10 => ["٣", "７", "1e2", "0x1f", "1_0", "½", "\u{0}7"][self.below(7)]
                     .as_bytes()
                     .to_vec(),
                 11 => format!("floor.{id}").into_bytes(),
-                12 => {
-                    let mut f = format!("floor.{id}").into_bytes();
-                    let at = self.below(f.len());
-                    f[at] = self.next().to_le_bytes()[0];
-                    f
-                }
+                12 => self.changed(format!("floor.{id}").into_bytes()),
                 _ => u64::MAX.to_string().into_bytes(),
             }
+        }
+
+        /// `field` with one random byte changed.
+        fn changed(&mut self, mut field: Vec<u8>) -> Vec<u8> {
+            let at = self.below(field.len());
+            field[at] = self.next().to_le_bytes()[0];
+            field
         }
     }
 
@@ -375,30 +357,6 @@ mod fuzz {
         }
     }
 
-    /// `free_ids` is the sorted complement of the IDs the fields name, whatever else the hash
-    /// holds, and never more than 512 entries.
-    #[test]
-    fn free_ids_are_the_complement_of_the_id_fields() {
-        let seed = 0x6e6f_6e6f_6e63_6502;
-        let mut g = Gen::new(seed);
-        for case in 0..cases() {
-            let count = match g.below(4) {
-                0 => g.below(4),
-                1 => g.below(64),
-                2 => g.below(600),
-                _ => g.below(3000),
-            };
-            let fields: Vec<Vec<u8>> = (0..count).map(|_| g.field()).collect();
-            let taken: std::collections::BTreeSet<u16> =
-                fields.iter().filter_map(|f| reference(f)).collect();
-            let free: Vec<u16> = free_ids(&fields).into_iter().map(MachineId::get).collect();
-            let expected: Vec<u16> = (0..MachineId::COUNT)
-                .filter(|id| !taken.contains(id))
-                .collect();
-            assert_eq!(free, expected, "seed {seed:#x} case {case}");
-        }
-    }
-
     /// The documented floor rule: the canonical decimal text of a number below 10^19.
     fn reference_floor(value: &[u8]) -> Option<u64> {
         let text = std::str::from_utf8(value).ok()?;
@@ -455,14 +413,20 @@ mod fuzz {
         }
     }
 
-    /// With floor fields among the rest, the free IDs are still the complement of the ID
-    /// fields, and each carries the floor its field holds.
+    /// `free_ids` is the sorted complement of the IDs the fields name, whatever else the hash
+    /// holds (floor fields too), and never more than 512 entries; `free_ids_with_floors` is the
+    /// same complement, each ID with the floor its field holds.
     #[test]
-    fn free_ids_with_floors_are_the_complement_with_their_floors() {
-        let seed = 0x6e6f_6e6f_6e63_6504;
+    fn free_ids_are_the_complement_of_the_id_fields_with_their_floors() {
+        let seed = 0x6e6f_6e6f_6e63_6502;
         let mut g = Gen::new(seed);
         for case in 0..cases() {
-            let count = g.below(1200);
+            let count = match g.below(4) {
+                0 => g.below(4),
+                1 => g.below(64),
+                2 => g.below(600),
+                _ => g.below(3000),
+            };
             let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..count)
                 .map(|_| {
                     let field = g.field();
@@ -478,29 +442,27 @@ mod fuzz {
                     floors.insert(id, reference_floor(value).ok_or(value.clone()));
                 }
             }
-            let free = free_ids_with_floors(&pairs);
-            let mut readable = Vec::new();
-            let mut unreadable = Vec::new();
-            for id in (0..MachineId::COUNT).filter(|id| !taken.contains(id)) {
-                match floors.get(&id).cloned().unwrap_or(Ok(0)) {
-                    Ok(floor) => readable.push((id, floor)),
-                    Err(value) => {
-                        unreadable.push((id, String::from_utf8_lossy(&value).into_owned()));
-                    }
+            let free: Vec<u16> = (0..MachineId::COUNT)
+                .filter(|id| !taken.contains(id))
+                .collect();
+            let fields: Vec<&[u8]> = pairs.iter().map(|(field, _)| field.as_slice()).collect();
+            let got: Vec<u16> = free_ids(&fields).into_iter().map(MachineId::get).collect();
+            assert_eq!(got, free, "seed {seed:#x} case {case}");
+            let mut expected = FreeIds::default();
+            for &n in &free {
+                let id = MachineId::new(n).unwrap();
+                match floors.get(&n).cloned().unwrap_or(Ok(0)) {
+                    Ok(floor) => expected.readable.push((id, floor)),
+                    Err(value) => expected
+                        .unreadable
+                        .push((id, String::from_utf8_lossy(&value).into_owned())),
                 }
             }
-            let got: Vec<(u16, u64)> = free
-                .readable
-                .iter()
-                .map(|(id, floor)| (id.get(), *floor))
-                .collect();
-            let got_unreadable: Vec<(u16, String)> = free
-                .unreadable
-                .iter()
-                .map(|(id, value)| (id.get(), value.clone()))
-                .collect();
-            assert_eq!(got, readable, "seed {seed:#x} case {case}");
-            assert_eq!(got_unreadable, unreadable, "seed {seed:#x} case {case}");
+            assert_eq!(
+                free_ids_with_floors(&pairs),
+                expected,
+                "seed {seed:#x} case {case}"
+            );
         }
     }
 
