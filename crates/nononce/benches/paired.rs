@@ -33,6 +33,19 @@ use uuid::Uuid;
 
 const FULL_ROUNDS: usize = 101;
 
+/// `scaling/{name}` on the shared factory `f`, then `scaling/handle_{name}` on a handle of it
+/// per thread, each calling `call`.
+macro_rules! shared_and_handle {
+    ($run:ident, $f:ident, $name:literal, $call:ident) => {
+        $run.scaling($name, || (), |()| $f.$call().unwrap());
+        $run.scaling(
+            concat!("handle_", $name),
+            || $f.handle(),
+            |h| h.$call().unwrap(),
+        );
+    };
+}
+
 /// `calls` calls of `call` on this thread, timed.
 fn timed<T>(call: impl Fn() -> T) -> impl FnMut(u64) -> Duration {
     move |calls| {
@@ -140,8 +153,8 @@ fn main() {
     let f = factory(FactoryOptions::new());
     let counter = AtomicU64::new(0);
     run.scaling("fetch_add_pack64", || (), |()| fetch_add_pack64(&counter));
-    run.scaling("counter64", || (), |()| f.counter64().unwrap());
-    run.scaling("counter128", || (), |()| f.counter128().unwrap());
+    shared_and_handle!(run, f, "counter64", counter64);
+    shared_and_handle!(run, f, "counter128", counter128);
     run.scaling(
         "encrypted128_aes",
         || (),
@@ -154,34 +167,14 @@ fn main() {
         || &own[next_own.fetch_add(1, Ordering::Relaxed) % own.len()],
         |own| own.counter64().unwrap(),
     );
-    run.scaling(
-        "handle_counter64",
-        || f.handle(),
-        |h| h.counter64().unwrap(),
-    );
-    run.scaling(
-        "handle_counter128",
-        || f.handle(),
-        |h| h.counter128().unwrap(),
-    );
     // Sortable nonces on the facade's clock; the ticker runs only for these rows.
     if ["sortable96", "sortable128"]
         .iter()
         .any(|k| run.wanted(&format!("scaling/{k}")) || run.wanted(&format!("scaling/handle_{k}")))
     {
         let s = ticker_factory();
-        run.scaling("sortable96", || (), |()| s.sortable96().unwrap());
-        run.scaling("sortable128", || (), |()| s.sortable128().unwrap());
-        run.scaling(
-            "handle_sortable96",
-            || s.handle(),
-            |h| h.sortable96().unwrap(),
-        );
-        run.scaling(
-            "handle_sortable128",
-            || s.handle(),
-            |h| h.sortable128().unwrap(),
-        );
+        shared_and_handle!(run, s, "sortable96", sortable96);
+        shared_and_handle!(run, s, "sortable128", sortable128);
     }
 
     // Counter calls against `fetch_add`, returning the value as an integer as the baseline

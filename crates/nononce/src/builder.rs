@@ -205,38 +205,34 @@ impl<S: Strategy + 'static> Builder<S> {
         if let Some(callback) = self.on_lease_lost {
             builder = builder.with_on_lease_lost(callback);
         }
-        #[cfg(feature = "tracing")]
-        let deterministic = self.strategy_deterministic;
         let manager = builder.start().await?;
         #[cfg(feature = "guard")]
-        let guard = match self.guard {
-            Some(config) => {
-                let signal = manager.loss_signal();
-                let started = lease_guard::ConflictGuard::start(
-                    config,
-                    lease_guard::Announce::new(manager.machine_id()),
-                    move |conflict| signal.lease_lost(conflict.to_string()),
-                )
-                .await;
-                let guard = match started {
-                    Ok(guard) => guard,
-                    Err(e) => {
-                        // No guard, no generation: give the lease back before reporting.
-                        manager.shutdown().await;
-                        return Err(Error::Guard(e));
-                    }
-                };
-                guard.follow(manager.watch_state());
-                Some(guard)
+        let mut guard = None;
+        #[cfg(feature = "guard")]
+        if let Some(config) = self.guard {
+            let signal = manager.loss_signal();
+            let announce = lease_guard::Announce::new(manager.machine_id());
+            let on_conflict = move |conflict: lease_guard::Conflict| {
+                signal.lease_lost(conflict.to_string());
+            };
+            match lease_guard::ConflictGuard::start(config, announce, on_conflict).await {
+                Ok(started) => {
+                    started.follow(manager.watch_state());
+                    guard = Some(started);
+                }
+                Err(e) => {
+                    // No guard, no generation: give the lease back before reporting.
+                    manager.shutdown().await;
+                    return Err(Error::Guard(e));
+                }
             }
-            None => None,
-        };
+        }
         #[cfg(all(feature = "tracing", not(feature = "guard")))]
         let guard_configured = false;
         #[cfg(all(feature = "tracing", feature = "guard"))]
         let guard_configured = guard.is_some();
         #[cfg(feature = "tracing")]
-        if deterministic && !guard_configured {
+        if self.strategy_deterministic && !guard_configured {
             tracing::warn!(
                 strategy = manager.strategy_name(),
                 "static machine id without a conflict guard: nothing detects a second node with the same id (enable the `guard` feature and `Builder::with_conflict_guard`)"

@@ -10,19 +10,13 @@ const HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1
 
 #[test]
 fn decodes_either_case_and_ignores_surrounding_whitespace() {
+    let decoded = |text: &str| decode_key_hex(text).unwrap().to_vec();
     let bytes: Vec<u8> = (0..32).collect();
-    assert_eq!(decode_key_hex(HEX).unwrap().as_slice(), bytes);
-    assert_eq!(
-        decode_key_hex(&HEX.to_uppercase()).unwrap().as_slice(),
-        bytes
-    );
+    assert_eq!(decoded(HEX), bytes);
+    assert_eq!(decoded(&HEX.to_uppercase()), bytes);
     // As `openssl rand -hex 32 > key.hex` writes a file, and as shells keep a variable.
-    assert_eq!(
-        decode_key_hex(&format!("  {HEX}\n")).unwrap().as_slice(),
-        bytes
-    );
-    let long = format!("{HEX}{HEX}");
-    assert_eq!(decode_key_hex(&long).unwrap().len(), 64);
+    assert_eq!(decoded(&format!("  {HEX}\n")), bytes);
+    assert_eq!(decoded(&format!("{HEX}{HEX}")).len(), 64);
 }
 
 #[test]
@@ -56,19 +50,11 @@ fn refuses_a_short_key_and_says_how_long_it_is() {
 
 #[test]
 fn hex_and_raw_bytes_give_the_same_keys() {
-    let from_hex = FactoryOptions::new()
-        .with_base_key_hex(HEX)
-        .unwrap()
-        .build(ManualClock::new(NOW_MS))
-        .unwrap();
-    let from_bytes = FactoryOptions::new()
-        .with_base_key((0..32).collect::<Vec<u8>>().into())
-        .build(ManualClock::new(NOW_MS))
-        .unwrap();
-    let other = FactoryOptions::new()
-        .with_base_key(vec![7u8; 32].into())
-        .build(ManualClock::new(NOW_MS))
-        .unwrap();
+    let build = |options: FactoryOptions| options.build(ManualClock::new(NOW_MS)).unwrap();
+    let from_hex = build(FactoryOptions::new().with_base_key_hex(HEX).unwrap());
+    let from_bytes =
+        build(FactoryOptions::new().with_base_key((0..32).collect::<Vec<u8>>().into()));
+    let other = build(FactoryOptions::new().with_base_key(vec![7u8; 32].into()));
     let plain = Nonce64::from_u64(0x03be_4cb5_0000_2000);
     let sealed = from_hex.encrypt64(plain).unwrap();
     assert_eq!(sealed, from_bytes.encrypt64(plain).unwrap());
