@@ -51,6 +51,9 @@ macro_rules! harnesses {
                 self.0.expire(id);
                 true
             }
+            async fn force_release(&self, id: MachineId) -> Option<bool> {
+                Some(self.0.force_release(id))
+            }
         }
     )*};
 }

@@ -128,6 +128,13 @@ macro_rules! store {
                 let now = (self.0.link.clock)();
                 self.0.link.lock().expire(now, id);
             }
+
+            /// An operator frees `id` now, whoever holds it; its floor stays. Whether it was
+            /// held.
+            pub fn force_release(&self, id: MachineId) -> bool {
+                let now = (self.0.link.clock)();
+                self.0.link.lock().force_release(now, now, id)
+            }
         }
     };
 }
