@@ -252,7 +252,10 @@ impl Ctx {
         }));
     }
 
-    fn trace(&mut self, node: Option<u16>, what: &'static str, a: u64, b: u64, c: u64) {
+    /// Records `what` with up to three numbers (`{a}`, `{b}`, `{c}`; missing ones are 0).
+    fn trace(&mut self, node: Option<u16>, what: &'static str, args: &[u64]) {
+        let arg = |i| args.get(i).copied().unwrap_or(0);
+        let (a, b, c) = (arg(0), arg(1), arg(2));
         self.trace.push(TraceEntry {
             at: self.now,
             node,
@@ -265,7 +268,7 @@ impl Ctx {
 
     fn fail(&mut self, violation: &Violation) {
         if self.violation.is_none() {
-            self.trace(None, "VIOLATION", 0, 0, 0);
+            self.trace(None, "VIOLATION", &[]);
             self.violation = Some(format!(
                 "{}\nlast events:\n{}",
                 violation.message(),
@@ -286,14 +289,14 @@ impl Ctx {
                 self.stats.net("held-by-partition");
             } else {
                 self.stats.net("dropped-by-partition");
-                self.trace(Some(node), "message lost in a partition", 0, 0, 0);
+                self.trace(Some(node), "message lost in a partition", &[]);
                 return;
             }
         }
         if self.rng.chance(self.network.drop_ppm) {
             self.stats.net("dropped");
             let toward = u64::from(matches!(ev, Ev::ToNode { .. }));
-            self.trace(Some(node), "message dropped (to node: {a})", toward, 0, 0);
+            self.trace(Some(node), "message dropped (to node: {a})", &[toward]);
             return;
         }
         if self.rng.chance(self.network.duplicate_ppm) {
@@ -429,8 +432,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         self.clock.now_ms()
     }
 
-    fn trace(&self, ctx: &mut Ctx, shell: &Shell, what: &'static str, a: u64, b: u64, c: u64) {
-        ctx.trace(Some(shell.idx), what, a, b, c);
+    fn trace(&self, ctx: &mut Ctx, shell: &Shell, what: &'static str, args: &[u64]) {
+        ctx.trace(Some(shell.idx), what, args);
     }
 
     fn drop_call(&mut self) {
@@ -504,7 +507,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         if self.call.as_ref().is_some_and(|c| local >= c.expires) {
             // The machine treats it as timed out at this poll: its reply must not be reported.
             self.drop_call();
-            self.trace(ctx, shell, "call timed out", 0, 0, 0);
+            self.trace(ctx, shell, "call timed out", &[]);
         }
         for _ in 0..64 {
             let action = self.machine.poll_action(local);
@@ -527,7 +530,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                             s.acquire(Acquire::new(requested, now_ms, floor_ms)).await,
                         )
                     };
-                    self.trace(ctx, shell, "acquire sent (floor {a})", floor_ms, 0, 0);
+                    self.trace(ctx, shell, "acquire sent (floor {a})", &[floor_ms]);
                     self.begin(ctx, shell, local, timeout, Box::pin(fut));
                 }
                 Action::Renew {
@@ -547,9 +550,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         ctx,
                         shell,
                         "renew of id {a} sent (floor {b})",
-                        id,
-                        floor_ms,
-                        0,
+                        &[id, floor_ms],
                     );
                     self.begin(ctx, shell, local, timeout, Box::pin(fut));
                 }
@@ -570,9 +571,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         ctx,
                         shell,
                         "release of id {a} sent (floor {b})",
-                        id,
-                        floor,
-                        0,
+                        &[id, floor],
                     );
                     self.begin(ctx, shell, local, timeout, Box::pin(fut));
                 }
@@ -642,17 +641,15 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                                 ctx,
                                 shell,
                                 "granted id {a}, floor {b}, ttl {c} ms",
-                                u64::from(g.machine_id.get()),
-                                g.floor_ms,
-                                millis(g.ttl),
+                                &[u64::from(g.machine_id.get()), g.floor_ms, millis(g.ttl)],
                             ),
-                            Err(e) => self.trace(ctx, shell, e.kind.as_str(), 0, 0, 0),
+                            Err(e) => self.trace(ctx, shell, e.kind.as_str(), &[]),
                         }
                         self.machine.on_acquire_result(local, result);
                     }
                     Outcome::Renewed(result) => {
                         if let Err(e) = &result {
-                            self.trace(ctx, shell, e.kind.as_str(), 0, 0, 0);
+                            self.trace(ctx, shell, e.kind.as_str(), &[]);
                         }
                         self.machine.on_renew_result(local, result);
                     }
@@ -705,9 +702,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         ctx,
                         shell,
                         "enable id {a} above floor {b} until {c}",
-                        u64::from(id),
-                        floor_ms,
-                        deadline_ms,
+                        &[u64::from(id), floor_ms, deadline_ms],
                     );
                     // Generate at once, and just before the deadline.
                     let soon = local + ctx.rng.below(3) * ctx.profile.grid;
@@ -724,7 +719,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     if let Some(w) = self.window.as_mut() {
                         w.deadline = deadline_ms;
                     }
-                    self.trace(ctx, shell, "deadline {a}", deadline_ms, 0, 0);
+                    self.trace(ctx, shell, "deadline {a}", &[deadline_ms]);
                     if ctx.rng.chance(200_000) {
                         self.near_deadline_tick(ctx, shell, deadline_ms);
                     }
@@ -734,13 +729,13 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         LeaseTarget::disable(f);
                     }
                     if self.window.take().is_some() {
-                        self.trace(ctx, shell, "disable", 0, 0, 0);
+                        self.trace(ctx, shell, "disable", &[]);
                     }
                 }
                 Effect::LeaseLost { reason, .. } => {
                     let name = loss_name(&reason);
                     ctx.stats.loss(name);
-                    self.trace(ctx, shell, name, 0, 0, 0);
+                    self.trace(ctx, shell, name, &[]);
                 }
                 Effect::StoreCache(cached) => {
                     let key = cached.lease.token;
@@ -762,7 +757,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 Effect::Event(LeaseEvent::Retry(_)) => ctx.stats.node("retries scheduled"),
                 Effect::Event(LeaseEvent::FloorAhead { ahead_ms, .. }) => {
                     ctx.stats.node("granted a floor ahead of its clock");
-                    self.trace(ctx, shell, "floor {a} ms ahead", ahead_ms, 0, 0);
+                    self.trace(ctx, shell, "floor {a} ms ahead", &[ahead_ms]);
                 }
                 _ => {}
             }
@@ -887,9 +882,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
             ctx.trace(
                 Some(shell.idx),
                 "issued {a} nonces, timestamps {b}..{c}",
-                count,
-                lo,
-                hi,
+                &[count, lo, hi],
             );
             ctx.stats.node("ticks with nonces");
         } else {
@@ -989,23 +982,22 @@ impl<B: Backend> Sim<B> {
         });
         let coordinator = LinearClock::new(rng.signed(3_600_000), rng.signed(100));
         let server = match plan.backend {
-            BackendKind::Sql => Some(Server::Sql(
-                SqlServer::new(plan.capacity).with_guards(plan.guards),
-            )),
+            BackendKind::Sql => Some(Server::Sql(SqlServer::new(plan.capacity))),
             BackendKind::Redis => {
                 let up_since = coordinator.ms(0).saturating_sub(profile.lease * 3);
-                Some(Server::Redis(
-                    RedisServer::new(plan.capacity, up_since, 1).with_guards(plan.guards),
-                ))
+                Some(Server::Redis(RedisServer::new(plan.capacity, up_since, 1)))
             }
-            BackendKind::Etcd => Some(Server::Etcd(
-                EtcdServer::new(plan.capacity, 0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff)
-                    .with_guards(plan.guards),
-            )),
+            BackendKind::Etcd => Some(Server::Etcd(EtcdServer::new(
+                plan.capacity,
+                0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff,
+            ))),
             BackendKind::Static => None,
         }
-        .map(|server| ServerState {
-            server,
+        .map(|mut server| ServerState {
+            server: {
+                server.set_guards(plan.guards);
+                server
+            },
             clock: coordinator,
             down: false,
             up_seq: 0,
@@ -1130,8 +1122,7 @@ impl<B: Backend> Sim<B> {
             Ev::Kill { node, inc } => {
                 let n = usize::from(node);
                 if self.nodes[n].proc.as_ref().is_some_and(|p| p.inc == inc) {
-                    self.ctx
-                        .trace(Some(node), "halted process restarted", 0, 0, 0);
+                    self.ctx.trace(Some(node), "halted process restarted", &[]);
                     self.exit(n);
                 }
             }
@@ -1209,9 +1200,7 @@ impl<B: Backend> Sim<B> {
         ctx.trace(
             Some(shell.idx),
             "process {a} starts, clock {b}",
-            u64::from(inc),
-            local,
-            0,
+            &[u64::from(inc), local],
         );
         ctx.stats.node("process starts");
         let mut p = Proc {
@@ -1275,7 +1264,7 @@ impl<B: Backend> Sim<B> {
                 shell.failed_starts = 0;
             }
             self.ctx
-                .trace(Some(shell.idx), "process {a} exits", u64::from(p.inc), 0, 0);
+                .trace(Some(shell.idx), "process {a} exits", &[u64::from(p.inc)]);
         }
         let (lo, hi) = if quick {
             (10, 3_000)
@@ -1344,9 +1333,7 @@ impl<B: Backend> Sim<B> {
             self.ctx.trace(
                 Some(node),
                 "keep-alive answered by the deposed etcd leader",
-                0,
-                0,
-                0,
+                &[],
             );
             Ok(reply)
         } else if state.down {
@@ -1360,7 +1347,7 @@ impl<B: Backend> Sim<B> {
             let summary = summarize(&request);
             let response = state.server.handle(self.ctx.now, now, request);
             let (what, a, b) = summary.outcome(&response);
-            self.ctx.trace(Some(node), what, a, b, now);
+            self.ctx.trace(Some(node), what, &[a, b, now]);
             Ok(response)
         };
         let shell = &mut self.nodes[usize::from(node)].shell;
@@ -1427,7 +1414,7 @@ impl<B: Backend> Sim<B> {
             p.offset = i64::try_from(from).unwrap_or(i64::MAX) - kernel_now;
         }
         let local = p.sync(ctx, shell);
-        ctx.trace(Some(shell.idx), "resumes, clock {a}", local, 0, 0);
+        ctx.trace(Some(shell.idx), "resumes, clock {a}", &[local]);
         // Generating threads race the lease manager after SIGCONT.
         let tick_first = ctx.rng.chance(500_000);
         if tick_first {
@@ -1467,9 +1454,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "redis up, run id {a}, {b} leases forgotten",
-                    state.run_ids,
-                    u64::try_from(lost).unwrap_or(0),
-                    0,
+                    &[state.run_ids, u64::try_from(lost).unwrap_or(0)],
                 );
             }
             (Some(OnUp::Etcd(recovery)), Server::Etcd(server)) => {
@@ -1477,12 +1462,14 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "etcd has a leader, term {a}, revision {b}, {c} leases forgotten",
-                    server.term(),
-                    u64::try_from(server.revision()).unwrap_or(0),
-                    u64::try_from(forgotten).unwrap_or(0),
+                    &[
+                        server.term(),
+                        u64::try_from(server.revision()).unwrap_or(0),
+                        u64::try_from(forgotten).unwrap_or(0),
+                    ],
                 );
             }
-            _ => self.ctx.trace(None, "coordinator up", 0, 0, 0),
+            _ => self.ctx.trace(None, "coordinator up", &[]),
         }
     }
 
@@ -1512,7 +1499,7 @@ impl<B: Backend> Sim<B> {
         p.halted = false;
         p.quick_restart = quick;
         p.machine.shutdown(local);
-        ctx.trace(Some(shell.idx), "graceful shutdown", 0, 0, 0);
+        ctx.trace(Some(shell.idx), "graceful shutdown", &[]);
         self.drive(n);
     }
 
@@ -1581,7 +1568,7 @@ impl<B: Backend> Sim<B> {
         };
         let entries = u64::try_from(hosts.entries().len()).unwrap_or(0);
         let stagger = self.roll_out();
-        self.ctx.trace(None, what, slot, entries, stagger);
+        self.ctx.trace(None, what, &[slot, entries, stagger]);
         Some(())
     }
 
@@ -1605,17 +1592,14 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     Some(node),
                     "partitioned until {a} (held: {b})",
-                    until,
-                    u64::from(hold),
-                    0,
+                    &[until, u64::from(hold)],
                 );
                 Some(())
             }
             Fault::Crash => {
                 let n = self.pick_running(false)?;
                 self.busy(n);
-                self.ctx
-                    .trace(Some(self.nodes[n].shell.idx), "crash", 0, 0, 0);
+                self.ctx.trace(Some(self.nodes[n].shell.idx), "crash", &[]);
                 self.exit(n);
                 Some(())
             }
@@ -1638,7 +1622,7 @@ impl<B: Backend> Sim<B> {
                     uncounted_from: (fault == Fault::SuspendUncounted).then_some(local),
                     tick_missed: false,
                 });
-                ctx.trace(Some(shell.idx), "frozen for {a} ms", duration, 0, 0);
+                ctx.trace(Some(shell.idx), "frozen for {a} ms", &[duration]);
                 let (node, inc) = (shell.idx, p.inc);
                 ctx.at(now + duration, Ev::Resume { node, inc });
                 Some(())
@@ -1684,9 +1668,7 @@ impl<B: Backend> Sim<B> {
                 ctx.trace(
                     Some(shell.idx),
                     "lease manager restarts (cache: {a}, new factories: {b})",
-                    cached,
-                    u64::from(new_factories),
-                    0,
+                    &[cached, u64::from(new_factories)],
                 );
                 self.drive(n);
                 Some(())
@@ -1707,9 +1689,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     Some(shell.idx),
                     "redeployed with epoch {a} ({b} ms from the default)",
-                    shell.epoch_ms,
-                    delta.unsigned_abs(),
-                    0,
+                    &[shell.epoch_ms, delta.unsigned_abs()],
                 );
                 self.shutdown(n, false);
                 Some(())
@@ -1720,9 +1700,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "rolling deployment, one node every {a} ms",
-                    stagger,
-                    0,
-                    0,
+                    &[stagger],
                 );
                 Some(())
             }
@@ -1735,7 +1713,7 @@ impl<B: Backend> Sim<B> {
                 if p.machine.lease_lost(local, "conflict guard") {
                     p.drop_call();
                 }
-                ctx.trace(Some(shell.idx), "external loss signal", 0, 0, 0);
+                ctx.trace(Some(shell.idx), "external loss signal", &[]);
                 self.drive(n);
                 Some(())
             }
@@ -1761,9 +1739,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     Some(node),
                     "wall clock steps {a} ms (back: {b})",
-                    magnitude,
-                    u64::from(delta < 0),
-                    0,
+                    &[magnitude, u64::from(delta < 0)],
                 );
                 if self.plan.backend == BackendKind::Static
                     && delta < 0
@@ -1775,8 +1751,7 @@ impl<B: Backend> Sim<B> {
                     // The pod is restarted on the stepped clock: its new process starts behind
                     // the old one's last timestamps, by up to the step.
                     self.busy(n);
-                    self.ctx
-                        .trace(Some(node), "restarted after the step", 0, 0, 0);
+                    self.ctx.trace(Some(node), "restarted after the step", &[]);
                     self.exit(n);
                 }
                 Some(())
@@ -1793,9 +1768,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     Some(node),
                     "clock rate off by {a} ppm",
-                    ppm.unsigned_abs(),
-                    0,
-                    0,
+                    &[ppm.unsigned_abs()],
                 );
                 Some(())
             }
@@ -1818,7 +1791,7 @@ impl<B: Backend> Sim<B> {
                 } else {
                     "etcd's wall clock jumps {a} ms (back: {b}); its leases run on its monotonic clock"
                 };
-                self.ctx.trace(None, what, jump, u64::from(delta < 0), 0);
+                self.ctx.trace(None, what, &[jump, u64::from(delta < 0)]);
                 Some(())
             }
             Fault::ForceRelease => {
@@ -1833,9 +1806,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "operator force-releases id {a}",
-                    u64::from(id.get()),
-                    0,
-                    0,
+                    &[u64::from(id.get())],
                 );
                 Some(())
             }
@@ -1901,9 +1872,7 @@ impl<B: Backend> Sim<B> {
         self.ctx.trace(
             None,
             what,
-            u64::try_from(lost).unwrap_or(0),
-            u64::from(record),
-            0,
+            &[u64::try_from(lost).unwrap_or(0), u64::from(record)],
         );
         Some(())
     }
@@ -1979,9 +1948,7 @@ impl<B: Backend> Sim<B> {
         self.ctx.trace(
             None,
             "coordinator down for {a} ms (lag {b} ms, {c} writes lost)",
-            down_for,
-            lag,
-            u64::try_from(lost).unwrap_or(0),
+            &[down_for, lag, u64::try_from(lost).unwrap_or(0)],
         );
         self.ctx.at(now + down_for, Ev::ServerUp { seq });
         Some(())

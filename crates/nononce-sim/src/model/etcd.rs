@@ -147,6 +147,17 @@ struct Kv {
 }
 
 impl Kv {
+    /// A key created at revision `rev`.
+    const fn new(rev: i64, value: Vec<u8>, lease: i64) -> Self {
+        Self {
+            create_revision: rev,
+            mod_revision: rev,
+            version: 1,
+            lease,
+            value,
+        }
+    }
+
     fn answer(&self, key: Key) -> KeyValue {
         KeyValue {
             key: key.name_bytes().to_vec(),
@@ -167,8 +178,6 @@ pub enum EtcdResponse {
     /// `etcdserver: requested lease not found`: a transaction put a key onto a lease etcd does
     /// not know (it ended, or was revoked), or a revoke named one; nothing was applied.
     LeaseNotFound,
-    /// A request of a later protocol than the model's.
-    WrongServer,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,13 +207,7 @@ impl Store {
     /// are held by keys on no lease (another fleet's), written in one transaction.
     fn new(capacity: u16, initialized: bool) -> Self {
         let n = usize::from(MachineId::COUNT);
-        let marker = initialized.then(|| Kv {
-            create_revision: 1,
-            mod_revision: 1,
-            version: 1,
-            lease: 0,
-            value: MARKER_VALUE.to_vec(),
-        });
+        let marker = initialized.then(|| Kv::new(1, MARKER_VALUE.to_vec(), 0));
         let mut store = Self {
             lease_keys: vec![None; n],
             floors: vec![None; n],
@@ -218,13 +221,7 @@ impl Store {
         if capacity < n {
             store.revision = 2;
             for slot in &mut store.lease_keys[capacity..] {
-                *slot = Some(Kv {
-                    create_revision: 2,
-                    mod_revision: 2,
-                    version: 1,
-                    lease: 0,
-                    value: b"another fleet".to_vec(),
-                });
+                *slot = Some(Kv::new(2, b"another fleet".to_vec(), 0));
             }
         }
         store
@@ -267,18 +264,10 @@ impl Store {
         let kv = match old {
             Some((create_revision, version, _)) => Kv {
                 create_revision,
-                mod_revision: rev,
                 version: version + 1,
-                lease,
-                value,
+                ..Kv::new(rev, value, lease)
             },
-            None => Kv {
-                create_revision: rev,
-                mod_revision: rev,
-                version: 1,
-                lease,
-                value,
-            },
+            None => Kv::new(rev, value, lease),
         };
         if let Some(entry) = self.leases.get_mut(&lease)
             && !entry.keys.contains(&key)
@@ -363,8 +352,7 @@ impl Store {
     /// before it (etcd's `compareToPath`).
     fn decide(&self, txn: &Txn) -> Path {
         let succeeded = txn.when.iter().all(|c| self.compare(c));
-        let ops = if succeeded { &txn.then } else { &txn.otherwise };
-        let nested = ops
+        let nested = branch(txn, succeeded)
             .iter()
             .filter_map(|op| match op {
                 TxnOp::Txn(inner) => Some(self.decide(inner)),
@@ -376,11 +364,7 @@ impl Store {
 
     /// Whether every put on the path is onto a lease etcd knows (`checkPut`).
     fn leases_known(&self, txn: &Txn, path: &Path) -> bool {
-        let ops = if path.succeeded {
-            &txn.then
-        } else {
-            &txn.otherwise
-        };
+        let ops = branch(txn, path.succeeded);
         let mut nested = path.nested.iter();
         ops.iter().all(|op| match op {
             TxnOp::Put { lease, .. } => *lease == 0 || self.leases.contains_key(lease),
@@ -393,11 +377,7 @@ impl Store {
     /// `changed`. Keys outside the prefix's are not modelled: writes to them change nothing,
     /// reads find nothing.
     fn apply(&mut self, txn: &Txn, path: &Path, rev: i64, changed: &mut bool) -> Vec<OpResponse> {
-        let ops = if path.succeeded {
-            &txn.then
-        } else {
-            &txn.otherwise
-        };
+        let ops = branch(txn, path.succeeded);
         let mut nested = path.nested.iter();
         let mut out = Vec::with_capacity(ops.len());
         for op in ops {
@@ -430,6 +410,11 @@ impl Store {
         }
         out
     }
+}
+
+/// A transaction's operations if its comparisons `succeeded`, or else.
+fn branch(txn: &Txn, succeeded: bool) -> &[TxnOp] {
+    if succeeded { &txn.then } else { &txn.otherwise }
 }
 
 /// The branches a transaction takes.
@@ -505,17 +490,10 @@ impl EtcdServer {
         }
     }
 
-    /// The same cluster as the guards that lease-etcd has no switch for see it: with the amnesia
-    /// guard off it never shows a client that it went back in time (a restore keeps the cluster
+    /// Holds the cluster to the guards that lease-etcd has no switch for: with the amnesia guard
+    /// off it never shows a client that it went back in time (a restore keeps the cluster
     /// ID and counts revisions on), with the marker checked off it never loses the marker (a
     /// wipe or a restore to an empty store keeps it), as a store before either check existed.
-    #[must_use]
-    pub const fn with_guards(mut self, guards: Guards) -> Self {
-        self.set_guards(guards);
-        self
-    }
-
-    /// As [`with_guards`](Self::with_guards), in place.
     pub const fn set_guards(&mut self, guards: Guards) {
         self.hides_rewind = !guards.amnesia;
         self.keeps_marker = !guards.marker_checked();
@@ -681,8 +659,9 @@ impl EtcdServer {
         lease_keys.chain(floors).chain(marker).collect()
     }
 
-    /// Applies one request at `now` (the leader's monotonic clock, in ms).
-    pub fn handle(&mut self, now: u64, request: EtcdRequest) -> EtcdResponse {
+    /// Applies one request at `now` (the leader's monotonic clock, in ms); `None` for a request
+    /// of a later protocol than the model's.
+    pub fn handle(&mut self, now: u64, request: EtcdRequest) -> Option<EtcdResponse> {
         self.advance(now);
         if now.saturating_sub(self.backup_at) >= BACKUP_EVERY_MS {
             self.backup = self.store.clone();
@@ -732,7 +711,7 @@ impl EtcdServer {
             }
             EtcdRequest::Revoke { lease } => {
                 if !self.store.revoke(lease) {
-                    return EtcdResponse::LeaseNotFound;
+                    return Some(EtcdResponse::LeaseNotFound);
                 }
                 EtcdReply::Revoked
             }
@@ -745,7 +724,7 @@ impl EtcdServer {
             EtcdRequest::Txn(txn) => {
                 let path = self.store.decide(&txn);
                 if !self.store.leases_known(&txn, &path) {
-                    return EtcdResponse::LeaseNotFound;
+                    return Some(EtcdResponse::LeaseNotFound);
                 }
                 let rev = self.store.revision + 1;
                 let mut changed = false;
@@ -759,9 +738,9 @@ impl EtcdServer {
                     responses,
                 }
             }
-            _ => return EtcdResponse::WrongServer,
+            _ => return None,
         };
-        EtcdResponse::Answer(reply)
+        Some(EtcdResponse::Answer(reply))
     }
 
     /// Revokes the lease `id`'s key is attached to, as its TTL running out would (a key on no
@@ -885,7 +864,7 @@ impl<L: Link> Transport for SimTransport<L> {
                     "unknown service etcdserverpb.KV",
                 )),
                 Err(e) => Err(TransportError::Failed(etcd_client::Error::IoError(
-                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, e.to_string()),
+                    e.into(),
                 ))),
             }
         }
@@ -1000,37 +979,29 @@ mod tests {
         }
     }
 
-    fn answer(response: EtcdResponse) -> EtcdReply {
-        match response {
-            EtcdResponse::Answer(reply) => reply,
-            other => panic!("{other:?}"),
-        }
+    /// The server's answer to `request` at `now`, taken apart by `reply`.
+    macro_rules! ask {
+        ($s:expr, $now:expr, $request:expr, $reply:pat => $out:expr) => {
+            match $s.handle($now, $request) {
+                Some(EtcdResponse::Answer($reply)) => $out,
+                other => panic!("{other:?}"),
+            }
+        };
     }
 
     fn grant(s: &mut EtcdServer, now: u64, ttl_s: i64) -> (i64, i64) {
-        match answer(s.handle(now, EtcdRequest::Grant { ttl_s })) {
-            EtcdReply::Granted { lease, ttl_s, .. } => (lease, ttl_s),
-            other => panic!("{other:?}"),
-        }
+        ask!(s, now, EtcdRequest::Grant { ttl_s }, EtcdReply::Granted { lease, ttl_s, .. } =>
+            (lease, ttl_s))
     }
 
     fn txn(s: &mut EtcdServer, now: u64, request: EtcdRequest) -> (bool, i64) {
-        match answer(s.handle(now, request)) {
-            EtcdReply::Txn {
-                header: Some(header),
-                succeeded,
-                ..
-            } => (succeeded, header.revision),
-            other => panic!("{other:?}"),
-        }
+        ask!(s, now, request, EtcdReply::Txn { header: Some(h), succeeded, .. } =>
+            (succeeded, h.revision))
     }
 
     fn range(s: &mut EtcdServer, now: u64) -> Vec<KeyValue> {
         let prefix = PREFIX.to_owned();
-        match answer(s.handle(now, EtcdRequest::Range { prefix })) {
-            EtcdReply::Range { kvs, .. } => kvs,
-            other => panic!("{other:?}"),
-        }
+        ask!(s, now, EtcdRequest::Range { prefix }, EtcdReply::Range { kvs, .. } => kvs)
     }
 
     #[test]
@@ -1080,14 +1051,15 @@ mod tests {
         assert!(s.held(2_000).is_empty());
         assert_eq!(txn(&mut s, 2_000, claim(7, b)), (true, 4));
         // A put onto a lease that ended fails the whole transaction.
-        assert_eq!(s.handle(2_001, claim(8, a)), EtcdResponse::LeaseNotFound);
+        assert_eq!(
+            s.handle(2_001, claim(8, a)),
+            Some(EtcdResponse::LeaseNotFound)
+        );
         assert_eq!(s.revision(), 4);
         // A keep-alive restores the full TTL; an ended lease answers 0.
-        let kept = |s: &mut EtcdServer, now, lease| match answer(
-            s.handle(now, EtcdRequest::KeepAlive { lease }),
-        ) {
-            EtcdReply::KeptAlive { ttl_s, .. } => ttl_s,
-            other => panic!("{other:?}"),
+        let kept = |s: &mut EtcdServer, now, lease| {
+            ask!(s, now, EtcdRequest::KeepAlive { lease }, EtcdReply::KeptAlive { ttl_s, .. } =>
+                ttl_s)
         };
         assert_eq!(kept(&mut s, 4_000, b), 5);
         assert_eq!(kept(&mut s, 4_000, a), 0);
@@ -1096,7 +1068,7 @@ mod tests {
         // A revoke of a lease etcd does not know is refused.
         assert_eq!(
             s.handle(9_000, EtcdRequest::Revoke { lease: b }),
-            EtcdResponse::LeaseNotFound
+            Some(EtcdResponse::LeaseNotFound)
         );
     }
 
@@ -1129,7 +1101,8 @@ mod tests {
         assert!(!s.held(21_000).contains(&MachineId::new(1).unwrap()));
         // A restore to an empty store, under a new cluster ID: the revision goes back.
         let revision = s.revision();
-        let mut hidden = s.clone().with_guards(Guards {
+        let mut hidden = s.clone();
+        hidden.set_guards(Guards {
             amnesia: false,
             ..Guards::ALL
         });
@@ -1159,7 +1132,8 @@ mod tests {
         txn(&mut s, 0, claim(1, a));
         txn(&mut s, 0, EtcdRequest::Txn(raise_floor(1, 70)));
         let revision = s.revision();
-        let mut kept = s.clone().with_guards(Guards {
+        let mut kept = s.clone();
+        kept.set_guards(Guards {
             marker: false,
             ..Guards::ALL
         });
@@ -1195,11 +1169,9 @@ mod tests {
             otherwise: Vec::new(),
         });
         assert!(txn(&mut s, 200, begin).0);
-        let ttl = |s: &mut EtcdServer, now| match answer(
-            s.handle(now, EtcdRequest::TimeToLive { lease: h }),
-        ) {
-            EtcdReply::TimeToLive { ttl_s } => ttl_s,
-            other => panic!("{other:?}"),
+        let ttl = |s: &mut EtcdServer, now| {
+            ask!(s, now, EtcdRequest::TimeToLive { lease: h }, EtcdReply::TimeToLive { ttl_s } =>
+                ttl_s)
         };
         assert_eq!(ttl(&mut s, 1_200), 2);
         assert_eq!(ttl(&mut s, 3_200), -1);

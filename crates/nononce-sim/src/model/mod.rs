@@ -137,6 +137,12 @@ impl fmt::Display for NetError {
     }
 }
 
+impl From<NetError> for std::io::Error {
+    fn from(e: NetError) -> Self {
+        Self::new(std::io::ErrorKind::ConnectionReset, e.to_string())
+    }
+}
+
 /// A request to a coordinator model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -208,7 +214,9 @@ impl Server {
             (Self::Redis(server), Request::Redis(r)) => server
                 .handle(now_ms, r)
                 .map_or(Reply::Unanswerable, Reply::Redis),
-            (Self::Etcd(server), Request::Etcd(r)) => Reply::Etcd(server.handle(now_ms, r)),
+            (Self::Etcd(server), Request::Etcd(r)) => server
+                .handle(now_ms, r)
+                .map_or(Reply::Unanswerable, Reply::Etcd),
             _ => Reply::Unanswerable,
         }
     }

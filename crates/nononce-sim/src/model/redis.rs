@@ -34,7 +34,6 @@ use base64ct::{Base64UrlUnpadded, Encoding};
 use lease_core::time::millis;
 use lease_core::{ErrorKind, MachineId};
 use lease_manager::Failure;
-use lease_redis::redis;
 use lease_redis::transport::{
     Claim, FreeIds, Reply as RedisReply, Request as RedisRequest, ServerInfo, Transport,
     TransportError,
@@ -154,15 +153,8 @@ impl RedisServer {
         }
     }
 
-    /// The same server, checking the initialization marker only while `guards` has the marker
+    /// Has the server check the initialization marker only while `guards` has the marker
     /// on: with it off, a wiped hash has every ID free at once.
-    #[must_use]
-    pub const fn with_guards(mut self, guards: Guards) -> Self {
-        self.set_guards(guards);
-        self
-    }
-
-    /// As [`with_guards`](Self::with_guards), in place.
     pub const fn set_guards(&mut self, guards: Guards) {
         self.checks_marker = guards.marker;
     }
@@ -468,9 +460,7 @@ impl<L: Link> Transport for SimTransport<L> {
                 Ok(other) => Err(TransportError::Unexpected(format!(
                     "not a Redis lease hash: {other:?}"
                 ))),
-                Err(e) => Err(TransportError::Failed(redis::RedisError::from(
-                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, e.to_string()),
-                ))),
+                Err(e) => Err(TransportError::Failed(std::io::Error::from(e).into())),
             }
         }
     }
@@ -663,7 +653,8 @@ mod tests {
 
     #[test]
     fn with_the_marker_guard_off_a_wiped_hash_is_free_at_once() {
-        let mut s = RedisServer::new(2, 0, 1).with_guards(Guards {
+        let mut s = RedisServer::new(2, 0, 1);
+        s.set_guards(Guards {
             marker: false,
             ..Guards::ALL
         });

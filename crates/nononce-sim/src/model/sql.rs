@@ -167,15 +167,7 @@ impl SqlServer {
         }
     }
 
-    /// The same server, its restore putting rows back blocked only while `guards` has the
-    /// marker on.
-    #[must_use]
-    pub const fn with_guards(mut self, guards: Guards) -> Self {
-        self.set_guards(guards);
-        self
-    }
-
-    /// As [`with_guards`](Self::with_guards), in place.
+    /// Blocks the server's restore putting rows back only while `guards` has the marker on.
     pub const fn set_guards(&mut self, guards: Guards) {
         self.restores_blocked = guards.marker;
     }
@@ -571,10 +563,7 @@ impl<L: Link> SqlTransport<L> {
             match reply.await {
                 Ok(Reply::Sql(reply)) => reply.map_err(sqlx::Error::Protocol),
                 Ok(_) => Err(sqlx::Error::Protocol("not a SQL lease table".to_owned())),
-                Err(e) => Err(sqlx::Error::Io(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    e.to_string(),
-                ))),
+                Err(e) => Err(sqlx::Error::Io(e.into())),
             }
         }
     }
