@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, machine_id, slot};
+use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, enabled_as, machine_id, slot};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
 use proptest::prelude::*;
 use std::collections::HashSet;
@@ -98,8 +98,7 @@ fn a_refused_call_consumes_nothing() {
     let h = f.handle();
     assert_eq!(h.counter128(), conflict(128, Base::Sortable));
     // ...and one refused from a block it holds keeps that block's next value.
-    let g = Factory::new(&clock, config(Cipher96::Blowfish)).unwrap();
-    g.enable(machine_id(6), NO_DEADLINE).unwrap();
+    let g = enabled_as(&clock, config(Cipher96::Blowfish), 6);
     assert_eq!(g.sortable128().unwrap().decode(epoch).count, 1);
     let h = g.handle();
     assert_eq!(h.counter96().unwrap().decode(epoch).count, 0);
@@ -221,13 +220,7 @@ fn racing_first_uses_agree_on_one_kind() {
                     Ok(v) => assert!(seen.insert(*v)),
                     Err(e) => {
                         assert_ne!(*kind, winner);
-                        assert_eq!(
-                            *e,
-                            Error::KindConflict {
-                                bits: 64,
-                                locked: winner
-                            }
-                        );
+                        assert_eq!(Err(*e), conflict::<()>(64, winner));
                     }
                 }
             }
