@@ -12,17 +12,18 @@ use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
 use crate::transport::{Claim, Reply, Request, Transport};
 
-/// The outcome of one claim attempt, as the row's columns hold it.
-enum RowClaim {
-    Won {
-        id: i64,
-        /// The floor stored before the claim.
-        floor: i64,
-        /// The database clock (Unix ms) when it applied the claim.
-        coordinator_ms: i64,
-    },
-    /// No free row could be claimed after trying `tried` candidates.
-    None { tried: usize },
+/// A won claim, from the row's columns: its ID, the floor stored before the claim, and the
+/// database clock (Unix ms) when it applied the claim.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    expect(dead_code, reason = "only a dialect claims rows")
+)]
+fn won(id: i64, floor: i64, coordinator_ms: i64) -> Result<Claim, sqlx::Error> {
+    Ok(Claim::Won {
+        id: machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
+        floor_ms: unsigned(floor),
+        coordinator_ms: unsigned(coordinator_ms),
+    })
 }
 
 /// A pooled connection that is closed, not returned to the pool, unless the transaction this
@@ -92,7 +93,8 @@ pub(super) fn unexpected(request: &'static str, reply: &Reply) -> SqlLeaseError 
 }
 
 impl Connection {
-    /// One claim attempt, its row's columns read as lease values.
+    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
+    /// server's identity when the amnesia guard is on.
     pub(super) async fn claim(
         &self,
         token: &[u8; 16],
@@ -100,29 +102,6 @@ impl Connection {
         now_ms: i64,
         floor: i64,
     ) -> Result<Claim, sqlx::Error> {
-        Ok(match self.claim_row(token, amount, now_ms, floor).await? {
-            RowClaim::Won {
-                id,
-                floor,
-                coordinator_ms,
-            } => Claim::Won {
-                id: machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
-                floor_ms: unsigned(floor),
-                coordinator_ms: unsigned(coordinator_ms),
-            },
-            RowClaim::None { tried } => Claim::Nothing { tried },
-        })
-    }
-
-    /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
-    /// server's identity when the amnesia guard is on.
-    async fn claim_row(
-        &self,
-        token: &[u8; 16],
-        amount: &Amount,
-        now_ms: i64,
-        floor: i64,
-    ) -> Result<RowClaim, sqlx::Error> {
         match (&self.backend, self.acquisition) {
             #[cfg(feature = "postgres")]
             (Backend::Postgres(pool, q), Acquisition::SkipLocked) => {
@@ -134,12 +113,8 @@ impl Connection {
                     .fetch_optional(pool)
                     .await?;
                 match row {
-                    Some(row) => Ok(RowClaim::Won {
-                        id: row.try_get(0)?,
-                        floor: row.try_get(1)?,
-                        coordinator_ms: row.try_get(2)?,
-                    }),
-                    None => Ok(RowClaim::None { tried: 0 }),
+                    Some(row) => won(row.try_get(0)?, row.try_get(1)?, row.try_get(2)?),
+                    None => Ok(Claim::Nothing { tried: 0 }),
                 }
             }
             #[cfg(feature = "postgres")]
@@ -152,7 +127,7 @@ impl Connection {
                 for row in &rows {
                     let (id, version, before): (i64, i64, i64) =
                         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-                    let won = sqlx::query(q.claim_version.sql())
+                    let claimed = sqlx::query(q.claim_version.sql())
                         .bind(&token[..])
                         .bind(amount.micros())
                         .bind(floor)
@@ -160,15 +135,11 @@ impl Connection {
                         .bind(i32::try_from(version).unwrap_or(-1))
                         .fetch_optional(pool)
                         .await?;
-                    if let Some(won) = won {
-                        return Ok(RowClaim::Won {
-                            id,
-                            floor: before,
-                            coordinator_ms: won.try_get(0)?,
-                        });
+                    if let Some(claimed) = claimed {
+                        return won(id, before, claimed.try_get(0)?);
                     }
                 }
-                Ok(RowClaim::None { tried: rows.len() })
+                Ok(Claim::Nothing { tried: rows.len() })
             }
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool, q), Acquisition::SkipLocked) => {
@@ -202,14 +173,10 @@ impl Connection {
                         .await?;
                     if done.rows_affected() == 1 {
                         let clock = i64::try_from(done.last_insert_id()).unwrap_or(read_at);
-                        return Ok(RowClaim::Won {
-                            id,
-                            floor: before,
-                            coordinator_ms: clock,
-                        });
+                        return won(id, before, clock);
                     }
                 }
-                Ok(RowClaim::None { tried: rows.len() })
+                Ok(Claim::Nothing { tried: rows.len() })
             }
             #[cfg(feature = "sqlite")]
             (Backend::Sqlite(pool, q), _) => {
@@ -225,12 +192,8 @@ impl Connection {
                 let rows = sqlx::raw_sql(batch).fetch_all(&mut **open.conn).await?;
                 open.ended = true;
                 match rows.first() {
-                    Some(row) => Ok(RowClaim::Won {
-                        id: row.try_get(0)?,
-                        floor: row.try_get(1)?,
-                        coordinator_ms: row.try_get(2)?,
-                    }),
-                    None => Ok(RowClaim::None { tried: 0 }),
+                    Some(row) => won(row.try_get(0)?, row.try_get(1)?, row.try_get(2)?),
+                    None => Ok(Claim::Nothing { tried: 0 }),
                 }
             }
             (Backend::Never(never), _) => match *never {},
@@ -249,7 +212,7 @@ async fn mysql_claim_locked(
     amount: &Amount,
     now_ms: i64,
     floor: i64,
-) -> Result<RowClaim, sqlx::Error> {
+) -> Result<Claim, sqlx::Error> {
     let mut open = CloseUnlessEnded { conn, ended: false };
     let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(now_ms))
         .fetch_all(&mut **open.conn)
@@ -263,7 +226,7 @@ async fn mysql_claim_locked(
     let Some(row) = rows.first() else {
         sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
         open.ended = true;
-        return Ok(RowClaim::None { tried: 0 });
+        return Ok(Claim::Nothing { tried: 0 });
     };
     let (id, version, before, clock): (i64, i64, i64, i64) = (
         row.try_get(0)?,
@@ -281,12 +244,8 @@ async fn mysql_claim_locked(
     let done = sqlx::raw_sql(claim).execute(&mut **open.conn).await?;
     open.ended = true;
     if done.rows_affected() == 1 {
-        Ok(RowClaim::Won {
-            id,
-            floor: before,
-            coordinator_ms: clock,
-        })
+        won(id, before, clock)
     } else {
-        Ok(RowClaim::None { tried: 1 })
+        Ok(Claim::Nothing { tried: 1 })
     }
 }
