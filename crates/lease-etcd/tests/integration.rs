@@ -3,7 +3,6 @@
 //! Each module is a file of `tests/`; `cargo test -p lease-etcd --test integration MODULE::` runs
 //! one of them.
 
-#[macro_use]
 mod common;
 mod conformance;
 mod faults;
