@@ -225,18 +225,15 @@ async fn static_strategies_run_the_relevant_checks() {
     }
 
     static DRIFT: AtomicU16 = AtomicU16::new(0);
-    let report = lease_testkit::run(
+    let drifting = || async {
         || async {
-            || async {
-                Fixed {
-                    id: 7,
-                    drift: Some(&DRIFT),
-                }
+            Fixed {
+                id: 7,
+                drift: Some(&DRIFT),
             }
-        },
-        &options,
-    )
-    .await;
+        }
+    };
+    let report = lease_testkit::run(drifting, &options).await;
     assert_eq!(report.failed(), [Check::Deterministic], "{report}");
 }
 
