@@ -501,6 +501,28 @@ where
     report
 }
 
+/// Requests `attempt` every 100 ms until it answers `Ok`, at most `attempts` times, while a
+/// server restarts, a cluster settles or a hold-off runs out; after that it fails the test with
+/// `what` and the last error.
+///
+/// # Panics
+/// When no attempt answered `Ok`.
+pub async fn poll<T, E: fmt::Display, F: Future<Output = Result<T, E>>>(
+    attempts: u32,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> T {
+    let mut last = String::new();
+    for _ in 0..attempts {
+        match attempt().await {
+            Ok(answer) => return answer,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: nothing in {attempts} attempts: {last}")
+}
+
 #[doc(hidden)]
 pub mod __private {
     use super::{Check, Harness, Options, Outcome, run_check};

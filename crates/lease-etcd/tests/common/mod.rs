@@ -145,24 +145,7 @@ pub fn now_ms() -> u64 {
     BootClock::new().now_ms()
 }
 
-/// Requests `attempt` every 100 ms until it answers `Ok`, at most `attempts` times, while a
-/// cluster settles or a hold-off runs out; after that fails the test with `what` and the last
-/// error.
-pub async fn poll<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
-    attempts: u32,
-    what: &str,
-    mut attempt: impl FnMut() -> F,
-) -> T {
-    let mut last = String::new();
-    for _ in 0..attempts {
-        match attempt().await {
-            Ok(answer) => return answer,
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: nothing in {attempts} attempts: {last}")
-}
+pub use lease_testkit::poll;
 
 /// The etcd binary (`NONONCE_TEST_ETCD_BIN`, or `etcd` on the `PATH`).
 fn binary() -> PathBuf {

@@ -35,23 +35,7 @@ pub fn fails<T: std::fmt::Debug, E: LeaseError>(result: Result<T, E>, kind: Erro
     error
 }
 
-/// Requests `attempt` every 100 ms until it answers `Ok`, at most `attempts` times; after that
-/// fails the test with `what` and the last error.
-pub async fn poll<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
-    attempts: u32,
-    what: &str,
-    mut attempt: impl FnMut() -> F,
-) -> T {
-    let mut last = String::new();
-    for _ in 0..attempts {
-        match attempt().await {
-            Ok(answer) => return answer,
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: nothing in {attempts} attempts: {last}")
-}
+pub use lease_testkit::poll;
 
 /// A server under test: a name for messages and its URL.
 #[derive(Debug, Clone)]
