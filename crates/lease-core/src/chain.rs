@@ -118,13 +118,9 @@ mod tests {
     }
 
     #[test]
-    fn a_cause_quoted_by_its_error_is_said_once() {
+    fn every_cause_is_said_and_each_only_once() {
         let expected = "renew failed: cannot connect: connection refused";
         assert_eq!(error_chain(&repeated_cause()), expected);
-    }
-
-    #[test]
-    fn causes_that_are_not_repeated_are_all_said() {
         let c = Layer::new("c", false, None);
         let b = Layer::new("b", false, Some(c));
         let a = Layer::new("a", false, Some(b));

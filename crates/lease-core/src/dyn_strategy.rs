@@ -170,7 +170,7 @@ impl<S: Strategy> DynStrategy for S {
         request: Renew,
     ) -> BoxFuture<'a, Result<Renewal<AnyLease>, DynError>> {
         Box::pin(async move {
-            let lease = self.own_lease(lease)?;
+            let lease = own_lease(self, lease)?;
             let renewal = self.renew(lease, request).await.map_err(DynError::new)?;
             Ok(renewal.map_lease(AnyLease::new))
         })
@@ -182,7 +182,7 @@ impl<S: Strategy> DynStrategy for S {
         request: Release,
     ) -> BoxFuture<'a, Result<(), DynError>> {
         Box::pin(async move {
-            let lease = self.own_lease(lease)?;
+            let lease = own_lease(self, lease)?;
             self.release(lease, request).await.map_err(DynError::new)
         })
     }
@@ -196,18 +196,13 @@ impl<S: Strategy> DynStrategy for S {
     }
 }
 
-/// The lease handle of `S` inside an erased lease, or why it is not one.
-trait OwnLease: Strategy {
-    fn own_lease<'a>(&self, lease: &'a AnyLease) -> Result<&'a Self::Lease, DynError> {
-        lease.downcast_ref::<Self::Lease>().ok_or_else(|| {
-            DynError::new(ForeignLease {
-                strategy: self.profile().name,
-            })
-        })
-    }
+/// The lease handle of `strategy` inside an erased lease, or why it is not one.
+fn own_lease<'a, S: Strategy>(strategy: &S, lease: &'a AnyLease) -> Result<&'a S::Lease, DynError> {
+    lease.downcast_ref().ok_or_else(|| {
+        let strategy = strategy.profile().name;
+        DynError::new(ForeignLease { strategy })
+    })
 }
-
-impl<S: Strategy> OwnLease for S {}
 
 impl Strategy for dyn DynStrategy {
     type Lease = AnyLease;

@@ -16,10 +16,9 @@ pub struct Grant<L> {
     pub lease: L,
     /// How long the coordinator holds the lease for us, counted from when it processed the request.
     pub ttl: Duration,
-    /// The timestamp floor stored with this ID *before* this acquisition (in the floors' terms,
-    /// see "Timestamp floor" on [`Strategy`]; 0 when none
-    /// is stored or the strategy stores none): every timestamp any earlier holder may have
-    /// issued under the ID is at or below it. See "Timestamp floor" on [`Strategy`].
+    /// The timestamp floor stored with this ID *before* this acquisition, in the floors' terms
+    /// (0 when none is stored or the strategy stores none): every timestamp any earlier holder
+    /// may have issued under the ID is at or below it. See "Timestamp floor" on [`Strategy`].
     pub floor_ms: u64,
     /// The coordinator's own clock when it applied the request (Unix ms), if the strategy reads
     /// it; lets the manager notice a coordinator clock that jumps forward.

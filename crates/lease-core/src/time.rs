@@ -80,13 +80,9 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn millis_rounds_down_and_saturates() {
+    fn millis_round_down_and_deadlines_saturate_instead_of_wrapping() {
         assert_eq!(millis(Duration::from_micros(1_999)), 1);
         assert_eq!(millis(Duration::from_secs(u64::MAX)), u64::MAX);
-    }
-
-    #[test]
-    fn deadlines_saturate_instead_of_wrapping() {
         let margin = Duration::from_secs(10);
         assert_eq!(
             local_deadline(u64::MAX - 1, Duration::MAX, margin),
