@@ -41,31 +41,20 @@ impl Kind {
     /// The factory's refusal.
     pub fn generate<C: Clock>(self, factory: &Factory<C>) -> Result<Issued, Error> {
         let epoch = factory.epoch_ms();
+        // A nonce of `$call`, its value widened by `$value` (`to_u64` or `to_u128`).
+        macro_rules! issued {
+            ($call:ident, $value:ident) => {{
+                let n = factory.$call()?;
+                Issued::new(n.$value().into(), &n.decode(epoch), epoch)
+            }};
+        }
         Ok(match self {
-            Self::Counter64 => {
-                let n = factory.counter64()?;
-                Issued::new(u128::from(n.to_u64()), &n.decode(epoch), epoch)
-            }
-            Self::Sortable64 => {
-                let n = factory.sortable64()?;
-                Issued::new(u128::from(n.to_u64()), &n.decode(epoch), epoch)
-            }
-            Self::Counter96 => {
-                let n = factory.counter96()?;
-                Issued::new(n.to_u128(), &n.decode(epoch), epoch)
-            }
-            Self::Sortable96 => {
-                let n = factory.sortable96()?;
-                Issued::new(n.to_u128(), &n.decode(epoch), epoch)
-            }
-            Self::Counter128 => {
-                let n = factory.counter128()?;
-                Issued::new(n.to_u128(), &n.decode(epoch), epoch)
-            }
-            Self::Sortable128 => {
-                let n = factory.sortable128()?;
-                Issued::new(n.to_u128(), &n.decode(epoch), epoch)
-            }
+            Self::Counter64 => issued!(counter64, to_u64),
+            Self::Sortable64 => issued!(sortable64, to_u64),
+            Self::Counter96 => issued!(counter96, to_u128),
+            Self::Sortable96 => issued!(sortable96, to_u128),
+            Self::Counter128 => issued!(counter128, to_u128),
+            Self::Sortable128 => issued!(sortable128, to_u128),
         })
     }
 }

@@ -32,13 +32,11 @@ impl<S: PartialEq, T> Seen<S, T> {
     /// The value was seen before in `series`: where it was last seen. `at` takes its place, so
     /// that a third sighting is traced to the second.
     pub fn insert(&mut self, series: S, value: u128, at: T) -> Result<(), T> {
-        let i = match self.series.iter().position(|(s, _)| *s == series) {
-            Some(i) => i,
-            None => {
-                self.series.push((series, Values::default()));
-                self.series.len() - 1
-            }
-        };
+        let i = self.series.iter().position(|(s, _)| *s == series);
+        let i = i.unwrap_or_else(|| {
+            self.series.push((series, Values::default()));
+            self.series.len() - 1
+        });
         self.series[i].1.insert(value, at).map_or(Ok(()), Err)
     }
 }
