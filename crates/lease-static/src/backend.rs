@@ -2,8 +2,9 @@
 //! [`HostListBackend`]). They derive the ID from the node itself: they only lease, and have
 //! nothing to list, free or migrate.
 
-use lease_core::error_chain;
-use lease_core::{Access, Backend, BoxFuture, OpenError, Opened, StoreUrl};
+use lease_core::{
+    Access, Backend, BoxFuture, LeaseError, OpenError, Opened, StoreUrl, Strategy, error_chain,
+};
 
 use crate::{HostListStrategy, StatefulSetStrategy};
 
@@ -17,15 +18,20 @@ pub struct StatefulSetBackend;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostListBackend;
 
-/// Static stores only lease: the operator commands have nothing to work on.
-fn lease_only(store: &StoreUrl) -> Result<(), OpenError> {
-    if store.access() == Access::Lease {
-        Ok(())
-    } else {
-        Err(OpenError::new(
+/// Opens `store` with the strategy `make` builds from what follows the URL's scheme. Static
+/// stores only lease: the operator commands have nothing to work on.
+fn open_static<S: Strategy + 'static, E: LeaseError>(
+    store: &StoreUrl,
+    make: impl FnOnce(&str) -> Result<S, E>,
+) -> Result<Opened, OpenError> {
+    if store.access() != Access::Lease {
+        return Err(OpenError::new(
             "env: and hosts: stores derive the id from the node itself: there is no lease table to inspect",
-        ))
+        ));
     }
+    let rest = store.url().split_once(':').map_or("", |(_, rest)| rest);
+    let strategy = make(rest).map_err(|e| store.error(error_chain(&e)))?;
+    Ok(Opened::new(strategy))
 }
 
 impl Backend for StatefulSetBackend {
@@ -38,13 +44,7 @@ impl Backend for StatefulSetBackend {
     }
 
     fn open<'a>(&'a self, store: &'a StoreUrl) -> BoxFuture<'a, Result<Opened, OpenError>> {
-        Box::pin(async move {
-            lease_only(store)?;
-            let variable = store.url().strip_prefix("env:").unwrap_or_default();
-            let strategy = StatefulSetStrategy::from_env(variable)
-                .map_err(|e| store.error(error_chain(&e)))?;
-            Ok(Opened::new(strategy))
-        })
+        Box::pin(async move { open_static(store, StatefulSetStrategy::from_env) })
     }
 }
 
@@ -59,35 +59,24 @@ impl Backend for HostListBackend {
 
     fn open<'a>(&'a self, store: &'a StoreUrl) -> BoxFuture<'a, Result<Opened, OpenError>> {
         Box::pin(async move {
-            lease_only(store)?;
-            let list = store.url().strip_prefix("hosts:").unwrap_or_default();
-            let nodes: Vec<&str> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
-            let strategy =
-                HostListStrategy::new(&nodes).map_err(|e| store.error(error_chain(&e)))?;
-            Ok(Opened::new(strategy))
+            open_static(store, |list| {
+                let nodes: Vec<&str> = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                HostListStrategy::new(&nodes)
+            })
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use lease_core::LeaseTerms;
-
     use super::*;
 
     fn store(url: &str, access: Access) -> StoreUrl {
-        let terms = LeaseTerms::new(
-            Duration::from_secs(120),
-            Duration::from_secs(30),
-            Duration::from_secs(10),
-        );
-        StoreUrl::new(url, url, access, terms)
+        StoreUrl::new(url, url, access, crate::Timing::DEFAULT_TERMS)
     }
 
     fn open(backend: &dyn Backend, store: &StoreUrl) -> Result<Opened, OpenError> {

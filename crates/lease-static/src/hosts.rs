@@ -203,25 +203,19 @@ fn canonical_name(host: &str) -> Option<String> {
 
 impl IdentifierSource for SystemIdentifiers {
     fn identifiers(&self) -> Result<Vec<String>, HostListLeaseError> {
+        let unreadable = |what| move |source| HostListLeaseError::Identifiers { what, source };
         let not_unicode =
             || io::Error::new(io::ErrorKind::InvalidData, "hostname is not valid unicode");
         let host = hostname::get()
             .and_then(|host| host.into_string().map_err(|_| not_unicode()))
-            .map_err(|source| HostListLeaseError::Identifiers {
-                what: "hostname",
-                source,
-            })?;
+            .map_err(unreadable("hostname"))?;
         let mut identifiers = vec![host.clone()];
         if self.fqdn
             && let Some(fqdn) = canonical_name(&host)
         {
             identifiers.push(fqdn);
         }
-        let interfaces =
-            if_addrs::get_if_addrs().map_err(|source| HostListLeaseError::Identifiers {
-                what: "interface addresses",
-                source,
-            })?;
+        let interfaces = if_addrs::get_if_addrs().map_err(unreadable("interface addresses"))?;
         identifiers.extend(
             interfaces
                 .iter()
@@ -276,7 +270,7 @@ pub fn parse_node_list<S: AsRef<str>>(nodes: &[S]) -> Result<Vec<NodeEntry>, Hos
     if !nodes.iter().any(|entry| entry.as_ref().contains('=')) {
         return Err(implicit_ids(nodes));
     }
-    let mut entries: Vec<(NodeEntry, Key, &str)> = Vec::with_capacity(nodes.len());
+    let mut entries: Vec<(Key, &str, NodeEntry)> = Vec::with_capacity(nodes.len());
     for written in nodes {
         let written = written.as_ref();
         let invalid = |problem| HostListLeaseError::InvalidEntry {
@@ -296,28 +290,22 @@ pub fn parse_node_list<S: AsRef<str>>(nodes: &[S]) -> Result<Vec<NodeEntry>, Hos
             .ok()
             .and_then(|id| MachineId::new(id).ok())
             .ok_or_else(|| invalid("has a machine id above the largest"))?;
-        if let Some((_, _, first)) = entries.iter().find(|(_, k, _)| *k == node_key) {
+        if let Some((_, first, _)) = entries.iter().find(|(k, _, _)| *k == node_key) {
             return Err(HostListLeaseError::DuplicateNode {
                 first: (*first).to_owned(),
                 second: written.to_owned(),
             });
         }
-        if let Some((_, _, first)) = entries.iter().find(|(e, _, _)| e.machine_id == machine_id) {
+        if let Some((_, first, _)) = entries.iter().find(|(_, _, e)| e.machine_id == machine_id) {
             return Err(HostListLeaseError::DuplicateId {
                 first: (*first).to_owned(),
                 second: written.to_owned(),
             });
         }
-        entries.push((
-            NodeEntry {
-                node: node.to_owned(),
-                machine_id,
-            },
-            node_key,
-            written,
-        ));
+        let node = node.to_owned();
+        entries.push((node_key, written, NodeEntry { node, machine_id }));
     }
-    Ok(entries.into_iter().map(|(entry, _, _)| entry).collect())
+    Ok(entries.into_iter().map(|(_, _, entry)| entry).collect())
 }
 
 /// The refusal of a list without IDs: the same list with the IDs its nodes derive from it

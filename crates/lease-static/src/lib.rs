@@ -197,15 +197,7 @@ macro_rules! fixed_id_strategy {
                 request: lease_core::Acquire,
             ) -> Result<lease_core::Grant<lease_core::MachineId>, Self::Error> {
                 let id = self.machine_id();
-                let ttl = self.ttl(request.requested);
-                let before = match self.floor_file() {
-                    Some(file) => file.raise(lease_core::time::granted_floor(
-                        request.floor_ms,
-                        request.requested,
-                        ttl,
-                    ))?,
-                    None => 0,
-                };
+                let (ttl, before) = self.grant(request.requested, request.floor_ms)?;
                 if before == 0 {
                     // Nothing to start above: a predecessor may have stopped just now.
                     $crate::wait(self.timing.margin()).await;
@@ -218,15 +210,8 @@ macro_rules! fixed_id_strategy {
                 lease: &lease_core::MachineId,
                 request: lease_core::Renew,
             ) -> Result<lease_core::Renewal<lease_core::MachineId>, Self::Error> {
-                let ttl = self.ttl(request.requested);
                 // Recorded before the renewal is answered, so before the deadline moves.
-                if let Some(file) = self.floor_file() {
-                    file.raise(lease_core::time::granted_floor(
-                        request.floor_ms,
-                        request.requested,
-                        ttl,
-                    ))?;
-                }
+                let (ttl, _) = self.grant(request.requested, request.floor_ms)?;
                 Ok(lease_core::Renewal::new(*lease, ttl))
             }
 
@@ -283,13 +268,21 @@ macro_rules! fixed_id_strategy {
                 self.floor.as_ref()
             }
 
-            /// The TTL of a grant for `requested`: with a floor file, at most the window the
-            /// file's floor may lie ahead of the clock.
-            fn ttl(&self, requested: std::time::Duration) -> std::time::Duration {
-                match self.floor {
-                    Some(_) => self.timing.window(requested),
-                    None => requested,
-                }
+            /// The TTL of a grant for `requested` and the floor stored before it (0 without a floor
+            /// file). With a floor file, the TTL is at most the window the file's floor may lie
+            /// ahead of the clock, and the file's floor is raised to the request's `floor_ms` less
+            /// what the grant cut off ([`granted_floor`](lease_core::time::granted_floor)).
+            fn grant(
+                &self,
+                requested: std::time::Duration,
+                floor_ms: u64,
+            ) -> Result<(std::time::Duration, u64), $crate::StaticLeaseError> {
+                let Some(file) = &self.floor else {
+                    return Ok((requested, 0));
+                };
+                let ttl = self.timing.window(requested);
+                let floor = lease_core::time::granted_floor(floor_ms, requested, ttl);
+                Ok((ttl, file.raise(floor)?))
             }
         }
     };

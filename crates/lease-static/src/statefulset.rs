@@ -1,5 +1,7 @@
 //! The StatefulSet strategy: the machine ID is the pod ordinal, read from an environment variable.
 
+use std::env::VarError;
+
 use lease_core::{ErrorKind, LeaseError, MachineId};
 
 /// The floor file, here too for `with_floor_file`.
@@ -90,15 +92,12 @@ impl StatefulSetStrategy {
         variable: &str,
         offset: u16,
     ) -> Result<Self, StatefulSetLeaseError> {
-        match std::env::var(variable) {
-            Ok(value) => Self::from_value(variable, &value, offset),
-            Err(std::env::VarError::NotPresent) => Err(StatefulSetLeaseError::MissingVariable {
-                variable: variable.to_owned(),
-            }),
-            Err(std::env::VarError::NotUnicode(_)) => Err(StatefulSetLeaseError::NotUnicode {
-                variable: variable.to_owned(),
-            }),
-        }
+        let named = variable.to_owned();
+        Err(match std::env::var(variable) {
+            Ok(value) => return Self::from_value(variable, &value, offset),
+            Err(VarError::NotPresent) => StatefulSetLeaseError::MissingVariable { variable: named },
+            Err(VarError::NotUnicode(_)) => StatefulSetLeaseError::NotUnicode { variable: named },
+        })
     }
 
     /// Derives the ID from `value`, as if read from `variable` (named in errors and logs).
@@ -229,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_variable_is_reported_with_a_fix() {
+    fn reads_the_environment_and_reports_a_missing_variable_with_a_fix() {
         let variable = "LEASE_STATIC_TEST_SURELY_UNSET_VARIABLE";
         let err = StatefulSetStrategy::from_env(variable).unwrap_err();
         assert_eq!(
@@ -243,10 +242,7 @@ mod tests {
                 .starts_with(&format!("environment variable {variable} is not set"))
         );
         assert!(err.to_string().contains("Downward API"));
-    }
 
-    #[test]
-    fn reads_the_environment() {
         // Cargo sets its package variables for test runs too; edition 2024 makes `set_var`
         // unsafe, so these stand in for POD_NAME.
         let minor: u16 = env!("CARGO_PKG_VERSION_MINOR").parse().unwrap();

@@ -24,23 +24,6 @@ fn options() -> Options {
     Options::new(Duration::from_secs(2)).with_capabilities(Capabilities::STATIC)
 }
 
-const APPLIES: [Check; 4] = [
-    Check::RenewKeepsId,
-    Check::RenewIsIdempotent,
-    Check::TtlHonoured,
-    Check::Deterministic,
-];
-
-fn assert_relevant_checks_passed(report: &lease_testkit::Report) {
-    for check in APPLIES {
-        assert_eq!(
-            report.outcome(check),
-            Some(&Outcome::Passed),
-            "{check}\n{report}"
-        );
-    }
-}
-
 #[tokio::test]
 async fn statefulset_strategy_conforms() {
     let report = lease_testkit::conformance(
@@ -55,7 +38,16 @@ async fn statefulset_strategy_conforms() {
     )
     .await;
     assert_eq!(report.strategy, "statefulset");
-    assert_relevant_checks_passed(&report);
+    use Check as C;
+    for check in [
+        C::RenewKeepsId,
+        C::RenewIsIdempotent,
+        C::TtlHonoured,
+        C::Deterministic,
+    ] {
+        let outcome = report.outcome(check);
+        assert_eq!(outcome, Some(&Outcome::Passed), "{check}\n{report}");
+    }
 }
 
 #[tokio::test]

@@ -18,17 +18,18 @@ fn pod(file: &FloorFile) -> StatefulSetStrategy {
     plain().with_floor_file(file.clone())
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
+/// A new empty directory for the test `name`, and a floor file in it.
+fn scratch(name: &str) -> (std::path::PathBuf, FloorFile) {
     let dir = std::env::temp_dir().join(format!("lease-static-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    let file = FloorFile::new(dir.join("floor"));
+    (dir, file)
 }
 
 #[tokio::test]
 async fn the_floor_file_records_raises_and_sets() {
-    let dir = scratch("records");
-    let file = FloorFile::new(dir.join("floor"));
+    let (dir, file) = scratch("records");
     let a = pod(&file);
     a.check_terms(&config().terms()).unwrap();
     let profile = a.profile();
@@ -63,8 +64,7 @@ async fn the_floor_file_records_raises_and_sets() {
 
 #[tokio::test]
 async fn with_a_floor_file_grants_last_the_window_and_record_its_deadline() {
-    let dir = scratch("window");
-    let file = FloorFile::new(dir.join("floor"));
+    let (dir, file) = scratch("window");
     let strategy = pod(&file);
     // The window: the minimum TTL or three margins, whichever is longer.
     let config = config()
@@ -101,7 +101,7 @@ async fn with_a_floor_file_grants_last_the_window_and_record_its_deadline() {
 
 #[tokio::test]
 async fn with_nothing_to_start_above_the_first_grant_waits_the_margin() {
-    let dir = scratch("wait");
+    let (dir, file) = scratch("wait");
     let margin = Duration::from_millis(400);
     let config = config()
         .with_margin(margin)
@@ -114,7 +114,6 @@ async fn with_nothing_to_start_above_the_first_grant_waits_the_margin() {
     plain.acquire(Acquire::new(hour, 0, 1_000)).await.unwrap();
     assert!(started.elapsed() >= margin, "{:?}", started.elapsed());
     // A floor file that holds no floor yet (a predecessor may have run without one) too.
-    let file = FloorFile::new(dir.join("floor"));
     let fresh = pod(&file);
     fresh.check_terms(&config.terms()).unwrap();
     let started = std::time::Instant::now();
@@ -134,7 +133,7 @@ async fn with_nothing_to_start_above_the_first_grant_waits_the_margin() {
 
 #[tokio::test]
 async fn a_floor_file_that_cannot_be_written_or_read_fails_clearly() {
-    let dir = scratch("errors");
+    let (dir, _) = scratch("errors");
     let missing = FloorFile::new(dir.join("no-such-dir").join("floor"));
     let error = pod(&missing)
         .acquire(Acquire::new(Duration::from_secs(60), 0, 60_000))
@@ -206,8 +205,7 @@ async fn while_leased<T: Send + 'static>(
 /// A pod replaced by one whose clock is `lag_ms` behind: with the floor file nothing repeats,
 /// without it the replacement's first nonces repeat the old pod's last ones.
 async fn replace_pod(with_file: bool, lag_ms: u64, ordinal: u16) -> usize {
-    let dir = scratch(&format!("replace-{ordinal}"));
-    let file = FloorFile::new(dir.join("floor"));
+    let (dir, file) = scratch(&format!("replace-{ordinal}"));
     // An ordinal (and directory) per call: a process refuses one ID to two managers at once,
     // and the calls run side by side.
     let pod = format!("nonce-worker-{ordinal}");
@@ -250,8 +248,7 @@ async fn a_replaced_pod_with_a_lagging_clock_repeats_only_past_the_margin_withou
 /// as the last grant or renewal wrote it); its replacement starts on that file.
 #[tokio::test]
 async fn a_crashed_pod_leaves_a_floor_the_replacement_reaches_within_the_grant_window() {
-    let dir = scratch("crash");
-    let file = FloorFile::new(dir.join("floor"));
+    let (dir, file) = scratch("crash");
     let left_by_crash = FloorFile::new(dir.join("floor-at-crash"));
     // Leases of an hour, as in production (8 h by default); a margin of 300 ms and a minimum
     // TTL of 1 s make a grant window of 1 s.
