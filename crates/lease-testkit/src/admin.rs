@@ -19,50 +19,38 @@ where
     S: Strategy + StoreAdmin,
 {
     let say = |what: &str, e: &dyn LeaseError| format!("{what}: {}: {e}", e.kind());
-    let free_before = store
-        .free_count()
-        .await
-        .map_err(|e| say("free_count", &e))?;
+    let free_count = async || store.free_count().await.map_err(|e| say("free_count", &e));
+    let free_before = free_count().await?;
     let grant = store
         .acquire(Acquire::new(requested, 0, 0))
         .await
         .map_err(|e| say("acquire", &e))?;
     let id = grant.machine_id;
+    let force_release = async || {
+        let answer = store.force_release(id).await;
+        answer.map_err(|e| say("force_release", &e))
+    };
     let held = held_ids(store).await?;
     if !held.contains(&id) {
         return Err(format!("holders {held:?} do not list the acquired id {id}"));
     }
-    let free_held = store
-        .free_count()
-        .await
-        .map_err(|e| say("free_count", &e))?;
+    let free_held = free_count().await?;
     if free_held + 1 != free_before {
         return Err(format!(
             "free count {free_held} with id {id} held, {free_before} before: not one lower"
         ));
     }
-    if !store
-        .force_release(id)
-        .await
-        .map_err(|e| say("force_release", &e))?
-    {
+    if !force_release().await? {
         return Err(format!("force_release({id}) of a held id answered false"));
     }
-    if store
-        .force_release(id)
-        .await
-        .map_err(|e| say("force_release", &e))?
-    {
+    if force_release().await? {
         return Err(format!("force_release({id}) of a freed id answered true"));
     }
     let held = held_ids(store).await?;
     if held.contains(&id) {
         return Err(format!("holders {held:?} still list the freed id {id}"));
     }
-    let free_after = store
-        .free_count()
-        .await
-        .map_err(|e| say("free_count", &e))?;
+    let free_after = free_count().await?;
     if free_after != free_before {
         return Err(format!(
             "free count {free_after} after force_release({id}), {free_before} before the acquire"

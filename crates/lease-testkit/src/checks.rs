@@ -20,6 +20,11 @@ pub(crate) fn describe<E: LeaseError>(error: &E) -> String {
     format!("{} error: {error}", error.kind())
 }
 
+/// `what`, then the error it ended with (see [`describe`]).
+pub(crate) fn failed<E: LeaseError>(what: &str) -> impl FnOnce(E) -> String + '_ {
+    move |e| format!("{what}: {}", describe(&e))
+}
+
 fn skip(why: &str) -> CheckResult {
     Ok(Outcome::Skipped(why.to_owned()))
 }
@@ -34,25 +39,36 @@ async fn acquire<S: Strategy>(
     strategy: &S,
     options: &Options,
 ) -> Result<Grant<S::Lease>, S::Error> {
-    retrying(|| strategy.acquire(Acquire::new(options.ttl, 0, 0))).await
+    let request = Acquire::new(options.ttl, 0, 0);
+    retrying(ACQUIRE_ATTEMPTS, backoff, || strategy.acquire(request))
+        .await
+        .0
+}
+
+/// The pause after the `attempt`th acquire of a check was answered `Retry` or `Conflict`.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(10) * attempt
 }
 
 /// Calls `call` until it succeeds or fails with something other than `Retry` or `Conflict`,
-/// at most [`ACQUIRE_ATTEMPTS`] times: what a lease manager would do with an acquire.
+/// at most `attempts` times, sleeping `pause(attempt)` after each retried one (what a lease
+/// manager would do with an acquire); with the attempts made.
 async fn retrying<T, E: LeaseError, F: Future<Output = Result<T, E>>>(
+    attempts: u32,
+    pause: impl Fn(u32) -> Duration,
     call: impl Fn() -> F,
-) -> Result<T, E> {
+) -> (Result<T, E>, u32) {
     let mut attempt = 1;
     loop {
         match call().await {
             Err(e)
                 if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
-                    && attempt < ACQUIRE_ATTEMPTS =>
+                    && attempt < attempts =>
             {
-                sleep(Duration::from_millis(10) * attempt).await;
+                sleep(pause(attempt)).await;
                 attempt += 1;
             }
-            result => return result,
+            result => return (result, attempt),
         }
     }
 }
@@ -67,6 +83,9 @@ async fn must_acquire<S: Strategy>(
         .map_err(|e| format!("{what}: acquire on an idle store failed: {}", describe(&e)))
 }
 
+/// What a failed renewal of a lease just acquired says.
+const FRESH: &str = "renewing a fresh lease failed";
+
 async fn must_renew<S: Strategy>(
     strategy: &S,
     lease: &S::Lease,
@@ -76,7 +95,7 @@ async fn must_renew<S: Strategy>(
     strategy
         .renew(lease, Renew::new(options.ttl, 0))
         .await
-        .map_err(|e| format!("{what}: {}", describe(&e)))
+        .map_err(failed(what))
 }
 
 /// Acquires until the store refuses (at most 513 times), failing if it hands out an ID in `held`
@@ -137,28 +156,12 @@ async fn fill<S: Strategy>(
     ))
 }
 
-/// When a fill that began at `filled_from` held every other ID and one of them is handed out,
-/// `Err` saying the check was too slow to conclude if the fillers' leases may have run out since
-/// (the strategy did nothing wrong then); `Ok` if they were surely valid.
-fn fillers_still_valid(filled_from: Instant, options: &Options) -> Result<(), String> {
-    still_valid(
-        filled_from,
-        options,
-        "the store began to fill, the fillers' leases",
-        "an id handed out again",
-    )
-}
-
-/// As [`fillers_still_valid`], for the lease a takeover's new holder renewed at `renewed_at`,
-/// when it is lost or its ID handed out again.
-fn new_lease_still_valid(renewed_at: Instant, options: &Options) -> Result<(), String> {
-    still_valid(
-        renewed_at,
-        options,
-        "the new holder renewed, its lease",
-        "losing it",
-    )
-}
+/// For [`still_valid`] since a fill that held every other ID began, when one of them is handed
+/// out: the strategy did nothing wrong if the fillers' leases may have run out since.
+const FILLERS: (&str, &str) = (
+    "the store began to fill, the fillers' leases",
+    "an id handed out again",
+);
 
 /// `Ok` while leases granted at `since` are surely valid; otherwise `Err` saying the check was
 /// too slow to conclude: `since_whose` names the moment and the leases, `what` the outcome that
@@ -166,8 +169,7 @@ fn new_lease_still_valid(renewed_at: Instant, options: &Options) -> Result<(), S
 fn still_valid(
     since: Instant,
     options: &Options,
-    since_whose: &str,
-    what: &str,
+    (since_whose, what): (&str, &str),
 ) -> Result<(), String> {
     let elapsed = since.elapsed();
     if elapsed + options.slack < options.min_ttl {
@@ -258,20 +260,9 @@ pub(crate) async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -
     let sent = Instant::now();
     let grant = must_acquire(&node, options, "first acquire").await?;
     let id = grant.machine_id;
-    let first = must_renew(
-        &node,
-        &grant.lease,
-        options,
-        "renewing a fresh lease failed",
-    )
-    .await?;
-    must_renew(
-        &node,
-        &first.lease,
-        options,
-        "renewing with the handle returned by renew failed",
-    )
-    .await?;
+    let first = must_renew(&node, &grant.lease, options, FRESH).await?;
+    let what = "renewing with the handle returned by renew failed";
+    must_renew(&node, &first.lease, options, what).await?;
     let other = harness.node().await;
     let what = "after renewing the lease on it";
     if options.capabilities.holds_all_ids {
@@ -287,28 +278,12 @@ pub(crate) async fn renew_keeps_id<H: Harness>(harness: &H, options: &Options) -
 pub(crate) async fn renew_is_idempotent<H: Harness>(harness: &H, options: &Options) -> CheckResult {
     let node = harness.node().await;
     let grant = must_acquire(&node, options, "first acquire").await?;
-    must_renew(
-        &node,
-        &grant.lease,
-        options,
-        "renewing a fresh lease failed",
-    )
-    .await?;
-    let retried = must_renew(
-        &node,
-        &grant.lease,
-        options,
-        "a renewal retried with the same handle (as after a lost reply) failed; match the \
-         lease's token, not something the first renewal changed",
-    )
-    .await?;
-    must_renew(
-        &node,
-        &retried.lease,
-        options,
-        "renewing after a retried renewal failed",
-    )
-    .await?;
+    must_renew(&node, &grant.lease, options, FRESH).await?;
+    let what = "a renewal retried with the same handle (as after a lost reply) failed; match the \
+                lease's token, not something the first renewal changed";
+    let retried = must_renew(&node, &grant.lease, options, what).await?;
+    let what = "renewing after a retried renewal failed";
+    must_renew(&node, &retried.lease, options, what).await?;
     Ok(Outcome::Passed)
 }
 
@@ -334,28 +309,17 @@ pub(crate) async fn ttl_honoured<H: Harness>(harness: &H, options: &Options) -> 
     let grant = must_acquire(&node, options, "first acquire").await?;
     ttl_in_range(grant.ttl, options, "acquire")?;
     let sent = Instant::now();
-    let renewal = must_renew(
-        &node,
-        &grant.lease,
-        options,
-        "renewing a fresh lease failed",
-    )
-    .await?;
+    let renewal = must_renew(&node, &grant.lease, options, FRESH).await?;
     ttl_in_range(renewal.ttl, options, "renew")?;
     if options.capabilities.exclusive {
         let wait = renewal.ttl.saturating_sub(options.slack);
         sleep_until(sent + wait).await;
-        must_renew(
-            &node,
-            &renewal.lease,
-            options,
-            &format!(
-                "the lease ended before its granted ttl of {:?}: a renewal sent {wait:?} after \
-                 the previous one failed",
-                renewal.ttl
-            ),
-        )
-        .await?;
+        let what = format!(
+            "the lease ended before its granted ttl of {:?}: a renewal sent {wait:?} after the \
+             previous one failed",
+            renewal.ttl
+        );
+        must_renew(&node, &renewal.lease, options, &what).await?;
     }
     Ok(Outcome::Passed)
 }
@@ -379,14 +343,12 @@ pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Optio
     let new_grant = loop {
         match acquire(&new, options).await {
             Ok(grant) if grant.machine_id == id => break grant,
-            Ok(grant) => {
-                if others.len() >= usize::from(MachineId::MAX) {
-                    return Err(format!(
-                        "handed out more than {} other ids but never the expired id {id}",
-                        MachineId::MAX
-                    ));
-                }
-                others.push(grant);
+            Ok(grant) if others.len() < usize::from(MachineId::MAX) => others.push(grant),
+            Ok(_) => {
+                return Err(format!(
+                    "handed out more than {} other ids but never the expired id {id}",
+                    MachineId::MAX
+                ));
             }
             Err(e) => {
                 return Err(format!(
@@ -400,10 +362,9 @@ pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Optio
     };
 
     for attempt in ["renewing", "retrying the renewal of"] {
-        match old
-            .renew(&old_grant.lease, Renew::new(options.ttl, 0))
-            .await
-        {
+        let renewal = old.renew(&old_grant.lease, Renew::new(options.ttl, 0));
+        match renewal.await {
+            Err(e) if e.kind() == ErrorKind::Lost => {}
             Ok(_) => {
                 return Err(format!(
                     "{attempt} the expired lease on machine id {id} succeeded although another \
@@ -411,24 +372,19 @@ pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Optio
                      lease's token)"
                 ));
             }
-            Err(e) if e.kind() != ErrorKind::Lost => {
+            Err(e) => {
                 return Err(format!(
                     "{attempt} a lease whose id another node took must fail with kind lost, got \
                      {}",
                     describe(&e)
                 ));
             }
-            Err(_) => {}
         }
     }
     let renewed_at = Instant::now();
-    let renewed = must_renew(
-        &new,
-        &new_grant.lease,
-        options,
-        &format!("the new holder of machine id {id} could not renew after the old holder tried"),
-    )
-    .await?;
+    let what =
+        format!("the new holder of machine id {id} could not renew after the old holder tried");
+    let renewed = must_renew(&new, &new_grant.lease, options, &what).await?;
 
     // Let the rest of the store fill up, so a wrongly freed ID would have to be handed out.
     let filler = harness.node().await;
@@ -447,23 +403,23 @@ pub(crate) async fn lost_after_takeover<H: Harness>(harness: &H, options: &Optio
         .release(&old_grant.lease, Release::new(options.guard, 0))
         .await;
     let released = Instant::now();
-    // No renewal of the new holder until after the guard: it would hide a release that
-    // shortened the new holder's lease to the guard.
-    let what = "releasing the old holder's handle freed the new holder's lease";
-    if let Err(freed) = never_grants(&filler, options, id, options.concurrency, what).await {
-        new_lease_still_valid(renewed_at, options)?;
+    let freed: Result<(), String> = async {
+        // No renewal of the new holder until after the guard: it would hide a release that
+        // shortened the new holder's lease to the guard.
+        let what = "releasing the old holder's handle freed the new holder's lease";
+        never_grants(&filler, options, id, options.concurrency, what).await?;
+        sleep_until(released + options.guard + options.slack).await;
+        let what =
+            "after the guard, releasing the old holder's handle had freed the new holder's lease";
+        must_renew(&new, &renewed.lease, options, what).await?;
+        never_grants(&filler, options, id, options.concurrency, what).await
+    }
+    .await;
+    if let Err(freed) = freed {
+        // Losing the new holder's lease proves nothing once it may have run out by itself.
+        let lease = ("the new holder renewed, its lease", "losing it");
+        still_valid(renewed_at, options, lease)?;
         return Err(freed);
-    }
-    sleep_until(released + options.guard + options.slack).await;
-    let what =
-        "after the guard, releasing the old holder's handle had freed the new holder's lease";
-    if let Err(lost) = must_renew(&new, &renewed.lease, options, what).await {
-        new_lease_still_valid(renewed_at, options)?;
-        return Err(lost);
-    }
-    if let Err(again) = never_grants(&filler, options, id, options.concurrency, what).await {
-        new_lease_still_valid(renewed_at, options)?;
-        return Err(again);
     }
     drop(fillers);
     Ok(Outcome::Passed)
@@ -484,13 +440,13 @@ pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) ->
     let sent = Instant::now();
     node.release(&grant.lease, Release::new(options.guard, 0))
         .await
-        .map_err(|e| format!("release of a valid lease failed: {}", describe(&e)))?;
+        .map_err(failed("release of a valid lease failed"))?;
     let replied = Instant::now();
     // No retries here: they would wait, and the point is to ask within the guard.
     if let Ok(again) = filler.acquire(Acquire::new(options.ttl, 0, 0)).await {
         let elapsed = sent.elapsed();
         if again.machine_id != id {
-            fillers_still_valid(filled_from, options)?;
+            still_valid(filled_from, options, FILLERS)?;
             return Err(format!(
                 "after releasing {id}, acquire handed out machine id {} which was still held",
                 again.machine_id
@@ -513,7 +469,7 @@ pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) ->
     sleep_until(replied + options.guard + options.slack).await;
     match acquire(&filler, options).await {
         Ok(again) if again.machine_id == id => Ok(Outcome::Passed),
-        Ok(again) => fillers_still_valid(filled_from, options).and(Err(format!(
+        Ok(again) => still_valid(filled_from, options, FILLERS).and(Err(format!(
             "after the guard, acquire handed out machine id {} which was still held, instead of \
              the released {id}",
             again.machine_id
@@ -593,8 +549,10 @@ pub(crate) async fn acquire_recording<S: Strategy>(
     now_ms: u64,
     floor_ms: u64,
 ) -> Result<Grant<S::Lease>, String> {
-    retrying(|| strategy.acquire(Acquire::new(options.ttl, now_ms, floor_ms)))
+    let request = Acquire::new(options.ttl, now_ms, floor_ms);
+    retrying(ACQUIRE_ATTEMPTS, backoff, || strategy.acquire(request))
         .await
+        .0
         .map_err(|e| describe(&e))
 }
 
@@ -615,28 +573,14 @@ async fn herd_acquire<S: Strategy>(
     floor_ms: u64,
 ) -> Result<(Grant<S::Lease>, u32), String> {
     let pause = Duration::from_micros(u64::try_from(node % 97).unwrap_or(0) * 20);
-    let mut attempt = 1;
-    loop {
-        match strategy
-            .acquire(Acquire::new(options.ttl, 0, floor_ms))
-            .await
-        {
-            Ok(grant) => return Ok((grant, attempt - 1)),
-            Err(e)
-                if matches!(e.kind(), ErrorKind::Retry | ErrorKind::Conflict)
-                    && attempt < HERD_ATTEMPTS =>
-            {
-                sleep(pause).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(format!(
-                    "herd node {node} got no id after {attempt} attempts: {}",
-                    describe(&e)
-                ));
-            }
-        }
-    }
+    let request = Acquire::new(options.ttl, 0, floor_ms);
+    let (result, attempts) = retrying(HERD_ATTEMPTS, |_| pause, || strategy.acquire(request)).await;
+    result.map(|grant| (grant, attempts - 1)).map_err(|e| {
+        format!(
+            "herd node {node} got no id after {attempts} attempts: {}",
+            describe(&e)
+        )
+    })
 }
 
 /// The floor herd node `node` claims with: distinct per node, so the floor stored with an ID
@@ -674,7 +618,7 @@ pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckRes
         retried += retries;
         let id = grant.machine_id;
         if let Some(first) = winner.insert(id, node) {
-            fillers_still_valid(started, options)?;
+            still_valid(started, options, FILLERS)?;
             return Err(format!(
                 "machine id {id} was granted to herd nodes {first} and {node} of {count}: the \
                  claim must check and take the id in one atomic step"
@@ -698,10 +642,8 @@ pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckRes
     // the ID leaves a floor that names another node.
     let mut expired = true;
     for grant in &held {
-        if !harness.expire(grant.machine_id).await {
-            expired = false;
-            break;
-        }
+        // Stops at the first ID the harness cannot expire.
+        expired = expired && harness.expire(grant.machine_id).await;
     }
     if !expired {
         sleep_until(finished + options.ttl + options.slack).await;
@@ -747,10 +689,8 @@ async fn late_renewal<S: Strategy>(
     floor_ms: u64,
     when: &str,
 ) -> Result<(), String> {
-    match strategy
-        .renew(lease, Renew::new(options.ttl, floor_ms))
-        .await
-    {
+    let renewal = strategy.renew(lease, Renew::new(options.ttl, floor_ms));
+    match renewal.await {
         Ok(_) => Err(format!(
             "a renewal {when} succeeded: a renewal that reaches the store after the release \
              (sent before it and delayed, or resent after a reconnect) must be lost and extend \
@@ -782,49 +722,24 @@ pub(crate) async fn renew_after_release<H: Harness>(harness: &H, options: &Optio
     let late = FLOOR_BASE + 5000;
     node.release(&grant.lease, Release::new(options.guard, released))
         .await
-        .map_err(|e| format!("release of a valid lease failed: {}", describe(&e)))?;
+        .map_err(failed("release of a valid lease failed"))?;
     let released_at = Instant::now();
-    late_renewal(
-        &node,
-        &grant.lease,
-        options,
-        late,
-        "within the release guard",
-    )
-    .await?;
+    let renew_late = |when| late_renewal(&node, &grant.lease, options, late, when);
+    renew_late("within the release guard").await?;
     node.release(&grant.lease, Release::new(options.guard, released))
         .await
-        .map_err(|e| {
-            format!(
-                "a retried release (as after a lost reply) failed: {}",
-                describe(&e)
-            )
-        })?;
-    late_renewal(
-        &node,
-        &grant.lease,
-        options,
-        late,
-        "after a retried release",
-    )
-    .await?;
+        .map_err(failed("a retried release (as after a lost reply) failed"))?;
+    renew_late("after a retried release").await?;
     // The fillers must outlast the guard.
     let filled_from = Instant::now();
     renew_all(&filler, &fillers, options).await?;
 
     sleep_until(released_at + options.guard + options.slack).await;
-    late_renewal(
-        &node,
-        &grant.lease,
-        options,
-        late,
-        "after the release guard",
-    )
-    .await?;
+    renew_late("after the release guard").await?;
     let again = match acquire_recording(&filler, options, 0, FLOOR_BASE + 10).await {
         Ok(again) if again.machine_id == id => again,
         Ok(again) => {
-            fillers_still_valid(filled_from, options)?;
+            still_valid(filled_from, options, FILLERS)?;
             return Err(format!(
                 "after releasing {id}, acquire handed out machine id {} which was still held",
                 again.machine_id
@@ -846,35 +761,18 @@ pub(crate) async fn renew_after_release<H: Harness>(harness: &H, options: &Optio
             again.floor_ms
         ));
     }
-    late_renewal(
-        &node,
-        &grant.lease,
-        options,
-        late,
-        "on the id's next holder",
-    )
-    .await?;
-    must_renew(
-        &filler,
-        &again.lease,
-        options,
-        &format!("the next holder of machine id {id} could not renew after the old handle tried"),
-    )
-    .await?;
+    renew_late("on the id's next holder").await?;
+    let what =
+        format!("the next holder of machine id {id} could not renew after the old handle tried");
+    must_renew(&filler, &again.lease, options, &what).await?;
 
     // Released with no guard: free at once, and a renewal that arrives afterwards still lost.
     filler
         .release(&again.lease, Release::new(Duration::ZERO, released + 1))
         .await
-        .map_err(|e| format!("release with no guard failed: {}", describe(&e)))?;
-    late_renewal(
-        &filler,
-        &again.lease,
-        options,
-        late,
-        "after a release with no guard",
-    )
-    .await?;
+        .map_err(failed("release with no guard failed"))?;
+    let when = "after a release with no guard";
+    late_renewal(&filler, &again.lease, options, late, when).await?;
     drop(fillers);
     Ok(Outcome::Passed)
 }
@@ -886,10 +784,8 @@ pub(crate) async fn renew_all<S: Strategy>(
     options: &Options,
 ) -> Result<(), String> {
     for grant in grants {
-        let what = format!(
-            "renewing the lease that fills machine id {}",
-            grant.machine_id
-        );
+        let id = grant.machine_id;
+        let what = format!("renewing the lease that fills machine id {id}");
         must_renew(strategy, &grant.lease, options, &what).await?;
     }
     Ok(())

@@ -9,7 +9,7 @@ use lease_core::{ErrorKind, Grant, LeaseError, MachineId, Release, Renew, Strate
 use tokio::time::{Instant, sleep_until};
 
 use crate::checks::{
-    CheckResult, FLOOR_BASE, acquire_recording, describe, fill_all, not_all_ids, renew_all,
+    CheckResult, FLOOR_BASE, acquire_recording, failed, fill_all, not_all_ids, renew_all,
 };
 use crate::{Harness, Options, Outcome};
 
@@ -122,14 +122,12 @@ async fn renew<S: Strategy>(
     options: &Options,
     lost: bool,
 ) -> Result<(), String> {
-    match (
-        node.renew(lease, Renew::new(options.ttl, floor_ms)).await,
-        lost,
-    ) {
+    let renewal = node.renew(lease, Renew::new(options.ttl, floor_ms)).await;
+    match (renewal, lost) {
         (Ok(_), false) => Ok(()),
         (Err(e), true) if e.kind() == ErrorKind::Lost => Ok(()),
         (Ok(_), true) => Err("the renewal of a lease whose id was taken over succeeded".into()),
-        (Err(e), _) => Err(format!("renewing with a floor: {}", describe(&e))),
+        (Err(e), _) => Err(failed("renewing with a floor")(e)),
     }
 }
 
@@ -182,19 +180,14 @@ pub(crate) async fn floor_travels<H: Harness>(harness: &H, options: &Options) ->
     second
         .release(&taken.lease, Release::new(options.guard, released))
         .await
-        .map_err(|e| format!("release with a floor failed: {}", describe(&e)))?;
+        .map_err(failed("release with a floor failed"))?;
     let released_at = Instant::now();
     renew_all(&handover.filler, &handover.fillers, options).await?;
     let raised = FLOOR_BASE + 3000;
     first
         .release(&grant.lease, Release::new(options.guard, raised))
         .await
-        .map_err(|e| {
-            format!(
-                "releasing a lost lease with a floor failed: {}",
-                describe(&e)
-            )
-        })?;
+        .map_err(failed("releasing a lost lease with a floor failed"))?;
     let _ = first
         .release(&grant.lease, Release::new(options.guard, FLOOR_BASE + 1))
         .await;
@@ -236,22 +229,10 @@ pub(crate) async fn floor_recorded<H: Harness>(harness: &H, options: &Options) -
             first.floor_ms
         ));
     }
-    let (_second_node, second) = handover
-        .take(
-            &first,
-            floor(50),
-            floor(100),
-            "acquire must record its floor with the id",
-        )
-        .await?;
-    let (node, third) = handover
-        .take(
-            &second,
-            floor(70),
-            floor(100),
-            "an acquire with a lower floor must keep the higher one stored",
-        )
-        .await?;
+    let why = "acquire must record its floor with the id";
+    let (_second_node, second) = handover.take(&first, floor(50), floor(100), why).await?;
+    let why = "an acquire with a lower floor must keep the higher one stored";
+    let (node, third) = handover.take(&second, floor(70), floor(100), why).await?;
     renew(&node, &third.lease, floor(300), options, false).await?;
     renew(&node, &third.lease, floor(200), options, false).await?;
     let why = "renew must raise the floor, and a renewal with a lower floor keep the higher one";

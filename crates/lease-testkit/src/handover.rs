@@ -290,25 +290,30 @@ async fn generate(
     work.await.map_err(|e| format!("generator thread: {e}"))?
 }
 
+/// Starts `who`, a lease manager of `strategy` on a new factory on `clock`, which must be
+/// handed `id`, the `which` ID.
 async fn start<S: Strategy + 'static>(
     strategy: S,
-    config: LeaseConfig,
+    scenario: &Scenario,
     clock: NodeClock,
-    factory: &Arc<Factory<NodeClock>>,
-) -> Result<LeaseManager<S>, String> {
-    LeaseManager::builder(strategy)
-        .with_config(config)
+    (id, who, which): (MachineId, &str, &str),
+) -> Result<(Arc<Factory<NodeClock>>, LeaseManager<S>), String> {
+    let factory = Factory::new(clock, FactoryConfig::new()).map_err(|e| format!("factory: {e}"))?;
+    let factory = Arc::new(factory);
+    let manager = LeaseManager::builder(strategy)
+        .with_config(scenario.config())
         .with_clock(clock)
-        .with_target(Arc::clone(factory) as Arc<dyn lease_manager::LeaseTarget>)
+        .with_target(Arc::clone(&factory) as Arc<dyn lease_manager::LeaseTarget>)
         .start()
         .await
-        .map_err(|e| format!("lease manager did not start: {e}"))
-}
-
-fn node(clock: NodeClock) -> Result<Arc<Factory<NodeClock>>, String> {
-    Factory::new(clock, FactoryConfig::new())
-        .map(Arc::new)
-        .map_err(|e| format!("factory: {e}"))
+        .map_err(|e| format!("lease manager did not start: {e}"))?;
+    if manager.machine_id() != Some(id) {
+        let handed = manager.machine_id();
+        return Err(format!(
+            "{who} was handed {handed:?}, not the {which} id {id}"
+        ));
+    }
+    Ok((factory, manager))
 }
 
 /// Runs `scenario` against a fresh store from `harness`.
@@ -341,11 +346,9 @@ where
     // Hold every ID but one, for longer than the scenario runs.
     let filler = harness.node().await;
     let mut fillers = Vec::new();
+    let long = Acquire::new(Duration::from_secs(600), 0, 0);
     loop {
-        match filler
-            .acquire(Acquire::new(Duration::from_secs(600), 0, 0))
-            .await
-        {
+        match filler.acquire(long).await {
             Ok(grant) => fillers.push(grant),
             Err(_) if fillers.len() == usize::from(MachineId::COUNT) => break,
             Err(e) => {
@@ -370,20 +373,9 @@ where
     let base = BootClock::new();
     let clock_a = NodeClock::new(base, 0);
 
-    let factory_a = node(clock_a)?;
-    let manager_a = start(
-        wrap(harness.node().await),
-        scenario.config(),
-        clock_a,
-        &factory_a,
-    )
-    .await?;
-    if manager_a.machine_id() != Some(id) {
-        return Err(format!(
-            "node A was handed {:?}, not the one free id {id}",
-            manager_a.machine_id()
-        ));
-    }
+    let a_gets = (id, "node A", "one free");
+    let (factory_a, manager_a) =
+        start(wrap(harness.node().await), &scenario, clock_a, a_gets).await?;
     let a = generate(&factory_a, scenario, 0, Seen::new()).await?;
     let a_stopped = Instant::now();
     let planned = match scenario.end {
@@ -415,20 +407,9 @@ where
     };
     let clock_b = NodeClock::new(base, offset_ms);
 
-    let factory_b = node(clock_b)?;
-    let manager_b = start(
-        wrap(harness.node().await),
-        scenario.config(),
-        clock_b,
-        &factory_b,
-    )
-    .await?;
-    if manager_b.machine_id() != Some(id) {
-        return Err(format!(
-            "node B was handed {:?}, not the freed id {id}",
-            manager_b.machine_id()
-        ));
-    }
+    let b_gets = (id, "node B", "freed");
+    let (factory_b, manager_b) =
+        start(wrap(harness.node().await), &scenario, clock_b, b_gets).await?;
     let b = generate(&factory_b, scenario, 1, a.seen).await?;
     manager_b.shutdown().await;
     for grant in &fillers {

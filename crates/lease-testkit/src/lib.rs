@@ -135,75 +135,10 @@ impl Options {
         }
     }
 
-    /// Sets the smallest accepted granted TTL.
-    #[must_use]
-    pub fn with_min_ttl(mut self, min_ttl: Duration) -> Self {
-        self.min_ttl = min_ttl;
-        self
-    }
-
-    /// Sets the release guard.
-    #[must_use]
-    pub fn with_guard(mut self, guard: Duration) -> Self {
-        self.guard = guard;
-        self
-    }
-
-    /// Sets the slack for clock differences and round trips.
-    #[must_use]
-    pub fn with_slack(mut self, slack: Duration) -> Self {
-        self.slack = slack;
-        self
-    }
-
-    /// Sets the number of concurrent acquirers.
-    #[must_use]
-    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency;
-        self
-    }
-
-    /// Sets the capabilities.
-    #[must_use]
-    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
-        self.capabilities = capabilities;
-        self
-    }
-
     /// The lease duration requested on every acquire and renew.
     #[must_use]
     pub const fn ttl(&self) -> Duration {
         self.ttl
-    }
-
-    /// The smallest granted TTL accepted.
-    #[must_use]
-    pub const fn min_ttl(&self) -> Duration {
-        self.min_ttl
-    }
-
-    /// The release guard.
-    #[must_use]
-    pub const fn guard(&self) -> Duration {
-        self.guard
-    }
-
-    /// The slack for clock differences and round trips.
-    #[must_use]
-    pub const fn slack(&self) -> Duration {
-        self.slack
-    }
-
-    /// The number of concurrent acquirers.
-    #[must_use]
-    pub const fn concurrency(&self) -> usize {
-        self.concurrency
-    }
-
-    /// The capabilities.
-    #[must_use]
-    pub const fn capabilities(&self) -> Capabilities {
-        self.capabilities
     }
 
     /// Why these options cannot give meaningful results, if they cannot.
@@ -252,98 +187,110 @@ impl Options {
     }
 }
 
-/// One property the suite checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Check {
+/// The settings of [`Options`] after `ttl`: `$with` sets one, `$name` reads it.
+macro_rules! settings {
+    ($($name:ident, $with:ident: $ty:ty, $what:literal;)*) => {
+        impl Options {$(
+            #[doc = concat!("Sets the ", $what, ".")]
+            #[must_use]
+            pub fn $with(mut self, $name: $ty) -> Self {
+                self.$name = $name;
+                self
+            }
+
+            #[doc = concat!("The ", $what, ".")]
+            #[must_use]
+            pub const fn $name(&self) -> $ty {
+                self.$name
+            }
+        )*}
+    };
+}
+
+settings! {
+    min_ttl, with_min_ttl: Duration, "smallest granted TTL accepted";
+    guard, with_guard: Duration, "release guard";
+    slack, with_slack: Duration, "slack for clock differences and round trips";
+    concurrency, with_concurrency: usize, "number of concurrent acquirers";
+    capabilities, with_capabilities: Capabilities, "capabilities";
+}
+
+/// [`Check`], each check listed once with its name, and [`Check::ALL`] and [`Check::name`] made
+/// from the list.
+macro_rules! checks {
+    ($($(#[$doc:meta])* $check:ident $name:ident,)*) => {
+        /// One property the suite checks.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Check {
+            $($(#[$doc])* $check,)*
+        }
+
+        impl Check {
+            /// Every check, in the order [`run`] runs them.
+            pub const ALL: [Self; [$(stringify!($name)),*].len()] = [$(Self::$check),*];
+
+            /// The check's snake_case name.
+            #[must_use]
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$check => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+checks! {
     /// `concurrency` nodes acquiring at once get distinct IDs (transient `Conflict`/`Retry`
     /// answers are retried, as the lease manager would). Needs `exclusive`.
-    DistinctIds,
+    DistinctIds distinct_ids,
     /// Renewing keeps the lease (and its ID) and returns a TTL; the renewed handle renews again.
     /// With `holds_all_ids`, filling the store afterwards never hands out the renewed ID.
-    RenewKeepsId,
+    RenewKeepsId renew_keeps_id,
     /// A renewal retried with the same handle (its first reply lost) succeeds again.
-    RenewIsIdempotent,
+    RenewIsIdempotent renew_is_idempotent,
     /// Granted TTLs lie in `min_ttl..=ttl`; with `exclusive`, a renewal sent just before the
     /// granted TTL runs out (less `slack`) still succeeds.
-    TtlHonoured,
+    TtlHonoured ttl_honoured,
     /// After a lease expired and another node took its ID: renewing it is `Lost`, again `Lost`
     /// when retried, the new holder keeps renewing, and releasing the old handle neither frees
     /// the ID at once nor after the guard. Needs `exclusive`.
-    LostAfterTakeover,
+    LostAfterTakeover lost_after_takeover,
     /// A released ID stays blocked for the guard and is free after it. Needs `holds_all_ids`.
-    ReleaseGuard,
+    ReleaseGuard release_guard,
     /// With all 512 IDs held, acquire fails with `Exhausted`. Needs `holds_all_ids`.
-    Exhausted,
+    Exhausted exhausted,
     /// A deterministic strategy (its profile says so) hands a node the same ID every time.
-    Deterministic,
+    Deterministic deterministic,
     /// A strategy that [records floors](lease_core::Profile::records_floor) keeps an ID's
     /// timestamp floor across holders: raised by acquire and renew (never lowered by them),
     /// surviving expiry, set by the holder's release, only raised by the release of a lease
     /// that was lost.
     /// Needs `holds_all_ids`.
-    FloorTravels,
+    FloorTravels floor_travels,
     /// A strategy that records floors stores the larger of the stored floor and the one an
     /// acquire is given, and reports the stored one in the grant; renew raises it only while
     /// the lease is the holder's (never lowers it); expiry and a force release
     /// ([`Harness::force_release`]) keep it; a holder whose lease was taken over can neither
     /// raise it by renewing nor lower it by releasing. Needs `holds_all_ids`.
-    FloorRecorded,
+    FloorRecorded floor_recorded,
     /// A strategy that records floors hands an acquirer a free ID whose floor is below its
     /// clock (`Acquire::now_ms`) before one whose floor is ahead of it, and the one ahead, with
     /// its floor, when no other is free. Needs `holds_all_ids`.
-    FloorPreferred,
+    FloorPreferred floor_preferred,
     /// 512 nodes acquiring at once (each made before the first claim, `Conflict` and `Retry`
     /// retried) get 512 distinct IDs. With a profile that records floors, each node claims with
     /// a floor of its own, and once every lease has ended the next holder of each ID sees the
     /// floor of the node that won it: a claim that lost its race wrote nothing. Needs
     /// `holds_all_ids`.
-    Herd,
+    Herd herd,
     /// A renewal that reaches the store after the release (sent before it and delayed, or
     /// resent after a reconnect) is `Lost`, within the guard, after a retried release and
     /// after the guard, and extends nothing: the ID is free after the guard, its floor the
     /// released one, and the old handle cannot renew the next holder's lease. A release with
     /// no guard also makes a later renewal `Lost`. Needs `holds_all_ids`.
-    RenewAfterRelease,
-}
-
-impl Check {
-    /// Every check, in the order [`run`] runs them.
-    pub const ALL: [Self; 13] = [
-        Self::DistinctIds,
-        Self::RenewKeepsId,
-        Self::RenewIsIdempotent,
-        Self::TtlHonoured,
-        Self::LostAfterTakeover,
-        Self::ReleaseGuard,
-        Self::Exhausted,
-        Self::Deterministic,
-        Self::FloorTravels,
-        Self::FloorRecorded,
-        Self::FloorPreferred,
-        Self::Herd,
-        Self::RenewAfterRelease,
-    ];
-
-    /// The check's snake_case name.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::DistinctIds => "distinct_ids",
-            Self::RenewKeepsId => "renew_keeps_id",
-            Self::RenewIsIdempotent => "renew_is_idempotent",
-            Self::TtlHonoured => "ttl_honoured",
-            Self::LostAfterTakeover => "lost_after_takeover",
-            Self::ReleaseGuard => "release_guard",
-            Self::Exhausted => "exhausted",
-            Self::Deterministic => "deterministic",
-            Self::FloorTravels => "floor_travels",
-            Self::FloorRecorded => "floor_recorded",
-            Self::FloorPreferred => "floor_preferred",
-            Self::Herd => "herd",
-            Self::RenewAfterRelease => "renew_after_release",
-        }
-    }
+    RenewAfterRelease renew_after_release,
 }
 
 impl fmt::Display for Check {
@@ -400,8 +347,7 @@ impl Report {
     pub fn failed(&self) -> Vec<Check> {
         self.results
             .iter()
-            .filter(|(_, outcome)| outcome.is_failed())
-            .map(|(check, _)| *check)
+            .filter_map(|(check, outcome)| outcome.is_failed().then_some(*check))
             .collect()
     }
 

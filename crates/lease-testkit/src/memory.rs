@@ -220,11 +220,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Option<Row>>> {
-        // A panic while holding the lock cannot leave a row half-written: rows are `Copy`.
-        self.inner
-            .rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        unpoisoned(&self.inner.rows)
     }
 
     /// The timestamp floor stored with `id` (Unix ms; 0 if none).
@@ -237,10 +233,7 @@ impl MemoryStore {
     }
 
     fn floors(&self) -> MutexGuard<'_, Vec<u64>> {
-        self.inner
-            .floors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        unpoisoned(&self.inner.floors)
     }
 
     /// Raises (or with `assign`, sets) the floor of `index`, unless the store forgets floors.
@@ -288,6 +281,12 @@ impl MemoryStore {
     fn token(&self) -> u64 {
         self.inner.next_token.fetch_add(1, Ordering::Relaxed)
     }
+}
+
+/// Locks `mutex`, even after a panic while it was held: rows and floors are `Copy`, so a panic
+/// cannot leave one half-written.
+fn unpoisoned<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Harness for MemoryStore {
@@ -358,19 +357,14 @@ impl Strategy for MemoryStrategy {
             });
             passed.or_else(|| rows.iter().position(free))
         };
-        let index = if store.has(Flaw::RacyAcquire) {
-            let index = pick(&store.lock()).ok_or_else(exhausted)?;
-            // The bug: another acquirer runs between the check and the claim.
-            tokio::task::yield_now().await;
-            store.lock()[index] = claim;
-            index
-        } else if store.has(Flaw::LoserRecordsFloor) {
+        let index = if store.has(Flaw::RacyAcquire) || store.has(Flaw::LoserRecordsFloor) {
             loop {
                 let index = pick(&store.lock()).ok_or_else(exhausted)?;
-                // Another acquirer may claim it meanwhile; the claim below checks again.
+                // Another acquirer may claim it meanwhile; the claim below checks again, unless
+                // the bug is to claim without checking.
                 tokio::task::yield_now().await;
                 let mut rows = store.lock();
-                if free(&rows[index]) {
+                if free(&rows[index]) || store.has(Flaw::RacyAcquire) {
                     rows[index] = claim;
                     break index;
                 }
