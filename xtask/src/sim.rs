@@ -1,14 +1,16 @@
 //! `cargo xtask sim [--seeds N] [--seed S] [--nodes N] [ARGS]`: the deterministic fleet
-//! simulation of `crates/nononce-sim`, built in release mode, over `N` seeds from `S` (default
+//! simulation of `crates/nononce-sim`, built with the `sim` profile (its own crates optimised,
+//! its dependencies not: the workspace's Cargo.toml says why), over `N` seeds from `S` (default
 //! 1000 seeds from 1) on every core. `--seed S` alone reruns one seed and prints the events that
 //! led to its first violation. Every other argument goes to the `nononce-sim` binary (`--backend`,
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
 //! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
 
 /// `cargo` arguments that build and run the simulation; its own arguments follow.
-pub const COMMAND: [&str; 7] = [
+pub const COMMAND: [&str; 8] = [
     "run",
-    "--release",
+    "--profile",
+    "sim",
     "--locked",
     "-q",
     "-p",

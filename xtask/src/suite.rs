@@ -281,7 +281,7 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 ///   (what reuses the test build's artifacts);
 /// - the own-folders lane, each in a folder of its own: loom, the no_std proof (their flags
 ///   share no artifact with the rest), nonce-core and lease-manager with each feature (small
-///   trees, built again to free the workspace's folder), the simulation (release);
+///   trees, built again to free the workspace's folder), the simulation (the `sim` profile);
 /// - the foreground, in the workspace's target folder too: every `cargo check` of the
 ///   feature combinations ([`feature_check_steps`]).
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
@@ -343,7 +343,7 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
 
 /// Builds in a target folder of their own: loom (`--cfg loom` on every crate), the no_std proof,
 /// nonce-core and lease-manager with each feature ([`each_feature_tests`]), and the simulation
-/// at 5,000 seeds (release).
+/// at 5,000 seeds (the `sim` profile).
 fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
     let mut own = vec![
