@@ -15,55 +15,42 @@ use crate::kind::{Base, Kind};
 use crate::layout;
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
 
+/// A public nonce call, `$name`, and `$as`, the same call for any kind (plain, or the base of
+/// an encrypted one): on this thread's blocks when the factory has a thread cache, on the
+/// shared counters (`$shared`) otherwise.
+macro_rules! call {
+    ($(#[$doc:meta])* $name:ident, $as:ident, $shared:ident, $kind:ident -> $nonce:ty) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name(&self) -> Result<$nonce, Error> {
+            self.$as(Kind::$kind)
+        }
+
+        #[inline]
+        fn $as(&self, kind: Kind) -> Result<$nonce, Error> {
+            #[cfg(all(feature = "std", not(loom)))]
+            if self.cache_id() != 0 {
+                return crate::thread_cache::$name(self, kind);
+            }
+            self.$shared(kind)
+        }
+    };
+}
+
 impl<C: Clock> Factory<C> {
-    /// A 64-bit counter nonce: 13-bit count, bursts through unused past milliseconds, then
-    /// waits for the clock (8192 per ms sustained).
-    #[inline]
-    pub fn counter64(&self) -> Result<Nonce64, Error> {
-        self.counter64_as(Kind::COUNTER64)
-    }
-
-    /// A 64-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
-    #[inline]
-    fn counter64_as(&self, kind: Kind) -> Result<Nonce64, Error> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if self.cache_id() != 0 {
-            return crate::thread_cache::counter64(self, kind);
-        }
-        self.shared_counter64(kind)
-    }
-
-    /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
-    #[inline]
-    pub fn counter96(&self) -> Result<Nonce96, Error> {
-        self.counter96_as(Kind::COUNTER96)
-    }
-
-    /// A 96-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
-    #[inline]
-    fn counter96_as(&self, kind: Kind) -> Result<Nonce96, Error> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if self.cache_id() != 0 {
-            return crate::thread_cache::counter96(self, kind);
-        }
-        self.shared_counter96(kind)
-    }
-
-    /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
-    #[inline]
-    pub fn counter128(&self) -> Result<Nonce128, Error> {
-        self.counter128_as(Kind::COUNTER128)
-    }
-
-    /// A 128-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
-    #[inline]
-    fn counter128_as(&self, kind: Kind) -> Result<Nonce128, Error> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if self.cache_id() != 0 {
-            return crate::thread_cache::counter128(self, kind);
-        }
-        self.shared_counter128(kind)
-    }
+    call!(
+        /// A 64-bit counter nonce: 13-bit count, bursts through unused past milliseconds, then
+        /// waits for the clock (8192 per ms sustained).
+        counter64, counter64_as, shared_counter64, COUNTER64 -> Nonce64
+    );
+    call!(
+        /// A 96-bit counter nonce: 45-bit count; 96 and 128 share one counter.
+        counter96, counter96_as, shared_counter96, COUNTER96 -> Nonce96
+    );
+    call!(
+        /// A 128-bit counter nonce: 64-bit count; its timestamp is the generation's start.
+        counter128, counter128_as, shared_counter128, COUNTER128 -> Nonce128
+    );
 
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
@@ -79,37 +66,14 @@ impl<C: Clock> Factory<C> {
         )))
     }
 
-    /// A 96-bit sortable nonce.
-    #[inline]
-    pub fn sortable96(&self) -> Result<Nonce96, Error> {
-        self.sortable96_as(Kind::SORTABLE96)
-    }
-
-    /// A 96-bit sortable nonce for a call of `kind`: plain, or the base of an encrypted one.
-    #[inline]
-    fn sortable96_as(&self, kind: Kind) -> Result<Nonce96, Error> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if self.cache_id() != 0 {
-            return crate::thread_cache::sortable96(self, kind);
-        }
-        self.shared_sortable96(kind)
-    }
-
-    /// A 128-bit sortable nonce.
-    #[inline]
-    pub fn sortable128(&self) -> Result<Nonce128, Error> {
-        self.sortable128_as(Kind::SORTABLE128)
-    }
-
-    /// A 128-bit sortable nonce for a call of `kind`: plain, or the base of an encrypted one.
-    #[inline]
-    fn sortable128_as(&self, kind: Kind) -> Result<Nonce128, Error> {
-        #[cfg(all(feature = "std", not(loom)))]
-        if self.cache_id() != 0 {
-            return crate::thread_cache::sortable128(self, kind);
-        }
-        self.shared_sortable128(kind)
-    }
+    call!(
+        /// A 96-bit sortable nonce.
+        sortable96, sortable96_as, shared_sortable96, SORTABLE96 -> Nonce96
+    );
+    call!(
+        /// A 128-bit sortable nonce.
+        sortable128, sortable128_as, shared_sortable128, SORTABLE128 -> Nonce128
+    );
 
     /// The 64-bit base of an encrypted nonce of `out_bits` bits.
     #[inline]

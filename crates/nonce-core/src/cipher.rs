@@ -185,6 +185,27 @@ fn unavailable(cipher: &'static str, feature: &'static str) -> FactoryConfigErro
     FactoryConfigError::CipherUnavailable { cipher, feature }
 }
 
+/// `encrypt` and `decrypt` of one block of `$n` bytes (`$size`) for a block engine, each
+/// variant (built in with `$feature`) holding its cipher.
+macro_rules! block_ops {
+    ($n:literal, $size:ty, $($feature:literal => $variant:ident),+) => {
+        block_ops!(@op encrypt encrypt_block, $n, $size, $($feature => $variant),+);
+        block_ops!(@op decrypt decrypt_block, $n, $size, $($feature => $variant),+);
+    };
+    (@op $name:ident $method:ident, $n:literal, $size:ty, $($f:literal => $v:ident),+) => {
+        #[inline]
+        #[allow(unused_mut, unused_variables, unreachable_code)]
+        pub(crate) fn $name(&self, bytes: [u8; $n]) -> [u8; $n] {
+            let mut b: Array<u8, $size> = Array::from(bytes);
+            match self {
+                Self::Unavailable(never) => match *never {},
+                $(#[cfg(feature = $f)] Self::$v(c) => c.$method(&mut b),)+
+            }
+            b.into()
+        }
+    };
+}
+
 /// A keyed 64-bit-block engine. Variants hold key schedules inline (no heap): Blowfish's is
 /// 4 KiB, and a factory holds at most one engine per size.
 #[allow(clippy::large_enum_variant)]
@@ -221,37 +242,7 @@ impl Engine64 {
         }
     }
 
-    #[inline]
-    #[allow(unused_mut, unused_variables, unreachable_code)]
-    pub(crate) fn encrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
-        let mut b: Array<u8, U8> = Array::from(bytes);
-        match self {
-            Self::Unavailable(never) => match *never {},
-            #[cfg(feature = "blowfish")]
-            Self::Blowfish(c) => c.encrypt_block(&mut b),
-            #[cfg(feature = "des3")]
-            Self::Des3(c) => c.encrypt_block(&mut b),
-            #[cfg(feature = "speck")]
-            Self::Speck(c) => c.encrypt_block(&mut b),
-        }
-        b.into()
-    }
-
-    #[inline]
-    #[allow(unused_mut, unused_variables, unreachable_code)]
-    pub(crate) fn decrypt(&self, bytes: [u8; 8]) -> [u8; 8] {
-        let mut b: Array<u8, U8> = Array::from(bytes);
-        match self {
-            Self::Unavailable(never) => match *never {},
-            #[cfg(feature = "blowfish")]
-            Self::Blowfish(c) => c.decrypt_block(&mut b),
-            #[cfg(feature = "des3")]
-            Self::Des3(c) => c.decrypt_block(&mut b),
-            #[cfg(feature = "speck")]
-            Self::Speck(c) => c.decrypt_block(&mut b),
-        }
-        b.into()
-    }
+    block_ops!(8, U8, "blowfish" => Blowfish, "des3" => Des3, "speck" => Speck);
 }
 
 /// A keyed engine for 96-bit nonces: a 64-bit-block cipher (zero tail) or Speck96/144.
@@ -271,12 +262,7 @@ impl Engine96 {
     #[inline]
     pub(crate) fn encrypt(&self, bytes: [u8; 12]) -> [u8; 12] {
         match self {
-            Self::Block64(e) => {
-                let head = e.encrypt(bytes[..8].try_into().expect("8 bytes"));
-                let mut out = [0u8; 12];
-                out[..8].copy_from_slice(&head);
-                out
-            }
+            Self::Block64(e) => zero_tail(e.encrypt(bytes[..8].try_into().expect("8 bytes"))),
             #[cfg(feature = "speck")]
             Self::Speck(c) => {
                 let mut b: Array<u8, U12> = Array::from(bytes);
@@ -289,12 +275,7 @@ impl Engine96 {
     #[inline]
     pub(crate) fn decrypt(&self, bytes: [u8; 12]) -> [u8; 12] {
         match self {
-            Self::Block64(e) => {
-                let head = e.decrypt(bytes[..8].try_into().expect("8 bytes"));
-                let mut out = [0u8; 12];
-                out[..8].copy_from_slice(&head);
-                out
-            }
+            Self::Block64(e) => zero_tail(e.decrypt(bytes[..8].try_into().expect("8 bytes"))),
             #[cfg(feature = "speck")]
             Self::Speck(c) => {
                 let mut b: Array<u8, U12> = Array::from(bytes);
@@ -303,6 +284,14 @@ impl Engine96 {
             }
         }
     }
+}
+
+/// A 64-bit block followed by 32 zero bits: the 96-bit nonce of a 64-bit-block cipher.
+#[inline]
+pub(crate) fn zero_tail(head: [u8; 8]) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    out[..8].copy_from_slice(&head);
+    out
 }
 
 /// A keyed 128-bit-block engine.
@@ -318,33 +307,7 @@ pub(crate) enum Engine128 {
 }
 
 impl Engine128 {
-    #[inline]
-    #[allow(unused_mut, unused_variables, unreachable_code)]
-    pub(crate) fn encrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
-        let mut b: Array<u8, U16> = Array::from(bytes);
-        match self {
-            Self::Unavailable(never) => match *never {},
-            #[cfg(feature = "aes")]
-            Self::Aes(c) => c.encrypt_block(&mut b),
-            #[cfg(feature = "speck")]
-            Self::Speck(c) => c.encrypt_block(&mut b),
-        }
-        b.into()
-    }
-
-    #[inline]
-    #[allow(unused_mut, unused_variables, unreachable_code)]
-    pub(crate) fn decrypt(&self, bytes: [u8; 16]) -> [u8; 16] {
-        let mut b: Array<u8, U16> = Array::from(bytes);
-        match self {
-            Self::Unavailable(never) => match *never {},
-            #[cfg(feature = "aes")]
-            Self::Aes(c) => c.decrypt_block(&mut b),
-            #[cfg(feature = "speck")]
-            Self::Speck(c) => c.decrypt_block(&mut b),
-        }
-        b.into()
-    }
+    block_ops!(16, U16, "aes" => Aes, "speck" => Speck);
 
     /// Encrypts `out.len()` consecutive nonces starting at `first` (the low 64 bits count up,
     /// wrapping within them, as the 128-bit count does).

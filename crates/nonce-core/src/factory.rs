@@ -30,7 +30,7 @@
 use core::fmt;
 
 use crate::MachineId;
-use crate::cipher::{Engine64, Engine96, Engine128, Engines};
+use crate::cipher::{Engine64, Engine96, Engine128, Engines, zero_tail};
 use crate::clock::Clock;
 use crate::error::{Error, FactoryConfigError};
 use crate::kind::{ALL_FORMS, Base, Kind};
@@ -117,6 +117,52 @@ impl FactoryConfig<&[u8]> {
     }
 }
 
+/// A setting of [`FactoryConfig`]: its `with_*` setter and its getter, named after the field.
+macro_rules! settings {
+    ($($(#[$set:meta])* $with:ident, $(#[$get:meta])* $field:ident: $ty:ty;)+) => {$(
+        $(#[$set])*
+        #[must_use]
+        pub const fn $with(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+
+        $(#[$get])*
+        pub const fn $field(&self) -> $ty {
+            self.$field
+        }
+    )+};
+}
+
+/// A key setter of [`FactoryConfig`] (keys have no getter: they are never read back).
+macro_rules! keys {
+    ($($(#[$set:meta])* $with:ident => $field:ident;)+) => {$(
+        $(#[$set])*
+        #[must_use]
+        pub fn $with(mut self, key: K) -> Self {
+            self.$field = Some(key);
+            self
+        }
+    )+};
+}
+
+/// The declaration of a base size's kind in [`FactoryConfig`], and its getter: the declared
+/// kind, if any.
+macro_rules! kinds {
+    ($($(#[$set:meta])* $with:ident, $get:ident: $bits:literal;)+) => {$(
+        $(#[$set])*
+        #[must_use]
+        pub const fn $with(self, base: Base) -> Self {
+            self.with_kind(Kind::new($bits, base))
+        }
+
+        #[doc = concat!("The declared kind of ", $bits, "-bit base nonces, if any.")]
+        pub const fn $get(&self) -> Option<Base> {
+            Kind::new($bits, Base::Counter).locked_in(self.kinds)
+        }
+    )+};
+}
+
 impl<K> FactoryConfig<K> {
     const fn empty() -> Self {
         Self {
@@ -136,186 +182,105 @@ impl<K> FactoryConfig<K> {
         }
     }
 
-    /// Sets the epoch, in Unix milliseconds, that timestamps count from.
-    #[must_use]
-    pub const fn with_epoch_ms(mut self, epoch_ms: u64) -> Self {
-        self.epoch_ms = epoch_ms;
-        self
+    settings! {
+        /// Sets the epoch, in Unix milliseconds, that timestamps count from.
+        with_epoch_ms,
+        /// The epoch in Unix milliseconds.
+        epoch_ms: u64;
+
+        /// Chooses the 64-bit cipher.
+        with_cipher64,
+        /// The 64-bit cipher.
+        cipher64: crate::Cipher64;
+
+        /// Chooses the 96-bit cipher.
+        with_cipher96,
+        /// The 96-bit cipher.
+        cipher96: crate::Cipher96;
+
+        /// Chooses the 128-bit cipher.
+        with_cipher128,
+        /// The 128-bit cipher.
+        cipher128: crate::Cipher128;
+
+        /// Lets the factory's own counter calls (`counter64`, `counter96`, `counter128`,
+        /// `encrypted64`/`encrypted96`/`encrypted128` with [`Base::Counter`]) draw on blocks of
+        /// counter values reserved per thread, and its 96/128-bit sortable calls (`sortable96`,
+        /// `sortable128`, and the encrypted calls on them) on runs of one millisecond's counts, as
+        /// a [`Handle`](crate::Handle) does, so that a factory shared between threads scales with
+        /// them without handles. On by default; `false` keeps every call on the shared counters,
+        /// whose nonces follow one order for every thread. The cache needs `std`: without it the
+        /// default is off and the setting has no effect, so that code which sets it builds with
+        /// or without `std`.
+        ///
+        /// The guarantees are those of the shared calls: every call checks the factory's
+        /// generation, so `disable`, `enable` and `set_deadline` reach cached blocks at once; a
+        /// refused counter64 call takes nothing, and 64-bit blocks never run ahead of the clock;
+        /// values left in a block when a thread exits or a generation ends are skipped, never
+        /// reused. What changes: counter nonces no longer follow call order across threads (each
+        /// thread's own still increase), and a thread's first calls of a size reserve a small
+        /// block (1 value, doubling per refill up to 8192; encrypted runs are cut from a
+        /// counter128 block of their own). Sortable nonces keep their clock read and carry the
+        /// millisecond they were made in, as the shared calls do; each thread's own
+        /// increase, and one made after another was returned never carries an earlier
+        /// millisecond, but within one millisecond those of different threads are not in creation
+        /// order (the shared calls keep one order for every thread). Each thread keeps blocks for
+        /// a few factories at once; a thread that turns through more drops one's blocks for the
+        /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it;
+        /// in a factory that issues `sortable64` nonces, the 96/128-bit sortable calls take one
+        /// count at a time, as the shared calls do, so as not to use up its 8192 a millisecond.
+        with_thread_cache,
+        /// Whether the factory's own calls draw on per-thread blocks
+        /// ([`with_thread_cache`](Self::with_thread_cache)).
+        thread_cache: bool;
+
+        /// Lets the factory hand out plain and encrypted nonces of one size side by side (say
+        /// `counter64` and `encrypted64`). Off by default: the first call of a returned size fixes
+        /// whether the factory's nonces of that size are plain or encrypted, for its whole life,
+        /// and a call of the other form fails with [`Error::EncryptionConflict`].
+        ///
+        /// Why: an encrypted nonce is a pseudo-random value of its size, which can equal a plain
+        /// nonce of the same factory. Among n encrypted and m plain nonces of b bits, some pair is
+        /// equal with probability about n·m/2^b: at 10^9 of each, about 5% at 64 bits
+        /// (10^18/2^64), 1.3·10^-11 at 96 bits and 2.9·10^-21 at 128 bits. Turn this on only if
+        /// the two forms never meet in one namespace (or that chance is acceptable). The 96-bit
+        /// size counts `encrypted96` under every cipher, since what it returns is 96 bits.
+        with_plain_and_encrypted,
+        /// Whether plain and encrypted nonces of one size may come from the factory side by
+        /// side ([`with_plain_and_encrypted`](Self::with_plain_and_encrypted)).
+        plain_and_encrypted: bool;
     }
 
-    /// Sets the base key (at least 32 bytes) from which per-size keys are derived.
-    #[must_use]
-    pub fn with_base_key(mut self, key: K) -> Self {
-        self.base_key = Some(key);
-        self
+    keys! {
+        /// Sets the base key (at least 32 bytes) from which per-size keys are derived.
+        with_base_key => base_key;
+        /// Sets an explicit 64-bit key, overriding the derived one (16 bytes for blowfish and
+        /// speck, 24 for des3).
+        with_key64 => key64;
+        /// Sets an explicit 96-bit key (16 bytes for blowfish, 24 for des3, 18 for speck).
+        with_key96 => key96;
+        /// Sets an explicit 128-bit key (32 bytes).
+        with_key128 => key128;
     }
 
-    /// Sets an explicit 64-bit key, overriding the derived one (16 bytes for blowfish and
-    /// speck, 24 for des3).
-    #[must_use]
-    pub fn with_key64(mut self, key: K) -> Self {
-        self.key64 = Some(key);
-        self
-    }
-
-    /// Sets an explicit 96-bit key (16 bytes for blowfish, 24 for des3, 18 for speck).
-    #[must_use]
-    pub fn with_key96(mut self, key: K) -> Self {
-        self.key96 = Some(key);
-        self
-    }
-
-    /// Sets an explicit 128-bit key (32 bytes).
-    #[must_use]
-    pub fn with_key128(mut self, key: K) -> Self {
-        self.key128 = Some(key);
-        self
-    }
-
-    /// Chooses the 64-bit cipher.
-    #[must_use]
-    pub const fn with_cipher64(mut self, cipher: crate::Cipher64) -> Self {
-        self.cipher64 = cipher;
-        self
-    }
-
-    /// Chooses the 96-bit cipher.
-    #[must_use]
-    pub const fn with_cipher96(mut self, cipher: crate::Cipher96) -> Self {
-        self.cipher96 = cipher;
-        self
-    }
-
-    /// Chooses the 128-bit cipher.
-    #[must_use]
-    pub const fn with_cipher128(mut self, cipher: crate::Cipher128) -> Self {
-        self.cipher128 = cipher;
-        self
-    }
-
-    /// Declares the kind of the factory's 64-bit base nonces: those of `counter64` or
-    /// `sortable64`, `encrypted64`, and `encrypted96` with Blowfish or 3DES (whose base is a
-    /// 64-bit nonce). A call of the other kind then fails with [`Error::KindConflict`] from
-    /// the very first call; without a declaration the first call of the size fixes the kind.
-    #[must_use]
-    pub const fn with_kind64(self, base: Base) -> Self {
-        self.with_kind(Kind::new(64, base))
-    }
-
-    /// Declares the kind of the factory's 96-bit base nonces: those of `counter96` or
-    /// `sortable96`, and `encrypted96` with Speck. See [`with_kind64`](Self::with_kind64).
-    #[must_use]
-    pub const fn with_kind96(self, base: Base) -> Self {
-        self.with_kind(Kind::new(96, base))
-    }
-
-    /// Declares the kind of the factory's 128-bit base nonces: those of `counter128` or
-    /// `sortable128`, `encrypted128` and `fill_encrypted128`. See
-    /// [`with_kind64`](Self::with_kind64).
-    #[must_use]
-    pub const fn with_kind128(self, base: Base) -> Self {
-        self.with_kind(Kind::new(128, base))
-    }
-
-    /// Lets the factory's own counter calls (`counter64`, `counter96`, `counter128`,
-    /// `encrypted64`/`encrypted96`/`encrypted128` with [`Base::Counter`]) draw on blocks of
-    /// counter values reserved per thread, and its 96/128-bit sortable calls (`sortable96`,
-    /// `sortable128`, and the encrypted calls on them) on runs of one millisecond's counts, as
-    /// a [`Handle`](crate::Handle) does, so that a factory shared between threads scales with
-    /// them without handles. On by default; `false` keeps every call on the shared counters,
-    /// whose nonces follow one order for every thread. The cache needs `std`: without it the
-    /// default is off and the setting has no effect, so that code which sets it builds with
-    /// or without `std`.
-    ///
-    /// The guarantees are those of the shared calls: every call checks the factory's
-    /// generation, so `disable`, `enable` and `set_deadline` reach cached blocks at once; a
-    /// refused counter64 call takes nothing, and 64-bit blocks never run ahead of the clock;
-    /// values left in a block when a thread exits or a generation ends are skipped, never
-    /// reused. What changes: counter nonces no longer follow call order across threads (each
-    /// thread's own still increase), and a thread's first calls of a size reserve a small
-    /// block (1 value, doubling per refill up to 8192; encrypted runs are cut from a
-    /// counter128 block of their own). Sortable nonces keep their clock read and carry the
-    /// millisecond they were made in, as the shared calls do; each thread's own
-    /// increase, and one made after another was returned never carries an earlier
-    /// millisecond, but within one millisecond those of different threads are not in creation
-    /// order (the shared calls keep one order for every thread). Each thread keeps blocks for
-    /// a few factories at once; a thread that turns through more drops one's blocks for the
-    /// next. `sortable64`, with its 8192-per-ms cap, and `fill_encrypted128` do not use it;
-    /// in a factory that issues `sortable64` nonces, the 96/128-bit sortable calls take one
-    /// count at a time, as the shared calls do, so as not to use up its 8192 a millisecond.
-    #[must_use]
-    pub const fn with_thread_cache(mut self, on: bool) -> Self {
-        self.thread_cache = on;
-        self
-    }
-
-    /// Lets the factory hand out plain and encrypted nonces of one size side by side (say
-    /// `counter64` and `encrypted64`). Off by default: the first call of a returned size fixes
-    /// whether the factory's nonces of that size are plain or encrypted, for its whole life,
-    /// and a call of the other form fails with [`Error::EncryptionConflict`].
-    ///
-    /// Why: an encrypted nonce is a pseudo-random value of its size, which can equal a plain
-    /// nonce of the same factory. Among n encrypted and m plain nonces of b bits, some pair is
-    /// equal with probability about n·m/2^b: at 10^9 of each, about 5% at 64 bits
-    /// (10^18/2^64), 1.3·10^-11 at 96 bits and 2.9·10^-21 at 128 bits. Turn this on only if
-    /// the two forms never meet in one namespace (or that chance is acceptable). The 96-bit
-    /// size counts `encrypted96` under every cipher, since what it returns is 96 bits.
-    #[must_use]
-    pub const fn with_plain_and_encrypted(mut self, on: bool) -> Self {
-        self.plain_and_encrypted = on;
-        self
+    kinds! {
+        /// Declares the kind of the factory's 64-bit base nonces: those of `counter64` or
+        /// `sortable64`, `encrypted64`, and `encrypted96` with Blowfish or 3DES (whose base is a
+        /// 64-bit nonce). A call of the other kind then fails with [`Error::KindConflict`] from
+        /// the very first call; without a declaration the first call of the size fixes the kind.
+        with_kind64, kind64: 64;
+        /// Declares the kind of the factory's 96-bit base nonces: those of `counter96` or
+        /// `sortable96`, and `encrypted96` with Speck. See [`with_kind64`](Self::with_kind64).
+        with_kind96, kind96: 96;
+        /// Declares the kind of the factory's 128-bit base nonces: those of `counter128` or
+        /// `sortable128`, `encrypted128` and `fill_encrypted128`. See
+        /// [`with_kind64`](Self::with_kind64).
+        with_kind128, kind128: 128;
     }
 
     const fn with_kind(mut self, kind: Kind) -> Self {
         self.kinds = (self.kinds & !kind.base_mask()) | kind.base_value();
         self
-    }
-
-    /// The epoch in Unix milliseconds.
-    pub const fn epoch_ms(&self) -> u64 {
-        self.epoch_ms
-    }
-
-    /// The 64-bit cipher.
-    pub const fn cipher64(&self) -> crate::Cipher64 {
-        self.cipher64
-    }
-
-    /// The 96-bit cipher.
-    pub const fn cipher96(&self) -> crate::Cipher96 {
-        self.cipher96
-    }
-
-    /// The 128-bit cipher.
-    pub const fn cipher128(&self) -> crate::Cipher128 {
-        self.cipher128
-    }
-
-    /// The declared kind of 64-bit base nonces, if any.
-    pub const fn kind64(&self) -> Option<Base> {
-        Kind::new(64, Base::Counter).locked_in(self.kinds)
-    }
-
-    /// The declared kind of 96-bit base nonces, if any.
-    pub const fn kind96(&self) -> Option<Base> {
-        Kind::new(96, Base::Counter).locked_in(self.kinds)
-    }
-
-    /// The declared kind of 128-bit base nonces, if any.
-    pub const fn kind128(&self) -> Option<Base> {
-        Kind::new(128, Base::Counter).locked_in(self.kinds)
-    }
-
-    /// Whether plain and encrypted nonces of one size may come from the factory side by side
-    /// ([`with_plain_and_encrypted`](Self::with_plain_and_encrypted)).
-    pub const fn plain_and_encrypted(&self) -> bool {
-        self.plain_and_encrypted
-    }
-
-    /// Whether the factory's own calls draw on per-thread blocks
-    /// ([`with_thread_cache`](Self::with_thread_cache)).
-    pub const fn thread_cache(&self) -> bool {
-        self.thread_cache
     }
 }
 
@@ -786,11 +751,7 @@ impl<C: Clock> Factory<C> {
 
     fn kinds_debug(&self) -> [Option<Base>; 3] {
         let word = self.kinds.load(SeqCst);
-        [
-            Kind::COUNTER64.locked_in(word),
-            Kind::COUNTER96.locked_in(word),
-            Kind::COUNTER128.locked_in(word),
-        ]
+        [Kind::COUNTER64, Kind::COUNTER96, Kind::COUNTER128].map(|k| k.locked_in(word))
     }
 
     #[inline]
@@ -1297,16 +1258,12 @@ impl<C: Clock> Factory<C> {
 
     /// Encrypts a 64-bit nonce with this factory's 64-bit cipher.
     pub fn encrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
-        Ok(Nonce64::from_bytes(
-            self.engine64()?.encrypt(nonce.to_bytes()),
-        ))
+        Ok(self.engine64()?.encrypt(nonce.to_bytes()).into())
     }
 
     /// Decrypts a 64-bit nonce.
     pub fn decrypt64(&self, nonce: Nonce64) -> Result<Nonce64, Error> {
-        Ok(Nonce64::from_bytes(
-            self.engine64()?.decrypt(nonce.to_bytes()),
-        ))
+        Ok(self.engine64()?.decrypt(nonce.to_bytes()).into())
     }
 
     /// Encrypts a 96-bit nonce. Blowfish and 3DES take only nonces ending in 32 zero bits
@@ -1326,16 +1283,12 @@ impl<C: Clock> Factory<C> {
 
     /// Encrypts a 128-bit nonce.
     pub fn encrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        Ok(Nonce128::from_bytes(
-            self.engine128()?.encrypt(nonce.to_bytes()),
-        ))
+        Ok(self.engine128()?.encrypt(nonce.to_bytes()).into())
     }
 
     /// Decrypts a 128-bit nonce.
     pub fn decrypt128(&self, nonce: Nonce128) -> Result<Nonce128, Error> {
-        Ok(Nonce128::from_bytes(
-            self.engine128()?.decrypt(nonce.to_bytes()),
-        ))
+        Ok(self.engine128()?.decrypt(nonce.to_bytes()).into())
     }
 }
 
@@ -1382,9 +1335,7 @@ pub(crate) fn encrypt_run(
 
 /// The 96-bit form of a 64-bit base nonce for 64-bit-block ciphers: 32 zero bits appended.
 pub(crate) fn widen(n: Nonce64) -> Nonce96 {
-    let mut b = [0u8; 12];
-    b[..8].copy_from_slice(n.as_bytes());
-    Nonce96::from_bytes(b)
+    Nonce96::from_bytes(zero_tail(n.to_bytes()))
 }
 
 fn check_tail(e: &crate::cipher::Engine96, nonce: &Nonce96) -> Result<(), Error> {
@@ -1392,16 +1343,6 @@ fn check_tail(e: &crate::cipher::Engine96, nonce: &Nonce96) -> Result<(), Error>
         return Err(Error::NonZeroTail);
     }
     Ok(())
-}
-
-/// Test access to the counters' state, for tests of what follows a given last value.
-#[cfg(all(test, not(loom)))]
-impl<C: Clock> Factory<C> {
-    /// Puts the shared sortable state at `(ts, count)`, as if that value had just been taken.
-    pub(crate) fn set_last_sortable(&self, ts: u64, count: u64) {
-        self.sortable
-            .store((ts << SORTABLE_COUNT_BITS) | count, SeqCst);
-    }
 }
 
 // The shared counters themselves, whatever the factory's thread cache: the calls reach them
@@ -1454,7 +1395,8 @@ mod tests {
         let clock = ManualClock::new(DEFAULT_EPOCH_MS + MAX_TIMESTAMP);
         let f = Factory::new(clock, FactoryConfig::new()).unwrap();
         f.enable(MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
-        f.set_last_sortable(MAX_TIMESTAMP, SORTABLE_COUNT_MASK - 1);
+        let last = (MAX_TIMESTAMP << SORTABLE_COUNT_BITS) | (SORTABLE_COUNT_MASK - 1);
+        f.sortable.store(last, SeqCst);
         f
     }
 
@@ -1472,5 +1414,16 @@ mod tests {
         assert_eq!(fields(Kind::SORTABLE128), Err(Error::TimestampOverflow));
         // A refused call takes nothing: still refused, never wrapped.
         assert_eq!(fields(Kind::SORTABLE96), Err(Error::TimestampOverflow));
+
+        // A handle's run ends there too.
+        let f = at_the_last_counts();
+        let h = f.handle();
+        let d = h.sortable96().unwrap().decode(DEFAULT_EPOCH_MS);
+        assert_eq!(
+            (d.timestamp_ms, d.count),
+            (MAX_TIMESTAMP, SORTABLE_COUNT_MASK)
+        );
+        assert_eq!(h.sortable96(), Err(Error::TimestampOverflow));
+        assert_eq!(h.sortable128(), Err(Error::TimestampOverflow));
     }
 }

@@ -323,34 +323,3 @@ impl<'f, C: Clock> Handle<'f, C> {
         Ok(buf.items[0])
     }
 }
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use crate::layout::{DEFAULT_EPOCH_MS, MAX_TIMESTAMP, SORTABLE_COUNT_MASK};
-    use crate::{Error, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce96};
-
-    fn fields(n: Nonce96) -> (u64, u64) {
-        let d = n.decode(DEFAULT_EPOCH_MS);
-        (d.timestamp_ms, d.count)
-    }
-
-    #[test]
-    fn sortable_handles_end_with_the_timestamp_range() {
-        // The clock at the last millisecond the 42-bit timestamp can hold, the shared state at
-        // its second-to-last count.
-        let f = Factory::new(
-            ManualClock::new(DEFAULT_EPOCH_MS + MAX_TIMESTAMP),
-            FactoryConfig::new(),
-        )
-        .unwrap();
-        f.enable(MachineId::new(3).unwrap(), NO_DEADLINE).unwrap();
-        f.set_last_sortable(MAX_TIMESTAMP, SORTABLE_COUNT_MASK - 1);
-        let h = f.handle();
-        assert_eq!(
-            h.sortable96().map(fields),
-            Ok((MAX_TIMESTAMP, SORTABLE_COUNT_MASK))
-        );
-        assert_eq!(h.sortable96().map(fields), Err(Error::TimestampOverflow));
-        assert_eq!(h.sortable128(), Err(Error::TimestampOverflow));
-    }
-}

@@ -51,31 +51,6 @@ impl<const N: usize> Nonce<N> {
     pub fn base64url(&self) -> impl fmt::Display + '_ {
         Base64Display(&self.0)
     }
-
-    fn parse_any(s: &str) -> Result<Self, ParseNonceError> {
-        let mut out = [0u8; N];
-        let hex_len = N * 2;
-        if s.len() == hex_len {
-            let decoded =
-                base16ct::mixed::decode(s, &mut out).map_err(|_| ParseNonceError::InvalidHex)?;
-            if decoded.len() == N {
-                return Ok(Self(out));
-            }
-            return Err(ParseNonceError::InvalidHex);
-        }
-        if s.len() == Base64UrlUnpadded::encoded_len(&out) {
-            let decoded = Base64UrlUnpadded::decode(s, &mut out)
-                .map_err(|_| ParseNonceError::InvalidBase64)?;
-            if decoded.len() == N {
-                return Ok(Self(out));
-            }
-            return Err(ParseNonceError::InvalidBase64);
-        }
-        Err(ParseNonceError::Length {
-            bits: Self::BITS,
-            len: s.len(),
-        })
-    }
 }
 
 impl Nonce64 {
@@ -221,7 +196,21 @@ impl<const N: usize> fmt::Debug for Nonce<N> {
 impl<const N: usize> FromStr for Nonce<N> {
     type Err = ParseNonceError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse_any(s)
+        let mut out = [0u8; N];
+        let (decoded, invalid) = if s.len() == N * 2 {
+            let hex = base16ct::mixed::decode(s, &mut out);
+            (hex.map(|d| d.len()).ok(), ParseNonceError::InvalidHex)
+        } else if s.len() == Base64UrlUnpadded::encoded_len(&out) {
+            let base64 = Base64UrlUnpadded::decode(s, &mut out);
+            (base64.map(|d| d.len()).ok(), ParseNonceError::InvalidBase64)
+        } else {
+            let bits = Self::BITS;
+            return Err(ParseNonceError::Length { bits, len: s.len() });
+        };
+        match decoded {
+            Some(len) if len == N => Ok(Self(out)),
+            _ => Err(invalid),
+        }
     }
 }
 
