@@ -207,11 +207,14 @@ impl<S: Clock> Clock for TickerClock<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Error, Factory, FactoryConfig, ManualClock};
+    use crate::{DEFAULT_EPOCH_MS as EPOCH, Error, Factory, FactoryConfig, MachineId, ManualClock};
     use proptest::prelude::*;
     use std::sync::mpsc;
 
     const T0: u64 = 1_800_000_000_000;
+    const ID: MachineId = MachineId::from_low_bits(5);
+
+    type Ticker = TickerClock<ManualClock>;
 
     #[test]
     fn a_starved_ticker_reads_older_never_newer() {
@@ -225,30 +228,23 @@ mod tests {
         assert_eq!(clock.now_ms(), T0 + 7000);
     }
 
+    /// A factory on `clock`, enabled as machine 5 until `deadline_ms`.
+    fn enabled(clock: &Ticker, deadline_ms: u64) -> Factory<Ticker> {
+        let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
+        factory.enable(ID, deadline_ms).unwrap();
+        factory
+    }
+
     #[test]
     fn a_suspend_shows_at_the_next_tick() {
         let clock = TickerClock::without_thread(ManualClock::new(T0));
-        let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-        factory
-            .enable(crate::MachineId::new(5).unwrap(), T0 + 10_000)
-            .unwrap();
-        assert_eq!(
-            factory
-                .sortable128()
-                .unwrap()
-                .decode(factory.epoch_ms())
-                .unix_ms,
-            T0
-        );
+        let factory = enabled(&clock, T0 + 10_000);
+        let made_at = || factory.sortable128().unwrap().decode(EPOCH).unix_ms;
+        assert_eq!(made_at(), T0);
         // The machine sleeps for an hour; the boot clock counted it, no tick ran yet.
         clock.source().advance(3_600_000);
         // Before the tick the reading is older than the source, and so below the deadline.
-        let stale = factory
-            .sortable128()
-            .unwrap()
-            .decode(factory.epoch_ms())
-            .unix_ms;
-        assert_eq!(stale, T0);
+        assert_eq!(made_at(), T0);
         clock.tick();
         assert_eq!(factory.sortable128(), Err(Error::LeaseExpired));
         assert_eq!(clock.now_ms(), T0 + 3_600_000);
@@ -260,20 +256,11 @@ mod tests {
         let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
         clock.source().advance(60_000);
         assert_eq!(clock.now_ms(), T0, "no tick ran");
-        factory
-            .enable(crate::MachineId::new(5).unwrap(), u64::MAX)
-            .unwrap();
-        let first = factory
-            .counter128()
-            .unwrap()
-            .decode(factory.epoch_ms())
-            .unix_ms;
+        factory.enable(ID, u64::MAX).unwrap();
+        let first = factory.counter128().unwrap().decode(EPOCH).unix_ms;
         assert_eq!(first, T0 + 60_000);
-        assert_eq!(
-            clock.now_ms(),
-            T0 + 60_000,
-            "the enable published its reading"
-        );
+        let published = clock.now_ms();
+        assert_eq!(published, T0 + 60_000, "the enable published its reading");
     }
 
     #[test]
@@ -293,21 +280,14 @@ mod tests {
     #[test]
     fn sortable64_past_its_cap_waits_on_the_source() {
         let clock = TickerClock::without_thread(ManualClock::new(T0).jump_on_wait(true));
-        let factory = Factory::new(clock.clone(), FactoryConfig::new()).unwrap();
-        factory
-            .enable(crate::MachineId::new(5).unwrap(), u64::MAX)
-            .unwrap();
+        let factory = enabled(&clock, u64::MAX);
         let mut last = 0;
         for _ in 0..3 * 8192 {
             let n = factory.sortable64().unwrap().to_u64();
             assert!(n > last);
             last = n;
         }
-        let reached = factory
-            .sortable64()
-            .unwrap()
-            .decode(factory.epoch_ms())
-            .unix_ms;
+        let reached = factory.sortable64().unwrap().decode(EPOCH).unix_ms;
         assert_eq!(reached, T0 + 3);
         assert!(clock.now_ms() <= clock.source().now_ms());
     }
