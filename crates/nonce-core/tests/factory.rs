@@ -1,12 +1,4 @@
 //! The factory's rules, one test each, on a manual clock.
-// Every cipher and the std clock are used throughout.
-#![cfg(all(
-    feature = "std",
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
 
 use crate::common::{EPOCH, F, KEY, T0, config, enabled, enabled_as, machine_id, until_refused};
 use nonce_core::{
@@ -100,7 +92,12 @@ fn disabled_until_enabled_and_after_disable() {
     assert_eq!(f.counter64(), Err(Error::Disabled));
     assert_eq!(f.sortable128(), Err(Error::Disabled));
     assert_eq!(f.machine_id(), None);
-    f.enable(machine_id(9), NO_DEADLINE).unwrap();
+    // A new deadline keeps a disabled factory disabled, and an enabled one enabled.
+    f.set_deadline(T0 + 1000);
+    assert_eq!(f.counter64(), Err(Error::Disabled));
+    f.enable(machine_id(9), T0 + 1000).unwrap();
+    f.set_deadline(T0 + 2000);
+    assert!(f.is_enabled());
     assert_eq!(f.machine_id(), Some(machine_id(9)));
     f.counter96().unwrap();
     f.disable();
@@ -269,17 +266,6 @@ fn deadline_stops_every_kind_and_renewal_resumes() {
     f.set_deadline(T0);
     assert_eq!(h.counter128(), Err(Error::LeaseExpired));
     assert_eq!(f.counter96(), Err(Error::LeaseExpired));
-}
-
-#[test]
-fn set_deadline_keeps_a_disabled_factory_disabled() {
-    let clock = ManualClock::new(T0);
-    let f = Factory::new(&clock, FactoryConfig::new()).unwrap();
-    f.set_deadline(T0 + 1000);
-    assert_eq!(f.counter64(), Err(Error::Disabled));
-    f.enable(machine_id(1), T0 + 1000).unwrap();
-    f.set_deadline(T0 + 2000);
-    assert!(f.is_enabled());
 }
 
 #[test]

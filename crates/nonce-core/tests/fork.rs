@@ -3,14 +3,6 @@
 //! on. Tested with real `fork()` calls: the child reports what its calls returned through a
 //! pipe. The calls include every encrypted entry point, whose keys `common::config` gives only
 //! with every cipher built in.
-#![cfg(all(
-    unix,
-    feature = "std",
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
 // `fork`, `pipe`, `read`, `write`, `waitpid` and `_exit` are C calls.
 #![allow(unsafe_code)]
 
@@ -120,8 +112,7 @@ fn a_factory_enabled_before_a_fork_refuses_in_the_child() {
             out.push(u8::from(f.machine_id().is_some()));
             out
         });
-        let mut refused = vec![1; ops.len()];
-        refused.extend([0, 0]);
+        let refused = [vec![1; ops.len()], vec![0, 0]].concat();
         assert_eq!(
             in_the_child, refused,
             "thread cache {thread_cache}: {ops:?}"
@@ -156,10 +147,7 @@ fn a_child_re_enables_the_factory_with_a_machine_id_of_its_own() {
             out.extend(in_child(|| run_all(&f, &h, &WARM)));
             out
         });
-        let mut expected = vec![1];
-        expected.extend(vec![0; WARM.len()]);
-        expected.push(6);
-        expected.extend(vec![1; WARM.len()]);
+        let expected = [vec![1], vec![0; WARM.len()], vec![6], vec![1; WARM.len()]].concat();
         assert_eq!(in_the_child, expected, "thread cache {thread_cache}");
         assert_eq!(run_all(&f, &h, &WARM), vec![0; WARM.len()]);
     }

@@ -213,36 +213,28 @@ fn mutate(s: &str, m: &Mutation) -> String {
 proptest! {
     #![proptest_config(config(1))]
 
+    /// Any text, lossy-decoded bytes, text of a nonce's lengths, and a valid encoding as it is
+    /// and mutated: each parses as the reference says.
     #[test]
-    fn parse_arbitrary_strings(s in any::<String>()) {
-        check_parse_all(&s)?;
-    }
-
-    #[test]
-    fn parse_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..48)) {
-        check_parse_all(&String::from_utf8_lossy(&bytes))?;
-    }
-
-    #[test]
-    fn parse_near_valid_text(s in near_valid_text()) {
-        check_parse_all(&s)?;
-    }
-
-    #[test]
-    fn parse_mutated_encodings(
-        bytes in proptest::collection::vec(any::<u8>(), 16),
+    fn parse_agrees_with_the_reference(
+        s in any::<String>(),
+        bytes in proptest::collection::vec(any::<u8>(), 0..48),
+        near in near_valid_text(),
+        value in proptest::collection::vec(any::<u8>(), 16),
         size in proptest::sample::select(vec![8usize, 12, 16]),
         base64 in any::<bool>(),
         m in mutation(),
     ) {
-        let bytes = &bytes[..size];
+        let value = &value[..size];
         let valid = if base64 {
-            encode_b64(bytes)
+            encode_b64(value)
         } else {
-            bytes.iter().map(|b| format!("{b:02x}")).collect()
+            value.iter().map(|b| format!("{b:02x}")).collect()
         };
-        check_parse_all(&valid)?;
-        check_parse_all(&mutate(&valid, &m))?;
+        let lossy = String::from_utf8_lossy(&bytes).into_owned();
+        for text in [s, lossy, near, mutate(&valid, &m), valid] {
+            check_parse_all(&text)?;
+        }
     }
 
     /// Display and base64url of any value parse back to it; so does uppercase hex.
@@ -265,57 +257,38 @@ proptest! {
         round_trip::<16>(bytes)?;
     }
 
-    /// 64-bit decode: every field in range, and the fields re-pack to the integer.
+    /// Decode of each size: every field in range, and the fields re-pack to the integer, but
+    /// for the 13 padding bits of 128-bit nonces between the machine ID and the 64-bit count,
+    /// which generated nonces leave zero; integers past 96 bits are refused with `TooLarge`.
     #[test]
-    fn decode64_fields_repack(v in any::<u64>(), epoch in epoch()) {
-        let d = Nonce64::from_u64(v).decode(epoch);
-        prop_assert_eq!(d.bits, 64);
-        prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id.get() <= MachineId::MAX);
-        prop_assert!(d.count < 1 << 13);
-        prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
-        let repacked = d.timestamp_ms << (64 - TIMESTAMP_BITS)
-            | u64::from(d.machine_id.get()) << (64 - TIMESTAMP_BITS - MACHINE_ID_BITS)
-            | d.count;
-        prop_assert_eq!(repacked, v);
-    }
-
-    /// 96-bit decode: exact re-pack; integers past 96 bits are refused with `TooLarge`.
-    #[test]
-    fn decode96_fields_repack(bytes in any::<[u8; 12]>(), high in 1u128..=u128::from(u32::MAX), epoch in epoch()) {
-        let n = Nonce96::from_bytes(bytes);
-        let v = n.to_u128();
-        prop_assert!(v >> 96 == 0);
-        prop_assert_eq!(Nonce96::from_u128(v), Some(n));
-        let d = n.decode(epoch);
-        prop_assert_eq!(d.bits, 96);
-        prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id.get() <= MachineId::MAX);
-        prop_assert!(d.count < 1 << 45);
-        prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
-        let repacked = u128::from(d.timestamp_ms) << 54 | u128::from(d.machine_id.get()) << 45 | u128::from(d.count);
-        prop_assert_eq!(repacked, v);
-        let too_large = v | high << 96;
+    fn decoded_fields_repack(bytes in any::<[u8; 16]>(), high in 1u128..=u128::from(u32::MAX), epoch in epoch()) {
+        let v64 = u64::from_be_bytes(bytes[..8].try_into().unwrap());
+        let n96 = Nonce96::from_bytes(bytes[..12].try_into().unwrap());
+        let (v96, v128) = (n96.to_u128(), u128::from_be_bytes(bytes));
+        prop_assert!(v96 >> 96 == 0);
+        prop_assert_eq!(Nonce96::from_u128(v96), Some(n96));
+        let too_large = v96 | high << 96;
         prop_assert_eq!(Nonce96::from_u128(too_large), None);
         prop_assert_eq!(Nonce96::try_from(too_large), Err(ParseNonceError::TooLarge));
-    }
-
-    /// 128-bit decode: the fields re-pack to the integer except the 13 padding bits between
-    /// the machine ID and the 64-bit count, which generated nonces leave zero.
-    #[test]
-    fn decode128_fields_repack(v in any::<u128>(), epoch in epoch()) {
-        let d = Nonce128::from_u128(v).decode(epoch);
-        prop_assert_eq!(d.bits, 128);
-        prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
-        prop_assert!(d.machine_id.get() <= MachineId::MAX);
-        prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
-        let repacked = u128::from(d.timestamp_ms) << 86 | u128::from(d.machine_id.get()) << 77 | u128::from(d.count);
         let padding = ((1u128 << 13) - 1) << 64;
-        prop_assert_eq!(repacked, v & !padding);
+        let ts64 = 64 - TIMESTAMP_BITS;
+        for (bits, d, v, count_bits, ts_shift, id_shift) in [
+            (64, Nonce64::from_u64(v64).decode(epoch), u128::from(v64), 13, ts64, ts64 - MACHINE_ID_BITS),
+            (96, n96.decode(epoch), v96, 45, 54, 45),
+            (128, Nonce128::from_u128(v128).decode(epoch), v128 & !padding, 64, 86, 77),
+        ] {
+            prop_assert_eq!(d.bits, bits);
+            prop_assert!(d.timestamp_ms <= MAX_TIMESTAMP);
+            prop_assert!(d.machine_id.get() <= MachineId::MAX);
+            prop_assert!(u128::from(d.count) < 1 << count_bits);
+            prop_assert_eq!(d.unix_ms, d.timestamp_ms.saturating_add(epoch));
+            let repacked = u128::from(d.timestamp_ms) << ts_shift | u128::from(d.machine_id.get()) << id_shift | u128::from(d.count);
+            prop_assert_eq!(repacked, v, "{} bits", bits);
+        }
     }
 
-    /// Cipher names: exactly the documented names parse, to the cipher whose name they are;
-    /// anything else is `UnknownCipher` for that size.
+    /// Cipher names: exactly the documented names parse, to the cipher whose name they are
+    /// (every cipher's name round-trips); anything else is `UnknownCipher` for that size.
     #[test]
     fn cipher_names(s in prop_oneof![
         any::<String>(),
@@ -327,6 +300,9 @@ proptest! {
         where
             C: std::str::FromStr<Err = UnknownCipher> + std::fmt::Display + PartialEq + std::fmt::Debug + Copy,
         {
+            for c in all {
+                prop_assert_eq!(c.to_string().parse::<C>(), Ok(*c));
+            }
             let expected = all.iter().copied().find(|c| c.to_string() == s);
             match (s.parse::<C>(), expected) {
                 (Ok(c), Some(e)) => prop_assert_eq!(c, e),
@@ -345,18 +321,9 @@ proptest! {
     }
 }
 
+/// The reference decoders themselves, on known answers.
 #[test]
-fn every_cipher_name_round_trips() {
-    for c in Cipher64::ALL {
-        assert_eq!(c.to_string().parse::<Cipher64>(), Ok(*c));
-    }
-    for c in Cipher96::ALL {
-        assert_eq!(c.to_string().parse::<Cipher96>(), Ok(*c));
-    }
-    for c in Cipher128::ALL {
-        assert_eq!(c.to_string().parse::<Cipher128>(), Ok(*c));
-    }
-    // The reference decoders themselves, on known answers.
+fn the_reference_decoders_know_the_answers() {
     assert_eq!(
         ref_b64("A75MtQAAIAA", 8),
         Some(vec![0x03, 0xbe, 0x4c, 0xb5, 0, 0, 0x20, 0])

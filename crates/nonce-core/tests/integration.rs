@@ -6,12 +6,21 @@
 
 #[macro_use]
 mod common;
-mod factory;
 mod floor;
-mod fork;
 mod fuzz;
 mod kinds;
-mod known_answers;
-mod properties;
 mod sortable_handles;
-mod thread_cache;
+
+// Every cipher and the std clock are used throughout these.
+every_cipher! {
+    #[cfg(feature = "std")]
+    mod factory;
+    #[cfg(all(unix, feature = "std"))]
+    mod fork;
+    #[cfg(feature = "std")]
+    mod known_answers;
+    #[cfg(feature = "std")]
+    mod properties;
+    #[cfg(feature = "std")]
+    mod thread_cache;
+}

@@ -3,75 +3,74 @@
 
 use crate::common;
 
-use common::{Op, T0, all_ops, ciphers96, config, conflict, enabled, enabled_as, machine_id, slot};
+use common::{
+    ALL_CIPHERS, Op, T0, all_ops, ciphers96, config, conflict, enabled, enabled_as, machine_id,
+    on_threads, slot,
+};
 use nonce_core::{Base, Cipher96, Error, Factory, ManualClock, NO_DEADLINE};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
-/// Counter and sortable nonces of one size share one layout: on one factory they must not
-/// both be issued, or the same value comes out twice.
+/// For every pair of entry points, under every 96-bit cipher, with both forms (plain and
+/// encrypted) allowed or not: of one base size and different kinds, the first call fixes the
+/// kind and the other is refused with `KindConflict` naming it (counter and sortable nonces of
+/// one size share one layout: both issued, a value could come out twice); else, of one
+/// returned size and different forms, with one form per size, the first fixes the form and
+/// the other is refused with `EncryptionConflict` naming it. Every other pair works side by
+/// side, entry points of different sizes included; the first goes on working, and nothing
+/// issued repeats.
 #[test]
-fn counter_and_sortable_of_one_size_never_repeat() {
-    let mut repeated = Vec::new();
-    for cipher96 in ciphers96() {
-        for counter in all_ops() {
-            for sortable in all_ops() {
-                let (bits, base) = counter.claims(cipher96);
-                if base != Base::Counter || sortable.claims(cipher96) != (bits, Base::Sortable) {
-                    continue;
-                }
+fn the_first_call_of_a_size_fixes_its_kind_and_form() {
+    let (mut kinds, mut forms) = (0, 0);
+    for (cipher96, both_forms) in ciphers96()
+        .into_iter()
+        .flat_map(|c| [(c, true), (c, false)])
+    {
+        let cfg = config(cipher96).with_plain_and_encrypted(both_forms);
+        for first in all_ops() {
+            for second in all_ops() {
+                let (bits, locked) = first.claims(cipher96);
+                let (out_bits, encrypted) = first.form();
+                let (bits2, base2) = second.claims(cipher96);
+                let (out_bits2, encrypted2) = second.form();
                 let clock = ManualClock::new(T0);
-                let f = enabled(&clock, config(cipher96));
+                let f = enabled(&clock, cfg);
                 let h = f.handle();
+                let refused = if bits == bits2 && locked != base2 {
+                    kinds += 1;
+                    Some(Error::KindConflict { bits, locked })
+                } else if out_bits == out_bits2 && encrypted != encrypted2 && !both_forms {
+                    forms += 1;
+                    Some(Error::EncryptionConflict {
+                        bits: out_bits,
+                        encrypted,
+                    })
+                } else {
+                    None
+                };
+                let pair = format!("{first:?} then {second:?} ({cipher96}, both {both_forms})");
                 let mut seen = HashSet::new();
-                for op in [counter, counter, sortable, sortable] {
-                    for v in op.run(&f, &h).into_iter().flatten() {
-                        if !seen.insert(v) {
-                            repeated.push(format!("{counter:?}/{sortable:?} {cipher96}: {v:x?}"));
-                        }
+                for (op, expected) in [(first, None), (second, refused)].repeat(2) {
+                    let got = op.run(&f, &h);
+                    assert_eq!(got.as_ref().err(), expected.as_ref(), "{op:?}: {pair}");
+                    for v in got.into_iter().flatten() {
+                        assert!(seen.insert(v), "{pair}: {v:x?} issued twice");
                     }
                 }
             }
         }
     }
-    assert!(repeated.is_empty(), "issued twice: {repeated:?}");
-}
-
-/// For every pair of entry points of one size and different kinds: the first call fixes the
-/// kind, the other is refused with `KindConflict` naming it, and the first goes on working.
-/// Entry points of different sizes never conflict (nor, with both forms allowed, plain and
-/// encrypted ones: see `plain_and_encrypted_of_one_size_are_refused` for those).
-#[test]
-fn the_first_call_of_a_size_fixes_its_kind() {
-    let mut pairs = 0;
-    for cipher96 in ciphers96() {
-        for first in all_ops() {
-            for second in all_ops() {
-                let clock = ManualClock::new(T0);
-                let f = enabled(&clock, config(cipher96).with_plain_and_encrypted(true));
-                let h = f.handle();
-                let (bits, locked) = first.claims(cipher96);
-                let (bits2, base2) = second.claims(cipher96);
-                assert!(first.run(&f, &h).is_ok(), "{first:?} {cipher96}");
-                let got = second.run(&f, &h);
-                if bits == bits2 && locked != base2 {
-                    pairs += 1;
-                    assert_eq!(
-                        got,
-                        Err(Error::KindConflict { bits, locked }),
-                        "{first:?} then {second:?} ({cipher96})"
-                    );
-                } else {
-                    assert!(
-                        got.is_ok(),
-                        "{first:?} then {second:?} ({cipher96}): {got:?}"
-                    );
-                }
-                assert!(first.run(&f, &h).is_ok(), "{first:?} after {second:?}");
-            }
-        }
-    }
-    assert!(pairs >= 12, "{pairs} conflicting pairs checked");
+    assert!(kinds >= 24, "{kinds} pairs of conflicting kinds checked");
+    assert!(
+        forms >= 60 || !ALL_CIPHERS,
+        "{forms} pairs of conflicting forms"
+    );
+    assert!(
+        config(Cipher96::Speck)
+            .with_plain_and_encrypted(true)
+            .plain_and_encrypted()
+    );
+    assert!(!config(Cipher96::Speck).plain_and_encrypted());
 }
 
 /// A refused call takes no counter value: the kind in use goes on without a gap.
@@ -178,33 +177,17 @@ fn racing_first_uses_agree_on_one_kind() {
         let clock = ManualClock::new(T0).jump_on_wait(true);
         let f = enabled(&clock, config(Cipher96::Blowfish));
         let barrier = std::sync::Barrier::new(4);
-        let results: Vec<(Base, Vec<Result<u64, Error>>)> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..4)
-                .map(|i| {
-                    let (f, barrier) = (&f, &barrier);
-                    s.spawn(move || {
-                        let counter = (i + round) % 2 == 0;
-                        barrier.wait();
-                        let h = f.handle();
-                        let out = (0..50)
-                            .map(|_| {
-                                if counter {
-                                    h.counter64().map(|n| n.to_u64())
-                                } else {
-                                    f.sortable64().map(|n| n.to_u64())
-                                }
-                            })
-                            .collect();
-                        let kind = if counter {
-                            Base::Counter
-                        } else {
-                            Base::Sortable
-                        };
-                        (kind, out)
-                    })
+        let results: Vec<(Base, Vec<Result<u64, Error>>)> = on_threads(4, |i| {
+            let kind = [Base::Counter, Base::Sortable][(i + round) % 2];
+            barrier.wait();
+            let h = f.handle();
+            let out = (0..50)
+                .map(|_| match kind {
+                    Base::Counter => h.counter64().map(|n| n.to_u64()),
+                    Base::Sortable => f.sortable64().map(|n| n.to_u64()),
                 })
                 .collect();
-            workers.into_iter().map(|w| w.join().unwrap()).collect()
+            (kind, out)
         });
         let winners: HashSet<Base> = results
             .iter()
@@ -228,121 +211,44 @@ fn racing_first_uses_agree_on_one_kind() {
     }
 }
 
-/// An encrypted nonce can equal a plain one of the same size; a factory hands out one form
-/// per returned size. For every pair of entry points of one returned size and different
-/// forms (and no conflict of base kinds): the first call fixes the form, the other is refused
-/// with `EncryptionConflict` naming it, and the first goes on working.
-// Every pair under every 96-bit cipher: needs them all (and AES for 128 bits).
-#[cfg(all(
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
-#[test]
-fn plain_and_encrypted_of_one_size_are_refused() {
-    let mut pairs = 0;
-    for cipher96 in ciphers96() {
-        for first in all_ops() {
-            for second in all_ops() {
-                let (bits, encrypted) = first.form();
-                let (bits2, encrypted2) = second.form();
-                let (base_bits, locked) = first.claims(cipher96);
-                let (base_bits2, base2) = second.claims(cipher96);
-                if bits != bits2 || encrypted == encrypted2 {
-                    continue;
-                }
-                if base_bits == base_bits2 && locked != base2 {
-                    continue;
-                }
-                let clock = ManualClock::new(T0);
-                let f = enabled(&clock, config(cipher96));
-                let h = f.handle();
-                assert!(first.run(&f, &h).is_ok(), "{first:?} {cipher96}");
-                pairs += 1;
-                assert_eq!(
-                    second.run(&f, &h),
-                    Err(Error::EncryptionConflict { bits, encrypted }),
-                    "{first:?} then {second:?} ({cipher96})"
-                );
-                assert!(first.run(&f, &h).is_ok(), "{first:?} after {second:?}");
-            }
+every_cipher! {
+    /// A call refused for its form takes no counter value, from the factory or a handle's block.
+    // `common::config` keys a factory only with every cipher built in.
+    #[test]
+    fn a_call_refused_for_its_form_consumes_nothing() {
+        let clock = ManualClock::new(T0);
+        // The factory's calls on its shared counter, the handle's block reserved after them.
+        let f = enabled(&clock, config(Cipher96::Blowfish).with_thread_cache(false));
+        let epoch = f.epoch_ms();
+        assert_eq!(f.counter64().unwrap().decode(epoch).count, 0);
+        let h = f.handle();
+        for _ in 0..10 {
+            let refused = Err(Error::EncryptionConflict {
+                bits: 64,
+                encrypted: false,
+            });
+            assert_eq!(f.encrypted64(Base::Counter), refused);
+            assert_eq!(h.encrypted64(), refused);
         }
+        assert_eq!(f.counter64().unwrap().decode(epoch).count, 1);
+        // The handle's first refusal came before it reserved anything.
+        assert_eq!(h.counter64().unwrap().decode(epoch).count, 2);
+        // A handle whose block the plain calls filled is refused for the encrypted ones, and
+        // keeps the block for the plain ones.
+        assert_eq!(h.counter64().unwrap().decode(epoch).count, 3);
+        assert!(h.encrypted64().is_err());
+        assert_eq!(h.counter64().unwrap().decode(epoch).count, 4);
+        // Encrypted 96-bit nonces under Blowfish have a 64-bit base but return 96 bits: a
+        // factory issuing plain 64-bit nonces may issue them, and then no plain 96-bit ones.
+        assert!(f.encrypted96(Base::Counter).is_ok());
+        assert_eq!(
+            f.counter96(),
+            Err(Error::EncryptionConflict {
+                bits: 96,
+                encrypted: true
+            })
+        );
     }
-    assert!(pairs >= 60, "{pairs} conflicting pairs checked");
-}
-
-/// The setting that allows both forms: every pair of one base kind works side by side.
-#[test]
-fn plain_and_encrypted_side_by_side_when_allowed() {
-    for cipher96 in ciphers96() {
-        for first in all_ops() {
-            for second in all_ops() {
-                let (base_bits, locked) = first.claims(cipher96);
-                let (base_bits2, base2) = second.claims(cipher96);
-                if base_bits == base_bits2 && locked != base2 {
-                    continue;
-                }
-                let clock = ManualClock::new(T0);
-                let f = enabled(&clock, config(cipher96).with_plain_and_encrypted(true));
-                let h = f.handle();
-                for op in [first, second, first, second] {
-                    let got = op.run(&f, &h);
-                    assert!(got.is_ok(), "{first:?}, {second:?} ({cipher96}): {got:?}");
-                }
-            }
-        }
-    }
-    assert!(
-        config(Cipher96::Speck)
-            .with_plain_and_encrypted(true)
-            .plain_and_encrypted()
-    );
-    assert!(!config(Cipher96::Speck).plain_and_encrypted());
-}
-
-/// A call refused for its form takes no counter value, from the factory or a handle's block.
-// `common::config` keys a factory only with every cipher built in.
-#[cfg(all(
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
-#[test]
-fn a_call_refused_for_its_form_consumes_nothing() {
-    let clock = ManualClock::new(T0);
-    // The factory's calls on its shared counter, the handle's block reserved after them.
-    let f = enabled(&clock, config(Cipher96::Blowfish).with_thread_cache(false));
-    let epoch = f.epoch_ms();
-    assert_eq!(f.counter64().unwrap().decode(epoch).count, 0);
-    let h = f.handle();
-    for _ in 0..10 {
-        let refused = Err(Error::EncryptionConflict {
-            bits: 64,
-            encrypted: false,
-        });
-        assert_eq!(f.encrypted64(Base::Counter), refused);
-        assert_eq!(h.encrypted64(), refused);
-    }
-    assert_eq!(f.counter64().unwrap().decode(epoch).count, 1);
-    // The handle's first refusal came before it reserved anything.
-    assert_eq!(h.counter64().unwrap().decode(epoch).count, 2);
-    // A handle whose block the plain calls filled is refused for the encrypted ones, and
-    // keeps the block for the plain ones.
-    assert_eq!(h.counter64().unwrap().decode(epoch).count, 3);
-    assert!(h.encrypted64().is_err());
-    assert_eq!(h.counter64().unwrap().decode(epoch).count, 4);
-    // Encrypted 96-bit nonces under Blowfish have a 64-bit base but return 96 bits: a
-    // factory issuing plain 64-bit nonces may issue them, and then no plain 96-bit ones.
-    assert!(f.encrypted96(Base::Counter).is_ok());
-    assert_eq!(
-        f.counter96(),
-        Err(Error::EncryptionConflict {
-            bits: 96,
-            encrypted: true
-        })
-    );
 }
 
 /// The kind and form refusals name what the factory issues, why, and what to do instead.

@@ -1,13 +1,5 @@
 //! NoNoncense wire compatibility: derived keys, single blocks and encrypted nonces checked
 //! against vectors computed independently (see tests/data/README.md).
-// Every cipher and the std clock are used throughout.
-#![cfg(all(
-    feature = "std",
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
 
 use nonce_core::{
     Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock, Nonce64, Nonce96, Nonce128,

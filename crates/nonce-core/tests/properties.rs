@@ -1,14 +1,6 @@
 //! Property tests: uniqueness across threads and handles, sortable order, cipher bijection.
-// Every cipher and the std clock are used throughout.
-#![cfg(all(
-    feature = "std",
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
 
-use crate::common::{KEY, Op, T0, enabled_as, machine_id};
+use crate::common::{KEY, Op, T0, enabled_as, machine_id, on_threads};
 use nonce_core::{
     Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryConfig, ManualClock,
     NO_DEADLINE, Nonce64, Nonce96, Nonce128,
@@ -36,22 +28,15 @@ fn unique_across_threads(kind: (Op, Op), threads: usize, per_thread: usize, hand
     let op = if handles { kind.1 } else { kind.0 };
     let f = Factory::new(BootClock::new(), FactoryConfig::new().with_base_key(&KEY)).unwrap();
     f.enable(machine_id(300), NO_DEADLINE).unwrap();
-    let all: Vec<Vec<u128>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let h = f.handle();
-                    (0..per_thread)
-                        .flat_map(|_| {
-                            op.run(&f, &h)
-                                .expect("a real clock waits, and there is no deadline")
-                        })
-                        .map(|(_, v)| v)
-                        .collect::<Vec<_>>()
-                })
+    let all = on_threads(threads, |_| {
+        let h = f.handle();
+        (0..per_thread)
+            .flat_map(|_| {
+                op.run(&f, &h)
+                    .expect("a real clock waits, and there is no deadline")
             })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
+            .map(|(_, v)| v)
+            .collect::<Vec<_>>()
     });
     let mut seen = HashSet::with_capacity(threads * per_thread);
     for v in all.iter().flatten() {

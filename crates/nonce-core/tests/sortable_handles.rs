@@ -1,7 +1,7 @@
 //! Sortable 96/128-bit nonces from per-thread handles: blocks of one millisecond's counts,
 //! each nonce still carrying the millisecond it was made in.
 
-use crate::common::{EPOCH, F, T0, conflict, enabled_as, machine_id, ms96, ms128};
+use crate::common::{EPOCH, F, T0, conflict, enabled_as, machine_id, ms96, ms128, on_threads};
 use nonce_core::{Base, Clock, Error, Factory, FactoryConfig, Handle, ManualClock, NO_DEADLINE};
 use std::collections::HashSet;
 
@@ -101,18 +101,11 @@ fn a_floor_ahead_of_the_clock_holds_for_handles() {
 fn many_threads_with_handles_never_repeat() {
     let clock = ManualClock::new(T0);
     let f = factory(&clock, 7);
-    let all: Vec<Vec<u128>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    let h: Handle<'_, _> = f.handle();
-                    (0..20_000)
-                        .map(|_| h.sortable128().unwrap().to_u128())
-                        .collect()
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    let all: Vec<Vec<u128>> = on_threads(4, |_| {
+        let h: Handle<'_, _> = f.handle();
+        (0..20_000)
+            .map(|_| h.sortable128().unwrap().to_u128())
+            .collect()
     });
     let mut seen = HashSet::new();
     for mine in all {

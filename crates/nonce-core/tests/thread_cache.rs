@@ -1,16 +1,9 @@
 //! Per-thread blocks behind the factory's own calls (`FactoryConfig::with_thread_cache`): calls on a
 //! shared factory draw on blocks reserved for their thread, and a block never outlives what
 //! makes its values safe (generation, deadline, kind, the factory itself).
-#![cfg(all(
-    feature = "std",
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
 
 use crate::common::{
-    EPOCH, F, T0, config, conflict, enabled_as, machine_id, ms96, ms128, until_refused,
+    EPOCH, F, T0, config, conflict, enabled_as, machine_id, ms96, ms128, on_threads, until_refused,
 };
 use nonce_core::{
     Base, Cipher96, Clock, Decoded, Error, Factory, FactoryConfig, ManualClock, NO_DEADLINE,
@@ -37,7 +30,7 @@ fn plain(clock: &ManualClock, id: u16) -> F<'_> {
 
 /// `(unix_ms, count)` of the next nonce of each counter kind, encrypted128 decrypted.
 fn counts(f: &F<'_>) -> [(u64, u64); 4] {
-    OPS.map(|op| op(f).pair())
+    OPS.map(|op| pair(op(f)))
 }
 
 /// The machine ID of the next nonce of each counter kind, encrypted128 decrypted.
@@ -68,14 +61,8 @@ const OPS: [Op; 4] = [
     },
 ];
 
-trait Pair {
-    fn pair(&self) -> (u64, u64);
-}
-
-impl Pair for Decoded {
-    fn pair(&self) -> (u64, u64) {
-        (self.unix_ms, self.count)
-    }
+fn pair(d: Decoded) -> (u64, u64) {
+    (d.unix_ms, d.count)
 }
 
 /// Calls of one thread alternating with another thread's calls, of one kind: what this
@@ -92,7 +79,7 @@ fn alternate(f: &F<'_>, op: Op, rounds: usize) -> Vec<(u64, u64)> {
         });
         let mut mine = Vec::new();
         for _ in 0..rounds {
-            mine.push(op(f).pair());
+            mine.push(pair(op(f)));
             to_other.send(()).unwrap();
             main_rx.recv().unwrap();
         }
@@ -108,14 +95,22 @@ fn followed_on(mine: &[(u64, u64)]) -> usize {
         .count()
 }
 
+/// The other thread called in between, yet this thread's counts follow on, except where it
+/// reserved its next block (or run, for the sortable calls), all in the clock's millisecond.
 #[test]
 fn calls_from_one_thread_draw_on_a_block_of_their_own() {
-    for (kind, op) in OPS.into_iter().enumerate() {
-        // The other thread called in between, yet this thread's counts follow on, except
-        // where it reserved its next block.
+    let sortables: [Op; 2] = [
+        |f| f.sortable96().unwrap().decode(EPOCH),
+        |f| f.sortable128().unwrap().decode(EPOCH),
+    ];
+    for (kind, op) in OPS.into_iter().chain(sortables).enumerate() {
         let clock = ManualClock::new(T0);
         let mine = alternate(&cached(&clock, 3), op, 40);
         assert!(followed_on(&mine) >= 30, "kind {kind}: {mine:?}");
+        assert!(
+            mine.iter().all(|&(ms, _)| ms == T0),
+            "kind {kind}: {mine:?}"
+        );
         // Without the cache the two threads take turns on one counter.
         let clock = ManualClock::new(T0);
         let mine = alternate(&plain(&clock, 3), op, 40);
@@ -368,22 +363,15 @@ fn many_threads_on_one_cached_factory_never_repeat() {
     let f = cached(&clock, 11);
     // Far behind the clock: counter64 bursts.
     clock.set(T0 + 1_000_000);
-    let all: Vec<(Vec<Nonce64>, Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..4)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = (Vec::new(), Vec::new(), Vec::new());
-                    for _ in 0..20_000 {
-                        out.0.push(f.counter64().unwrap());
-                        out.1.push(f.counter96().unwrap());
-                        out.2.push(f.encrypted128(Base::Counter).unwrap());
-                        out.2.push(f.counter128().unwrap());
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    let all: Vec<(Vec<Nonce64>, Vec<Nonce96>, Vec<Nonce128>)> = on_threads(4, |_| {
+        let mut out = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..20_000 {
+            out.0.push(f.counter64().unwrap());
+            out.1.push(f.counter96().unwrap());
+            out.2.push(f.encrypted128(Base::Counter).unwrap());
+            out.2.push(f.counter128().unwrap());
+        }
+        out
     });
     let (mut s64, mut s96, mut s128) = (HashSet::new(), HashSet::new(), HashSet::new());
     for (a, b, c) in all {
@@ -397,23 +385,6 @@ fn many_threads_on_one_cached_factory_never_repeat() {
 }
 
 // Sortable 96/128-bit nonces through the cache: runs of one millisecond's counts per thread.
-
-#[test]
-fn cached_sortables_draw_on_a_run_of_their_own_thread() {
-    let ops: [Op; 2] = [
-        |f| f.sortable96().unwrap().decode(EPOCH),
-        |f| f.sortable128().unwrap().decode(EPOCH),
-    ];
-    for (size, op) in ops.into_iter().enumerate() {
-        let clock = ManualClock::new(T0);
-        let mine = alternate(&cached(&clock, 3), op, 40);
-        assert!(followed_on(&mine) >= 30, "size {size}: {mine:?}");
-        assert!(mine.iter().all(|&(ms, _)| ms == T0));
-        let clock = ManualClock::new(T0);
-        let mine = alternate(&plain(&clock, 3), op, 40);
-        assert_eq!(followed_on(&mine), 0, "size {size}: {mine:?}");
-    }
-}
 
 #[test]
 fn cached_sortables_carry_their_millisecond_and_never_an_earlier_one_later() {
@@ -503,24 +474,16 @@ fn many_threads_on_one_cached_factory_never_repeat_sortables() {
         config(Cipher96::Blowfish).with_thread_cache(true),
         12,
     );
-    let all: Vec<(Vec<Nonce96>, Vec<Nonce128>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..4)
-            .map(|t| {
-                let (f, clock) = (&f, &clock);
-                s.spawn(move || {
-                    let mut out = (Vec::new(), Vec::new());
-                    for i in 0..20_000 {
-                        if t == 0 && i % 1000 == 0 {
-                            clock.advance(1);
-                        }
-                        out.0.push(f.sortable96().unwrap());
-                        out.1.push(f.encrypted128(Base::Sortable).unwrap());
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    let all: Vec<(Vec<Nonce96>, Vec<Nonce128>)> = on_threads(4, |t| {
+        let mut out = (Vec::new(), Vec::new());
+        for i in 0..20_000 {
+            if t == 0 && i % 1000 == 0 {
+                clock.advance(1);
+            }
+            out.0.push(f.sortable96().unwrap());
+            out.1.push(f.encrypted128(Base::Sortable).unwrap());
+        }
+        out
     });
     let (mut s96, mut s128) = (HashSet::new(), HashSet::new());
     for (a, b) in all {

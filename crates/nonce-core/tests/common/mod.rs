@@ -17,28 +17,32 @@ pub fn machine_id(n: u16) -> MachineId {
     MachineId::new(n).expect("test machine ids are below 512")
 }
 
+/// Whether every cipher is built in: then `config` gives keys, and the encrypted entry points
+/// are among `all_ops`.
+pub const ALL_CIPHERS: bool = cfg!(all(
+    feature = "aes",
+    feature = "blowfish",
+    feature = "des3",
+    feature = "speck"
+));
+
+/// Items built only where every cipher is.
+macro_rules! every_cipher {
+    ($($item:item)*) => {$(
+        #[cfg(all(feature = "aes", feature = "blowfish", feature = "des3", feature = "speck"))]
+        $item
+    )*};
+}
+
 /// A factory configuration with keys for every size when the ciphers are compiled in.
 pub fn config(cipher96: Cipher96) -> FactoryConfig {
-    #[cfg(all(
-        feature = "aes",
-        feature = "blowfish",
-        feature = "des3",
-        feature = "speck"
-    ))]
-    let config = FactoryConfig::new()
-        .with_base_key(&KEY)
-        .with_cipher96(cipher96);
-    #[cfg(not(all(
-        feature = "aes",
-        feature = "blowfish",
-        feature = "des3",
-        feature = "speck"
-    )))]
-    let config = {
-        let _ = cipher96;
+    if ALL_CIPHERS {
         FactoryConfig::new()
-    };
-    config
+            .with_base_key(&KEY)
+            .with_cipher96(cipher96)
+    } else {
+        FactoryConfig::new()
+    }
 }
 
 pub fn enabled<'c>(clock: &'c ManualClock, config: FactoryConfig<&[u8]>) -> F<'c> {
@@ -88,6 +92,15 @@ pub fn until_refused<T>(mut next: impl FnMut() -> Result<T, Error>) -> (Vec<T>, 
     }
 }
 
+/// `work(i)` on threads `0..n`, all at once: what each returned, in order.
+pub fn on_threads<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let work = &work;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..n).map(|i| s.spawn(move || work(i))).collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    })
+}
+
 /// Every generating entry point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -125,34 +138,25 @@ pub const PLAIN_OPS: [Op; 11] = [
     Op::HandleSortable128,
 ];
 
-#[cfg(all(
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-))]
-pub const ENCRYPTED_OPS: [Op; 10] = [
-    Op::Encrypted64(Base::Counter),
-    Op::Encrypted64(Base::Sortable),
-    Op::Encrypted96(Base::Counter),
-    Op::Encrypted96(Base::Sortable),
-    Op::Encrypted128(Base::Counter),
-    Op::Encrypted128(Base::Sortable),
-    Op::FillEncrypted128,
-    Op::HandleEncrypted64,
-    Op::HandleEncrypted96,
-    Op::HandleEncrypted128,
-];
-#[cfg(not(all(
-    feature = "aes",
-    feature = "blowfish",
-    feature = "des3",
-    feature = "speck"
-)))]
-pub const ENCRYPTED_OPS: [Op; 0] = [];
+pub const ENCRYPTED_OPS: &[Op] = if ALL_CIPHERS {
+    &[
+        Op::Encrypted64(Base::Counter),
+        Op::Encrypted64(Base::Sortable),
+        Op::Encrypted96(Base::Counter),
+        Op::Encrypted96(Base::Sortable),
+        Op::Encrypted128(Base::Counter),
+        Op::Encrypted128(Base::Sortable),
+        Op::FillEncrypted128,
+        Op::HandleEncrypted64,
+        Op::HandleEncrypted96,
+        Op::HandleEncrypted128,
+    ]
+} else {
+    &[]
+};
 
 pub fn all_ops() -> Vec<Op> {
-    PLAIN_OPS.iter().chain(&ENCRYPTED_OPS).copied().collect()
+    PLAIN_OPS.iter().chain(ENCRYPTED_OPS).copied().collect()
 }
 
 impl Op {
@@ -283,12 +287,7 @@ impl Op {
 }
 
 pub fn ciphers96() -> Vec<Cipher96> {
-    if cfg!(all(
-        feature = "aes",
-        feature = "blowfish",
-        feature = "des3",
-        feature = "speck"
-    )) {
+    if ALL_CIPHERS {
         vec![Cipher96::Blowfish, Cipher96::Des3, Cipher96::Speck]
     } else {
         vec![Cipher96::Blowfish]
