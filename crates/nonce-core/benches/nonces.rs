@@ -49,21 +49,13 @@ fn counter_factory() -> Factory<ManualClock> {
     f
 }
 
-fn live_factory() -> Factory<BootClock> {
-    live_factory_on(BootClock::new())
-}
-
-/// A factory on a live clock, enabled with a deadline a day ahead.
-fn live_factory_on<C: Clock>(clock: C) -> Factory<C> {
+/// A factory on a live clock (the boot clock, or the ticker clock the facade reads), enabled
+/// with a deadline a day ahead.
+fn live_factory<C: Clock>(clock: C) -> Factory<C> {
     let f = Factory::new(clock, config()).unwrap();
     let deadline = f.clock().exact_now_ms() + 24 * 3600 * 1000;
     f.enable(MACHINE_ID, deadline).unwrap();
     f
-}
-
-/// A factory on the process's ticker clock, the facade's default.
-fn ticker_factory() -> Factory<TickerClock> {
-    live_factory_on(TickerClock::shared().unwrap())
 }
 
 fn baselines(c: &mut Criterion) {
@@ -172,7 +164,7 @@ fn scaling(c: &mut Criterion) {
 }
 
 fn sortables(c: &mut Criterion) {
-    let f = live_factory();
+    let f = live_factory(BootClock::new());
     let mut g = c.benchmark_group("sortable");
     g.bench_function("sortable64", |b| b.iter(|| f.sortable64()));
     g.bench_function("sortable96", |b| b.iter(|| f.sortable96()));
@@ -182,7 +174,7 @@ fn sortables(c: &mut Criterion) {
     g.bench_function("handle_sortable128", |b| b.iter(|| h.sortable128()));
     // The same calls on the ticker clock (the facade's): one atomic load instead of a clock
     // read.
-    let t = ticker_factory();
+    let t = live_factory(TickerClock::shared().unwrap());
     g.bench_function("ticker_sortable64", |b| b.iter(|| t.sortable64()));
     g.bench_function("ticker_sortable96", |b| b.iter(|| t.sortable96()));
     g.bench_function("ticker_sortable128", |b| b.iter(|| t.sortable128()));
@@ -192,7 +184,7 @@ fn sortables(c: &mut Criterion) {
     g.finish();
 
     // Sortable nonces on a live clock from 1 and 2 threads: the shared state, and handles.
-    let f = live_factory();
+    let f = live_factory(BootClock::new());
     let mut g = c.benchmark_group("sortable_threads");
     thread_rows(
         &mut g,
@@ -234,7 +226,7 @@ fn encrypted(c: &mut Criterion) {
             black_box(buf[1023])
         })
     });
-    let live = live_factory();
+    let live = live_factory(BootClock::new());
     g.bench_function("encrypted128_aes_sortable", |b| {
         b.iter(|| live.encrypted128(Base::Sortable))
     });
