@@ -29,13 +29,13 @@ use crate::record::{Kind, Record, Stamp, read_all};
 /// How many offending values a report lists in full.
 const EXAMPLES: usize = 20;
 
-/// A lease window one node process believed it held.
-#[derive(Debug, Clone, Serialize)]
+/// A lease window one node process believed it held, as a report describes it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Window {
+    /// Node file.
+    pub file: String,
     /// Node index.
     pub node: u32,
-    /// File (process incarnation) index in the report's file list.
-    pub file: usize,
     /// Leased ID.
     pub machine_id: u16,
     /// Timestamp floor the lease came with: every timestamp must be above it. In the floors'
@@ -44,27 +44,22 @@ pub struct Window {
     pub floor_ms: u64,
     /// Node clock recorded before the factories were enabled.
     pub start_ms: u64,
-    /// The same instant on the machine's clock.
-    pub start_machine_ms: u64,
     /// The node's clock offset at the start.
     pub offset_ms: i64,
+    /// The same instant as `start_ms` on the machine's clock.
+    pub start_machine_ms: u64,
+    /// Machine clock when the window stopped allowing generation (deadline or disable, whichever
+    /// came first; the file's end for a window open to it). Set once the file is read.
+    pub end_machine_ms: u64,
     /// Latest deadline the factories were given (node clock).
-    pub deadline_ms: u64,
+    #[serde(skip)]
+    deadline_ms: u64,
     /// The deadline on the machine's clock, with the offset of its last enable or extend.
-    pub deadline_machine_ms: u64,
+    #[serde(skip)]
+    deadline_machine_ms: u64,
     /// Machine clock when the factories were disabled, if before the file ends.
-    pub end_machine_ms: Option<u64>,
-}
-
-impl Window {
-    /// Machine clock when the window stopped allowing generation (deadline or disable,
-    /// whichever came first).
-    fn effective_end(&self, file_last_ms: u64) -> u64 {
-        self.deadline_machine_ms.min(
-            self.end_machine_ms
-                .unwrap_or(file_last_ms.max(self.start_machine_ms)),
-        )
-    }
+    #[serde(skip)]
+    disabled_ms: Option<u64>,
 }
 
 /// A nonce that no recorded window allows.
@@ -101,30 +96,9 @@ pub struct DuplicateSource {
     /// Repeated values between the two.
     pub duplicates: u64,
     /// The earlier window (by its start on the machine's clock).
-    pub first: WindowRef,
+    pub first: Window,
     /// The later one.
-    pub second: WindowRef,
-}
-
-/// A window, described for a report.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct WindowRef {
-    /// Node file.
-    pub file: String,
-    /// Node index.
-    pub node: u32,
-    /// Leased ID.
-    pub machine_id: u16,
-    /// The floor it came with.
-    pub floor_ms: u64,
-    /// Its start on the node's clock.
-    pub start_ms: u64,
-    /// The node's clock offset at the start.
-    pub offset_ms: i64,
-    /// Start on the machine's clock.
-    pub start_machine_ms: u64,
-    /// End (disable or deadline) on the machine's clock.
-    pub end_machine_ms: u64,
+    pub second: Window,
 }
 
 /// Per node figures.
@@ -250,15 +224,11 @@ impl Report {
             ));
         }
         for d in &self.duplicate_examples {
-            out.push_str(&format!(
-                "DUPLICATE {} {} in {}\n",
-                d.series,
-                d.value,
-                d.files.join(", ")
-            ));
+            let files = d.files.join(", ");
+            out.push_str(&format!("DUPLICATE {} {} in {files}\n", d.series, d.value));
         }
         for d in &self.duplicate_sources {
-            let w = |w: &WindowRef| {
+            let w = |w: &Window| {
                 format!(
                     "{} (node {}, clock {:+} ms) id {} floor {} from {} (machine {}..{})",
                     w.file,
@@ -271,12 +241,8 @@ impl Report {
                     w.end_machine_ms
                 )
             };
-            out.push_str(&format!(
-                "DUPLICATES {} between {} and {}\n",
-                d.duplicates,
-                w(&d.first),
-                w(&d.second)
-            ));
+            let (n, first, second) = (d.duplicates, w(&d.first), w(&d.second));
+            out.push_str(&format!("DUPLICATES {n} between {first} and {second}\n"));
         }
         for o in &self.out_of_window_examples {
             out.push_str(&format!(
@@ -331,6 +297,7 @@ pub fn node_files(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
 
 /// What one file contained, after its nonces were checked against its windows. Times are on
 /// the machine's clock.
+#[derive(Default)]
 struct FileScan {
     node: u32,
     windows: Vec<Window>,
@@ -432,7 +399,7 @@ fn allows(w: &Window, nonce: &Issued, at: Stamp, tick: Stamp) -> bool {
     };
     lease.allows(nonce)
         && w.start_machine_ms <= at.machine_ms()
-        && w.end_machine_ms.is_none_or(|end| tick.machine_ms() <= end)
+        && w.disabled_ms.is_none_or(|end| tick.machine_ms() <= end)
 }
 
 fn scan_file(
@@ -446,14 +413,8 @@ fn scan_file(
     let file = fs::File::open(path).map_err(CheckError::io(path))?;
     let mut scan = FileScan {
         node: u32::MAX,
-        windows: Vec::new(),
         first_ms: u64::MAX,
-        last_ms: 0,
-        clean_end: false,
-        conflict_ms: None,
-        nonces: 0,
-        start_offset_ms: None,
-        clock_steps: 0,
+        ..FileScan::default()
     };
     let mut epoch_ms = 0;
     // The generator's last batch start: every nonce after it was asked for no earlier.
@@ -481,9 +442,9 @@ fn scan_file(
             } => {
                 // An enable while a window is open replaces it (the factories start anew).
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_machine_ms.is_none()
+                    && open.disabled_ms.is_none()
                 {
-                    open.end_machine_ms = Some(machine);
+                    open.disabled_ms = Some(machine);
                 }
                 // The node's clock in the floors' terms: on another epoch its timestamps, and
                 // so its floors, lie that far from its clock.
@@ -493,8 +454,8 @@ fn scan_file(
                     report.floor_ahead_max_ms = report.floor_ahead_max_ms.max(floor_ms - now);
                 }
                 scan.windows.push(Window {
+                    file: name.clone(),
                     node: scan.node,
-                    file: file_index,
                     machine_id,
                     floor_ms,
                     start_ms: at.at_ms,
@@ -502,12 +463,13 @@ fn scan_file(
                     start_machine_ms: machine,
                     deadline_ms,
                     deadline_machine_ms: on_machine(deadline_ms),
-                    end_machine_ms: None,
+                    end_machine_ms: 0,
+                    disabled_ms: None,
                 });
             }
             Record::Extend { deadline_ms, .. } => {
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_machine_ms.is_none()
+                    && open.disabled_ms.is_none()
                     && deadline_ms >= open.deadline_ms
                 {
                     open.deadline_ms = deadline_ms;
@@ -516,9 +478,9 @@ fn scan_file(
             }
             Record::Disable { .. } => {
                 if let Some(open) = scan.windows.last_mut()
-                    && open.end_machine_ms.is_none()
+                    && open.disabled_ms.is_none()
                 {
-                    open.end_machine_ms = Some(machine);
+                    open.disabled_ms = Some(machine);
                 }
             }
             Record::Tick { at } => tick = Some(at),
@@ -539,27 +501,20 @@ fn scan_file(
                 let decoded = decode(decrypter, epoch_ms, kind, bits, value);
                 // Windows are recorded before the factories are enabled or extended, so every
                 // window a nonce may rely on precedes it in the file.
-                let mut allowed = false;
-                let mut late = false;
-                let mut window = u32::MAX;
-                if let Some(nonce) = &decoded {
-                    let tick = tick.unwrap_or(at);
-                    if let Some(i) = scan
-                        .windows
-                        .iter()
-                        .rposition(|w| allows(w, nonce, at, tick))
-                    {
-                        allowed = true;
-                        late = at.at_ms >= scan.windows[i].deadline_ms;
-                        window = u32::try_from(i).unwrap_or(u32::MAX);
-                    }
-                }
+                let tick = tick.unwrap_or(at);
+                let found = decoded.as_ref().and_then(|nonce| {
+                    let mut windows = scan.windows.iter();
+                    windows.rposition(|w| allows(w, nonce, at, tick))
+                });
+                let window = found.and_then(|i| u32::try_from(i).ok());
                 let file = u32::try_from(file_index).unwrap_or(u32::MAX);
-                values.insert(report, (kind, bits), value, (file, window));
+                let here = (file, window.unwrap_or(u32::MAX));
+                values.insert(report, (kind, bits), value, here);
+                let late = found.is_some_and(|i| at.at_ms >= scan.windows[i].deadline_ms);
                 if late && kind != Kind::Sortable {
                     report.late_counter_nonces += 1;
                 }
-                if !allowed {
+                if found.is_none() {
                     report.out_of_window += 1;
                     if report.out_of_window_examples.len() < EXAMPLES {
                         let (machine_id, timestamp_ms) =
@@ -582,24 +537,21 @@ fn scan_file(
     if scan.first_ms == u64::MAX {
         scan.first_ms = 0;
     }
+    for w in &mut scan.windows {
+        let end = w
+            .disabled_ms
+            .unwrap_or(scan.last_ms.max(w.start_machine_ms));
+        w.end_machine_ms = w.deadline_machine_ms.min(end);
+    }
     Ok(scan)
 }
 
-fn decrypter() -> Result<Factory<BootClock>, CheckError> {
-    Factory::new(
-        BootClock::new(),
-        FactoryConfig::new().with_base_key(&crate::CHAOS_KEY),
-    )
-    .map_err(|e| CheckError::Factory(e.to_string()))
-}
-
-struct Scanned {
-    report: Report,
-    scans: Vec<FileScan>,
-}
-
-fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
-    let decrypter = decrypter()?;
+/// The report on the node files in `dir`, and what each contained.
+fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
+    let files = node_files(dir)?;
+    let config = FactoryConfig::new().with_base_key(&crate::CHAOS_KEY);
+    let decrypter =
+        Factory::new(BootClock::new(), config).map_err(|e| CheckError::Factory(e.to_string()))?;
     let mut report = Report {
         files: files.iter().map(|p| p.display().to_string()).collect(),
         ..Report::default()
@@ -613,20 +565,10 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
 
     // The window pairs the duplicates came from.
     let describe = |(file, window): Occurrence| {
-        let scan = scans.get(file as usize)?;
-        let w = scan.windows.get(window as usize)?;
-        Some(WindowRef {
-            file: report.files.get(file as usize)?.clone(),
-            node: w.node,
-            machine_id: w.machine_id,
-            floor_ms: w.floor_ms,
-            start_ms: w.start_ms,
-            offset_ms: w.offset_ms,
-            start_machine_ms: w.start_machine_ms,
-            end_machine_ms: w.effective_end(scan.last_ms),
-        })
+        let windows = &scans.get(file as usize)?.windows;
+        windows.get(window as usize).cloned()
     };
-    let mut sources: BTreeMap<(WindowRef, WindowRef), u64> = BTreeMap::new();
+    let mut sources: BTreeMap<(Window, Window), u64> = BTreeMap::new();
     for ((a, b), repeats) in values.pairs {
         if let (Some(a), Some(b)) = (describe(a), describe(b)) {
             let pair = if a.start_machine_ms <= b.start_machine_ms {
@@ -650,7 +592,7 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
     report.duplicate_sources = sources;
 
     // Windows: handovers and overlaps per ID, figures per node.
-    let mut by_id: BTreeMap<u16, Vec<(&Window, u64)>> = BTreeMap::new();
+    let mut by_id: BTreeMap<u16, Vec<&Window>> = BTreeMap::new();
     for scan in &scans {
         let figures = report.nodes.entry(scan.node).or_default();
         figures.incarnations += 1;
@@ -659,12 +601,9 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
         let running = scan.last_ms.saturating_sub(scan.first_ms);
         let mut covered = 0u64;
         for w in &scan.windows {
-            let end = w.effective_end(scan.last_ms).min(scan.last_ms);
+            let end = w.end_machine_ms.min(scan.last_ms);
             covered += end.saturating_sub(w.start_machine_ms.max(scan.first_ms));
-            by_id
-                .entry(w.machine_id)
-                .or_default()
-                .push((w, w.effective_end(scan.last_ms)));
+            by_id.entry(w.machine_id).or_default().push(w);
         }
         figures.running_ms += running;
         figures.without_lease_ms += running.saturating_sub(covered);
@@ -677,21 +616,23 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
         report.clean_ends += u64::from(scan.clean_end);
     }
     for windows in by_id.values_mut() {
-        windows.sort_by_key(|(w, _)| w.start_machine_ms);
+        windows.sort_by_key(|w| w.start_machine_ms);
         for pair in windows.windows(2) {
-            if pair[0].0.node != pair[1].0.node {
+            if pair[0].node != pair[1].node {
                 report.handovers += 1;
             }
         }
-        for (i, (a, a_end)) in windows.iter().enumerate() {
-            for (b, b_end) in &windows[i + 1..] {
-                if a.node != b.node && a.start_machine_ms < *b_end && b.start_machine_ms < *a_end {
+        for (i, a) in windows.iter().enumerate() {
+            for b in &windows[i + 1..] {
+                let meet =
+                    a.start_machine_ms < b.end_machine_ms && b.start_machine_ms < a.end_machine_ms;
+                if a.node != b.node && meet {
                     report.window_overlaps += 1;
                 }
             }
         }
     }
-    Ok(Scanned { report, scans })
+    Ok((report, scans))
 }
 
 /// Checks every node file in `dir` (and counts the faults in `dir/faults.jsonl`).
@@ -699,8 +640,7 @@ fn scan_all(files: &[PathBuf]) -> Result<Scanned, CheckError> {
 /// # Errors
 /// A file that cannot be read or is not a node file.
 pub fn check(dir: &Path) -> Result<Report, CheckError> {
-    let files = node_files(dir)?;
-    let mut report = scan_all(&files)?.report;
+    let (mut report, _) = scan_all(dir)?;
     report.faults = read_faults(dir);
     Ok(report)
 }
@@ -757,21 +697,20 @@ impl GuardReport {
 /// # Errors
 /// As [`check`]; also when the two nodes' files are not there.
 pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError> {
-    let files = node_files(dir)?;
-    let Scanned { report, scans } = scan_all(&files)?;
+    let (report, scans) = scan_all(dir)?;
     let find = |node: u32| scans.iter().find(|s| s.node == node);
     let (Some(earlier), Some(later)) = (find(0), find(1)) else {
         let missing = io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected");
         return Err(CheckError::io(dir)(missing));
     };
     let later_stopped_after_ms = later.windows.first().and_then(|w| {
-        w.end_machine_ms
+        w.disabled_ms
             .or(later.conflict_ms)
             .map(|end| end.saturating_sub(w.start_machine_ms))
     });
     Ok(GuardReport {
         earlier_kept_id: earlier.windows.last().is_some_and(|w| {
-            w.end_machine_ms
+            w.disabled_ms
                 .is_none_or(|end| end + 1000 >= earlier.last_ms)
         }),
         later_saw_conflict: later.conflict_ms.is_some(),
@@ -931,15 +870,9 @@ mod tests {
     }
 
     #[test]
-    fn a_clean_run_passes_whatever_the_clock_offsets() {
-        let report = check_nodes(
-            "clean",
-            &[
-                &node(1, 0).records,
-                &node(2, -3_600_000).records,
-                &node(3, 15_000).records,
-            ],
-        );
+    fn a_clean_run_passes_whatever_the_clock_offsets_and_a_fabricated_duplicate_fails() {
+        let (a, mut b) = (node(1, 0).records, node(2, -3_600_000).records);
+        let report = check_nodes("clean", &[&a, &b, &node(3, 15_000).records]);
         assert_eq!(report.nonces, 90, "{}", report.summary());
         assert_eq!(report.duplicates, 0);
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
@@ -952,12 +885,6 @@ mod tests {
                 .collect::<Vec<_>>(),
             [-3_600_000]
         );
-    }
-
-    #[test]
-    fn a_fabricated_duplicate_fails() {
-        let a = node(1, 0).records;
-        let mut b = node(2, 0).records;
         // Node 2 "produced" one of node 1's values.
         b.push(a[3]);
         let report = check_nodes("dup", &[&a, &b]);
@@ -993,24 +920,28 @@ mod tests {
     }
 
     #[test]
-    fn nonces_past_the_deadline_at_or_below_the_floor_or_without_a_window_fail() {
-        let mut a = node(1, 0);
-        // Claim the window was shorter than the nonces' timestamps: deadline = start.
-        let Record::Enable { deadline_ms, .. } = &mut a.records[1] else {
-            panic!("{:?}", a.records[1]);
+    fn nonces_past_the_deadline_at_or_below_the_floor_without_a_window_or_after_the_disable_fail() {
+        // Node 1's run, its window's floor and deadline as `edit` leaves them (given its start).
+        let edited = |name: &str, edit: fn(&mut u64, &mut u64, u64)| {
+            let mut a = node(1, 0);
+            assert!(a.deadline > a.start);
+            let Record::Enable {
+                floor_ms,
+                deadline_ms,
+                ..
+            } = &mut a.records[1]
+            else {
+                panic!("{:?}", a.records[1]);
+            };
+            edit(floor_ms, deadline_ms, a.start);
+            check_nodes(name, &[&a.records])
         };
-        *deadline_ms = a.start;
-        assert!(a.deadline > a.start);
-        let past_deadline = check_nodes("oow", &[&a.records]);
+        // Claim the window was shorter than the nonces' timestamps: deadline = start.
+        let past_deadline = edited("oow", |_, deadline, start| *deadline = start);
         assert_eq!(past_deadline.duplicates, 0);
         assert!(past_deadline.summary().contains("OUT OF WINDOW"));
-        let mut a = node(1, 0);
         // Claim the lease came with a floor above everything the node issued.
-        let Record::Enable { floor_ms, .. } = &mut a.records[1] else {
-            panic!("{:?}", a.records[1]);
-        };
-        *floor_ms = a.start + 10_000;
-        let below_floor = check_nodes("floor", &[&a.records]);
+        let below_floor = edited("floor", |floor, _, start| *floor = start + 10_000);
         assert_eq!(below_floor.floor_ahead_windows, 1);
         // No window at all.
         let a = node(1, 0).records;
@@ -1021,15 +952,11 @@ mod tests {
             assert_eq!(report.out_of_window, 30, "{}", report.summary());
             assert!(!report.passed());
         }
-    }
-
-    #[test]
-    fn a_nonce_asked_for_after_the_disable_fails() {
+        // A batch that began after the disable cannot hold a nonce of the window.
         let mut a = node(1, 0);
         let last = *a.records.last().unwrap();
         a.disable();
         std::thread::sleep(std::time::Duration::from_millis(3));
-        // A batch that began after the disable cannot hold a nonce of the window.
         a.records.push(Record::Tick {
             at: stamp(&a.clock),
         });
@@ -1083,36 +1010,29 @@ mod tests {
     }
 
     #[test]
-    fn a_window_on_another_epoch_passes_above_its_converted_floor() {
-        // A node on an epoch 5 s earlier than the default: its timestamps, in the floors'
-        // terms, run 5 s ahead of its clock. The floor a predecessor left is 2 s ahead of the
-        // node's clock (the floors' terms): converted, it is 3 s behind the node's own
-        // timestamps, so the window begins with its floor below them, not ahead of them.
-        let epoch = DEFAULT_EPOCH_MS - 5_000;
-        let mut a = Node::on_epoch(1, 0, epoch);
-        let now = stamp(&a.clock).at_ms;
-        let floor = now + 2_000;
-        a.enable_as(true, 1, floor, 60_000).generate(10);
-        let report = check_nodes("epoch", &[&a.records]);
+    fn floors_are_judged_in_the_floors_terms_on_any_epoch() {
+        // A node on an epoch `shift` ms from the default, enabled with a floor `ahead` ms from its
+        // clock (the floors' terms): `converted` as the lease manager enables it, else taken as
+        // clock ms, as before floors knew the epoch.
+        let run = |name: &str, shift: i64, ahead: i64, converted: bool| {
+            let mut a = Node::on_epoch(1, 0, DEFAULT_EPOCH_MS.saturating_add_signed(shift));
+            let floor = stamp(&a.clock).at_ms.saturating_add_signed(ahead);
+            a.enable_as(converted, 1, floor, 60_000).generate(10);
+            check_nodes(name, &[&a.records])
+        };
+        // An epoch 5 s earlier: its timestamps, in the floors' terms, run 5 s ahead of its clock.
+        // The floor a predecessor left 2 s ahead of its clock, converted, is 3 s behind them, so
+        // the window begins with its floor below them, not ahead of them.
+        let report = run("epoch", -5_000, 2_000, true);
         assert_eq!(report.nonces, 30, "{}", report.summary());
         // Decoded with the file's epoch and compared in the floors' terms: every nonce passes.
         // (Against the floor as decoded Unix ms, every one would be at or below it.)
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
         assert_eq!(report.floor_ahead_windows, 0, "{}", report.summary());
         assert!(report.passed());
-    }
-
-    #[test]
-    fn a_nonce_at_or_below_the_converted_floor_fails() {
-        // A node on an epoch 5 s later than the default, enabled with a floor 2 s behind its
-        // clock (the floors' terms) taken as clock ms, as before floors knew the epoch: its
-        // timestamps, in the floors' terms 5 s behind its clock, are at or below the floor.
-        let epoch = DEFAULT_EPOCH_MS + 5_000;
-        let mut a = Node::on_epoch(1, 0, epoch);
-        let now = stamp(&a.clock).at_ms;
-        let floor = now - 2_000;
-        a.enable(1, floor, 60_000).generate(10);
-        let report = check_nodes("epochfloor", &[&a.records]);
+        // An epoch 5 s later, a floor 2 s behind its clock taken as clock ms: its timestamps,
+        // in the floors' terms 5 s behind its clock, are at or below the floor.
+        let report = run("epochfloor", 5_000, -2_000, false);
         // Every nonce the factory made (the floor, read as clock ms, holds none back).
         assert_eq!(report.nonces, 30, "{}", report.summary());
         assert_eq!(report.out_of_window, 30, "{}", report.summary());
@@ -1125,9 +1045,7 @@ mod tests {
             report.floor_ahead_max_ms
         );
         // Converted, the same floor holds the factory above it: nothing out of window.
-        let mut b = Node::on_epoch(1, 0, epoch);
-        b.enable_as(true, 1, floor, 60_000).generate(10);
-        let report = check_nodes("epochfloor2", &[&b.records]);
+        let report = run("epochfloor2", 5_000, -2_000, true);
         assert!(report.nonces > 0, "{}", report.summary());
         assert_eq!(report.out_of_window, 0, "{}", report.summary());
     }
