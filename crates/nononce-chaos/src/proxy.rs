@@ -118,11 +118,6 @@ impl Proxy {
         });
     }
 
-    /// The current mode.
-    pub fn mode(&self) -> Mode {
-        self.control.borrow().mode
-    }
-
     /// Forwards new connections to `upstream`; open ones (to the old upstream) are reset.
     pub fn set_upstream(&self, upstream: SocketAddr) {
         self.control.send_modify(|c| {
@@ -144,24 +139,20 @@ fn reset(stream: &TcpStream) {
     let _ = stream.set_zero_linger();
 }
 
-async fn serve(client: TcpStream, mut control: watch::Receiver<Control>) {
+async fn serve(mut client: TcpStream, mut control: watch::Receiver<Control>) {
     let now = *control.borrow_and_update();
     if now.mode == Mode::Reset {
         reset(&client);
         return;
     }
-    let server = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(now.upstream)).await
-    {
-        Ok(Ok(server)) => server,
+    let connect = TcpStream::connect(now.upstream);
+    let Ok(Ok(mut server)) = tokio::time::timeout(CONNECT_TIMEOUT, connect).await else {
         // The coordinator is down: the client sees its connection reset.
-        _ => {
-            reset(&client);
-            return;
-        }
+        reset(&client);
+        return;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (mut client, mut server) = (client, server);
     let was_reset = {
         let (client_read, client_write) = client.split();
         let (server_read, server_write) = server.split();
@@ -174,7 +165,9 @@ async fn serve(client: TcpStream, mut control: watch::Receiver<Control>) {
         };
         tokio::select! {
             _ = pumps => false,
-            () = until_reset(&mut control, now.resets) => true,
+            // The reset counter moved past the one this connection began with, or the proxy
+            // is gone.
+            _ = control.wait_for(|c| c.resets != now.resets) => true,
         }
     };
     if was_reset {
@@ -183,30 +176,12 @@ async fn serve(client: TcpStream, mut control: watch::Receiver<Control>) {
     }
 }
 
-/// Returns when the reset counter moves past `resets`, or the proxy is gone.
-async fn until_reset(control: &mut watch::Receiver<Control>, resets: u64) {
-    loop {
-        if control.borrow_and_update().resets != resets {
-            return;
-        }
-        if control.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// Returns once the mode is not [`Mode::Stall`] (or the proxy is gone: `false`), with the
+/// Returns once the mode is not [`Mode::Stall`] (or the proxy is gone: `None`), with the
 /// delay to apply.
 async fn unstalled(control: &mut watch::Receiver<Control>) -> Option<u64> {
-    loop {
-        match control.borrow_and_update().mode {
-            Mode::Stall => {}
-            Mode::Delay(ms) => return Some(ms),
-            Mode::Pass | Mode::Reset => return Some(0),
-        }
-        if control.changed().await.is_err() {
-            return None;
-        }
+    match control.wait_for(|c| c.mode != Mode::Stall).await.ok()?.mode {
+        Mode::Delay(ms) => Some(ms),
+        _ => Some(0),
     }
 }
 
@@ -299,7 +274,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stall_holds_bytes_until_healed() {
+    async fn a_stall_holds_bytes_until_healed_and_latency_delays_every_chunk() {
         let (proxy, mut c) = connected().await;
         proxy.set(Mode::Stall);
         c.write_all(b"2").await.unwrap();
@@ -311,22 +286,6 @@ mod tests {
         );
         proxy.set(Mode::Pass);
         assert_eq!(read_some(&mut c, SOON).await.unwrap().unwrap(), b"a:2");
-    }
-
-    #[tokio::test]
-    async fn a_reset_resets_open_and_new_connections() {
-        let (proxy, mut c) = connected().await;
-        proxy.set(Mode::Reset);
-        assert_reset(&mut c).await;
-        assert_reset(&mut TcpStream::connect(proxy.addr()).await.unwrap()).await;
-        proxy.set(Mode::Pass);
-        let mut f = TcpStream::connect(proxy.addr()).await.unwrap();
-        assert_eq!(ask(&mut f, b"3").await, b"a:3");
-    }
-
-    #[tokio::test]
-    async fn latency_delays_every_chunk() {
-        let (proxy, mut c) = connected().await;
         proxy.set(Mode::Delay(250));
         let started = Instant::now();
         assert_eq!(ask(&mut c, b"x").await, b"a:x");
@@ -340,21 +299,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_new_upstream_takes_new_connections_and_resets_old_ones() {
+    async fn resets_reach_open_and_new_connections() {
+        // In reset mode: the open connection and every new one, until healed.
         let (proxy, mut c) = connected().await;
-        proxy.set_upstream(echo(b"b:").await);
+        proxy.set(Mode::Reset);
         assert_reset(&mut c).await;
+        assert_reset(&mut TcpStream::connect(proxy.addr()).await.unwrap()).await;
+        proxy.set(Mode::Pass);
+        let mut f = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert_eq!(ask(&mut f, b"3").await, b"a:3");
+        // A new upstream: the open connection is reset, a new one reaches the new upstream.
+        proxy.set_upstream(echo(b"b:").await);
+        assert_reset(&mut f).await;
         let mut d = TcpStream::connect(proxy.addr()).await.unwrap();
         assert_eq!(ask(&mut d, b"2").await, b"b:2");
-    }
-
-    #[tokio::test]
-    async fn an_upstream_that_is_down_resets_the_client() {
-        let gone = {
-            let l = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
-            l.local_addr().unwrap()
-        };
-        let proxy = Proxy::start(gone).await.unwrap();
+        // An upstream that is down: the client is reset.
+        let gone = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        proxy.set_upstream(gone.local_addr().unwrap());
+        drop(gone);
         assert_reset(&mut TcpStream::connect(proxy.addr()).await.unwrap()).await;
     }
 

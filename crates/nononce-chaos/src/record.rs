@@ -60,11 +60,8 @@ impl Stamp {
     pub fn new(at_ms: u64, offset_ms: i64) -> Self {
         Self {
             at_ms,
-            offset_ms: i32::try_from(offset_ms).unwrap_or(if offset_ms < 0 {
-                i32::MIN
-            } else {
-                i32::MAX
-            }),
+            offset_ms: i32::try_from(offset_ms.clamp(i32::MIN.into(), i32::MAX.into()))
+                .unwrap_or(0),
         }
     }
 

@@ -85,7 +85,7 @@ fn main() -> ExitCode {
                 r.passed(),
                 serde_json::to_string_pretty(&r),
                 format!(
-                    "guard: later node stopped after {} ms (bound {} ms), conflict seen {}, earlier kept its id {}, later node's nonces {}, duplicates between them {} ({})",
+                    "guard: later node stopped after {} ms (bound {} ms), conflict seen {}, earlier kept its id {}, later node's nonces {}, duplicates between them {} ({})\n",
                     r.later_stopped_after_ms
                         .map_or_else(|| "never".to_owned(), |v| v.to_string()),
                     r.bound_ms,
@@ -109,9 +109,6 @@ fn main() -> ExitCode {
         }
     };
     print!("{text}");
-    if !text.ends_with('\n') {
-        println!();
-    }
     if let (Some(path), Ok(json)) = (cli.json, json)
         && let Err(e) = std::fs::write(&path, json)
     {
