@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use nononce::etcd::etcd_client::{
     Client as EtcdClient, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions,
     PutOptions, Txn, TxnOp,
@@ -51,12 +51,6 @@ use nononce_chaos::{CHAOS_KEY, Kind, NodeClock, Record, Stamp};
 
 #[derive(Parser)]
 #[command(about = "nononce chaos node")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
 enum Command {
     /// Run one node until SIGTERM.
     Run(RunArgs),
@@ -238,19 +232,6 @@ struct Recorder {
     floors_in_clock_ms: bool,
 }
 
-impl Recorder {
-    /// The floor the factories hold their timestamps above, in the floors' terms (what the
-    /// checker holds them to): the lease's floor, or with floors in clock ms what the factories
-    /// make of it, `floor_ms - epoch` as a timestamp (both factories share one epoch).
-    fn held_floor(&self, floor_ms: u64) -> u64 {
-        if self.floors_in_clock_ms {
-            floor_terms(floor_ms, self.factories[0].epoch_ms())
-        } else {
-            floor_ms
-        }
-    }
-}
-
 impl LeaseTarget for Recorder {
     fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
         if self.factories.iter().any(|f| f.is_enabled()) {
@@ -258,10 +239,18 @@ impl LeaseTarget for Recorder {
             // generation is read as belonging to the new window.
             self.disable();
         }
+        // The floor the factories hold their timestamps above, in the floors' terms (what the
+        // checker holds them to): the lease's floor, or with floors in clock ms what the
+        // factories make of it, `floor_ms - epoch` as a timestamp (both share one epoch).
+        let held = if self.floors_in_clock_ms {
+            floor_terms(floor_ms, self.factories[0].epoch_ms())
+        } else {
+            floor_ms
+        };
         self.log.put(&Record::Enable {
             at: self.log.now(),
             machine_id: machine_id.get(),
-            floor_ms: self.held_floor(floor_ms),
+            floor_ms: held,
             deadline_ms,
         });
         for factory in &self.factories {
@@ -326,7 +315,7 @@ impl LeaseTarget for Recorder {
 }
 
 fn main() -> std::process::ExitCode {
-    let command = Cli::parse().command;
+    let command = Command::parse();
     nononce_chaos::block_on("chaos-node", async {
         match command {
             Command::Run(args) => run(args).await,
@@ -339,8 +328,6 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
-    let clock = NodeClock::new(args.clock_offset_ms)
-        .map_err(|e| format!("could not start the clock's ticker thread: {e}"))?;
     let file = File::options()
         .create(true)
         .append(true)
@@ -348,13 +335,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
     let log = Arc::new(Log {
         out: Mutex::new(BufWriter::with_capacity(1 << 16, file)),
-        clock: clock.clone(),
+        clock: NodeClock::new(args.clock_offset_ms)
+            .map_err(|e| format!("could not start the clock's ticker thread: {e}"))?,
     });
-    let (factories, recorder) = make_factories(&log, &args)?;
     log.put(&Record::Start {
         node: args.node,
         at: log.now(),
-        epoch_ms: factories[0].epoch_ms(),
+        // The factories' epoch (see `make_factories`).
+        epoch_ms: args.epoch_ms,
     });
     log.flush();
     step_clock_on_sigusr1(&log, args.clock_step_ms)?;
@@ -376,7 +364,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if store == "statefulset" {
         let pod = args.pod.clone().unwrap_or_else(|| "chaos-7".into());
         let strategy = StatefulSetStrategy::from_value("POD_NAME", &pod, 0).map_err(text)?;
-        serve(strategy, config, recorder, factories, log, usr2, &args).await
+        serve(strategy, config, log, usr2, &args).await
     } else if store.starts_with("redis://") {
         let options = RedisOptions::new()
             .with_key(args.name.clone())
@@ -396,15 +384,13 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let strategy = loop {
             match RedisStrategy::connect(&store, options.clone()).await {
                 Ok(s) => break s,
-                Err(e) => {
-                    eprintln!("chaos-node {}: connect: {e}", args.node);
-                    if wait_or_term(ms(500)).await {
-                        return Ok(());
-                    }
-                }
+                Err(e) => eprintln!("chaos-node {}: connect: {e}", args.node),
+            }
+            if wait_or_term(ms(500)).await {
+                return Ok(());
             }
         };
-        serve(strategy, config, recorder, factories, log, usr2, &args).await
+        serve(strategy, config, log, usr2, &args).await
     } else if store.starts_with("etcd://") {
         // The client connects on first use: a cluster that is down makes acquire retry.
         let options = EtcdOptions::from_url(&store)
@@ -415,7 +401,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .with_connect_timeout(ms(args.call_timeout_ms))
             .with_request_timeout(ms(args.call_timeout_ms));
         let strategy = EtcdStrategy::new(options).map_err(text)?;
-        serve(strategy, config, recorder, factories, log, usr2, &args).await
+        serve(strategy, config, log, usr2, &args).await
     } else {
         let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
             .and_then(|s| s.with_table(&args.name))
@@ -431,7 +417,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 return Ok(());
             }
         }
-        serve(strategy, config, recorder, factories, log, usr2, &args).await
+        serve(strategy, config, log, usr2, &args).await
     }
 }
 
@@ -441,13 +427,12 @@ fn make_factories(
     log: &Arc<Log>,
     args: &RunArgs,
 ) -> Result<([Arc<NodeFactory>; 2], Arc<Recorder>), String> {
-    let epoch_ms = args.epoch_ms;
     let build = |k64, k96, k128| {
         Factory::new(
             log.clock.clone(),
             // As the facade builds them: the thread cache on.
             FactoryConfig::new()
-                .with_epoch_ms(epoch_ms)
+                .with_epoch_ms(args.epoch_ms)
                 .with_base_key(&CHAOS_KEY)
                 .with_thread_cache(true)
                 // Factory A issues plain and encrypted nonces of one size side by side; the
@@ -527,12 +512,6 @@ struct Slot {
     burst: AtomicBool,
 }
 
-impl Slot {
-    fn factories(&self) -> [Arc<NodeFactory>; 2] {
-        lock(&self.factories).clone()
-    }
-}
-
 /// How long the generator runs without pausing before a rebuild's drop and after the new
 /// manager is up: the last nonces of the old factories and the first of the new ones are as
 /// close in time as the rebuild allows.
@@ -549,8 +528,6 @@ fn stopping(term: &tokio::sync::watch::Receiver<bool>) -> impl Future<Output = (
 async fn serve<S: Strategy + 'static>(
     strategy: S,
     config: LeaseConfig,
-    recorder: Arc<Recorder>,
-    factories: [Arc<NodeFactory>; 2],
     log: Arc<Log>,
     mut usr2: tokio::signal::unix::Signal,
     args: &RunArgs,
@@ -558,6 +535,7 @@ async fn serve<S: Strategy + 'static>(
     // One strategy for every manager of the process, as an application that rebuilds its
     // manager keeps its store connection.
     let strategy = Arc::new(strategy);
+    let (factories, recorder) = make_factories(&log, args)?;
     let (term_tx, term) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         terminated().await;
@@ -722,7 +700,7 @@ fn generate(slot: &Slot, log: &Log, stop: &AtomicBool, per_tick: u32, tick: Dura
     let mut warned = false;
     while !stop.load(Ordering::Relaxed) {
         // The factories of the running manager (new ones once a rebuild installed them).
-        let [a, b] = slot.factories();
+        let [a, b] = lock(&slot.factories).clone();
         batch.clear();
         // Read before any nonce of the batch is asked for: the checker's bound on when they
         // were produced.
@@ -915,19 +893,19 @@ impl Table {
         sqlx::AssertSqlSafe(out)
     }
 
-    /// Runs `sql` with the arguments `token`, `ttl_ms` and `id`; the rows it changed.
+    /// Gives the rows whose ID is `id_is` (`=`, `>=`) `id` to `token` for `ttl_ms`.
     async fn set_token(
         &self,
         token: &[u8],
         ttl_ms: i64,
         id_is: &str,
         id: i64,
-    ) -> Result<u64, String> {
+    ) -> Result<(), String> {
         let sql = self.statement(&format!(
             "UPDATE {} SET token = ?, expires_at = {}, lock_version = lock_version + 1 WHERE id {id_is} ?",
             self.name, self.sql.later
         ));
-        with_pool!(self, p => sqlx::query(sql).bind(token).bind(ttl_ms).bind(id).execute(p).await.map(|r| r.rows_affected()))
+        with_pool!(self, p => sqlx::query(sql).bind(token).bind(ttl_ms).bind(id).execute(p).await.map(drop))
             .map_err(text)
     }
 
@@ -1065,12 +1043,7 @@ async fn steal_redis(args: &StealArgs) -> Result<Option<i64>, String> {
         .map_err(text)?;
     let ids: Vec<&String> = fields
         .iter()
-        .filter(|(k, v)| {
-            !k.is_empty()
-                && k.len() <= 3
-                && k.bytes().all(|b| b.is_ascii_digit())
-                && v.as_str() != RESERVED_REDIS
-        })
+        .filter(|(k, v)| lease_id("", k.as_bytes()).is_some() && v.as_str() != RESERVED_REDIS)
         .map(|(k, _)| k)
         .collect();
     if ids.is_empty() {
@@ -1125,19 +1098,14 @@ async fn etcd_lease(client: &mut EtcdClient, ttl_ms: u64) -> Result<i64, String>
     Ok(client.lease_grant(seconds, None).await.map_err(text)?.id())
 }
 
-/// The ID of a lease key, `<prefix><id>` with `id` in lease-etcd's form (decimal, no leading
-/// zero, below 512); `None` for floor keys and anything else.
-fn etcd_lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
-    let id = key.strip_prefix(prefix.as_bytes())?;
-    let digits = !id.is_empty() && id.len() <= 3 && id.iter().all(u8::is_ascii_digit);
-    if !digits || (id.len() > 1 && id[0] == b'0') {
-        return None;
-    }
-    std::str::from_utf8(id)
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|id| *id < MachineId::COUNT)
+/// The ID of a lease key (etcd) or field (Valkey/Redis), `<prefix><id>` with `id` as the
+/// backends write it (decimal, no leading zero, below 512); `None` for floors, markers and
+/// anything else.
+fn lease_id(prefix: &str, key: &[u8]) -> Option<u16> {
+    let text = std::str::from_utf8(key.strip_prefix(prefix.as_bytes())?).ok()?;
+    let id: u16 = text.parse().ok()?;
+    // Written back as it was read: no sign, no leading zero.
+    (id < MachineId::COUNT && id.to_string() == text).then_some(id)
 }
 
 /// Gives one held ID's key (never a reserved one) to a foreign etcd lease of `ttl_ms`, as
@@ -1157,7 +1125,7 @@ async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
             .kvs()
             .iter()
             .filter(|kv| kv.value() != RESERVED_ETCD.as_bytes())
-            .filter_map(|kv| Some((etcd_lease_id(&prefix, kv.key())?, kv.mod_revision())))
+            .filter_map(|kv| Some((lease_id(&prefix, kv.key())?, kv.mod_revision())))
             .collect();
         if held.is_empty() {
             return Ok(None);
@@ -1166,17 +1134,9 @@ async fn steal_etcd(args: &StealArgs) -> Result<Option<i64>, String> {
         let lease = etcd_lease(&mut client, args.ttl_ms).await?;
         let key = format!("{prefix}{id}");
         let token = format!("{:032x}", rand::random::<u128>());
-        let txn = Txn::new()
-            .when(vec![Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                revision,
-            )])
-            .and_then(vec![TxnOp::put(
-                key,
-                token,
-                Some(PutOptions::new().with_lease(lease)),
-            )]);
+        let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, revision);
+        let put = TxnOp::put(key, token, Some(PutOptions::new().with_lease(lease)));
+        let txn = Txn::new().when(vec![unchanged]).and_then(vec![put]);
         if client.txn(txn).await.map_err(text)?.succeeded() {
             return Ok(Some(i64::from(id)));
         }
@@ -1265,17 +1225,17 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
         // blocked for the amnesia hold-off (free with the nodes' guard off).
         strategy.migrate().await.map_err(text)?;
         let table = Table::open(&args.store, &args.name).await?;
-        let keep = i64::from(args.keep);
         table
-            .set_token(&RESERVED_TOKEN, ttl, ">=", keep)
+            .set_token(&RESERVED_TOKEN, ttl, ">=", i64::from(args.keep))
             .await
-            .map(drop)
     })
     .await
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn only_plain_lowercase_names_are_spliced_into_sql() {
         assert!(plain_name("chaos_sqlite_1_17").is_ok());
@@ -1284,23 +1244,28 @@ mod tests {
         }
     }
 
-    use super::*;
-
     #[test]
     fn etcd_keys_follow_lease_etcds_layout() {
         let p = etcd_prefix("chaos_etcd_1_2");
         assert_eq!(p, "/chaos_etcd_1_2/");
-        assert_eq!(etcd_lease_id(&p, b"/chaos_etcd_1_2/0"), Some(0));
-        assert_eq!(etcd_lease_id(&p, b"/chaos_etcd_1_2/511"), Some(511));
+        assert_eq!(lease_id(&p, b"/chaos_etcd_1_2/0"), Some(0));
+        assert_eq!(lease_id(&p, b"/chaos_etcd_1_2/511"), Some(511));
         for other in [
             &b"/chaos_etcd_1_2/512"[..],
             b"/chaos_etcd_1_2/07",
+            b"/chaos_etcd_1_2/+7",
             b"/chaos_etcd_1_2/floor/7",
             b"/chaos_etcd_1_2/",
             b"/other/7",
         ] {
-            assert_eq!(etcd_lease_id(&p, other), None);
+            assert_eq!(lease_id(&p, other), None);
         }
+        // Valkey/Redis fields: the ID's own, never its floor or ownership marker.
+        assert_eq!(lease_id("", b"7"), Some(7));
+        assert_eq!(
+            lease_id("", b"floor.7").or(lease_id("", b"token.7.x")),
+            None
+        );
         // The reserved token is a token in lease-etcd's form: 32 hex digits.
         let hex: String = RESERVED_TOKEN.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(RESERVED_ETCD, hex);
