@@ -32,10 +32,7 @@ fn shifted_epoch(shift_ms: i64) -> u64 {
 
 /// Waits until node `i` has had time to install its signal handlers.
 fn signal_ready(cluster: &Cluster, i: usize) {
-    let age = cluster.nodes[i].spawned.elapsed();
-    if age < SIGNAL_READY {
-        thread::sleep(SIGNAL_READY - age);
-    }
+    thread::sleep(SIGNAL_READY.saturating_sub(cluster.nodes[i].spawned.elapsed()));
 }
 
 /// Logs the steals that finished (all of them with `wait`: each is bounded by its timeout).
@@ -71,20 +68,9 @@ pub fn reserve(
     initialize: bool,
 ) -> Result<(), String> {
     let keep = cluster.shared_ids;
-    let mut cmd = Command::new(&cluster.bin);
-    cmd.args([
-        "reserve",
-        "--store",
-        &coordinator.direct_url(),
-        "--name",
-        &cluster.name,
-    ])
-    .args([
-        "--keep",
-        &keep.to_string(),
-        "--ttl-ms",
-        &RESERVE_MS.to_string(),
-    ]);
+    let mut cmd = store_command(cluster, "reserve", coordinator);
+    let (keep_arg, ttl) = (keep.to_string(), RESERVE_MS.to_string());
+    cmd.args(["--keep", &keep_arg, "--ttl-ms", &ttl]);
     if initialize {
         cmd.arg("--initialize");
     }
@@ -106,12 +92,17 @@ pub fn reserve(
     Ok(())
 }
 
-/// The `chaos-node wipe` command for the run's store, as an operator's direct connection:
-/// `wide` picks `FLUSHALL` over `DEL` of the hash and `TRUNCATE` over `DELETE` (SQLite and etcd
-/// have one form each).
-fn wipe_command(bin: &std::path::Path, url: &str, name: &str, wide: bool) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.args(["wipe", "--store", url, "--name", name]);
+/// `chaos-node <verb>` on the run's store, as an operator's direct connection.
+fn store_command(cluster: &Cluster, verb: &str, coordinator: &Coordinator) -> Command {
+    let (mut cmd, url) = (Command::new(&cluster.bin), coordinator.direct_url());
+    cmd.args([verb, "--store", &url, "--name", &cluster.name]);
+    cmd
+}
+
+/// The `chaos-node wipe` command: `wide` picks `FLUSHALL` over `DEL` of the hash and `TRUNCATE`
+/// over `DELETE` (SQLite and etcd have one form each).
+fn wipe_command(cluster: &Cluster, coordinator: &Coordinator, wide: bool) -> Command {
+    let mut cmd = store_command(cluster, "wipe", coordinator);
     if wide {
         cmd.arg("--all");
     }
@@ -124,7 +115,7 @@ fn wipe_command(bin: &std::path::Path, url: &str, name: &str, wide: bool) -> Com
 /// so with the guard off one that takes an ID after the wipe likely takes one that a running
 /// node still generates with.
 fn wipe(cluster: &mut Cluster, coordinator: &Coordinator, wide: bool) -> Result<(), String> {
-    let cmd = wipe_command(&cluster.bin, &coordinator.direct_url(), &cluster.name, wide);
+    let cmd = wipe_command(cluster, coordinator, wide);
     let out = servers::output_within(cmd, "wipe", STEAL_TIMEOUT)?;
     if !out.status.success() {
         // Not a harness failure: the store may not answer; the run goes on without the loss.
@@ -219,15 +210,8 @@ pub fn act(
         Action::Steal => {
             // In the background: against a server that is down it takes until its timeout,
             // and the schedule must go on meanwhile.
-            let mut cmd = Command::new(&cluster.bin);
-            cmd.args([
-                "steal",
-                "--store",
-                &coordinator.direct_url(),
-                "--name",
-                &cluster.name,
-            ])
-            .args(["--ttl-ms", &LEASE_MS.to_string()]);
+            let mut cmd = store_command(cluster, "steal", coordinator);
+            cmd.args(["--ttl-ms", &LEASE_MS.to_string()]);
             cluster.background.push(thread::spawn(move || {
                 servers::output_within(cmd, "steal", STEAL_TIMEOUT)
             }));
@@ -337,8 +321,7 @@ pub fn act(
 
 #[cfg(test)]
 mod tests {
-    use super::{DEFAULT_EPOCH_MS, shifted_epoch, wipe_command};
-    use std::path::Path;
+    use super::*;
 
     fn args(cmd: &std::process::Command) -> Vec<String> {
         cmd.get_args()
@@ -348,23 +331,24 @@ mod tests {
 
     #[test]
     fn the_wipe_goes_to_the_store_directly_in_the_planned_form() {
-        let bin = Path::new("chaos-node");
-        let narrow = wipe_command(bin, "redis://127.0.0.1:7000", "chaos_valkey9_1_2", false);
+        let dir = std::env::temp_dir().join(format!("xtask-chaos-wipe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = "chaos_sqlite_1_2".to_owned();
+        let cluster = Cluster::new("chaos-node".into(), dir.clone(), name).unwrap();
+        let store = Coordinator::Sqlite("sqlite:leases.db".into());
+        let narrow = wipe_command(&cluster, &store, false);
+        let wide = wipe_command(&cluster, &store, true);
+        drop(cluster);
+        std::fs::remove_dir_all(dir).unwrap();
         assert_eq!(
             args(&narrow),
             [
                 "wipe",
                 "--store",
-                "redis://127.0.0.1:7000",
+                "sqlite:leases.db",
                 "--name",
-                "chaos_valkey9_1_2"
+                "chaos_sqlite_1_2"
             ]
-        );
-        let wide = wipe_command(
-            bin,
-            "postgres://postgres@127.0.0.1:7001/postgres",
-            "t",
-            true,
         );
         assert_eq!(args(&wide).last().map(String::as_str), Some("--all"));
         // Never an initialization: the wipe command has no such flag to pass.

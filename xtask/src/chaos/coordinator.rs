@@ -40,11 +40,6 @@ fn sqlite_options(extra: Option<&str>, guard: bool) -> Option<String> {
     (!options.is_empty()).then(|| options.join("&"))
 }
 
-/// Options of the nodes' etcd URLs: the amnesia hold-off is the longest lease (the nodes').
-fn etcd_options() -> String {
-    format!("max_lease_s={}", LEASE_MS.div_ceil(1000))
-}
-
 pub enum Coordinator {
     /// A file every node opens directly.
     Sqlite(String),
@@ -97,45 +92,24 @@ impl Coordinator {
         }
     }
 
-    /// The store URL a node is given, through its proxy on `port`; `guard` false turns the
-    /// SQL amnesia guard off (Valkey/Redis nodes take a flag, etcd has no switch).
-    pub fn node_url(
-        &self,
-        port: Option<u16>,
-        sql_extra: Option<&str>,
-        max_clock_offset_ms: u64,
-        guard: bool,
-    ) -> String {
-        let through = |url: String, port: Option<u16>, options: Option<String>| {
-            let url = match port {
-                Some(port) => with_port(&url, port),
-                None => url,
-            };
-            match options {
-                Some(o) => format!("{url}?{o}"),
-                None => url,
-            }
+    /// The store URL a node is given, through its proxy on `port`, with the nodes' lease-sql
+    /// URL options `sql_options` (see [`Self::sql_url_options`]).
+    pub fn node_url(&self, port: Option<u16>, sql_options: Option<&str>) -> String {
+        let url = self.direct_url();
+        let url = port.map_or_else(|| url.clone(), |port| with_port(&url, port));
+        let options = match self {
+            // The amnesia hold-off is the longest lease (the nodes').
+            Coordinator::Etcd(_) => Some(format!("max_lease_s={}", LEASE_MS.div_ceil(1000))),
+            _ => sql_options.map(str::to_owned),
         };
-        match self {
-            Coordinator::Sqlite(url) => {
-                through(url.clone(), None, sqlite_options(sql_extra, guard))
-            }
-            Coordinator::Redis(_) => through(self.direct_url(), port, None),
-            Coordinator::Postgres(s) => through(
-                s.url(),
-                port,
-                Some(sql_options(sql_extra, max_clock_offset_ms, guard)),
-            ),
-            Coordinator::Mariadb(s) => through(
-                s.url(),
-                port,
-                Some(sql_options(sql_extra, max_clock_offset_ms, guard)),
-            ),
-            Coordinator::Etcd(s) => through(s.url(), port, Some(etcd_options())),
+        match options {
+            Some(o) => format!("{url}?{o}"),
+            None => url,
         }
     }
 
-    /// The lease-sql URL options of the nodes (none: not SQL).
+    /// The lease-sql URL options of the nodes (none: not SQL); `guard` false turns the SQL
+    /// amnesia guard off (Valkey/Redis nodes take a flag, etcd has no switch).
     pub fn sql_url_options(
         &self,
         sql_extra: Option<&str>,
@@ -155,7 +129,7 @@ impl Coordinator {
         Features {
             proxy: self.upstream().is_some(),
             server: !matches!(self, Coordinator::Sqlite(_)),
-            replica: matches!(self, Coordinator::Postgres(s) if s.has_replica()),
+            replica: matches!(self, Coordinator::Postgres(_)),
         }
     }
 

@@ -28,17 +28,11 @@ pub fn scenario(bins: &Bins, dir: &Path) -> Result<String, String> {
     for _ in 0..2 {
         cluster.nodes.push(Node::new("statefulset".into()));
     }
+    // Both on pod `chaos-7`, each with its guard at `bind`, finding the first one's at `seed`.
     let guard_args = |bind: SocketAddr, seed: Option<SocketAddr>| {
-        let mut args = vec![
-            "--pod".to_owned(),
-            "chaos-7".to_owned(),
-            "--guard-bind".to_owned(),
-            bind.to_string(),
-        ];
-        if let Some(seed) = seed {
-            args.extend(["--guard-seed".to_owned(), seed.to_string()]);
-        }
-        args
+        let seed = seed.map(|seed| format!("--guard-seed={seed}"));
+        let args = ["--pod=chaos-7".to_owned(), format!("--guard-bind={bind}")];
+        args.into_iter().chain(seed).collect::<Vec<_>>()
     };
     cluster.spawn_with(0, &guard_args(first, None))?;
     thread::sleep(Duration::from_secs(2));

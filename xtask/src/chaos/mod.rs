@@ -109,12 +109,14 @@ pub fn suite(env: &[(String, String)], bins: &Bins) -> Result<(), String> {
 /// the guard scenario; `env` has the test servers' variables.
 fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Result<(), String> {
     let root = crate::workspace::root();
-    let env = |key: &str| {
+    // A server's program, from the variable `var` (the test servers' first, then ours).
+    let bin = |var: &str| {
         env.iter()
             .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(key).ok())
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| PathBuf::from(v))
+            .or_else(|| std::env::var_os(var).map(PathBuf::from))
+            .ok_or_else(|| format!("{var} is not set"))
     };
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -148,23 +150,17 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
                 dir.join("leases.db").display()
             ))),
             Backend::Postgres => {
-                Postgres::start(&dir, true).map(|pg| Coordinator::Postgres(Box::new(pg)))
+                Postgres::start(&dir).map(|pg| Coordinator::Postgres(Box::new(pg)))
             }
             Backend::Mariadb => Mariadb::start(&dir).map(Coordinator::Mariadb),
-            Backend::Valkey | Backend::Redis8 => {
-                let var = if backend == Backend::Valkey {
-                    "NONONCE_TEST_VALKEY_BIN"
-                } else {
-                    "NONONCE_TEST_REDIS8_BIN"
-                };
-                env(var)
-                    .ok_or_else(|| format!("{var} is not set"))
-                    .and_then(|bin| start_redis(PathBuf::from(bin), &dir))
-                    .map(Coordinator::Redis)
-            }
-            Backend::Etcd => env("NONONCE_TEST_ETCD_BIN")
-                .ok_or_else(|| "NONONCE_TEST_ETCD_BIN is not set".to_owned())
-                .and_then(|bin| EtcdServer::start(PathBuf::from(bin), &dir))
+            Backend::Valkey => bin("NONONCE_TEST_VALKEY_BIN")
+                .and_then(|bin| start_redis(bin, &dir))
+                .map(Coordinator::Redis),
+            Backend::Redis8 => bin("NONONCE_TEST_REDIS8_BIN")
+                .and_then(|bin| start_redis(bin, &dir))
+                .map(Coordinator::Redis),
+            Backend::Etcd => bin("NONONCE_TEST_ETCD_BIN")
+                .and_then(|bin| EtcdServer::start(bin, &dir))
                 .map(Coordinator::Etcd),
         };
         coordinator.and_then(|c| run_backend(ctx, c))
@@ -207,17 +203,9 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
     });
 
     println!();
+    // Headers as wide as the columns of the rows below.
     println!(
-        "{:<9} {:>9} {:>10} {:>13} {:>9} {:>7} {:>8} {:>6} {:>6}  faults",
-        "backend",
-        "nonces",
-        "duplicates",
-        "out-of-window",
-        "handovers",
-        "windows",
-        "overlaps",
-        "time",
-        "result"
+        "backend      nonces duplicates out-of-window handovers windows overlaps   time result  faults"
     );
     let mut failed = Vec::new();
     for (backend, result, took) in &results {

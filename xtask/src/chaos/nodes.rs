@@ -103,7 +103,6 @@ impl Cluster {
         self.write_log("event", event, node, detail);
     }
 
-    /// Starts node `i` as a new process incarnation with its planned clock.
     /// Node `i`'s next process runs on the clock offset of its current one, as a redeployment
     /// on the same machine does (other restarts come back on a planned other offset).
     pub fn keep_clock(&mut self, i: usize) {
@@ -117,6 +116,7 @@ impl Cluster {
         }
     }
 
+    /// Starts node `i` as a new process incarnation with its planned clock.
     pub fn spawn(&mut self, i: usize) -> Result<(), String> {
         self.spawn_with(i, &[])
     }

@@ -36,28 +36,16 @@ pub fn run_backend(
     mut ctx: Ctx<'_>,
     mut coordinator: Coordinator,
 ) -> Result<serde_json::Value, String> {
-    let mut cluster = Cluster::new(
-        ctx.bins.node.clone(),
-        ctx.dir.to_path_buf(),
-        ctx.name.to_owned(),
-    )?;
-    if let Some(upstream) = coordinator.upstream() {
-        cluster.proxies = Some(Proxies::start(
-            &ctx.bins.proxy,
-            upstream,
-            ctx.opts.nodes,
-            &ctx.dir.join("proxy.log"),
-        )?);
-    }
-    let plan = schedule::plan(
-        &mut ctx.rng,
-        ctx.opts.nodes,
-        ctx.opts.secs,
-        ctx.opts.long,
-        coordinator.features(),
-    );
+    let (opts, dir) = (ctx.opts, ctx.dir);
+    let mut cluster = Cluster::new(ctx.bins.node.clone(), dir.to_path_buf(), ctx.name.into())?;
+    let log = dir.join("proxy.log");
+    cluster.proxies = coordinator
+        .upstream()
+        .map(|upstream| Proxies::start(&ctx.bins.proxy, upstream, opts.nodes, &log))
+        .transpose()?;
+    let features = coordinator.features();
+    let plan = schedule::plan(&mut ctx.rng, opts.nodes, opts.secs, opts.long, features);
     cluster.clocks = plan.clocks;
-    let opts = ctx.opts;
     cluster.node_flags = [
         (opts.without_amnesia_guard, "--without-amnesia-guard"),
         (opts.floors_in_clock_ms, "--floors-in-clock-ms"),
@@ -66,8 +54,8 @@ pub fn run_backend(
     .into_iter()
     .filter_map(|(on, flag)| on.then_some(flag))
     .collect();
-    cluster.shared_ids = ctx.opts.nodes + ctx.opts.spare_ids;
-    if ctx.opts.within_margin {
+    cluster.shared_ids = opts.nodes + opts.spare_ids;
+    if opts.within_margin {
         // The guarantee's documented condition on stores that can lose writes: clocks within
         // the margin of each other (a quarter each way, plus a quarter for a step).
         let bound = schedule::MARGIN_MS / 4;
@@ -92,18 +80,14 @@ pub fn run_backend(
         ),
     );
     cluster.sql_options = coordinator.sql_url_options(
-        ctx.opts.sql_options.as_deref(),
+        opts.sql_options.as_deref(),
         cluster.max_clock_offset_ms,
-        !ctx.opts.without_amnesia_guard,
+        !opts.without_amnesia_guard,
     );
-    for i in 0..ctx.opts.nodes {
+    for i in 0..opts.nodes {
         let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
-        cluster.nodes.push(Node::new(coordinator.node_url(
-            port,
-            ctx.opts.sql_options.as_deref(),
-            cluster.max_clock_offset_ms,
-            !ctx.opts.without_amnesia_guard,
-        )));
+        let url = coordinator.node_url(port, cluster.sql_options.as_deref());
+        cluster.nodes.push(Node::new(url));
     }
 
     if matches!(coordinator, Coordinator::Redis(_)) {
@@ -118,7 +102,7 @@ pub fn run_backend(
     cluster.started = Instant::now();
     // Many nodes starting at once.
     cluster.log("herd", None, "all nodes start at once");
-    for i in 0..ctx.opts.nodes {
+    for i in 0..opts.nodes {
         cluster.spawn(i)?;
     }
     // Every fault healed (a server fault may be pushed past the nominal end), then time to
@@ -142,7 +126,7 @@ pub fn run_backend(
         .iter()
         .filter(|(_, a)| {
             (forgets && matches!(a, Action::CoordinatorUp | Action::FailoverPromote))
-                || (ctx.opts.long && !sqlite && matches!(a, Action::Wipe(_)))
+                || (opts.long && !sqlite && matches!(a, Action::Wipe(_)))
         })
         // The server's uptime counts from its start, rounded down a second; then a retry
         // interval, and leases to hand over.
@@ -150,7 +134,7 @@ pub fn run_backend(
         .max()
         .unwrap_or(0);
     let mut end = Duration::from_millis(
-        (ctx.opts.secs * 1000)
+        (opts.secs * 1000)
             .max(last_action + RECOVERY_MS)
             .max(last_loss),
     );
@@ -184,9 +168,9 @@ pub fn run_backend(
     cluster.stop_all();
     drop(cluster);
     drop(coordinator);
-    let json = ctx.dir.join("report.json");
+    let json = dir.join("report.json");
     let mut check = Command::new(&ctx.bins.check);
-    check.arg(ctx.dir).arg("--json").arg(&json);
+    check.arg(dir).arg("--json").arg(&json);
     let out = servers::output_within(check, "chaos-check", CHECK_TIMEOUT)?;
     print!("{}", String::from_utf8_lossy(&out.stdout));
     eprint!("{}", String::from_utf8_lossy(&out.stderr));

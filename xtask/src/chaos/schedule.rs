@@ -119,14 +119,10 @@ impl NodeClocks {
     /// (offset, step) for incarnation `k` (the last ones repeat).
     pub fn get(&self, k: u32) -> (i64, u64) {
         let i = usize::try_from(k.max(1) - 1).unwrap_or(usize::MAX);
-        let pick = |v: &[i64]| v.get(i).or(v.last()).copied().unwrap_or(0);
-        let step = self
-            .steps_ms
-            .get(i)
-            .or(self.steps_ms.last())
-            .copied()
-            .unwrap_or(0);
-        (pick(&self.offsets_ms), step)
+        fn pick<T: Copy + Default>(v: &[T], i: usize) -> T {
+            v.get(i).or(v.last()).copied().unwrap_or_default()
+        }
+        (pick(&self.offsets_ms, i), pick(&self.steps_ms, i))
     }
 }
 
@@ -424,9 +420,11 @@ mod tests {
             .collect()
     }
 
+    /// Every backend's plans: the wipe once, as the last fault; an epoch change of up to a
+    /// lease, both ways; and a rebuild of the stepped node after each clock step.
     #[test]
-    fn every_backend_gets_the_wipe_once_as_the_last_fault() {
-        let mut forms = [0; 2];
+    fn every_plan_has_its_wipe_epoch_changes_and_rebuilds() {
+        let (mut forms, mut signs) = ([0; 2], [0; 2]);
         every_plan(|features, secs, long, seed, p| {
             let w = picked(p, |a| match a {
                 Action::Wipe(wide) => Some(usize::from(*wide)),
@@ -460,15 +458,7 @@ mod tests {
             if !long && !features.server {
                 assert!(at < 24_000, "seed {seed}: {at}");
             }
-        });
-        // Both forms (DEL/DELETE and FLUSHALL/TRUNCATE) over the seeds.
-        assert!(forms[0] > 100 && forms[1] > 100, "{forms:?}");
-    }
 
-    #[test]
-    fn every_backend_gets_an_epoch_change_of_up_to_a_lease_both_ways() {
-        let mut signs = [0; 2];
-        every_plan(|_, _, long, seed, p| {
             let epochs: Vec<(usize, i64)> = p
                 .actions
                 .iter()
@@ -491,14 +481,7 @@ mod tests {
                 );
                 signs[usize::from(shift > 0)] += 1;
             }
-        });
-        // Earlier and later epochs over the seeds.
-        assert!(signs[0] > 100 && signs[1] > 100, "{signs:?}");
-    }
 
-    #[test]
-    fn every_clock_step_is_followed_by_a_rebuild_of_the_stepped_node() {
-        every_plan(|_, _, _, seed, p| {
             let steps = picked(p, |a| match a {
                 Action::ClockStep(node) => Some(*node),
                 _ => None,
@@ -522,6 +505,10 @@ mod tests {
                 assert!(p.clocks[*node].get(1).1 >= 2 * MARGIN_MS);
             }
         });
+        // Both wipe forms (DEL/DELETE and FLUSHALL/TRUNCATE), and earlier and later epochs,
+        // over the seeds.
+        assert!(forms[0] > 100 && forms[1] > 100, "{forms:?}");
+        assert!(signs[0] > 100 && signs[1] > 100, "{signs:?}");
     }
 
     #[test]

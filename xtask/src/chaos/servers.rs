@@ -22,11 +22,6 @@ pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// Runs `cmd` to completion within [`COMMAND_TIMEOUT`], killing it after.
-fn output(cmd: Command, what: &str) -> Result<Output, String> {
-    output_within(cmd, what, COMMAND_TIMEOUT)
-}
-
 /// Runs `cmd` to completion within `timeout`, killing it after; its output is collected as
 /// it comes.
 pub fn output_within(mut cmd: Command, what: &str, timeout: Duration) -> Result<Output, String> {
@@ -66,8 +61,9 @@ pub fn output_within(mut cmd: Command, what: &str, timeout: Duration) -> Result<
     })
 }
 
+/// Runs `cmd` to completion within [`COMMAND_TIMEOUT`]: its output, or its failure.
 fn output_ok(cmd: Command, what: &str) -> Result<Output, String> {
-    let out = output(cmd, what)?;
+    let out = output_within(cmd, what, COMMAND_TIMEOUT)?;
     if out.status.success() {
         Ok(out)
     } else {
@@ -143,6 +139,11 @@ fn pg_bin() -> Result<PathBuf, String> {
         .ok_or_else(|| "no initdb under /usr/lib/postgresql/<version>/bin".into())
 }
 
+/// The connection string of user `postgres` to database `postgres` on loopback `port`.
+fn pg_conninfo(port: u16) -> String {
+    format!("host=127.0.0.1 port={port} user=postgres dbname=postgres")
+}
+
 /// A PostgreSQL program, as user `postgres` when `as_postgres`.
 fn pg_command(bin: &Path, as_postgres: bool, program: &str) -> Command {
     let program = bin.join(program);
@@ -212,7 +213,7 @@ pub struct Postgres {
 
 impl Postgres {
     /// initdb, start the primary, take a base backup, start the replica.
-    pub fn start(logs: &Path, replica: bool) -> Result<Self, String> {
+    pub fn start(logs: &Path) -> Result<Self, String> {
         let bin = pg_bin()?;
         let root = TempDir::new("pg")?;
         let as_postgres = is_root();
@@ -231,34 +232,15 @@ impl Postgres {
         )?;
         let primary =
             pg_node(&bin, as_postgres, &root.0, "primary", server_port()?, logs).start()?;
-        let replica = if replica {
-            let data = root.0.join("replica").display().to_string();
-            run_ok(
-                "pg_basebackup",
-                &[
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &primary.port().to_string(),
-                    "-U",
-                    "postgres",
-                    "-D",
-                    &data,
-                    "-R",
-                    "-X",
-                    "stream",
-                    "-c",
-                    "fast",
-                ],
-            )?;
-            Some(pg_node(&bin, as_postgres, &root.0, "replica", server_port()?, logs).start()?)
-        } else {
-            None
-        };
+        let data = root.0.join("replica").display().to_string();
+        let from = pg_conninfo(primary.port());
+        let args = ["-d", &from, "-D", &data, "-R", "-X", "stream", "-c", "fast"];
+        run_ok("pg_basebackup", &args)?;
+        let replica = pg_node(&bin, as_postgres, &root.0, "replica", server_port()?, logs);
         let pg = Self {
             bin,
             primary,
-            replica,
+            replica: Some(replica.start()?),
             _files: root,
         };
         pg.wait_streaming()?;
@@ -267,20 +249,8 @@ impl Postgres {
 
     fn psql(&self, port: u16, sql: &str) -> Result<String, String> {
         let mut cmd = Command::new(self.bin.join("psql"));
-        cmd.args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-Atc",
-            sql,
-        ]);
+        let to = pg_conninfo(port);
+        cmd.args(["-d", &to, "-v", "ON_ERROR_STOP=1", "-Atc", sql]);
         output_ok(cmd, "psql").map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     }
 
@@ -313,17 +283,12 @@ impl Postgres {
         )
     }
 
-    pub fn has_replica(&self) -> bool {
-        self.replica.is_some()
-    }
-
     /// The replica stops receiving WAL: from now on it lags behind the primary.
     pub fn lag_replica(&self) -> Result<String, String> {
         let replica = self.replica.as_ref().ok_or("no replica")?;
         self.psql(replica.port(), "ALTER SYSTEM SET primary_conninfo = ''")?;
         self.psql(replica.port(), "SELECT pg_reload_conf()")?;
-        let lsn = self.psql(replica.port(), "SELECT pg_last_wal_replay_lsn()")?;
-        Ok(lsn)
+        self.psql(replica.port(), "SELECT pg_last_wal_replay_lsn()")
     }
 
     /// Kills the primary and promotes the (lagging) replica, which becomes the primary.
@@ -337,8 +302,7 @@ impl Postgres {
         let replica_lsn = self.psql(replica.port(), "SELECT pg_last_wal_replay_lsn()")?;
         let promoted = self.psql(replica.port(), "SELECT pg_promote(true, 30)")?;
         // The old primary's directory stays as it was; the promoted replica is the primary now.
-        let old = std::mem::replace(&mut self.primary, replica);
-        drop(old);
+        self.primary = replica;
         if promoted != "t" {
             return Err(format!("pg_promote answered {promoted}"));
         }
@@ -434,14 +398,8 @@ impl Mariadb {
 /// The MariaDB client on loopback `port`, logged in as root over TCP.
 fn mariadb_client(port: u16) -> Command {
     let mut cmd = Command::new("mariadb");
-    cmd.args([
-        "--no-defaults",
-        "-h",
-        "127.0.0.1",
-        "-P",
-        &port.to_string(),
-        "-uroot",
-    ]);
+    let port = format!("--port={port}");
+    cmd.args(["--no-defaults", "--host=127.0.0.1", &port, "-uroot"]);
     cmd
 }
 
