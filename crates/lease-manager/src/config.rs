@@ -217,44 +217,33 @@ mod tests {
     }
 
     #[test]
-    fn rejects_unsafe_combinations() {
-        let d = LeaseConfig::default();
-        assert_eq!(
-            d.clone().with_margin(Duration::ZERO).validate(),
-            Err(LeaseConfigError::ZeroMargin)
-        );
-        assert!(matches!(
-            d.clone().with_margin(Duration::from_secs(15)).validate(),
-            Err(LeaseConfigError::MarginTooLarge { .. })
-        ));
-        assert!(matches!(
-            d.clone()
-                .with_renew_interval(Duration::from_secs(10))
-                .validate(),
-            Err(LeaseConfigError::RenewIntervalTooShort { .. })
-        ));
-        assert!(matches!(
-            d.clone()
-                .with_lease_duration(Duration::from_secs(29))
-                .validate(),
-            Err(LeaseConfigError::LeaseShorterThanMinTtl { .. })
-        ));
-        assert_eq!(
-            d.clone()
-                .with_acquire_timeout(Some(Duration::ZERO))
-                .validate(),
-            Err(LeaseConfigError::Zero("acquire timeout"))
-        );
-        assert_eq!(
-            d.clone().with_release_guard(Duration::ZERO).validate(),
-            Err(LeaseConfigError::Zero("release guard"))
-        );
-        let msg = d
-            .with_margin(Duration::from_secs(15))
-            .validate()
-            .unwrap_err()
-            .to_string();
-        assert!(msg.starts_with("minimum ttl"), "{msg}");
-        assert!(!msg.ends_with('.'));
+    fn rejects_unsafe_combinations_naming_them() {
+        let (d, s, zero) = (LeaseConfig::default, Duration::from_secs, Duration::ZERO);
+        for (config, message) in [
+            (d().with_margin(zero), "safety margin must be positive"),
+            (
+                d().with_margin(s(15)),
+                "minimum ttl (30s) must exceed twice the safety margin (15s) so a lease can be \
+                 renewed before it expires locally",
+            ),
+            (
+                d().with_renew_interval(s(10)),
+                "renew interval (10s) must exceed the safety margin (10s)",
+            ),
+            (
+                d().with_lease_duration(s(29)),
+                "lease duration (29s) must be at least the minimum ttl (30s)",
+            ),
+            (
+                d().with_acquire_timeout(Some(zero)),
+                "acquire timeout must be positive",
+            ),
+            (
+                d().with_release_guard(zero),
+                "release guard must be positive",
+            ),
+        ] {
+            assert_eq!(config.validate().unwrap_err().to_string(), message);
+        }
     }
 }

@@ -167,11 +167,8 @@ impl<S: Strategy + 'static> LeaseManagerBuilder<S> {
             cache: self.cache,
             name,
         };
-        match started.await {
-            Ok(Ok(())) => Ok(manager),
-            Ok(Err(error)) => Err(error.into()),
-            Err(_) => Err(StartError::Aborted),
-        }
+        started.await.map_err(|_| StartError::Aborted)??;
+        Ok(manager)
     }
 }
 
@@ -285,10 +282,7 @@ impl<S: Strategy + 'static> LeaseManager<S> {
 
     /// The machine ID while a lease is held.
     pub fn machine_id(&self) -> Option<MachineId> {
-        match *self.state.borrow() {
-            LeaseState::Held { machine_id, .. } => Some(machine_id),
-            _ => None,
-        }
+        self.state.borrow().machine_id()
     }
 
     /// The current lease state.
@@ -387,17 +381,12 @@ impl<S: Strategy + 'static> Driver<S> {
         let restart_backoff = Backoff::new(100, 30_000);
         let mut panics = 0u32;
         loop {
-            let mut config = self.config.clone();
-            if self.started.is_some()
-                && let Some(deadline) = self.startup_deadline
-            {
-                // A restart during startup keeps the original startup deadline.
-                let left = deadline.saturating_sub(self.clock.exact_now_ms()).max(1);
-                config = config.with_acquire_timeout(Some(Duration::from_millis(left)));
-            } else {
-                // After startup the manager never gives up.
-                config = config.with_acquire_timeout(None);
-            }
+            // A restart during startup keeps the original startup deadline; after startup the
+            // manager never gives up.
+            let startup = self.startup_deadline.filter(|_| self.started.is_some());
+            let left = startup.map(|at| at.saturating_sub(self.clock.exact_now_ms()).max(1));
+            let timeout = left.map(Duration::from_millis);
+            let config = self.config.clone().with_acquire_timeout(timeout);
             let seed = self.jitter.next_u64();
             let Ok(mut machine) = LeaseMachine::new(
                 config,

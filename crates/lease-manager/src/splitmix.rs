@@ -77,11 +77,13 @@ mod tests {
     }
 
     #[test]
-    fn below_stays_below_its_bound() {
-        let mut g = SplitMix64::new(7);
-        for bound in [1, 2, 3, 10, 1 << 40, u64::MAX] {
+    fn below_stays_below_its_bound_and_repeats_for_a_seed() {
+        let (mut g, mut h) = (SplitMix64::new(7), SplitMix64::new(7));
+        for bound in [1, 2, 3, 10, 100, 1 << 40, u64::MAX] {
             for _ in 0..1000 {
-                assert!(g.below(bound) < bound);
+                let x = g.below(bound);
+                assert!(x < bound);
+                assert_eq!(x, h.below(bound));
             }
         }
         assert_eq!(g.below(0), 0);

@@ -46,15 +46,6 @@ impl OpSpan {
         #[cfg(not(feature = "tracing"))]
         Self {}
     }
-
-    /// Runs `f` inside the span.
-    #[cfg(feature = "tracing")]
-    pub(crate) fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
-        match &self.span {
-            Some(span) => span.in_scope(f),
-            None => f(),
-        }
-    }
 }
 
 /// Reports a machine event; `span` is the span of the call the event concludes.
@@ -104,16 +95,7 @@ fn floor_ahead(strategy: &'static str, machine_id: u16, floor_ms: u64, ahead_ms:
 fn operation(strategy: &'static str, op: &OperationEvent, span: &OpSpan) {
     #[cfg(feature = "tracing")]
     {
-        if let Some(s) = &span.span {
-            s.record("result", op.result.as_str());
-            if let Some(ttl) = op.ttl_ms {
-                s.record("ttl_ms", ttl);
-            }
-            if let Some(id) = op.machine_id {
-                s.record("machine_id", id.get());
-            }
-        }
-        span.in_scope(|| match &op.error {
+        let log = || match &op.error {
             None => tracing::info!(
                 strategy,
                 operation = op.operation.as_str(),
@@ -133,7 +115,20 @@ fn operation(strategy: &'static str, op: &OperationEvent, span: &OpSpan) {
                 latency_ms = op.latency_ms,
                 "lease operation failed"
             ),
-        });
+        };
+        match &span.span {
+            Some(s) => {
+                s.record("result", op.result.as_str());
+                if let Some(ttl) = op.ttl_ms {
+                    s.record("ttl_ms", ttl);
+                }
+                if let Some(id) = op.machine_id {
+                    s.record("machine_id", id.get());
+                }
+                s.in_scope(log);
+            }
+            None => log(),
+        }
     }
     #[cfg(feature = "metrics")]
     {

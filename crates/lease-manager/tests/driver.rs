@@ -239,6 +239,12 @@ struct Recorder {
     floor: Mutex<u64>,
     /// What the target reports as the bound of what it issued.
     issued: Mutex<u64>,
+    /// Whether enables after the first block until the test lets them finish: `entered`, then
+    /// `proceed`.
+    gated: AtomicBool,
+    enables: AtomicU32,
+    entered: Barrier,
+    proceed: Barrier,
     log: Log,
 }
 
@@ -249,6 +255,10 @@ impl Recorder {
             enabled: Mutex::new(None),
             floor: Mutex::new(0),
             issued: Mutex::new(0),
+            gated: AtomicBool::new(false),
+            enables: AtomicU32::new(0),
+            entered: Barrier::new(2),
+            proceed: Barrier::new(2),
             log,
         })
     }
@@ -265,6 +275,10 @@ impl Recorder {
 
 impl LeaseTarget for Recorder {
     fn enable(&self, machine_id: MachineId, floor_ms: u64, deadline_ms: u64) {
+        if self.gated.load(SeqCst) && self.enables.fetch_add(1, SeqCst) > 0 {
+            self.entered.wait();
+            self.proceed.wait();
+        }
         *self.floor.lock().unwrap() = floor_ms;
         *self.enabled.lock().unwrap() = Some((machine_id.get(), deadline_ms));
         note(&self.log, self.clock, format!("enable {machine_id}"));
@@ -386,91 +400,50 @@ async fn starts_renews_and_shuts_down_disabling_before_release() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn startup_fails_at_the_acquire_timeout() {
-    let s = setup(0, Duration::from_secs(3600));
-    let started = tokio::time::Instant::now();
-    let result = s.start(LeaseConfig::default()).await;
-    assert!(
-        matches!(
-            result,
-            Err(StartError::Acquire(AcquireError::Timeout { .. }))
-        ),
-        "{:?}",
-        result.err()
-    );
-    assert_eq!(started.elapsed(), Duration::from_secs(60));
-    assert_eq!(s.target.enabled(), None);
-}
-
-#[tokio::test(start_paused = true)]
-async fn external_and_confirmed_losses_disable_call_back_and_reacquire() {
-    for external in [true, false] {
-        let s = setup(4, Duration::from_secs(3600));
-        let manager = s.start(LeaseConfig::default()).await.unwrap();
-        let reason = if external {
-            manager.lease_lost("conflict with node b");
-            sleep_ms(1).await;
-            LossReason::External("conflict with node b".into())
-        } else {
-            // Two uncertain failures are retried with the factories still on, then a loss.
-            for fault in [Fault::Retry, Fault::Retry, Fault::Lost] {
-                s.coordinator.fault(fault);
+async fn external_confirmed_and_local_expiry_losses_disable_call_back_and_reacquire() {
+    for loss in ["external", "confirmed", "hung"] {
+        // Hung: a 60 s TTL, deadline at 50 s, renewal at 40 s, which hangs forever.
+        let ttl = Duration::from_secs(if loss == "hung" { 60 } else { 3600 });
+        let s = setup(4, ttl);
+        let config = LeaseConfig::default().with_lease_duration(ttl);
+        let manager = s.start(config).await.unwrap();
+        let reason = match loss {
+            "external" => {
+                manager.lease_lost("conflict with node b");
+                sleep_ms(1).await;
+                LossReason::External("conflict with node b".into())
             }
-            sleep_ms(30 * 60_000 - 10_000).await;
-            assert!(s.target.can_generate());
-            sleep_ms(10_000).await;
-            LossReason::Lost("test coordinator: Lost".into())
+            "confirmed" => {
+                // Two uncertain failures are retried with the factories still on, then a loss.
+                for fault in [Fault::Retry, Fault::Retry, Fault::Lost] {
+                    s.coordinator.fault(fault);
+                }
+                sleep_ms(30 * 60_000 - 10_000).await;
+                assert!(s.target.can_generate());
+                sleep_ms(10_000).await;
+                LossReason::Lost("test coordinator: Lost".into())
+            }
+            _ => {
+                s.coordinator.fault(Fault::Hang);
+                sleep_ms(49_999).await;
+                assert!(s.target.can_generate());
+                // At the deadline the hot path refuses even before the manager task runs...
+                sleep_ms(1).await;
+                assert!(!s.target.can_generate());
+                // ...and the manager disables and reports the loss at that same instant.
+                sleep_ms(10).await;
+                let disabled = s.log.lock().unwrap()[2].clone();
+                assert_eq!(disabled, (BASE + 50_000, "disable".to_owned()));
+                LossReason::LocalExpiry
+            }
         };
         assert_eq!(*s.lost.lock().unwrap(), [reason]);
+        // The lost lease is released (a hung renewal dropped); ID 0 stays blocked, so the node
+        // moves to ID 1.
         assert_eq!(entries(&s.log).join(", "), MOVED_ON);
         assert_eq!(manager.machine_id(), Some(MachineId::new(1).unwrap()));
         manager.shutdown().await;
     }
-}
-
-#[tokio::test(start_paused = true)]
-async fn hung_renewal_cannot_hold_the_node_past_its_deadline() {
-    // 60 s TTL: deadline at 50 s, renewal at 40 s, which hangs forever.
-    let s = setup(4, Duration::from_secs(60));
-    let config = LeaseConfig::default().with_lease_duration(Duration::from_secs(60));
-    let manager = s.start(config).await.unwrap();
-    s.coordinator.fault(Fault::Hang);
-    sleep_ms(49_999).await;
-    assert!(s.target.can_generate());
-    // At the deadline the hot path refuses even before the manager task runs...
-    sleep_ms(1).await;
-    assert!(!s.target.can_generate());
-    // ...and the manager disables and reports the loss at that same instant.
-    sleep_ms(10).await;
-    assert_eq!(*s.lost.lock().unwrap(), [LossReason::LocalExpiry]);
-    assert_eq!(
-        s.log.lock().unwrap()[2],
-        (BASE + 50_000, "disable".to_owned())
-    );
-    // The lost lease is released (the hung renewal dropped); ID 0 stays blocked, so the node
-    // moves to ID 1.
-    assert_eq!(entries(&s.log).join(", "), MOVED_ON);
-    manager.shutdown().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn panicking_strategy_restarts_from_the_cache() {
-    let s = setup(4, Duration::from_secs(8 * 3600));
-    let manager = s.start(LeaseConfig::default()).await.unwrap();
-    s.coordinator.fault(Fault::Panic);
-    sleep_ms(30 * 60_000 - 10_000 + 50).await;
-    // The panic disabled the target at once...
-    assert_eq!(entries(&s.log).join(", "), "acquire 0, enable 0, disable");
-    // ...and the restarted manager renewed the cached lease instead of taking a new ID.
-    sleep_ms(1_000).await;
-    let log = "acquire 0, enable 0, disable, renew 0, enable 0";
-    assert_eq!(entries(&s.log).join(", "), log);
-    assert_eq!(manager.machine_id(), Some(MachineId::new(0).unwrap()));
-    assert!(s.target.can_generate());
-    // And it keeps going.
-    sleep_ms(30 * 60_000).await;
-    assert_eq!(entries(&s.log).last().map(String::as_str), Some("renew 0"));
-    manager.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -605,79 +578,49 @@ async fn a_call_hung_across_a_suspend_ends_by_the_suspend_aware_clock() {
     }
 }
 
-/// A target whose enables after the first block until the test lets them finish.
-struct SlowTarget {
-    enables: AtomicU32,
-    entered: Barrier,
-    proceed: Barrier,
-    enabled: AtomicBool,
-}
-
-impl LeaseTarget for SlowTarget {
-    fn enable(&self, _machine_id: MachineId, _floor_ms: u64, _deadline_ms: u64) {
-        if self.enables.fetch_add(1, SeqCst) > 0 {
-            self.entered.wait();
-            self.proceed.wait();
-        }
-        self.enabled.store(true, SeqCst);
-    }
-    fn extend_deadline(&self, _deadline_ms: u64) {}
-    fn disable(&self) {
-        self.enabled.store(false, SeqCst);
-    }
-    fn issued_up_to_ms(&self) -> u64 {
-        0
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_manager_has_the_last_word_over_an_enable_in_flight() {
     let s = setup(4, Duration::from_secs(3600));
-    let target = Arc::new(SlowTarget {
-        enables: AtomicU32::new(0),
-        entered: Barrier::new(2),
-        proceed: Barrier::new(2),
-        enabled: AtomicBool::new(false),
-    });
-    let manager = LeaseManager::builder(s.coordinator)
-        .with_clock(s.clock)
-        .with_target(target.clone())
-        .start()
-        .await
-        .unwrap();
+    s.target.gated.store(true, SeqCst);
+    let manager = s.start(LeaseConfig::default()).await.unwrap();
     // A loss signal outlives the manager (a conflict guard holds one), so the driver is not
     // told to stop by its command channel closing.
     let signal = manager.loss_signal();
     // A loss makes the driver reacquire and enable again, on a worker of its own.
     manager.lease_lost("test");
-    let waiter = Arc::clone(&target);
+    let waiter = Arc::clone(&s.target);
     tokio::task::spawn_blocking(move || waiter.entered.wait())
         .await
         .unwrap();
     // The driver is inside `enable`; the manager is dropped meanwhile.
     let dropper = std::thread::spawn(move || drop(manager));
     std::thread::sleep(Duration::from_millis(100));
-    target.proceed.wait();
+    s.target.proceed.wait();
     dropper.join().unwrap();
     assert!(
-        !target.enabled.load(SeqCst),
+        s.target.enabled().is_none(),
         "a target was left enabled by a manager that no longer exists"
     );
     drop(signal);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_configuration_refused_fails_start_before_any_lease() {
-    // An invalid one (a margin too large for the minimum TTL) is rejected before spawning; one
-    // the strategy cannot serve, before any lease is acquired.
-    for picky in [false, true] {
-        let s = setup(4, Duration::from_secs(3600));
+async fn startup_fails_on_a_refused_configuration_or_at_the_acquire_timeout() {
+    // An invalid configuration (a margin too large for the minimum TTL) is rejected before
+    // spawning; one the strategy cannot serve, before any lease is acquired. Without a free ID,
+    // startup fails at the acquire timeout, nothing enabled.
+    for (capacity, margin, picky) in [(4, 20, false), (4, 10, true), (0, 10, false)] {
+        let s = setup(capacity, Duration::from_secs(3600));
         s.coordinator.picky.store(picky, SeqCst);
-        let margin = Duration::from_secs(if picky { 10 } else { 20 });
-        let result = s.start(LeaseConfig::default().with_margin(margin)).await;
+        let started = tokio::time::Instant::now();
+        let config = LeaseConfig::default().with_margin(Duration::from_secs(margin));
+        let result = s.start(config).await;
         let refused = match &result {
-            Err(StartError::Config(_)) => !picky,
+            Err(StartError::Config(_)) => margin == 20,
             Err(StartError::Strategy(f)) => picky && f.kind == ErrorKind::Misconfigured,
+            Err(StartError::Acquire(AcquireError::Timeout { .. })) => {
+                capacity == 0 && started.elapsed() == Duration::from_secs(60)
+            }
             _ => false,
         };
         assert!(refused, "{:?}", result.err());
@@ -742,7 +685,7 @@ async fn a_resumed_lease_starts_above_what_the_first_factory_issued() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_cached_lease_records_what_the_targets_issued() {
+async fn a_panicking_strategy_restarts_from_the_cache_which_records_what_the_targets_issued() {
     let s = setup(4, Duration::from_secs(8 * 3600));
     let manager = s.start(LeaseConfig::default()).await.unwrap();
     let cache = manager.cache();
@@ -750,26 +693,26 @@ async fn the_cached_lease_records_what_the_targets_issued() {
     // Each renewal records what the targets report.
     *s.target.issued.lock().unwrap() = BASE + 5;
     sleep_ms(30 * 60_000).await;
-    assert_eq!(entries(&s.log).last().map(String::as_str), Some("renew 0"));
+    assert_eq!(entries(&s.log).join(", "), "acquire 0, enable 0, renew 0");
     assert_eq!(issued(&cache), Some(BASE + 5));
-    // A panic records it before the restart renews anything.
+    // The next renewal, 30 min - 10 s after the first, panics: the target is disabled at once,
+    // and what it issued is recorded before the restart renews anything.
     *s.target.issued.lock().unwrap() = BASE + 10;
     s.coordinator.fault(Fault::Panic);
-    let last = |s: &Setup| entries(&s.log).last().cloned();
-    // The renewal is due in the 30th minute from here: step through it finely enough to see
-    // the state between the panic and the restart's renewal.
-    sleep_ms(29 * 60_000).await;
-    for _ in 0..2 * 60_000 {
-        if last(&s).as_deref() == Some("disable") {
-            break;
-        }
-        sleep_ms(10).await;
-    }
-    assert_eq!(last(&s).as_deref(), Some("disable"), "the renewal panicked");
+    sleep_ms(30 * 60_000 - 20_000 + 50).await;
+    let log = "acquire 0, enable 0, renew 0, disable";
+    assert_eq!(entries(&s.log).join(", "), log);
     assert_eq!(issued(&cache), Some(BASE + 10));
-    // So does dropping the manager.
+    // The restarted manager renewed the cached lease instead of taking a new ID...
     sleep_ms(1_000).await;
-    assert_eq!(entries(&s.log).last().map(String::as_str), Some("enable 0"));
+    let log = format!("{log}, renew 0, enable 0");
+    assert_eq!(entries(&s.log).join(", "), log);
+    assert_eq!(manager.machine_id(), Some(MachineId::new(0).unwrap()));
+    assert!(s.target.can_generate());
+    // ...and keeps going.
+    sleep_ms(30 * 60_000).await;
+    assert_eq!(entries(&s.log).last().map(String::as_str), Some("renew 0"));
+    // Dropping the manager records what the targets issued too.
     *s.target.issued.lock().unwrap() = BASE + 20;
     drop(manager);
     assert_eq!(issued(&cache), Some(BASE + 20));

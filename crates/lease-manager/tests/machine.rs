@@ -409,7 +409,7 @@ fn acquisition_without_a_deadline_backs_off_at_most_the_renew_interval() {
 }
 
 #[test]
-fn misconfigured_strategy_fails_startup_at_once() {
+fn misconfiguration_fails_startup_at_once() {
     let reply = Err(fail(ErrorKind::Misconfigured, "POD_NAME is not set"));
     let (mut m, _) = answered(machine(false), T0 + 3, reply);
     let error = expect_failed(&mut m, T0 + 3);
@@ -417,6 +417,9 @@ fn misconfigured_strategy_fails_startup_at_once() {
         matches!(&error, AcquireError::Fatal(f) if f.reason == "POD_NAME is not set"),
         "{error:?}"
     );
+    // An invalid configuration makes no machine at all.
+    let bad = LeaseConfig::default().with_min_ttl(secs(20));
+    assert!(LeaseMachine::<u32>::new(bad, false, None, Jitter::new(0)).is_err());
 }
 
 #[test]
@@ -614,8 +617,14 @@ fn deterministic_strategies_do_not_reacquire() {
 }
 
 #[test]
-fn external_loss_signal() {
+fn stale_results_are_ignored_and_an_external_loss_signal_is_a_loss() {
     let (mut m, mut f) = held(false, 11, LEASE);
+    m.on_renew_result(T0 + 1, Ok(renewal(1, HOUR)));
+    m.on_acquire_result(T0 + 1, Ok(grant(2, 2, HOUR)));
+    m.on_release_result(T0 + 1, Ok(()));
+    f.apply(&mut m);
+    assert_eq!(f.log, ["enable"]);
+    assert_eq!(m.machine_id(), Some(id(11)));
     // A renewal is in flight when the conflict guard fires.
     let at = expect_wait(&mut m, T0);
     expect_renew(&mut m, at);
@@ -712,6 +721,13 @@ fn shutdown_disables_before_release() {
     assert!(matches!(m.poll_action(T0 + 1), Action::Stopped));
     m.on_acquire_result(T0 + 2, Ok(grant(1, 1, HOUR)));
     assert!(matches!(m.poll_action(T0 + 2), Action::Stopped));
+
+    // Shutdown while giving back a refused grant still releases it.
+    let (mut m, _) = answered(machine(false), T0, Ok(grant(1, 5, 1_000)));
+    m.shutdown(T0);
+    assert_eq!(expect_release(&mut m, T0).0, 5);
+    m.on_release_result(T0 + 1, Ok(()));
+    assert!(matches!(m.poll_action(T0 + 1), Action::Stopped));
 }
 
 #[test]
@@ -752,17 +768,6 @@ fn clock_suspend_past_the_deadline_disables_at_once() {
     renewed(&mut m, &mut f, T0, 5 * HOUR, Ok(renewal(1, 60_000)));
     assert_eq!(f.enabled, None);
     assert_eq!(f.lost, [(LossReason::LocalExpiry, 0)]);
-}
-
-#[test]
-fn stale_results_are_ignored() {
-    let (mut m, mut f) = held(false, 1, LEASE);
-    m.on_renew_result(T0 + 1, Ok(renewal(1, HOUR)));
-    m.on_acquire_result(T0 + 1, Ok(grant(2, 2, HOUR)));
-    m.on_release_result(T0 + 1, Ok(()));
-    f.apply(&mut m);
-    assert_eq!(f.log, ["enable"]);
-    assert_eq!(m.machine_id(), Some(id(1)));
 }
 
 /// A one-ID coordinator with its own clock and the release guard of the Strategy contract.
@@ -847,12 +852,6 @@ fn release_then_immediate_reacquire_leaves_a_guard_gap() {
         b_enabled_at + skew >= shutdown_at + 10_000,
         "guard not honoured"
     );
-}
-
-#[test]
-fn invalid_config_is_rejected() {
-    let bad = LeaseConfig::default().with_min_ttl(secs(20));
-    assert!(LeaseMachine::<u32>::new(bad, false, None, Jitter::new(0)).is_err());
 }
 
 mod properties {
@@ -1048,17 +1047,7 @@ mod properties {
 }
 
 #[test]
-fn every_call_records_the_latest_deadline_it_can_give_as_the_floor() {
-    // `expect_acquire` and `expect_renew` check each call's floor: `sent + lease - margin`. A
-    // coordinator that grants more than was asked cannot stretch the deadline past it.
-    let (mut m, f) = answered(machine(false), T0 + 3, Ok(grant(4, 1, 24 * HOUR)));
-    assert_eq!(f.enabled, Some((id(4), T0 + LEASE - MARGIN)));
-    let at = expect_wait(&mut m, T0 + 3);
-    expect_renew(&mut m, at);
-}
-
-#[test]
-fn factories_start_above_the_granted_floor_and_a_floor_ahead_is_reported() {
+fn every_call_records_its_latest_deadline_as_the_floor_and_factories_start_above_it() {
     // A floor an hour ahead of the clock at the reply (T0 + 2) is reported; one behind it is not.
     for (floor, ahead) in [(T0 + HOUR, Some(HOUR - 2)), (T0 - 5, None)] {
         let reply = Ok(grant(9, 1, LEASE).with_floor(floor));
@@ -1078,6 +1067,12 @@ fn factories_start_above_the_granted_floor_and_a_floor_ahead_is_reported() {
         m.shutdown(T0 + 10);
         assert_eq!(expect_release(&mut m, T0 + 10).3, floor);
     }
+    // `expect_acquire` and `expect_renew` check each call's floor: `sent + lease - margin`. A
+    // coordinator that grants more than was asked cannot stretch the deadline past it.
+    let (mut m, f) = answered(machine(false), T0 + 3, Ok(grant(4, 1, 24 * HOUR)));
+    assert_eq!(f.enabled, Some((id(4), T0 + LEASE - MARGIN)));
+    let at = expect_wait(&mut m, T0 + 3);
+    expect_renew(&mut m, at);
 }
 
 #[test]
@@ -1238,15 +1233,6 @@ fn a_grant_that_arrives_after_its_deadline_is_given_back() {
     );
     m.on_release_result(now, Ok(()));
     expect_acquire(&mut m, now);
-}
-
-#[test]
-fn shutdown_while_giving_back_a_refused_grant_still_releases_it() {
-    let (mut m, _) = answered(machine(false), T0, Ok(grant(1, 5, 1_000)));
-    m.shutdown(T0);
-    assert_eq!(expect_release(&mut m, T0).0, 5);
-    m.on_release_result(T0 + 1, Ok(()));
-    assert!(matches!(m.poll_action(T0 + 1), Action::Stopped));
 }
 
 #[test]

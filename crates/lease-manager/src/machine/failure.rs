@@ -20,15 +20,8 @@ impl<L> LeaseMachine<L> {
         failure: Failure,
         now: u64,
     ) -> Phase<L> {
-        let id = Some(cached.machine_id);
-        self.finished(
-            Operation::Renew,
-            Source::Cache,
-            id,
-            call,
-            now,
-            Err(&failure),
-        );
+        let (renew, id) = (Operation::Renew, Some(cached.machine_id));
+        self.finished(renew, Source::Cache, id, call, now, Err(&failure));
         if self.started {
             // The ID was in use before the restart: stopping is a loss the application hears of.
             let lost = (Arc::clone(&cached.lease), cached.resume_floor_ms());
@@ -125,26 +118,33 @@ impl<L> LeaseMachine<L> {
         }
     }
 
-    /// A release on the way to acquisition that did not get through is tried again after the
-    /// next failed acquire attempt, before the one after it (once per attempt) (at most `UNRELEASED_MAX` are kept: the oldest go first). One on
-    /// the way to `Stopped` (shutdown) is not: the process is going away.
-    pub(super) fn release_failed(&mut self, lease: Arc<L>, floor_ms: u64, then: &Phase<L>) {
-        if matches!(then, Phase::Stopped) {
-            return;
+    /// A release sent as `call` finished at `now` (`Err`: failed or timed out), the machine
+    /// going on with `then`. One on the way to acquisition that did not get through is tried
+    /// again after the next failed acquire attempt, before the one after it (at most
+    /// `UNRELEASED_MAX` are kept: the oldest go first). One on the way to `Stopped` (shutdown)
+    /// is not: the process is going away.
+    pub(super) fn released(
+        &mut self,
+        (lease, floor_ms): (Arc<L>, u64),
+        call: InFlight,
+        then: Phase<L>,
+        outcome: Result<(), &Failure>,
+        now: u64,
+    ) -> Phase<L> {
+        if outcome.is_err() && !matches!(then, Phase::Stopped) {
+            if self.unreleased.len() >= UNRELEASED_MAX {
+                self.unreleased.remove(0);
+            }
+            self.unreleased.push((lease, floor_ms));
         }
-        if self.unreleased.len() >= UNRELEASED_MAX {
-            self.unreleased.remove(0);
-        }
-        self.unreleased.push((lease, floor_ms));
-    }
-
-    /// Why a release going on to `then` was made: shutdown, or the acquisition it makes way
-    /// for (a refused grant at startup, a loss).
-    pub(super) fn release_source(then: &Phase<L>) -> Source {
-        match then {
+        // Shutdown, or the acquisition it makes way for (a refused grant at startup, a loss).
+        let source = match &then {
             Phase::Acquiring { source, .. } => *source,
             _ => Source::Shutdown,
-        }
+        };
+        let outcome = outcome.map(|()| None);
+        self.finished(Operation::Release, source, None, call, now, outcome);
+        then
     }
 
     /// Disable, tell the application, then reacquire (dynamic) or halt (deterministic).

@@ -149,10 +149,7 @@ impl<L> LeaseMachine<L> {
 
     /// The machine ID while a lease is held.
     pub fn machine_id(&self) -> Option<MachineId> {
-        match &self.phase {
-            Phase::Held { held, .. } => Some(held.machine_id),
-            _ => None,
-        }
+        self.state().machine_id()
     }
 
     /// The next effect to apply, in order.
@@ -192,36 +189,29 @@ impl<L> LeaseMachine<L> {
         let ttl_ms = millis(grant.ttl);
         let offset =
             Self::clock_offset(call.sent, now, grant.coordinator_ms, grant.max_clock_offset);
-        let deadline = match (self.deadline_for(call.sent, ttl_ms), offset) {
-            (Err(reason), _) => Err(Failure::new(ErrorKind::Other, reason.to_string())),
+        let failure = match (self.deadline_for(call.sent, ttl_ms), offset) {
+            (Err(reason), _) => Failure::new(ErrorKind::Other, reason.to_string()),
             // Not retried at startup: the clock is the operator's to fix.
-            (Ok(_), Some(offset)) => {
-                Err(Failure::new(ErrorKind::Misconfigured, offset.to_string()))
+            (Ok(_), Some(offset)) => Failure::new(ErrorKind::Misconfigured, offset.to_string()),
+            (Ok(deadline), None) if deadline <= now => {
+                Failure::new(ErrorKind::Retry, "grant arrived after its local deadline")
             }
-            (Ok(deadline), None) if deadline <= now => Err(Failure::new(
-                ErrorKind::Retry,
-                "grant arrived after its local deadline",
-            )),
-            (Ok(deadline), None) => Ok(deadline),
-        };
-        let deadline = match deadline {
-            Ok(deadline) => deadline,
-            Err(failure) => {
-                self.phase = self.refuse(source, attempts, call, grant, failure, now);
+            (Ok(deadline), None) => {
+                let id = Some(grant.machine_id);
+                self.finished(Operation::Acquire, source, id, call, now, Ok(Some(ttl_ms)));
+                let held = Held {
+                    machine_id: grant.machine_id,
+                    lease: Arc::new(grant.lease),
+                    deadline,
+                    ttl: grant.ttl,
+                    floor_ms: grant.floor_ms,
+                    coordinator: CoordinatorReading::of(call.sent, grant.coordinator_ms),
+                };
+                self.phase = self.hold(held, call.sent, now);
                 return;
             }
         };
-        let id = Some(grant.machine_id);
-        self.finished(Operation::Acquire, source, id, call, now, Ok(Some(ttl_ms)));
-        let held = Held {
-            machine_id: grant.machine_id,
-            lease: Arc::new(grant.lease),
-            deadline,
-            ttl: grant.ttl,
-            floor_ms: grant.floor_ms,
-            coordinator: CoordinatorReading::of(call.sent, grant.coordinator_ms),
-        };
-        self.phase = self.hold(held, call.sent, now);
+        self.phase = self.refuse(source, attempts, call, grant, failure, now);
     }
 
     /// Refuses the grant the outstanding `Acquire` returned, received at `now`, for a reason
@@ -303,13 +293,8 @@ impl<L> LeaseMachine<L> {
                 call: Some(call),
                 then,
             } => {
-                if result.is_err() {
-                    self.release_failed(lease, floor_ms, &then);
-                }
-                let source = Self::release_source(&then);
-                let outcome = result.as_ref().map(|()| None);
-                self.finished(Operation::Release, source, None, call, now, outcome);
-                self.phase = *then;
+                let outcome = result.as_ref().copied();
+                self.phase = self.released((lease, floor_ms), call, *then, outcome, now);
             }
             other => self.phase = other,
         }
@@ -320,17 +305,8 @@ impl<L> LeaseMachine<L> {
     /// Returns whether a lease was held (and is now dropped). The driver must drop any
     /// outstanding renew call.
     pub fn lease_lost(&mut self, now: u64, reason: impl Into<String>) -> bool {
-        let phase = mem::replace(&mut self.phase, Phase::Stopped);
-        let (lost, deadline) = match &phase {
-            Phase::Held { held, .. } => ((Arc::clone(&held.lease), held.floor_ms), held.deadline),
-            Phase::Recovering { cached, .. } => (
-                (Arc::clone(&cached.lease), cached.resume_floor_ms()),
-                cached.deadline_ms,
-            ),
-            _ => {
-                self.phase = phase;
-                return false;
-            }
+        let Some((lost, deadline)) = self.phase.lease() else {
+            return false;
         };
         self.phase = self.lose(lost, deadline, LossReason::External(reason.into()), now);
         true
@@ -344,21 +320,12 @@ impl<L> LeaseMachine<L> {
         if matches!(self.state(), LeaseState::Stopped | LeaseState::Releasing) {
             return;
         }
-        let lease = match mem::replace(&mut self.phase, Phase::Stopped) {
-            Phase::Held { held, .. } => Some((held.lease, held.floor_ms)),
-            Phase::Recovering { cached, .. } => {
-                let floor_ms = cached.resume_floor_ms();
-                Some((cached.lease, floor_ms))
-            }
+        let lease = match &self.phase {
             // A refused grant being given back is released all the same, then the machine stops.
             Phase::Releasing {
                 lease, floor_ms, ..
-            } => Some((lease, floor_ms)),
-            Phase::New { .. }
-            | Phase::Acquiring { .. }
-            | Phase::Halted
-            | Phase::Failed(_)
-            | Phase::Stopped => None,
+            } => Some((Arc::clone(lease), *floor_ms)),
+            phase => phase.lease().map(|(lease, _)| lease),
         };
         // Disable before the release can reach the coordinator: no nonce after the hand-back.
         self.effects.push_back(Effect::DisableFactories);
@@ -455,15 +422,9 @@ impl<L> LeaseMachine<L> {
             Ok(checked) => checked,
             Err(failure) => return self.recovery_failed(cached, call, failure, now),
         };
-        let (id, ttl_ms) = (Some(cached.machine_id), millis(renewal.ttl));
-        self.finished(
-            Operation::Renew,
-            Source::Cache,
-            id,
-            call,
-            now,
-            Ok(Some(ttl_ms)),
-        );
+        let (id, ttl_ms) = (Some(cached.machine_id), Some(millis(renewal.ttl)));
+        let renew = Operation::Renew;
+        self.finished(renew, Source::Cache, id, call, now, Ok(ttl_ms));
         let held = Held {
             machine_id: cached.machine_id,
             lease: Arc::new(renewal.lease),

@@ -132,6 +132,21 @@ impl<L> Phase<L> {
         }
     }
 
+    /// The lease held or being recovered: its handle and the floor it is released with, and
+    /// its deadline.
+    pub(super) fn lease(&self) -> Option<((Arc<L>, u64), u64)> {
+        match self {
+            Self::Held { held, .. } => {
+                Some(((Arc::clone(&held.lease), held.floor_ms), held.deadline))
+            }
+            Self::Recovering { cached, .. } => {
+                let lease = (Arc::clone(&cached.lease), cached.resume_floor_ms());
+                Some((lease, cached.deadline_ms))
+            }
+            _ => None,
+        }
+    }
+
     /// The call outstanding outside a held lease.
     pub(super) const fn outstanding(&self) -> Option<InFlight> {
         match self {

@@ -129,3 +129,14 @@ pub enum LeaseState {
     /// Startup failed.
     Failed,
 }
+
+impl LeaseState {
+    /// The machine ID while a lease is held.
+    #[must_use]
+    pub const fn machine_id(&self) -> Option<MachineId> {
+        match self {
+            Self::Held { machine_id, .. } => Some(*machine_id),
+            _ => None,
+        }
+    }
+}

@@ -8,7 +8,7 @@ use lease_core::time::millis;
 use crate::Failure;
 
 use super::phase::{Held, InFlight, Phase, RenewStep};
-use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Operation, Source};
+use super::{AcquireError, Action, Effect, LeaseMachine, LossReason, Source};
 
 impl<L> LeaseMachine<L> {
     pub(super) fn step(&mut self, phase: Phase<L>, now: u64) -> (Phase<L>, Option<Action<L>>) {
@@ -81,12 +81,9 @@ impl<L> LeaseMachine<L> {
                 call: Some(call),
                 then,
             } => {
-                let source = Self::release_source(&then);
                 let failure = Failure::timeout(call.timeout);
-                self.release_failed(lease, floor_ms, &then);
-                let outcome = Err(&failure);
-                self.finished(Operation::Release, source, None, call, now, outcome);
-                (*then, None)
+                let next = self.released((lease, floor_ms), call, *then, Err(&failure), now);
+                (next, None)
             }
             Phase::Acquiring {
                 source,
@@ -105,15 +102,15 @@ impl<L> LeaseMachine<L> {
                     };
                     return (Phase::Failed(error.clone()), Some(Action::Failed(error)));
                 }
-                let mut phase = Phase::Acquiring {
+                let phase = |attempts, call| Phase::Acquiring {
                     source,
                     attempts,
                     next_at,
-                    call: None,
+                    call,
                     last_error,
                 };
                 if now < next_at {
-                    return (phase, Some(Action::Wait { until: next_at }));
+                    return (phase(attempts, None), Some(Action::Wait { until: next_at }));
                 }
                 if self.release_retry_due
                     && let Some((lease, floor_ms)) = self.unreleased.pop()
@@ -121,10 +118,10 @@ impl<L> LeaseMachine<L> {
                     self.release_retry_due = false;
                     // First the release that did not get through (a lost lease's floor must
                     // reach the coordinator before any successor's acquire can).
-                    return (Phase::releasing(lease, floor_ms, phase), None);
+                    let then = phase(attempts, None);
+                    return (Phase::releasing(lease, floor_ms, then), None);
                 }
                 let timeout = self.timeout(now, [self.startup_limit(), None]);
-                let call = InFlight { sent: now, timeout };
                 let action = Action::Acquire {
                     source,
                     requested: self.config.lease_duration(),
@@ -132,13 +129,8 @@ impl<L> LeaseMachine<L> {
                     now_ms: now,
                     floor_ms: self.floor_bound(now),
                 };
-                if let Phase::Acquiring {
-                    attempts, call: c, ..
-                } = &mut phase
-                {
-                    (*attempts, *c) = (*attempts + 1, Some(call));
-                }
-                (phase, Some(action))
+                let call = InFlight { sent: now, timeout };
+                (phase(attempts + 1, Some(call)), Some(action))
             }
             Phase::Held { held, step } => self.step_held(held, step, now),
             Phase::Releasing {
@@ -193,17 +185,9 @@ impl<L> LeaseMachine<L> {
                 failures,
             } => {
                 if now >= call.expires() {
-                    return (
-                        self.renew_failed(
-                            held,
-                            call,
-                            source,
-                            failures,
-                            Failure::timeout(call.timeout),
-                            now,
-                        ),
-                        None,
-                    );
+                    let failure = Failure::timeout(call.timeout);
+                    let next = self.renew_failed(held, call, source, failures, failure, now);
+                    return (next, None);
                 }
                 let wait = Action::Wait {
                     until: call.expires().min(deadline),
@@ -212,12 +196,10 @@ impl<L> LeaseMachine<L> {
             }
         };
         if now < at {
-            return (
-                Phase::Held { held, step },
-                Some(Action::Wait {
-                    until: at.min(deadline),
-                }),
-            );
+            let wait = Action::Wait {
+                until: at.min(deadline),
+            };
+            return (Phase::Held { held, step }, Some(wait));
         }
         // The call must return before the deadline so a hung coordinator cannot keep us enabled.
         let timeout = self.timeout(now, [Some(deadline), None]);
