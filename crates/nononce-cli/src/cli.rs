@@ -100,8 +100,8 @@ enum LeasesCommand {
         #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
         store: String,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
-        format: ListFormat,
+        #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+        format: TextOrJson,
     },
     /// Create or repair the lease table (Redis and etcd stores need none: it checks that they
     /// answer).
@@ -142,13 +142,7 @@ enum Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DecodeFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ListFormat {
+enum TextOrJson {
     Text,
     Json,
 }
@@ -200,8 +194,8 @@ struct DecodeArgs {
     #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
     epoch_ms: u64,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = DecodeFormat::Text)]
-    format: DecodeFormat,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    format: TextOrJson,
 }
 
 #[derive(Debug, clap::Args)]
@@ -347,7 +341,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                 let holders = Store::open(&store, Access::Read, terms()).await?.holders().await?;
                 let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
                 let text = match format {
-                    ListFormat::Text => {
+                    TextOrJson::Text => {
                         let mut text = format!("{:>4}  {:<10} {:>12}\n", "id", "token", "expires_in");
                         for h in &holders {
                             let left = if h.expires_in == Duration::MAX {
@@ -368,7 +362,7 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                         ));
                         text
                     }
-                    ListFormat::Json => {
+                    TextOrJson::Json => {
                         let held: Vec<serde_json::Value> = holders
                             .iter()
                             .map(|h| {
@@ -401,11 +395,8 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                     .await?
                     .force_release(id)
                     .await?;
-                crate::output::print(&if freed {
-                    format!("machine id {} freed", id.get())
-                } else {
-                    format!("machine id {} was not held", id.get())
-                })
+                let freed = if freed { "freed" } else { "was not held" };
+                crate::output::print(&format!("machine id {} {freed}", id.get()))
             }
         }
     })
@@ -441,10 +432,7 @@ impl Signals {
 fn generate(args: GenArgs) -> Result<(), Exit> {
     let key = args.key.key()?;
     if args.kind == Kind::Encrypted && key.is_none() {
-        return Err(Exit::Fail(format!(
-            "encrypted nonces need a key: {}",
-            crate::keys::HOW
-        )));
+        return Err(format!("encrypted nonces need a key: {}", crate::keys::HOW).into());
     }
     // One kind per run: declared, so the factory refuses the other kind from the start.
     let base = if args.kind == Kind::Sortable {
@@ -495,8 +483,7 @@ async fn start_lease(
 ) -> Result<nononce::Nononce<crate::lease::Watched>, Exit> {
     let mut config = crate::lease::config();
     let store = Store::open(url, Access::Lease, config.terms()).await?;
-    let info = store.info().clone();
-    let strategy = store.into_strategy();
+    let (strategy, info) = store.into_strategy();
     if nononce::Strategy::profile(&strategy).deterministic {
         // A static store's first grant comes a margin after it is asked for (no predecessor's
         // nonces to start above): the wait for it is that much longer.
@@ -609,21 +596,20 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut one = |text: &str, line: Option<usize>| -> Result<(), Exit> {
-        let nonce = AnyNonce::parse(text, args.input, args.bits).map_err(|e| match line {
-            Some(n) => format!("line {n}: {e}"),
-            None => e,
-        });
-        let nonce = match nonce {
+        let nonce = match AnyNonce::parse(text, args.input, args.bits) {
             Ok(n) => n,
             Err(e) => {
                 out.flush().map_err(|e| write_error(&e))?;
-                return Err(Exit::Fail(e));
+                return Err(Exit::Fail(match line {
+                    Some(n) => format!("line {n}: {e}"),
+                    None => e,
+                }));
             }
         };
         let d = nonce.decode(args.epoch_ms);
         let time = crate::codec::rfc3339(d.unix_ms);
         let written = match args.format {
-            DecodeFormat::Text => writeln!(
+            TextOrJson::Text => writeln!(
                 out,
                 "bits={} timestamp_ms={} unix_ms={} time={} machine_id={} count={}",
                 d.bits,
@@ -633,7 +619,7 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
                 d.machine_id,
                 d.count
             ),
-            DecodeFormat::Json => writeln!(
+            TextOrJson::Json => writeln!(
                 out,
                 "{}",
                 serde_json::json!({
@@ -675,14 +661,14 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
     let f = options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
         .build(BootClock::new())
         .map_err(|e| e.to_string())?;
-    let e = |e: nononce::nonce::Error| Exit::Fail(e.to_string());
     let out = match (nonce, encrypt) {
-        (AnyNonce::N64(n), true) => AnyNonce::N64(f.encrypt64(n).map_err(e)?),
-        (AnyNonce::N64(n), false) => AnyNonce::N64(f.decrypt64(n).map_err(e)?),
-        (AnyNonce::N96(n), true) => AnyNonce::N96(f.encrypt96(n).map_err(e)?),
-        (AnyNonce::N96(n), false) => AnyNonce::N96(f.decrypt96(n).map_err(e)?),
-        (AnyNonce::N128(n), true) => AnyNonce::N128(f.encrypt128(n).map_err(e)?),
-        (AnyNonce::N128(n), false) => AnyNonce::N128(f.decrypt128(n).map_err(e)?),
-    };
+        (AnyNonce::N64(n), true) => f.encrypt64(n).map(AnyNonce::N64),
+        (AnyNonce::N64(n), false) => f.decrypt64(n).map(AnyNonce::N64),
+        (AnyNonce::N96(n), true) => f.encrypt96(n).map(AnyNonce::N96),
+        (AnyNonce::N96(n), false) => f.decrypt96(n).map(AnyNonce::N96),
+        (AnyNonce::N128(n), true) => f.encrypt128(n).map(AnyNonce::N128),
+        (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
+    }
+    .map_err(|e| e.to_string())?;
     crate::output::print(&out.hex())
 }

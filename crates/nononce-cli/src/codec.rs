@@ -13,12 +13,18 @@
 //! 24 or 32 digits needs `--input int`; `--bits` sets an integer's size.
 
 use clap::ValueEnum;
+use nononce::nonce::ParseNonceError;
 use nononce::{Decoded, Nonce64, Nonce96, Nonce128};
 
 /// The input as quoted in an error: escaped onto one line, and cut short.
 pub fn shown(text: &str) -> String {
-    let mut out: String = text.chars().take(40).flat_map(char::escape_debug).collect();
-    if text.chars().nth(40).is_some() {
+    escaped(text, 40)
+}
+
+/// `text` escaped onto one line, cut short after `n` characters.
+pub fn escaped(text: &str, n: usize) -> String {
+    let mut out: String = text.chars().take(n).flat_map(char::escape_debug).collect();
+    if text.chars().nth(n).is_some() {
         out.push_str("...");
     }
     out
@@ -102,37 +108,28 @@ impl AnyNonce {
     }
 
     fn hex_text(text: &str) -> Result<Self, String> {
-        if !matches!(text.len(), 16 | 24 | 32) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err("expected 16, 24 or 32 hex digits".into());
-        }
-        Ok(match text.len() {
-            16 => Self::N64(text.parse().map_err(|e| format!("{e}"))?),
-            24 => Self::N96(text.parse().map_err(|e| format!("{e}"))?),
-            _ => Self::N128(text.parse().map_err(|e| format!("{e}"))?),
-        })
+        let parsed = match text.len() {
+            16 => text.parse().map(Self::N64),
+            24 => text.parse().map(Self::N96),
+            32 => text.parse().map(Self::N128),
+            _ => Err(ParseNonceError::InvalidHex),
+        };
+        parsed.map_err(|_| "expected 16, 24 or 32 hex digits".to_owned())
     }
 
+    // The nonce types read 11, 16 and 22 characters as base64url (and no other alphabet).
     fn base64url_text(text: &str) -> Result<Self, String> {
-        let wrong = || "nonce is not valid unpadded base64url".to_owned();
-        let valid = text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !valid {
-            return Err(match text.len() {
-                11 | 16 | 22 => wrong(),
-                len => format!("{len} characters: base64url nonces are 11, 16 or 22"),
-            });
-        }
-        Ok(match text.len() {
-            11 => Self::N64(text.parse().map_err(|_| wrong())?),
-            16 => Self::N96(text.parse().map_err(|_| wrong())?),
-            22 => Self::N128(text.parse().map_err(|_| wrong())?),
+        let parsed = match text.len() {
+            11 => text.parse().map(Self::N64),
+            16 => text.parse().map(Self::N96),
+            22 => text.parse().map(Self::N128),
             len => {
                 return Err(format!(
                     "{len} characters: base64url nonces are 11, 16 or 22"
                 ));
             }
-        })
+        };
+        parsed.map_err(|_| "nonce is not valid unpadded base64url".to_owned())
     }
 
     fn int_text(text: &str, bits: Option<u16>) -> Result<Self, String> {

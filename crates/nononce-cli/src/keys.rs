@@ -29,32 +29,26 @@ impl KeyArgs {
             return parse_key(hex, "").map(Some);
         }
         if let Some(var) = &self.base_key_env {
-            let hex = match std::env::var(var) {
-                Ok(hex) => hex,
-                Err(std::env::VarError::NotPresent) => {
-                    return Err(format!(
-                        "environment variable {var} is not set: set it to the base key in hex (`openssl rand -hex 32` makes one)"
-                    ));
-                }
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(format!(
-                        "environment variable {var} is not text: it must hold the base key in hex"
-                    ));
-                }
-            };
+            let hex = std::env::var(var).map_err(|e| match e {
+                std::env::VarError::NotPresent => format!(
+                    "environment variable {var} is not set: set it to the base key in hex (`openssl rand -hex 32` makes one)"
+                ),
+                std::env::VarError::NotUnicode(_) => format!(
+                    "environment variable {var} is not text: it must hold the base key in hex"
+                ),
+            })?;
             return parse_key(&hex, &format!(" in environment variable {var}")).map(Some);
         }
-        if let Some(path) = &self.base_key_file {
-            let text = std::fs::read(path)
-                .map_err(|e| format!("cannot read the base key file {}: {e}", path.display()))?;
+        if let Some(file) = &self.base_key_file {
+            let path = file.display();
+            let text = std::fs::read(file)
+                .map_err(|e| format!("cannot read the base key file {path}: {e}"))?;
             let hex = String::from_utf8(text).map_err(|_| {
                 format!(
-                    "base key in {} is not hex: the file must hold hex digits (`openssl rand -hex 32 > {}`), not raw bytes",
-                    path.display(),
-                    path.display()
+                    "base key in {path} is not hex: the file must hold hex digits (`openssl rand -hex 32 > {path}`), not raw bytes"
                 )
             })?;
-            return parse_key(&hex, &format!(" in {}", path.display())).map(Some);
+            return parse_key(&hex, &format!(" in {path}")).map(Some);
         }
         Ok(None)
     }

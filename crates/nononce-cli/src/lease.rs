@@ -15,17 +15,13 @@ use crate::store::StoreInfo;
 
 /// How long `gen` waits for its first lease.
 pub const ACQUIRE_WAIT: Duration = Duration::from_secs(10);
-/// The lease `gen` asks for; renewed every [`RENEW_INTERVAL`] while it runs.
-pub const LEASE_DURATION: Duration = Duration::from_secs(120);
-/// The longest time between renewals.
-pub const RENEW_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The lease timing of `gen`: a 2-minute lease renewed every 30 s, the library's margins and
 /// release guard (10 s), and a 10 s wait for the first lease.
 pub fn config() -> LeaseConfig {
     LeaseConfig::default()
-        .with_lease_duration(LEASE_DURATION)
-        .with_renew_interval(RENEW_INTERVAL)
+        .with_lease_duration(Duration::from_secs(120))
+        .with_renew_interval(Duration::from_secs(30))
         .with_acquire_timeout(Some(ACQUIRE_WAIT))
 }
 
@@ -184,13 +180,9 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
                 || "no answer from the store".to_owned(),
                 |f| described(&f.reason),
             );
-            let attempts = if *attempts == 1 {
-                "1 attempt".to_owned()
-            } else {
-                format!("{attempts} attempts")
-            };
+            let s = if *attempts == 1 { "" } else { "s" };
             format!(
-                "no machine id within {} s ({attempts}): {why}",
+                "no machine id within {} s ({attempts} attempt{s}): {why}",
                 ACQUIRE_WAIT.as_secs()
             )
         }

@@ -22,12 +22,6 @@ impl From<String> for Exit {
     }
 }
 
-impl From<&str> for Exit {
-    fn from(message: &str) -> Self {
-        Self::Fail(message.to_owned())
-    }
-}
-
 /// What a failed write of the results means.
 pub fn write_error(e: &std::io::Error) -> Exit {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -39,10 +33,7 @@ pub fn write_error(e: &std::io::Error) -> Exit {
 
 /// Writes `text` and a line break to stdout, and flushes.
 pub fn print(text: &str) -> Result<(), Exit> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")
-        .and_then(|()| out.flush())
-        .map_err(|e| write_error(&e))
+    print_raw(&format!("{text}\n"))
 }
 
 /// Writes `text` as it is to stdout, and flushes.

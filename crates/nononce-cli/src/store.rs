@@ -16,7 +16,7 @@ use nononce::lease::{
     StoreUrl, error_chain,
 };
 
-use crate::codec::shown;
+use crate::codec::{escaped, shown};
 
 /// The longest wait for the first answer of a server store. Generous: it only bounds a server
 /// that accepts TCP connections and then says nothing.
@@ -53,26 +53,24 @@ impl StoreInfo {
         while let Some(erased) = error.downcast_ref::<DynError>() {
             error = erased.inner();
         }
-        match self.backend.explain(error, &self.url) {
-            Some(explained) => match explained.hold_off {
-                Some(remaining) => Said {
-                    text: format!(
-                        "{} holds new leases off for {} more: {}",
-                        self.shown(),
-                        duration(remaining),
-                        explained.message
-                    ),
-                    hold_off: Some(remaining),
-                },
-                None => Said {
-                    text: self.url.naming(explained.message),
-                    hold_off: None,
-                },
-            },
-            None => Said {
+        let Some(explained) = self.backend.explain(error, &self.url) else {
+            return Said {
                 text: self.url.naming(error_chain(error)),
                 hold_off: None,
-            },
+            };
+        };
+        let text = match explained.hold_off {
+            Some(remaining) => format!(
+                "{} holds new leases off for {} more: {}",
+                self.shown(),
+                duration(remaining),
+                explained.message
+            ),
+            None => self.url.naming(explained.message),
+        };
+        Said {
+            text,
+            hold_off: explained.hold_off,
         }
     }
 }
@@ -96,7 +94,7 @@ impl Store {
         else {
             return Err(unknown_store(url, all));
         };
-        let store = StoreUrl::new(url, shown_url(&redact(url)), access, terms)
+        let store = StoreUrl::new(url, escaped(&redact(url), 300), access, terms)
             .with_connect_timeout(PROBE_TIMEOUT);
         let opened = backend.open(&store).await.map_err(|e| e.message)?;
         Ok(Self {
@@ -109,14 +107,9 @@ impl Store {
         })
     }
 
-    /// How messages name this store.
-    pub fn info(&self) -> &StoreInfo {
-        &self.info
-    }
-
-    /// The strategy to lease with.
-    pub fn into_strategy(self) -> BoxStrategy {
-        self.strategy
+    /// The strategy to lease with, and how messages name this store.
+    pub fn into_strategy(self) -> (BoxStrategy, StoreInfo) {
+        (self.strategy, self.info)
     }
 
     /// The operator commands of this store. A backend without them refuses to open its stores
@@ -171,15 +164,6 @@ fn unknown_store(url: &str, backends: &[Box<dyn Backend>]) -> String {
         [rest @ .., last] => format!("use {} or {last}", rest.join(", ")),
     };
     format!("unknown store \"{}\": {takes}", shown(url))
-}
-
-/// A URL as quoted in messages: escaped onto one line, cut short only when very long.
-fn shown_url(url: &str) -> String {
-    let mut out: String = url.chars().take(300).flat_map(char::escape_debug).collect();
-    if url.chars().nth(300).is_some() {
-        out.push_str("...");
-    }
-    out
 }
 
 /// `url` with its password (in the user info or a `password=` option) replaced by `***`.
