@@ -9,18 +9,10 @@
 //! one line on stderr starting `nononce: ` (never a panic, never a usage dump); valid input
 //! succeeds; stderr stays proportional to the input.
 
-use crate::common::{KEY, run};
+use crate::common::{KEY, assert_one_line_exit, assert_one_line_failure, run, stderr};
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::Output;
-
-/// Fails the case with a message, like `assert!` but returning the error.
-macro_rules! check {
-    ($cond:expr, $($message:tt)+) => {
-        if !$cond {
-            return Err(format!($($message)+));
-        }
-    };
-}
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -52,30 +44,19 @@ fn valid_nonce(text: &str) -> bool {
     }
 }
 
-/// A failure the user can act on: exit code 1, `nononce: ` and one short line.
-fn assert_clean_failure(out: &Output, input: &str) -> Result<(), String> {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    check!(out.status.code() == Some(1), "{:?}: {}", input, stderr);
-    check!(out.stdout.is_empty(), "{:?}", input);
-    check!(stderr.starts_with("nononce: "), "{:?}: {}", input, stderr);
-    check!(!stderr.contains("panicked"), "{:?}: {}", input, stderr);
-    // Messages quote at most 40 characters of the input, escaped onto one line.
-    check!(stderr.lines().count() == 1, "{:?}: {}", input, stderr);
-    check!(stderr.len() <= 700, "{} bytes", stderr.len());
-    Ok(())
+/// A failure the user can act on (exit code 1, one `nononce: ` line) that says `needle`.
+/// Messages quote at most 40 characters of the input, escaped onto one line.
+fn assert_clean_failure(out: &Output, input: &str, needle: &str) {
+    let err = assert_one_line_failure(out, &format!("{input:?}"));
+    assert!(err.contains(needle), "{input:?}: {err}");
+    assert!(err.len() <= 700, "{} bytes", err.len());
 }
 
-fn assert_success(out: &Output, input: &str, prefix: &str) -> Result<(), String> {
+fn assert_success(out: &Output, input: &str, prefix: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    check!(
-        out.status.success(),
-        "{:?}: {}",
-        input,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check!(stdout.starts_with(prefix), "{:?}: {}", input, stdout);
-    check!(stdout.lines().count() == 1, "{:?}: {}", input, stdout);
-    Ok(())
+    assert!(out.status.success(), "{input:?}: {}", stderr(out));
+    assert!(stdout.starts_with(prefix), "{input:?}: {stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{input:?}: {stdout}");
 }
 
 /// Inputs drawn from lease-core's seeded generator.
@@ -166,12 +147,13 @@ fn cases() -> u64 {
     (all / 16).max(8)
 }
 
-/// Runs `case` on `cases()` inputs from a generator seeded with `seed`; panics naming the
-/// seed and case on the first failure.
-fn fuzz(seed: u64, mut case: impl FnMut(&mut Gen) -> Result<(), String>) {
+/// Runs `case` on `cases()` inputs from a generator seeded with `seed`; a failure names the
+/// seed and case.
+fn fuzz(seed: u64, mut case: impl FnMut(&mut Gen)) {
     let mut g = Gen::new(seed);
     for n in 0..cases() {
-        if let Err(message) = case(&mut g) {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| case(&mut g))) {
+            let message = panic.downcast_ref::<String>().map_or("", String::as_str);
             panic!("seed {seed:#x}, case {n}: {message}");
         }
     }
@@ -183,12 +165,9 @@ fn decode_random_text() {
         let text = g.arg();
         let out = run(&["decode", "--", &text]);
         if valid_nonce(&text) {
-            assert_success(&out, &text, "bits=")
+            assert_success(&out, &text, "bits=");
         } else {
-            assert_clean_failure(&out, &text)?;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            check!(stderr.contains("malformed nonce"), "{stderr}");
-            Ok(())
+            assert_clean_failure(&out, &text, "malformed nonce");
         }
     });
 }
@@ -214,7 +193,7 @@ fn decode_any_epoch() {
             "json",
             &nonce,
         ]);
-        assert_success(&out, &nonce, "{")
+        assert_success(&out, &nonce, "{");
     });
 }
 
@@ -229,12 +208,11 @@ fn encrypt_random_nonce() {
         // Blowfish (the default 96-bit cipher) only takes 96-bit nonces ending in 32 zero bits.
         let zero_tail = t.len() != 24 || t.ends_with("00000000");
         if hex_nonce && zero_tail {
-            assert_success(&out, &text, "")?;
+            assert_success(&out, &text, "");
             let stdout = String::from_utf8_lossy(&out.stdout);
-            check!(stdout.trim().len() == t.len(), "{text:?}: {stdout}");
-            Ok(())
+            assert_eq!(stdout.trim().len(), t.len(), "{text:?}: {stdout}");
         } else {
-            assert_clean_failure(&out, &text)
+            assert_clean_failure(&out, &text, "");
         }
     });
 }
@@ -262,12 +240,9 @@ fn encrypt_random_key() {
         ]);
         let t = key.trim();
         if t.len() % 2 == 0 && t.len() >= 64 && is_hex(t) {
-            assert_success(&out, &key, "")
+            assert_success(&out, &key, "");
         } else {
-            assert_clean_failure(&out, &key)?;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            check!(stderr.contains("base key"), "{stderr}");
-            Ok(())
+            assert_clean_failure(&out, &key, "base key");
         }
     });
 }
@@ -302,13 +277,11 @@ fn unknown_ciphers_and_stores_are_refused() {
                 &format!("{flag}={name}"),
             ]);
             if valid {
-                assert_success(&out, &name, "")?;
+                assert_success(&out, &name, "");
             } else {
                 // A bad value is clap's to report (exit code 2), with the cipher's own message.
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                check!(out.status.code() == Some(2), "{name:?}: {stderr}");
-                check!(stderr.contains("cipher: use"), "{name:?}: {stderr}");
-                check!(!stderr.contains("panicked"), "{stderr}");
+                let err = assert_one_line_exit(&out, &format!("{name:?}"), 2);
+                assert!(err.contains("cipher: use"), "{name:?}: {err}");
             }
         }
         // A store URL of no known scheme: one line naming the schemes.
@@ -317,10 +290,7 @@ fn unknown_ciphers_and_stores_are_refused() {
             .any(|p| name.starts_with(p))
         {
             let out = run(&["gen", &format!("--store={name}")]);
-            assert_clean_failure(&out, &name)?;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            check!(stderr.contains("unknown store"), "{stderr}");
+            assert_clean_failure(&out, &name, "unknown store");
         }
-        Ok(())
     });
 }

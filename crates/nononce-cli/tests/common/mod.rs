@@ -8,9 +8,9 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command as StdCommand, Output, Stdio};
+use std::process::{Child, Command as StdCommand, Output, Stdio};
 
 use assert_cmd::Command;
 
@@ -61,8 +61,13 @@ pub fn stderr(out: &Output) -> String {
 
 /// A failure the user can act on: status 1, nothing on stdout, one `nononce: ` line.
 pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert_one_line_exit(out, what, 1)
+}
+
+/// A failure with status `code` (2: a usage error), nothing on stdout, one `nononce: ` line.
+pub fn assert_one_line_exit(out: &Output, what: &str, code: i32) -> String {
     let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
     assert!(
         out.stdout.is_empty(),
         "{what}: {}",
@@ -220,14 +225,14 @@ pub fn sql(base: &str, statement: &str) {
     assert!(status.success(), "{statement}");
 }
 
-/// Drops a test table.
+/// Drops a test table, if it is there.
 pub fn drop_table(store: &str) {
     let (base, query) = store.split_once('?').unwrap();
     let table = query
         .split('&')
         .find_map(|p| p.strip_prefix("table="))
         .unwrap();
-    sql(base, &format!("drop table {table}"));
+    sql(base, &format!("drop table if exists {table}"));
 }
 
 /// A SQLite store in `dir`.
@@ -272,7 +277,7 @@ pub fn held(store: &str) -> Vec<(u64, f64)> {
 pub struct RunningGen {
     pub child: Child,
     pub first: String,
-    drain: Option<std::thread::JoinHandle<()>>,
+    drain: std::thread::JoinHandle<()>,
 }
 
 impl RunningGen {
@@ -285,18 +290,11 @@ impl RunningGen {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut out: BufReader<ChildStdout> = BufReader::new(child.stdout.take().unwrap());
+        let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
         out.read_line(&mut first).unwrap();
         if first.is_empty() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("gen {args:?} printed nothing: {err}");
+            panic!("gen {args:?} printed nothing: {}", stderr_of(&mut child));
         }
         let drain = std::thread::spawn(move || {
             std::io::copy(&mut out, &mut std::io::sink()).unwrap();
@@ -304,7 +302,7 @@ impl RunningGen {
         Self {
             child,
             first: first.trim().to_owned(),
-            drain: Some(drain),
+            drain,
         }
     }
 
@@ -321,16 +319,12 @@ impl RunningGen {
             .unwrap();
         assert!(status.success());
         let status = self.child.wait().unwrap();
-        if let Some(drain) = self.drain.take() {
-            drain.join().unwrap();
-        }
-        let mut err = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (status, err)
+        self.drain.join().unwrap();
+        (status, stderr_of(&mut self.child))
     }
+}
+
+/// What `child` wrote on its piped stderr.
+fn stderr_of(child: &mut Child) -> String {
+    std::io::read_to_string(child.stderr.take().unwrap()).unwrap()
 }
