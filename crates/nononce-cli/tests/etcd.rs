@@ -77,30 +77,10 @@ fn leases_on_etcd_list_release_and_migrate() {
     assert_eq!(status.code(), Some(143), "{err}");
 }
 
-/// Nothing listens: every command fails within seconds, in one line naming the refused
-/// connection once; with several endpoints, each one's cause.
+/// Nothing listens at any endpoint: each one's cause, in one line (a single dead endpoint is
+/// `stores::a_refused_connection_is_reported_at_once_with_its_cause`'s).
 #[test]
 fn a_dead_etcd_endpoint_fails_fast_naming_the_cause() {
-    for store in ["etcd://127.0.0.1:1", "etcd://me:s3cret@127.0.0.1:1/p/"] {
-        for args in store_commands(store) {
-            let started = Instant::now();
-            let out = run(&args);
-            let took = started.elapsed();
-            let err = assert_one_line_failure(&out, &format!("{args:?}"));
-            assert!(took < Duration::from_secs(3), "{args:?} took {took:?}");
-            assert_eq!(
-                err.matches("Connection refused").count(),
-                1,
-                "{args:?}: {err}"
-            );
-            assert!(err.contains("cannot connect"), "{args:?}: {err}");
-            assert!(err.contains("127.0.0.1:1"), "{args:?}: {err}");
-            assert!(!err.contains("s3cret"), "{args:?}: {err}");
-            for stale in ["timed out", "within", "attempts"] {
-                assert!(!err.contains(stale), "{args:?}: {err}");
-            }
-        }
-    }
     let err = assert_one_line_failure(
         &run(&[
             "leases",

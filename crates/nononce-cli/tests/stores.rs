@@ -4,9 +4,12 @@
 
 use crate::common;
 
+use std::time::{Duration, Instant};
+
 use common::*;
 
-/// Connection refused: one line naming the cause once; not a timeout, not a retry loop.
+/// Connection refused: one line naming the cause once; not a timeout, not a retry loop. etcd
+/// fails within seconds, saying it cannot connect, with the password hidden.
 #[test]
 fn a_refused_connection_is_reported_at_once_with_its_cause() {
     for store in [
@@ -14,18 +17,26 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
         "mysql://root@127.0.0.1:1/test",
         "redis://127.0.0.1:1",
         "etcd://127.0.0.1:1",
+        "etcd://me:s3cret@127.0.0.1:1/p/",
     ] {
         for args in store_commands(store) {
+            let started = Instant::now();
             let err = assert_one_line_failure(&run(&args), &format!("{args:?}"));
+            let took = started.elapsed();
             assert_eq!(
                 err.matches("Connection refused").count(),
                 1,
                 "{args:?}: {err}"
             );
-            for stale in ["timed out", "attempts", "retried", "pool"] {
+            for stale in ["timed out", "within", "attempts", "retried", "pool"] {
                 assert!(!err.contains(stale), "{args:?}: {err}");
             }
             assert!(err.contains("127.0.0.1:1"), "{args:?}: {err}");
+            if store.starts_with("etcd") {
+                assert!(took < Duration::from_secs(3), "{args:?} took {took:?}");
+                assert!(err.contains("cannot connect"), "{args:?}: {err}");
+                assert!(!err.contains("s3cret"), "{args:?}: {err}");
+            }
         }
     }
 }
