@@ -107,8 +107,6 @@ pub struct Builder<S: Strategy> {
     config: LeaseConfig,
     factories: Vec<(String, FactoryOptions)>,
     on_lease_lost: Option<LostCallback>,
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    strategy_deterministic: bool,
     #[cfg(feature = "guard")]
     guard: Option<lease_guard::GuardConfig>,
 }
@@ -183,6 +181,8 @@ impl<S: Strategy + 'static> Builder<S> {
         // One clock for the factories and the manager: the manager reads it exactly, the
         // factories' sortable nonces read the ticker's published value.
         let clock = FactoryClock::shared().map_err(Error::Clock)?;
+        #[cfg(feature = "tracing")]
+        let deterministic = self.strategy.profile().deterministic;
         let mut factories: Vec<(String, Arc<Factory<FactoryClock>>)> = Vec::new();
         for (name, options) in &self.factories {
             if factories.iter().any(|(n, _)| n == name) {
@@ -232,7 +232,7 @@ impl<S: Strategy + 'static> Builder<S> {
         #[cfg(all(feature = "tracing", feature = "guard"))]
         let guard_configured = guard.is_some();
         #[cfg(feature = "tracing")]
-        if self.strategy_deterministic && !guard_configured {
+        if deterministic && !guard_configured {
             tracing::warn!(
                 strategy = manager.strategy_name(),
                 "static machine id without a conflict guard: nothing detects a second node with the same id (enable the `guard` feature and `Builder::with_conflict_guard`)"
@@ -263,7 +263,6 @@ impl<S: Strategy + 'static> Nononce<S> {
     /// Starts configuring nononce with a lease strategy.
     pub fn builder(strategy: S) -> Builder<S> {
         Builder {
-            strategy_deterministic: strategy.profile().deterministic,
             strategy,
             config: LeaseConfig::default(),
             factories: Vec::new(),

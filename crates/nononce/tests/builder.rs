@@ -3,10 +3,24 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_testkit::memory::MemoryStore;
+use lease_testkit::memory::{MemoryStore, MemoryStrategy};
 use nononce::nonce::Error as NonceError;
 use nononce::prelude::*;
 use nononce::{Builder, Cipher128, Error, LeaseConfig};
+
+/// `options` as the one factory, `name`, started on `store` with `config`.
+pub async fn start(
+    store: &MemoryStore,
+    name: &str,
+    options: FactoryOptions,
+    config: LeaseConfig,
+) -> Result<Nononce<MemoryStrategy>, Error> {
+    Nononce::builder(store.strategy())
+        .with_factory(name, options)
+        .with_lease_config(config)
+        .start()
+        .await
+}
 
 fn quick_config() -> LeaseConfig {
     LeaseConfig::default()
@@ -97,16 +111,11 @@ async fn configuration_errors_are_reported_before_any_lease() {
 #[tokio::test]
 async fn no_lease_in_time_fails_start() {
     let store = MemoryStore::new().with_capacity(1);
-    let _holder = Nononce::builder(store.strategy())
-        .with_factory("a", FactoryOptions::new())
-        .with_lease_config(quick_config())
-        .start()
+    let _holder = start(&store, "a", FactoryOptions::new(), quick_config())
         .await
         .unwrap();
-    let err = Nononce::builder(store.strategy())
-        .with_factory("b", FactoryOptions::new())
-        .with_lease_config(quick_config().with_acquire_timeout(Some(Duration::from_millis(400))))
-        .start()
+    let short_wait = quick_config().with_acquire_timeout(Some(Duration::from_millis(400)));
+    let err = start(&store, "b", FactoryOptions::new(), short_wait)
         .await
         .err()
         .unwrap();
@@ -116,15 +125,10 @@ async fn no_lease_in_time_fails_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn factory_options_declare_one_kind_per_size() {
     let store = MemoryStore::new();
-    let nonces = Nononce::builder(store.strategy())
-        .with_factory(
-            "sorted",
-            FactoryOptions::new()
-                .with_kind64(Base::Sortable)
-                .with_kind128(Base::Sortable),
-        )
-        .with_lease_config(quick_config())
-        .start()
+    let sorted = FactoryOptions::new()
+        .with_kind64(Base::Sortable)
+        .with_kind128(Base::Sortable);
+    let nonces = start(&store, "sorted", sorted, quick_config())
         .await
         .unwrap();
     let sorted = nonces.factory("sorted").unwrap();

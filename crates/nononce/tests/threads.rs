@@ -54,20 +54,14 @@ fn encrypted_count128<C: nononce::nonce::Clock>(f: &Factory<C>) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_factory_gives_each_thread_its_own_block() {
     let store = MemoryStore::new();
-    let nonces = Nononce::builder(store.strategy())
-        .with_factory(
-            "ids",
-            // Plain and encrypted 128-bit nonces from the one factory.
-            FactoryOptions::new()
-                .with_base_key(vec![4u8; 32].into())
-                .with_plain_and_encrypted(true),
-        )
-        .with_lease_config(
-            LeaseConfig::default()
-                .with_lease_duration(Duration::from_secs(60))
-                .with_acquire_timeout(Some(Duration::from_secs(5))),
-        )
-        .start()
+    // Plain and encrypted 128-bit nonces from the one factory.
+    let options = FactoryOptions::new()
+        .with_base_key(vec![4u8; 32].into())
+        .with_plain_and_encrypted(true);
+    let config = LeaseConfig::default()
+        .with_lease_duration(Duration::from_secs(60))
+        .with_acquire_timeout(Some(Duration::from_secs(5)));
+    let nonces = crate::builder::start(&store, "ids", options, config)
         .await
         .unwrap();
     let ids: &Factory<FactoryClock> = nonces.factory("ids").unwrap();
