@@ -52,7 +52,6 @@ enum Example {
         origin: String,
         command: String,
         expected: String,
-        failure: bool,
         status: i32,
     },
 }
@@ -129,40 +128,28 @@ fn code_blocks(path: &Path) -> Vec<Example> {
 /// The code spans of a markdown table cell (CommonMark: a run of N backticks up to the next
 /// run of exactly N).
 fn code_spans(cell: &str) -> Vec<String> {
-    let bytes = cell.as_bytes();
+    // The cell as runs of backticks and runs of anything else.
+    let mut at = 0;
+    let runs: Vec<&str> = cell
+        .as_bytes()
+        .chunk_by(|a, b| (*a == b'`') == (*b == b'`'))
+        .map(|run| {
+            at += run.len();
+            &cell[at - run.len()..at]
+        })
+        .collect();
     let mut spans = Vec::new();
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'`' {
+    while i < runs.len() {
+        let opens = runs[i].starts_with('`');
+        let Some(close) = (i + 1..runs.len()).find(|&j| opens && runs[j] == runs[i]) else {
             i += 1;
             continue;
-        }
-        let run = bytes[i..].iter().take_while(|b| **b == b'`').count();
-        let start = i + run;
-        let mut j = start;
-        let mut found = None;
-        while j < bytes.len() {
-            if bytes[j] == b'`' {
-                let close = bytes[j..].iter().take_while(|b| **b == b'`').count();
-                if close == run {
-                    found = Some(j);
-                    break;
-                }
-                j += close;
-            } else {
-                j += 1;
-            }
-        }
-        let Some(end) = found else {
-            i = start;
-            continue;
         };
-        let mut span = &cell[start..end];
-        if span.len() > 1 && span.starts_with(' ') && span.ends_with(' ') {
-            span = &span[1..span.len() - 1];
-        }
-        spans.push(span.to_owned());
-        i = end + run;
+        let span = runs[i + 1..close].concat();
+        let inner = span.strip_prefix(' ').and_then(|s| s.strip_suffix(' '));
+        spans.push(inner.unwrap_or(&span).to_owned());
+        i = close + 1;
     }
     spans
 }
@@ -188,70 +175,57 @@ fn cells(line: &str) -> Vec<String> {
 /// The rows of the bad-input tables (those with a "what you get" column).
 fn table_rows(path: &Path) -> Vec<Example> {
     let (name, text) = read_doc(path);
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().collect();
+    let is_row = |line: &str| line.trim_start().starts_with('|');
     let mut out = Vec::new();
-    let mut n = 0;
-    while n < lines.len() {
-        if !lines[n].trim_start().starts_with('|') {
-            n += 1;
-            continue;
-        }
-        let header = cells(lines[n]);
+    // Each table is a run of rows; any other line is a run of its own, with no rows to read.
+    for table in lines.chunk_by(|(_, a), (_, b)| is_row(a) && is_row(b)) {
+        let header = cells(table[0].1);
         let Some(got) = header.iter().position(|h| h == "what you get") else {
-            while n < lines.len() && lines[n].trim_start().starts_with('|') {
-                n += 1;
-            }
             continue;
         };
         let where_column = header.iter().position(|h| h == "where");
-        n += 2; // the header and its separator
-        while n < lines.len() && lines[n].trim_start().starts_with('|') {
-            let row = cells(lines[n]);
+        // The rows after the header and its separator.
+        for (n, line) in table.iter().skip(2) {
+            let row = cells(line);
             let origin = format!("{name}:{}", n + 1);
             let command = row
                 .iter()
                 .take(got)
                 .flat_map(|c| code_spans(c))
                 .find(|s| is_nononce_command(s));
-            match command {
-                Some(command) => {
-                    let cell = &row[got];
-                    let spans = code_spans(cell);
-                    let expected = spans
-                        .iter()
-                        .find(|s| s.starts_with("nononce: "))
-                        .or(spans.last())
-                        .cloned()
-                        .unwrap_or_else(|| panic!("{origin}: no code span in \"what you get\""));
-                    let failure = expected.starts_with("nononce: ");
-                    let status = if !failure {
-                        0
-                    } else if cell.contains("status 2") {
-                        2
-                    } else {
-                        1
-                    };
-                    out.push(Example::Row {
-                        origin,
-                        command,
-                        expected,
-                        failure,
-                        status,
-                    });
-                }
-                None => {
-                    let place = where_column
-                        .and_then(|w| row.get(w))
-                        .cloned()
-                        .unwrap_or_default();
-                    let named = code_spans(&place).iter().any(|s| test_file_exists(s));
-                    assert!(
-                        named || place.contains("read, not run"),
-                        "{origin}: a row without a nononce command must name an existing test file in its \"where\" column: {place:?}"
-                    );
-                }
-            }
-            n += 1;
+            let Some(command) = command else {
+                let place = where_column
+                    .and_then(|w| row.get(w))
+                    .cloned()
+                    .unwrap_or_default();
+                let named = code_spans(&place).iter().any(|s| test_file_exists(s));
+                assert!(
+                    named || place.contains("read, not run"),
+                    "{origin}: a row without a nononce command must name an existing test file in its \"where\" column: {place:?}"
+                );
+                continue;
+            };
+            let cell = &row[got];
+            let spans = code_spans(cell);
+            let expected = spans
+                .iter()
+                .find(|s| s.starts_with("nononce: "))
+                .or(spans.last())
+                .cloned()
+                .unwrap_or_else(|| panic!("{origin}: no code span in \"what you get\""));
+            let failure = expected.starts_with("nononce: ");
+            let status = match (failure, cell.contains("status 2")) {
+                (false, _) => 0,
+                (true, true) => 2,
+                (true, false) => 1,
+            };
+            out.push(Example::Row {
+                origin,
+                command,
+                expected,
+                status,
+            });
         }
     }
     out
@@ -277,37 +251,20 @@ fn help_examples() -> Vec<Example> {
         args.push("--help".into());
         let help = run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let origin = format!("nononce {}", args.join(" "));
-        let mut in_commands = false;
-        for line in help.lines() {
-            if line == "Commands:" {
-                in_commands = true;
-                continue;
-            }
-            if in_commands {
-                match line.split_whitespace().next() {
-                    Some(sub) if line.starts_with("  ") && sub != "help" => {
-                        let mut p = path.clone();
-                        p.push(sub.to_owned());
-                        todo.push(p);
-                    }
-                    Some(_) if line.starts_with("  ") => {}
-                    _ => in_commands = false,
-                }
-            }
-        }
+        // Each section runs from its unindented heading to the next unindented line.
         let mut lines = Vec::new();
-        let mut in_examples = false;
+        let mut section = "";
         for line in help.lines() {
-            if line == "Examples:" || line == "Example:" {
-                in_examples = true;
+            let Some(entry) = line.strip_prefix("  ") else {
+                section = line;
                 continue;
-            }
-            if in_examples {
-                if let Some(l) = line.strip_prefix("  ") {
-                    lines.push(script_line(l));
-                } else {
-                    in_examples = false;
+            };
+            match (section, entry.split_whitespace().next()) {
+                ("Commands:", Some(sub)) if sub != "help" => {
+                    todo.push([path.clone(), vec![sub.to_owned()]].concat());
                 }
+                ("Examples:" | "Example:", _) => lines.push(script_line(entry)),
+                _ => {}
             }
         }
         assert!(!lines.is_empty(), "{origin} has no examples");
@@ -336,56 +293,41 @@ fn matches(pattern: &str, text: &str) -> bool {
     true
 }
 
-/// The test servers behind the placeholders, fresh for one example.
+/// Makes a fresh test store.
+type Fresh = fn() -> String;
+
+/// The placeholders of the examples, each with the fresh test store it stands for. A
+/// deployment's database has its lease table: the placeholders' tables are migrated.
+const PLACEHOLDERS: [(&str, Fresh); 4] = [
+    ("postgres://app@db/app", || sql_store(&pg_url())),
+    ("mysql://root@db/app", || sql_store(&mysql_url())),
+    ("redis://cache:6379", || redis_store(&redis8_url())),
+    ("etcd://etcd:2379", || {
+        format!("etcd://{}/nononce-doc/{}/", etcd_hosts(), unique("d"))
+    }),
+];
+
+/// The test stores behind the placeholders (in the order of [`PLACEHOLDERS`]), fresh for one
+/// example.
 #[derive(Default)]
-struct Servers {
-    pg: Option<String>,
-    mysql: Option<String>,
-    redis: Option<String>,
-    etcd: Option<String>,
-}
+struct Servers([Option<String>; 4]);
 
 impl Servers {
     fn apply(&mut self, command: &str) -> String {
         let mut command = command.to_owned();
-        // A deployment's database has its lease table: the placeholders' tables are migrated.
-        let migrated = |base: String| {
-            let store = format!("{base}?table={}", unique("nononce_doc"));
-            run_ok(&["leases", "migrate", "--store", &store]);
-            store
-        };
-        if command.contains("postgres://app@db/app") {
-            let url = self.pg.get_or_insert_with(|| migrated(pg_url()));
-            command = command.replace("postgres://app@db/app", &format!("'{url}'"));
-        }
-        if command.contains("mysql://root@db/app") {
-            let url = self.mysql.get_or_insert_with(|| migrated(mysql_url()));
-            command = command.replace("mysql://root@db/app", &format!("'{url}'"));
-        }
-        if command.contains("redis://cache:6379") {
-            let url = self.redis.get_or_insert_with(|| {
-                format!(
-                    "{}/?key={}&amnesia_guard=off",
-                    redis8_url().trim_end_matches('/'),
-                    unique("nononce_doc")
-                )
-            });
-            command = command.replace("redis://cache:6379", &format!("'{url}'"));
-        }
-        if command.contains("etcd://etcd:2379") {
-            let url = self.etcd.get_or_insert_with(|| {
-                format!("etcd://{}/nononce-doc/{}/", etcd_hosts(), unique("d"))
-            });
-            command = command.replace("etcd://etcd:2379", &format!("'{url}'"));
+        for ((placeholder, fresh), url) in PLACEHOLDERS.iter().zip(&mut self.0) {
+            if command.contains(placeholder) {
+                let url = url.get_or_insert_with(fresh);
+                command = command.replace(placeholder, &format!("'{url}'"));
+            }
         }
         command
     }
 
+    /// Drops the SQL tables.
     fn clean(&self) {
-        for store in [&self.pg, &self.mysql].into_iter().flatten() {
-            let (base, query) = store.split_once('?').unwrap();
-            let table = query.trim_start_matches("table=");
-            sql(base, &format!("drop table if exists {table}"));
+        for store in self.0[..2].iter().flatten() {
+            drop_table(store);
         }
     }
 }
@@ -457,7 +399,6 @@ fn check(example: &Example) -> Vec<String> {
             origin,
             command,
             expected,
-            failure,
             status,
         } => {
             // Rows write their own Redis keys (`key=doc_...`): start from nothing.
@@ -476,13 +417,13 @@ fn check(example: &Example) -> Vec<String> {
                 );
             }
             let out = shell(&servers.apply(command), dir.path(), &[]);
-            let (mut stream, mut other) = (
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr(&out),
-            );
-            if *failure {
-                std::mem::swap(&mut stream, &mut other);
-            }
+            let failure = expected.starts_with("nononce: ");
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+            let (stream, other) = if failure {
+                (stderr, stdout.into_owned())
+            } else {
+                (stdout.into_owned(), stderr)
+            };
             let lines: Vec<&str> = stream.lines().collect();
             let last = lines.last().copied().unwrap_or("");
             if out.status.code() != Some(*status) {
@@ -496,7 +437,7 @@ fn check(example: &Example) -> Vec<String> {
                 problems.push(format!(
                     "{origin}: `{command}` printed\n  {last}\nnot\n  {expected}"
                 ));
-            } else if *failure
+            } else if failure
                 && lines[..lines.len() - 1]
                     .iter()
                     .any(|l| !l.starts_with("nononce: waiting"))
