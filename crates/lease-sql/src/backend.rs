@@ -73,7 +73,7 @@ impl Backend for SqlBackend {
                         .map_err(|e| store.error(describe(&e, store)))?;
                 }
             } else {
-                probe(store, strategy.dialect()).await?;
+                probe(store, &strategy).await?;
             }
             Ok(Opened::with_admin(strategy))
         })
@@ -211,35 +211,8 @@ fn check_sqlite(path: &Path, store: &StoreUrl) -> Result<(), OpenError> {
 }
 
 /// One direct connection to a database server, without the pool's retries.
-async fn probe(store: &StoreUrl, dialect: Dialect) -> Result<(), OpenError> {
-    // The URL the driver reads: lease-sql's own options taken out (they were checked above).
-    // Without a server dialect there is nothing to connect to.
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "mysql")),
-        allow(unused_variables)
-    )]
-    let url = crate::url::split(store.url(), dialect)
-        .map_err(|e| store.error(chain(&e)))?
-        .0;
-    let attempt = async {
-        #[cfg(any(feature = "postgres", feature = "mysql"))]
-        use sqlx::{ConnectOptions as _, Connection as _};
-        match dialect {
-            #[cfg(feature = "postgres")]
-            Dialect::Postgres => {
-                let options: sqlx::postgres::PgConnectOptions = url.parse()?;
-                options.connect().await?.close().await
-            }
-            #[cfg(feature = "mysql")]
-            Dialect::MySql => {
-                let options: sqlx::mysql::MySqlConnectOptions =
-                    url.replacen("mariadb:", "mysql:", 1).parse()?;
-                options.connect().await?.close().await
-            }
-            _ => Ok::<(), sqlx::Error>(()),
-        }
-    };
-    match tokio::time::timeout(store.connect_timeout(), attempt).await {
+async fn probe(store: &StoreUrl, strategy: &SqlStrategy) -> Result<(), OpenError> {
+    match tokio::time::timeout(store.connect_timeout(), strategy.transport().connect_once()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(connect_error(&e, store)),
         Err(_) => Err(store.error(format!(

@@ -55,6 +55,11 @@ impl MySqlQueries {
             ),
             AmnesiaGuard::Off => "TRUE".to_owned(),
         };
+        let free = format!(
+            "SELECT CAST(id AS SIGNED), CAST(lock_version AS SIGNED), \
+             CAST(floor_ms AS SIGNED), {now_ms} FROM {t} \
+             WHERE expires_at < {now} AND {guard}"
+        );
         Self {
             common: Common {
                 renew: q(format!(
@@ -117,21 +122,13 @@ impl MySqlQueries {
                      since = {now} WHERE lease_table = {key} AND server_identity = ?"
                 )),
             },
-            lock_free: format!(
-                "SELECT CAST(id AS SIGNED), CAST(lock_version AS SIGNED), \
-                 CAST(floor_ms AS SIGNED), {now_ms} FROM {t} \
-                 WHERE expires_at < {now} AND {guard}"
-            ),
+            candidates: q(format!("{free} ORDER BY floor_ms >= ?, RAND() LIMIT ?")),
+            lock_free: free,
             claim_batch: ClaimBatch(format!(
                 "UPDATE {t} SET token = X'{{token}}', \
                  expires_at = TIMESTAMPADD(MICROSECOND, {{amount}}, {now}), \
                  lock_version = lock_version + 1, floor_ms = GREATEST(floor_ms, {{floor}}) \
                  WHERE id = {{id}} AND lock_version = {{version}}; COMMIT"
-            )),
-            candidates: q(format!(
-                "SELECT CAST(id AS SIGNED), CAST(lock_version AS SIGNED), \
-                 CAST(floor_ms AS SIGNED), {now_ms} FROM {t} \
-                 WHERE expires_at < {now} AND {guard} ORDER BY floor_ms >= ?, RAND() LIMIT ?"
             )),
             claim_version: q(format!(
                 "UPDATE {t} SET token = ?, expires_at = {until}, \

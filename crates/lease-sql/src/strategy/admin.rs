@@ -5,7 +5,7 @@ use std::time::Duration;
 use lease_core::{Holder, MachineId};
 use sqlx::Row;
 
-use super::backend::on_pool;
+use super::backend::{execute, on_pool};
 use super::lease::{machine_id, row_id};
 use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
@@ -32,23 +32,22 @@ impl SqlStrategy<Connection> {
 
     async fn fetch_holders(&self) -> Result<Vec<Holder>, sqlx::Error> {
         let sql = self.transport.backend.common().holders.sql();
-        let rows: Vec<(i64, Option<Vec<u8>>, i64)> =
-            on_pool!(&self.transport.backend, |pool| sqlx::query(sql)
-                .fetch_all(pool)
-                .await?
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, sqlx::Error>>()?);
-        rows.into_iter()
-            .map(|(id, token, micros)| {
-                let machine_id =
-                    machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
-                let token = token.unwrap_or_default();
-                let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
-                let left = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
-                Ok(Holder::new(machine_id, &hex, left))
+        on_pool!(&self.transport.backend, |pool| sqlx::query(sql)
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(|row| -> Result<Holder, sqlx::Error> {
+                let token: Option<Vec<u8>> = row.try_get(1)?;
+                let hex: String = token
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                let left =
+                    Duration::from_micros(u64::try_from(row.try_get::<i64, _>(2)?).unwrap_or(0));
+                Ok(Holder::new(machine_id(row.try_get(0)?)?, &hex, left))
             })
-            .collect()
+            .collect())
     }
 
     /// Frees `id` at once, whoever holds it: its token is cleared, its expiry reset to the
@@ -62,13 +61,7 @@ impl SqlStrategy<Connection> {
     /// The errors of any operation on the table.
     pub async fn force_release(&self, id: MachineId) -> Result<bool, SqlLeaseError> {
         let sql = self.transport.backend.common().force_release.sql();
-        let id = row_id(id);
-        let result: Result<u64, sqlx::Error> =
-            on_pool!(&self.transport.backend, |pool| sqlx::query(sql)
-                .bind(id)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected()));
+        let result = execute!(&self.transport.backend, sql, row_id(id));
         self.checked(result).await.map(|n| n == 1)
     }
 }

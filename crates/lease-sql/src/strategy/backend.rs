@@ -32,21 +32,40 @@ pub(super) enum Backend {
     Never(core::convert::Infallible),
 }
 
-/// Runs the same sqlx code on whichever pool the strategy holds: the pools differ only in type.
+/// Runs the same sqlx code on whichever pool the strategy holds, with its statements if asked
+/// for: the pools differ only in type.
 macro_rules! on_pool {
-    ($backend:expr, |$pool:ident| $body:expr) => {
+    ($backend:expr, |$pool:pat_param, $queries:pat_param| $body:expr) => {
         match $backend {
             #[cfg(feature = "postgres")]
-            $crate::strategy::backend::Backend::Postgres($pool, _) => $body,
+            $crate::strategy::backend::Backend::Postgres($pool, $queries) => $body,
             #[cfg(feature = "mysql")]
-            $crate::strategy::backend::Backend::MySql($pool, _) => $body,
+            $crate::strategy::backend::Backend::MySql($pool, $queries) => $body,
             #[cfg(feature = "sqlite")]
-            $crate::strategy::backend::Backend::Sqlite($pool, _) => $body,
+            $crate::strategy::backend::Backend::Sqlite($pool, $queries) => $body,
             $crate::strategy::backend::Backend::Never(never) => match *never {},
         }
     };
+    ($backend:expr, |$pool:pat_param| $body:expr) => {
+        $crate::strategy::backend::on_pool!($backend, |$pool, _| $body)
+    };
 }
 pub(super) use on_pool;
+
+/// Runs statement `sql` with the parameters `binds` on whichever pool the strategy holds, and
+/// answers how many rows it changed.
+macro_rules! execute {
+    ($backend:expr, $sql:expr $(, $bind:expr)* $(,)?) => {{
+        let changed: Result<u64, sqlx::Error> =
+            $crate::strategy::backend::on_pool!($backend, |pool| sqlx::query($sql)
+                $(.bind($bind))*
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected()));
+        changed
+    }};
+}
+pub(super) use execute;
 
 impl Backend {
     /// A PostgreSQL pool with the statements for `settings`.
@@ -104,15 +123,7 @@ impl Backend {
 
     /// The statements every dialect has.
     pub(super) fn common(&self) -> &Common {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(_, queries) => &queries.common,
-            #[cfg(feature = "mysql")]
-            Self::MySql(_, queries) => &queries.common,
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(_, queries) => &queries.common,
-            Self::Never(never) => match *never {},
-        }
+        on_pool!(self, |_, queries| &queries.common)
     }
 
     /// The amnesia guard's statements, on the dialects that have the guard.

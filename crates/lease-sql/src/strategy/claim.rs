@@ -7,6 +7,7 @@ use super::amount::Amount;
 use super::backend::Backend;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use super::connection::Acquisition;
+use super::explain::unexpected;
 use super::lease::{SqlLease, machine_id, unsigned};
 use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
@@ -20,7 +21,7 @@ use crate::transport::{Claim, Reply, Request, Transport};
 )]
 fn won(id: i64, floor: i64, coordinator_ms: i64) -> Result<Claim, sqlx::Error> {
     Ok(Claim::Won {
-        id: machine_id(id).map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
+        id: machine_id(id)?,
         floor_ms: unsigned(floor),
         coordinator_ms: unsigned(coordinator_ms),
     })
@@ -85,13 +86,6 @@ impl<T: Transport> SqlStrategy<T> {
     }
 }
 
-/// The error for a reply of the wrong kind to `request` (a [`Request::name`]).
-pub(super) fn unexpected(request: &'static str, reply: &Reply) -> SqlLeaseError {
-    SqlLeaseError::Database(sqlx::Error::Protocol(format!(
-        "unexpected answer to {request}: {reply:?}"
-    )))
-}
-
 impl Connection {
     /// One claim attempt: the preferred free row (floor below `now_ms`), guarded by the
     /// server's identity when the amnesia guard is on.
@@ -141,10 +135,47 @@ impl Connection {
                 }
                 Ok(Claim::Nothing { tried: rows.len() })
             }
+            // Two round trips: isolation level, `START TRANSACTION` and the locking read (with
+            // the guard) in one; the claim and `COMMIT` in the other. Multi-statement text, so
+            // the values are spliced in: integers and the token as hex.
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool, q), Acquisition::SkipLocked) => {
                 let mut conn = pool.acquire().await?;
-                mysql_claim_locked(q, &mut conn, token, amount, now_ms, floor).await
+                let mut open = CloseUnlessEnded {
+                    conn: &mut conn,
+                    ended: false,
+                };
+                let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(now_ms))
+                    .fetch_all(&mut **open.conn)
+                    .await?;
+                // No free row below our clock: the lowest free row, whatever its floor.
+                if rows.is_empty() {
+                    rows = sqlx::raw_sql(q.lock_free_row(None))
+                        .fetch_all(&mut **open.conn)
+                        .await?;
+                }
+                let Some(row) = rows.first() else {
+                    sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
+                    open.ended = true;
+                    return Ok(Claim::Nothing { tried: 0 });
+                };
+                let (id, version, before, clock): (i64, i64, i64, i64) = (
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                );
+                let micros = amount.micros().to_string();
+                let claim = q
+                    .claim_batch
+                    .fill(token, &micros, floor, now_ms, (id, version));
+                let done = sqlx::raw_sql(claim).execute(&mut **open.conn).await?;
+                open.ended = true;
+                if done.rows_affected() == 1 {
+                    won(id, before, clock)
+                } else {
+                    Ok(Claim::Nothing { tried: 1 })
+                }
             }
             #[cfg(feature = "mysql")]
             (Backend::MySql(pool, q), Acquisition::Optimistic { candidates }) => {
@@ -198,54 +229,5 @@ impl Connection {
             }
             (Backend::Never(never), _) => match *never {},
         }
-    }
-}
-
-/// MySQL/MariaDB `SKIP LOCKED` claim in two round trips: isolation level, `START
-/// TRANSACTION` and the locking read (with the guard) in one; the claim and `COMMIT` in the
-/// other. Multi-statement text, so the values are spliced in: integers and the token as hex.
-#[cfg(feature = "mysql")]
-async fn mysql_claim_locked(
-    q: &crate::queries::MySqlQueries,
-    conn: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
-    token: &[u8; 16],
-    amount: &Amount,
-    now_ms: i64,
-    floor: i64,
-) -> Result<Claim, sqlx::Error> {
-    let mut open = CloseUnlessEnded { conn, ended: false };
-    let mut rows = sqlx::raw_sql(q.begin_and_lock_free_row(now_ms))
-        .fetch_all(&mut **open.conn)
-        .await?;
-    // No free row below our clock: the lowest free row, whatever its floor.
-    if rows.is_empty() {
-        rows = sqlx::raw_sql(q.lock_free_row(None))
-            .fetch_all(&mut **open.conn)
-            .await?;
-    }
-    let Some(row) = rows.first() else {
-        sqlx::raw_sql("ROLLBACK").execute(&mut **open.conn).await?;
-        open.ended = true;
-        return Ok(Claim::Nothing { tried: 0 });
-    };
-    let (id, version, before, clock): (i64, i64, i64, i64) = (
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-    );
-    let claim = q.claim_batch.fill(
-        token,
-        &amount.micros().to_string(),
-        floor,
-        now_ms,
-        (id, version),
-    );
-    let done = sqlx::raw_sql(claim).execute(&mut **open.conn).await?;
-    open.ended = true;
-    if done.rows_affected() == 1 {
-        won(id, before, clock)
-    } else {
-        Ok(Claim::Nothing { tried: 1 })
     }
 }

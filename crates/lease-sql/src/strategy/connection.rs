@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::amount::Amount;
-use super::backend::Backend;
-use super::lease::{new_token, signed};
+use super::backend::{Backend, execute};
+use super::lease::{new_token, row_id, signed};
 use crate::table::{DEFAULT_TABLE, TableName};
 use crate::transport::{Reply, Request, Settings, Transport};
 use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
@@ -71,6 +71,9 @@ impl Connection {
     }
 
     async fn send(&self, request: Request) -> Result<Reply, sqlx::Error> {
+        let (backend, common) = (&self.backend, self.backend.common());
+        let done = |_| Reply::Done;
+        let renew = matches!(request, Request::Renew { .. });
         match request {
             Request::Claim {
                 token,
@@ -83,44 +86,29 @@ impl Connection {
                     .await
                     .map(Reply::Claim)
             }
-            Request::Diagnose => self.diagnose().await.map(Reply::Diagnosis),
-            Request::DiagnoseRows => self
-                .diagnose_rows()
-                .await
-                .map(|(free, rows)| Reply::Rows { free, rows }),
-            Request::Record { identity, trusted } => {
-                self.record(&identity, trusted).await.map(|()| Reply::Done)
-            }
-            Request::Replace { current, recorded } => self
-                .replace(&current, &recorded)
-                .await
-                .map(|()| Reply::Done),
             Request::CountFree => self.count_free().await.map(Reply::Free),
-            Request::Restore => self.restore_rows().await.map(|()| Reply::Done),
+            Request::Restore => execute!(backend, common.restore.sql()).map(done),
             Request::Renew {
                 id,
                 token,
                 amount,
                 floor_ms,
-            } => {
-                let amount = self.amount(amount)?;
-                self.update_own(true, id, &token, &amount, signed(floor_ms))
-                    .await
             }
-            Request::Release {
+            | Request::Release {
                 id,
                 token,
-                guard,
+                guard: amount,
                 floor_ms,
             } => {
-                let amount = self.amount(guard)?;
-                self.update_own(false, id, &token, &amount, signed(floor_ms))
+                let amount = self.amount(amount)?;
+                self.update_own(renew, id, &token, &amount, signed(floor_ms))
                     .await
             }
-            Request::RaiseFloor { id, floor_ms } => self
-                .raise_floor(id, signed(floor_ms))
-                .await
-                .map(|()| Reply::Done),
+            Request::RaiseFloor { id, floor_ms } => {
+                let sql = common.raise_floor.sql();
+                execute!(backend, sql, signed(floor_ms), row_id(id)).map(done)
+            }
+            guard => self.guard(guard).await,
         }
     }
 }

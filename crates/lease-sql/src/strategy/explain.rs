@@ -12,6 +12,27 @@ use crate::transport::{Reply, Request, Transport};
 /// How long [`Connection::cause`] waits for its one direct connection.
 const DIRECT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Sends `request` and takes its answer out of the reply that matches `pattern`; a reply of
+/// another kind is an error naming the request.
+macro_rules! ask {
+    ($strategy:expr, $request:expr, $pattern:pat => $answer:expr) => {{
+        let request = $request;
+        let name = request.name();
+        match $strategy.exchange(request).await? {
+            $pattern => $answer,
+            other => return Err($crate::strategy::explain::unexpected(name, &other)),
+        }
+    }};
+}
+pub(super) use ask;
+
+/// The error for a reply of the wrong kind to `request` (a [`Request::name`]).
+pub(super) fn unexpected(request: &'static str, reply: &Reply) -> SqlLeaseError {
+    SqlLeaseError::Database(sqlx::Error::Protocol(format!(
+        "unexpected answer to {request}: {reply:?}"
+    )))
+}
+
 impl<T: Transport> SqlStrategy<T> {
     /// One step of the protocol, its error named after the table it concerns.
     pub(super) async fn exchange(&self, request: Request) -> Result<Reply, SqlLeaseError> {
@@ -66,19 +87,20 @@ impl Connection {
     /// Why one connection with the pool's settings fails, or `None` when it opens (the pool
     /// was only busy) or does not answer within [`DIRECT_CONNECT_TIMEOUT`].
     async fn direct_connection_error(&self) -> Option<sqlx::Error> {
-        use sqlx::{ConnectOptions, Connection as _};
-        let attempt = async {
-            let connected: Result<(), sqlx::Error> = on_pool!(&self.backend, |pool| pool
-                .connect_options()
-                .connect()
-                .await?
-                .close()
-                .await);
-            connected
-        };
-        tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, attempt)
+        tokio::time::timeout(DIRECT_CONNECT_TIMEOUT, self.connect_once())
             .await
             .ok()?
             .err()
+    }
+
+    /// Opens one connection with the pool's settings, outside the pool, and closes it.
+    pub(crate) async fn connect_once(&self) -> Result<(), sqlx::Error> {
+        use sqlx::{ConnectOptions, Connection as _};
+        on_pool!(&self.backend, |pool| pool
+            .connect_options()
+            .connect()
+            .await?
+            .close()
+            .await)
     }
 }

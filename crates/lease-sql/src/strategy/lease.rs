@@ -57,15 +57,15 @@ pub(super) fn new_token() -> Result<[u8; 16], SqlLeaseError> {
 }
 
 /// A row's `id` as a machine ID.
-pub(super) fn machine_id(id: i64) -> Result<MachineId, SqlLeaseError> {
+pub(super) fn machine_id(id: i64) -> Result<MachineId, sqlx::Error> {
     u16::try_from(id)
         .ok()
         .and_then(|id| MachineId::new(id).ok())
         .ok_or_else(|| {
-            SqlLeaseError::Database(sqlx::Error::Protocol(format!(
+            sqlx::Error::Protocol(format!(
                 "lease table row has id {id}, outside 0..={}",
                 MachineId::MAX
-            )))
+            ))
         })
 }
 

@@ -4,10 +4,14 @@
 
 use sqlx::Row;
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use super::backend::execute;
 use super::backend::on_pool;
-use super::claim::unexpected;
+use super::explain::ask;
 use super::{Connection, SqlStrategy};
-use crate::amnesia::{Diagnosis, Rows, RowsVerdict, Verdict};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::amnesia::Diagnosis;
+use crate::amnesia::{Rows, RowsVerdict, Verdict};
 use crate::transport::{Reply, Request, Transport};
 use crate::{AmnesiaGuard, Dialect, SqlLeaseError};
 
@@ -15,33 +19,21 @@ impl<T: Transport> SqlStrategy<T> {
     /// The error for a claim that found nothing: exhausted, a lost race, or held off. `Ok` when
     /// the server was just recorded as trusted and the claim may be tried again.
     pub(super) async fn nothing_claimed(&self, tried: usize) -> Result<(), SqlLeaseError> {
-        if self.guarded() {
-            return match self.check_server().await? {
-                Some((free, rows)) => {
-                    self.check_rows(rows).await?;
-                    Err(self.shortage(free, tried))
-                }
-                None => Ok(()),
-            };
-        }
-        if self.dialect() == Dialect::Sqlite && self.amnesia_guard == AmnesiaGuard::HoldOff {
-            let (free, rows) = match self.exchange(Request::DiagnoseRows).await? {
-                Reply::Rows { free, rows } => (free, rows),
-                other => return Err(unexpected(Request::DiagnoseRows.name(), &other)),
+        let free = if self.guarded() {
+            let Some((free, rows)) = self.check_server().await? else {
+                return Ok(());
             };
             self.check_rows(rows).await?;
-            return Err(self.shortage(free, tried));
-        }
-        let free = self.free_rows().await?;
+            free
+        } else if self.dialect() == Dialect::Sqlite && self.amnesia_guard == AmnesiaGuard::HoldOff {
+            let (free, rows) =
+                ask!(self, Request::DiagnoseRows, Reply::Rows { free, rows } => (free, rows));
+            self.check_rows(rows).await?;
+            free
+        } else {
+            ask!(self, Request::CountFree, Reply::Free(free) => free)
+        };
         Err(self.shortage(free, tried))
-    }
-
-    /// How many rows are free, as the database counts them.
-    pub(super) async fn free_rows(&self) -> Result<i64, SqlLeaseError> {
-        match self.exchange(Request::CountFree).await? {
-            Reply::Free(free) => Ok(free),
-            other => Err(unexpected(Request::CountFree.name(), &other)),
-        }
     }
 
     /// Acts on what the rows say: missing rows are put back blocked, and while rows put back
@@ -87,10 +79,7 @@ impl<T: Transport> SqlStrategy<T> {
             current,
             remaining,
         };
-        let diagnosis = match self.exchange(Request::Diagnose).await? {
-            Reply::Diagnosis(diagnosis) => diagnosis,
-            other => return Err(unexpected(Request::Diagnose.name(), &other)),
-        };
+        let diagnosis = ask!(self, Request::Diagnose, Reply::Diagnosis(diagnosis) => diagnosis);
         match diagnosis.verdict() {
             Verdict::Standby => Err(SqlLeaseError::Standby),
             Verdict::Trust { current } => {
@@ -128,15 +117,6 @@ impl<T: Transport> SqlStrategy<T> {
 }
 
 impl Connection {
-    /// Puts the missing rows of the seeded table back, blocked for the amnesia hold-off.
-    pub(super) async fn restore_rows(&self) -> Result<(), sqlx::Error> {
-        let sql = self.backend.common().restore.sql();
-        on_pool!(&self.backend, |pool| sqlx::query(sql)
-            .execute(pool)
-            .await
-            .map(|_| ()))
-    }
-
     /// How many rows are free, as the database counts them.
     pub(super) async fn count_free(&self) -> Result<i64, sqlx::Error> {
         let sql = self.backend.common().count_free.sql();
@@ -146,102 +126,70 @@ impl Connection {
             .try_get(0))
     }
 
-    /// The deleted-rows check alone (SQLite): the free rows and what the rows say.
-    pub(super) async fn diagnose_rows(&self) -> Result<(i64, Rows), sqlx::Error> {
+    /// Answers the amnesia guard's requests: the server's diagnosis and record on PostgreSQL and
+    /// MySQL/MariaDB, the deleted-rows check alone on SQLite. A dialect without the statement
+    /// answers an error.
+    pub(super) async fn guard(&self, request: Request) -> Result<Reply, sqlx::Error> {
         #[cfg(feature = "sqlite")]
-        if let super::backend::Backend::Sqlite(pool, queries) = &self.backend {
+        if let (Request::DiagnoseRows, super::backend::Backend::Sqlite(pool, queries)) =
+            (&request, &self.backend)
+        {
             let row = sqlx::query(queries.diagnose.sql()).fetch_one(pool).await?;
             let rows = Rows {
                 present: row.try_get(1)?,
                 blocked: row.try_get(2)?,
                 blocked_remaining_us: row.try_get(3)?,
             };
-            return Ok((row.try_get::<i64, _>(0)?, rows));
-        }
-        Err(not_on(
-            self.backend.dialect(),
-            "the deleted-rows check alone",
-        ))
-    }
-
-    /// Reads what the database says about the server and the table after a guarded claim
-    /// found nothing.
-    pub(super) async fn diagnose(&self) -> Result<Diagnosis, sqlx::Error> {
-        #[cfg(any(feature = "postgres", feature = "mysql"))]
-        if let Some(amnesia) = self.backend.amnesia() {
-            let sql = amnesia.diagnose.sql();
-            return on_pool!(&self.backend, |pool| {
-                let row = sqlx::query(sql).fetch_one(pool).await?;
-                let claimed: i64 = match row.try_get::<bool, _>(5) {
-                    Ok(claimed) => i64::from(claimed),
-                    Err(_) => row.try_get(5)?,
-                };
-                Ok(Diagnosis {
-                    current: row.try_get(0)?,
-                    recorded: row.try_get(1)?,
-                    previous: row.try_get(2)?,
-                    remaining_us: row.try_get(3)?,
-                    free: row.try_get(4)?,
-                    claimed: claimed != 0,
-                    rows: Rows {
-                        present: row.try_get(6)?,
-                        blocked: row.try_get(7)?,
-                        blocked_remaining_us: row.try_get(8)?,
-                    },
-                })
+            return Ok(Reply::Rows {
+                free: row.try_get(0)?,
+                rows,
             });
         }
-        Err(not_on(self.backend.dialect(), "the server check"))
-    }
-
-    /// Records `identity` for the table if nothing is recorded: trusted (no hold-off) or from
-    /// now on.
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "mysql")),
-        expect(
-            unused_variables,
-            reason = "only PostgreSQL and MySQL record the server"
-        )
-    )]
-    pub(super) async fn record(&self, identity: &str, trusted: bool) -> Result<(), sqlx::Error> {
         #[cfg(any(feature = "postgres", feature = "mysql"))]
         if let Some(amnesia) = self.backend.amnesia() {
-            let sql = amnesia.record.sql();
-            return on_pool!(&self.backend, |pool| sqlx::query(sql)
-                .bind(identity)
-                .bind(trusted)
-                .execute(pool)
-                .await
-                .map(|_| ()));
+            let backend = &self.backend;
+            let done = |_| Reply::Done;
+            match &request {
+                Request::Diagnose => {
+                    let sql = amnesia.diagnose.sql();
+                    return on_pool!(backend, |pool| {
+                        let row = sqlx::query(sql).fetch_one(pool).await?;
+                        let claimed: i64 = match row.try_get::<bool, _>(5) {
+                            Ok(claimed) => i64::from(claimed),
+                            Err(_) => row.try_get(5)?,
+                        };
+                        Ok(Reply::Diagnosis(Diagnosis {
+                            current: row.try_get(0)?,
+                            recorded: row.try_get(1)?,
+                            previous: row.try_get(2)?,
+                            remaining_us: row.try_get(3)?,
+                            free: row.try_get(4)?,
+                            claimed: claimed != 0,
+                            rows: Rows {
+                                present: row.try_get(6)?,
+                                blocked: row.try_get(7)?,
+                                blocked_remaining_us: row.try_get(8)?,
+                            },
+                        }))
+                    });
+                }
+                // Recorded if nothing is recorded: trusted (no hold-off) or from now on.
+                Request::Record { identity, trusted } => {
+                    let sql = amnesia.record.sql();
+                    return execute!(backend, sql, identity.as_str(), *trusted).map(done);
+                }
+                // A no-op if another node replaced the recorded server first.
+                Request::Replace { current, recorded } => {
+                    let sql = amnesia.replace.sql();
+                    return execute!(backend, sql, current.as_str(), recorded.as_str()).map(done);
+                }
+                _ => {}
+            }
         }
-        Err(not_on(self.backend.dialect(), "the server record"))
+        Err(sqlx::Error::Protocol(format!(
+            "{} has no statement for {}",
+            self.backend.dialect(),
+            request.name()
+        )))
     }
-
-    /// Replaces the recorded server `recorded` by `current`, from now on (a no-op if another
-    /// node did it first).
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "mysql")),
-        expect(
-            unused_variables,
-            reason = "only PostgreSQL and MySQL record the server"
-        )
-    )]
-    pub(super) async fn replace(&self, current: &str, recorded: &str) -> Result<(), sqlx::Error> {
-        #[cfg(any(feature = "postgres", feature = "mysql"))]
-        if let Some(amnesia) = self.backend.amnesia() {
-            let sql = amnesia.replace.sql();
-            return on_pool!(&self.backend, |pool| sqlx::query(sql)
-                .bind(current)
-                .bind(recorded)
-                .execute(pool)
-                .await
-                .map(|_| ()));
-        }
-        Err(not_on(self.backend.dialect(), "the server record"))
-    }
-}
-
-/// A request for a statement `dialect` does not have.
-fn not_on(dialect: Dialect, what: &str) -> sqlx::Error {
-    sqlx::Error::Protocol(format!("{dialect} has no statement for {what}"))
 }

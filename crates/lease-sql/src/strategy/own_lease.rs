@@ -5,8 +5,8 @@ use lease_core::{MachineId, Release, Renew, Renewal};
 use sqlx::Row;
 
 use super::amount::Amount;
-use super::backend::{Backend, on_pool};
-use super::claim::unexpected;
+use super::backend::Backend;
+use super::explain::ask;
 use super::lease::{SqlLease, row_id, unsigned};
 use super::{Connection, SqlStrategy};
 use crate::SqlLeaseError;
@@ -27,26 +27,20 @@ impl<T: Transport> SqlStrategy<T> {
             amount: amount.applied,
             floor_ms: request.floor_ms,
         };
-        let name = renew.name();
-        match self.exchange(renew).await? {
-            Reply::Matched {
-                ours: true,
-                clock_ms,
-            } => {
-                let renewal = Renewal::new(*lease, amount.applied);
-                Ok(match clock_ms {
-                    Some(ms) if self.guarded() => renewal
-                        .with_coordinator_ms(ms)
-                        .with_max_clock_offset(self.max_clock_offset),
-                    Some(ms) => renewal.with_coordinator_ms(ms),
-                    None => renewal,
-                })
-            }
-            Reply::Matched { ours: false, .. } => Err(SqlLeaseError::Lost {
+        let reply = ask!(self, renew, Reply::Matched { ours, clock_ms } => (ours, clock_ms));
+        let (true, clock_ms) = reply else {
+            return Err(SqlLeaseError::Lost {
                 machine_id: lease.machine_id(),
-            }),
-            other => Err(unexpected(name, &other)),
-        }
+            });
+        };
+        let renewal = Renewal::new(*lease, amount.applied);
+        Ok(match clock_ms {
+            Some(ms) if self.guarded() => renewal
+                .with_coordinator_ms(ms)
+                .with_max_clock_offset(self.max_clock_offset),
+            Some(ms) => renewal.with_coordinator_ms(ms),
+            None => renewal,
+        })
     }
 
     /// Releases `lease`, keeping the ID blocked for the request's guard and setting the row's
@@ -65,21 +59,16 @@ impl<T: Transport> SqlStrategy<T> {
             guard: guard.applied,
             floor_ms: request.floor_ms,
         };
-        let name = release.name();
-        match self.exchange(release).await? {
-            Reply::Matched { ours: true, .. } => Ok(()),
-            Reply::Matched { ours: false, .. } => {
-                // Not ours any more (expired, taken over, or forgotten by a database that lost
-                // writes): only raise the floor, so what was issued under the lease is known.
-                self.exchange(Request::RaiseFloor {
-                    id: lease.machine_id(),
-                    floor_ms: request.floor_ms,
-                })
-                .await
-                .map(|_| ())
-            }
-            other => Err(unexpected(name, &other)),
+        if !ask!(self, release, Reply::Matched { ours, .. } => ours) {
+            // Not ours any more (expired, taken over, or forgotten by a database that lost
+            // writes): only raise the floor, so what was issued under the lease is known.
+            self.exchange(Request::RaiseFloor {
+                id: lease.machine_id(),
+                floor_ms: request.floor_ms,
+            })
+            .await?;
         }
+        Ok(())
     }
 }
 
@@ -93,21 +82,12 @@ impl Connection {
         amount: &Amount,
         floor: i64,
     ) -> Result<Reply, sqlx::Error> {
-        let common = self.backend.common();
-        let (statement, returns_clock) = if renew {
-            (&common.renew, true)
-        } else {
-            (&common.release, false)
-        };
-        let sql = statement.sql();
+        let q = self.backend.common();
+        let sql = if renew { &q.renew } else { &q.release }.sql();
         let id = row_id(id);
-        let ours = |clock_ms: Option<i64>| Reply::Matched {
-            ours: true,
-            clock_ms: clock_ms.map(unsigned),
-        };
-        let not_ours = Reply::Matched {
-            ours: false,
-            clock_ms: None,
+        let matched = |ours: bool, clock_ms: Option<i64>| Reply::Matched {
+            ours,
+            clock_ms: clock_ms.filter(|_| ours).map(unsigned),
         };
         // PostgreSQL and SQLite return the renewal's clock as a row.
         #[cfg(any(feature = "postgres", feature = "sqlite"))]
@@ -118,15 +98,11 @@ impl Connection {
                     .bind(floor)
                     .bind(id)
                     .bind(&token[..]);
-                if returns_clock {
-                    match query.fetch_optional($pool).await? {
-                        Some(row) => ours(Some(row.try_get(0)?)),
-                        None => not_ours,
-                    }
-                } else if query.execute($pool).await?.rows_affected() == 1 {
-                    ours(None)
+                if renew {
+                    let row = query.fetch_optional($pool).await?;
+                    matched(row.is_some(), row.map(|row| row.try_get(0)).transpose()?)
                 } else {
-                    not_ours
+                    matched(query.execute($pool).await?.rows_affected() == 1, None)
                 }
             }};
         }
@@ -142,32 +118,13 @@ impl Connection {
                     .bind(&token[..])
                     .execute(pool)
                     .await?;
-                if done.rows_affected() == 1 {
-                    // The renewal reports the clock through LAST_INSERT_ID(expr).
-                    ours(
-                        returns_clock
-                            .then(|| i64::try_from(done.last_insert_id()).ok())
-                            .flatten(),
-                    )
-                } else {
-                    not_ours
-                }
+                // The renewal reports the clock through LAST_INSERT_ID(expr).
+                let clock = i64::try_from(done.last_insert_id()).ok().filter(|_| renew);
+                matched(done.rows_affected() == 1, clock)
             }
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(pool, _) => update_on!(pool, amount.modifier()),
             Backend::Never(never) => match *never {},
         })
-    }
-
-    /// Raises `id`'s floor to at least `floor`, whoever holds it.
-    pub(super) async fn raise_floor(&self, id: MachineId, floor: i64) -> Result<(), sqlx::Error> {
-        let sql = self.backend.common().raise_floor.sql();
-        let id = row_id(id);
-        on_pool!(&self.backend, |pool| sqlx::query(sql)
-            .bind(floor)
-            .bind(id)
-            .execute(pool)
-            .await
-            .map(|_| ()))
     }
 }
