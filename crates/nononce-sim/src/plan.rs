@@ -66,149 +66,107 @@ impl Clocks {
     }
 }
 
-/// A class of injected fault, as counted in the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Fault {
+/// [`Fault`]: each class with its documentation and its kebab-case name, in the order of
+/// [`Fault::ALL`].
+macro_rules! faults {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// A class of injected fault, as counted in the report.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Fault {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Fault {
+            /// Every class.
+            pub const ALL: [Self; [$(Fault::$variant),*].len()] = [$(Self::$variant),*];
+
+            /// Kebab-case name.
+            #[must_use]
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+faults! {
     /// The link between a node and the coordinator is cut (messages dropped, or held and
     /// delivered at the heal as TCP would).
-    Partition,
+    Partition => "partition",
     /// The process dies (no release); restarted later as a new process without a cache.
-    Crash,
+    Crash => "crash",
     /// The process is stopped (SIGSTOP), often past its lease, then resumed.
-    Freeze,
+    Freeze => "freeze",
     /// The machine sleeps; its boot clock counts the sleep.
-    Suspend,
+    Suspend => "suspend",
     /// The machine sleeps and the process clock does not count it (it stands still).
-    SuspendUncounted,
+    SuspendUncounted => "suspend-uncounted",
     /// The lease manager restarts in the same process and renews its cached lease.
-    ManagerRestartCached,
+    ManagerRestartCached => "manager-restart-cached",
     /// The lease manager restarts in the same process with the cache cleared.
-    ManagerRestartUncached,
+    ManagerRestartUncached => "manager-restart-uncached",
     /// Graceful shutdown (factories off, release) and a new process.
-    Rolling,
+    Rolling => "rolling-restart",
     /// Every node in turn shuts down gracefully and its replacement starts shortly after, as
     /// in a rolling deployment: released IDs are taken over by other nodes at once.
-    RollingDeploy,
+    RollingDeploy => "rolling-deploy",
     /// An outside signal says the lease is lost (a conflict guard).
-    ExternalLoss,
+    ExternalLoss => "external-loss",
     /// The node's wall clock steps forward (a process started afterwards sees it).
-    WallStepForward,
+    WallStepForward => "wall-step-forward",
     /// The node's wall clock steps back.
-    WallStepBackward,
+    WallStepBackward => "wall-step-backward",
     /// The node's clock rate is off by up to 2 % for a while.
-    DriftStorm,
+    DriftStorm => "drift-storm",
     /// The coordinator restarts without losing data (Redis: AOF `always`, new run ID; etcd: a
     /// new leader, which restarts every lease's TTL).
-    CoordinatorRestart,
+    CoordinatorRestart => "coordinator-restart",
     /// Redis restarts without persistence: every lease and floor is forgotten.
-    RedisAmnesia,
+    RedisAmnesia => "redis-amnesia",
     /// Redis restarts from its last RDB snapshot.
-    RedisSnapshot,
+    RedisSnapshot => "redis-snapshot-restart",
     /// SQL fails over to a lagging asynchronous replica (new timeline).
-    SqlFailover,
+    SqlFailover => "sql-failover-lagging",
     /// The coordinator's clock jumps forward (etcd's leases run on its monotonic clock, which
     /// does not jump).
-    CoordinatorClockForward,
+    CoordinatorClockForward => "coordinator-clock-forward",
     /// The coordinator's clock jumps back.
-    CoordinatorClockBackward,
+    CoordinatorClockBackward => "coordinator-clock-backward",
     /// An operator force-releases a held ID.
-    ForceRelease,
+    ForceRelease => "force-release",
     /// Redis fails over to a long-running replica that missed writes (a node that never saw
     /// the old run ID is not held off: documented).
-    RedisFailover,
+    RedisFailover => "redis-failover",
     /// SQL loses its last commits without changing identity (`synchronous_commit = off`
     /// crash: documented as undetected).
-    SqlLostCommits,
+    SqlLostCommits => "sql-lost-commits",
     /// The etcd leader is cut off and another is elected: a second or two without a leader,
     /// every lease's TTL restarted by the new one, and the old leader still answering
     /// keep-alives in its term for a moment.
-    EtcdLeaderChange,
+    EtcdLeaderChange => "etcd-leader-change",
     /// An operator restores etcd from its last backup, or restarts it on an empty data
     /// directory, possibly under a new cluster ID, and keeps new processes from starting for the
     /// longest lease, as lease-etcd's documentation asks (a process that never saw the old store
     /// cannot tell: documented).
-    EtcdRestore,
+    EtcdRestore => "etcd-restore",
     /// The store loses its lease data while the server stays up (Redis: the lease hash deleted,
     /// `DEL` or `FLUSHALL`, its marker with it, run ID and uptime unchanged; SQL: the lease
     /// table truncated, or the rows of held IDs deleted, sometimes the table's coordinator row
     /// too; etcd: `del --prefix` of the lease prefix, its marker and hold-off keys included).
-    StoreWiped,
+    StoreWiped => "store-wiped",
     /// A node is redeployed with another epoch (up to a lease earlier or later than the
     /// default): its next holder of an ID counts timestamps from elsewhere.
-    EpochChange,
+    EpochChange => "epoch-change",
     /// An operator adds a host to the static node list (or removes one added earlier) and rolls
     /// the new list out: every node restarts in turn and takes its ID from the new list, while
     /// the nodes not yet restarted run on the old one.
-    HostListEdit,
+    HostListEdit => "host-list-edit",
 }
 
 impl Fault {
-    /// Every class.
-    pub const ALL: [Self; 27] = [
-        Self::Partition,
-        Self::Crash,
-        Self::Freeze,
-        Self::Suspend,
-        Self::SuspendUncounted,
-        Self::ManagerRestartCached,
-        Self::ManagerRestartUncached,
-        Self::Rolling,
-        Self::RollingDeploy,
-        Self::ExternalLoss,
-        Self::WallStepForward,
-        Self::WallStepBackward,
-        Self::DriftStorm,
-        Self::CoordinatorRestart,
-        Self::RedisAmnesia,
-        Self::RedisSnapshot,
-        Self::SqlFailover,
-        Self::CoordinatorClockForward,
-        Self::CoordinatorClockBackward,
-        Self::ForceRelease,
-        Self::RedisFailover,
-        Self::SqlLostCommits,
-        Self::EtcdLeaderChange,
-        Self::EtcdRestore,
-        Self::StoreWiped,
-        Self::EpochChange,
-        Self::HostListEdit,
-    ];
-
-    /// Kebab-case name.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Partition => "partition",
-            Self::Crash => "crash",
-            Self::Freeze => "freeze",
-            Self::Suspend => "suspend",
-            Self::SuspendUncounted => "suspend-uncounted",
-            Self::ManagerRestartCached => "manager-restart-cached",
-            Self::ManagerRestartUncached => "manager-restart-uncached",
-            Self::Rolling => "rolling-restart",
-            Self::RollingDeploy => "rolling-deploy",
-            Self::ExternalLoss => "external-loss",
-            Self::WallStepForward => "wall-step-forward",
-            Self::WallStepBackward => "wall-step-backward",
-            Self::DriftStorm => "drift-storm",
-            Self::CoordinatorRestart => "coordinator-restart",
-            Self::RedisAmnesia => "redis-amnesia",
-            Self::RedisSnapshot => "redis-snapshot-restart",
-            Self::SqlFailover => "sql-failover-lagging",
-            Self::CoordinatorClockForward => "coordinator-clock-forward",
-            Self::CoordinatorClockBackward => "coordinator-clock-backward",
-            Self::ForceRelease => "force-release",
-            Self::RedisFailover => "redis-failover",
-            Self::SqlLostCommits => "sql-lost-commits",
-            Self::EtcdLeaderChange => "etcd-leader-change",
-            Self::EtcdRestore => "etcd-restore",
-            Self::StoreWiped => "store-wiped",
-            Self::EpochChange => "epoch-change",
-            Self::HostListEdit => "host-list-edit",
-        }
-    }
-
     /// Whether the fault makes the store forget leases and floors.
     #[must_use]
     pub const fn is_amnesia(self) -> bool {

@@ -1,7 +1,7 @@
 //! What a run saw: per seed, and summed over many seeds.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use crate::plan::{Backend, Clocks};
 
@@ -234,19 +234,28 @@ impl Summary {
 }
 
 fn list<'a, K: fmt::Display>(
-    out: &mut String,
+    f: &mut fmt::Formatter<'_>,
     title: &str,
     items: impl IntoIterator<Item = (K, &'a u64)>,
-) {
+) -> fmt::Result {
     let items: Vec<String> = items.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let _ = writeln!(out, "{title}: {}", items.join(", "));
+    writeln!(f, "{title}: {}", items.join(", "))
+}
+
+/// Counters keyed by pairs, each key written `a{sep}b`.
+fn pairs<'a>(
+    counters: &'a BTreeMap<(&str, &str), u64>,
+    sep: &'a str,
+) -> impl Iterator<Item = (String, &'a u64)> {
+    counters
+        .iter()
+        .map(move |((a, b), v)| (format!("{a}{sep}{b}"), v))
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
+        writeln!(
+            f,
             "{} seeds, {:.0} simulated node-hours, {} events, {} nonces checked: {} duplicates, \
              {} overlapping holder ranges, {} out of window, {} unexpected errors; {} seeds failed",
             self.seeds,
@@ -258,31 +267,20 @@ impl fmt::Display for Summary {
             self.out_of_window,
             self.unexpected,
             self.failed
-        );
-        let pair = |(a, b): &(&str, &str), sep: &str| format!("{a}{sep}{b}");
+        )?;
         let stats = &self.stats;
-        list(&mut out, "backends", &self.by_backend);
-        list(&mut out, "lease timing", &self.by_profile);
-        list(&mut out, "clocks", &self.by_clocks);
-        list(&mut out, "faults", &stats.faults);
-        list(&mut out, "network", &stats.network);
-        let transitions = stats.transitions.iter();
-        list(
-            &mut out,
-            "transitions",
-            transitions.map(|(k, v)| (pair(k, "->"), v)),
-        );
-        list(&mut out, "losses", &stats.losses);
-        let operations = stats.operations.iter();
-        list(
-            &mut out,
-            "operations",
-            operations.map(|(k, v)| (pair(k, " "), v)),
-        );
-        list(&mut out, "nodes", &stats.nodes);
+        list(f, "backends", &self.by_backend)?;
+        list(f, "lease timing", &self.by_profile)?;
+        list(f, "clocks", &self.by_clocks)?;
+        list(f, "faults", &stats.faults)?;
+        list(f, "network", &stats.network)?;
+        list(f, "transitions", pairs(&stats.transitions, "->"))?;
+        list(f, "losses", &stats.losses)?;
+        list(f, "operations", pairs(&stats.operations, " "))?;
+        list(f, "nodes", &stats.nodes)?;
         for failure in &self.failures {
-            let _ = write!(out, "\n{failure}");
+            write!(f, "\n{failure}")?;
         }
-        f.write_str(&out)
+        Ok(())
     }
 }
