@@ -74,12 +74,6 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// An empty checker.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Checks one nonce of `node` issued under `window` (the factories' window at the time).
     ///
     /// # Errors
@@ -172,7 +166,7 @@ mod tests {
 
     #[test]
     fn each_failure_is_counted_and_a_node_without_a_window_issues_outside_it() {
-        let mut c = Checker::new();
+        let mut c = Checker::default();
         let w = Some(Window {
             id: 1,
             floor: 10,

@@ -7,8 +7,7 @@
 //! clock. Strategy calls are the model strategies' futures, polled whenever a reply reaches
 //! the node.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -39,7 +38,9 @@ use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile}
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
 use crate::trace::{Entry as TraceEntry, Trace};
-use lease_etcd::transport::{Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp};
+use lease_etcd::transport::{
+    Header as EtcdHeader, Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp,
+};
 use lease_redis::transport::{Claim as RedisClaim, Reply as RedisReply, Request as RedisRequest};
 use lease_sql::transport::{Claim as SqlClaim, Reply as SqlReply, Request as SqlRequest};
 
@@ -49,6 +50,11 @@ const MAX_PER_KIND: u64 = 4;
 const MAX_BURST: u64 = 12;
 /// Regular generation ticks per node per run, on average.
 const TICKS_PER_RUN: u64 = 40;
+
+/// `n` as a trace's or a counter's number (0 if it has none).
+fn num(n: impl TryInto<u64>) -> u64 {
+    n.try_into().unwrap_or(0)
+}
 
 /// Makes each node's strategy.
 trait Backend {
@@ -67,14 +73,10 @@ struct Real<S: Simulated> {
 }
 
 impl<S: Simulated> Real<S> {
-    fn new(
-        guards: Guards,
-        max_lease: Duration,
-        make: fn(SimLink, Guards, Duration, u64) -> S,
-    ) -> Self {
+    fn new(plan: &Plan, make: fn(SimLink, Guards, Duration, u64) -> S) -> Self {
         Self {
-            guards,
-            max_lease,
+            guards: plan.guards,
+            max_lease: Duration::from_millis(plan.profile.lease),
             make,
             handles: Handles::default(),
         }
@@ -121,18 +123,23 @@ fn factory(clock: &SimClock, set: KindSet, declare: bool, epoch_ms: u64) -> Fact
 
 /// Runs one seed's plan.
 pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
-    let max_lease = Duration::from_millis(plan.profile.lease);
-    let guards = plan.guards;
     match plan.backend {
-        BackendKind::Sql => Sim::new(plan, rng, Real::new(guards, max_lease, sql::strategy)).run(),
-        BackendKind::Redis => {
-            Sim::new(plan, rng, Real::new(guards, max_lease, redis::strategy)).run()
-        }
-        BackendKind::Etcd => {
-            Sim::new(plan, rng, Real::new(guards, max_lease, etcd::strategy)).run()
-        }
-        BackendKind::Static => Sim::new(plan, rng, Fixed).run(),
+        BackendKind::Sql => Sim::new(Real::new(&plan, sql::strategy), plan, rng).run(),
+        BackendKind::Redis => Sim::new(Real::new(&plan, redis::strategy), plan, rng).run(),
+        BackendKind::Etcd => Sim::new(Real::new(&plan, etcd::strategy), plan, rng).run(),
+        BackendKind::Static => Sim::new(Fixed, plan, rng).run(),
     }
+}
+
+/// A message between process `inc` of node `node` and the coordinator, about call `id`: the
+/// `order`-th the sender sent that way.
+#[derive(Debug, Clone)]
+struct Message<T> {
+    node: u16,
+    order: u64,
+    id: u64,
+    inc: u32,
+    body: T,
 }
 
 #[derive(Debug, Clone)]
@@ -145,27 +152,15 @@ enum Ev {
         inc: u32,
         seq: u64,
     },
+    /// Generation: tick `chain` of the regular chain, or else a burst of `burst` slots more.
     Tick {
         node: u16,
         inc: u32,
-        seq: u64,
-        chain: bool,
+        chain: Option<u64>,
         burst: u8,
     },
-    ToServer {
-        node: u16,
-        order: u64,
-        request: Request,
-        id: u64,
-        inc: u32,
-    },
-    ToNode {
-        node: u16,
-        order: u64,
-        response: Result<Reply, NetError>,
-        id: u64,
-        inc: u32,
-    },
+    ToServer(Message<Request>),
+    ToNode(Message<Result<Reply, NetError>>),
     /// A [`Request::Sleep`] of process `inc` ends.
     Slept {
         node: u16,
@@ -194,35 +189,12 @@ enum Ev {
     End,
 }
 
-struct Queued {
-    at: u64,
-    tie: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.tie, self.seq).cmp(&(other.at, other.tie, other.seq))
-    }
-}
-
 /// Everything but the nodes and the server.
 struct Ctx {
     now: u64,
     rng: Rng,
-    queue: BinaryHeap<Reverse<Queued>>,
+    /// The events to come, by true time, the generator's tie-break and the order queued.
+    queue: BTreeMap<(u64, u64, u64), Ev>,
     seq: u64,
     network: Network,
     profile: Profile,
@@ -233,23 +205,15 @@ struct Ctx {
     violation: Option<String>,
     next_holder: u32,
     mean_tick_gap: u64,
-    /// Whether the cached lease records what the factories issued ([`Guards::issued_record`]).
-    record_issued: bool,
-    /// Whether the deadlines sent as floors are converted to the floors' terms
-    /// ([`Guards::epoch_floor`]).
-    epoch_floor: bool,
+    /// The guards: the driver's own are the issued record and the epoch floor.
+    guards: Guards,
 }
 
 impl Ctx {
     fn at(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
         let tie = self.rng.next_u64();
-        self.queue.push(Reverse(Queued {
-            at: at.max(self.now),
-            tie,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.insert((at.max(self.now), tie, self.seq), ev);
     }
 
     /// Records `what` with up to three numbers (`{a}`, `{b}`, `{c}`; missing ones are 0).
@@ -295,7 +259,7 @@ impl Ctx {
         }
         if self.rng.chance(self.network.drop_ppm) {
             self.stats.net("dropped");
-            let toward = u64::from(matches!(ev, Ev::ToNode { .. }));
+            let toward = u64::from(matches!(ev, Ev::ToNode(_)));
             self.trace(Some(node), "message dropped (to node: {a})", &[toward]);
             return;
         }
@@ -341,6 +305,21 @@ struct Shell {
     delivered: [u64; 2],
 }
 
+impl Shell {
+    /// The next message of process `inc` about call `id` on its way `way` (0: to the server).
+    fn message<T>(&mut self, way: usize, inc: u32, id: u64, body: T) -> Message<T> {
+        self.sent[way] += 1;
+        let (node, order) = (self.idx, self.sent[way]);
+        Message {
+            node,
+            order,
+            id,
+            inc,
+            body,
+        }
+    }
+}
+
 struct Node<S: Strategy<Lease = ModelLease, Error = Failure>> {
     shell: Shell,
     proc: Option<Proc<S>>,
@@ -352,8 +331,11 @@ enum Outcome {
     Released(Result<(), Failure>),
 }
 
+/// A strategy call's future.
+type Call = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
 struct Pending {
-    fut: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+    fut: Call,
     expires: u64,
 }
 
@@ -428,7 +410,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     /// Brings the process clock to true time `ctx.now`; returns it.
     fn sync(&self, ctx: &Ctx, shell: &Shell) -> u64 {
         let local = shell.kernel.at(ctx.now).saturating_add(self.offset);
-        self.clock.set(u64::try_from(local).unwrap_or(0));
+        self.clock.set(num(local));
         self.clock.now_ms()
     }
 
@@ -445,7 +427,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     /// the tokio driver converts the deadlines it sends as floors; unconverted when that is
     /// switched off ([`Guards::epoch_floor`]).
     fn floor_of(&self, ctx: &Ctx, clock_ms: u64) -> u64 {
-        if !ctx.epoch_floor {
+        if !ctx.guards.epoch_floor {
             return clock_ms;
         }
         self.factories
@@ -458,7 +440,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     /// Raises the cached lease's bound of what was issued to what the factories report, as
     /// the tokio driver does; nothing when that record is switched off.
     fn record_issued(&self, ctx: &Ctx) {
-        if ctx.record_issued {
+        if ctx.guards.issued_record {
             self.cache.record_issued(self.issued(ctx));
         }
     }
@@ -469,7 +451,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         self.factories
             .iter()
             .map(|(f, _)| {
-                if ctx.epoch_floor {
+                if ctx.guards.epoch_floor {
                     LeaseTarget::issued_up_to_ms(f)
                 } else {
                     f.issued_up_to_ms()
@@ -485,7 +467,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
     fn enable(&self, ctx: &Ctx, id: MachineId, floor_ms: u64, deadline_ms: u64) -> u64 {
         let mut floor = floor_ms;
         for (f, _) in &self.factories {
-            if ctx.epoch_floor {
+            if ctx.guards.epoch_floor {
                 LeaseTarget::enable(f, id, floor_ms, deadline_ms);
             } else {
                 if f.enable_above(id, floor_ms, deadline_ms).is_err() {
@@ -512,7 +494,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         for _ in 0..64 {
             let action = self.machine.poll_action(local);
             self.apply_effects(ctx, shell, local);
-            match action {
+            let s = Arc::clone(&self.strategy);
+            let (fut, timeout): (Call, _) = match action {
                 Action::Acquire {
                     requested,
                     timeout,
@@ -524,14 +507,10 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     // sends them.
                     let (now_ms, floor_ms) =
                         (self.floor_of(ctx, now_ms), self.floor_of(ctx, floor_ms));
-                    let s = Arc::clone(&self.strategy);
-                    let fut = async move {
-                        Outcome::Acquired(
-                            s.acquire(Acquire::new(requested, now_ms, floor_ms)).await,
-                        )
-                    };
                     self.trace(ctx, shell, "acquire sent (floor {a})", &[floor_ms]);
-                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                    let request = Acquire::new(requested, now_ms, floor_ms);
+                    let fut = async move { Outcome::Acquired(s.acquire(request).await) };
+                    (Box::pin(fut), timeout)
                 }
                 Action::Renew {
                     lease,
@@ -541,18 +520,11 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     ..
                 } => {
                     let floor_ms = self.floor_of(ctx, floor_ms);
-                    let s = Arc::clone(&self.strategy);
-                    let id = u64::from(lease.id.get());
-                    let fut = async move {
-                        Outcome::Renewed(s.renew(&lease, Renew::new(requested, floor_ms)).await)
-                    };
-                    self.trace(
-                        ctx,
-                        shell,
-                        "renew of id {a} sent (floor {b})",
-                        &[id, floor_ms],
-                    );
-                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                    let what = "renew of id {a} sent (floor {b})";
+                    self.trace(ctx, shell, what, &[lease.id.get().into(), floor_ms]);
+                    let request = Renew::new(requested, floor_ms);
+                    let fut = async move { Outcome::Renewed(s.renew(&lease, request).await) };
+                    (Box::pin(fut), timeout)
                 }
                 Action::Release {
                     lease,
@@ -562,18 +534,11 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 } => {
                     // The targets are disabled by now: what they report is exact.
                     let floor = self.issued(ctx).max(floor_ms);
-                    let s = Arc::clone(&self.strategy);
-                    let id = u64::from(lease.id.get());
-                    let fut = async move {
-                        Outcome::Released(s.release(&lease, Release::new(guard, floor)).await)
-                    };
-                    self.trace(
-                        ctx,
-                        shell,
-                        "release of id {a} sent (floor {b})",
-                        &[id, floor],
-                    );
-                    self.begin(ctx, shell, local, timeout, Box::pin(fut));
+                    let what = "release of id {a} sent (floor {b})";
+                    self.trace(ctx, shell, what, &[lease.id.get().into(), floor]);
+                    let request = Release::new(guard, floor);
+                    let fut = async move { Outcome::Released(s.release(&lease, request).await) };
+                    (Box::pin(fut), timeout)
                 }
                 Action::Wait { until } => {
                     self.wake_seq += 1;
@@ -595,7 +560,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 Action::Failed(_) => return Some(Exit::Failed),
                 Action::Stopped => return Some(Exit::Stopped),
                 _ => return None,
-            }
+            };
+            self.begin(ctx, shell, local, timeout, fut);
         }
         panic!("node {}: the lease machine did not settle", shell.idx);
     }
@@ -606,7 +572,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         shell: &mut Shell,
         local: u64,
         timeout: Duration,
-        fut: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+        fut: Call,
     ) {
         self.drop_call();
         self.call = Some(Pending {
@@ -668,14 +634,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 ctx.at(ctx.now + ms, Ev::Slept { node, id, inc });
                 continue;
             }
-            shell.sent[0] += 1;
-            let ev = Ev::ToServer {
-                node: shell.idx,
-                order: shell.sent[0],
-                request,
-                id,
-                inc: self.inc,
-            };
+            let ev = Ev::ToServer(shell.message(0, self.inc, id, request));
             ctx.transmit(shell.partition, ev, shell.idx);
         }
     }
@@ -707,10 +666,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     // Generate at once, and just before the deadline.
                     let soon = local + ctx.rng.below(3) * ctx.profile.grid;
                     let burst = Self::burst(ctx);
-                    self.extra_tick(ctx, shell, soon, burst);
-                    if ctx.rng.chance(500_000) {
-                        self.near_deadline_tick(ctx, shell, deadline_ms);
-                    }
+                    self.tick_at(ctx, shell, soon, None, burst);
+                    self.near_deadline_tick(ctx, shell, deadline_ms, 500_000);
                 }
                 Effect::ExtendDeadline { deadline_ms } => {
                     for (f, _) in &self.factories {
@@ -720,9 +677,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         w.deadline = deadline_ms;
                     }
                     self.trace(ctx, shell, "deadline {a}", &[deadline_ms]);
-                    if ctx.rng.chance(200_000) {
-                        self.near_deadline_tick(ctx, shell, deadline_ms);
-                    }
+                    self.near_deadline_tick(ctx, shell, deadline_ms, 200_000);
                 }
                 Effect::DisableFactories => {
                     for (f, _) in &self.factories {
@@ -742,7 +697,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     if self.enable_pending {
                         self.enable_pending = false;
                         if self.lease_key != Some(key) || self.holder.is_none() {
-                            self.new_holder(ctx, key);
+                            self.lease_key = Some(key);
+                            self.new_holder(ctx);
                         }
                     }
                     self.cache.store(cached);
@@ -769,57 +725,46 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         }
     }
 
-    fn new_holder(&mut self, ctx: &mut Ctx, key: u128) {
+    fn new_holder(&mut self, ctx: &mut Ctx) {
         ctx.next_holder += 1;
         self.holder = Some(ctx.next_holder);
-        self.lease_key = Some(key);
         self.range_slot = None;
     }
 
-    /// A burst of generation starting at the first grid slot at or after `local` (process
-    /// clock), `burst` slots more after it.
-    fn extra_tick(&self, ctx: &mut Ctx, shell: &Shell, local: u64, burst: u8) {
+    /// Generation at the first grid slot at or after `local` (process clock): the next tick
+    /// `chain` of the regular chain, or a burst with `burst` slots more after it.
+    fn tick_at(&self, ctx: &mut Ctx, shell: &Shell, local: u64, chain: Option<u64>, burst: u8) {
         let grid = ctx.profile.grid;
         let aligned = local.div_ceil(grid) * grid;
         let t = shell.kernel.when(ctx.now, self.offset, aligned);
-        ctx.at(
-            t,
-            Ev::Tick {
-                node: shell.idx,
-                inc: self.inc,
-                seq: 0,
-                chain: false,
-                burst,
-            },
-        );
+        let (node, inc) = (shell.idx, self.inc);
+        let tick = Ev::Tick {
+            node,
+            inc,
+            chain,
+            burst,
+        };
+        ctx.at(t, tick);
     }
 
     fn burst(ctx: &mut Ctx) -> u8 {
         u8::try_from(ctx.rng.below(MAX_BURST)).unwrap_or(0)
     }
 
-    fn near_deadline_tick(&self, ctx: &mut Ctx, shell: &Shell, deadline: u64) {
+    /// With a chance of `per_million`, a burst of generation just before `deadline`.
+    fn near_deadline_tick(&self, ctx: &mut Ctx, shell: &Shell, deadline: u64, per_million: u64) {
+        if !ctx.rng.chance(per_million) {
+            return;
+        }
         let before = ctx.rng.between(1, ctx.profile.margin.max(2));
         let burst = Self::burst(ctx);
-        self.extra_tick(ctx, shell, deadline.saturating_sub(before), burst);
+        self.tick_at(ctx, shell, deadline.saturating_sub(before), None, burst);
     }
 
     fn chain_tick(&mut self, ctx: &mut Ctx, shell: &Shell, local: u64) {
         self.tick_seq += 1;
-        let grid = ctx.profile.grid;
-        let gap = ctx.rng.between(grid, 2 * ctx.mean_tick_gap);
-        let aligned = (local + gap).div_ceil(grid) * grid;
-        let t = shell.kernel.when(ctx.now, self.offset, aligned);
-        ctx.at(
-            t,
-            Ev::Tick {
-                node: shell.idx,
-                inc: self.inc,
-                seq: self.tick_seq,
-                chain: true,
-                burst: 0,
-            },
-        );
+        let gap = ctx.rng.between(ctx.profile.grid, 2 * ctx.mean_tick_gap);
+        self.tick_at(ctx, shell, local + gap, Some(self.tick_seq), 0);
     }
 
     /// Generates a batch on every factory and checks each nonce.
@@ -827,9 +772,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
         self.sync(ctx, shell);
         if self.enable_pending {
             self.enable_pending = false;
-            ctx.next_holder += 1;
-            self.holder = Some(ctx.next_holder);
-            self.range_slot = None;
+            self.new_holder(ctx);
         }
         let window = self.window;
         let (mut lo, mut hi, mut count) = (u64::MAX, 0, 0u64);
@@ -850,22 +793,19 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                             count += 1;
                             id_seen = Some(id);
                         }
-                        Err(NonceError::WouldBlock { .. }) => {
-                            ctx.stats.node("refused: would block");
-                            break;
-                        }
-                        Err(NonceError::LeaseExpired) => {
-                            ctx.stats.node("refused: lease expired");
-                            break;
-                        }
-                        Err(NonceError::Disabled) => {
-                            ctx.stats.node("refused: disabled");
-                            break;
-                        }
                         Err(e) => {
-                            let v = ctx.checker.unexpected(shell.idx, kind, &e);
-                            ctx.fail(&v);
-                            return;
+                            let refusal = match e {
+                                NonceError::WouldBlock { .. } => "refused: would block",
+                                NonceError::LeaseExpired => "refused: lease expired",
+                                NonceError::Disabled => "refused: disabled",
+                                _ => {
+                                    let v = ctx.checker.unexpected(shell.idx, kind, &e);
+                                    ctx.fail(&v);
+                                    return;
+                                }
+                            };
+                            ctx.stats.node(refusal);
+                            break;
                         }
                     }
                 }
@@ -931,7 +871,7 @@ fn host_name(slot: u64) -> String {
 }
 
 impl<B: Backend> Sim<B> {
-    fn new(plan: Plan, mut rng: Rng, backend: B) -> Self {
+    fn new(backend: B, plan: Plan, mut rng: Rng) -> Self {
         let profile = plan.profile;
         let spread = match plan.clocks {
             Clocks::Tight => profile.margin / 4,
@@ -952,7 +892,7 @@ impl<B: Backend> Sim<B> {
                     1 => vec![KindSet::B],
                     _ => vec![KindSet::A, KindSet::B],
                 };
-                let ppm = rng.signed(u64::try_from(max_ppm).unwrap_or(0));
+                let ppm = rng.signed(num(max_ppm));
                 let idx = u16::try_from(i).unwrap_or(u16::MAX);
                 Node {
                     shell: Shell {
@@ -1009,15 +949,14 @@ impl<B: Backend> Sim<B> {
             network: plan.network,
             profile,
             config: profile.lease_config(),
-            checker: Checker::new(),
+            checker: Checker::default(),
             stats: Stats::default(),
             trace: Trace::new(plan.trace_len),
             violation: None,
             next_holder: 0,
             mean_tick_gap: (plan.duration / TICKS_PER_RUN).max(profile.grid),
-            record_issued: plan.guards.issued_record,
-            epoch_floor: plan.guards.epoch_floor,
-            queue: BinaryHeap::new(),
+            guards: plan.guards,
+            queue: BTreeMap::new(),
             seq: 0,
             rng,
         };
@@ -1048,12 +987,12 @@ impl<B: Backend> Sim<B> {
             self.ctx.at(at, Ev::Fault(fault));
         }
         self.ctx.at(self.plan.duration, Ev::End);
-        while let Some(Reverse(next)) = self.ctx.queue.pop() {
-            self.ctx.now = next.at;
-            if matches!(next.ev, Ev::End) {
+        while let Some(((at, ..), ev)) = self.ctx.queue.pop_first() {
+            self.ctx.now = at;
+            if matches!(ev, Ev::End) {
                 break;
             }
-            self.handle(next.ev);
+            self.handle(ev);
             if self.plan.stop_at_first && self.ctx.violation.is_some() {
                 break;
             }
@@ -1088,51 +1027,38 @@ impl<B: Backend> Sim<B> {
             Ev::Start { node } => self.start(usize::from(node)),
             Ev::Wake { node, inc, seq } => {
                 let n = usize::from(node);
-                if self.nodes[n]
-                    .proc
-                    .as_ref()
-                    .is_some_and(|p| p.inc == inc && p.wake_seq == seq)
-                {
+                if self.runs(n, |p| p.inc == inc && p.wake_seq == seq) {
                     self.drive(n);
                 }
             }
             Ev::Tick {
                 node,
                 inc,
-                seq,
                 chain,
                 burst,
-            } => self.tick(usize::from(node), inc, seq, chain, burst),
-            Ev::ToServer {
-                node,
-                order,
-                request,
-                id,
-                inc,
-            } => self.at_server(node, order, request, id, inc),
-            Ev::ToNode {
-                node,
-                order,
-                response,
-                id,
-                inc,
-            } => self.at_node(usize::from(node), order, response, id, inc),
-            Ev::Slept { node, id, inc } => self.slept(usize::from(node), id, inc),
+            } => self.tick(usize::from(node), inc, chain, burst),
+            Ev::ToServer(m) => {
+                self.arrived(m.node, 0, m.order);
+                self.at_server(m.node, m.body, m.id, m.inc);
+            }
+            Ev::ToNode(m) => {
+                self.arrived(m.node, 1, m.order);
+                self.deliver(usize::from(m.node), m.id, m.body, m.inc);
+            }
+            Ev::Slept { node, id, inc } => {
+                self.deliver(usize::from(node), id, Ok(Reply::Slept), inc);
+            }
             Ev::Resume { node, inc } => self.resume(usize::from(node), inc),
             Ev::Kill { node, inc } => {
                 let n = usize::from(node);
-                if self.nodes[n].proc.as_ref().is_some_and(|p| p.inc == inc) {
+                if self.runs(n, |p| p.inc == inc) {
                     self.ctx.trace(Some(node), "halted process restarted", &[]);
                     self.exit(n);
                 }
             }
             Ev::Shutdown { node } => {
                 let n = usize::from(node);
-                if self.nodes[n]
-                    .proc
-                    .as_ref()
-                    .is_some_and(|p| p.frozen.is_none())
-                {
+                if self.runs(n, |p| p.frozen.is_none()) {
                     self.shutdown(n, true);
                 }
             }
@@ -1170,7 +1096,7 @@ impl<B: Backend> Sim<B> {
         let inc = shell.next_inc;
         shell.next_inc += 1;
         let offset = shell.wall_steps;
-        let local = u64::try_from(shell.kernel.at(ctx.now).saturating_add(offset)).unwrap_or(0);
+        let local = num(shell.kernel.at(ctx.now).saturating_add(offset));
         let clock = SimClock::new(local);
         let factories = shell
             .kinds
@@ -1283,110 +1209,72 @@ impl<B: Backend> Sim<B> {
         self.ctx.at(later, Ev::Start { node: shell.idx });
     }
 
-    fn tick(&mut self, n: usize, inc: u32, seq: u64, chain: bool, burst: u8) {
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+    fn tick(&mut self, n: usize, inc: u32, chain: Option<u64>, burst: u8) {
+        let Some((ctx, shell, p)) = self.process(n, Some(inc)) else {
             return;
         };
-        if chain && seq != p.tick_seq {
+        if chain.is_some_and(|seq| seq != p.tick_seq) {
             return;
         }
         if let Some(frozen) = p.frozen.as_mut() {
-            frozen.tick_missed |= chain;
+            frozen.tick_missed |= chain.is_some();
             return;
         }
         p.tick(ctx, shell);
         let local = p.clock.now_ms();
-        let grid = ctx.profile.grid;
-        if chain {
+        let burst = if chain.is_some() {
             p.chain_tick(ctx, shell, local);
-            let burst = Proc::<B::S>::burst(ctx);
-            if burst > 0 {
-                p.extra_tick(ctx, shell, local + grid, burst - 1);
-            }
-        } else if burst > 0 {
-            p.extra_tick(ctx, shell, local + grid, burst - 1);
+            Proc::<B::S>::burst(ctx)
+        } else {
+            burst
+        };
+        if burst > 0 {
+            p.tick_at(ctx, shell, local + ctx.profile.grid, None, burst - 1);
         }
     }
 
-    fn at_server(&mut self, node: u16, order: u64, request: Request, id: u64, inc: u32) {
-        let shell = &mut self.nodes[usize::from(node)].shell;
-        if order < shell.delivered[0] {
+    /// Message `order` of node `node`'s direction `way` (0: to the server, 1: back) arrives.
+    fn arrived(&mut self, node: u16, way: usize, order: u64) {
+        let delivered = &mut self.nodes[usize::from(node)].shell.delivered[way];
+        if order < *delivered {
             self.ctx.stats.net("reordered");
         }
-        shell.delivered[0] = shell.delivered[0].max(order);
-        let partition = shell.partition;
+        *delivered = order.max(*delivered);
+    }
+
+    fn at_server(&mut self, node: u16, request: Request, id: u64, inc: u32) {
+        let partition = self.nodes[usize::from(node)].shell.partition;
         let Some(state) = self.server.as_mut() else {
             return;
         };
-        let cut_off = if state.down {
-            let now = state.clock.ms(self.ctx.now);
-            state
-                .server
-                .answer_while_down(now, &request, &mut self.ctx.rng)
-        } else {
-            None
-        };
-        let response = if let Some(reply) = cut_off {
-            self.ctx.stats.net("answered by a deposed etcd leader");
-            self.ctx.trace(
-                Some(node),
-                "keep-alive answered by the deposed etcd leader",
-                &[],
-            );
-            Ok(reply)
-        } else if state.down {
-            self.ctx.stats.net("refused: coordinator down");
-            if !self.ctx.rng.chance(700_000) {
-                return;
-            }
-            Err(NetError)
-        } else {
-            let now = state.clock.ms(self.ctx.now);
+        let now = state.clock.ms(self.ctx.now);
+        let rng = &mut self.ctx.rng;
+        let response = if !state.down {
             let summary = summarize(&request);
             let response = state.server.handle(self.ctx.now, now, request);
             let (what, a, b) = summary.outcome(&response);
             self.ctx.trace(Some(node), what, &[a, b, now]);
             Ok(response)
+        } else if let Some(reply) = state.server.answer_while_down(now, &request, rng) {
+            self.ctx.stats.net("answered by a deposed etcd leader");
+            let what = "keep-alive answered by the deposed etcd leader";
+            self.ctx.trace(Some(node), what, &[]);
+            Ok(reply)
+        } else {
+            self.ctx.stats.net("refused: coordinator down");
+            if !self.ctx.rng.chance(700_000) {
+                return;
+            }
+            Err(NetError)
         };
         let shell = &mut self.nodes[usize::from(node)].shell;
-        shell.sent[1] += 1;
-        let ev = Ev::ToNode {
-            node,
-            order: shell.sent[1],
-            response,
-            id,
-            inc,
-        };
+        let ev = Ev::ToNode(shell.message(1, inc, id, response));
         self.ctx.transmit(partition, ev, node);
-    }
-
-    fn at_node(
-        &mut self,
-        n: usize,
-        order: u64,
-        response: Result<Reply, NetError>,
-        id: u64,
-        inc: u32,
-    ) {
-        let shell = &mut self.nodes[n].shell;
-        if order < shell.delivered[1] {
-            self.ctx.stats.net("reordered");
-        }
-        shell.delivered[1] = shell.delivered[1].max(order);
-        self.deliver(n, id, response, inc);
-    }
-
-    fn slept(&mut self, n: usize, id: u64, inc: u32) {
-        self.deliver(n, id, Ok(Reply::Slept), inc);
     }
 
     /// Hands the answer to call `id` to process `inc` of node `n`, if it still runs.
     fn deliver(&mut self, n: usize, id: u64, response: Result<Reply, NetError>, inc: u32) {
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+        let Some((ctx, shell, p)) = self.process(n, Some(inc)) else {
             return;
         };
         if p.frozen.is_some() {
@@ -1400,9 +1288,7 @@ impl<B: Backend> Sim<B> {
     }
 
     fn resume(&mut self, n: usize, inc: u32) {
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        let Some(p) = proc.as_mut().filter(|p| p.inc == inc) else {
+        let Some((ctx, shell, p)) = self.process(n, Some(inc)) else {
             return;
         };
         let Some(frozen) = p.frozen.take() else {
@@ -1429,12 +1315,11 @@ impl<B: Backend> Sim<B> {
             p.chain_tick(ctx, shell, local);
         }
         self.drive(n);
-        if !tick_first {
-            let ctx = &mut self.ctx;
-            let Node { shell, proc } = &mut self.nodes[n];
-            if let Some(p) = proc.as_mut().filter(|p| p.inc == inc && p.frozen.is_none()) {
-                p.tick(ctx, shell);
-            }
+        if !tick_first
+            && let Some((ctx, shell, p)) = self.process(n, Some(inc))
+            && p.frozen.is_none()
+        {
+            p.tick(ctx, shell);
         }
     }
 
@@ -1454,7 +1339,7 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "redis up, run id {a}, {b} leases forgotten",
-                    &[state.run_ids, u64::try_from(lost).unwrap_or(0)],
+                    &[state.run_ids, num(lost)],
                 );
             }
             (Some(OnUp::Etcd(recovery)), Server::Etcd(server)) => {
@@ -1462,26 +1347,33 @@ impl<B: Backend> Sim<B> {
                 self.ctx.trace(
                     None,
                     "etcd has a leader, term {a}, revision {b}, {c} leases forgotten",
-                    &[
-                        server.term(),
-                        u64::try_from(server.revision()).unwrap_or(0),
-                        u64::try_from(forgotten).unwrap_or(0),
-                    ],
+                    &[server.term(), num(server.revision()), num(forgotten)],
                 );
             }
             _ => self.ctx.trace(None, "coordinator up", &[]),
         }
     }
 
+    /// The context, and node `n`'s shell and process if it runs one (process `inc`, if named).
+    fn process(
+        &mut self,
+        n: usize,
+        inc: Option<u32>,
+    ) -> Option<(&mut Ctx, &mut Shell, &mut Proc<B::S>)> {
+        let Node { shell, proc } = &mut self.nodes[n];
+        let p = proc.as_mut().filter(|p| inc.is_none_or(|i| i == p.inc))?;
+        Some((&mut self.ctx, shell, p))
+    }
+
+    /// Whether node `n` runs a process that passes `test`.
+    fn runs(&self, n: usize, test: impl FnOnce(&Proc<B::S>) -> bool) -> bool {
+        self.nodes[n].proc.as_ref().is_some_and(test)
+    }
+
     /// A node with a running, unfrozen process (the fault's target), if any.
     fn pick_running(&mut self, started_only: bool) -> Option<usize> {
         let candidates: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| {
-                self.nodes[i]
-                    .proc
-                    .as_ref()
-                    .is_some_and(|p| p.frozen.is_none() && (!started_only || p.started))
-            })
+            .filter(|&i| self.runs(i, |p| p.frozen.is_none() && (!started_only || p.started)))
             .collect();
         (!candidates.is_empty()).then(|| candidates[self.ctx.rng.index(candidates.len())])
     }
@@ -1489,9 +1381,7 @@ impl<B: Backend> Sim<B> {
     /// Graceful shutdown: factories off, then the release.
     fn shutdown(&mut self, n: usize, quick: bool) {
         self.busy(n);
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        let Some(p) = proc.as_mut() else {
+        let Some((ctx, shell, p)) = self.process(n, None) else {
             return;
         };
         let local = p.sync(ctx, shell);
@@ -1508,9 +1398,9 @@ impl<B: Backend> Sim<B> {
         if !self.ctx.rng.chance(500_000) {
             return;
         }
-        let ctx = &mut self.ctx;
-        let Node { shell, proc } = &mut self.nodes[n];
-        if let Some(p) = proc.as_mut().filter(|p| p.frozen.is_none()) {
+        if let Some((ctx, shell, p)) = self.process(n, None)
+            && p.frozen.is_none()
+        {
             p.tick(ctx, shell);
         }
     }
@@ -1550,7 +1440,7 @@ impl<B: Backend> Sim<B> {
             hosts.remove(&host_name(slot));
             slot
         } else {
-            let slots = u64::try_from(self.nodes.len()).unwrap_or(0) * 16;
+            let slots = num(self.nodes.len()) * 16;
             let slot = loop {
                 let slot = self.ctx.rng.below(slots);
                 if !slot.is_multiple_of(16) && !self.added_hosts.contains(&slot) {
@@ -1566,7 +1456,7 @@ impl<B: Backend> Sim<B> {
         } else {
             "node list: host {a} added ({b} entries); rolled out, a node every {c} ms"
         };
-        let entries = u64::try_from(hosts.entries().len()).unwrap_or(0);
+        let entries = num(hosts.entries().len());
         let stagger = self.roll_out();
         self.ctx.trace(None, what, &[slot, entries, stagger]);
         Some(())
@@ -1614,9 +1504,7 @@ impl<B: Backend> Sim<B> {
                     _ => self.lease_fraction(100, 2000),
                 };
                 self.busy(n);
-                let ctx = &mut self.ctx;
-                let Node { shell, proc } = &mut self.nodes[n];
-                let p = proc.as_mut()?;
+                let (ctx, shell, p) = self.process(n, None)?;
                 let local = p.sync(ctx, shell);
                 p.frozen = Some(Frozen {
                     uncounted_from: (fault == Fault::SuspendUncounted).then_some(local),
@@ -1629,9 +1517,7 @@ impl<B: Backend> Sim<B> {
             }
             Fault::ManagerRestartCached | Fault::ManagerRestartUncached => {
                 let n = self.pick_running(true)?;
-                let ctx = &mut self.ctx;
-                let Node { shell, proc } = &mut self.nodes[n];
-                let p = proc.as_mut()?;
+                let (ctx, shell, p) = self.process(n, None)?;
                 if p.halted {
                     return None;
                 }
@@ -1706,9 +1592,7 @@ impl<B: Backend> Sim<B> {
             }
             Fault::ExternalLoss => {
                 let n = self.pick_running(true)?;
-                let ctx = &mut self.ctx;
-                let Node { shell, proc } = &mut self.nodes[n];
-                let p = proc.as_mut()?;
+                let (ctx, shell, p) = self.process(n, None)?;
                 let local = p.sync(ctx, shell);
                 if p.machine.lease_lost(local, "conflict guard") {
                     p.drop_call();
@@ -1728,25 +1612,17 @@ impl<B: Backend> Sim<B> {
                     self.ctx.rng.between(1, 2 * profile.margin)
                 };
                 let step = i64::try_from(step).unwrap_or(0);
-                let delta = if fault == Fault::WallStepForward {
-                    step
-                } else {
-                    -step
-                };
+                let back = fault == Fault::WallStepBackward;
+                let delta = if back { -step } else { step };
                 let shell = &mut self.nodes[n].shell;
                 shell.wall_steps += delta;
-                let (node, magnitude) = (shell.idx, step.unsigned_abs());
-                self.ctx.trace(
-                    Some(node),
-                    "wall clock steps {a} ms (back: {b})",
-                    &[magnitude, u64::from(delta < 0)],
-                );
+                let node = shell.idx;
+                let what = "wall clock steps {a} ms (back: {b})";
+                let args = [step.unsigned_abs(), u64::from(delta < 0)];
+                self.ctx.trace(Some(node), what, &args);
                 if self.plan.backend == BackendKind::Static
                     && delta < 0
-                    && self.nodes[n]
-                        .proc
-                        .as_ref()
-                        .is_some_and(|p| p.frozen.is_none())
+                    && self.runs(n, |p| p.frozen.is_none())
                 {
                     // The pod is restarted on the stepped clock: its new process starts behind
                     // the old one's last timestamps, by up to the step.
@@ -1780,11 +1656,8 @@ impl<B: Backend> Sim<B> {
                 };
                 let state = self.server.as_mut()?;
                 let delta = i64::try_from(jump).unwrap_or(0);
-                let delta = if fault == Fault::CoordinatorClockForward {
-                    delta
-                } else {
-                    -delta
-                };
+                let back = fault == Fault::CoordinatorClockBackward;
+                let delta = if back { -delta } else { delta };
                 let what = if state.server.leases_on_wall_clock() {
                     state.clock.step(now, delta);
                     "coordinator clock jumps {a} ms (back: {b})"
@@ -1869,11 +1742,7 @@ impl<B: Backend> Sim<B> {
                 false,
             ),
         };
-        self.ctx.trace(
-            None,
-            what,
-            &[u64::try_from(lost).unwrap_or(0), u64::from(record)],
-        );
+        self.ctx.trace(None, what, &[num(lost), u64::from(record)]);
         Some(())
     }
 
@@ -1948,7 +1817,7 @@ impl<B: Backend> Sim<B> {
         self.ctx.trace(
             None,
             "coordinator down for {a} ms (lag {b} ms, {c} writes lost)",
-            &[down_for, lag, u64::try_from(lost).unwrap_or(0)],
+            &[down_for, lag, num(lost)],
         );
         self.ctx.at(now + down_for, Ev::ServerUp { seq });
         Some(())
@@ -1975,20 +1844,17 @@ enum Summary {
 
 fn summarize(request: &Request) -> Summary {
     match request {
-        Request::Sql(statement) => match statement.request {
-            SqlRequest::Claim { .. } => Summary::SqlClaim,
-            SqlRequest::Renew { id, .. } => {
-                Summary::SqlOther("sql renew id {a}: {b}", id.get().into())
-            }
-            SqlRequest::Release { id, .. } => {
-                Summary::SqlOther("sql release id {a}: {b}", id.get().into())
-            }
-            SqlRequest::RaiseFloor { id, .. } => {
-                Summary::SqlOther("sql raise floor id {a}: {b}", id.get().into())
-            }
-            SqlRequest::Diagnose => Summary::SqlOther("sql diagnose", 0),
-            _ => Summary::SqlOther("sql guard bookkeeping", 0),
-        },
+        Request::Sql(statement) => {
+            let (what, id) = match statement.request {
+                SqlRequest::Claim { .. } => return Summary::SqlClaim,
+                SqlRequest::Renew { id, .. } => ("sql renew id {a}: {b}", id.get()),
+                SqlRequest::Release { id, .. } => ("sql release id {a}: {b}", id.get()),
+                SqlRequest::RaiseFloor { id, .. } => ("sql raise floor id {a}: {b}", id.get()),
+                SqlRequest::Diagnose => ("sql diagnose", 0),
+                _ => ("sql guard bookkeeping", 0),
+            };
+            Summary::SqlOther(what, id.into())
+        }
         Request::Sleep(_) => Summary::Sleep,
         Request::Redis(RedisRequest::Read { .. }) => Summary::RedisRead,
         Request::Redis(RedisRequest::Claim { id, .. }) => Summary::RedisClaim(u64::from(id.get())),
@@ -2019,6 +1885,7 @@ fn summarize(request: &Request) -> Summary {
 impl Summary {
     fn outcome(&self, response: &Reply) -> (&'static str, u64, u64) {
         match (self, response) {
+            (Self::Sleep, _) => ("wait over", 0, 0),
             (
                 Self::SqlClaim,
                 Reply::Sql(Ok(SqlReply::Claim(SqlClaim::Won { id, floor_ms, .. }))),
@@ -2032,11 +1899,9 @@ impl Summary {
                 (what, *id, u64::from(*ours))
             }
             (Self::SqlOther(what, id), _) => (what, *id, 0),
-            (Self::RedisRead, Reply::Redis(RedisReply::Read { free, .. })) => (
-                "redis read: {a} free",
-                u64::try_from(free.readable.len()).unwrap_or(0),
-                0,
-            ),
+            (Self::RedisRead, Reply::Redis(RedisReply::Read { free, .. })) => {
+                ("redis read: {a} free", num(free.readable.len()), 0)
+            }
             (Self::RedisClaim(id), Reply::Redis(RedisReply::Claim(claim))) => match claim {
                 RedisClaim::Won { floor_ms, .. } => {
                     ("redis claim id {a}: won, floor before {b}", *id, *floor_ms)
@@ -2059,21 +1924,30 @@ impl Summary {
             (Self::RedisRead | Self::RedisClaim(_) | Self::RedisOther(..), _) => {
                 ("redis: unexpected reply", 0, 0)
             }
-            (
-                Self::EtcdRange,
-                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Range { header, kvs })),
-            ) => (
-                "etcd range: {a} keys, revision {b}",
-                u64::try_from(kvs.len()).unwrap_or(0),
-                header.map_or(0, |h| u64::try_from(h.revision).unwrap_or(0)),
-            ),
+            (Self::EtcdLease, Reply::Etcd(EtcdResponse::LeaseNotFound)) => {
+                ("etcd: requested lease not found", 0, 0)
+            }
+            (_, Reply::Etcd(EtcdResponse::Answer(reply))) => self.etcd(reply),
+            (Self::EtcdTxn(id), _) => ("etcd txn on id {a}: refused", *id, 0),
+            _ => ("etcd: unexpected reply", 0, 0),
+        }
+    }
+
+    /// The outcome of an etcd request that etcd answered.
+    fn etcd(&self, reply: &EtcdReply) -> (&'static str, u64, u64) {
+        let revision = |header: &Option<EtcdHeader>| header.map_or(0, |h| num(h.revision));
+        match (self, reply) {
+            (Self::EtcdRange, EtcdReply::Range { header, kvs }) => {
+                let what = "etcd range: {a} keys, revision {b}";
+                (what, num(kvs.len()), revision(header))
+            }
             (
                 Self::EtcdTxn(id),
-                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Txn {
+                EtcdReply::Txn {
                     header, succeeded, ..
-                })),
+                },
             ) => {
-                let revision = header.map_or(0, |h| u64::try_from(h.revision).unwrap_or(0));
+                let revision = revision(header);
                 if *succeeded {
                     ("etcd txn on id {a}: succeeded, revision {b}", *id, revision)
                 } else {
@@ -2081,38 +1955,19 @@ impl Summary {
                 }
             }
             (Self::EtcdTxn(id), _) => ("etcd txn on id {a}: refused", *id, 0),
-            (
-                Self::EtcdLease,
-                Reply::Etcd(EtcdResponse::Answer(EtcdReply::Granted { ttl_s, .. })),
-            ) => (
-                "etcd lease grant: ttl {a} s",
-                u64::try_from(*ttl_s).unwrap_or(0),
-                0,
-            ),
-            (
-                Self::EtcdLease,
-                Reply::Etcd(EtcdResponse::Answer(EtcdReply::KeptAlive { header, ttl_s })),
-            ) => (
-                "etcd keep-alive: ttl {a} s, term {b}",
-                u64::try_from(*ttl_s).unwrap_or(0),
-                header.map_or(0, |h| h.raft_term),
-            ),
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::Answer(EtcdReply::Revoked))) => {
-                ("etcd lease revoke", 0, 0)
+            (Self::EtcdLease, EtcdReply::Granted { ttl_s, .. }) => {
+                ("etcd lease grant: ttl {a} s", num(*ttl_s), 0)
             }
-            (Self::EtcdLease, Reply::Etcd(EtcdResponse::LeaseNotFound)) => {
-                ("etcd: requested lease not found", 0, 0)
+            (Self::EtcdLease, EtcdReply::KeptAlive { header, ttl_s }) => {
+                let term = header.map_or(0, |h| h.raft_term);
+                ("etcd keep-alive: ttl {a} s, term {b}", num(*ttl_s), term)
             }
-            (
-                Self::EtcdLease,
-                Reply::Etcd(EtcdResponse::Answer(EtcdReply::TimeToLive { ttl_s })),
-            ) => (
-                "etcd lease time-to-live: {a} s (-1: none)",
-                ttl_s.cast_unsigned(),
-                0,
-            ),
-            (Self::EtcdRange | Self::EtcdLease, _) => ("etcd: unexpected reply", 0, 0),
-            (Self::Sleep, _) => ("wait over", 0, 0),
+            (Self::EtcdLease, EtcdReply::Revoked) => ("etcd lease revoke", 0, 0),
+            (Self::EtcdLease, EtcdReply::TimeToLive { ttl_s }) => {
+                let what = "etcd lease time-to-live: {a} s (-1: none)";
+                (what, ttl_s.cast_unsigned(), 0)
+            }
+            _ => ("etcd: unexpected reply", 0, 0),
         }
     }
 }
