@@ -33,11 +33,6 @@ impl<L: Link> SimTransport<L> {
         }
     }
 
-    /// The node's clock, as a monotonic one.
-    pub(super) fn clock(&self) -> Duration {
-        Duration::from_millis(self.link.now_ms())
-    }
-
     /// The next random number.
     pub(super) fn next_random(&self) -> u64 {
         self.rng

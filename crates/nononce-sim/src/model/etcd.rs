@@ -412,6 +412,17 @@ impl Store {
     }
 }
 
+/// The keys of `kvs` that exist, the `i`-th named `key(i)`.
+fn per_id(kvs: &[Option<Kv>], key: fn(u16) -> Key) -> impl Iterator<Item = KeyValue> {
+    let kvs = kvs.iter().enumerate();
+    kvs.filter_map(move |(i, kv)| Some(kv.as_ref()?.answer(key(machine_id(i).get()))))
+}
+
+/// `s` seconds in ms.
+fn ms(s: i64) -> u64 {
+    u64::try_from(s).unwrap_or(0).saturating_mul(1000)
+}
+
 /// A transaction's operations if its comparisons `succeeded`, or else.
 fn branch(txn: &Txn, succeeded: bool) -> &[TxnOp] {
     if succeeded { &txn.then } else { &txn.otherwise }
@@ -541,9 +552,8 @@ impl EtcdServer {
             .map(|(id, l)| (*id, l.ttl_s))
             .collect();
         for (lease, ttl_s) in leases {
-            let ttl_ms = u64::try_from(ttl_s).unwrap_or(0).saturating_mul(1000);
-            self.store
-                .set_expiry(lease, now.saturating_add(ELECTION_TIMEOUT_MS + ttl_ms));
+            let expires_at = now.saturating_add(ELECTION_TIMEOUT_MS + ms(ttl_s));
+            self.store.set_expiry(lease, expires_at);
         }
     }
 
@@ -637,26 +647,12 @@ impl EtcdServer {
 
     /// Every key under the prefix, in the model's order (leases, floors, marker, hold-off).
     fn range(&self) -> Vec<KeyValue> {
-        let lease_keys = self
-            .store
-            .lease_keys
-            .iter()
-            .enumerate()
-            .filter_map(|(i, kv)| {
-                kv.as_ref()
-                    .map(|kv| kv.answer(Key::Lease(machine_id(i).get())))
-            });
-        let floors = self.store.floors.iter().enumerate().filter_map(|(i, kv)| {
-            kv.as_ref()
-                .map(|kv| kv.answer(Key::Floor(machine_id(i).get())))
-        });
-        let marker = [
-            (Key::Marker, self.store.marker.as_ref()),
-            (Key::HoldOff, self.store.hold_off.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(key, kv)| kv.map(|kv| kv.answer(key)));
-        lease_keys.chain(floors).chain(marker).collect()
+        let store = &self.store;
+        let mut kvs: Vec<KeyValue> = per_id(&store.lease_keys, Key::Lease).collect();
+        kvs.extend(per_id(&store.floors, Key::Floor));
+        kvs.extend(store.marker.as_ref().map(|kv| kv.answer(Key::Marker)));
+        kvs.extend(store.hold_off.as_ref().map(|kv| kv.answer(Key::HoldOff)));
+        kvs
     }
 
     /// Applies one request at `now` (the leader's monotonic clock, in ms); `None` for a request
@@ -677,8 +673,7 @@ impl EtcdServer {
                 let ttl_s = ttl_s.max(MIN_TTL_S);
                 let lease = self.next_lease;
                 self.next_lease += 1;
-                let ttl_ms = u64::try_from(ttl_s).unwrap_or(0).saturating_mul(1000);
-                let expires_at = now.saturating_add(ttl_ms);
+                let expires_at = now.saturating_add(ms(ttl_s));
                 self.store.leases.insert(
                     lease,
                     LeaseEntry {
@@ -695,15 +690,8 @@ impl EtcdServer {
                 }
             }
             EtcdRequest::KeepAlive { lease } => {
-                let ttl_s = match self.store.leases.get(&lease) {
-                    Some(entry) => {
-                        let ttl_s = entry.ttl_s;
-                        let ttl_ms = u64::try_from(ttl_s).unwrap_or(0).saturating_mul(1000);
-                        self.store.set_expiry(lease, now.saturating_add(ttl_ms));
-                        ttl_s
-                    }
-                    None => 0,
-                };
+                let ttl_s = self.store.leases.get(&lease).map_or(0, |entry| entry.ttl_s);
+                self.store.set_expiry(lease, now.saturating_add(ms(ttl_s)));
                 EtcdReply::KeptAlive {
                     header: Some(self.header()),
                     ttl_s,
@@ -871,7 +859,7 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 
     fn now(&self) -> Duration {
-        self.clock()
+        Duration::from_millis(self.link.now_ms())
     }
 
     fn random(&self) -> u64 {

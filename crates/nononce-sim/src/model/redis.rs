@@ -207,6 +207,18 @@ impl RedisServer {
         self.hash.leases[index] = fields;
     }
 
+    /// `HSETEX` of ID `index`'s field holding `token` for `ttl`, with its holder's marker if
+    /// `marker`.
+    fn put_lease(&mut self, now: u64, index: usize, token: String, ttl: Duration, marker: bool) {
+        let expires_at = now.saturating_add(millis(ttl));
+        let fields = Fields {
+            token,
+            expires_at,
+            marker,
+        };
+        self.set(now, index, Some(fields));
+    }
+
     fn set_floor(&mut self, now: u64, index: usize, floor: u64) {
         self.hash.floors[index] = floor;
         let fields = self.hash.leases[index].clone();
@@ -308,12 +320,7 @@ impl RedisServer {
                     .live(index, now)
                     .is_some_and(|f| f.token == token && f.marker);
                 if renewed {
-                    let fields = Fields {
-                        token,
-                        expires_at: now.saturating_add(millis(ttl)),
-                        marker: true,
-                    };
-                    self.set(now, index, Some(fields));
+                    self.put_lease(now, index, token, ttl, true);
                     if floor_ms > self.hash.floors[index] {
                         self.set_floor(now, index, floor_ms);
                     }
@@ -338,12 +345,7 @@ impl RedisServer {
                     .is_some_and(|f| f.token == token && f.marker);
                 if ours {
                     // HSETEX FXX PX guard, then HDEL of the marker.
-                    let fields = Fields {
-                        token,
-                        expires_at: now.saturating_add(millis(guard)),
-                        marker: false,
-                    };
-                    self.set(now, index, Some(fields));
+                    self.put_lease(now, index, token, guard, false);
                     self.set_floor(now, index, floor_ms);
                 } else if floor_ms > self.hash.floors.get(index).copied().unwrap_or(u64::MAX) {
                     // A lost lease's release only raises the floor.
@@ -394,12 +396,7 @@ impl RedisServer {
         if index >= self.hash.leases.len() || self.hash.live(index, now).is_some() {
             return Claim::Taken;
         }
-        let fields = Fields {
-            token,
-            expires_at: now.saturating_add(millis(ttl)),
-            marker: true,
-        };
-        self.set(now, index, Some(fields));
+        self.put_lease(now, index, token, ttl, true);
         if floor_ms > stored {
             self.set_floor(now, index, floor_ms);
         }
@@ -466,7 +463,7 @@ impl<L: Link> Transport for SimTransport<L> {
     }
 
     fn now(&self) -> Duration {
-        self.clock()
+        Duration::from_millis(self.link.now_ms())
     }
 
     fn random(&self) -> u64 {

@@ -82,7 +82,7 @@ pub struct Statement {
 /// database's error).
 pub type SqlResponse = Result<SqlReply, String>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Row {
     token: Option<[u8; 16]>,
     expires_at: u64,
@@ -141,15 +141,7 @@ impl SqlServer {
             system: 7,
             timeline: 1,
         };
-        let rows = vec![
-            Some(Row {
-                token: None,
-                expires_at: 0,
-                lock_version: 0,
-                floor_ms: 0,
-            });
-            usize::from(capacity.min(MachineId::COUNT))
-        ];
+        let rows = vec![Some(Row::default()); usize::from(capacity.min(MachineId::COUNT))];
         let tables = Tables {
             rows,
             record: Some(RecordRow {
@@ -176,10 +168,6 @@ impl SqlServer {
     #[must_use]
     pub const fn identity(&self) -> Identity {
         self.identity
-    }
-
-    fn write_row(&mut self, t: u64, index: usize, row: Row) {
-        self.set_row(t, index, Some(row));
     }
 
     fn set_row(&mut self, t: u64, index: usize, row: Option<Row>) {
@@ -220,6 +208,16 @@ impl SqlServer {
             self.write_record(t, None);
         }
         deleted
+    }
+
+    /// Records server `identity`, trusted from `since`, replacing `previous`.
+    fn record(&mut self, t: u64, identity: Identity, since: u64, previous: Option<Identity>) {
+        let record = RecordRow {
+            identity,
+            since,
+            previous,
+        };
+        self.write_record(t, Some(record));
     }
 
     fn write_record(&mut self, t: u64, record: Option<RecordRow>) {
@@ -297,14 +295,7 @@ impl SqlServer {
                 let identity = Identity::parse(&identity)?;
                 if self.primary.record.is_none() {
                     let since = if trusted { 0 } else { now };
-                    self.write_record(
-                        t,
-                        Some(RecordRow {
-                            identity,
-                            since,
-                            previous: None,
-                        }),
-                    );
+                    self.record(t, identity, since, None);
                 }
                 SqlReply::Done
             }
@@ -313,14 +304,7 @@ impl SqlServer {
                 if let Some(r) = self.primary.record
                     && r.identity == recorded
                 {
-                    self.write_record(
-                        t,
-                        Some(RecordRow {
-                            identity: current,
-                            since: now,
-                            previous: Some(r.identity),
-                        }),
-                    );
+                    self.record(t, current, now, Some(r.identity));
                 }
                 SqlReply::Done
             }
@@ -340,7 +324,7 @@ impl SqlServer {
                         floor_ms: row.floor_ms.max(floor_ms),
                         ..row
                     };
-                    self.write_row(t, index, renewed);
+                    self.set_row(t, index, Some(renewed));
                 }
                 matched(row.is_some())
             }
@@ -366,7 +350,7 @@ impl SqlServer {
                         lock_version: row.lock_version.wrapping_add(1),
                         floor_ms,
                     };
-                    self.write_row(t, index, released);
+                    self.set_row(t, index, Some(released));
                 }
                 SqlReply::Matched {
                     ours: row.is_some(),
@@ -381,7 +365,7 @@ impl SqlServer {
                         floor_ms: row.floor_ms.max(floor_ms),
                         ..row
                     };
-                    self.write_row(t, index, raised);
+                    self.set_row(t, index, Some(raised));
                 }
                 SqlReply::Done
             }
@@ -419,7 +403,7 @@ impl SqlServer {
             lock_version: row.lock_version.wrapping_add(1),
             floor_ms: row.floor_ms.max(floor_ms),
         };
-        self.write_row(t, index, claimed);
+        self.set_row(t, index, Some(claimed));
         Claim::Won {
             id: machine_id(index),
             floor_ms: row.floor_ms,
@@ -471,12 +455,10 @@ impl SqlServer {
             .collect();
         for &index in &missing {
             let row = Row {
-                token: None,
                 expires_at: blocked_ms.map_or(0, |ms| now.saturating_add(ms)),
-                lock_version: 0,
-                floor_ms: 0,
+                ..Row::default()
             };
-            self.write_row(t, index, row);
+            self.set_row(t, index, Some(row));
         }
         count(missing.len())
     }
@@ -490,7 +472,7 @@ impl SqlServer {
         let index = usize::from(id.get());
         if let Some(mut row) = self.row(index) {
             row.expires_at = now.saturating_sub(1000);
-            self.write_row(now, index, row);
+            self.set_row(now, index, Some(row));
         }
     }
 
@@ -506,7 +488,7 @@ impl SqlServer {
                     lock_version: row.lock_version.wrapping_add(1),
                     floor_ms: row.floor_ms.max(row.expires_at),
                 };
-                self.write_row(t, index, freed);
+                self.set_row(t, index, Some(freed));
                 true
             }
             _ => false,
