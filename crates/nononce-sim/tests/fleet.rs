@@ -3,8 +3,8 @@
 //! exactly; the documented gaps are found too.
 
 use nononce_sim::{
-    Backend, Clocks, Config, Fault, Gaps, Guards, SeedReport, Summary, first_duplicate,
-    first_failure, run_seed, run_seeds,
+    Backend, Clocks, Config, Fault, Gaps, Guards, SeedReport, first_duplicate, first_failure,
+    run_seed, run_seeds,
 };
 
 /// Seeds a switched-off guard may take to show its duplicate.
@@ -22,22 +22,38 @@ fn only(fault: Fault) -> Vec<Fault> {
     Fault::ALL.into_iter().filter(|f| *f != fault).collect()
 }
 
-fn all_guards(seeds: std::ops::RangeInclusive<u64>) -> Summary {
-    let summary = run_seeds(seeds, &Config::default());
+// Every guard on, nothing repeats: a smoke test for `cargo test`. The seed sweeps are the
+// simulation's own runs (`cargo xtask sim`: 300 seeds in `cargo xtask test --quick`, 5,000 with
+// more fault classes in the full run). The report of the first 12 seeds counts faults,
+// transitions and nonces.
+#[test]
+fn every_guard_on_nothing_repeats_and_the_report_counts_it() {
+    let first = run_seeds(1..=12, &Config::default());
+    for fault in ["crash", "freeze", "partition", "rolling-deploy"] {
+        assert!(first.stats.faults.contains_key(fault), "{fault}: {first}");
+    }
+    for transition in [
+        ("starting", "held"),
+        ("held", "reacquiring"),
+        ("reacquiring", "held"),
+    ] {
+        assert!(
+            first.stats.transitions.contains_key(&transition),
+            "{transition:?}: {first}"
+        );
+    }
+    assert!(first.stats.operations.contains_key(&("renew", "ok")));
+    assert!(first.node_hours > 100.0);
+    assert!(first.nonces > 10_000);
+    let text = first.to_string();
+    assert!(text.contains("simulated node-hours"), "{text}");
+    let mut summary = first;
+    summary.merge(&run_seeds(13..=40, &Config::default()));
     assert_eq!(summary.failed, 0, "{summary}");
     assert!(
         summary.nonces > 0 && summary.stats.faults.len() > 5,
         "{summary}"
     );
-    summary
-}
-
-// Every guard on, nothing repeats: a smoke test for `cargo test`. The seed sweeps are the
-// simulation's own runs (`cargo xtask sim`: 300 seeds in `cargo xtask test --quick`, 5,000 with
-// more fault classes in the full run).
-#[test]
-fn every_guard_on_nothing_repeats() {
-    all_guards(1..=40);
 }
 
 /// The first seed in `1..=BOUND` whose run fails under `config`.
@@ -50,13 +66,8 @@ fn found(what: &str, config: &Config) -> SeedReport {
     report
 }
 
-/// The first seed in `1..=BOUND` that issues one value twice under `config`.
-fn duplicated(what: &str, config: &Config) -> SeedReport {
-    duplicated_within(what, BOUND, config)
-}
-
 /// The first seed in `1..=seeds` that issues one value twice under `config`.
-fn duplicated_within(what: &str, seeds: u64, config: &Config) -> SeedReport {
+fn duplicated(what: &str, seeds: u64, config: &Config) -> SeedReport {
     let report = first_duplicate(1..=seeds, config)
         .unwrap_or_else(|| panic!("{what}: no seed in 1..={seeds} issued a value twice"));
     println!(
@@ -91,10 +102,10 @@ fn without_the_floor_a_lagging_successor_repeats() {
         ..Config::default()
     };
     found("floor off", &config);
-    duplicated("floor off", &config);
+    duplicated("floor off", BOUND, &config);
     let etcd = on_etcd(config);
     found("floor off, etcd", &etcd);
-    duplicated("floor off, etcd", &etcd);
+    duplicated("floor off, etcd", BOUND, &etcd);
 }
 
 /// `config` with every seed on the etcd model.
@@ -120,9 +131,10 @@ fn release_config(release_guard: bool) -> Config {
 #[test]
 fn without_the_release_guard_a_successor_starts_in_the_last_milliseconds() {
     found("release guard off", &release_config(false));
-    duplicated("release guard off", &release_config(false));
-    found("release guard off, etcd", &on_etcd(release_config(false)));
-    duplicated("release guard off, etcd", &on_etcd(release_config(false)));
+    duplicated("release guard off", BOUND, &release_config(false));
+    let etcd = on_etcd(release_config(false));
+    found("release guard off, etcd", &etcd);
+    duplicated("release guard off, etcd", BOUND, &etcd);
 }
 
 #[test]
@@ -158,7 +170,7 @@ fn without_the_amnesia_guard_a_forgetful_store_hands_out_ids_in_use() {
         clocks: Some(Clocks::Tight),
         ..Config::default()
     };
-    duplicated("amnesia guard off", &config);
+    duplicated("amnesia guard off", BOUND, &config);
     let report = found("amnesia guard off", &config);
     assert!(
         report.stats.faults.keys().any(|f| {
@@ -193,32 +205,6 @@ fn a_seed_reproduces_exactly() {
     assert_eq!(first, again);
     assert_eq!(first.violation, again.violation);
     assert!(format!("{again}").contains(&format!("cargo xtask sim --seed {}", first.seed)));
-}
-
-#[test]
-fn the_report_counts_faults_transitions_and_nonces() {
-    let summary = run_seeds(1..=12, &Config::default());
-    for fault in ["crash", "freeze", "partition", "rolling-deploy"] {
-        assert!(
-            summary.stats.faults.contains_key(fault),
-            "{fault}: {summary}"
-        );
-    }
-    for transition in [
-        ("starting", "held"),
-        ("held", "reacquiring"),
-        ("reacquiring", "held"),
-    ] {
-        assert!(
-            summary.stats.transitions.contains_key(&transition),
-            "{transition:?}: {summary}"
-        );
-    }
-    assert!(summary.stats.operations.contains_key(&("renew", "ok")));
-    assert!(summary.node_hours > 100.0);
-    assert!(summary.nonces > 10_000);
-    let text = summary.to_string();
-    assert!(text.contains("simulated node-hours"), "{text}");
 }
 
 #[test]
@@ -383,7 +369,7 @@ fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
         let what = format!("marker guard off, {backend}");
         failed_within(&what, WIPED_SEEDS, &off, "store-wiped");
         if backend != Backend::Redis {
-            duplicated_within(&what, WIPED_SEEDS, &off);
+            duplicated(&what, WIPED_SEEDS, &off);
         }
         passes_within(WIPED_SEEDS, &wiped(backend, true), "store-wiped");
     }
@@ -470,6 +456,6 @@ const HOST_LIST_SEEDS: u64 = 40;
 fn without_ids_in_the_host_list_an_edit_gives_one_id_to_two_hosts() {
     let off = host_list_edits(false);
     failed_within("ids by place", HOST_LIST_SEEDS, &off, "host-list-edit");
-    duplicated_within("ids by place", HOST_LIST_SEEDS, &off);
+    duplicated("ids by place", HOST_LIST_SEEDS, &off);
     passes_within(HOST_LIST_SEEDS, &host_list_edits(true), "host-list-edit");
 }
