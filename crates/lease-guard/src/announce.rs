@@ -223,16 +223,14 @@ mod tests {
         }
         .encode();
         assert!(Exchange::decode(&good).is_some());
-        let mut bad = good;
-        bad[0] = b'X';
-        assert_eq!(Exchange::decode(&bad), None);
-        let mut bad = good;
-        bad[4] = KIND_MEMBERSHIP;
-        assert_eq!(Exchange::decode(&bad), None);
         assert_eq!(Exchange::decode(&good[..EXCHANGE_LEN - 1]), None);
-        let mut bad = good;
-        bad[13..15].copy_from_slice(&512u16.to_be_bytes());
-        assert_eq!(Exchange::decode(&bad), None);
+        // The magic, the kind and the machine ID (512) overwritten.
+        let id = 512u16.to_be_bytes();
+        for (at, bytes) in [(0, &b"X"[..]), (4, &[KIND_MEMBERSHIP]), (13, &id)] {
+            let mut bad = good;
+            bad[at..at + bytes.len()].copy_from_slice(bytes);
+            assert_eq!(Exchange::decode(&bad), None, "{at}");
+        }
     }
 
     #[test]

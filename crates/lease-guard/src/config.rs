@@ -135,42 +135,33 @@ impl GuardConfig {
     /// [`GuardError::Setting`] naming the first invalid setting, or
     /// [`GuardError::NoAdvertiseAddress`].
     pub fn validate(&self) -> Result<(), GuardError> {
-        let positive = |name, value: Duration| {
-            if value.is_zero() {
-                Err(GuardError::Setting {
-                    name,
-                    rule: "above zero",
-                })
-            } else {
-                Ok(())
-            }
-        };
-        positive("answer_timeout", self.answer_timeout)?;
-        positive("rejoin_interval", self.rejoin_interval)?;
-        if self.attempts == 0 {
-            return Err(GuardError::Setting {
-                name: "attempts",
-                rule: "at least 1",
-            });
+        let out_of_range = [
+            (
+                "answer_timeout",
+                self.answer_timeout.is_zero(),
+                "above zero",
+            ),
+            (
+                "rejoin_interval",
+                self.rejoin_interval.is_zero(),
+                "above zero",
+            ),
+            ("attempts", self.attempts == 0, "at least 1"),
+            ("cluster_size", self.cluster_size == 0, "at least 1"),
+            (
+                "advertise",
+                self.advertise
+                    .is_some_and(|a| a.ip().is_unspecified() || a.port() == 0),
+                "an address with a specific IP and port",
+            ),
+        ];
+        if let Some(&(name, _, rule)) = out_of_range.iter().find(|(_, bad, _)| *bad) {
+            return Err(GuardError::Setting { name, rule });
         }
-        if self.cluster_size == 0 {
-            return Err(GuardError::Setting {
-                name: "cluster_size",
-                rule: "at least 1",
-            });
+        if self.advertise.is_none() && self.bind.ip().is_unspecified() {
+            return Err(GuardError::NoAdvertiseAddress { bind: self.bind });
         }
-        match self.advertise {
-            Some(addr) if addr.ip().is_unspecified() || addr.port() == 0 => {
-                Err(GuardError::Setting {
-                    name: "advertise",
-                    rule: "an address with a specific IP and port",
-                })
-            }
-            None if self.bind.ip().is_unspecified() => {
-                Err(GuardError::NoAdvertiseAddress { bind: self.bind })
-            }
-            _ => Ok(()),
-        }
+        Ok(())
     }
 }
 

@@ -88,11 +88,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn local(&self) -> Announce {
-        *self.local.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-    fn set_local(&self, local: Announce) {
-        *self.local.lock().unwrap_or_else(PoisonError::into_inner) = local;
+    fn local(&self) -> std::sync::MutexGuard<'_, Announce> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
     }
     fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<InstanceToken, PeerCheck>> {
         self.peers.lock().unwrap_or_else(PoisonError::into_inner)
@@ -197,7 +194,7 @@ impl ConflictGuard {
     /// What this node currently announces.
     #[must_use]
     pub fn local(&self) -> Announce {
-        self.shared.local()
+        *self.shared.local()
     }
 
     /// Changes the machine ID this node announces (after a dynamic strategy acquired another,
@@ -338,7 +335,7 @@ impl Node {
                     None | Some(Command::Shutdown) => break,
                     Some(Command::SetLocal(id)) => self.set_local(&socket, id).await,
                     Some(Command::Follow(mut states)) => {
-                        let id = held_id(&states.borrow_and_update());
+                        let id = states.borrow_and_update().machine_id();
                         follow = Some(states);
                         followed = Some(id);
                         self.set_local(&socket, id).await;
@@ -358,20 +355,18 @@ impl Node {
                     }
                     rejoin_ticks = rejoin_ticks.wrapping_add(1);
                 }
-                changed = changed(follow.as_mut()) => {
-                    if changed {
-                        if let Some(states) = follow.as_mut() {
-                            let id = held_id(&states.borrow_and_update());
-                            // Renewals change the state but not the ID: only act on a new ID.
-                            if followed != Some(id) {
-                                followed = Some(id);
-                                self.set_local(&socket, id).await;
-                            }
+                changed = changed(follow.as_mut()) => match follow.as_mut() {
+                    Some(states) if changed => {
+                        let id = states.borrow_and_update().machine_id();
+                        // Renewals change the state but not the ID: only act on a new ID.
+                        if followed != Some(id) {
+                            followed = Some(id);
+                            self.set_local(&socket, id).await;
                         }
-                    } else {
-                        follow = None;
                     }
-                }
+                    // The manager is gone.
+                    _ => follow = None,
+                },
             }
         }
 
@@ -386,7 +381,7 @@ impl Node {
             return;
         }
         self.local = self.local.with_machine_id(machine_id);
-        self.shared.set_local(self.local);
+        *self.shared.local() = self.local;
         // Everyone checks us again, and we them, with fresh answers.
         let members: Vec<SocketAddr> = self.foca.iter_members().map(|m| m.id().addr).collect();
         for addr in members {
@@ -554,11 +549,7 @@ impl Node {
         while let Some((after, timer)) = self.runtime.to_schedule() {
             self.schedule(now + after, TimerEvent::Membership(timer));
         }
-        let mut notifications = Vec::new();
         while let Some(notification) = self.runtime.to_notify() {
-            notifications.push(notification);
-        }
-        for notification in notifications {
             match notification {
                 OwnedNotification::MemberUp(member) => self.hello(socket, member.addr).await,
                 OwnedNotification::Rename(old, new) => {
@@ -574,13 +565,6 @@ impl Node {
     fn forget(&self, member: &NodeId) {
         let token = InstanceToken::from_bytes(member.token);
         self.shared.peers().remove(&token);
-    }
-}
-
-fn held_id(state: &LeaseState) -> Option<MachineId> {
-    match state {
-        LeaseState::Held { machine_id, .. } => Some(*machine_id),
-        _ => None,
     }
 }
 

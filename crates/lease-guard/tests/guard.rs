@@ -130,7 +130,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[tokio::test]
-async fn the_later_node_yields_and_its_factories_stop() {
+async fn the_later_node_or_in_a_tie_the_higher_token_yields_and_its_factories_stop() {
     let early = Node::start(announce(Some(7), 1_000, 9), &[]).await;
     let late = Node::start(announce(Some(7), 2_000, 1), &[&early]).await;
     let conflict = yields(&late, &early).await;
@@ -142,16 +142,11 @@ async fn the_later_node_yields_and_its_factories_stop() {
     // It no longer claims the ID.
     assert_eq!(late.guard.local().machine_id(), None);
     assert_eq!(early.guard.local().machine_id(), MachineId::new(7).ok());
-    shutdown([late, early]).await;
-}
-
-#[tokio::test]
-async fn a_tie_goes_against_the_higher_token_whoever_joined_first() {
     // The higher token starts the cluster; the lower one joins it in the same millisecond.
     let high = Node::start(announce(Some(3), 5_000, 0xf0), &[]).await;
     let low = Node::start(announce(Some(3), 5_000, 0x0f), &[&high]).await;
     yields(&high, &low).await;
-    shutdown([high, low]).await;
+    shutdown([late, early, high, low]).await;
 }
 
 #[tokio::test]
@@ -174,24 +169,6 @@ async fn distinct_ids_only_match() {
         assert!(node.generates());
     }
     shutdown([one, two, three]).await;
-}
-
-#[tokio::test]
-async fn a_node_without_an_id_reports_no_local_id() {
-    let holder = Node::start(announce(Some(7), 2_000, 1), &[]).await;
-    let idle = Node::start(announce(None, 1_000, 2), &[&holder]).await;
-
-    until("the idle node to check the holder", || {
-        idle.outcome(&holder) == Some(PeerOutcome::NoLocalId)
-    })
-    .await;
-    until("the holder to check the idle node", || {
-        holder.outcome(&idle) == Some(PeerOutcome::Match)
-    })
-    .await;
-    assert!(holder.conflicts().is_empty() && idle.conflicts().is_empty());
-    assert!(holder.generates());
-    shutdown([holder, idle]).await;
 }
 
 #[tokio::test]
@@ -230,16 +207,18 @@ async fn a_changed_local_id_is_checked_again() {
 }
 
 #[tokio::test]
-async fn follows_the_lease_state() {
+async fn a_node_without_an_id_reports_no_local_id_and_follows_the_lease_state() {
     let holder = Node::start(announce(Some(9), 1_000, 1), &[]).await;
     let follower = Node::start(announce(None, 2_000, 2), &[&holder]).await;
     let (states, receiver) = tokio::sync::watch::channel(LeaseState::Starting);
     follower.guard.follow(receiver);
-    until("the follower to check the holder", || {
+    until("each node to check the other", || {
         follower.outcome(&holder) == Some(PeerOutcome::NoLocalId)
+            && holder.outcome(&follower) == Some(PeerOutcome::Match)
     })
     .await;
-    assert!(follower.conflicts().is_empty());
+    assert!(holder.conflicts().is_empty() && follower.conflicts().is_empty());
+    assert!(holder.generates());
 
     let held = |id| LeaseState::Held {
         machine_id: MachineId::new(id).unwrap(),
@@ -260,33 +239,27 @@ async fn follows_the_lease_state() {
     shutdown([holder, follower]).await;
 }
 
-#[test]
-fn shutdown_leaves_the_cluster_and_no_task_running() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let metrics = tokio::runtime::Handle::current().metrics();
-        let before = metrics.num_alive_tasks();
-        let a = Node::start(announce(Some(1), 1_000, 1), &[]).await;
-        let b = Node::start(announce(Some(2), 1_000, 2), &[&a]).await;
-        until("a two-node cluster", || {
-            a.outcome(&b).is_some() && b.outcome(&a).is_some()
-        })
-        .await;
-        assert_eq!(metrics.num_alive_tasks(), before + 2);
+#[tokio::test]
+async fn shutdown_leaves_the_cluster_and_no_task_running() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let a = Node::start(announce(Some(1), 1_000, 1), &[]).await;
+    let b = Node::start(announce(Some(2), 1_000, 2), &[&a]).await;
+    until("a two-node cluster", || {
+        a.outcome(&b).is_some() && b.outcome(&a).is_some()
+    })
+    .await;
+    assert_eq!(metrics.num_alive_tasks(), before + 2);
 
-        let a_addr = a.guard.local_addr();
-        a.guard.shutdown().await;
-        // `a` said goodbye: `b` drops it without waiting for failure detection.
-        until("b to forget a", || b.guard.peers().is_empty()).await;
-        b.guard.shutdown().await;
+    let a_addr = a.guard.local_addr();
+    a.guard.shutdown().await;
+    // `a` said goodbye: `b` drops it without waiting for failure detection.
+    until("b to forget a", || b.guard.peers().is_empty()).await;
+    b.guard.shutdown().await;
 
-        assert_eq!(metrics.num_alive_tasks(), before);
-        // The socket is closed: the port can be bound again.
-        tokio::net::UdpSocket::bind(a_addr).await.unwrap();
-    });
+    assert_eq!(metrics.num_alive_tasks(), before);
+    // The socket is closed: the port can be bound again.
+    tokio::net::UdpSocket::bind(a_addr).await.unwrap();
 }
 
 #[tokio::test]

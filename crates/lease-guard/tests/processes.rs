@@ -33,17 +33,10 @@ fn main() {
         }
         return;
     }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let exact = args.iter().any(|a| a == "--exact");
-    if !filters.is_empty()
-        && !filters.iter().any(|f| {
-            if exact {
-                *f == "processes"
-            } else {
-                "processes".contains(f.as_str())
-            }
-        })
-    {
+    let selects = |f: &String| f == "processes" || (!exact && "processes".contains(f.as_str()));
+    let mut filters = args.iter().filter(|a| !a.starts_with('-')).peekable();
+    if filters.peek().is_some() && !filters.any(selects) {
         println!(
             "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.00s\n"
         );
@@ -191,16 +184,14 @@ impl Node {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        return rest.to_owned();
-                    }
-                }
-                Err(_) => panic!(
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
                     "{}: no line starting with {prefix:?} within {WAIT:?}",
                     self.name
-                ),
+                )
+            });
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
             }
         }
     }
@@ -268,6 +259,12 @@ fn count(status: &str, name: &str) -> u32 {
     field(status, name).parse().unwrap()
 }
 
+/// The status of the node that yielded its ID: halted, not generating, one conflict resolved
+/// against itself.
+const YIELDED: &str = "generates=false halted=true local=1 ";
+/// The status of a node that kept its ID and never yielded.
+const KEPT: &str = "generates=true halted=false local=0 ";
+
 fn parent() {
     // The original pod 7, then a replacement for it started while the original still runs
     // (a force-deleted pod), joining through an unrelated pod 3.
@@ -280,28 +277,19 @@ fn parent() {
     let status = duplicate.until("the lease manager to halt", |s| {
         field(s, "halted") == "true"
     });
-    assert_eq!(field(&status, "generates"), "false", "{status}");
-    assert_eq!(count(&status, "local"), 1, "{status}");
+    assert!(status.starts_with(YIELDED), "{status}");
 
     let status = original.until("the original to see the conflict", |s| {
         count(s, "remote") >= 1
     });
-    assert_eq!(field(&status, "generates"), "true", "{status}");
-    assert_eq!(field(&status, "halted"), "false", "{status}");
-    assert_eq!(count(&status, "local"), 0, "{status}");
+    assert!(status.starts_with(KEPT), "{status}");
 
     let status = other.until("pod 3 to check both", |s| count(s, "matches") >= 2);
-    assert_eq!(field(&status, "generates"), "true", "{status}");
-    assert_eq!(
-        count(&status, "local") + count(&status, "remote"),
-        0,
-        "{status}"
-    );
+    assert!(status.starts_with(&format!("{KEPT}remote=0 ")), "{status}");
 
     // Only the replacement ever yielded.
     let status = original.status();
-    assert_eq!(count(&status, "local"), 0, "{status}");
-    assert_eq!(field(&status, "generates"), "true", "{status}");
+    assert!(status.starts_with(KEPT), "{status}");
 
     for node in [duplicate, other, original] {
         node.stop();
