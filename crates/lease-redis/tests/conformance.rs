@@ -5,7 +5,6 @@ use crate::common;
 use common::{Key, Server};
 use lease_core::MachineId;
 use lease_redis::RedisStrategy;
-use lease_redis::redis;
 use lease_testkit::Harness;
 
 /// One hash of its own per check, deleted afterwards.
@@ -32,18 +31,12 @@ impl Harness for RedisHarness {
     /// Deletes the ID field and its marker, as an expiry would.
     async fn expire(&self, id: MachineId) -> bool {
         let mut connection = common::raw(&self.server).await;
-        let fields: Vec<String> = redis::cmd("HKEYS")
-            .arg(&self.key.name)
-            .query_async(&mut connection)
-            .await
-            .expect("HKEYS");
-        let marker_prefix = format!("token.{id}.");
-        let mut del = redis::cmd("HDEL");
-        del.arg(&self.key.name).arg(id.get().to_string());
-        for field in fields.iter().filter(|f| f.starts_with(&marker_prefix)) {
-            del.arg(field);
-        }
-        let _: i64 = del.query_async(&mut connection).await.expect("HDEL");
+        let fields = common::hkeys(&mut connection, &self.key).await;
+        let (field, marker_prefix) = (id.to_string(), format!("token.{id}."));
+        let mut del = vec!["HDEL", &self.key.name, &field];
+        let markers = fields.iter().filter(|f| f.starts_with(&marker_prefix));
+        del.extend(markers.map(String::as_str));
+        common::run::<i64>(&mut connection, &del).await;
         true
     }
 

@@ -1,17 +1,21 @@
 //! The timestamp floor on real Valkey 9 and Redis 8 servers as Redis stores it: the field
-//! `floor.<id>` without a TTL, compared as a number, beside the lease's fields; a capped grant's
-//! floor, the server's clock, unreadable floors, lost races and the round trips per operation.
+//! `floor.<id>` without a TTL, compared as a number, beside the lease's fields (whose TTL each
+//! renewal sets, at most `max_lease_duration`); a capped grant's floor, the server's clock,
+//! unreadable floors, lost races and the round trips per operation.
 //! What the floor means (raised by acquire and renew, set by release, kept through expiry and
 //! force release, preferred below the acquirer's clock, out of a stale holder's reach) is
 //! lease-testkit's floor checks', which the conformance tests run.
 
 use crate::common;
 
+use std::fmt::Display;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{F, Key, hget, hpttl, occupy, options, raw, servers, strategy};
+use common::{
+    F, Key, fails, hget, hkeys, hpttl, occupy, options, raw, run, servers, strategy, ttls_within,
+};
 use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, StoreAdmin, Strategy};
 use lease_redis::redis::{
     self, Cmd, Pipeline, RedisFuture, Value, aio::ConnectionLike, aio::MultiplexedConnection,
@@ -21,42 +25,27 @@ use lease_redis::{AmnesiaGuard, RedisLeaseError, RedisStrategy};
 const HOUR: Duration = Duration::from_secs(3600);
 const HOUR_MS: i64 = 3_600_000;
 
-fn floor_field(id: impl std::fmt::Display) -> String {
+fn floor_field(id: impl Display) -> String {
     format!("floor.{id}")
 }
 
-async fn floor(
-    c: &mut MultiplexedConnection,
-    key: &Key,
-    id: impl std::fmt::Display,
-) -> Option<String> {
-    hget(c, key, &floor_field(id)).await
+/// The floor stored for `id`, in a field without a TTL.
+async fn floor(c: &mut MultiplexedConnection, key: &Key, id: impl Display) -> Option<String> {
+    let field = floor_field(id);
+    let stored = hget(c, key, &field).await;
+    let ttl = hpttl(c, key, &field).await;
+    assert_eq!(ttl, if stored.is_some() { -1 } else { -2 }, "{field}");
+    stored
 }
 
 async fn set_floor(c: &mut MultiplexedConnection, key: &Key, id: u16, value: &str) {
-    let _: i64 = redis::cmd("HSET")
-        .arg(&key.name)
-        .arg(floor_field(id))
-        .arg(value)
-        .query_async(c)
-        .await
-        .unwrap();
+    run::<i64>(c, &["HSET", &key.name, &floor_field(id), value]).await;
 }
 
 /// The server's clock in Unix ms.
 async fn server_ms(c: &mut MultiplexedConnection) -> u64 {
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(c).await.unwrap();
+    let (seconds, micros): (u64, u64) = run(c, &["TIME"]).await;
     seconds * 1000 + micros / 1000
-}
-
-async fn fields(c: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
-    let mut fields: Vec<String> = redis::cmd("HKEYS")
-        .arg(&key.name)
-        .query_async(c)
-        .await
-        .unwrap();
-    fields.sort();
-    fields
 }
 
 #[tokio::test]
@@ -71,19 +60,20 @@ async fn the_floor_is_a_field_without_ttl_beside_the_lease_fields() {
         let id = grant.machine_id;
         let lease_fields = [id.to_string(), grant.lease.marker()];
         assert_eq!(floor(&mut c, &key, id).await, Some((F + 100).to_string()));
-        assert_eq!(hpttl(&mut c, &key, &floor_field(id)).await, -1, "{name}");
-        for field in &lease_fields {
-            let ttl = hpttl(&mut c, &key, field).await;
-            assert!(ttl > HOUR_MS - 5000, "{name}: {field}: {ttl}");
-        }
+        ttls_within(&mut c, &key, &lease_fields, HOUR_MS - 5000..=HOUR_MS).await;
         let minute = Duration::from_secs(60);
         let renewal = s.renew(&grant.lease, Renew::new(minute, F + 10)).await;
         let renewal = renewal.unwrap();
         assert_eq!((renewal.lease, renewal.ttl), (grant.lease.clone(), minute));
-        for field in &lease_fields {
-            let ttl = hpttl(&mut c, &key, field).await;
-            assert!((55_000..=60_000).contains(&ttl), "{name}: {field}: {ttl}");
-        }
+        ttls_within(&mut c, &key, &lease_fields, 55_000..=60_000).await;
+        let token = hget(&mut c, &key, &lease_fields[0]).await;
+        assert_eq!(token.as_deref(), Some(grant.lease.token()), "{name}");
+        // Longer than max_lease_duration is shortened to it.
+        let capped = options(&key).with_max_lease_duration(Duration::from_secs(10));
+        let capped = RedisStrategy::connect(&server.url, capped).await.unwrap();
+        let renewal = capped.renew(&grant.lease, Renew::new(HOUR, F + 11)).await;
+        assert_eq!(renewal.unwrap().ttl, Duration::from_secs(10), "{name}");
+        ttls_within(&mut c, &key, &lease_fields, 1..=10_000).await;
         // Released: the floor as given, the ID field for the guard, the marker gone (no
         // renewal can follow).
         s.release(
@@ -93,7 +83,6 @@ async fn the_floor_is_a_field_without_ttl_beside_the_lease_fields() {
         .await
         .unwrap();
         assert_eq!(floor(&mut c, &key, id).await, Some((F + 12).to_string()));
-        assert_eq!(hpttl(&mut c, &key, &floor_field(id)).await, -1, "{name}");
         let ttl = hpttl(&mut c, &key, &lease_fields[0]).await;
         assert!((1..=400).contains(&ttl), "{name}: {ttl}");
         assert_eq!(hpttl(&mut c, &key, &lease_fields[1]).await, -2, "{name}");
@@ -127,12 +116,11 @@ async fn the_floor_is_a_field_without_ttl_beside_the_lease_fields() {
                         .unwrap();
                 }
                 assert_eq!(
-                    fields(&mut c, &key).await,
+                    hkeys(&mut c, &key).await,
                     [floor_field(id)],
                     "{name}: {end}"
                 );
                 assert_eq!(floor(&mut c, &key, id).await, stored, "{name}: {end}");
-                assert_eq!(hpttl(&mut c, &key, &floor_field(id)).await, -1, "{name}");
             }
         }
 
@@ -169,6 +157,7 @@ async fn the_floor_is_a_field_without_ttl_beside_the_lease_fields() {
 #[tokio::test]
 async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
     const EIGHT_HOURS: Duration = Duration::from_secs(8 * 3600);
+    const H: u64 = HOUR_MS as u64;
     for server in servers() {
         let name = server.name;
         let key = Key::new(&server);
@@ -189,40 +178,19 @@ async fn a_capped_grant_records_the_floor_of_the_ttl_it_got() {
             "{name}: acquire"
         );
 
-        let renewal = s
-            .renew(
-                &grant.lease,
-                Renew::new(EIGHT_HOURS, F + 10 + 8 * HOUR_MS as u64),
-            )
-            .await
-            .unwrap();
-        assert_eq!(renewal.ttl, HOUR, "{name}");
-        assert_eq!(
-            floor(&mut c, &key, 7).await,
-            Some((F + 10 + HOUR_MS as u64).to_string()),
-            "{name}: renew"
-        );
-        // A request within the cap records the bound as given.
-        s.renew(&grant.lease, Renew::new(HOUR, F + 20 + HOUR_MS as u64))
-            .await
-            .unwrap();
-        assert_eq!(
-            floor(&mut c, &key, 7).await,
-            Some((F + 20 + HOUR_MS as u64).to_string()),
-            "{name}: renew within the cap"
-        );
-        // Still only ever raised: a shortened bound below the stored floor leaves it.
-        s.renew(
-            &grant.lease,
-            Renew::new(EIGHT_HOURS, F + 8 * HOUR_MS as u64),
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            floor(&mut c, &key, 7).await,
-            Some((F + 20 + HOUR_MS as u64).to_string()),
-            "{name}: lowered"
-        );
+        // Renewals: shortened like the grant; a request within the cap records the bound as
+        // given; still only ever raised (a shortened bound below the stored floor leaves it).
+        for (requested, bound, stored, what) in [
+            (EIGHT_HOURS, 10 + 8 * H, 10 + H, "renew"),
+            (HOUR, 20 + H, 20 + H, "renew within the cap"),
+            (EIGHT_HOURS, 8 * H, 20 + H, "lowered"),
+        ] {
+            let bound = F + bound;
+            let renewal = s.renew(&grant.lease, Renew::new(requested, bound)).await;
+            assert_eq!(renewal.unwrap().ttl, HOUR, "{name}: {what}");
+            let stored = Some((F + stored).to_string());
+            assert_eq!(floor(&mut c, &key, 7).await, stored, "{name}: {what}");
+        }
     }
 }
 
@@ -263,6 +231,15 @@ async fn a_crashed_manager_on_a_capped_strategy_leaves_the_floor_of_its_grant() 
     }
 }
 
+/// Asserts that `at`, the server's clock as `what` read it, lies between `before` and now.
+async fn read_between(c: &mut MultiplexedConnection, what: &str, at: Option<u64>, before: u64) {
+    let (at, after) = (at.expect(what), server_ms(c).await);
+    assert!(
+        before <= at && at <= after,
+        "{what}: {before} <= {at} <= {after}"
+    );
+}
+
 #[tokio::test]
 async fn the_grant_and_renewal_carry_the_servers_clock() {
     for server in servers() {
@@ -271,27 +248,12 @@ async fn the_grant_and_renewal_carry_the_servers_clock() {
         let s = strategy(&server, &key).await;
         let before = server_ms(&mut c).await;
         let grant = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap();
-        let after = server_ms(&mut c).await;
-        let at = grant
-            .coordinator_ms
-            .expect("acquire reads the server's clock");
-        assert!(
-            before <= at && at <= after,
-            "{}: {before} <= {at} <= {after}",
-            server.name
-        );
-
+        let what = format!("{}: acquire", server.name);
+        read_between(&mut c, &what, grant.coordinator_ms, before).await;
         let before = server_ms(&mut c).await;
         let renewal = s.renew(&grant.lease, Renew::new(HOUR, F)).await.unwrap();
-        let after = server_ms(&mut c).await;
-        let at = renewal
-            .coordinator_ms
-            .expect("renew reads the server's clock");
-        assert!(
-            before <= at && at <= after,
-            "{}: {before} <= {at} <= {after}",
-            server.name
-        );
+        let what = format!("{}: renew", server.name);
+        read_between(&mut c, &what, renewal.coordinator_ms, before).await;
 
         // With the amnesia guard off, no clock offset is asked for.
         assert_eq!(grant.max_clock_offset, None);
@@ -304,16 +266,7 @@ async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal
     for server in servers() {
         let name = server.name;
         let mut c = raw(&server).await;
-        for garbage in [
-            "soon",
-            "-5",
-            "+5",
-            "05",
-            " 5",
-            "1e12",
-            "12345678901234567890",
-            "",
-        ] {
+        for garbage in "soon|-5|+5|05| 5|1e12|12345678901234567890|".split('|') {
             let key = Key::new(&server);
             occupy(&mut c, &key, (0..512).filter(|&i| i != 3 && i != 4)).await;
             set_floor(&mut c, &key, 3, garbage).await;
@@ -321,13 +274,12 @@ async fn an_unreadable_floor_is_never_claimed_and_never_overwritten_by_a_renewal
             // 4 is taken, never 3.
             let grant = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap();
             assert_eq!(grant.machine_id.get(), 4, "{name}: {garbage:?}");
-            let error = s.acquire(Acquire::new(HOUR, F, F)).await.unwrap_err();
+            let error = fails(s.acquire(Acquire::new(HOUR, F, F)).await, ErrorKind::Other);
             assert!(
                 matches!(&error, RedisLeaseError::UnreadableFloor { id, value, .. }
                     if id.get() == 3 && value == garbage),
                 "{name}: {error}"
             );
-            assert_eq!(error.kind(), ErrorKind::Other);
             assert!(error.to_string().contains("floor.3"), "{error}");
             assert_eq!(
                 hget(&mut c, &key, "3").await,
@@ -487,7 +439,7 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
             .unwrap();
             let result = s.acquire(Acquire::new(HOUR, F, F + 1)).await;
             let mut c = raw(&server).await;
-            let all: Vec<String> = fields(&mut c, &key).await;
+            let all: Vec<String> = hkeys(&mut c, &key).await;
             let floors: Vec<&String> = all.iter().filter(|f| f.starts_with("floor.")).collect();
             if succeeds {
                 let grant = result.unwrap();
@@ -501,8 +453,7 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
                 // Only the won ID has a floor: a lost claim raises nothing.
                 assert_eq!(floors, [&floor_field(grant.machine_id)], "{}", server.name);
             } else {
-                let error = result.unwrap_err();
-                assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
+                let error = fails(result, ErrorKind::Conflict);
                 assert!(
                     matches!(error, RedisLeaseError::Conflict { attempts: a } if a == attempts),
                     "{error}"
@@ -519,11 +470,7 @@ async fn lost_races_are_retried_bounded_and_write_no_floor() {
 /// `INFO commandstats` as (command, calls), without the `CONFIG RESETSTAT` that cleared them
 /// (`INFO` itself is counted after it answers).
 async fn commandstats(c: &mut MultiplexedConnection) -> Vec<(String, u64)> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(c)
-        .await
-        .unwrap();
+    let info: String = run(c, &["INFO", "commandstats"]).await;
     let mut stats: Vec<(String, u64)> = info
         .lines()
         .filter_map(|line| {
@@ -551,26 +498,9 @@ async fn round_trips_per_operation() {
         let server = own.server();
         let key = Key::new(&server);
         let mut c = raw(&server).await;
-        // The amnesia guard is on: wait until the server has been up longer than the longest
-        // lease (1 s, plus a second for the rounding of its uptime).
-        loop {
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            let uptime: u64 = info
-                .lines()
-                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            if uptime >= 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        // The amnesia guard is on: wait until the server has been up longer than the hold-off
+        // (1.5 s, plus a second for the rounding of its uptime).
+        common::wait_for_uptime(&server, Duration::from_secs(2)).await;
         let connection = Racer::new(&server, &key, 0, Steal::Claim).await;
         let round_trips = Arc::clone(&connection.round_trips);
         let guarded = options(&key)
@@ -588,11 +518,7 @@ async fn round_trips_per_operation() {
         let second = Duration::from_secs(1);
 
         // First use: EVALSHA answers NOSCRIPT, the script is loaded and run again.
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        run::<()>(&mut c, &["CONFIG", "RESETSTAT"]).await;
         let grant = s.acquire(Acquire::new(second, F, F)).await.unwrap();
         count(
             "first acquire (INFO+HGETALL, EVALSHA, SCRIPT LOAD, EVALSHA)",
@@ -606,11 +532,7 @@ async fn round_trips_per_operation() {
         count("first release (EVALSHA, SCRIPT LOAD, EVALSHA)", 3);
 
         // From then on. Rising floors, so that each operation writes one.
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        run::<()>(&mut c, &["CONFIG", "RESETSTAT"]).await;
         let grant = s.acquire(Acquire::new(second, F, F + 1)).await.unwrap();
         count("acquire", 2);
         s.renew(&grant.lease, Renew::new(second, F + 2))

@@ -33,24 +33,6 @@ fn acquire() -> Acquire {
     Acquire::new(MAX_LEASE, now_ms(), 0)
 }
 
-/// Waits until `server` has been up for longer than the hold-off (and the second its uptime
-/// rounding costs), so that only the guard under test can hold an acquisition off.
-async fn wait_for_uptime(server: &Server) {
-    let mut connection = raw(server).await;
-    loop {
-        let info: String = run(&mut connection, &["INFO", "server"]).await;
-        let uptime: u64 = info
-            .lines()
-            .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
-            .and_then(|s| s.trim().parse().ok())
-            .expect("uptime_in_seconds");
-        if Duration::from_secs(uptime) > HOLD_OFF + Duration::from_secs(2) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The error of an acquire held off for lost lease data; `what` if it was granted.
 fn held_off<T: Debug>(
     context: &str,
@@ -70,7 +52,7 @@ fn held_off<T: Debug>(
 /// it: B is held off for the hold-off, A's renewal is lost, and once the hold-off has passed B
 /// gets the ID.
 async fn lost_lease_data_is_held_off(server: &Server, wipe: &str) {
-    wait_for_uptime(server).await;
+    common::wait_for_uptime(server, HOLD_OFF + Duration::from_secs(2)).await;
     let key = Key::new(server);
     let context = format!("{}, {wipe}", server.name);
     let a = connect(server, guarded(&key)).await;
@@ -159,7 +141,7 @@ async fn a_server_that_may_evict_the_lease_hash_is_refused() {
     for binary in [Binary::Valkey, Binary::Redis8] {
         let own = OwnServer::start(binary, &["--maxmemory-policy", "allkeys-lru"]);
         let server = own.server();
-        wait_for_uptime(&server).await;
+        common::wait_for_uptime(&server, HOLD_OFF + Duration::from_secs(2)).await;
         let key = Key::new(&server);
         let node = connect(&server, guarded(&key)).await;
         node.migrate().await.unwrap();

@@ -3,18 +3,16 @@
 
 use crate::common;
 
-use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use common::{
     Binary, F, Key, OwnServer, Server, acquire, connect, fails, hget, hkeys, hpttl, occupy,
-    options, poll, raw, release, renew, run, servers, strategy,
+    options, poll, raw, release, renew, run, servers, strategy, ttls_within,
 };
 use lease_core::{ErrorKind, Grant, LeaseError, Strategy};
 use lease_manager::{AcquireError, LeaseConfig, LeaseManager, StartError};
 use lease_redis::RedisLeaseError as E;
-use lease_redis::redis::aio::MultiplexedConnection as Connection;
-use lease_redis::{AmnesiaGuard, RedisLease, RedisLeaseError, RedisOptions, RedisStrategy};
+use lease_redis::{AmnesiaGuard, RedisLease, RedisOptions, RedisStrategy};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -31,14 +29,6 @@ async fn every_request_fails(s: &RedisStrategy, lease: &RedisLease, kind: ErrorK
 async fn held(server: &Server, key: &Key) -> Grant<RedisLease> {
     let s = strategy(server, key).await;
     s.acquire(acquire(HOUR)).await.expect("acquire")
-}
-
-/// Asserts that each of `fields` expires within `ms`.
-async fn ttls_within(c: &mut Connection, key: &Key, fields: &[String], ms: RangeInclusive<i64>) {
-    for field in fields {
-        let ttl = hpttl(c, key, field).await;
-        assert!(ms.contains(&ttl), "{field}: {ttl} ms left, not {ms:?}");
-    }
 }
 
 #[tokio::test]
@@ -115,31 +105,6 @@ async fn markers_and_foreign_fields_never_block_an_id() {
             let value = hget(&mut c, &key, field).await;
             assert_eq!(value, Some(F.to_string()), "{field}");
         }
-    }
-}
-
-#[tokio::test]
-async fn renew_extends_both_fields() {
-    for server in servers() {
-        let key = Key::new(&server);
-        let mut c = raw(&server).await;
-        let s = strategy(&server, &key).await;
-        let grant = s.acquire(acquire(Duration::from_secs(2))).await.unwrap();
-        let fields = [grant.machine_id.to_string(), grant.lease.marker()];
-        ttls_within(&mut c, &key, &fields, 1..=2000).await;
-        let renewal = s.renew(&grant.lease, renew(Duration::from_secs(60))).await;
-        let renewal = renewal.unwrap();
-        assert_eq!(renewal.lease, grant.lease);
-        assert_eq!(renewal.ttl, Duration::from_secs(60));
-        ttls_within(&mut c, &key, &fields, 55_000..=60_000).await;
-        let token = hget(&mut c, &key, &fields[0]).await;
-        assert_eq!(token.as_deref(), Some(grant.lease.token()));
-        // Longer than max_lease_duration is shortened to it.
-        let capped = options(&key).with_max_lease_duration(Duration::from_secs(10));
-        let capped = connect(&server, capped).await;
-        let renewal = capped.renew(&grant.lease, renew(HOUR)).await;
-        assert_eq!(renewal.unwrap().ttl, Duration::from_secs(10));
-        assert!(hpttl(&mut c, &key, &fields[1]).await <= 10_000);
     }
 }
 
@@ -253,15 +218,15 @@ async fn missing_replica_confirmation_is_retry() {
         let replicas = options(&key).with_wait_for_replicas(1, Duration::from_millis(100));
         let s = connect(&server, replicas).await;
         let error = fails(s.acquire(acquire(HOUR)).await, ErrorKind::Retry);
-        let answered = match &error {
-            RedisLeaseError::Replicas {
-                acknowledged,
-                required,
+        let answered = matches!(
+            error,
+            E::Replicas {
+                acknowledged: 0,
+                required: 1,
                 ..
-            } => (*acknowledged, *required),
-            _ => panic!("{error}"),
-        };
-        assert_eq!(answered, (0, 1), "{error}");
+            }
+        );
+        assert!(answered, "{error}");
     }
 }
 

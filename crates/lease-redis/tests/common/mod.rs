@@ -1,6 +1,7 @@
 //! Shared test helpers: server URLs, unique keys with cleanup, and servers of a test's own.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -152,6 +153,19 @@ pub async fn occupy(c: &mut MultiplexedConnection, key: &Key, ids: impl Iterator
     }
 }
 
+/// Asserts that each of `fields` expires within `ms`.
+pub async fn ttls_within(
+    c: &mut MultiplexedConnection,
+    key: &Key,
+    fields: &[String],
+    ms: RangeInclusive<i64>,
+) {
+    for field in fields {
+        let ttl = hpttl(c, key, field).await;
+        assert!(ms.contains(&ttl), "{field}: {ttl} ms left, not {ms:?}");
+    }
+}
+
 /// Remaining TTL of one hash field in ms (-2: no field, -1: no TTL).
 pub async fn hpttl(c: &mut MultiplexedConnection, key: &Key, field: &str) -> i64 {
     run::<Vec<i64>>(c, &["HPTTL", &key.name, "FIELDS", "1", field]).await[0]
@@ -161,9 +175,29 @@ pub async fn hget(c: &mut MultiplexedConnection, key: &Key, field: &str) -> Opti
     run(c, &["HGET", &key.name, field]).await
 }
 
-/// The hash's field names.
+/// The hash's field names, sorted.
 pub async fn hkeys(c: &mut MultiplexedConnection, key: &Key) -> Vec<String> {
-    run(c, &["HKEYS", &key.name]).await
+    let mut fields: Vec<String> = run(c, &["HKEYS", &key.name]).await;
+    fields.sort();
+    fields
+}
+
+/// Waits until `server` has been up for more than `least` (by its `uptime_in_seconds`, whole
+/// seconds), so that only the guard under test can hold an acquisition off.
+pub async fn wait_for_uptime(server: &Server, least: Duration) {
+    let mut connection = raw(server).await;
+    loop {
+        let info: String = run(&mut connection, &["INFO", "server"]).await;
+        let uptime: u64 = info
+            .lines()
+            .find_map(|line| line.strip_prefix("uptime_in_seconds:"))
+            .and_then(|s| s.trim().parse().ok())
+            .expect("uptime_in_seconds");
+        if Duration::from_secs(uptime) > least {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Which server binary a test starts itself.
