@@ -1,6 +1,6 @@
 //! [`RedisStrategy`]: the lease protocol on one hash with HSETEX.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lease_core::time::granted_floor;
@@ -181,10 +181,8 @@ impl<T: Transport> RedisStrategy<T> {
         &self.options
     }
 
-    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// One round trip, its failure classified for the lease manager.

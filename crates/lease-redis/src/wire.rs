@@ -127,25 +127,11 @@ mod tests {
 
     #[test]
     fn floor_fields_and_values() {
-        for (field, id) in [
-            ("floor.0", Some(0)),
-            ("floor.17", Some(17)),
-            ("floor.511", Some(511)),
-        ] {
-            assert_eq!(
-                parse_floor_field(field.as_bytes()).map(MachineId::get),
-                id,
-                "{field}"
-            );
+        for id in [0, 17, 511] {
+            let parsed = parse_floor_field(format!("floor.{id}").as_bytes());
+            assert_eq!(parsed.map(MachineId::get), Some(id));
         }
-        for field in [
-            "floor.512",
-            "floor.017",
-            "floor.",
-            "floor17",
-            "17",
-            "token.17.abc",
-        ] {
+        for field in "floor.512 floor.017 floor. floor17 17 token.17.abc".split(' ') {
             assert_eq!(parse_floor_field(field.as_bytes()), None, "{field}");
         }
         for (value, floor) in [
@@ -253,7 +239,9 @@ mod fuzz {
             usize::try_from(self.next() % n as u64).expect("below n")
         }
 
-        fn bytes(&mut self, len: usize) -> Vec<u8> {
+        /// Fewer than `max` random bytes.
+        fn bytes(&mut self, max: usize) -> Vec<u8> {
+            let len = self.below(max);
             (0..len).map(|_| self.next().to_le_bytes()[0]).collect()
         }
 
@@ -261,14 +249,8 @@ mod fuzz {
         fn field(&mut self) -> Vec<u8> {
             let id = self.below(1100);
             match self.below(14) {
-                0 => {
-                    let len = self.below(8);
-                    self.bytes(len)
-                }
-                1 => {
-                    let len = self.below(64);
-                    self.bytes(len)
-                }
+                0 => self.bytes(8),
+                1 => self.bytes(64),
                 2 | 3 => id.to_string().into_bytes(),
                 4 => format!("{}{id}", "0".repeat(1 + self.below(3))).into_bytes(),
                 5 => {
@@ -380,10 +362,7 @@ mod fuzz {
             1 => format!("0{n}").into_bytes(),
             2 => format!("{n} ").into_bytes(),
             3 => format!("-{n}").into_bytes(),
-            4 => {
-                let len = g.below(8);
-                g.bytes(len)
-            }
+            4 => g.bytes(8),
             _ => n.to_string().into_bytes(),
         }
     }
