@@ -6,8 +6,9 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{OwnCluster, Prefix, initialized, poll};
-use lease_core::{Acquire, ErrorKind, LeaseError, Release, Renew, Renewal, Strategy};
+use common::{OwnCluster, Prefix, fails, initialized, poll};
+use lease_core::ErrorKind::{Lost, Retry};
+use lease_core::{Acquire, LeaseError, Release, Renew, Renewal, Strategy};
 use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdOptions, EtcdStrategy};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -27,7 +28,7 @@ fn own_cluster(size: usize) -> (OwnCluster, Prefix, EtcdOptions) {
 async fn renew_through(s: &EtcdStrategy, lease: &EtcdLease, what: &str) -> Renewal<EtcdLease> {
     poll(ATTEMPTS, what, || async {
         match s.renew(lease, Renew::new(TTL, 1)).await {
-            Err(e) if e.kind() == ErrorKind::Lost => panic!("{what}: lease lost: {e}"),
+            Err(e) if e.kind() == Lost => panic!("{what}: lease lost: {e}"),
             answer => answer,
         }
     })
@@ -41,10 +42,9 @@ async fn a_restarted_etcd_keeps_every_lease() {
     let grant = s.acquire(Acquire::new(TTL, 0, 500)).await.unwrap();
 
     cluster.kill(0);
-    let e = s.renew(&grant.lease, Renew::new(TTL, 1)).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry, "a stopped server: {e}");
-    let e = s.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    // A stopped server.
+    fails(s.renew(&grant.lease, Renew::new(TTL, 1)).await, Retry);
+    fails(s.acquire(Acquire::new(TTL, 0, 1)).await, Retry);
 
     cluster.restart(0);
     renew_through(&s, &grant.lease, "after the restart").await;
@@ -77,9 +77,9 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     // The holder learns at its next renewal that its lease is gone.
     poll(ATTEMPTS, "the loss was never reported", || async {
         match s.renew(&grant.lease, Renew::new(TTL, 1)).await {
-            Err(e) if e.kind() == ErrorKind::Lost => Ok(()),
+            Err(e) if e.kind() == Lost => Ok(()),
             Err(e) => {
-                assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+                assert_eq!(e.kind(), Retry, "{e}");
                 Err(e)
             }
             Ok(_) => panic!("a renewal succeeded on a store without the lease"),
@@ -87,8 +87,7 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     })
     .await;
     // This process saw a later revision: it holds acquisition off.
-    let e = s.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry);
+    let e = fails(s.acquire(Acquire::new(TTL, 0, 1)).await, Retry);
     let EtcdLeaseError::StoreRewound { remaining, .. } = &e else {
         panic!("{e}");
     };
@@ -102,13 +101,12 @@ async fn an_etcd_that_lost_its_data_is_noticed() {
     // marker, and holds off too (a restored snapshot keeps the marker: see the crate docs,
     // "Amnesia").
     let fresh = EtcdStrategy::new(options).unwrap();
-    let e = fresh.acquire(Acquire::new(TTL, 0, 1)).await.unwrap_err();
+    let e = fails(fresh.acquire(Acquire::new(TTL, 0, 1)).await, Retry);
     assert!(
         matches!(&e, EtcdLeaseError::NotInitialized { remaining, .. }
             if *remaining >= hold_off && *remaining <= hold_off + Duration::from_secs(1)),
         "{e}"
     );
-    assert_eq!(e.kind(), ErrorKind::Retry);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,12 +5,11 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Prefix, now_ms, raw};
-use lease_core::{
-    Acquire, ErrorKind, Grant, LeaseError, MachineId, Release, Renew, Renewal, Strategy,
-};
+use common::{Prefix, fails, now_ms, occupy_all_but, raw};
+use lease_core::ErrorKind::{Exhausted, Lost, Misconfigured, Other, Retry};
+use lease_core::{Acquire, Grant, MachineId, Release, Renew, Renewal, Strategy};
 use lease_etcd::etcd_client::{Client, PutOptions};
-use lease_etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy, LostReason};
+use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdOptions, EtcdStrategy, LostReason};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -19,23 +18,20 @@ const TTL: Duration = Duration::from_secs(30);
 async fn acquire(
     s: &EtcdStrategy,
     requested: Duration,
-) -> Result<Grant<lease_etcd::EtcdLease>, EtcdLeaseError> {
+) -> Result<Grant<EtcdLease>, EtcdLeaseError> {
     let now = now_ms();
     s.acquire(Acquire::new(requested, now, now + 20_000)).await
 }
 
 /// Renews for `TTL`, raising the floor to this machine's clock.
-async fn renew(
-    s: &EtcdStrategy,
-    lease: &lease_etcd::EtcdLease,
-) -> Result<Renewal<lease_etcd::EtcdLease>, EtcdLeaseError> {
+async fn renew(s: &EtcdStrategy, lease: &EtcdLease) -> Result<Renewal<EtcdLease>, EtcdLeaseError> {
     s.renew(lease, Renew::new(TTL, now_ms())).await
 }
 
 /// Releases with a guard of `guard` and this machine's clock as the floor.
 async fn release(
     s: &EtcdStrategy,
-    lease: &lease_etcd::EtcdLease,
+    lease: &EtcdLease,
     guard: Duration,
 ) -> Result<(), EtcdLeaseError> {
     s.release(lease, Release::new(guard, now_ms())).await
@@ -52,21 +48,30 @@ async fn value(client: &mut Client, key: &str) -> Option<(String, i64, i64)> {
     })
 }
 
+/// The floor stored at `key`.
+async fn floor(client: &mut Client, key: &str) -> String {
+    value(client, key).await.expect("the floor key exists").0
+}
+
+/// Why the renewal of `lease` is refused as lost.
+async fn lost(s: &EtcdStrategy, lease: &EtcdLease) -> LostReason {
+    match fails(renew(s, lease).await, Lost) {
+        EtcdLeaseError::Lost { reason, .. } => reason,
+        e => panic!("{e}"),
+    }
+}
+
+/// Deletes `key` and puts it again with `value` on etcd lease `lease`: another holding.
+async fn recreate(client: &mut Client, key: &str, value: &str, lease: i64) {
+    client.delete(key, None).await.unwrap();
+    let on = Some(PutOptions::new().with_lease(lease));
+    client.put(key, value, on).await.unwrap();
+}
+
 /// Granted TTL of an etcd lease (-1 once it is gone).
 async fn granted_ttl(client: &mut Client, lease: i64) -> (i64, i64) {
     let answer = client.lease_time_to_live(lease, None).await.expect("ttl");
     (answer.granted_ttl(), answer.ttl())
-}
-
-/// Holds every ID except `free` with keys of a foreign owner (no lease; the prefix is removed
-/// at the end).
-async fn occupy_all_but(client: &mut Client, prefix: &Prefix, free: &[u16]) {
-    for id in (0..MachineId::COUNT).filter(|id| !free.contains(id)) {
-        client
-            .put(prefix.lease_key(id), "foreign", None)
-            .await
-            .expect("put");
-    }
 }
 
 #[tokio::test]
@@ -92,16 +97,10 @@ async fn acquire_claims_one_key_on_an_etcd_lease_of_whole_seconds() {
     assert_eq!(on, lease.etcd_lease_id());
     assert_eq!(created, lease.revision());
     // The floor is written with the claim.
-    assert_eq!(
-        value(&mut c, &prefix.floor_key(grant.machine_id.get()))
-            .await
-            .expect("the floor key exists")
-            .0,
-        "00000000000000001234"
-    );
+    let stored = floor(&mut c, &prefix.floor_key(grant.machine_id.get())).await;
+    assert_eq!(stored, "00000000000000001234");
 
-    let e = acquire(&s, Duration::from_millis(999)).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    fails(acquire(&s, Duration::from_millis(999)).await, Misconfigured);
 }
 
 #[tokio::test]
@@ -109,39 +108,13 @@ async fn renew_keeps_the_granted_ttl_and_is_idempotent() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let grant = acquire(&s, TTL).await.unwrap();
-    // etcd renews a lease to the TTL it was granted with, whatever is asked now.
-    let first = s
-        .renew(&grant.lease, Renew::new(Duration::from_secs(90), now_ms()))
-        .await
-        .unwrap();
-    assert_eq!(first.ttl, TTL);
-    assert_eq!(first.lease, grant.lease);
-    // A retried renewal (its first answer lost) succeeds again.
-    let again = renew(&s, &grant.lease).await.unwrap();
-    assert_eq!(again.ttl, TTL);
-    assert_eq!(again.lease, grant.lease);
-}
-
-#[tokio::test]
-async fn renew_is_lost_when_the_etcd_lease_is_gone() {
-    let prefix = Prefix::new();
-    let s = common::strategy(&prefix).await;
-    let mut c = raw().await;
-    let grant = acquire(&s, TTL).await.unwrap();
-    c.lease_revoke(grant.lease.etcd_lease_id()).await.unwrap();
-    for _ in 0..2 {
-        let e = renew(&s, &grant.lease).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
-        assert!(
-            matches!(
-                e,
-                EtcdLeaseError::Lost {
-                    reason: LostReason::LeaseGone { .. },
-                    ..
-                }
-            ),
-            "{e}"
-        );
+    // etcd renews a lease to the TTL it was granted with, whatever is asked now; a retried
+    // renewal (its first answer lost) succeeds again.
+    for asked in [Duration::from_secs(90), TTL] {
+        let renewal = s.renew(&grant.lease, Renew::new(asked, now_ms())).await;
+        let renewal = renewal.unwrap();
+        assert_eq!(renewal.ttl, TTL, "{asked:?}");
+        assert_eq!(renewal.lease, grant.lease);
     }
 }
 
@@ -154,78 +127,53 @@ async fn renew_is_lost_when_another_lease_holds_the_key() {
     let key = prefix.lease_key(grant.machine_id.get());
     // Another holder's key on another lease, our etcd lease still alive.
     let other = c.lease_grant(60, None).await.unwrap().id();
-    c.delete(key.as_str(), None).await.unwrap();
-    c.put(
-        key.as_str(),
-        "other",
-        Some(PutOptions::new().with_lease(other)),
-    )
-    .await
-    .unwrap();
-    let e = renew(&s, &grant.lease).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
-    assert!(
-        matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease, .. }, .. } if *lease == other),
-        "{e}"
-    );
+    recreate(&mut c, &key, "other", other).await;
+    let reason = lost(&s, &grant.lease).await;
+    let taken = matches!(reason, LostReason::TakenOver { lease, .. } if lease == other);
+    assert!(taken, "{reason}");
     // The other holder is untouched; our orphaned etcd lease is revoked; the floor is the
     // claim's, not raised by the renewal that was not ours.
     let floor_key = prefix.floor_key(grant.machine_id.get());
     assert_eq!(value(&mut c, &key).await.unwrap().1, other);
     assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
-    assert_eq!(
-        value(&mut c, &floor_key).await.unwrap().0,
-        "00000000000000001234"
-    );
+    assert_eq!(floor(&mut c, &floor_key).await, "00000000000000001234");
     // Releasing the stale handle leaves the other holder alone too, and lowers no floor.
     s.release(&grant.lease, Release::new(Duration::from_secs(1), 5))
         .await
         .unwrap();
     assert_eq!(value(&mut c, &key).await.unwrap().1, other);
-    assert_eq!(
-        value(&mut c, &floor_key).await.unwrap().0,
-        "00000000000000001234"
-    );
+    assert_eq!(floor(&mut c, &floor_key).await, "00000000000000001234");
     c.lease_revoke(other).await.unwrap();
 }
 
 #[tokio::test]
-async fn renew_is_lost_when_the_key_was_deleted_or_created_again() {
+async fn renew_is_lost_when_the_etcd_lease_is_gone_or_the_key_deleted_or_created_again() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let mut c = raw().await;
     let grant = acquire(&s, TTL).await.unwrap();
+    c.lease_revoke(grant.lease.etcd_lease_id()).await.unwrap();
+    for _ in 0..2 {
+        let reason = lost(&s, &grant.lease).await;
+        assert!(matches!(reason, LostReason::LeaseGone { .. }), "{reason}");
+    }
+
+    // The etcd lease alive, its key deleted.
+    let grant = acquire(&s, TTL).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
     c.delete(key.as_str(), None).await.unwrap();
-    let e = renew(&s, &grant.lease).await.unwrap_err();
-    assert!(
-        matches!(
-            e,
-            EtcdLeaseError::Lost {
-                reason: LostReason::KeyGone,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert_eq!(lost(&s, &grant.lease).await, LostReason::KeyGone);
 
     // The same etcd lease, but a key created again: another holding.
     let grant = acquire(&s, TTL).await.unwrap();
     let key = prefix.lease_key(grant.machine_id.get());
     let lease = grant.lease.etcd_lease_id();
-    c.delete(key.as_str(), None).await.unwrap();
-    c.put(
-        key.as_str(),
-        "again",
-        Some(PutOptions::new().with_lease(lease)),
-    )
-    .await
-    .unwrap();
-    let e = renew(&s, &grant.lease).await.unwrap_err();
+    recreate(&mut c, &key, "again", lease).await;
+    let reason = lost(&s, &grant.lease).await;
     assert!(
-        matches!(&e, EtcdLeaseError::Lost { reason: LostReason::TakenOver { lease: l, revision }, .. }
-            if *l == lease && *revision > grant.lease.revision()),
-        "{e}"
+        matches!(reason, LostReason::TakenOver { lease: l, revision }
+            if l == lease && revision > grant.lease.revision()),
+        "{reason}"
     );
 }
 
@@ -234,20 +182,12 @@ async fn an_unreachable_cluster_is_retry_not_lost() {
     let prefix = Prefix::new();
     let s = common::strategy(&prefix).await;
     let grant = acquire(&s, TTL).await.unwrap();
-    let dead = EtcdStrategy::new(common::options_at(
-        &[format!(
-            "http://127.0.0.1:{}",
-            lease_testkit::ports::server_port().expect("a free loopback port")
-        )],
-        &prefix,
-    ))
-    .unwrap();
-    let e = renew(&dead, &grant.lease).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
-    let e = acquire(&dead, TTL).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
-    let e = release(&dead, &grant.lease, TTL).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    let port = lease_testkit::ports::server_port().expect("a free loopback port");
+    let nobody = [format!("http://127.0.0.1:{port}")];
+    let dead = EtcdStrategy::new(common::options_at(&nobody, &prefix)).unwrap();
+    fails(renew(&dead, &grant.lease).await, Retry);
+    fails(acquire(&dead, TTL).await, Retry);
+    fails(release(&dead, &grant.lease, TTL).await, Retry);
     // Nothing happened to the lease.
     renew(&s, &grant.lease).await.unwrap();
 }
@@ -270,8 +210,7 @@ async fn release_moves_the_key_onto_a_guard_lease_and_revokes_ours() {
     assert_eq!(granted_ttl(&mut c, guard).await.0, 3);
     assert_eq!(granted_ttl(&mut c, grant.lease.etcd_lease_id()).await.1, -1);
     // Released: renewing is lost, releasing again changes nothing.
-    let e = renew(&s, &grant.lease).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    fails(renew(&s, &grant.lease).await, Lost);
     release(&s, &grant.lease, Duration::from_secs(1))
         .await
         .unwrap();
@@ -311,13 +250,12 @@ async fn an_unreadable_floor_is_never_claimed_or_raised() {
     occupy_all_but(&mut c, &prefix, &[7]).await;
     let floor_key = prefix.floor_key(7);
     c.put(floor_key.as_str(), "soon", None).await.unwrap();
-    let e = acquire(&s, TTL).await.unwrap_err();
+    let e = fails(acquire(&s, TTL).await, Other);
     assert!(
         matches!(&e, EtcdLeaseError::UnreadableFloor { id, value, .. } if id.get() == 7 && value == "soon"),
         "{e}"
     );
-    assert_eq!(e.kind(), ErrorKind::Other);
-    assert_eq!(value(&mut c, &floor_key).await.unwrap().0, "soon");
+    assert_eq!(floor(&mut c, &floor_key).await, "soon");
     // Held, then made unreadable: its renewal cannot raise it, and leaves it as it is.
     c.delete(floor_key.as_str(), None).await.unwrap();
     let grant = acquire(&s, TTL).await.unwrap();
@@ -325,10 +263,9 @@ async fn an_unreadable_floor_is_never_claimed_or_raised() {
     c.put(floor_key.as_str(), "soon", None).await.unwrap();
     let e = renew(&s, &grant.lease).await.unwrap_err();
     assert!(matches!(e, EtcdLeaseError::UnreadableFloor { .. }), "{e}");
-    assert_eq!(value(&mut c, &floor_key).await.unwrap().0, "soon");
+    assert_eq!(floor(&mut c, &floor_key).await, "soon");
     // Exhausted once that ID is taken too.
-    let e = acquire(&s, TTL).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    fails(acquire(&s, TTL).await, Exhausted);
 }
 
 #[tokio::test]
@@ -374,10 +311,7 @@ async fn two_prefixes_do_not_see_each_other() {
     occupy_all_but(&mut c, &p1, &[]).await;
     let s1 = common::strategy(&p1).await;
     let s2 = common::strategy(&p2).await;
-    assert_eq!(
-        acquire(&s1, TTL).await.unwrap_err().kind(),
-        ErrorKind::Exhausted
-    );
+    fails(acquire(&s1, TTL).await, Exhausted);
     acquire(&s2, TTL).await.unwrap();
     assert_eq!(s1.free_count().await.unwrap(), 0);
     assert_eq!(s2.free_count().await.unwrap(), 511);
@@ -400,12 +334,9 @@ async fn authentication_errors_are_misconfigured() {
             .unwrap()
     };
 
-    let e = acquire(&with("root", "wrong"), TTL).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
-    let e = acquire(&with("outsider", "outsider-pw"), TTL)
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    for (user, password) in [("root", "wrong"), ("outsider", "outsider-pw")] {
+        fails(acquire(&with(user, password), TTL).await, Misconfigured);
+    }
     let root = with("root", "root-pw");
     common::initialize(&root).await;
     let grant = acquire(&root, TTL).await.unwrap();
@@ -415,45 +346,38 @@ async fn authentication_errors_are_misconfigured() {
         .unwrap();
     // Without credentials on a cluster that requires them.
     let anonymous = EtcdStrategy::new(common::options_at(&endpoints, &prefix)).unwrap();
-    let e = acquire(&anonymous, TTL).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+    fails(acquire(&anonymous, TTL).await, Misconfigured);
 }
 
 #[tokio::test]
 async fn urls_and_options_are_checked() {
-    let e = EtcdStrategy::from_url("etcd://nohost").unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    fails(EtcdStrategy::from_url("etcd://nohost"), Misconfigured);
     let s = EtcdStrategy::from_url("etcd://127.0.0.1:2390,127.0.0.1:2391/my/ids").unwrap();
     assert_eq!(s.options().prefix(), "/my/ids/");
     assert_eq!(
         s.options().endpoints(),
         ["http://127.0.0.1:2390", "http://127.0.0.1:2391"]
     );
-    let e =
-        EtcdStrategy::new(EtcdOptions::new(["http://h:1"]).with_acquire_attempts(0)).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    let options = EtcdOptions::new(["http://h:1"]).with_acquire_attempts(0);
+    fails(EtcdStrategy::new(options), Misconfigured);
     // An https endpoint without the `tls` feature cannot be served.
     #[cfg(not(feature = "tls"))]
     {
         let s = EtcdStrategy::new(EtcdOptions::new(["https://127.0.0.1:1"])).unwrap();
-        let e = acquire(&s, TTL).await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Misconfigured, "{e}");
+        fails(acquire(&s, TTL).await, Misconfigured);
     }
 }
 
 #[test]
 fn terms_whose_grants_fall_below_the_minimum_ttl_are_refused() {
     use lease_manager::LeaseConfig;
-    let s = EtcdStrategy::new(EtcdOptions::new(["http://h:1"])).unwrap();
-    s.check_terms(&LeaseConfig::default().terms()).unwrap();
-    let capped = EtcdStrategy::new(
-        EtcdOptions::new(["http://h:1"]).with_max_lease_duration(Duration::from_secs(20)),
-    )
-    .unwrap();
-    let e = capped
-        .check_terms(&LeaseConfig::default().terms())
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    let options = EtcdOptions::new(["http://h:1"]);
+    let defaults = LeaseConfig::default().terms();
+    let s = EtcdStrategy::new(options.clone()).unwrap();
+    s.check_terms(&defaults).unwrap();
+    let capped = options.with_max_lease_duration(Duration::from_secs(20));
+    let capped = EtcdStrategy::new(capped).unwrap();
+    let e = fails(capped.check_terms(&defaults), Misconfigured);
     assert_eq!(
         e.to_string(),
         "invalid lease-etcd options: leases would be granted 20s (the lease duration 28800s, at \

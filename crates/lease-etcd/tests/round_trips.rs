@@ -112,11 +112,8 @@ async fn requests_per_operation() {
     // The guard's etcd lease, the move of the key onto it with the floor, the holder's etcd
     // lease revoked.
     let released = [("LeaseGrant", 1), ("LeaseRevoke", 1), ("Txn", 1)];
-    let release = requests(
-        port,
-        "release",
-        s.release(&grant.lease, release()),
-        &released,
-    );
-    release.await.unwrap();
+    let releasing = s.release(&grant.lease, release());
+    requests(port, "release", releasing, &released)
+        .await
+        .unwrap();
 }

@@ -7,8 +7,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{Prefix, now_ms, poll, raw};
-use lease_core::{Acquire, ErrorKind, Grant, LeaseError, MachineId, Migration, Renew};
+use common::{Prefix, fails, now_ms, poll, raw};
+use lease_core::{Acquire, ErrorKind, Grant, Migration, Renew};
 use lease_core::{StoreAdmin, Strategy};
 use lease_etcd::etcd_client::{Client, DeleteOptions};
 use lease_etcd::{EtcdLease, EtcdLeaseError, EtcdStrategy};
@@ -53,14 +53,6 @@ async fn marker(client: &mut Client, prefix: &Prefix) -> bool {
     answer.kvs().first().is_some_and(|kv| kv.lease() == 0)
 }
 
-/// Holds every ID except 17 with keys of a foreign owner (no lease).
-async fn occupy_all_but_17(client: &mut Client, prefix: &Prefix) {
-    for id in (0..MachineId::COUNT).filter(|id| *id != 17) {
-        let put = client.put(prefix.lease_key(id), "foreign", None).await;
-        put.expect("put");
-    }
-}
-
 /// `holder` is handed 17, the only free ID; then the prefix is deleted (what an operator's
 /// `etcdctl del --prefix <prefix>` does) and the other IDs are taken again.
 async fn prefix_deleted_under(
@@ -68,13 +60,13 @@ async fn prefix_deleted_under(
     c: &mut Client,
     prefix: &Prefix,
 ) -> Grant<EtcdLease> {
-    occupy_all_but_17(c, prefix).await;
+    common::occupy_all_but(c, prefix, &[17]).await;
     let grant = s.acquire(acquire(now_ms())).await.unwrap();
     assert_eq!(grant.machine_id.get(), 17);
     let all = Some(DeleteOptions::new().with_prefix());
     let deleted = c.delete(prefix.name.as_str(), all).await;
     deleted.expect("delete the prefix");
-    occupy_all_but_17(c, prefix).await;
+    common::occupy_all_but(c, prefix, &[17]).await;
     grant
 }
 
@@ -87,9 +79,8 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     let mut c = raw().await;
     let grant = prefix_deleted_under(&holder, &mut c, &prefix).await;
     let second = EtcdStrategy::new(common::options(&prefix)).unwrap();
-    let e = second.acquire(acquire(1)).await;
-    let e = e.expect_err("a held id was handed out again after the prefix was deleted");
-    assert_eq!(e.kind(), ErrorKind::Retry, "{e}");
+    // A held ID is not handed out again after the prefix was deleted.
+    let e = fails(second.acquire(acquire(1)).await, ErrorKind::Retry);
     // The hold-off is the amnesia hold-off (8 h and twice 1 h by default), in the store.
     let hold_off = common::options(&prefix).amnesia_hold_off();
     assert_eq!(hold_off, Duration::from_secs(10 * 3600));
@@ -108,8 +99,7 @@ async fn a_deleted_prefix_does_not_hand_a_held_id_out_again() {
     assert!(ttl > 10 * 3600 - 60 && ttl <= 10 * 3600, "{ttl}");
     assert!(marker(&mut c, &prefix).await, "the marker comes with it");
     // The holder finds out at its next renewal and stops.
-    let e = holder.renew(&grant.lease, renew()).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    fails(holder.renew(&grant.lease, renew()).await, ErrorKind::Lost);
     // Still held off for every node.
     let third = EtcdStrategy::new(common::options(&prefix)).unwrap();
     let left = held_off(third.acquire(acquire(1)).await);
@@ -192,6 +182,5 @@ async fn a_deleted_prefix_heals_by_itself_after_the_hold_off() {
         let ttl = c.lease_time_to_live(lease, None).await.unwrap().ttl();
         assert_eq!(ttl, -1, "etcd lease {lease:x} still runs");
     }
-    let e = holder.renew(&grant.lease, renew()).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    fails(holder.renew(&grant.lease, renew()).await, ErrorKind::Lost);
 }

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lease_core::StoreAdmin;
+use lease_core::{ErrorKind, LeaseError, MachineId, StoreAdmin};
 use lease_etcd::etcd_client::{Client, DeleteOptions, Error, GetOptions};
-use lease_etcd::{EtcdOptions, EtcdStrategy};
+use lease_etcd::{EtcdLeaseError, EtcdOptions, EtcdStrategy};
 use nonce_core::{BootClock, Clock};
 
 /// The endpoints of the shared test server (`cargo xtask test` starts it).
@@ -146,6 +146,25 @@ pub fn now_ms() -> u64 {
 }
 
 pub use lease_testkit::poll;
+
+/// The error of `result`, which must be one of `kind`.
+pub fn fails<T: std::fmt::Debug>(
+    result: Result<T, EtcdLeaseError>,
+    kind: ErrorKind,
+) -> EtcdLeaseError {
+    let error = result.expect_err("expected an error");
+    assert_eq!(error.kind(), kind, "{error}");
+    error
+}
+
+/// Holds every ID except `free` with keys of a foreign owner (no lease; the prefix is removed
+/// at the end).
+pub async fn occupy_all_but(client: &mut Client, prefix: &Prefix, free: &[u16]) {
+    for id in (0..MachineId::COUNT).filter(|id| !free.contains(id)) {
+        let put = client.put(prefix.lease_key(id), "foreign", None).await;
+        put.expect("put");
+    }
+}
 
 /// The etcd binary (`NONONCE_TEST_ETCD_BIN`, or `etcd` on the `PATH`).
 fn binary() -> PathBuf {
