@@ -362,6 +362,7 @@ fn percent_decode(text: &str) -> Result<String, EtcdLeaseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use EtcdLeaseError::{InvalidOptions, InvalidUrl};
 
     #[test]
     fn urls() {
@@ -404,13 +405,8 @@ mod tests {
             "etcd://u:%zz@h:1",
         ] {
             let e = EtcdOptions::from_url(bad).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    EtcdLeaseError::InvalidUrl(_) | EtcdLeaseError::InvalidOptions(_)
-                ),
-                "{bad}: {e}"
-            );
+            let refused = matches!(e, InvalidUrl(_) | InvalidOptions(_));
+            assert!(refused, "{bad}: {e}");
         }
         #[cfg(not(feature = "tls"))]
         assert!(EtcdOptions::from_url("etcds://h:1").is_err());
