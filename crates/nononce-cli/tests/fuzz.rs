@@ -63,10 +63,6 @@ fn assert_success(out: &Output, input: &str, prefix: &str) {
 struct Gen(nononce::lease::SplitMix64);
 
 impl Gen {
-    fn new(seed: u64) -> Self {
-        Self(nononce::lease::SplitMix64::new(seed))
-    }
-
     fn next(&mut self) -> u64 {
         self.0.next_u64()
     }
@@ -150,7 +146,7 @@ fn cases() -> u64 {
 /// Runs `case` on `cases()` inputs from a generator seeded with `seed`; a failure names the
 /// seed and case.
 fn fuzz(seed: u64, mut case: impl FnMut(&mut Gen)) {
-    let mut g = Gen::new(seed);
+    let mut g = Gen(nononce::lease::SplitMix64::new(seed));
     for n in 0..cases() {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| case(&mut g))) {
             let message = panic.downcast_ref::<String>().map_or("", String::as_str);
