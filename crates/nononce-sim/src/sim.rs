@@ -543,14 +543,8 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 Action::Wait { until } => {
                     self.wake_seq += 1;
                     let t = shell.kernel.when(ctx.now, self.offset, until);
-                    ctx.at(
-                        t,
-                        Ev::Wake {
-                            node: shell.idx,
-                            inc: self.inc,
-                            seq: self.wake_seq,
-                        },
-                    );
+                    let (node, inc, seq) = (shell.idx, self.inc, self.wake_seq);
+                    ctx.at(t, Ev::Wake { node, inc, seq });
                     return None;
                 }
                 Action::Halted => {
@@ -1098,20 +1092,12 @@ impl<B: Backend> Sim<B> {
         let offset = shell.wall_steps;
         let local = num(shell.kernel.at(ctx.now).saturating_add(offset));
         let clock = SimClock::new(local);
-        let factories = shell
-            .kinds
-            .iter()
-            .map(|&set| {
-                let factory = factory(&clock, set, shell.declare_kinds, shell.epoch_ms);
-                (factory, set)
-            })
-            .collect();
+        let (declare, epoch_ms) = (shell.declare_kinds, shell.epoch_ms);
+        let new = |&set: &KindSet| (factory(&clock, set, declare, epoch_ms), set);
+        let factories = shell.kinds.iter().map(new).collect();
         let link = SimLink::new(clock.clone());
-        let strategy = Arc::new(self.backend.strategy(
-            link.clone(),
-            shell.ordinal,
-            ctx.rng.next_u64(),
-        ));
+        let seed = ctx.rng.next_u64();
+        let strategy = Arc::new(self.backend.strategy(link.clone(), shell.ordinal, seed));
         // What `LeaseManagerBuilder::start` asks before anything else.
         if let Err(e) = strategy.check_terms(&ctx.config.terms()) {
             panic!("the strategy refuses the simulated lease configuration: {e}");

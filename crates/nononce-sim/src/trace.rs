@@ -36,19 +36,18 @@ impl Entry {
         let mut rest = self.what;
         while let Some(i) = rest.find('{') {
             out.push_str(&rest[..i]);
-            let (value, skip) = match rest.get(i..i + 3) {
-                Some("{a}") => (Some(self.a), 3),
-                Some("{b}") => (Some(self.b), 3),
-                Some("{c}") => (Some(self.c), 3),
-                _ => (None, 1),
-            };
-            match value {
-                Some(v) => {
-                    let _ = write!(out, "{v}");
+            let value = match rest.get(i..i + 3) {
+                Some("{a}") => self.a,
+                Some("{b}") => self.b,
+                Some("{c}") => self.c,
+                _ => {
+                    out.push('{');
+                    rest = &rest[i + 1..];
+                    continue;
                 }
-                None => out.push('{'),
-            }
-            rest = &rest[i + skip..];
+            };
+            let _ = write!(out, "{value}");
+            rest = &rest[i + 3..];
         }
         out.push_str(rest);
         out
