@@ -4,11 +4,6 @@
 //! The failover test runs a private PostgreSQL primary and a streaming replica on loopback
 //! ports; the identity tests use the shared servers.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-// Each test is compiled with the dialects it needs; the helpers serve some of them.
-#![cfg_attr(
-    not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
-    allow(dead_code, unused_imports)
-)]
 
 use crate::common;
 
@@ -88,6 +83,13 @@ async fn identity(pool: &Pool) -> String {
     on_pool!(pool, p => sqlx::query(sql).fetch_one(p).await.unwrap().get(0))
 }
 
+/// Records `identity` as the server that granted `t`'s leases.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn recorded_as(t: &TestTable, identity: &str) {
+    let set = format!("UPDATE {COORDINATOR_TABLE} SET server_identity = '{identity}'");
+    t.exec(&format!("{set} WHERE lease_table = '{{t}}'")).await;
+}
+
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn held_off(e: &SqlLeaseError) -> (Option<String>, String, Duration) {
     match e {
@@ -101,11 +103,6 @@ fn held_off(e: &SqlLeaseError) -> (Option<String>, String, Duration) {
     }
 }
 
-/// The failover the guard exists for. Node A leases an ID on the primary while the replica is
-/// not receiving; the primary dies and the replica, which never saw the grant, is promoted.
-/// Node B on the promoted replica must not be handed A's ID: acquisition is held off with an
-/// error that says for how long and how to override it. With the guard off, B gets A's ID,
-/// which is what happened before the guard existed.
 /// A pool of one connection to `url`.
 #[cfg(feature = "postgres")]
 fn pg_pool(url: &str) -> Pool {
@@ -121,6 +118,11 @@ async fn held_on(pool: &Pool, id: u16) -> bool {
     pool.scalar(&sql).await == 1
 }
 
+/// The failover the guard exists for. Node A leases an ID on the primary while the replica is
+/// not receiving; the primary dies and the replica, which never saw the grant, is promoted.
+/// Node B on the promoted replica must not be handed A's ID: acquisition is held off with an
+/// error that says for how long and how to override it. With the guard off, B gets A's ID,
+/// which is what happened before the guard existed.
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_failover_to_a_lagging_replica_holds_acquisitions_off() {
@@ -246,13 +248,7 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
     let held = s.acquire(acquiring(HOUR)).await.unwrap();
 
     // As if the leases had been granted by another server.
-    t.pool
-        .exec(&format!(
-            "UPDATE {COORDINATOR_TABLE} SET server_identity = 'another server' \
-             WHERE lease_table = '{}'",
-            t.name
-        ))
-        .await;
+    recorded_as(&t, "another server").await;
     let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Retry);
     let (previous, current, remaining) = held_off(&e);
@@ -304,18 +300,15 @@ async fn changed_identity_holds_acquisitions_off(dialect: Dialect) {
 async fn missing_record(dialect: Dialect) {
     let t = TestTable::new(dialect).await;
     let s = t.strategy();
-    let forget = format!(
-        "DELETE FROM {COORDINATOR_TABLE} WHERE lease_table = '{}'",
-        t.name
-    );
-    t.pool.exec(&forget).await;
+    let forget = format!("DELETE FROM {COORDINATOR_TABLE} WHERE lease_table = '{{t}}'");
+    t.exec(&forget).await;
     let first = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(first.machine_id.get(), 0, "never claimed: trusted");
     let (recorded, _, age) = record(&t.pool, &t.name).await.unwrap();
     assert_eq!(recorded, identity(&t.pool).await);
     assert!(age > 1_000_000_000, "trusted: {age}");
 
-    t.pool.exec(&forget).await;
+    t.exec(&forget).await;
     let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     let (previous, current, remaining) = held_off(&e);
     assert_eq!(previous, None);
@@ -348,12 +341,7 @@ async fn postgres_guard_works_for_a_plain_role() {
     let url = pg_url().replacen("postgres@", &format!("{user}@"), 1);
     let s = SqlStrategy::connect_lazy(&format!("{url}?table={}", t.name)).unwrap();
     let acquired = s.acquire(acquiring(HOUR)).await;
-    t.pool
-        .exec(&format!(
-            "UPDATE {COORDINATOR_TABLE} SET server_identity = 'x' WHERE lease_table = '{}'",
-            t.name
-        ))
-        .await;
+    recorded_as(&t, "x").await;
     let held = s.acquire(acquiring(HOUR)).await;
     for sql in [
         format!("REVOKE ALL ON {} FROM {user}", t.name),

@@ -26,13 +26,7 @@ fn url(t: &TestTable, max_lease_s: u64) -> String {
 
 /// No row was ever claimed, nor released.
 async fn nothing_claimed(t: &TestTable) {
-    let untouched = t
-        .pool
-        .scalar(&format!(
-            "SELECT COUNT(*) FROM {} WHERE lock_version = 0 AND token IS NULL",
-            t.name
-        ))
-        .await;
+    let untouched = t.count("lock_version = 0 AND token IS NULL").await;
     assert_eq!(untouched, 512, "a row was claimed");
 }
 

@@ -1,11 +1,6 @@
 //! The strategy in less friendly surroundings: non-UTC session time zones, a database user
 //! without privileges, and several OS processes sharing one SQLite file.
 #![cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-// Each test is compiled with the dialect it needs; the helpers serve some of them.
-#![cfg_attr(
-    not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
-    allow(dead_code, unused_imports)
-)]
 
 use crate::common;
 

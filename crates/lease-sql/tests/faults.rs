@@ -3,11 +3,6 @@
 //!
 //! The fault tests run on the servers (PostgreSQL and MariaDB), each with its dialect's feature.
 #![cfg(any(feature = "postgres", feature = "mysql"))]
-// Each test is compiled with the dialect it needs; the helpers serve some of them.
-#![cfg_attr(
-    not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
-    allow(dead_code, unused_imports)
-)]
 
 use crate::common;
 

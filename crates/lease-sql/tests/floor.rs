@@ -6,18 +6,9 @@
 
 use crate::common;
 
-use std::time::Duration;
-
-use common::{F, TestTable, acquiring, now_ms, renewing};
+use common::{F, HOUR, TestTable, acquiring, now_ms, renewing};
 use lease_core::{Acquire, MachineId, Renew, Strategy};
 use lease_sql::{Acquisition, Dialect, SqlLease, SqlLeaseError};
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-async fn floor(t: &TestTable, id: u16) -> u64 {
-    let sql = format!("SELECT floor_ms FROM {} WHERE id = {id}", t.name);
-    u64::try_from(t.pool.scalar(&sql).await).unwrap()
-}
 
 /// A clock reading of a server on this host: within a minute of ours.
 fn assert_sane(coordinator_ms: Option<u64>, what: &str) {
@@ -48,15 +39,12 @@ async fn force_release_raises_the_floor_to_the_leases_end(dialect: Dialect) {
         s.renew(&a.lease, Renew::new(HOUR, F + 30)).await.unwrap();
         let lease_end = now_ms() + 3_600_000;
         if above > 0 {
-            let sql = format!(
-                "UPDATE {} SET floor_ms = {} WHERE id = 0",
-                t.name,
-                lease_end + above
-            );
-            t.pool.exec(&sql).await;
+            let floor = lease_end + above;
+            t.exec(&format!("UPDATE {{t}} SET floor_ms = {floor} WHERE id = 0"))
+                .await;
         }
         assert!(s.force_release(id).await.unwrap());
-        let raised = floor(&t, 0).await;
+        let raised = t.floor(0).await;
         assert!(
             raised + 1_000 >= lease_end + above && raised <= lease_end + above + 1_000,
             "force release left the floor at {raised}, not {}",
@@ -107,39 +95,31 @@ async fn old_table_without_floor_is_migrated(dialect: Dialect) {
              SELECT n, NULL, '1970-01-01 00:00:00.000', 0 FROM seq",
         ),
     };
-    t.pool.exec(&create.replace("{t}", &t.name)).await;
-    t.pool.exec(&seed.replace("{t}", &t.name)).await;
+    t.exec(create).await;
+    t.exec(seed).await;
     // A node of the old version holds id 7.
     let held = SqlLease::from_parts(MachineId::new(7).unwrap(), [7; 16]);
     let token = match dialect {
         Dialect::Postgres => "'\\x07070707070707070707070707070707'::bytea",
         _ => "X'07070707070707070707070707070707'",
     };
-    t.pool
-        .exec(&format!(
-            "UPDATE {} SET token = {token}, expires_at = {}, lock_version = 1 WHERE id = 7",
-            t.name,
-            t.pool.at(3600)
-        ))
-        .await;
+    let until = t.pool.at(3600);
+    t.exec(&format!(
+        "UPDATE {{t}} SET token = {token}, expires_at = {until}, lock_version = 1 WHERE id = 7"
+    ))
+    .await;
     let s = t.strategy();
     let e = s.acquire(acquiring(HOUR)).await.unwrap_err();
     assert!(matches!(e, SqlLeaseError::WrongSchema { .. }), "{e:?}");
     assert!(e.to_string().contains("run the migration"), "{e}");
     assert_eq!(s.migrate().await.unwrap(), 0, "every row was there");
-    let column = t
-        .pool
-        .scalar(&format!(
-            "SELECT COUNT(*) FROM {} WHERE floor_ms = 0",
-            t.name
-        ))
-        .await;
+    let column = t.count("floor_ms = 0").await;
     assert_eq!(column, 512, "floor_ms added with 0 on every row");
     assert_eq!(s.migrate().await.unwrap(), 0, "idempotent");
     // The old holder renews undisturbed; new nodes acquire at once (the migration recorded
     // this server as the one that granted the table's leases).
     s.renew(&held, Renew::new(HOUR, F)).await.unwrap();
-    assert_eq!(floor(&t, 7).await, F);
+    assert_eq!(t.floor(7).await, F);
     let grant = s.acquire(acquiring(HOUR)).await.unwrap();
     assert_eq!(grant.machine_id.get(), 0);
     assert_eq!(s.free_count().await.unwrap(), 510);

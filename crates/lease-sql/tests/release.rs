@@ -42,20 +42,11 @@ async fn late_renew(s: &SqlStrategy, lease: &SqlLease) {
     assert!(renewal.is_err(), "a renewal after the release succeeded");
 }
 
-async fn floor(t: &TestTable, id: u16) -> u64 {
-    let sql = format!("SELECT floor_ms FROM {} WHERE id = {id}", t.name);
-    u64::try_from(t.pool.scalar(&sql).await).unwrap()
-}
-
 /// Whether a NoNoncense node would list `id` among its candidates: the reference's
 /// `expires_at < now` on the database clock, in UTC (Ecto's and sqlx's session zone).
 async fn nononcense_sees_free(t: &TestTable, id: u16) -> bool {
     let now = t.pool.at(0);
-    let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE id = {id} AND expires_at < {now}",
-        t.name
-    );
-    t.pool.scalar(&sql).await == 1
+    t.count(&format!("id = {id} AND expires_at < {now}")).await == 1
 }
 
 /// A table whose only free row is `ID`, with floor `F`.
@@ -63,11 +54,7 @@ async fn one_free_row(dialect: Dialect) -> TestTable {
     let t = TestTable::new(dialect).await;
     t.pool.hold(&t.name, 0..=ID - 1).await;
     t.pool.hold(&t.name, ID + 1..=511).await;
-    t.pool
-        .exec(&format!(
-            "UPDATE {} SET floor_ms = {F} WHERE id = {ID}",
-            t.name
-        ))
+    t.exec(&format!("UPDATE {{t}} SET floor_ms = {F} WHERE id = {ID}"))
         .await;
     t
 }
@@ -80,7 +67,7 @@ async fn a_released_row_and_nononcense(dialect: Dialect) {
     let lease = acquire(&s).await;
     assert_eq!(lease.machine_id().get(), ID);
     release(&s, &lease, GUARD).await;
-    assert_eq!(floor(&t, ID).await, RELEASED);
+    assert_eq!(t.floor(ID).await, RELEASED);
 
     // After a late renewal the row keeps the guard, not a new 8 h lease, and the released floor.
     late_renew(&s, &lease).await;
@@ -91,7 +78,7 @@ async fn a_released_row_and_nononcense(dialect: Dialect) {
         "the released id has {left} µs left, not the guard"
     );
     assert_eq!(
-        floor(&t, ID).await,
+        t.floor(ID).await,
         RELEASED,
         "the late renewal moved the floor"
     );
@@ -110,14 +97,14 @@ async fn a_released_row_and_nononcense(dialect: Dialect) {
     release(&s, &lease, GUARD).await;
     let (_, _, again) = t.pool.row(&t.name, ID).await;
     assert!(again <= left + 1_000, "{again} µs after {left} µs");
-    assert_eq!(floor(&t, ID).await, RELEASED);
+    assert_eq!(t.floor(ID).await, RELEASED);
 
     // Free after the guard for NoNoncense too; a late renewal then changes nothing.
     tokio::time::sleep(GUARD + Duration::from_millis(150)).await;
     assert!(nononcense_sees_free(&t, ID).await);
     late_renew(&s, &lease).await;
     assert!(nononcense_sees_free(&t, ID).await);
-    assert_eq!(floor(&t, ID).await, RELEASED);
+    assert_eq!(t.floor(ID).await, RELEASED);
 
     // A release with no guard frees the row for NoNoncense at once.
     let lease = acquire(&s).await;

@@ -196,44 +196,32 @@ struct Counted {
 impl Setup {
     async fn new(dialect: Dialect) -> Self {
         let table = format!("lease_rt_{}", suffix());
-        let (measured, direct, proxy, server, dir) = match dialect {
+        let (mut proxy, mut dir) = (None, None);
+        let (measured, direct, server) = match dialect {
             Dialect::Postgres => {
                 let cluster = Cluster::start_with(&["log_statement=all", "log_line_prefix=pid%p:"]);
-                let proxy = Proxy::start(([127, 0, 0, 1], cluster.port).into()).await;
+                let through =
+                    proxy.insert(Proxy::start(([127, 0, 0, 1], cluster.port).into()).await);
                 let options: sqlx::postgres::PgConnectOptions = cluster.url().parse().unwrap();
                 let direct = one_connection().connect_with(options.clone()).await;
-                let measured = one_connection().connect_with(options.port(proxy.addr.port()));
+                let measured = one_connection().connect_with(options.port(through.addr.port()));
                 let measured = Pool::Pg(measured.await.unwrap());
                 let pid = measured.scalar("SELECT pg_backend_pid()::bigint").await;
                 let server = Server::Postgres { cluster, pid };
-                (
-                    measured,
-                    Pool::Pg(direct.unwrap()),
-                    Some(proxy),
-                    server,
-                    None,
-                )
+                (measured, Pool::Pg(direct.unwrap()), server)
             }
             Dialect::MySql => {
-                let proxy = Proxy::start(server_addr(&mysql_url())).await;
+                let through = proxy.insert(Proxy::start(server_addr(&mysql_url())).await);
                 let options: sqlx::mysql::MySqlConnectOptions = mysql_url().parse().unwrap();
-                let measured = one_connection().connect_with(options.port(proxy.addr.port()));
+                let measured = one_connection().connect_with(options.port(through.addr.port()));
                 let measured = Pool::My(measured.await.unwrap());
-                (
-                    measured,
-                    Pool::mysql(2).await,
-                    Some(proxy),
-                    Server::MariaDb,
-                    None,
-                )
+                (measured, Pool::mysql(2).await, Server::MariaDb)
             }
             _ => {
-                let dir = TempDir::new();
-                let path = dir.path.join("leases.db");
+                let path = dir.insert(TempDir::new()).path.join("leases.db");
                 let measured = one_connection().connect_with(lease_sql::sqlite_options(&path));
                 let measured = Pool::Lite(measured.await.unwrap());
-                let direct = Pool::sqlite(&path, 1).await;
-                (measured, direct, None, Server::Sqlite, Some(dir))
+                (measured, Pool::sqlite(&path, 1).await, Server::Sqlite)
             }
         };
         let strategy = measured.strategy(&table);
@@ -282,27 +270,25 @@ impl Setup {
             }
             (Server::MariaDb, Pool::My(pool)) => {
                 let after = mariadb_status(pool).await;
-                let mut detail = String::new();
-                let mut delta = Vec::new();
-                for ((name, b), a) in MARIADB_COUNTERS
+                let before = server_before.unwrap();
+                // The SHOW that read these counters is one question itself.
+                let delta = |i: usize, name: &str| {
+                    after[i]
+                        - before[i]
+                        - i64::from(name == "Questions" || name == "Com_show_status")
+                };
+                // Questions, then the counters that moved.
+                let moved: Vec<String> = MARIADB_COUNTERS
                     .iter()
-                    .zip(server_before.unwrap())
-                    .zip(after)
-                {
-                    // The SHOW that read these counters is one question itself.
-                    let d = a - b - i64::from(*name == "Questions" || *name == "Com_show_status");
-                    delta.push(d);
-                    if d != 0 && *name != "Questions" {
-                        let _ = write!(
-                            detail,
-                            "{}{name} {d}",
-                            if detail.is_empty() { "" } else { ", " }
-                        );
-                    }
-                }
+                    .enumerate()
+                    .skip(1)
+                    .map(|(i, &name)| (name, delta(i, name)))
+                    .filter(|(_, d)| *d != 0)
+                    .map(|(name, d)| format!("{name} {d}"))
+                    .collect();
                 ServerCount {
-                    statements: Some(delta[0]),
-                    detail,
+                    statements: Some(delta(0, MARIADB_COUNTERS[0])),
+                    detail: moved.join(", "),
                 }
             }
             _ => ServerCount::default(),

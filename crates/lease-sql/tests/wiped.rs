@@ -121,12 +121,7 @@ async fn wiped_then_acquired(dialect: Dialect, wipe: Wipe, migrate: bool) {
         assert!(text.contains(part), "{part}: {text}");
     }
     // The rows are back, held by nobody, until the hold-off ends.
-    assert_eq!(
-        t.pool
-            .scalar(&format!("SELECT COUNT(*) FROM {}", t.name))
-            .await,
-        512
-    );
+    assert_eq!(t.count("true").await, 512);
     assert_eq!(b.free_count().await.unwrap(), 0);
     // A finds out at its next renewal and stops.
     let lost = a.renew(&lease, renewing(HOUR)).await.unwrap_err();
@@ -219,14 +214,12 @@ async fn an_unseeded_table_is_seeded_free(dialect: Dialect) {
         Dialect::Postgres => ("bytea", "timestamp(6)"),
         _ => ("binary(16)", "datetime(6)"),
     };
-    t.pool
-        .exec(&format!(
-            "CREATE TABLE {} (id smallint NOT NULL PRIMARY KEY, token {token} NULL, \
-             expires_at {expires} NOT NULL, lock_version integer NOT NULL DEFAULT 0, \
-             floor_ms bigint NOT NULL DEFAULT 0)",
-            t.name
-        ))
-        .await;
+    t.exec(&format!(
+        "CREATE TABLE {{t}} (id smallint NOT NULL PRIMARY KEY, token {token} NULL, \
+         expires_at {expires} NOT NULL, lock_version integer NOT NULL DEFAULT 0, \
+         floor_ms bigint NOT NULL DEFAULT 0)"
+    ))
+    .await;
     let s = t.strategy();
     assert_eq!(s.migrate().await.unwrap(), 512);
     assert_eq!(next_id(&s).await, 0);

@@ -333,6 +333,23 @@ impl TestTable {
     pub fn strategy(&self) -> SqlStrategy {
         self.pool.strategy(&self.name)
     }
+
+    /// Runs `sql`, in which `{t}` stands for the table.
+    pub async fn exec(&self, sql: &str) -> u64 {
+        self.pool.exec(&sql.replace("{t}", &self.name)).await
+    }
+
+    /// How many of the table's rows match `condition`.
+    pub async fn count(&self, condition: &str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM {} WHERE {condition}", self.name);
+        self.pool.scalar(&sql).await
+    }
+
+    /// The floor of `id`.
+    pub async fn floor(&self, id: u16) -> u64 {
+        let sql = format!("SELECT floor_ms FROM {} WHERE id = {id}", self.name);
+        u64::try_from(self.pool.scalar(&sql).await).unwrap()
+    }
 }
 
 impl Drop for TestTable {
