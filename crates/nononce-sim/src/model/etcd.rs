@@ -648,7 +648,10 @@ impl EtcdServer {
     /// Every key under the prefix, in the model's order (leases, floors, marker, hold-off).
     fn range(&self) -> Vec<KeyValue> {
         let store = &self.store;
-        let mut kvs: Vec<KeyValue> = per_id(&store.lease_keys, Key::Lease).collect();
+        // Sized once: a range answers every acquire, and growing a vector of a thousand keys
+        // step by step was a fifth of an etcd seed's time.
+        let mut kvs = Vec::with_capacity(store.lease_keys.len() + store.floors.len() + 2);
+        kvs.extend(per_id(&store.lease_keys, Key::Lease));
         kvs.extend(per_id(&store.floors, Key::Floor));
         kvs.extend(store.marker.as_ref().map(|kv| kv.answer(Key::Marker)));
         kvs.extend(store.hold_off.as_ref().map(|kv| kv.answer(Key::HoldOff)));
