@@ -7,14 +7,13 @@
 //!    and start in the background meanwhile;
 //! 2. format and clippy (fail fast), then one build of the workspace's tests (the chaos
 //!    binaries with them);
-//! 3. then four lanes: the servers' lane runs the workspace's tests (those that wait on
+//! 3. then three lanes: the servers' lane runs the workspace's tests (those that wait on
 //!    servers and timers many at a time), then chaos (every backend under faults at once), then
 //!    what reuses the test build: docs, doctests, each crate alone with the features that
 //!    change it, the README's first command; the own-folders lane builds and runs loom, the
 //!    no_std proof, nonce-core and lease-manager with each feature, and the simulation, each in
-//!    a target folder of its own; a second such lane checks nonce-core's feature combinations
-//!    and tests lease-sql with each dialect; the foreground checks every other feature
-//!    combination in the workspace's target folder, beside the tests.
+//!    a target folder of its own; the foreground checks every feature combination in the
+//!    workspace's target folder, beside the tests.
 //!
 //! `--quick` is the edit-compile loop: format, clippy, every test that needs no server (unit,
 //! property and SQLite tests), and the simulation at a few hundred seeds.
@@ -148,8 +147,8 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
         // strategy) have no features; the step below checks each alone with its tests.
         hack_step(
             "features: check, every combination",
-            "hack check --workspace --exclude nononce --exclude nonce-core --ignore-private \
-             --feature-powerset --exclude-features default --locked",
+            "hack check --workspace --exclude nononce --ignore-private --feature-powerset \
+             --exclude-features default --locked",
         ),
         // The facade's backend features only re-export a crate checked above: each alone (the
         // library, then with its examples and tests), and every combination of the features
@@ -188,8 +187,7 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 ///   `lease-manager`'s driver and telemetry, are tested in a folder of their own
 ///   ([`own_folder_steps`]). nonce-core's defaults are every feature but `serde`, which only
 ///   adds impls: the workspace run tests them, with every feature.
-/// - `lease-sql`: no dialect, and each dialect alone, in a folder of its own
-///   ([`second_own_folder_steps`]).
+/// - `lease-sql`: no dialect, and each dialect alone.
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
 ///   feature alone is what the workspace run has. Every integration test of the first two
 ///   needs a server, so only their unit tests are built.
@@ -206,6 +204,14 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         Step::cargo_line(name, &args)
     };
     let steps = vec![
+        each(
+            "features: tests, lease-sql each dialect",
+            &["lease-sql"],
+            &[
+                "--exclude-features",
+                "default,tls-rustls,tls-rustls-native-roots",
+            ],
+        ),
         // Every integration test of these two needs a server (the serverless profile leaves
         // none of them): their unit tests alone, without building binaries that run nothing.
         Step::cargo_line(
@@ -268,7 +274,7 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
     Step::cargo(name, &[&args[..], &TEST_TARGETS, extra].concat())
 }
 
-/// The steps with the servers up, in four lanes:
+/// The steps with the servers up, in three lanes:
 ///
 /// - the servers' lane, in the workspace's target folder: the workspace's tests, chaos, then
 ///   the docs, the doctests, each crate with features alone and the README's first command
@@ -276,14 +282,12 @@ fn workspace_tests(name: &str, extra: &[&str]) -> Step {
 /// - the own-folders lane, each in a folder of its own: loom, the no_std proof (their flags
 ///   share no artifact with the rest), nonce-core and lease-manager with each feature (small
 ///   trees, built again to free the workspace's folder), the simulation (the `sim` profile);
-/// - a second lane of folders of their own ([`second_own_folder_steps`]);
 /// - the foreground, in the workspace's target folder too: every `cargo check` of the
 ///   feature combinations ([`feature_check_steps`]).
 fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
     let bins = chaos::Bins::in_dir(&workspace::target_dir().join("debug"));
     let after_chaos = test_build_steps(hack, &servers.env)?;
     let own_folders = own_folder_steps(hack)?;
-    let second_own_folders = second_own_folder_steps(hack, &servers.env)?;
     thread::scope(|scope| {
         // The workspace's tests, then chaos: both mostly wait, but together (dozens of test
         // processes, six private coordinators, 48 nodes) they starved the shared servers.
@@ -302,11 +306,6 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
                 .iter()
                 .try_for_each(|step| steps.run_logged(step))
         });
-        let second_own_folders_lane = scope.spawn(|| {
-            second_own_folders
-                .iter()
-                .try_for_each(|step| steps.run_logged(step))
-        });
         let foreground = || -> Result<(), String> {
             steps.check(CORE_DEPS, core_deps::check)?;
             steps.run_all(&feature_check_steps(hack)?)
@@ -322,14 +321,7 @@ fn tests(steps: &Steps, hack: &Path, servers: &Running) -> Result<(), String> {
             "the workspace run, chaos or the feature tests",
         );
         let own_folders_lane = joined(own_folders_lane, "loom, the no_std proof or the simulation");
-        let second_own_folders_lane = joined(
-            second_own_folders_lane,
-            "nonce-core's feature checks or lease-sql's dialect tests",
-        );
-        foreground
-            .and(servers_lane)
-            .and(own_folders_lane)
-            .and(second_own_folders_lane)
+        foreground.and(servers_lane).and(own_folders_lane)
     })
 }
 
@@ -389,38 +381,6 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
         .env("CARGO_TARGET_DIR", own_folder("sim")),
     );
     Ok(own.into_iter().map(Step::nice).collect())
-}
-
-/// The second lane of builds in folders of their own: every feature combination of nonce-core
-/// checked (`target/check-core`), and lease-sql tested with no dialect and each dialect alone
-/// (`target/sql-dialects`). Neither shares much with the workspace's folder: nonce-core's
-/// dependencies are a few ciphers, and each dialect builds sqlx with its own features wherever
-/// it runs. In `target/` their turns at its lock held up every check after them; here they
-/// cost the few shared dependencies built once more.
-fn second_own_folder_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
-    let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
-    let path = services::cargo_hack::path_with(hack)?;
-    Ok(vec![
-        Step::cargo_line(
-            "features: check, nonce-core every combination",
-            "hack check -p nonce-core --feature-powerset --exclude-features default --locked",
-        )
-        .env("PATH", path.clone())
-        .env("CARGO_TARGET_DIR", own_folder("check-core"))
-        .nice(),
-        each_feature_tests(
-            &path,
-            "features: tests, lease-sql each dialect",
-            &["lease-sql"],
-            &[
-                "--exclude-features",
-                "default,tls-rustls,tls-rustls-native-roots",
-            ],
-        )
-        .envs(env)
-        .env("CARGO_TARGET_DIR", own_folder("sql-dialects"))
-        .nice(),
-    ])
 }
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
