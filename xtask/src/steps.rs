@@ -22,7 +22,8 @@ pub struct Step {
     args: Vec<String>,
     env: Vec<(String, String)>,
     dir: Option<PathBuf>,
-    nice: bool,
+    /// The `nice` increment it runs with (0: the default priority).
+    nice: u8,
 }
 
 impl Step {
@@ -34,7 +35,7 @@ impl Step {
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             env: Vec::new(),
             dir: None,
-            nice: false,
+            nice: 0,
         }
     }
 
@@ -69,7 +70,16 @@ impl Step {
     /// Runs at a lower CPU priority: compiling beside tests that wait on timers, the tests
     /// get the cores when they need them.
     pub fn nice(mut self) -> Self {
-        self.nice = true;
+        self.nice = 10;
+        self
+    }
+
+    /// Runs at the lowest CPU priority: a build in a folder of its own, which only fills the
+    /// cores that the steps in the workspace's folder, one at a time behind its lock, leave
+    /// idle. At the same priority the two took turns on the cores and the lock's steps, the
+    /// run's longest chain, ran at half speed.
+    pub fn background(mut self) -> Self {
+        self.nice = 19;
         self
     }
 
@@ -81,8 +91,8 @@ impl Step {
         });
         let mut cmd = Command::new("sh");
         cmd.args(["-c", CPU_SCRIPT, "sh"]);
-        if self.nice {
-            cmd.args(["nice", "-n", "10"]);
+        if self.nice > 0 {
+            cmd.args(["nice", "-n", &self.nice.to_string()]);
         }
         cmd.arg(program);
         crate::workspace::clean_env(&mut cmd);

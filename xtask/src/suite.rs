@@ -382,7 +382,7 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
         )
         .env("CARGO_TARGET_DIR", own_folder("sim")),
     );
-    Ok(own.into_iter().map(Step::nice).collect())
+    Ok(own.into_iter().map(Step::background).collect())
 }
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
