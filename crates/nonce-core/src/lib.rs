@@ -25,6 +25,7 @@ mod kind;
 pub mod layout;
 mod manual_clock;
 mod nonce;
+mod range;
 mod sync;
 #[cfg(all(feature = "std", not(loom)))]
 mod thread_cache;
@@ -44,6 +45,7 @@ pub use crate::kind::Base;
 pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
+pub use crate::range::CounterRange;
 #[cfg(feature = "std")]
 pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};
 pub use machine_id::{InvalidMachineId, MachineId};
