@@ -83,6 +83,7 @@ impl CounterRange {
 
     /// The nonce at index `i` as an integer (a 64-bit one in the low bits), or `None` past the
     /// end.
+    #[allow(clippy::cast_possible_truncation)] // each part is masked to its field
     pub fn nth(&self, i: u64) -> Option<u128> {
         if i >= self.len {
             return None;
@@ -93,7 +94,6 @@ impl CounterRange {
         let sum = ((u128::from(self.timestamp_ms) << bits) | u128::from(self.first_count))
             + u128::from(i);
         let mask = (1u128 << bits) - 1;
-        #[allow(clippy::cast_possible_truncation)] // each part fits its field
         let (ts, count) = ((sum >> bits) as u64, sum & mask);
         Some(match self.bits {
             64 => u128::from(layout::pack64(ts, id, count as u64)),
