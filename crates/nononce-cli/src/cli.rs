@@ -14,7 +14,7 @@ use nononce::{
 };
 
 use crate::backends::{DEFAULT_STORE, STORE_HELP};
-use crate::codec::{AnyNonce, Input};
+use crate::codec::{AnyNonce, Format, Input, Kind};
 use crate::keys::KeyArgs;
 use crate::output::{Exit, write_error};
 use crate::store::Store;
@@ -88,6 +88,10 @@ enum Command {
     /// Decrypt a nonce (hex) encrypted with keys derived from a base key.
     #[command(after_help = DECRYPT_EXAMPLES)]
     Decrypt(CryptArgs),
+    /// Serve nonces over HTTP/JSON and gRPC, each kind on a leased machine ID.
+    #[cfg(feature = "serve")]
+    #[command(after_help = crate::serve::EXAMPLES)]
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,20 +129,6 @@ enum LeasesCommand {
         #[arg(long)]
         yes: bool,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Kind {
-    Counter,
-    Sortable,
-    Encrypted,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
-    Hex,
-    Base64url,
-    Int,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,16 +189,16 @@ struct DecodeArgs {
 }
 
 #[derive(Debug, clap::Args)]
-struct CipherArgs {
+pub(crate) struct CipherArgs {
     /// Cipher for 64-bit nonces: blowfish, des3 or speck.
     #[arg(long, default_value = "blowfish", value_parser = parse_cipher::<Cipher64>)]
-    cipher64: Cipher64,
+    pub(crate) cipher64: Cipher64,
     /// Cipher for 96-bit nonces: blowfish, des3 or speck.
     #[arg(long, default_value = "blowfish", value_parser = parse_cipher::<Cipher96>)]
-    cipher96: Cipher96,
+    pub(crate) cipher96: Cipher96,
     /// Cipher for 128-bit nonces: aes or speck.
     #[arg(long, default_value = "aes", value_parser = parse_cipher::<Cipher128>)]
-    cipher128: Cipher128,
+    pub(crate) cipher128: Cipher128,
 }
 
 #[derive(Debug, clap::Args)]
@@ -221,7 +211,7 @@ struct CryptArgs {
     ciphers: CipherArgs,
 }
 
-fn parse_bits(s: &str) -> Result<u16, String> {
+pub(crate) fn parse_bits(s: &str) -> Result<u16, String> {
     match s {
         "64" => Ok(64),
         "96" => Ok(96),
@@ -299,7 +289,7 @@ pub fn clap_exit(e: &clap::Error) -> Result<(), Exit> {
     Err(Exit::Usage(format!("{message} (see `{usage} --help`)")))
 }
 
-fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> FactoryOptions {
+pub(crate) fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> FactoryOptions {
     let mut o = FactoryOptions::new()
         .with_epoch_ms(epoch_ms)
         .with_cipher64(ciphers.cipher64)
@@ -331,6 +321,8 @@ pub fn run(cli: Cli) -> Result<(), Exit> {
         Command::Encrypt(args) => crypt(&args, true),
         Command::Decrypt(args) => crypt(&args, false),
         Command::Leases(command) => leases(command),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => crate::serve::run(args),
     }
 }
 
@@ -403,14 +395,14 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
 }
 
 /// SIGINT, SIGTERM and SIGHUP, as signal numbers.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> Result<Self, String> {
+    pub(crate) fn new() -> Result<Self, String> {
         use tokio::signal::unix::{SignalKind, signal};
         let on = |kind| signal(kind).map_err(|e| format!("cannot handle signals: {e}"));
         Ok(Self {
@@ -420,7 +412,7 @@ impl Signals {
         })
     }
 
-    async fn recv(&mut self) -> u8 {
+    pub(crate) async fn recv(&mut self) -> u8 {
         tokio::select! {
             _ = self.interrupt.recv() => 2,
             _ = self.terminate.recv() => 15,
@@ -460,7 +452,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         }
         let url = args.store.as_deref().unwrap_or(DEFAULT_STORE);
         let nonces = tokio::select! {
-            started = start_lease(url, &args, options) => started?,
+            started = start_lease(url, "gen", options, args.quiet) => started?,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
@@ -476,10 +468,12 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     })
 }
 
-async fn start_lease(
+/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does.
+pub(crate) async fn start_lease(
     url: &str,
-    args: &GenArgs,
+    name: &str,
     options: FactoryOptions,
+    quiet: bool,
 ) -> Result<nononce::Nononce<crate::lease::Watched>, Exit> {
     let mut config = crate::lease::config();
     let store = Store::open(url, Access::Lease, config.terms()).await?;
@@ -490,10 +484,10 @@ async fn start_lease(
         let longer = config.acquire_timeout().map(|t| t + config.margin());
         config = config.with_acquire_timeout(longer);
     }
-    let watched = crate::lease::Watched::new(strategy, info.clone(), args.quiet);
+    let watched = crate::lease::Watched::new(strategy, info.clone(), quiet);
     let log = watched.log();
     nononce::Nononce::builder(watched)
-        .with_factory("gen", options)
+        .with_factory(name, options)
         .with_lease_config(config)
         .start()
         .await
@@ -540,12 +534,11 @@ fn print_nonces(
 ) -> Result<(), Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let handle = factory.handle();
     for i in 0..args.count {
         if i % 256 == 0 && stop.load(Ordering::Relaxed) {
             break;
         }
-        let n = match one(factory, &handle, args.kind, args.bits) {
+        let n = match crate::codec::next(factory, args.kind, args.bits) {
             Ok(n) => n,
             // Stopped by a signal: the factory is off, as it should be.
             Err(_) if stop.load(Ordering::Relaxed) => break,
@@ -554,12 +547,7 @@ fn print_nonces(
                 return Err(Exit::Fail(generation_error(&e)));
             }
         };
-        let written = match args.format {
-            Format::Hex => writeln!(out, "{}", n.hex()),
-            Format::Base64url => writeln!(out, "{}", n.base64url()),
-            Format::Int => writeln!(out, "{}", n.int()),
-        };
-        written.map_err(|e| write_error(&e))?;
+        writeln!(out, "{}", n.format(args.format)).map_err(|e| write_error(&e))?;
     }
     out.flush().map_err(|e| write_error(&e))
 }
@@ -571,25 +559,6 @@ fn generation_error(e: &nononce::nonce::Error) -> String {
         }
         _ => e.to_string(),
     }
-}
-
-fn one(
-    f: &Factory<FactoryClock>,
-    h: &nononce::Handle<'_, FactoryClock>,
-    kind: Kind,
-    bits: u16,
-) -> Result<AnyNonce, nononce::nonce::Error> {
-    Ok(match (kind, bits) {
-        (Kind::Counter, 64) => AnyNonce::N64(h.counter64()?),
-        (Kind::Counter, 96) => AnyNonce::N96(h.counter96()?),
-        (Kind::Counter, _) => AnyNonce::N128(h.counter128()?),
-        (Kind::Sortable, 64) => AnyNonce::N64(f.sortable64()?),
-        (Kind::Sortable, 96) => AnyNonce::N96(f.sortable96()?),
-        (Kind::Sortable, _) => AnyNonce::N128(f.sortable128()?),
-        (Kind::Encrypted, 64) => AnyNonce::N64(h.encrypted64()?),
-        (Kind::Encrypted, 96) => AnyNonce::N96(h.encrypted96()?),
-        (Kind::Encrypted, _) => AnyNonce::N128(h.encrypted128()?),
-    })
 }
 
 fn decode(args: &DecodeArgs) -> Result<(), Exit> {
@@ -619,18 +588,7 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
                 d.machine_id,
                 d.count
             ),
-            TextOrJson::Json => writeln!(
-                out,
-                "{}",
-                serde_json::json!({
-                    "bits": d.bits,
-                    "timestamp_ms": d.timestamp_ms,
-                    "unix_ms": d.unix_ms,
-                    "time": time,
-                    "machine_id": d.machine_id.get(),
-                    "count": d.count,
-                })
-            ),
+            TextOrJson::Json => writeln!(out, "{}", crate::codec::decoded_json(&d)),
         };
         written.map_err(|e| write_error(&e))
     };

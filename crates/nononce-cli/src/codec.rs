@@ -14,7 +14,63 @@
 
 use clap::ValueEnum;
 use nononce::nonce::ParseNonceError;
-use nononce::{Decoded, Nonce64, Nonce96, Nonce128};
+use nononce::{Base, Decoded, Factory, FactoryClock, Nonce64, Nonce96, Nonce128};
+
+/// Which kind of nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Kind {
+    /// Counter nonces: the fastest; the timestamp is the counter's, not the creation time.
+    Counter,
+    /// Sortable nonces: the timestamp is the creation time.
+    Sortable,
+    /// Counter nonces encrypted with the base key's derived keys: they reveal nothing.
+    Encrypted,
+}
+
+impl Kind {
+    /// Every kind, in the order messages list them.
+    pub const ALL: [Self; 3] = [Self::Counter, Self::Sortable, Self::Encrypted];
+
+    /// The kind's name, as options and URLs write it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Sortable => "sortable",
+            Self::Encrypted => "encrypted",
+        }
+    }
+}
+
+/// How a nonce is written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Lowercase hex: 16, 24 or 32 digits.
+    Hex,
+    /// Unpadded base64url: 11, 16 or 22 characters.
+    Base64url,
+    /// The big-endian integer in decimal.
+    Int,
+}
+
+/// The next nonce of `kind` and `bits` (64, 96 or 128) from `factory`. Counter calls take
+/// their values from the factory's per-thread blocks, so every thread calling this scales.
+pub fn next(
+    factory: &Factory<FactoryClock>,
+    kind: Kind,
+    bits: u16,
+) -> Result<AnyNonce, nononce::nonce::Error> {
+    Ok(match (kind, bits) {
+        (Kind::Counter, 64) => AnyNonce::N64(factory.counter64()?),
+        (Kind::Counter, 96) => AnyNonce::N96(factory.counter96()?),
+        (Kind::Counter, _) => AnyNonce::N128(factory.counter128()?),
+        (Kind::Sortable, 64) => AnyNonce::N64(factory.sortable64()?),
+        (Kind::Sortable, 96) => AnyNonce::N96(factory.sortable96()?),
+        (Kind::Sortable, _) => AnyNonce::N128(factory.sortable128()?),
+        (Kind::Encrypted, 64) => AnyNonce::N64(factory.encrypted64(Base::Counter)?),
+        (Kind::Encrypted, 96) => AnyNonce::N96(factory.encrypted96(Base::Counter)?),
+        (Kind::Encrypted, _) => AnyNonce::N128(factory.encrypted128(Base::Counter)?),
+    })
+}
 
 /// The input as quoted in an error: escaped onto one line, and cut short.
 pub fn shown(text: &str) -> String {
@@ -198,6 +254,15 @@ impl AnyNonce {
         }
     }
 
+    /// Written out in `format`.
+    pub fn format(self, format: Format) -> String {
+        match format {
+            Format::Hex => self.hex(),
+            Format::Base64url => self.base64url(),
+            Format::Int => self.int(),
+        }
+    }
+
     /// The big-endian integer in decimal.
     pub fn int(self) -> String {
         match self {
@@ -206,6 +271,18 @@ impl AnyNonce {
             Self::N128(n) => n.to_u128().to_string(),
         }
     }
+}
+
+/// A nonce's fields as JSON: as `nononce decode --format json` prints them and `serve` answers.
+pub fn decoded_json(d: &Decoded) -> serde_json::Value {
+    serde_json::json!({
+        "bits": d.bits,
+        "timestamp_ms": d.timestamp_ms,
+        "unix_ms": d.unix_ms,
+        "time": rfc3339(d.unix_ms),
+        "machine_id": d.machine_id.get(),
+        "count": d.count,
+    })
 }
 
 /// Unix milliseconds as RFC 3339 in UTC (`2025-01-01T00:00:00.001Z`); `None` past year 9999,

@@ -1,0 +1,69 @@
+//! `/metrics`: Prometheus text, through the `metrics` facade and its Prometheus exporter.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `nononce_requests_total` | `operation`, `status` | requests answered, by outcome |
+//! | `nononce_request_seconds` | `operation` | time to answer (summary) |
+//! | `nononce_nonces_total` | `kind`, `bits` | nonces handed out (a range counts its length) |
+//! | `nononce_lease_held` | `kind` | 1 while the kind's factory may generate, else 0 |
+//! | `nononce_lease_seconds_left` | `kind` | time until the kind's lease deadline (0 without) |
+//! | `nononce_rate_limited_total` | | requests refused by a token's rate limit |
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::codec::Kind;
+
+/// The process's metrics.
+pub struct Metrics {
+    handle: PrometheusHandle,
+}
+
+impl Metrics {
+    /// Installs the process's recorder.
+    pub fn install() -> Result<Self, String> {
+        let handle = PrometheusBuilder::new()
+            .install_recorder()
+            .map_err(|e| format!("cannot start the metrics recorder: {e}"))?;
+        Ok(Self { handle })
+    }
+
+    /// Counts `n` nonces handed out.
+    pub fn nonces(&self, kind: Kind, bits: u16, n: u64) {
+        metrics::counter!("nononce_nonces_total", "kind" => kind.name(), "bits" => bits_label(bits))
+            .increment(n);
+    }
+
+    /// Counts an answered request.
+    pub fn request(&self, operation: &'static str, status: u16, seconds: f64) {
+        metrics::counter!("nononce_requests_total", "operation" => operation, "status" => status.to_string())
+            .increment(1);
+        metrics::histogram!("nononce_request_seconds", "operation" => operation).record(seconds);
+    }
+
+    /// Counts a request refused by a rate limit.
+    pub fn rate_limited(&self) {
+        metrics::counter!("nononce_rate_limited_total").increment(1);
+    }
+
+    /// The text exposition, with each kind's lease state as of now.
+    pub fn render(&self, leases: &[(Kind, Option<f64>)]) -> String {
+        for &(kind, left) in leases {
+            metrics::gauge!("nononce_lease_held", "kind" => kind.name()).set(if left.is_some() {
+                1.0
+            } else {
+                0.0
+            });
+            metrics::gauge!("nononce_lease_seconds_left", "kind" => kind.name())
+                .set(left.unwrap_or(0.0));
+        }
+        self.handle.render()
+    }
+}
+
+const fn bits_label(bits: u16) -> &'static str {
+    match bits {
+        64 => "64",
+        96 => "96",
+        _ => "128",
+    }
+}
