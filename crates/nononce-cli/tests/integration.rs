@@ -11,4 +11,5 @@ mod etcd;
 mod fuzz;
 mod leases;
 mod output;
+mod serve;
 mod stores;

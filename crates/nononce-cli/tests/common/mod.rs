@@ -328,3 +328,4 @@ impl RunningGen {
 fn stderr_of(child: &mut Child) -> String {
     std::io::read_to_string(child.stderr.take().unwrap()).unwrap()
 }
+pub mod serve;

@@ -1,0 +1,39 @@
+//! `nononce serve` over HTTP, as a user meets it: nonces from curl that `nononce decode`
+//! reads, readiness while leased, and a SIGTERM that gives the machine IDs back.
+
+use crate::common::serve::Served;
+use crate::common::*;
+
+/// Three distinct nonces from the embedded default store, each read back by `nononce decode`
+/// with the machine ID the server leased; `/readyz` ready; SIGTERM releases both IDs.
+#[test]
+fn three_nonces_readiness_and_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]);
+    let body = served.json("/v1/nonces?count=3");
+    let nonces: Vec<&str> = body["nonces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(nonces.len(), 3);
+    assert!(nonces[0] != nonces[1] && nonces[1] != nonces[2] && nonces[0] != nonces[2]);
+    let ready = served.json("/readyz");
+    assert_eq!(ready["status"], "ready");
+    let counter_id = ready["leases"][0]["machine_id"].as_u64().unwrap();
+    for n in &nonces {
+        assert_eq!(json(n)["machine_id"].as_u64().unwrap(), counter_id);
+    }
+    let store = format!(
+        "sqlite://{}",
+        dir.path().join("nononce-leases.db").display()
+    );
+    assert_eq!(held(&store).len(), 2);
+    let (status, _) = served.signal("TERM");
+    assert_eq!(status.code(), Some(143));
+    // Released: each ID stays blocked only for the release guard.
+    for (_, left) in held(&store) {
+        assert!(left <= RELEASE_GUARD_S, "{left}");
+    }
+}
