@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -270,11 +271,12 @@ fn decoded_json(
 async fn decode_get(
     State(api): State<Shared>,
     headers: HeaderMap,
-    Path(nonce): Path<String>,
+    nonce: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Response {
     let started = Instant::now();
     let result = (|| {
+        let Path(nonce) = nonce.map_err(path_rejection)?;
         let params = params(query.as_deref(), &["input", "bits"])?;
         let input = param(&params, "input").map_or(Ok(Input::Auto), parse_input)?;
         let bits = param(&params, "bits").map(parse_bits).transpose()?;
@@ -295,7 +297,47 @@ struct DecodeBody {
     bits: Option<u16>,
 }
 
-async fn decode_post(State(api): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+/// The path's nonce could not be read: a path percent-decoded to bytes that are not UTF-8
+/// (axum's own rejection is plain text).
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    if rejection.status().is_client_error() {
+        ApiError::bad_request(
+            "malformed nonce: the path is not UTF-8 once percent-decoded; a nonce is hex digits, base64url characters or a decimal integer",
+        )
+    } else {
+        ApiError {
+            status: 500,
+            code: "internal",
+            message: format!("the path could not be read: {}", rejection.body_text()),
+        }
+    }
+}
+
+/// The body could not be read: over [`MAX_BODY`], or cut off (axum's own rejection is plain
+/// text).
+fn body_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError {
+            status: 413,
+            code: "payload_too_large",
+            message: format!(
+                "the body is over {} KiB ({MAX_BODY} bytes): send at most {MAX_DECODE} nonces per request",
+                MAX_BODY / 1024
+            ),
+        }
+    } else {
+        ApiError::bad_request(format!(
+            "the body could not be read ({}): send it again",
+            rejection.body_text()
+        ))
+    }
+}
+
+async fn decode_post(
+    State(api): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let started = Instant::now();
     let result = (|| {
         if headers
@@ -308,6 +350,7 @@ async fn decode_post(State(api): State<Shared>, headers: HeaderMap, body: Bytes)
                 message: "the body must be JSON: send Content-Type: application/json".into(),
             });
         }
+        let body = body.map_err(body_rejection)?;
         let body: DecodeBody = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!(
                 "the body is not {{\"nonces\": [\"...\"], \"input\": \"auto\", \"bits\": 64}}: {e}"
