@@ -26,11 +26,8 @@ fn service_var(name: &str) -> String {
     })
 }
 
-/// Examples per operation and phase: enough to reach every parameter's edges, few enough to
-/// keep the run to seconds.
-const FUZZ_EXAMPLES: &str = "40";
-
-/// schemathesis against a server serving every kind, with the repository's OpenAPI document.
+/// schemathesis against a server serving every kind, with the repository's OpenAPI document,
+/// as tests/serve_fuzz.toml configures it (every check, bounded, seeded).
 #[test]
 fn openapi_document_holds_under_fuzzing() {
     let pythonpath = service_var("NONONCE_TEST_PYTHONPATH");
@@ -38,24 +35,14 @@ fn openapi_document_holds_under_fuzzing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key.hex"), KEY).unwrap();
     let served = Served::start(dir.path(), &["--base-key-file", "key.hex"]);
-    let spec = root().join("docs/openapi.yaml");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_fuzz.toml");
     let out = Command::new("python3")
         .arg(&schemathesis)
+        .arg("--config-file")
+        .arg(&config)
         .arg("run")
-        .arg(&spec)
+        .arg(root().join("docs/openapi.yaml"))
         .args(["--url", &served.base])
-        .args([
-            "--checks",
-            "not_a_server_error,status_code_conformance,content_type_conformance,\
-             response_schema_conformance,negative_data_rejection",
-        ])
-        // Stateful testing follows links between operations; these operations have none.
-        .args(["--phases", "examples,coverage,fuzzing"])
-        .args(["--max-examples", FUZZ_EXAMPLES, "--seed", "20261205"])
-        .args(["--workers", "1", "--no-color"])
-        .args(["--request-timeout", "30"])
-        // Nothing kept between runs: each run is the same, whatever ran before.
-        .args(["--generation-database", "none"])
         .env("PYTHONPATH", &pythonpath)
         .current_dir(dir.path())
         .output()
