@@ -265,6 +265,24 @@ fn bad_input_table_matches_the_server() {
     assert_eq!(served.get("/healthz").0, 200);
 }
 
+/// A media type is case-insensitive and may carry parameters (RFC 9110, 8.3.1).
+#[test]
+fn decode_takes_json_by_its_media_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]);
+    for content_type in ["application/json", "Application/JSON; charset=utf-8"] {
+        let mut response = agent()
+            .post(served.url("/v1/decode"))
+            .header("Content-Type", content_type)
+            .send(r#"{"nonces": ["03be4cb500002000"]}"#)
+            .unwrap();
+        let body = response.body_mut().read_to_string().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{content_type}: {body}");
+        let decoded: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(decoded["decoded"][0]["nonce"], "03be4cb500002000");
+    }
+}
+
 #[test]
 fn code_spans_read_as_commonmark() {
     assert_eq!(code_spans("`a` and `b c`"), ["a", "b c"]);
