@@ -333,6 +333,16 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
     }
 }
 
+/// Whether a Content-Type names JSON: the media type compared without case, parameters such
+/// as `charset` allowed (RFC 9110, 8.3.1).
+fn is_json(content_type: &HeaderValue) -> bool {
+    content_type.to_str().is_ok_and(|t| {
+        t.split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
 async fn decode_post(
     State(api): State<Shared>,
     headers: HeaderMap,
@@ -342,7 +352,7 @@ async fn decode_post(
     let result = (|| {
         if headers
             .get(header::CONTENT_TYPE)
-            .is_some_and(|t| !t.as_bytes().starts_with(b"application/json"))
+            .is_some_and(|t| !is_json(t))
         {
             return Err(ApiError {
                 status: 415,
