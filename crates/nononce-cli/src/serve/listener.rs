@@ -78,6 +78,7 @@ pub async fn serve<T>(
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let service = TowerToHyperService::new(router);
+    let (stopping, stop_waiting) = tokio::sync::watch::channel(false);
     tokio::pin!(stop);
     let stopped = loop {
         let permit = tokio::select! {
@@ -101,10 +102,24 @@ pub async fn serve<T>(
         let watcher = graceful.watcher();
         match &tls {
             None => {
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = watcher.watch(conn.into_owned());
+                let mut stop_waiting = stop_waiting.clone();
+                let header_timeout = limits.header_timeout;
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    // The auto builder reads the first bytes to tell HTTP/1 from HTTP/2 with no
+                    // timer running: a client that connects and sends nothing would keep its
+                    // slot for as long as it stays. It has the header timeout to start.
+                    let mut first = [0u8; 1];
+                    tokio::select! {
+                        sent = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => {
+                            if !matches!(sent, Ok(Ok(n)) if n > 0) {
+                                return;
+                            }
+                        }
+                        _ = stop_waiting.wait_for(|stopping| *stopping) => return,
+                    }
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let _ = watcher.watch(conn.into_owned()).await;
                     drop(permit);
                 });
             }
@@ -126,6 +141,8 @@ pub async fn serve<T>(
         }
     };
     drop(listener);
+    // Connections that have sent nothing yet are closed rather than drained.
+    let _ = stopping.send(true);
     let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
     stopped
 }
