@@ -306,6 +306,37 @@ fn idle_connection_gives_its_slot_back() {
     assert_eq!(served.get("/healthz").0, 200);
 }
 
+/// A body cut off before its Content-Length: the JSON error, not the framework's text.
+#[test]
+fn body_cut_short_is_a_json_error() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), &[]);
+    let mut stream = std::net::TcpStream::connect(served.addr()).unwrap();
+    stream
+        .write_all(
+            b"POST /v1/decode HTTP/1.1\r\nHost: nononce\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"nonces\": [",
+        )
+        .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 400 "), "{response}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{response}"
+    );
+    let error: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(error["error"]["code"], "bad_request");
+    assert_eq!(
+        error["error"]["message"],
+        "the body was cut off before its end: send the whole body"
+    );
+}
+
 #[test]
 fn code_spans_read_as_commonmark() {
     assert_eq!(code_spans("`a` and `b c`"), ["a", "b c"]);
