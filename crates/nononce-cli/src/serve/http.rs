@@ -313,7 +313,7 @@ fn path_rejection(rejection: PathRejection) -> ApiError {
     }
 }
 
-/// The body could not be read: over [`MAX_BODY`], or cut off (axum's own rejection is plain
+/// The body could not be read: over [`MAX_BODY`], or cut off (axum's own rejections are plain
 /// text).
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -326,10 +326,8 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
             ),
         }
     } else {
-        ApiError::bad_request(format!(
-            "the body could not be read ({}): send it again",
-            rejection.body_text()
-        ))
+        // The body stream failed: the client closed or reset it before its end.
+        ApiError::bad_request("the body was cut off before its end: send the whole body")
     }
 }
 
