@@ -191,15 +191,27 @@ impl Api {
         out: &mut Vec<AnyNonce>,
     ) -> Result<(), ApiError> {
         let factory = self.factory(kind)?;
+        let started = std::time::Instant::now();
         out.reserve(usize::try_from(count.get()).unwrap_or(usize::MAX));
         for _ in 0..count.get() {
-            out.push(
-                crate::codec::next(factory, kind, bits)
-                    .map_err(|e| ApiError::generation(kind, &e))?,
-            );
+            match crate::codec::next(factory, kind, bits) {
+                Ok(nonce) => out.push(nonce),
+                Err(e) => return Err(self.failed(kind, &e)),
+            }
         }
+        self.metrics
+            .generated(kind, bits, started.elapsed().as_secs_f64());
         self.metrics.nonces(kind, bits, count.get());
         Ok(())
+    }
+
+    /// A failed generation as the caller sees it, counted when it was for want of a lease.
+    pub fn failed(&self, kind: Kind, e: &NonceError) -> ApiError {
+        let error = ApiError::generation(kind, e);
+        if error.status == 503 {
+            self.metrics.lease_wait(kind);
+        }
+        error
     }
 
     /// `count` nonces of `kind` and `bits`.
@@ -223,7 +235,7 @@ impl Api {
             96 => factory.counter_range96(count),
             _ => factory.counter_range128(count),
         }
-        .map_err(|e| ApiError::generation(Kind::Counter, &e))?;
+        .map_err(|e| self.failed(Kind::Counter, &e))?;
         self.metrics.nonces(Kind::Counter, bits, range.len());
         Ok(range)
     }
