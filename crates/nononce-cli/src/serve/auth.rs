@@ -125,16 +125,6 @@ impl Tokens {
         })
     }
 
-    /// The number of tokens (none without a tokens file).
-    pub fn len(&self) -> usize {
-        self.entries.as_ref().map_or(0, Vec::len)
-    }
-
-    /// Whether there is no tokens file (everyone may call).
-    pub fn is_open(&self) -> bool {
-        self.entries.is_none()
-    }
-
     /// Whether the caller presenting `authorization` (the header's value) may take `cost`
     /// nonces of `kind` now (`kind` `None`: a call that generates nothing, such as decode).
     pub fn check(
@@ -259,11 +249,12 @@ impl Token {
         }
     }
 
-    /// A request for more nonces than the token's burst: it could never pass, so no wait.
+    /// A request for more nonces than the token's burst: it could never pass, so it is
+    /// refused as forbidden (403), not as "wait" (429), which clients retry.
     fn over_burst(&self, cost: u64) -> ApiError {
         super::metrics::count_rate_limited();
         ApiError::new(
-            429,
+            403,
             "over_token_limit",
             format!(
                 "{cost} nonces is more than token \"{}\" may take at once ({} a second): ask for at most {} per request",
@@ -395,7 +386,10 @@ mod tests {
         let e = t
             .check(Some(b"Bearer secret"), Some(Kind::Counter), 101)
             .unwrap_err();
-        assert_eq!((e.code, e.retry_after), ("over_token_limit", None));
+        assert_eq!(
+            (e.status, e.code, e.retry_after),
+            (403, "over_token_limit", None)
+        );
         assert!(e.message.contains("at most 100"), "{}", e.message);
         let e = t
             .check(Some(b"Bearer secret"), Some(Kind::Counter), u64::MAX)

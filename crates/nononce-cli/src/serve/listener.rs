@@ -62,18 +62,18 @@ impl Tls {
         let cert_at = format!("--tls-cert {}", cert.display());
         let key_at = format!("--tls-key {}", key.display());
         let chain = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| pem_error(&cert_at, &e, "a certificate chain"))?
+            .map_err(|e| pem_error(&cert_at, &e, "certificate chain"))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| pem_error(&cert_at, &e, "a certificate chain"))?;
+            .map_err(|e| pem_error(&cert_at, &e, "certificate chain"))?;
         if chain.is_empty() {
             return Err(pem_error(
                 &cert_at,
                 &rustls::pki_types::pem::Error::NoItemsFound,
-                "a certificate chain",
+                "certificate chain",
             ));
         }
-        let private_key = PrivateKeyDer::from_pem_file(key)
-            .map_err(|e| pem_error(&key_at, &e, "a private key"))?;
+        let private_key =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| pem_error(&key_at, &e, "private key"))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -96,11 +96,11 @@ impl Tls {
 fn pem_error(at: &str, e: &rustls::pki_types::pem::Error, what: &str) -> String {
     use rustls::pki_types::pem::Error;
     match e {
-        Error::Io(e) => format!("cannot read {at}: {e}: give the path of {what} in PEM"),
-        Error::NoItemsFound => {
-            format!("{at} holds no {what}: give a PEM file of {what} (-----BEGIN ...----- blocks)")
-        }
-        other => format!("{at} is not valid PEM: {other}: give {what} in PEM"),
+        Error::Io(e) => format!("cannot read {at}: {e}: give the path of the {what} in PEM"),
+        Error::NoItemsFound => format!(
+            "{at} holds no {what} (no -----BEGIN ...----- block of one): give the {what} in PEM"
+        ),
+        other => format!("{at} is not valid PEM: {other}: give the {what} in PEM"),
     }
 }
 
