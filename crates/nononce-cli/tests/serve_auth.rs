@@ -241,13 +241,22 @@ fn tls_serves_nonces_over_https() {
     std::fs::write(dir.path().join("key.pem"), &key).unwrap();
     let served = Served::start(
         dir.path(),
-        &["--tls-cert", "cert.pem", "--tls-key", "key.pem"],
+        &[
+            "--tls-cert",
+            "cert.pem",
+            "--tls-key",
+            "key.pem",
+            "--header-timeout",
+            "1",
+        ],
     );
     assert!(
         served.base.starts_with("https://127.0.0.1:"),
         "{}",
         served.base
     );
+    // A client that connects and never starts its handshake is cut off (--header-timeout).
+    let mut no_handshake = connect(&served);
 
     let root = ureq::tls::Certificate::from_pem(cert.as_bytes()).unwrap();
     let tls = ureq::tls::TlsConfig::builder()
@@ -292,6 +301,8 @@ fn tls_serves_nonces_over_https() {
     assert_eq!(version, "2", "{text}");
     let body: serde_json::Value = serde_json::from_str(body).unwrap();
     assert_eq!(body["nonces"].as_array().unwrap().len(), 2);
+
+    assert_eq!(read_to_close(&mut no_handshake), "");
 }
 
 /// Certificate and key files that are missing, not PEM, or do not belong together stop
@@ -374,7 +385,7 @@ fn read_to_close(stream: &mut TcpStream) -> String {
 
 /// With --header-timeout 1: a connection that sends nothing, half a request's headers, part
 /// of the HTTP/2 preface, or a body that never completes is closed; an idle keep-alive
-/// connection too, after its answer.
+/// connection too, after its answer; a body announced too large is refused without waiting.
 #[test]
 fn idle_and_slow_clients_are_cut_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -394,6 +405,12 @@ fn idle_and_slow_clients_are_cut_off() {
             b"POST /v1/decode HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"nonces\": [",
         )
         .unwrap();
+    let mut huge_body = connect(&served);
+    huge_body
+        .write_all(
+            b"POST /v1/decode HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{",
+        )
+        .unwrap();
     let mut keep_alive = connect(&served);
     keep_alive
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -406,6 +423,10 @@ fn idle_and_slow_clients_are_cut_off() {
     let answer = read_to_close(&mut slow_body);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
+    // Announced too large: refused at once, not waited for.
+    let answer = read_to_close(&mut huge_body);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("\"payload_too_large\""), "{answer}");
     let answer = read_to_close(&mut keep_alive);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 
@@ -439,4 +460,29 @@ fn max_connections_holds_until_a_slot_frees() {
         answered_after >= Duration::from_millis(800),
         "{answered_after:?}"
     );
+}
+
+/// --header-timeout takes a positive number of seconds; anything else is a usage error that
+/// says what it takes.
+#[test]
+fn header_timeout_must_be_positive_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    for value in ["0", "-1", "ten", "1e9"] {
+        let out = nononce()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--header-timeout",
+                value,
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let line = assert_one_line_exit(&out, value, 2);
+        assert!(
+            line.contains("--header-timeout") && line.contains("a number of seconds above 0"),
+            "{line}"
+        );
+    }
 }

@@ -309,7 +309,11 @@ struct DecodeBody {
 }
 
 /// The body, whole, within `timeout`, of at most [`MAX_BODY`] bytes.
-async fn read_body(body: Body, timeout: BodyTimeout) -> Result<Bytes, ApiError> {
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    timeout: BodyTimeout,
+) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             413,
@@ -320,6 +324,14 @@ async fn read_body(body: Body, timeout: BodyTimeout) -> Result<Bytes, ApiError> 
             ),
         )
     };
+    // A body announced as too large is refused before any of it is waited for.
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_BODY as u64) {
+        return Err(too_large());
+    }
     match tokio::time::timeout(timeout.0, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {
@@ -354,7 +366,7 @@ async fn decode_post(
 ) -> Response {
     let started = Instant::now();
     let timeout = timeout.map(|Extension(t)| t).unwrap_or_default();
-    let body = match read_body(body, timeout).await {
+    let body = match read_body(&headers, body, timeout).await {
         Ok(body) => body,
         Err(e) => return finish(&api, "decode", started, Err(e)),
     };

@@ -72,8 +72,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
     max_connections: usize,
     /// The longest a client may take to send a request's headers (from connecting, or from
-    /// its last answer), and then again its body: idle and trickling clients are cut off.
-    #[arg(long, value_name = "SECS", default_value_t = Limits::default().header_timeout.as_secs_f64(), value_parser = parse_timeout)]
+    /// its last answer), and then again its body; with TLS, its handshake too: idle and
+    /// trickling clients are cut off.
+    #[arg(long, value_name = "SECS", default_value_t = Limits::default().header_timeout.as_secs_f64(), value_parser = parse_timeout, allow_negative_numbers = true)]
     header_timeout: f64,
     /// No progress lines (errors are still reported).
     #[arg(short, long)]
@@ -119,6 +120,7 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
     let limits = Limits {
         max_connections: args.max_connections.max(1),
         header_timeout: Duration::from_secs_f64(args.header_timeout),
+        handshake_timeout: Duration::from_secs_f64(args.header_timeout),
         ..Limits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -157,9 +159,9 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
 fn parse_timeout(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Ok(secs),
-        _ => Err(format!(
-            "\"{text}\" is not a number of seconds from 0 to 86400 (0 excluded), such as 10 or 0.5"
-        )),
+        _ => {
+            Err("give a number of seconds above 0 and at most 86400, such as 10 or 0.5".to_owned())
+        }
     }
 }
 
