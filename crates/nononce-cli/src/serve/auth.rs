@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::Path;
 
-use governor::clock::{Clock, DefaultClock};
+use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 
@@ -228,7 +228,7 @@ impl Token {
             Ok(Ok(())) => Ok(()),
             Ok(Err(not_until)) => {
                 super::metrics::count_rate_limited();
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let wait = not_until.wait_time_from(self.limiter.clock().now());
                 // Retry-After takes whole seconds: rounded up, a retry then never comes early.
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 Err(ApiError {

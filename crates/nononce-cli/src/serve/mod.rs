@@ -60,6 +60,12 @@ pub struct ServeArgs {
     kinds: Vec<Kind>,
     /// Bearer tokens: who may call, which kinds, how fast (docs/serve.md, "Tokens"). Without
     /// it anyone who reaches the port may call.
+    ///
+    /// A TOML file of [[token]] tables, each with: name = "billing" (shown in errors and
+    /// metrics; the token itself never is); sha256 = the token's SHA-256 in hex, from
+    /// `printf %s "$TOKEN" | sha256sum`; kinds = ["counter", "sortable"] (optional: all
+    /// kinds); nonces_per_second = 100000 (its rate limit, in bursts of up to one second's
+    /// worth). Callers send `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "PATH")]
     tokens_file: Option<PathBuf>,
     /// TLS: the certificate chain (PEM); needs --tls-key.
