@@ -172,14 +172,30 @@ impl Tokens {
 
 impl TokenEntry {
     fn deserialize_table(table: toml::Table) -> Result<Self, String> {
+        if let Some(rate) = table.get("nonces_per_second")
+            && !rate.as_integer().is_some_and(|n| u32::try_from(n).is_ok())
+        {
+            let rate = match rate {
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::String(text) => format!("\"{text}\""),
+                other => format!("a {}", other.type_str()),
+            };
+            return Err(format!(
+                "nonces_per_second is {rate}: give the token's rate limit as a whole number of nonces per second, up to {}",
+                u32::MAX
+            ));
+        }
         serde::Deserialize::deserialize(toml::Value::Table(table)).map_err(|e: toml::de::Error| {
-            let message = e.message().to_owned();
+            let message = one_line(e.message());
             if message.contains("missing field") || message.contains("unknown field") {
                 format!(
                     "{message}: a token has name, sha256, nonces_per_second and optionally kinds"
                 )
             } else {
-                message
+                format!(
+                    "{message}: name and sha256 are strings, kinds a list of kind names, nonces_per_second a whole number"
+                )
             }
         })
     }
@@ -421,6 +437,14 @@ mod tests {
             (
                 format!("[[token]]\nname = \"a\"\nsha256 = \"{good}\"\nnonces_per_second = 0\n"),
                 "nonces_per_second is 0",
+            ),
+            (
+                format!("[[token]]\nname = \"a\"\nsha256 = \"{good}\"\nnonces_per_second = -5\n"),
+                "nonces_per_second is -5: give the token's rate limit as a whole number",
+            ),
+            (
+                format!("[[token]]\nname = 7\nsha256 = \"{good}\"\nnonces_per_second = 5\n"),
+                "token 1: invalid type: integer `7`, expected a string: name and sha256 are strings",
             ),
             (
                 format!(
