@@ -27,25 +27,29 @@ pub struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    /// When a retry may succeed, in whole seconds (HTTP's Retry-After), when known.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
+    /// An error with no known time to retry.
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
     /// 400: the request itself is wrong.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self {
-            status: 400,
-            code: "bad_request",
-            message: message.into(),
-        }
+        Self::new(400, "bad_request", message)
     }
 
     /// 503: no lease to generate under (yet, or any more).
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self {
-            status: 503,
-            code: "unavailable",
-            message: message.into(),
-        }
+        Self::new(503, "unavailable", message)
     }
 
     /// What a failed generation means to the caller.
@@ -65,11 +69,11 @@ impl ApiError {
                 "{} nonces cannot be issued: the 42-bit timestamp has run out from this epoch; restart the server with a later --epoch-ms",
                 kind.name()
             )),
-            other => Self {
-                status: 500,
-                code: "internal",
-                message: format!("{} nonces failed: {other}", kind.name()),
-            },
+            other => Self::new(
+                500,
+                "internal",
+                format!("{} nonces failed: {other}", kind.name()),
+            ),
         }
     }
 }
@@ -168,16 +172,16 @@ impl Api {
     ) -> Result<&std::sync::Arc<nononce::Factory<nononce::FactoryClock>>, ApiError> {
         self.workers.factory(kind).ok_or_else(|| {
             let served: Vec<&str> = self.workers.all().iter().map(|w| w.kind.name()).collect();
-            ApiError {
-                status: 404,
-                code: "kind_not_served",
-                message: format!(
+            ApiError::new(
+                404,
+                "kind_not_served",
+                format!(
                     "this server does not serve {} nonces (it serves {}): start it with --kinds including {}",
                     kind.name(),
                     served.join(", "),
                     kind.name()
                 ),
-            }
+            )
         })
     }
 

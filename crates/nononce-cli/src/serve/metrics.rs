@@ -56,7 +56,7 @@ impl Metrics {
 
     /// Counts a request refused by a rate limit.
     pub fn rate_limited(&self) {
-        metrics::counter!("nononce_rate_limited_total").increment(1);
+        count_rate_limited();
     }
 
     /// The text exposition, with each kind's lease state as of now.
@@ -72,6 +72,12 @@ impl Metrics {
         }
         self.handle.render()
     }
+}
+
+/// Counts a request refused by a rate limit, for the token check, which every transport calls
+/// and which holds no [`Metrics`].
+pub fn count_rate_limited() {
+    metrics::counter!("nononce_rate_limited_total").increment(1);
 }
 
 const fn bits_label(bits: u16) -> &'static str {

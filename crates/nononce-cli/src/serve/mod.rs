@@ -60,6 +60,12 @@ pub struct ServeArgs {
     kinds: Vec<Kind>,
     /// Bearer tokens: who may call, which kinds, how fast (docs/serve.md, "Tokens"). Without
     /// it anyone who reaches the port may call.
+    ///
+    /// A TOML file of [[token]] tables, each with: name = "billing" (shown in errors and
+    /// metrics; the token itself never is); sha256 = the token's SHA-256 in hex, from
+    /// `printf %s "$TOKEN" | sha256sum`; kinds = ["counter", "sortable"] (optional: all
+    /// kinds); nonces_per_second = 100000 (its rate limit, in bursts of up to one second's
+    /// worth). Callers send `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "PATH")]
     tokens_file: Option<PathBuf>,
     /// TLS: the certificate chain (PEM); needs --tls-key.
@@ -71,6 +77,11 @@ pub struct ServeArgs {
     /// The most connections served at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
     max_connections: usize,
+    /// The longest a client may take to send a request's headers (from connecting, or from
+    /// its last answer), and then again its body; with TLS, its handshake too: idle and
+    /// trickling clients are cut off.
+    #[arg(long, value_name = "SECS", default_value_t = Limits::default().header_timeout.as_secs_f64(), value_parser = parse_timeout, allow_negative_numbers = true)]
+    header_timeout: f64,
     /// No progress lines (errors are still reported).
     #[arg(short, long)]
     quiet: bool,
@@ -114,6 +125,8 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
     };
     let limits = Limits {
         max_connections: args.max_connections.max(1),
+        header_timeout: Duration::from_secs_f64(args.header_timeout),
+        handshake_timeout: Duration::from_secs_f64(args.header_timeout),
         ..Limits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -146,6 +159,16 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
         api.workers().shutdown().await;
         Err(Exit::Signal(signal))
     })
+}
+
+/// A `--header-timeout`: a positive number of seconds, at most a day.
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Ok(secs),
+        _ => {
+            Err("give a number of seconds above 0 and at most 86400, such as 10 or 0.5".to_owned())
+        }
+    }
 }
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
