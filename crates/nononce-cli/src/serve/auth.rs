@@ -173,7 +173,7 @@ impl Tokens {
 impl TokenEntry {
     fn deserialize_table(table: toml::Table) -> Result<Self, String> {
         if let Some(rate) = table.get("nonces_per_second")
-            && !rate.as_integer().is_some_and(|n| u32::try_from(n).is_ok())
+            && rate.as_integer().is_none_or(|n| u32::try_from(n).is_err())
         {
             let rate = match rate {
                 toml::Value::Integer(n) => n.to_string(),
