@@ -143,9 +143,50 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
         let router = http::router(Arc::clone(&api));
         let signal = listener::serve(listener, router, tls, limits, signals.recv()).await;
         // Requests still running past the drain find their factory stopped.
-        api.workers().shutdown().await;
+        let released = api.workers().shutdown().await;
+        for (line, failed) in farewell(signal, &released) {
+            if failed || !args.quiet {
+                crate::output::say(&line);
+            }
+        }
         Err(Exit::Signal(signal))
     })
+}
+
+/// What the exit says of each machine ID: the IDs given back in one line, then one line per
+/// ID that could not be (reported even with --quiet: another server cannot have it yet).
+fn farewell(signal: u8, released: &[workers::Released]) -> Vec<(String, bool)> {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        _ => "SIGTERM",
+    };
+    let mut given_back = Vec::new();
+    let mut lines = Vec::new();
+    for r in released {
+        match (r.machine_id, &r.outcome) {
+            (Some(id), Some(Ok(()))) => given_back.push(format!("{id} ({})", r.kind.name())),
+            (Some(id), Some(Err(why))) => lines.push((
+                format!(
+                    "could not release machine id {id} ({}): {why}; it is free again when its lease runs out (within 2 min)",
+                    r.kind.name()
+                ),
+                true,
+            )),
+            // The lease was already lost or never granted: nothing to give back.
+            _ => {}
+        }
+    }
+    let head = if given_back.is_empty() {
+        format!("stopped by {name}: no machine id was held")
+    } else {
+        format!(
+            "stopped by {name}: released machine id {}; free for another server after the 10 s release guard",
+            given_back.join(", ")
+        )
+    };
+    lines.insert(0, (head, false));
+    lines
 }
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
