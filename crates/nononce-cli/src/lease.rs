@@ -158,7 +158,7 @@ impl Strategy for Watched {
         let result = self.inner.release(lease, request).await;
         let said = result
             .as_ref()
-            .map(|()| ())
+            .copied()
             .map_err(|e| self.store.describe(e).text);
         self.log
             .lock()

@@ -39,10 +39,18 @@ pub const EXAMPLES: &str = "Examples:
   curl 'localhost:7300/v1/nonces?kind=sortable&bits=128&count=2&format=base64url'
   curl 'localhost:7300/v1/nonces/range?bits=96&count=1000000'
   curl localhost:7300/v1/decode/03be4cb500002000
-  nononce serve --store postgres://app@db/app --listen 0.0.0.0:7300 --tokens-file tokens.toml
+  curl localhost:7300/readyz
+  nononce serve --store postgres://app@db/app --listen 0.0.0.0:7300
+  curl localhost:7300/readyz
+  openssl rand -hex 32 > nonce-key.hex
   nononce serve --base-key-file nonce-key.hex --kinds counter,encrypted
+  curl 'localhost:7300/v1/nonces?kind=encrypted&bits=128&count=2'
 
-Each kind served (--kinds) leases a machine ID of its own from the store, as gen does: a
+Run each nononce serve in a terminal of its own, the curl lines in another. Without --store,
+the leases are in ./nononce-leases.db: it serves one folder of one host. Servers of a fleet,
+or several on one host, need a shared store (--store postgres://...) for distinct machine ids.
+
+Each kind served (--kinds) leases a machine id of its own from the store, as gen does: a
 2-minute lease renewed every 30 s. /readyz answers 200 only while every kind holds its lease.
 SIGINT and SIGTERM stop taking connections, let requests in flight finish (up to 10 s), then
 release the machine ids. The API: docs/serve.md and docs/openapi.yaml.";
