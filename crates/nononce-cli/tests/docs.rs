@@ -8,8 +8,8 @@
 //!   the workspace and are left out);
 //! - the examples of every `--help` (the lines after `Example:` / `Examples:`).
 //!
-//! `docs/serve.md` and `nononce serve --help` are run by `serve_docs.rs` instead: their
-//! examples need a server running beside them.
+//! `docs/serve.md`, `nononce serve --help` and any block that starts `nononce serve` are run
+//! by `serve_docs.rs` instead: their examples need a server running beside them.
 //! - every row of the bad-input tables of `docs/reliability.md` and `docs/operations.md` (the
 //!   tables with a "what you get" column): the first code span holding a `nononce` command is
 //!   run with `sh -c`, and the "what you get" cell says what it must print: its first code
@@ -116,7 +116,10 @@ fn code_blocks(path: &Path) -> Vec<Example> {
                         .filter(|l| !l.trim_start().starts_with("cargo "))
                         .map(|l| script_line(&l))
                         .collect();
-                    if lines.iter().any(|(l, _)| is_nononce_command(l)) {
+                    // A block that starts `nononce serve` would never end: serve_docs.rs
+                    // runs it, with a server beside it.
+                    let serves = lines.iter().any(|(l, _)| l.starts_with("nononce serve"));
+                    if !serves && lines.iter().any(|(l, _)| is_nononce_command(l)) {
                         out.push(Example::Script {
                             origin: format!("{name}:{start}"),
                             lines,

@@ -147,6 +147,8 @@ impl Session {
     /// Runs one line of a script: its stdout.
     fn line(&mut self, origin: &str, line: &str) -> String {
         let (command, prints) = script_line(line);
+        // As docs.rs reads it: what the README runs from a checkout is the installed command.
+        let command = command.replace("cargo run -p nononce-cli -- ", "nononce ");
         if command.starts_with("nononce serve") {
             assert!(
                 prints.is_none(),
@@ -237,14 +239,13 @@ fn assert_output(origin: &str, expected: &str, text: &str) {
     );
 }
 
-#[test]
-fn serve_md_examples_work_as_written() {
-    let markdown = std::fs::read_to_string(root().join(SERVE_DOC)).unwrap();
+/// Runs the code blocks of `markdown` (from `name`) in order, in one session.
+fn run_markdown(name: &str, markdown: &str) -> Session {
     let mut session = Session::new();
     // What the last code block printed, for a `text` block after it.
     let mut printed: Option<String> = None;
-    for block in fenced_blocks(&markdown) {
-        let origin = format!("{SERVE_DOC}:{}", block.line);
+    for block in fenced_blocks(markdown) {
+        let origin = format!("{name}:{}", block.line);
         match block.lang.as_str() {
             "sh" => {
                 let mut last = String::new();
@@ -273,21 +274,52 @@ fn serve_md_examples_work_as_written() {
             other => panic!("{origin}: a ```{other} block: say how to run it in serve_docs.rs"),
         }
     }
-    // Every kind of example was found and run: a change to the document's layout that hides
-    // them from this test fails here.
-    for (what, least) in [
-        ("nononce serve", 3),
-        ("curl", 8),
-        ("python3", 3),
-        ("node", 1),
-        ("text", 5),
-    ] {
+    session
+}
+
+/// Asserts that `session` ran at least `least` examples of each kind: a change to a
+/// document's layout that hides them from this test fails here.
+fn assert_ran(name: &str, session: &Session, least: &[(&str, usize)]) {
+    for &(what, least) in least {
         assert!(
             session.count(what) >= least,
-            "{SERVE_DOC}: {} {what} examples ran, not at least {least}",
+            "{name}: {} {what} examples ran, not at least {least}",
             session.count(what)
         );
     }
+}
+
+#[test]
+fn serve_md_examples_work_as_written() {
+    let markdown = std::fs::read_to_string(root().join(SERVE_DOC)).unwrap();
+    let session = run_markdown(SERVE_DOC, &markdown);
+    assert_ran(
+        SERVE_DOC,
+        &session,
+        &[
+            ("nononce serve", 3),
+            ("curl", 8),
+            ("python3", 3),
+            ("node", 1),
+            ("text", 5),
+        ],
+    );
+}
+
+/// The README's section on `nononce serve`, from its heading to the next.
+#[test]
+fn readme_serve_section_works_as_written() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let heading = "## Serve nonces to other languages";
+    let start = readme.find(heading).expect("the README's serve section");
+    let rest = &readme[start + heading.len()..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    let session = run_markdown("README.md (serve section)", section);
+    assert_ran(
+        "README.md",
+        &session,
+        &[("nononce serve", 1), ("curl", 1), ("text", 1)],
+    );
 }
 
 /// The lines after `Examples:` of `nononce serve --help`, up to the next unindented line.
