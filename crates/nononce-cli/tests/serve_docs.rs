@@ -368,6 +368,23 @@ fn port_in_use_fails_at_once_holding_nothing() {
     assert!(!dir.path().join("nononce-leases.db").exists());
 }
 
+/// A `--listen` that is not an address says what it takes, before anything starts.
+#[test]
+fn listen_without_an_address_says_what_it_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std_nononce()
+        .args(["serve", "--listen", ":7300"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let message = assert_one_line_exit(&out, "serve --listen :7300", 2);
+    assert_eq!(
+        message.trim_end(),
+        "nononce: invalid value ':7300' for '--listen <ADDR>': give an IP address and a port: 127.0.0.1:7300 (this host only), 0.0.0.0:7300 (every interface) or [::]:7300 (see `nononce serve --help`)"
+    );
+    assert!(!dir.path().join("nononce-leases.db").exists());
+}
+
 /// SIGTERM: status 143, and one line naming each machine ID given back and its kind.
 #[test]
 fn sigterm_says_which_machine_ids_were_released() {

@@ -58,7 +58,7 @@ release the machine ids. The API: docs/serve.md and docs/openapi.yaml.";
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// The address to listen on (HTTP/1.1 and HTTP/2, gRPC on the same port).
-    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
     listen: SocketAddr,
     #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
     store: String,
@@ -197,6 +197,20 @@ fn farewell(signal: u8, released: &[workers::Released]) -> Vec<(String, bool)> {
     lines
 }
 
+/// Reads `--listen`: an IP address and a port, or `localhost:PORT` (IPv4 loopback, as the
+/// default; a name is not looked up, so the address served is the one shown).
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err("give an IP address and a port: 127.0.0.1:7300 (this host only), 0.0.0.0:7300 (every interface) or [::]:7300".into())
+}
+
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
     Exit::Fail(match e.kind() {
         std::io::ErrorKind::AddrInUse => format!(
@@ -207,4 +221,34 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
         ),
         _ => format!("cannot listen on {addr}: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_addresses_and_localhost() {
+        assert_eq!(
+            listen_addr("0.0.0.0:7300"),
+            Ok(SocketAddr::from(([0; 4], 7300)))
+        );
+        assert_eq!(listen_addr("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert_eq!(
+            listen_addr("localhost:7300"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 7300)))
+        );
+        for wrong in [
+            ":7300",
+            "7300",
+            "localhost",
+            "localhost:99999",
+            "db.internal:7300",
+        ] {
+            assert!(
+                listen_addr(wrong).unwrap_err().contains("127.0.0.1:7300"),
+                "{wrong}"
+            );
+        }
+    }
 }
