@@ -412,48 +412,112 @@ fn sigterm_says_which_machine_ids_were_released() {
     );
 }
 
+/// A release the store refuses (its table dropped under the server) is reported, even with
+/// `--quiet`, with when the ID is free again; the exit status is still the signal's.
+#[test]
+fn a_failed_release_is_reported_even_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sql_store(&pg_url());
+    let server = QuietServer::start(dir.path(), &["--store", &store]);
+    let ready = wait_until_answered(&format!("http://{}/readyz", server.addr));
+    drop_table(&store);
+    let (status, said) = server.stop("TERM");
+    assert_eq!(ready, Some(200));
+    assert_eq!(status.code(), Some(143));
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    for (line, kind) in lines.iter().zip(["counter", "sortable"]) {
+        assert!(
+            matches(
+                &format!(
+                    "nononce: could not release machine id … ({kind}): table `…` does not exist in store …; it is free again when its lease runs out (within 2 min)"
+                ),
+                line
+            ),
+            "{line}"
+        );
+    }
+}
+
+/// GETs `url` until it answers, a bounded number of times: its status.
+fn wait_until_answered(url: &str) -> Option<u16> {
+    // Leasing two IDs from a fresh store is quick; the bound only keeps a broken server from
+    // hanging the test.
+    for _ in 0..300 {
+        if let Ok(status) = agent_once(url) {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+/// `nononce serve --quiet --listen ADDR ARGS` on a port free a moment ago (`--quiet` prints
+/// no serving line to learn a port from), in `dir`; stopped with SIGTERM on drop.
+struct QuietServer {
+    child: Option<std::process::Child>,
+    addr: std::net::SocketAddr,
+}
+
+impl QuietServer {
+    fn start(dir: &Path, args: &[&str]) -> Self {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let child = std_nononce()
+            .args(["serve", "--quiet", "--listen", &addr.to_string()])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Self {
+            child: Some(child),
+            addr,
+        }
+    }
+
+    /// Sends `signal` and waits: the exit status and all it said on stderr.
+    fn stop(mut self, signal: &str) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        let sent = Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        let mut said = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        (status, said)
+    }
+}
+
+impl Drop for QuietServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-s", "TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// `--quiet`: nothing on stderr from start to SIGINT, while it serves.
 #[test]
 fn quiet_serves_and_stops_without_a_word() {
     let dir = tempfile::tempdir().unwrap();
-    // A port free a moment ago: `--quiet` prints no serving line to learn it from.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let mut child = std_nononce()
-        .args(["serve", "--quiet", "--listen", &addr.to_string()])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = format!("http://{addr}/readyz");
-    // Polled a bounded number of times: leasing two IDs from a fresh SQLite file is quick.
-    let mut answered = None;
-    for _ in 0..300 {
-        if let Ok(response) = agent_once(&url) {
-            answered = Some(response);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let kill = |signal: &str| {
-        Command::new("kill")
-            .args(["-s", signal, &child.id().to_string()])
-            .status()
-            .unwrap()
-    };
-    assert_eq!(answered, Some(200), "no answer from {url}");
-    assert!(kill("INT").success());
-    let status = child.wait().unwrap();
-    let mut said = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut said)
-        .unwrap();
+    let server = QuietServer::start(dir.path(), &[]);
+    let answered = wait_until_answered(&format!("http://{}/readyz", server.addr));
+    let (status, said) = server.stop("INT");
+    assert_eq!(answered, Some(200));
     assert_eq!(status.code(), Some(130));
     assert_eq!(said, "");
     // Released all the same.

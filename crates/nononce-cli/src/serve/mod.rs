@@ -185,13 +185,15 @@ fn farewell(signal: u8, released: &[workers::Released]) -> Vec<(String, bool)> {
             _ => {}
         }
     }
-    let head = if given_back.is_empty() {
-        format!("stopped by {name}: no machine id was held")
-    } else {
+    let head = if !given_back.is_empty() {
         format!(
             "stopped by {name}: released machine id {}; free for another server after the 10 s release guard",
             given_back.join(", ")
         )
+    } else if lines.is_empty() {
+        format!("stopped by {name}: no machine id was held")
+    } else {
+        format!("stopped by {name}")
     };
     lines.insert(0, (head, false));
     lines
@@ -225,7 +227,75 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
 
 #[cfg(test)]
 mod tests {
+    use super::workers::Released;
     use super::*;
+
+    fn released(
+        kind: Kind,
+        machine_id: Option<u16>,
+        outcome: Option<Result<(), &str>>,
+    ) -> Released {
+        Released {
+            kind,
+            machine_id,
+            outcome: outcome.map(|o| o.map_err(str::to_owned)),
+        }
+    }
+
+    /// The exit names the IDs given back, and only those; a failed release is a line of its
+    /// own, shown even with --quiet.
+    #[test]
+    fn farewell_says_what_was_released() {
+        let both = farewell(
+            15,
+            &[
+                released(Kind::Counter, Some(3), Some(Ok(()))),
+                released(Kind::Sortable, Some(4), Some(Ok(()))),
+            ],
+        );
+        assert_eq!(
+            both,
+            vec![(
+                "stopped by SIGTERM: released machine id 3 (counter), 4 (sortable); free for another server after the 10 s release guard".to_owned(),
+                false
+            )]
+        );
+        let one_failed = farewell(
+            2,
+            &[
+                released(
+                    Kind::Counter,
+                    Some(3),
+                    Some(Err("the store did not answer")),
+                ),
+                released(Kind::Sortable, Some(4), Some(Ok(()))),
+            ],
+        );
+        assert_eq!(
+            one_failed,
+            vec![
+                (
+                    "stopped by SIGINT: released machine id 4 (sortable); free for another server after the 10 s release guard".to_owned(),
+                    false
+                ),
+                (
+                    "could not release machine id 3 (counter): the store did not answer; it is free again when its lease runs out (within 2 min)".to_owned(),
+                    true
+                ),
+            ]
+        );
+        let all_failed = farewell(15, &[released(Kind::Counter, Some(3), Some(Err("gone")))]);
+        assert_eq!(all_failed[0], ("stopped by SIGTERM".to_owned(), false));
+        assert!(all_failed[1].1);
+        let none_held = farewell(1, &[released(Kind::Counter, None, None)]);
+        assert_eq!(
+            none_held,
+            vec![(
+                "stopped by SIGHUP: no machine id was held".to_owned(),
+                false
+            )]
+        );
+    }
 
     #[test]
     fn listen_takes_addresses_and_localhost() {
