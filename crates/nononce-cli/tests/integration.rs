@@ -13,4 +13,5 @@ mod leases;
 mod output;
 mod serve;
 mod serve_auth;
+mod serve_docs;
 mod stores;
