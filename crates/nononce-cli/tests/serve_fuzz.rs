@@ -12,6 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::Digest;
+
 use crate::common::serve::{Served, agent};
 use crate::common::*;
 
@@ -26,15 +28,13 @@ fn service_var(name: &str) -> String {
     })
 }
 
-/// schemathesis against a server serving every kind, with the repository's OpenAPI document,
-/// as tests/serve_fuzz.toml configures it (every check, bounded, seeded).
-#[test]
-fn openapi_document_holds_under_fuzzing() {
+/// Runs schemathesis as tests/serve_fuzz.toml configures it (every check, bounded, seeded)
+/// against `served` with the repository's OpenAPI document, `args` added to `run`; fails the
+/// test on any finding.
+fn fuzz(served: &Served, args: &[&str]) {
     let pythonpath = service_var("NONONCE_TEST_PYTHONPATH");
     let schemathesis = service_var("NONONCE_TEST_SCHEMATHESIS");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("key.hex"), KEY).unwrap();
-    let served = Served::start(dir.path(), &["--base-key-file", "key.hex"]);
+    let scratch = tempfile::tempdir().unwrap();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_fuzz.toml");
     let out = Command::new("python3")
         .arg(&schemathesis)
@@ -43,8 +43,9 @@ fn openapi_document_holds_under_fuzzing() {
         .arg("run")
         .arg(root().join("docs/openapi.yaml"))
         .args(["--url", &served.base])
+        .args(args)
         .env("PYTHONPATH", &pythonpath)
-        .current_dir(dir.path())
+        .current_dir(scratch.path())
         .output()
         .unwrap();
     let report = format!(
@@ -63,6 +64,54 @@ fn openapi_document_holds_under_fuzzing() {
     );
     // The server took it all without failing.
     assert_eq!(served.get("/healthz").0, 200);
+}
+
+/// Every kind served, no tokens file: every operation open.
+#[test]
+fn openapi_document_holds_under_fuzzing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key.hex"), KEY).unwrap();
+    let served = Served::start(dir.path(), &["--base-key-file", "key.hex"]);
+    fuzz(&served, &[]);
+}
+
+/// With a tokens file, calling with a token allowed counter nonces only, 1,000 a second: the
+/// 403s (other kinds; more nonces at once than the token may take) and the 429s (its rate
+/// spent by the requests before) must be as documented too.
+#[test]
+fn openapi_document_holds_under_fuzzing_with_a_token() {
+    const TOKEN: &str = "fuzz-2f8b61d0c47e9a35";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("key.hex"), KEY).unwrap();
+    let digest = sha2::Sha256::digest(TOKEN.as_bytes());
+    std::fs::write(
+        dir.path().join("tokens.toml"),
+        format!(
+            "[[token]]\nname = \"fuzz\"\nsha256 = \"{}\"\nkinds = [\"counter\"]\nnonces_per_second = 1000\n",
+            hex::encode(digest)
+        ),
+    )
+    .unwrap();
+    let served = Served::start(
+        dir.path(),
+        &["--base-key-file", "key.hex", "--tokens-file", "tokens.toml"],
+    );
+    // The tokens are in force: no token is a 401, another kind a 403.
+    assert_eq!(served.get("/v1/nonces").0, 401);
+    assert_eq!(
+        served.get_with_token("/v1/nonces?kind=sortable", TOKEN).0,
+        403
+    );
+    assert_eq!(served.get_with_token("/v1/nonces", TOKEN).0, 200);
+    fuzz(
+        &served,
+        &[
+            "--header",
+            &format!("Authorization: Bearer {TOKEN}"),
+            "--max-examples",
+            "20",
+        ],
+    );
 }
 
 /// A row of the "Bad input" table.
