@@ -26,7 +26,7 @@ pub const MAX_DECODE: usize = 1000;
 
 /// Above this many nonces a request generates on a blocking thread: 64-bit counter nonces may
 /// wait for the clock.
-const INLINE_COUNT: u64 = 1024;
+pub(super) const INLINE_COUNT: u64 = 1024;
 
 type Shared = Arc<Api>;
 
