@@ -12,4 +12,5 @@ mod fuzz;
 mod leases;
 mod output;
 mod serve;
+mod serve_grpc;
 mod stores;

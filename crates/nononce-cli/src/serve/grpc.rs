@@ -250,7 +250,6 @@ async fn stream(
 ) {
     let mut left = count.get();
     let mut nonces = Vec::new();
-    let mut charged = true;
     let status = loop {
         let Some(n) = NonZeroU64::new(left.min(BATCH)) else {
             break 200;
@@ -258,17 +257,16 @@ async fn stream(
         let Ok(room) = tx.reserve().await else {
             break CLIENT_GONE;
         };
-        if !charged {
-            if let Err(e) = api
+        // The first batch was charged when the call was checked.
+        if left < count.get()
+            && let Err(e) = api
                 .tokens()
                 .check(authorization.as_deref(), Some(kind), n.get())
-            {
-                let status = e.status;
-                room.send(Err(e.into()));
-                break status;
-            }
+        {
+            let status = e.status;
+            room.send(Err(e.into()));
+            break status;
         }
-        charged = false;
         let generated = {
             let api = Arc::clone(&api);
             let mut nonces = std::mem::take(&mut nonces);
