@@ -204,7 +204,7 @@ fn nonces_stream_range_and_decode_from_python() {
 }
 
 /// Bad input: INVALID_ARGUMENT (NOT_FOUND for a kind not served) with the one sentence the
-/// HTTP API gives, in this API's terms; the server serves on.
+/// HTTP API gives, in this API's terms; a huge request OUT_OF_RANGE; the server serves on.
 #[test]
 fn bad_input_from_python() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,6 +282,13 @@ fn bad_input_from_python() {
             json!({"method": "Decode", "request": {"nonce": EXAMPLE, "input": 5}}),
             "INVALID_ARGUMENT",
             "unknown input 5: use INPUT_AUTO, INPUT_HEX, INPUT_BASE64URL or INPUT_INT".into(),
+        ),
+        // A huge request is refused before it is read whole (at the HTTP body limit).
+        (
+            json!({"method": "Decode", "request": {"nonce": "0".repeat(70_000)}}),
+            "OUT_OF_RANGE",
+            "Error, decoded message length too large: found 70004 bytes, the limit is: 65536 bytes"
+                .into(),
         ),
     ];
     let mut calls: Vec<Value> = cases.iter().map(|(call, _, _)| call.clone()).collect();

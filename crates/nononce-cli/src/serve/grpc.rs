@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
 use super::api::{Api, ApiError, MAX_COUNT, MAX_RANGE, MAX_STREAM, check_count, parse_bits};
-use super::http::INLINE_COUNT;
+use super::http::{INLINE_COUNT, MAX_BODY};
 use crate::codec::{AnyNonce, Input, Kind};
 
 /// The code generated from the `.proto`.
@@ -43,9 +43,12 @@ const CLIENT_GONE: u16 = 499;
 /// The gRPC service's routes on `api`, to merge into the HTTP router: every method of
 /// `nononce.v1.Nonces` (an unknown one answers UNIMPLEMENTED).
 pub fn router(api: Arc<Api>) -> axum::Router {
+    // A request is a few numbers or a nonce: the HTTP body limit, not tonic's 4 MiB, keeps a
+    // huge one from being read at all.
+    let service = NoncesServer::new(Service { api }).max_decoding_message_size(MAX_BODY);
     axum::Router::new().route_service(
         &format!("/{}/{{*method}}", proto::nonces_server::SERVICE_NAME),
-        NoncesServer::new(Service { api }),
+        service,
     )
 }
 
@@ -342,5 +345,64 @@ impl Nonces for Service {
         let started = Instant::now();
         let result = Service::decode(self, &request);
         finish(&self.api, "grpc_decode", started, result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_keep_their_sentence_under_the_nearest_code() {
+        for (status, code) in [
+            (400, Code::InvalidArgument),
+            (401, Code::Unauthenticated),
+            (403, Code::PermissionDenied),
+            (404, Code::NotFound),
+            (415, Code::Internal),
+            (429, Code::ResourceExhausted),
+            (500, Code::Internal),
+            (503, Code::Unavailable),
+        ] {
+            let e = ApiError {
+                status,
+                code: "any",
+                message: format!("what went wrong {status}: what to do"),
+            };
+            let s = Status::from(e);
+            assert_eq!(s.code(), code, "{status}");
+            assert_eq!(s.message(), format!("what went wrong {status}: what to do"));
+        }
+    }
+
+    #[test]
+    fn unset_fields_take_the_http_defaults_and_unknown_values_are_refused() {
+        assert_eq!(kind(0), Ok(Kind::Counter));
+        assert_eq!(kind(proto::Kind::Sortable as i32), Ok(Kind::Sortable));
+        assert_eq!(kind(proto::Kind::Encrypted as i32), Ok(Kind::Encrypted));
+        assert_eq!(kind(-1).unwrap_err().status, 400);
+        assert_eq!(bits(0, 96), Ok(96));
+        assert_eq!(bits(128, 64), Ok(128));
+        assert_eq!(bits(65, 64), parse_bits("65"));
+        assert_eq!(input(0), Ok(Input::Auto));
+        assert_eq!(input(proto::Input::Int as i32), Ok(Input::Int));
+        assert_eq!(input(4).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn nonces_and_range_ends_are_their_big_endian_bytes() {
+        let nonces = [
+            AnyNonce::N96(nononce::Nonce96::from_u128(0x0102_0304_0506_0708_090a_0b0c).unwrap()),
+            AnyNonce::N96(nononce::Nonce96::from_u128(0x0d).unwrap()),
+        ];
+        let b = batch(96, &nonces);
+        assert_eq!(b.bits, 96);
+        assert_eq!(b.nonces[..12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(b.nonces[12..], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 13]);
+        assert_eq!(
+            integer_bytes(64, 0x0102_0304_0506_0708),
+            [1, 2, 3, 4, 5, 6, 7, 8]
+        );
+        assert_eq!(integer_bytes(128, 1).len(), 16);
     }
 }
