@@ -343,8 +343,10 @@ fn a_cancelled_stream_stops_generating() {
     let before = metric(&metrics, generated).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     let after = metric(&served.get("/metrics").1, generated).unwrap();
+    // What the client's flow-control window let the server send ahead is generated too (a few
+    // MiB at most); the billion is not.
     assert!(
-        (3.0 * 4096.0..1_000_000.0).contains(&before),
+        (3.0 * 4096.0..10_000_000.0).contains(&before),
         "{before} generated"
     );
     assert!(
