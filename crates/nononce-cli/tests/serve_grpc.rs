@@ -130,6 +130,7 @@ fn nonces_stream_range_and_decode_from_python() {
             {"method": "GetRange", "request": {"bits": 64, "count": 1000}},
             {"method": "Decode", "request": {"nonce": EXAMPLE}},
             {"method": "Decode", "request": {"nonce": example_int, "input": "INPUT_INT", "bits": 64}},
+            {"method": "StreamNonces", "request": {"kind": "KIND_SORTABLE", "count": 5000}},
         ]),
     );
 
@@ -157,6 +158,19 @@ fn nonces_stream_range_and_decode_from_python() {
     assert!(distinct(&streamed));
     for n in [&streamed[0], &streamed[9999]] {
         assert_eq!(json(n)["machine_id"], counter_id, "{n}");
+    }
+
+    // Counter batches are expanded from counter ranges, other kinds generated one by one.
+    let batches = ok(&r[6], "StreamNonces sortable").as_array().unwrap();
+    let sizes: Vec<usize> = batches
+        .iter()
+        .map(|b| b["nonces"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [4096, 904]);
+    let streamed: Vec<String> = batches.iter().flat_map(|b| nonces_of(b, 64)).collect();
+    assert!(distinct(&streamed));
+    for n in [&streamed[0], &streamed[4999]] {
+        assert_eq!(json(n)["machine_id"], sortable_id, "{n}");
     }
 
     // The range's fields, and its first and last nonce as the .proto says to compute them.
@@ -187,7 +201,7 @@ fn nonces_stream_range_and_decode_from_python() {
 
     // Decode answers what `nononce decode` prints, whichever way the nonce is written.
     let cli = json(EXAMPLE);
-    for (i, result) in r[4..].iter().enumerate() {
+    for (i, result) in r[4..6].iter().enumerate() {
         let decoded = ok(result, "Decode");
         assert_eq!(decoded["nonce"], EXAMPLE, "call {i}");
         for field in [
