@@ -27,7 +27,7 @@ pub const MAX_DECODE: usize = 1000;
 
 /// Above this many nonces a request generates on a blocking thread: 64-bit counter nonces may
 /// wait for the clock.
-const INLINE_COUNT: u64 = 1024;
+pub(super) const INLINE_COUNT: u64 = 1024;
 
 /// The longest a request's body may take to arrive once its headers are in; the listener
 /// sets it (`--header-timeout`), so that a body sent a byte at a time cannot hold a
