@@ -13,9 +13,9 @@ use crate::common::serve::{Served, agent};
 use crate::common::*;
 
 /// The tokens of the tokens file, as callers hold them.
-const FULL: &str = "tok-full-6f1d0c2b9e8a4f37";
-const COUNTER_ONLY: &str = "tok-counter-0b7e55c1d2a94e86";
-const SLOW: &str = "tok-slow-3a9c4e71f0d2b658";
+pub(crate) const FULL: &str = "tok-full-6f1d0c2b9e8a4f37";
+pub(crate) const COUNTER_ONLY: &str = "tok-counter-0b7e55c1d2a94e86";
+pub(crate) const SLOW: &str = "tok-slow-3a9c4e71f0d2b658";
 
 fn sha256_hex(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
@@ -23,7 +23,7 @@ fn sha256_hex(token: &str) -> String {
 
 /// A tokens file in `dir`: "full" (every kind, 1,000,000/s), "counter-only" (counter),
 /// "slow" (10 nonces a second).
-fn write_tokens(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn write_tokens(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("tokens.toml");
     std::fs::write(
         &path,

@@ -11,14 +11,21 @@
 //!   PostgreSQL test server;
 //! - any other line of an `sh` block runs with `sh -c`, `localhost:PORT` and `127.0.0.1:PORT`
 //!   naming the server started for `PORT`; it must succeed (a `curl` must get a 2xx, unless it
-//!   says it prints an error), and a line ending in `# prints TEXT` must print TEXT;
+//!   says it prints an error), and a line ending in `# prints TEXT` must print TEXT; a line
+//!   `NAME=VALUE` (or `export NAME=VALUE`) sets a variable for the lines and blocks after it, as in a shell, and a line
+//!   opening a here-document (`<<EOF`) runs with the lines up to its end;
 //! - a `python` block runs with `python3`, a `js` block with `node` (as an ES module);
+//! - the scratch directory holds the repository's `.proto` files at their path in a checkout
+//!   (`crates/nononce-cli/proto`), and `PYTHONPATH` is `NONONCE_TEST_PYTHONPATH` (grpcio and
+//!   grpcio-tools): an example that uses gRPC fails without it, saying to run the tests under
+//!   `cargo xtask with-services`;
 //! - a `text` block is what the code block before it prints: the stdout of a `python` or `js`
 //!   block or of an `sh` block's last line, or, after `nononce serve`, its stderr up to the
 //!   serving line. In expected text `…` stands for any text.
 //!
-//! A missing `curl`, `python3` or `node` fails the test that needs it.
+//! A missing `curl`, `python3`, `node` or `openssl` fails the test that needs it.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -32,6 +39,9 @@ const DEFAULT_PORT: &str = "7300";
 
 /// The store the examples name, stood for by a fresh table on the PostgreSQL test server.
 const STORE_PLACEHOLDER: &str = "postgres://app@db/app";
+
+/// Where a checkout keeps the service's `.proto` files, which the gRPC examples compile.
+const PROTO_DIR: &str = "crates/nononce-cli/proto";
 
 /// A fenced code block: the line its fence is on, its language, its text.
 struct Block {
@@ -72,6 +82,8 @@ struct Session {
     store: Option<String>,
     /// How many lines and blocks ran, by what ran them.
     ran: Vec<&'static str>,
+    /// The variables `NAME=VALUE` lines set, for every command after them.
+    vars: BTreeMap<String, String>,
 }
 
 impl Session {
@@ -81,6 +93,7 @@ impl Session {
             servers: Vec::new(),
             store: None,
             ran: Vec::new(),
+            vars: BTreeMap::new(),
         }
     }
 
@@ -129,19 +142,87 @@ impl Session {
         text
     }
 
-    fn run(&self, program: &str, args: &[&str]) -> Output {
+    /// Runs `program ARGS` in the scratch directory; `code` is the text it runs, to tell
+    /// whether it needs the gRPC packages.
+    fn run(&self, program: &str, args: &[&str], code: &str) -> Output {
         let bin_dir = bin().parent().unwrap().to_owned();
         let path = format!(
             "{}:{}",
             bin_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .current_dir(self.dir.path())
             .env("PATH", path)
+            .envs(&self.vars);
+        match std::env::var("NONONCE_TEST_PYTHONPATH") {
+            Ok(packages) => {
+                command.env("PYTHONPATH", packages);
+            }
+            Err(_) if code.contains("grpc") => panic!(
+                "NONONCE_TEST_PYTHONPATH is not set, and `{code}` needs grpcio: run the tests under `cargo xtask with-services`, which installs it and sets it"
+            ),
+            Err(_) => {}
+        }
+        command
             .output()
             .unwrap_or_else(|e| panic!("cannot run {program} (is it installed?): {e}"))
+    }
+
+    /// The repository's `.proto` files, at their path in a checkout, for the gRPC examples.
+    fn copy_protos(&self) {
+        let from = root().join(PROTO_DIR);
+        let to = self.dir.path().join(PROTO_DIR);
+        let mut folders = vec![(from, to)];
+        while let Some((from, to)) = folders.pop() {
+            std::fs::create_dir_all(&to).unwrap();
+            for entry in std::fs::read_dir(&from).unwrap() {
+                let entry = entry.unwrap();
+                let target = to.join(entry.file_name());
+                if entry.file_type().unwrap().is_dir() {
+                    folders.push((entry.path(), target));
+                } else {
+                    std::fs::copy(entry.path(), target).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Runs a `NAME=VALUE` (or `export NAME=VALUE`) line, as a shell would, keeping the variable for what comes after:
+    /// whether `command` was one.
+    fn assign(&mut self, origin: &str, command: &str) -> bool {
+        let Some((name, value)) = command
+            .strip_prefix("export ")
+            .unwrap_or(command)
+            .split_once('=')
+        else {
+            return false;
+        };
+        let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        // One word: a command substitution, or a value without spaces (`NAME=x command` sets
+        // a variable for that command only, and is a command).
+        let one_word = (value.starts_with("$(") && value.ends_with(')'))
+            || !value.contains(char::is_whitespace);
+        if !is_name || !one_word {
+            return false;
+        }
+        let script = format!("{name}={value} && printf %s \"${name}\"");
+        let out = self.run("sh", &["-c", &script], command);
+        assert!(
+            out.status.success() && !out.stdout.is_empty(),
+            "{origin}: `{command}` set nothing ({}): {}",
+            out.status,
+            stderr(&out).trim()
+        );
+        self.vars.insert(
+            name.to_owned(),
+            String::from_utf8(out.stdout).expect("a variable that is text"),
+        );
+        self.ran.push("sh");
+        true
     }
 
     /// Runs one line of a script: its stdout.
@@ -157,6 +238,9 @@ impl Session {
             return self.serve(&command);
         }
         let mut command = self.localize(&command);
+        if prints.is_none() && self.assign(origin, &command) {
+            return String::new();
+        }
         if command.contains(STORE_PLACEHOLDER) {
             let store = self.store();
             command = command.replace(STORE_PLACEHOLDER, &format!("'{store}'"));
@@ -177,7 +261,7 @@ impl Session {
         } else {
             self.ran.push("sh");
         }
-        let out = self.run("sh", &["-c", &command]);
+        let out = self.run("sh", &["-c", &command], &command);
         let stdout = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
         assert!(
             out.status.success(),
@@ -198,7 +282,7 @@ impl Session {
     fn program(&mut self, origin: &str, program: &'static str, file: &str, text: &str) -> String {
         let path = self.dir.path().join(file);
         std::fs::write(&path, self.localize(text)).unwrap();
-        let out = self.run(program, &[file]);
+        let out = self.run(program, &[file], text);
         assert!(
             out.status.success(),
             "{origin}: {program} failed ({}): {}{}",
@@ -242,6 +326,7 @@ fn assert_output(origin: &str, expected: &str, text: &str) {
 /// Runs the code blocks of `markdown` (from `name`) in order, in one session.
 fn run_markdown(name: &str, markdown: &str) -> Session {
     let mut session = Session::new();
+    session.copy_protos();
     // What the last code block printed, for a `text` block after it.
     let mut printed: Option<String> = None;
     for block in fenced_blocks(markdown) {
@@ -249,10 +334,8 @@ fn run_markdown(name: &str, markdown: &str) -> Session {
         match block.lang.as_str() {
             "sh" => {
                 let mut last = String::new();
-                for line in block.text.lines() {
-                    if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
-                        last = session.line(&origin, line);
-                    }
+                for command in commands(&block.text) {
+                    last = session.line(&origin, &command);
                 }
                 printed = Some(last);
             }
@@ -277,6 +360,39 @@ fn run_markdown(name: &str, markdown: &str) -> Session {
     session
 }
 
+/// The commands of an `sh` block: its lines but for blank ones and comments, a line opening
+/// a here-document (`<<EOF`, `<<'EOF'`) joined with the lines up to the one that ends it.
+fn commands(script: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut lines = script.lines();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let mut command = line.to_owned();
+        if let Some((_, rest)) = line.split_once("<<") {
+            let word = rest.split_whitespace().next().unwrap_or_default();
+            let end = word.trim_start_matches('-').trim_matches(['\'', '"']);
+            assert!(
+                !end.is_empty(),
+                "`{line}`: a here-document without its end word"
+            );
+            loop {
+                let body = lines
+                    .next()
+                    .unwrap_or_else(|| panic!("`{line}`: the here-document never ends ({end})"));
+                command.push('\n');
+                command.push_str(body);
+                if body.trim() == end {
+                    break;
+                }
+            }
+        }
+        out.push(command);
+    }
+    out
+}
+
 /// Asserts that `session` ran at least `least` examples of each kind: a change to a
 /// document's layout that hides them from this test fails here.
 fn assert_ran(name: &str, session: &Session, least: &[(&str, usize)]) {
@@ -297,11 +413,12 @@ fn serve_md_examples_work_as_written() {
         SERVE_DOC,
         &session,
         &[
-            ("nononce serve", 3),
-            ("curl", 8),
-            ("python3", 3),
+            ("nononce serve", 7),
+            ("curl", 14),
+            ("sh", 4),
+            ("python3", 5),
             ("node", 1),
-            ("text", 5),
+            ("text", 8),
         ],
     );
 }
@@ -343,7 +460,8 @@ fn serve_help_examples_work_as_written() {
     let curls = examples.iter().filter(|l| l.starts_with("curl ")).count();
     assert!(curls >= 5, "{examples:?}");
     assert_eq!(session.count("curl"), curls);
-    assert!(session.count("nononce serve") >= 3, "{examples:?}");
+    assert!(session.count("nononce serve") >= 4, "{examples:?}");
+    assert!(session.count("sh") >= 3, "{examples:?}");
 }
 
 /// A port in use fails at once, in one line naming the option to change, with no machine ID

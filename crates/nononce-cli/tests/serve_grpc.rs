@@ -324,6 +324,112 @@ fn bad_input_from_python() {
     );
 }
 
+/// With a tokens file, gRPC callers present their token as `authorization` metadata: none or
+/// an unknown one is UNAUTHENTICATED, a kind the token may not take or more than its burst
+/// PERMISSION_DENIED, past its rate RESOURCE_EXHAUSTED, each with the HTTP API's sentence;
+/// a token allowed the kind gets its nonces, and decode takes any valid token.
+#[test]
+fn tokens_from_python() {
+    use crate::serve_auth::{COUNTER_ONLY, FULL, SLOW, write_tokens};
+
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = write_tokens(dir.path());
+    let served = Served::start(dir.path(), &["--tokens-file", tokens.to_str().unwrap()]);
+    let sortable = json!({"kind": "KIND_SORTABLE", "count": 2});
+    let r = grpc_calls(
+        &served,
+        &json!([
+            {"method": "GetNonces", "request": {"count": 3}},
+            {"method": "GetNonces", "request": {"count": 3}, "token": "not-a-token"},
+            {"method": "Decode", "request": {"nonce": EXAMPLE}},
+            {"method": "GetNonces", "request": sortable, "token": COUNTER_ONLY},
+            {"method": "StreamNonces", "request": sortable, "token": COUNTER_ONLY},
+            {"method": "GetNonces", "request": {"count": 11}, "token": SLOW},
+            {"method": "GetNonces", "request": {"count": 10}, "token": SLOW},
+            {"method": "GetNonces", "request": {"count": 10}, "token": SLOW},
+            {"method": "GetNonces", "request": {"count": 3}, "token": COUNTER_ONLY},
+            {"method": "StreamNonces", "request": {"bits": 96, "count": 5000}, "token": COUNTER_ONLY},
+            {"method": "GetRange", "request": {"count": 1000}, "token": COUNTER_ONLY},
+            {"method": "GetNonces", "request": sortable, "token": FULL},
+            {"method": "Decode", "request": {"nonce": EXAMPLE}, "token": COUNTER_ONLY},
+        ]),
+    );
+    let refused = |i: usize, code: &str, message: &str| {
+        assert_eq!(r[i]["code"], code, "call {i}: {}", r[i]);
+        assert_eq!(r[i]["message"], message, "call {i}: {}", r[i]);
+        assert_eq!(r[i]["received"], 0, "call {i}: {}", r[i]);
+    };
+    let no_token = "a bearer token is needed: send the header Authorization: Bearer TOKEN";
+    refused(0, "UNAUTHENTICATED", no_token);
+    refused(
+        1,
+        "UNAUTHENTICATED",
+        "the bearer token is not one this server accepts: send a token its operator issued",
+    );
+    refused(2, "UNAUTHENTICATED", no_token);
+    let not_sortable = "token \"counter-only\" may not take sortable nonces (it may take counter): use a token allowed sortable nonces";
+    refused(3, "PERMISSION_DENIED", not_sortable);
+    refused(4, "PERMISSION_DENIED", not_sortable);
+    refused(
+        5,
+        "PERMISSION_DENIED",
+        "11 nonces is more than token \"slow\" may take at once (10 a second): ask for at most 10 per request",
+    );
+    assert_eq!(nonces_of(ok(&r[6], "the slow token's burst"), 64).len(), 10);
+    // The burst is spent: the next ten are 429's status, told when to retry.
+    assert_eq!(r[7]["code"], "RESOURCE_EXHAUSTED", "{}", r[7]);
+    let message = r[7]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("token \"slow\" is over its rate of 10 nonces per second: retry in "),
+        "{message}"
+    );
+
+    assert_eq!(nonces_of(ok(&r[8], "GetNonces counter"), 64).len(), 3);
+    let streamed: Vec<String> = ok(&r[9], "StreamNonces counter")
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| nonces_of(b, 96))
+        .collect();
+    assert_eq!(streamed.len(), 5000);
+    assert!(distinct(&streamed));
+    assert_eq!(ok(&r[10], "GetRange")["count"], 1000);
+    let sortable = nonces_of(ok(&r[11], "GetNonces sortable, every kind"), 64);
+    assert_eq!(
+        json(&sortable[0])["machine_id"],
+        leased_id(&served, "sortable")
+    );
+    assert_eq!(ok(&r[12], "Decode")["nonce"], EXAMPLE);
+
+    // Refusals are counted under the gRPC operations, by the HTTP status of the same error.
+    let metrics = served.get("/metrics").1;
+    for (series, value) in [
+        (
+            "nononce_requests_total{operation=\"grpc_nonces\",status=\"401\"}",
+            2.0,
+        ),
+        (
+            "nononce_requests_total{operation=\"grpc_decode\",status=\"401\"}",
+            1.0,
+        ),
+        (
+            "nononce_requests_total{operation=\"grpc_nonces\",status=\"403\"}",
+            2.0,
+        ),
+        (
+            "nononce_requests_total{operation=\"grpc_stream\",status=\"403\"}",
+            1.0,
+        ),
+        (
+            "nononce_requests_total{operation=\"grpc_nonces\",status=\"429\"}",
+            1.0,
+        ),
+        ("nononce_rate_limited_total", 2.0),
+    ] {
+        assert_eq!(metric(&metrics, series), Some(value), "{series}\n{metrics}");
+    }
+}
+
 /// The value of the metric line starting with `series` (the name and labels).
 fn metric(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|l| {

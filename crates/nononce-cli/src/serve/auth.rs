@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! [[token]]
-//! name = "billing"            # shown in errors and metrics; the token itself never is
+//! name = "billing"            # shown in errors; the token itself never is
 //! sha256 = "9f86d0…"          # printf %s "$TOKEN" | sha256sum
 //! kinds = ["counter"]         # optional: the kinds it may take (default: all)
 //! nonces_per_second = 100000  # its rate limit; a burst of one second's worth

@@ -46,8 +46,12 @@ pub const EXAMPLES: &str = "Examples:
   openssl rand -hex 32 > nonce-key.hex
   nononce serve --base-key-file nonce-key.hex --kinds counter,encrypted
   curl 'localhost:7300/v1/nonces?kind=encrypted&bits=128&count=2'
+  export TOKEN=$(openssl rand -hex 32)
+  printf '[[token]]\\nname = \"app\"\\nsha256 = \"%s\"\\nnonces_per_second = 100000\\n' \"$(printf %s \"$TOKEN\" | sha256sum | cut -c1-64)\" > tokens.toml
+  nononce serve --tokens-file tokens.toml
+  curl -H \"Authorization: Bearer $TOKEN\" 'localhost:7300/v1/nonces?count=3'
 
-Run each nononce serve in a terminal of its own, the curl lines in another. Without --store,
+Run each nononce serve in a terminal of its own, the other lines in another. Without --store,
 the leases are in ./nononce-leases.db: it serves one folder of one host. Servers of a fleet,
 or several on one host, need a shared store (--store postgres://...) for distinct machine ids.
 
@@ -70,8 +74,8 @@ pub struct ServeArgs {
     /// Bearer tokens: who may call, which kinds, how fast (docs/serve.md, "Tokens"). Without
     /// it anyone who reaches the port may call.
     ///
-    /// A TOML file of [[token]] tables, each with: name = "billing" (shown in errors and
-    /// metrics; the token itself never is); sha256 = the token's SHA-256 in hex, from
+    /// A TOML file of [[token]] tables, each with: name = "billing" (shown in errors; the
+    /// token itself never is); sha256 = the token's SHA-256 in hex, from
     /// `printf %s "$TOKEN" | sha256sum`; kinds = ["counter", "sortable"] (optional: all
     /// kinds); nonces_per_second = 100000 (its rate limit, in bursts of up to one second's
     /// worth). Callers send `Authorization: Bearer TOKEN`.
