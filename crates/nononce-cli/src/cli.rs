@@ -452,7 +452,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         }
         let url = args.store.as_deref().unwrap_or(DEFAULT_STORE);
         let nonces = tokio::select! {
-            started = start_lease(url, "gen", options, args.quiet) => started?,
+            started = start_lease(url, "gen", options, args.quiet) => started?.0,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
@@ -468,13 +468,20 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     })
 }
 
-/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does.
+/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
+/// with the log of what the lease went through.
 pub(crate) async fn start_lease(
     url: &str,
     name: &str,
     options: FactoryOptions,
     quiet: bool,
-) -> Result<nononce::Nononce<crate::lease::Watched>, Exit> {
+) -> Result<
+    (
+        nononce::Nononce<crate::lease::Watched>,
+        Arc<std::sync::Mutex<crate::lease::Log>>,
+    ),
+    Exit,
+> {
     let mut config = crate::lease::config();
     let store = Store::open(url, Access::Lease, config.terms()).await?;
     let (strategy, info) = store.into_strategy();
@@ -491,6 +498,7 @@ pub(crate) async fn start_lease(
         .with_lease_config(config)
         .start()
         .await
+        .map(|nononce| (nononce, Arc::clone(&log)))
         .map_err(|e| Exit::Fail(crate::lease::start_error(&e, &log, &info)))
 }
 

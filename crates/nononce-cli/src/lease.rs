@@ -33,6 +33,15 @@ pub struct Log {
     last: Option<(String, String)>,
     /// The last progress line shown.
     shown: Option<String>,
+    /// How the release at shutdown went: `Err` with the reason in the CLI's words.
+    released: Option<Result<(), String>>,
+}
+
+impl Log {
+    /// How the release at shutdown went; `None` when there was no lease to release.
+    pub fn released(&self) -> Option<&Result<(), String>> {
+        self.released.as_ref()
+    }
 }
 
 /// A strategy that reports every failed acquisition (a progress line on stderr unless quiet),
@@ -144,8 +153,18 @@ impl Strategy for Watched {
     }
 
     // The manager's request as it is: its floor bounds what the factories issued.
+    // The outcome is kept: `serve` says on exit which IDs it gave back.
     async fn release(&self, lease: &AnyLease, request: Release) -> Result<(), WatchedError> {
-        Ok(self.inner.release(lease, request).await?)
+        let result = self.inner.release(lease, request).await;
+        let said = result
+            .as_ref()
+            .copied()
+            .map_err(|e| self.store.describe(e).text);
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .released = Some(said);
+        Ok(result?)
     }
 
     fn check_terms(&self, terms: &LeaseTerms) -> Result<(), WatchedError> {

@@ -6,7 +6,10 @@
 //! - every `sh` code block of `README.md` and `docs/*.md` that runs `nononce`, line by line
 //!   (`cargo run -p nononce-cli -- ` stands for `nononce `; other `cargo` lines build or test
 //!   the workspace and are left out);
-//! - the examples of every `--help` (the lines after `Example:` / `Examples:`);
+//! - the examples of every `--help` (the lines after `Example:` / `Examples:`).
+//!
+//! `docs/serve.md`, `nononce serve --help` and any block that starts `nononce serve` are run
+//! by `serve_docs.rs` instead: their examples need a server running beside them.
 //! - every row of the bad-input tables of `docs/reliability.md` and `docs/operations.md` (the
 //!   tables with a "what you get" column): the first code span holding a `nononce` command is
 //!   run with `sh -c`, and the "what you get" cell says what it must print: its first code
@@ -35,7 +38,10 @@ use std::process::{Command, Output};
 
 use common::*;
 
-fn root() -> PathBuf {
+/// Run by `serve_docs.rs`, beside the servers its examples talk to.
+pub(crate) const SERVE_DOC: &str = "docs/serve.md";
+
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -57,7 +63,7 @@ enum Example {
 }
 
 /// Splits a script line into the command and its `# prints` text.
-fn script_line(line: &str) -> (String, Option<String>) {
+pub(crate) fn script_line(line: &str) -> (String, Option<String>) {
     match line.split_once("# prints ") {
         Some((command, prints)) => (command.trim().to_owned(), Some(prints.trim().to_owned())),
         None => (line.trim().to_owned(), None),
@@ -79,6 +85,7 @@ fn markdown_files() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| !p.ends_with(SERVE_DOC))
         .collect();
     docs.sort();
     files.extend(docs);
@@ -109,7 +116,10 @@ fn code_blocks(path: &Path) -> Vec<Example> {
                         .filter(|l| !l.trim_start().starts_with("cargo "))
                         .map(|l| script_line(&l))
                         .collect();
-                    if lines.iter().any(|(l, _)| is_nononce_command(l)) {
+                    // A block that starts `nononce serve` would never end: serve_docs.rs
+                    // runs it, with a server beside it.
+                    let serves = lines.iter().any(|(l, _)| l.starts_with("nononce serve"));
+                    if !serves && lines.iter().any(|(l, _)| is_nononce_command(l)) {
                         out.push(Example::Script {
                             origin: format!("{name}:{start}"),
                             lines,
@@ -260,7 +270,7 @@ fn help_examples() -> Vec<Example> {
                 continue;
             };
             match (section, entry.split_whitespace().next()) {
-                ("Commands:", Some(sub)) if sub != "help" => {
+                ("Commands:", Some(sub)) if sub != "help" && sub != "serve" => {
                     todo.push([path.clone(), vec![sub.to_owned()]].concat());
                 }
                 ("Examples:" | "Example:", _) => lines.push(script_line(entry)),
@@ -274,7 +284,7 @@ fn help_examples() -> Vec<Example> {
 }
 
 /// Whether `text` is `pattern`, `…` standing for any text.
-fn matches(pattern: &str, text: &str) -> bool {
+pub(crate) fn matches(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('…').collect();
     if parts.len() == 1 {
         return pattern == text;

@@ -12,4 +12,7 @@ mod fuzz;
 mod leases;
 mod output;
 mod serve;
+mod serve_auth;
+mod serve_docs;
+mod serve_fuzz;
 mod stores;

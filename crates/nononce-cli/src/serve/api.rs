@@ -27,25 +27,29 @@ pub struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    /// When a retry may succeed, in whole seconds (HTTP's Retry-After), when known.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
+    /// An error with no known time to retry.
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
     /// 400: the request itself is wrong.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self {
-            status: 400,
-            code: "bad_request",
-            message: message.into(),
-        }
+        Self::new(400, "bad_request", message)
     }
 
     /// 503: no lease to generate under (yet, or any more).
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self {
-            status: 503,
-            code: "unavailable",
-            message: message.into(),
-        }
+        Self::new(503, "unavailable", message)
     }
 
     /// What a failed generation means to the caller.
@@ -65,11 +69,11 @@ impl ApiError {
                 "{} nonces cannot be issued: the 42-bit timestamp has run out from this epoch; restart the server with a later --epoch-ms",
                 kind.name()
             )),
-            other => Self {
-                status: 500,
-                code: "internal",
-                message: format!("{} nonces failed: {other}", kind.name()),
-            },
+            other => Self::new(
+                500,
+                "internal",
+                format!("{} nonces failed: {other}", kind.name()),
+            ),
         }
     }
 }
@@ -168,16 +172,16 @@ impl Api {
     ) -> Result<&std::sync::Arc<nononce::Factory<nononce::FactoryClock>>, ApiError> {
         self.workers.factory(kind).ok_or_else(|| {
             let served: Vec<&str> = self.workers.all().iter().map(|w| w.kind.name()).collect();
-            ApiError {
-                status: 404,
-                code: "kind_not_served",
-                message: format!(
+            ApiError::new(
+                404,
+                "kind_not_served",
+                format!(
                     "this server does not serve {} nonces (it serves {}): start it with --kinds including {}",
                     kind.name(),
                     served.join(", "),
                     kind.name()
                 ),
-            }
+            )
         })
     }
 
@@ -191,15 +195,27 @@ impl Api {
         out: &mut Vec<AnyNonce>,
     ) -> Result<(), ApiError> {
         let factory = self.factory(kind)?;
+        let started = std::time::Instant::now();
         out.reserve(usize::try_from(count.get()).unwrap_or(usize::MAX));
         for _ in 0..count.get() {
-            out.push(
-                crate::codec::next(factory, kind, bits)
-                    .map_err(|e| ApiError::generation(kind, &e))?,
-            );
+            match crate::codec::next(factory, kind, bits) {
+                Ok(nonce) => out.push(nonce),
+                Err(e) => return Err(self.failed(kind, &e)),
+            }
         }
+        self.metrics
+            .generated(kind, bits, started.elapsed().as_secs_f64());
         self.metrics.nonces(kind, bits, count.get());
         Ok(())
+    }
+
+    /// A failed generation as the caller sees it, counted when it was for want of a lease.
+    pub fn failed(&self, kind: Kind, e: &NonceError) -> ApiError {
+        let error = ApiError::generation(kind, e);
+        if error.status == 503 {
+            self.metrics.lease_wait(kind);
+        }
+        error
     }
 
     /// `count` nonces of `kind` and `bits`.
@@ -223,7 +239,7 @@ impl Api {
             96 => factory.counter_range96(count),
             _ => factory.counter_range128(count),
         }
-        .map_err(|e| ApiError::generation(Kind::Counter, &e))?;
+        .map_err(|e| self.failed(Kind::Counter, &e))?;
         self.metrics.nonces(Kind::Counter, bits, range.len());
         Ok(range)
     }

@@ -4,14 +4,15 @@
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 
 use super::api::{
     Api, ApiError, MAX_COUNT, MAX_RANGE, check_count, parse_bits, parse_count, parse_kind,
@@ -27,6 +28,18 @@ pub const MAX_DECODE: usize = 1000;
 /// Above this many nonces a request generates on a blocking thread: 64-bit counter nonces may
 /// wait for the clock.
 const INLINE_COUNT: u64 = 1024;
+
+/// The longest a request's body may take to arrive once its headers are in; the listener
+/// sets it (`--header-timeout`), so that a body sent a byte at a time cannot hold a
+/// connection.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTimeout(pub Duration);
+
+impl Default for BodyTimeout {
+    fn default() -> Self {
+        Self(super::Limits::default().header_timeout)
+    }
+}
 
 type Shared = Arc<Api>;
 
@@ -52,10 +65,15 @@ impl IntoResponse for ApiError {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::json!({ "error": { "code": self.code, "message": self.message } });
         let mut response = (status, json_body(body.to_string())).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+        let retry_after = self
+            .retry_after
+            .or((status == StatusCode::SERVICE_UNAVAILABLE
+                || status == StatusCode::TOO_MANY_REQUESTS)
+                .then_some(1));
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if status == StatusCode::UNAUTHORIZED {
             response
@@ -183,11 +201,7 @@ async fn nonces_inner(
         let api = Arc::clone(api);
         tokio::task::spawn_blocking(move || api.nonces(kind, bits, count))
             .await
-            .map_err(|e| ApiError {
-                status: 500,
-                code: "internal",
-                message: format!("generation failed: {e}"),
-            })??
+            .map_err(|e| ApiError::new(500, "internal", format!("generation failed: {e}")))??
     };
     Ok(json_body(nonce_list(&nonces, format)).into_response())
 }
@@ -270,11 +284,12 @@ fn decoded_json(
 async fn decode_get(
     State(api): State<Shared>,
     headers: HeaderMap,
-    Path(nonce): Path<String>,
+    nonce: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Response {
     let started = Instant::now();
     let result = (|| {
+        let Path(nonce) = nonce.map_err(path_rejection)?;
         let params = params(query.as_deref(), &["input", "bits"])?;
         let input = param(&params, "input").map_or(Ok(Input::Auto), parse_input)?;
         let bits = param(&params, "bits").map(parse_bits).transpose()?;
@@ -295,18 +310,105 @@ struct DecodeBody {
     bits: Option<u16>,
 }
 
-async fn decode_post(State(api): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+/// The body, whole, within `timeout`, of at most [`MAX_BODY`] bytes.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    timeout: BodyTimeout,
+) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "payload_too_large",
+            format!(
+                "the body is larger than {} KiB: send at most {MAX_DECODE} nonces per request",
+                MAX_BODY / 1024
+            ),
+        )
+    };
+    // A body announced as too large is refused before any of it is waited for.
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(timeout.0, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let inner = e.into_inner();
+            if inner
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(too_large())
+            } else {
+                // The body stream failed: the client closed or reset it before its end.
+                Err(ApiError::bad_request(
+                    "the body was cut off before its end: send the whole body",
+                ))
+            }
+        }
+        Err(_) => Err(ApiError::new(
+            408,
+            "request_timeout",
+            format!(
+                "the body did not arrive within {} s of the headers: send the whole body at once",
+                timeout.0.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// The path's nonce could not be read: a path percent-decoded to bytes that are not UTF-8
+/// (axum's own rejection is plain text).
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    if rejection.status().is_client_error() {
+        ApiError::bad_request(
+            "malformed nonce: the path is not UTF-8 once percent-decoded; a nonce is hex digits, base64url characters or a decimal integer",
+        )
+    } else {
+        ApiError::new(
+            500,
+            "internal",
+            format!("the path could not be read: {}", rejection.body_text()),
+        )
+    }
+}
+
+/// Whether a Content-Type names JSON: the media type compared without case, parameters such
+/// as `charset` allowed (RFC 9110, 8.3.1).
+fn is_json(content_type: &HeaderValue) -> bool {
+    content_type.to_str().is_ok_and(|t| {
+        t.split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+async fn decode_post(
+    State(api): State<Shared>,
+    timeout: Option<Extension<BodyTimeout>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let started = Instant::now();
+    let timeout = timeout.map(|Extension(t)| t).unwrap_or_default();
+    let body = match read_body(&headers, body, timeout).await {
+        Ok(body) => body,
+        Err(e) => return finish(&api, "decode", started, Err(e)),
+    };
     let result = (|| {
         if headers
             .get(header::CONTENT_TYPE)
-            .is_some_and(|t| !t.as_bytes().starts_with(b"application/json"))
+            .is_some_and(|t| !is_json(t))
         {
-            return Err(ApiError {
-                status: 415,
-                code: "unsupported_media_type",
-                message: "the body must be JSON: send Content-Type: application/json".into(),
-            });
+            return Err(ApiError::new(
+                415,
+                "unsupported_media_type",
+                "the body must be JSON: send Content-Type: application/json",
+            ));
         }
         let body: DecodeBody = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!(
@@ -378,19 +480,19 @@ async fn metrics(State(api): State<Shared>) -> Response {
 }
 
 async fn not_found() -> Response {
-    ApiError {
-        status: 404,
-        code: "not_found",
-        message: "no such path: the API is under /v1 (docs/openapi.yaml); /healthz, /readyz and /metrics beside it".into(),
-    }
+    ApiError::new(
+        404,
+        "not_found",
+        "no such path: the API is under /v1 (docs/openapi.yaml); /healthz, /readyz and /metrics beside it",
+    )
     .into_response()
 }
 
 async fn method_not_allowed() -> Response {
-    ApiError {
-        status: 405,
-        code: "method_not_allowed",
-        message: "this path does not take that method: POST /v1/decode, GET everywhere else".into(),
-    }
+    ApiError::new(
+        405,
+        "method_not_allowed",
+        "this path does not take that method: POST /v1/decode, GET everywhere else",
+    )
     .into_response()
 }

@@ -7,6 +7,8 @@
 //! | `nononce_nonces_total` | `kind`, `bits` | nonces handed out (a range counts its length) |
 //! | `nononce_lease_held` | `kind` | 1 while the kind's factory may generate, else 0 |
 //! | `nononce_lease_seconds_left` | `kind` | time until the kind's lease deadline (0 without) |
+//! | `nononce_generation_seconds` | `kind`, `bits` | time a request spent generating, waits for the clock included (summary) |
+//! | `nononce_lease_waits_total` | `kind` | requests refused because the kind held no lease (503) |
 //! | `nononce_rate_limited_total` | | requests refused by a token's rate limit |
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -47,6 +49,18 @@ impl Metrics {
             .increment(n);
     }
 
+    /// Records the time one request spent generating: 64-bit counter nonces wait for the
+    /// clock past 8,192 per millisecond, sortable ones past their per-millisecond limit.
+    pub fn generated(&self, kind: Kind, bits: u16, seconds: f64) {
+        metrics::histogram!("nononce_generation_seconds", "kind" => kind.name(), "bits" => bits_label(bits))
+            .record(seconds);
+    }
+
+    /// Counts a request refused for want of a lease.
+    pub fn lease_wait(&self, kind: Kind) {
+        metrics::counter!("nononce_lease_waits_total", "kind" => kind.name()).increment(1);
+    }
+
     /// Counts an answered request.
     pub fn request(&self, operation: &'static str, status: u16, seconds: f64) {
         metrics::counter!("nononce_requests_total", "operation" => operation, "status" => status.to_string())
@@ -56,7 +70,7 @@ impl Metrics {
 
     /// Counts a request refused by a rate limit.
     pub fn rate_limited(&self) {
-        metrics::counter!("nononce_rate_limited_total").increment(1);
+        count_rate_limited();
     }
 
     /// The text exposition, with each kind's lease state as of now.
@@ -72,6 +86,12 @@ impl Metrics {
         }
         self.handle.render()
     }
+}
+
+/// Counts a request refused by a rate limit, for the token check, which every transport calls
+/// and which holds no [`Metrics`].
+pub fn count_rate_limited() {
+    metrics::counter!("nononce_rate_limited_total").increment(1);
 }
 
 const fn bits_label(bits: u16) -> &'static str {

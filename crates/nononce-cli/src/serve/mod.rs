@@ -39,10 +39,18 @@ pub const EXAMPLES: &str = "Examples:
   curl 'localhost:7300/v1/nonces?kind=sortable&bits=128&count=2&format=base64url'
   curl 'localhost:7300/v1/nonces/range?bits=96&count=1000000'
   curl localhost:7300/v1/decode/03be4cb500002000
-  nononce serve --store postgres://app@db/app --listen 0.0.0.0:7300 --tokens-file tokens.toml
+  curl localhost:7300/readyz
+  nononce serve --store postgres://app@db/app --listen 0.0.0.0:7300
+  curl localhost:7300/readyz
+  openssl rand -hex 32 > nonce-key.hex
   nononce serve --base-key-file nonce-key.hex --kinds counter,encrypted
+  curl 'localhost:7300/v1/nonces?kind=encrypted&bits=128&count=2'
 
-Each kind served (--kinds) leases a machine ID of its own from the store, as gen does: a
+Run each nononce serve in a terminal of its own, the curl lines in another. Without --store,
+the leases are in ./nononce-leases.db: it serves one folder of one host. Servers of a fleet,
+or several on one host, need a shared store (--store postgres://...) for distinct machine ids.
+
+Each kind served (--kinds) leases a machine id of its own from the store, as gen does: a
 2-minute lease renewed every 30 s. /readyz answers 200 only while every kind holds its lease.
 SIGINT and SIGTERM stop taking connections, let requests in flight finish (up to 10 s), then
 release the machine ids. The API: docs/serve.md and docs/openapi.yaml.";
@@ -50,7 +58,7 @@ release the machine ids. The API: docs/serve.md and docs/openapi.yaml.";
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// The address to listen on (HTTP/1.1 and HTTP/2, gRPC on the same port).
-    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
     listen: SocketAddr,
     #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
     store: String,
@@ -60,6 +68,12 @@ pub struct ServeArgs {
     kinds: Vec<Kind>,
     /// Bearer tokens: who may call, which kinds, how fast (docs/serve.md, "Tokens"). Without
     /// it anyone who reaches the port may call.
+    ///
+    /// A TOML file of [[token]] tables, each with: name = "billing" (shown in errors and
+    /// metrics; the token itself never is); sha256 = the token's SHA-256 in hex, from
+    /// `printf %s "$TOKEN" | sha256sum`; kinds = ["counter", "sortable"] (optional: all
+    /// kinds); nonces_per_second = 100000 (its rate limit, in bursts of up to one second's
+    /// worth). Callers send `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "PATH")]
     tokens_file: Option<PathBuf>,
     /// TLS: the certificate chain (PEM); needs --tls-key.
@@ -71,6 +85,11 @@ pub struct ServeArgs {
     /// The most connections served at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections)]
     max_connections: usize,
+    /// The longest a client may take to send a request's headers (from connecting, or from
+    /// its last answer), and then again its body; with TLS, its handshake too: idle and
+    /// trickling clients are cut off.
+    #[arg(long, value_name = "SECS", default_value_t = Limits::default().header_timeout.as_secs_f64(), value_parser = parse_timeout, allow_negative_numbers = true)]
+    header_timeout: f64,
     /// No progress lines (errors are still reported).
     #[arg(short, long)]
     quiet: bool,
@@ -114,6 +133,8 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
     };
     let limits = Limits {
         max_connections: args.max_connections.max(1),
+        header_timeout: Duration::from_secs_f64(args.header_timeout),
+        handshake_timeout: Duration::from_secs_f64(args.header_timeout),
         ..Limits::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -143,9 +164,76 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
         let router = http::router(Arc::clone(&api));
         let signal = listener::serve(listener, router, tls, limits, signals.recv()).await;
         // Requests still running past the drain find their factory stopped.
-        api.workers().shutdown().await;
+        let released = api.workers().shutdown().await;
+        for (line, failed) in farewell(signal, &released) {
+            if failed || !args.quiet {
+                crate::output::say(&line);
+            }
+        }
         Err(Exit::Signal(signal))
     })
+}
+
+/// A `--header-timeout`: a positive number of seconds, at most a day.
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Ok(secs),
+        _ => {
+            Err("give a number of seconds above 0 and at most 86400, such as 10 or 0.5".to_owned())
+        }
+    }
+}
+
+/// What the exit says of each machine ID: the IDs given back in one line, then one line per
+/// ID that could not be (reported even with --quiet: another server cannot have it yet).
+fn farewell(signal: u8, released: &[workers::Released]) -> Vec<(String, bool)> {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        _ => "SIGTERM",
+    };
+    let mut given_back = Vec::new();
+    let mut lines = Vec::new();
+    for r in released {
+        match (r.machine_id, &r.outcome) {
+            (Some(id), Some(Ok(()))) => given_back.push(format!("{id} ({})", r.kind.name())),
+            (Some(id), Some(Err(why))) => lines.push((
+                format!(
+                    "could not release machine id {id} ({}): {why}; it is free again when its lease runs out (within 2 min)",
+                    r.kind.name()
+                ),
+                true,
+            )),
+            // The lease was already lost or never granted: nothing to give back.
+            _ => {}
+        }
+    }
+    let head = if !given_back.is_empty() {
+        format!(
+            "stopped by {name}: released machine id {}; free for another server after the 10 s release guard",
+            given_back.join(", ")
+        )
+    } else if lines.is_empty() {
+        format!("stopped by {name}: no machine id was held")
+    } else {
+        format!("stopped by {name}")
+    };
+    lines.insert(0, (head, false));
+    lines
+}
+
+/// Reads `--listen`: an IP address and a port, or `localhost:PORT` (IPv4 loopback, as the
+/// default; a name is not looked up, so the address served is the one shown).
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err("give an IP address and a port: 127.0.0.1:7300 (this host only), 0.0.0.0:7300 (every interface) or [::]:7300".into())
 }
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
@@ -158,4 +246,102 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> Exit {
         ),
         _ => format!("cannot listen on {addr}: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::workers::Released;
+    use super::*;
+
+    fn released(
+        kind: Kind,
+        machine_id: Option<u16>,
+        outcome: Option<Result<(), &str>>,
+    ) -> Released {
+        Released {
+            kind,
+            machine_id,
+            outcome: outcome.map(|o| o.map_err(str::to_owned)),
+        }
+    }
+
+    /// The exit names the IDs given back, and only those; a failed release is a line of its
+    /// own, shown even with --quiet.
+    #[test]
+    fn farewell_says_what_was_released() {
+        let both = farewell(
+            15,
+            &[
+                released(Kind::Counter, Some(3), Some(Ok(()))),
+                released(Kind::Sortable, Some(4), Some(Ok(()))),
+            ],
+        );
+        assert_eq!(
+            both,
+            vec![(
+                "stopped by SIGTERM: released machine id 3 (counter), 4 (sortable); free for another server after the 10 s release guard".to_owned(),
+                false
+            )]
+        );
+        let one_failed = farewell(
+            2,
+            &[
+                released(
+                    Kind::Counter,
+                    Some(3),
+                    Some(Err("the store did not answer")),
+                ),
+                released(Kind::Sortable, Some(4), Some(Ok(()))),
+            ],
+        );
+        assert_eq!(
+            one_failed,
+            vec![
+                (
+                    "stopped by SIGINT: released machine id 4 (sortable); free for another server after the 10 s release guard".to_owned(),
+                    false
+                ),
+                (
+                    "could not release machine id 3 (counter): the store did not answer; it is free again when its lease runs out (within 2 min)".to_owned(),
+                    true
+                ),
+            ]
+        );
+        let all_failed = farewell(15, &[released(Kind::Counter, Some(3), Some(Err("gone")))]);
+        assert_eq!(all_failed[0], ("stopped by SIGTERM".to_owned(), false));
+        assert!(all_failed[1].1);
+        let none_held = farewell(1, &[released(Kind::Counter, None, None)]);
+        assert_eq!(
+            none_held,
+            vec![(
+                "stopped by SIGHUP: no machine id was held".to_owned(),
+                false
+            )]
+        );
+    }
+
+    #[test]
+    fn listen_takes_addresses_and_localhost() {
+        assert_eq!(
+            listen_addr("0.0.0.0:7300"),
+            Ok(SocketAddr::from(([0; 4], 7300)))
+        );
+        assert_eq!(listen_addr("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert_eq!(
+            listen_addr("localhost:7300"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 7300)))
+        );
+        for wrong in [
+            ":7300",
+            "7300",
+            "localhost",
+            "localhost:99999",
+            "db.internal:7300",
+        ] {
+            assert!(
+                listen_addr(wrong).unwrap_err().contains("127.0.0.1:7300"),
+                "{wrong}"
+            );
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! it alone. Counter and sortable nonces of one machine ID can be equal, and an encrypted nonce
 //! can equal a plain one: one ID per kind keeps every kind's nonces apart from every other's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nononce::nonce::Clock;
@@ -10,7 +10,7 @@ use nononce::{Base, Factory, FactoryClock, Nononce};
 
 use super::ServeArgs;
 use crate::codec::Kind;
-use crate::lease::Watched;
+use crate::lease::{Log, Watched};
 use crate::output::Exit;
 
 /// A kind's factory.
@@ -22,7 +22,23 @@ pub struct Worker {
 /// Every kind's factory, and the leases behind them.
 pub struct Workers {
     workers: Vec<Worker>,
-    leases: tokio::sync::Mutex<Vec<Nononce<Watched>>>,
+    leases: tokio::sync::Mutex<Vec<Held>>,
+}
+
+/// A kind's lease, and the log that tells how its release went.
+struct Held {
+    kind: Kind,
+    nononce: Nononce<Watched>,
+    log: Arc<Mutex<Log>>,
+}
+
+/// What became of a kind's machine ID at shutdown.
+pub struct Released {
+    pub kind: Kind,
+    /// The ID held when the shutdown began; `None` when the kind held none.
+    pub machine_id: Option<u16>,
+    /// `None`: nothing was released (no lease held); `Err`: the store's answer, in the CLI's words.
+    pub outcome: Option<Result<(), String>>,
 }
 
 impl Workers {
@@ -53,14 +69,14 @@ impl Workers {
                 .with_kind96(base)
                 .with_kind128(base);
             match crate::cli::start_lease(store, kind.name(), options, quiet).await {
-                Ok(nononce) => {
+                Ok((nononce, log)) => {
                     let factory = Arc::clone(nononce.factory(kind.name()).expect("added above"));
                     workers.push(Worker { kind, factory });
-                    leases.push(nononce);
+                    leases.push(Held { kind, nononce, log });
                 }
                 Err(e) => {
                     for held in leases {
-                        held.shutdown().await;
+                        held.nononce.shutdown().await;
                     }
                     return Err(match e {
                         Exit::Fail(message) => Exit::Fail(format!("{}: {message}", kind.name())),
@@ -108,12 +124,27 @@ impl Workers {
             .collect()
     }
 
-    /// Stops every factory, then releases its machine ID. Later calls do nothing.
-    pub async fn shutdown(&self) {
+    /// Stops every factory, then releases its machine ID: what became of each. Later calls do
+    /// nothing (and report nothing).
+    pub async fn shutdown(&self) -> Vec<Released> {
         let leases = std::mem::take(&mut *self.leases.lock().await);
+        let mut released = Vec::new();
         for held in leases {
-            held.shutdown().await;
+            let machine_id = held.nononce.machine_id().map(|id| id.get());
+            held.nononce.shutdown().await;
+            let outcome = held
+                .log
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .released()
+                .cloned();
+            released.push(Released {
+                kind: held.kind,
+                machine_id,
+                outcome,
+            });
         }
+        released
     }
 }
 
