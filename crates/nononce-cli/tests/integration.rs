@@ -15,4 +15,5 @@ mod serve;
 mod serve_auth;
 mod serve_docs;
 mod serve_fuzz;
+mod serve_grpc;
 mod stores;

@@ -84,17 +84,29 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+/// Reads a parameter named `what` that takes one of `T`'s names (as the command's options
+/// take them): `unknown kind "x": use counter, sortable or encrypted` otherwise.
+pub fn parse_choice<T: clap::ValueEnum>(what: &str, text: &str) -> Result<T, ApiError> {
+    T::from_str(text, false).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_owned()))
+            .collect();
+        let listed = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        ApiError::bad_request(format!(
+            "unknown {what} \"{}\": use {listed}",
+            crate::codec::shown(text)
+        ))
+    })
+}
+
 /// Reads a `kind` parameter.
 pub fn parse_kind(text: &str) -> Result<Kind, ApiError> {
-    Kind::ALL
-        .into_iter()
-        .find(|k| k.name() == text)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "unknown kind \"{}\": use counter, sortable or encrypted",
-                crate::codec::shown(text)
-            ))
-        })
+    parse_choice("kind", text)
 }
 
 /// Reads a `bits` parameter.

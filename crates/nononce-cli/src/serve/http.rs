@@ -27,7 +27,7 @@ pub const MAX_DECODE: usize = 1000;
 
 /// Above this many nonces a request generates on a blocking thread: 64-bit counter nonces may
 /// wait for the clock.
-const INLINE_COUNT: u64 = 1024;
+pub(super) const INLINE_COUNT: u64 = 1024;
 
 /// The longest a request's body may take to arrive once its headers are in; the listener
 /// sets it (`--header-timeout`), so that a body sent a byte at a time cannot hold a
@@ -126,28 +126,11 @@ fn param<'a>(params: &'a [(&'static str, Cow<'_, str>)], name: &str) -> Option<&
 }
 
 fn parse_format(text: &str) -> Result<Format, ApiError> {
-    match text {
-        "hex" => Ok(Format::Hex),
-        "base64url" => Ok(Format::Base64url),
-        "int" => Ok(Format::Int),
-        _ => Err(ApiError::bad_request(format!(
-            "unknown format \"{}\": use hex, base64url or int",
-            crate::codec::shown(text)
-        ))),
-    }
+    super::api::parse_choice("format", text)
 }
 
 fn parse_input(text: &str) -> Result<Input, ApiError> {
-    match text {
-        "auto" => Ok(Input::Auto),
-        "hex" => Ok(Input::Hex),
-        "base64url" => Ok(Input::Base64url),
-        "int" => Ok(Input::Int),
-        _ => Err(ApiError::bad_request(format!(
-            "unknown input \"{}\": use auto, hex, base64url or int",
-            crate::codec::shown(text)
-        ))),
-    }
+    super::api::parse_choice("input", text)
 }
 
 /// Records the request's outcome and turns it into a response.

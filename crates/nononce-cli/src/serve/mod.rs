@@ -7,6 +7,7 @@
 
 mod api;
 mod auth;
+mod grpc;
 mod http;
 mod listener;
 mod metrics;
@@ -161,7 +162,7 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
                 api.workers().describe()
             ));
         }
-        let router = http::router(Arc::clone(&api));
+        let router = http::router(Arc::clone(&api)).merge(grpc::router(Arc::clone(&api)));
         let signal = listener::serve(listener, router, tls, limits, signals.recv()).await;
         // Requests still running past the drain find their factory stopped.
         let released = api.workers().shutdown().await;

@@ -19,6 +19,8 @@ pub struct Served {
 
 impl Served {
     /// Starts `nononce serve --listen 127.0.0.1:0 ARGS` in `dir` and waits until it serves.
+    // The child is waited for by `Drop` once returned, and before the panic when it exits early.
+    #[allow(clippy::zombie_processes)]
     pub fn start(dir: &Path, args: &[&str]) -> Self {
         let mut child = std_nononce()
             .args(["serve", "--listen", "127.0.0.1:0"])
