@@ -6,9 +6,9 @@
 //!    `serve_baseline` example (an axum handler returning a constant on the same listener code
 //!    and limits), both loaded by `wrk` with the same threads and connections, in alternating
 //!    rounds. The per-request cost ratio is the baseline's requests per second over ours.
-//! 2. Batches: 64-bit counter nonces per second from `GET /v1/nonces?count=100000` (`wrk`),
-//!    against `ferroid-tonic-server` streaming 64-bit IDs to a tonic client
-//!    (`xtask/serve-bench-client`).
+//! 2. Batches: 64-bit counter nonces per second from `GET /v1/nonces?count=100000` (`wrk`) and
+//!    from the gRPC `StreamNonces`, against `ferroid-tonic-server` streaming as many 64-bit IDs
+//!    to the same tonic client (`xtask/serve-bench-client`).
 //! 3. A range of 1,000,000 counter nonces: the whole request's latency (`wrk`, one connection)
 //!    and the server's own time for it (the mean of `nononce_request_seconds` for
 //!    `operation="range"` from `/metrics`). The factory's part alone is the criterion benchmark
@@ -239,17 +239,20 @@ fn measure(bins: &Bins, options: &Options, dir: &Path) -> Result<String, String>
     let mut http_batches = Vec::new();
     let mut ferroid_runs = Vec::new();
     let mut credits_ms = Vec::new();
+    let mut grpc_runs = Vec::new();
     for round in 1..=options.rounds {
         eprintln!("==> batches, round {round}/{}", options.rounds);
         http_batches.push(wrk(bins, options, "1", "2", &batch_url)?);
         credits_ms.push(counter_credit_ms(nononce.port())?);
-        ferroid_runs.push(stream(bins, ferroid.port())?);
+        ferroid_runs.push(stream(bins, "ferroid", ferroid.port())?);
+        grpc_runs.push(stream(bins, "nononce", nononce.port())?);
     }
     let least_credit_s = credits_ms.iter().copied().fold(f64::INFINITY, f64::min) / 1000.0;
     let most_credit_s = credits_ms.iter().copied().fold(0.0, f64::max) / 1000.0;
     let http_batch = median_by_rate(http_batches);
     let http_per_second = http_batch.requests_per_second * f64::from(BATCH);
     let ferroid_run = median_by(ferroid_runs, |s| s.per_second());
+    let grpc_run = median_by(grpc_runs, |s| s.per_second());
     // The rounds above may run on milliseconds the 64-bit counter saved while the server
     // idled. The clock-bound rate, the one a server under constant load gets: rounds back to
     // back until one ends with the counter caught up with the clock, then one more, which
@@ -271,6 +274,8 @@ fn measure(bins: &Bins, options: &Options, dir: &Path) -> Result<String, String>
     eprintln!("==> batches, clock-bound");
     let bound_batch = wrk(bins, options, "1", "2", &batch_url)?;
     let bound_per_second = bound_batch.requests_per_second * f64::from(BATCH);
+    eprintln!("==> gRPC stream, clock-bound");
+    let bound_grpc = stream(bins, "nononce", nononce.port())?;
 
     eprintln!("==> a range of {RANGE} counter nonces");
     let range_url = format!(
@@ -336,6 +341,20 @@ fn measure(bins: &Bins, options: &Options, dir: &Path) -> Result<String, String>
     row(format!(
         "  the same on milliseconds saved while idle:      {http_per_second:>12.0} nonces/s ({:.1} requests/s, p50 {}): {burst_ratio:.2}x ferroid",
         http_batch.requests_per_second, http_batch.p50
+    ));
+    row(format!(
+        "  nononce serve gRPC StreamNonces ({STREAMS} streams x {STREAM_IDS}), clock-bound: {:>12.0} nonces/s ({} in {:.3} s, all distinct): {:.2}x ferroid",
+        bound_grpc.per_second(),
+        bound_grpc.ids,
+        bound_grpc.seconds,
+        bound_grpc.per_second() / ferroid_run.per_second()
+    ));
+    row(format!(
+        "  the same in rounds alternating with ferroid's:   {:>12.0} nonces/s ({} in {:.3} s, all distinct): {:.2}x ferroid",
+        grpc_run.per_second(),
+        grpc_run.ids,
+        grpc_run.seconds,
+        grpc_run.per_second() / ferroid_run.per_second()
     ));
     row(format!(
         "  (right after those rounds the counter was {least_credit_s:.1} to {most_credit_s:.1} s behind the clock; clock-bound, one machine ID gives at most 8,192 a millisecond: {:.0} a second)",
@@ -437,11 +456,12 @@ impl StreamRun {
     }
 }
 
-/// The gRPC client streaming [`STREAMS`] x [`STREAM_IDS`] IDs from ferroid on `port`.
-fn stream(bins: &Bins, port: u16) -> Result<StreamRun, String> {
+/// The gRPC client streaming [`STREAMS`] x [`STREAM_IDS`] 64-bit IDs from `server`
+/// (`ferroid` or `nononce`) on `port`.
+fn stream(bins: &Bins, server: &str, port: u16) -> Result<StreamRun, String> {
     let output = Command::new(&bins.client)
         .args([
-            "ferroid",
+            server,
             &format!("http://127.0.0.1:{port}"),
             &STREAMS.to_string(),
             &STREAM_IDS.to_string(),
