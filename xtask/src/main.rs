@@ -11,6 +11,8 @@
 //!   (`cargo bench -p nononce`), with extra criterion arguments; prints the goal table, whose
 //!   goals are listed beside the benchmarks (see `bench.rs`).
 //! - `cargo xtask fuzz [--cases N]`: every fuzz target in release mode (see `fuzz.rs`).
+//! - `cargo xtask serve-bench [--seconds N] [--rounds N]`: `nononce serve` against a bare axum
+//!   handler and ferroid-tonic-server, on loopback (see `serve_bench.rs`).
 
 mod bench;
 mod chaos;
@@ -18,6 +20,7 @@ mod core_deps;
 mod fuzz;
 mod launcher;
 mod ports;
+mod serve_bench;
 mod services;
 mod sim;
 mod steps;
@@ -40,10 +43,11 @@ fn main() -> ExitCode {
         Some("chaos") => chaos::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("sim") => sim::run(&args[1..]),
+        Some("serve-bench") => serve_bench::run(&args[1..]),
         Some("with-services") => with_services(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test [--quick]|nostd|core-deps|bench [criterion args]|bench-report|fuzz [--cases N]|with-services CMD [ARGS]>"
+                "usage: cargo xtask <test [--quick]|nostd|core-deps|bench [criterion args]|bench-report|fuzz [--cases N]|serve-bench [--seconds N] [--rounds N]|with-services CMD [ARGS]>"
             );
             return ExitCode::from(2);
         }

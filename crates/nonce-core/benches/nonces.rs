@@ -3,6 +3,7 @@
 //! `cargo xtask bench` runs this and prints the goal ratios; see docs/performance.md.
 
 use std::hint::black_box;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -139,6 +140,30 @@ fn counters(c: &mut Criterion) {
     g.finish();
 }
 
+/// A range of a million 96-bit counter nonces (what `nononce serve` answers
+/// `/v1/nonces/range?count=1000000` with), beside its floor: one atomic add of the same length
+/// on a bare counter, the least any reservation of a run can cost.
+fn ranges(c: &mut Criterion) {
+    const RUN: u64 = 1_000_000;
+    let run = NonZeroU64::new(RUN).unwrap();
+    let mut g = c.benchmark_group("range");
+    let counter = AtomicU64::new(0);
+    g.bench_function("fetch_add_x1000000", |b| {
+        b.iter(|| counter.fetch_add(black_box(RUN), Ordering::SeqCst))
+    });
+    let f = counter_factory();
+    g.bench_function("counter_range96_x1000000", |b| {
+        b.iter(|| f.counter_range96(black_box(run)).unwrap())
+    });
+    // On a live clock: the count runs ahead of the clock by a million per call, as a server's
+    // does when clients ask for ranges faster than it mints them.
+    let live = live_factory(BootClock::new());
+    g.bench_function("live_counter_range96_x1000000", |b| {
+        b.iter(|| live.counter_range96(black_box(run)).unwrap())
+    });
+    g.finish();
+}
+
 fn scaling(c: &mut Criterion) {
     let f = counter_factory();
     let mut g = c.benchmark_group("threads");
@@ -236,6 +261,6 @@ fn encrypted(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = baselines, counters, scaling, sortables, encrypted
+    targets = baselines, counters, ranges, scaling, sortables, encrypted
 }
 criterion_main!(benches);

@@ -15,17 +15,31 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::codec::Kind;
 
+/// How often the recorder's timing samples are folded into its summaries.
+const UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The process's metrics.
 pub struct Metrics {
     handle: PrometheusHandle,
 }
 
 impl Metrics {
-    /// Installs the process's recorder.
+    /// Installs the process's recorder, and its upkeep on the current runtime.
     pub fn install() -> Result<Self, String> {
         let handle = PrometheusBuilder::new()
             .install_recorder()
             .map_err(|e| format!("cannot start the metrics recorder: {e}"))?;
+        // The recorder keeps every timing sample until upkeep folds it into the summaries;
+        // without it a server nobody scrapes grows by about 20 bytes a request, and the first
+        // scrape after a million requests took a fifth of a second.
+        let upkeep = handle.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(UPKEEP);
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        });
         Ok(Self { handle })
     }
 

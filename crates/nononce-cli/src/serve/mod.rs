@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub use api::{Api, ApiError, MAX_COUNT, MAX_RANGE};
 pub use auth::Tokens;
-pub use listener::{Limits, Tls};
+pub use listener::{Limits, Tls, serve as serve_router};
 
 use crate::backends::{DEFAULT_STORE, STORE_HELP};
 use crate::cli::CipherArgs;
