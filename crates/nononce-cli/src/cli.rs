@@ -8,13 +8,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use nononce::lease::{Access, LeaseTerms};
 use nononce::nonce::{DEFAULT_EPOCH_MS, MachineId, NO_DEADLINE};
-use nononce::{
-    Base, BootClock, Cipher64, Cipher96, Cipher128, Factory, FactoryClock, FactoryOptions,
-    FactoryOptionsExt,
-};
+use nononce::{Base, BootClock, Factory, FactoryClock};
 
 use crate::backends::{DEFAULT_STORE, STORE_HELP};
 use crate::codec::{AnyNonce, Format, Input, Kind};
+use crate::factory_options::CipherArgs;
 use crate::keys::KeyArgs;
 use crate::output::{Exit, write_error};
 use crate::store::Store;
@@ -189,19 +187,6 @@ struct DecodeArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub(crate) struct CipherArgs {
-    /// Cipher for 64-bit nonces: blowfish, des3 or speck.
-    #[arg(long, default_value = "blowfish", value_parser = parse_cipher::<Cipher64>)]
-    pub(crate) cipher64: Cipher64,
-    /// Cipher for 96-bit nonces: blowfish, des3 or speck.
-    #[arg(long, default_value = "blowfish", value_parser = parse_cipher::<Cipher96>)]
-    pub(crate) cipher96: Cipher96,
-    /// Cipher for 128-bit nonces: aes or speck.
-    #[arg(long, default_value = "aes", value_parser = parse_cipher::<Cipher128>)]
-    pub(crate) cipher128: Cipher128,
-}
-
-#[derive(Debug, clap::Args)]
 struct CryptArgs {
     /// The nonce: 16, 24 or 32 hex digits.
     nonce_hex: String,
@@ -237,13 +222,6 @@ fn parse_machine_id(s: &str) -> Result<MachineId, String> {
             MachineId::MAX
         )),
     }
-}
-
-fn parse_cipher<C: std::str::FromStr>(s: &str) -> Result<C, String>
-where
-    C::Err: std::fmt::Display,
-{
-    s.parse().map_err(|e: C::Err| e.to_string())
 }
 
 /// What clap's own result means: help and version on stdout (status 0), every usage error as
@@ -287,18 +265,6 @@ pub fn clap_exit(e: &clap::Error) -> Result<(), Exit> {
         message.push_str(line);
     }
     Err(Exit::Usage(format!("{message} (see `{usage} --help`)")))
-}
-
-pub(crate) fn options(ciphers: &CipherArgs, key: Option<Vec<u8>>, epoch_ms: u64) -> FactoryOptions {
-    let mut o = FactoryOptions::new()
-        .with_epoch_ms(epoch_ms)
-        .with_cipher64(ciphers.cipher64)
-        .with_cipher96(ciphers.cipher96)
-        .with_cipher128(ciphers.cipher128);
-    if let Some(k) = key {
-        o = o.with_base_key(k.into());
-    }
-    o
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -394,33 +360,6 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
     })
 }
 
-/// SIGINT, SIGTERM and SIGHUP, as signal numbers.
-pub(crate) struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    pub(crate) fn new() -> Result<Self, String> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let on = |kind| signal(kind).map_err(|e| format!("cannot handle signals: {e}"));
-        Ok(Self {
-            interrupt: on(SignalKind::interrupt())?,
-            terminate: on(SignalKind::terminate())?,
-            hangup: on(SignalKind::hangup())?,
-        })
-    }
-
-    pub(crate) async fn recv(&mut self) -> u8 {
-        tokio::select! {
-            _ = self.interrupt.recv() => 2,
-            _ = self.terminate.recv() => 15,
-            _ = self.hangup.recv() => 1,
-        }
-    }
-}
-
 fn generate(args: GenArgs) -> Result<(), Exit> {
     let key = args.key.key()?;
     if args.kind == Kind::Encrypted && key.is_none() {
@@ -432,7 +371,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     } else {
         Base::Counter
     };
-    let options = options(&args.ciphers, key, args.epoch_ms)
+    let options = crate::factory_options::options(&args.ciphers, key, args.epoch_ms)
         .with_kind64(base)
         .with_kind96(base)
         .with_kind128(base);
@@ -442,7 +381,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     let factory = options.build(clock).map_err(|e| e.to_string())?;
     let args = Arc::new(args);
     runtime()?.block_on(async {
-        let mut signals = Signals::new()?;
+        let mut signals = crate::signals::Signals::new()?;
         if let Some(machine_id) = args.machine_id {
             factory
                 .enable(machine_id, NO_DEADLINE)
@@ -452,7 +391,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         }
         let url = args.store.as_deref().unwrap_or(DEFAULT_STORE);
         let nonces = tokio::select! {
-            started = start_lease(url, "gen", options, args.quiet) => started?.0,
+            started = crate::lease::start_lease(url, "gen", options, args.quiet) => started?.0,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
@@ -468,40 +407,6 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     })
 }
 
-/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
-/// with the log of what the lease went through.
-pub(crate) async fn start_lease(
-    url: &str,
-    name: &str,
-    options: FactoryOptions,
-    quiet: bool,
-) -> Result<
-    (
-        nononce::Nononce<crate::lease::Watched>,
-        Arc<std::sync::Mutex<crate::lease::Log>>,
-    ),
-    Exit,
-> {
-    let mut config = crate::lease::config();
-    let store = Store::open(url, Access::Lease, config.terms()).await?;
-    let (strategy, info) = store.into_strategy();
-    if nononce::Strategy::profile(&strategy).deterministic {
-        // A static store's first grant comes a margin after it is asked for (no predecessor's
-        // nonces to start above): the wait for it is that much longer.
-        let longer = config.acquire_timeout().map(|t| t + config.margin());
-        config = config.with_acquire_timeout(longer);
-    }
-    let watched = crate::lease::Watched::new(strategy, info.clone(), quiet);
-    let log = watched.log();
-    nononce::Nononce::builder(watched)
-        .with_factory(name, options)
-        .with_lease_config(config)
-        .start()
-        .await
-        .map(|nononce| (nononce, Arc::clone(&log)))
-        .map_err(|e| Exit::Fail(crate::lease::start_error(&e, &log, &info)))
-}
-
 struct Generated {
     result: Result<(), Exit>,
     /// After a signal: the generator's end, still to come.
@@ -513,7 +418,7 @@ struct Generated {
 async fn generate_until_signal(
     factory: Arc<Factory<FactoryClock>>,
     args: &Arc<GenArgs>,
-    signals: &mut Signals,
+    signals: &mut crate::signals::Signals,
 ) -> Generated {
     let stop = Arc::new(AtomicBool::new(false));
     let (done, mut finish) = tokio::sync::oneshot::channel();
@@ -624,7 +529,7 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
             crate::keys::HOW
         )
     })?;
-    let f = options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
+    let f = crate::factory_options::options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
         .build(BootClock::new())
         .map_err(|e| e.to_string())?;
     let out = match (nonce, encrypt) {

@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nononce::lease::{
-    Acquire, AcquireError, AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError, LeaseTerms,
-    Profile, Release, Renew, Renewal, StartError, error_chain,
+    Access, Acquire, AcquireError, AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError,
+    LeaseTerms, Profile, Release, Renew, Renewal, StartError, error_chain,
 };
-use nononce::{BoxStrategy, LeaseConfig, Strategy};
+use nononce::{BoxStrategy, FactoryOptions, LeaseConfig, Strategy};
 
-use crate::store::StoreInfo;
+use crate::output::Exit;
+use crate::store::{Store, StoreInfo};
 
 /// How long `gen` waits for its first lease.
 pub const ACQUIRE_WAIT: Duration = Duration::from_secs(10);
@@ -38,7 +39,9 @@ pub struct Log {
 }
 
 impl Log {
-    /// How the release at shutdown went; `None` when there was no lease to release.
+    /// How the release at shutdown went; `None` when there was no lease to release. `serve`
+    /// reports it for each kind; `gen` has one lease and says nothing more on success.
+    #[cfg(feature = "serve")]
     pub fn released(&self) -> Option<&Result<(), String>> {
         self.released.as_ref()
     }
@@ -210,4 +213,38 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
         }
         other => error_chain(other),
     }
+}
+
+/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
+/// with the log of what the lease went through.
+pub async fn start_lease(
+    url: &str,
+    name: &str,
+    options: FactoryOptions,
+    quiet: bool,
+) -> Result<
+    (
+        nononce::Nononce<crate::lease::Watched>,
+        Arc<std::sync::Mutex<crate::lease::Log>>,
+    ),
+    Exit,
+> {
+    let mut config = crate::lease::config();
+    let store = Store::open(url, Access::Lease, config.terms()).await?;
+    let (strategy, info) = store.into_strategy();
+    if nononce::Strategy::profile(&strategy).deterministic {
+        // A static store's first grant comes a margin after it is asked for (no predecessor's
+        // nonces to start above): the wait for it is that much longer.
+        let longer = config.acquire_timeout().map(|t| t + config.margin());
+        config = config.with_acquire_timeout(longer);
+    }
+    let watched = crate::lease::Watched::new(strategy, info.clone(), quiet);
+    let log = watched.log();
+    nononce::Nononce::builder(watched)
+        .with_factory(name, options)
+        .with_lease_config(config)
+        .start()
+        .await
+        .map(|nononce| (nononce, Arc::clone(&log)))
+        .map_err(|e| Exit::Fail(start_error(&e, &log, &info)))
 }

@@ -8,11 +8,13 @@
 mod backends;
 pub mod cli;
 pub mod codec;
+mod factory_options;
 mod keys;
 mod lease;
 pub mod output;
 #[cfg(feature = "serve")]
 pub mod serve;
+mod signals;
 mod store;
 
 /// Runs the command on the process's arguments and returns its exit status.

@@ -21,7 +21,7 @@ use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 
-use super::api::{ApiError, parse_kind};
+use super::request::{ApiError, parse_kind};
 use crate::codec::Kind;
 
 /// How to make a token's `sha256`, for the messages that ask for one.

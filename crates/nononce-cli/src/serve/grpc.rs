@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use super::api::{Api, ApiError, MAX_COUNT, MAX_RANGE, MAX_STREAM, check_count, parse_bits};
+use super::api::Api;
 use super::http::{INLINE_COUNT, MAX_BODY};
+use super::request::{ApiError, MAX_COUNT, MAX_RANGE, MAX_STREAM, check_count, parse_bits};
 use crate::codec::{AnyNonce, Input, Kind};
 
 /// The code generated from the `.proto`.

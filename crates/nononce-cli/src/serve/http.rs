@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
@@ -14,8 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
 
-use super::api::{
-    Api, ApiError, MAX_COUNT, MAX_RANGE, check_count, parse_bits, parse_count, parse_kind,
+use super::api::Api;
+use super::listener::BodyTimeout;
+use super::request::{
+    ApiError, MAX_COUNT, MAX_RANGE, check_count, parse_bits, parse_count, parse_kind,
 };
 use crate::codec::{AnyNonce, Format, Input, Kind};
 
@@ -28,18 +30,6 @@ pub const MAX_DECODE: usize = 1000;
 /// Above this many nonces a request generates on a blocking thread: 64-bit counter nonces may
 /// wait for the clock.
 pub(super) const INLINE_COUNT: u64 = 1024;
-
-/// The longest a request's body may take to arrive once its headers are in; the listener
-/// sets it (`--header-timeout`), so that a body sent a byte at a time cannot hold a
-/// connection.
-#[derive(Debug, Clone, Copy)]
-pub struct BodyTimeout(pub Duration);
-
-impl Default for BodyTimeout {
-    fn default() -> Self {
-        Self(super::Limits::default().header_timeout)
-    }
-}
 
 type Shared = Arc<Api>;
 
@@ -126,11 +116,11 @@ fn param<'a>(params: &'a [(&'static str, Cow<'_, str>)], name: &str) -> Option<&
 }
 
 fn parse_format(text: &str) -> Result<Format, ApiError> {
-    super::api::parse_choice("format", text)
+    super::request::parse_choice("format", text)
 }
 
 fn parse_input(text: &str) -> Result<Input, ApiError> {
-    super::api::parse_choice("input", text)
+    super::request::parse_choice("input", text)
 }
 
 /// Records the request's outcome and turns it into a response.

@@ -20,8 +20,20 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::DRAIN;
-use super::http::BodyTimeout;
+/// How long requests in flight may take to finish once a signal arrived.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// The longest a request's body may take to arrive once its headers are in; the listener
+/// sets it (`--header-timeout`), so that a body sent a byte at a time cannot hold a
+/// connection.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTimeout(pub Duration);
+
+impl Default for BodyTimeout {
+    fn default() -> Self {
+        Self(Limits::default().header_timeout)
+    }
+}
 
 /// What one server allows each client.
 #[derive(Debug, Clone, Copy)]

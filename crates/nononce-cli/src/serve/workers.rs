@@ -8,7 +8,7 @@ use std::time::Duration;
 use nononce::nonce::Clock;
 use nononce::{Base, Factory, FactoryClock, Nononce};
 
-use super::ServeArgs;
+use super::args::ServeArgs;
 use crate::codec::Kind;
 use crate::lease::{Log, Watched};
 use crate::output::Exit;
@@ -64,11 +64,11 @@ impl Workers {
             } else {
                 None
             };
-            let options = crate::cli::options(&args.ciphers, key, args.epoch_ms)
+            let options = crate::factory_options::options(&args.ciphers, key, args.epoch_ms)
                 .with_kind64(base)
                 .with_kind96(base)
                 .with_kind128(base);
-            match crate::cli::start_lease(store, kind.name(), options, quiet).await {
+            match crate::lease::start_lease(store, kind.name(), options, quiet).await {
                 Ok((nononce, log)) => {
                     let factory = Arc::clone(nononce.factory(kind.name()).expect("added above"));
                     workers.push(Worker { kind, factory });
