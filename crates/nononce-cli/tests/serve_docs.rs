@@ -600,12 +600,7 @@ impl QuietServer {
     /// Sends `signal` and waits: the exit status and all it said on stderr.
     fn stop(mut self, signal: &str) -> (std::process::ExitStatus, String) {
         let mut child = self.child.take().unwrap();
-        let sent = Command::new("kill")
-            .args(["-s", signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let status = child.wait().unwrap();
+        let status = crate::common::serve::stop(&mut child, signal);
         let mut said = String::new();
         child
             .stderr
@@ -620,10 +615,7 @@ impl QuietServer {
 impl Drop for QuietServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-s", "TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
+            crate::common::serve::terminate(&mut child);
         }
     }
 }

@@ -85,13 +85,7 @@ impl Served {
 
     /// Sends `signal` (a name for `kill -s`) and waits: the exit status and the rest of stderr.
     pub fn signal(mut self, signal: &str) -> (ExitStatus, String) {
-        let mut child = self.child.take().unwrap();
-        let status = std::process::Command::new("kill")
-            .args(["-s", signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let status = child.wait().unwrap();
+        let status = stop(&mut self.child.take().unwrap(), signal);
         let mut rest = String::new();
         self.stderr
             .take()
@@ -105,12 +99,27 @@ impl Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = std::process::Command::new("kill")
-                .args(["-s", "TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
+            terminate(&mut child);
         }
     }
+}
+
+/// Sends `signal` (a name for `kill -s`) to `child` and waits for it to exit.
+pub fn stop(child: &mut Child, signal: &str) -> ExitStatus {
+    let sent = std::process::Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    child.wait().unwrap()
+}
+
+/// Stops `child` with SIGTERM, if it still runs, and reaps it: for `Drop`, which must not panic.
+pub fn terminate(child: &mut Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }
 
 /// An HTTP client that reports every status as it is (none is an error).
