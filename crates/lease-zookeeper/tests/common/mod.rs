@@ -1,0 +1,2 @@
+//! Shared test helpers.
+#![allow(dead_code, reason = "each test file uses a different subset")]
