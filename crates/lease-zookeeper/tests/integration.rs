@@ -4,3 +4,4 @@
 //! runs one of them.
 
 mod common;
+mod conformance;
