@@ -4,3 +4,5 @@
 //! runs one of them.
 
 mod common;
+
+mod servers;
