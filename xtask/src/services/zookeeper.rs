@@ -100,7 +100,9 @@ fn ensure_installed() -> Result<(PathBuf, String), String> {
         Ok(classpath) => classpath,
         Err(_) => {
             if !Path::new(JAR).is_file() || !Path::new(LOGGER_JAR).is_file() {
-                apt_install(&["zookeeper"], "ZooKeeper", CONNECT_VAR)?;
+                apt_install(&["zookeeper"], "ZooKeeper", "").map_err(|e| {
+                    format!("{e}; or set {CLASSPATH_VAR} to a ZooKeeper server's Java classpath")
+                })?;
             }
             for jar in [JAR, LOGGER_JAR] {
                 if !Path::new(jar).is_file() {
