@@ -9,6 +9,7 @@ pub mod python;
 pub mod redis;
 mod running;
 mod sql;
+pub mod zookeeper;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,10 +17,11 @@ use std::process::{Command, Output};
 pub use running::Running;
 
 /// A scratch folder for this run, in memory (`/dev/shm`) where the machine has one: the shared
-/// etcd's data, and the tests' temporary files (`TMPDIR`: SQLite files, the private PostgreSQL,
-/// Valkey and etcd servers of the fault tests). Nothing in the suite tests durability across a
-/// machine crash (a killed server's writes survive in the page cache either way), and dozens of
-/// servers and tests syncing to one disk at once made etcd's writes take half a second.
+/// etcd's and ZooKeeper's data, and the tests' temporary files (`TMPDIR`: SQLite files, the
+/// private PostgreSQL, Valkey, etcd and ZooKeeper servers of the fault tests). Nothing in the
+/// suite tests durability across a machine crash (a killed server's writes survive in the page
+/// cache either way), and dozens of servers and tests syncing to one disk at once made etcd's
+/// writes take half a second.
 fn scratch() -> Result<PathBuf, String> {
     let shm = Path::new("/dev/shm");
     let parent = if shm.is_dir() {
@@ -43,6 +45,7 @@ pub fn start() -> Result<Running, String> {
     etcd::ensure(&mut running)?;
     sql::ensure(&mut running)?;
     redis::ensure(&mut running)?;
+    zookeeper::ensure(&mut running)?;
     python::ensure(&mut running)?;
     Ok(running)
 }

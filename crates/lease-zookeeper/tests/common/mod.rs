@@ -2,6 +2,10 @@
 //! strategies on them.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod servers;
+
+pub use servers::{Mode, OwnEnsemble};
+
 use std::time::Duration;
 
 use lease_core::{ErrorKind, LeaseError, StoreAdmin};
