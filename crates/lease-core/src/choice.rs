@@ -54,7 +54,9 @@ mod tests {
         let free: Vec<_> = (0..512).map(|n| (id(n), u64::from(n) * 10, ())).collect();
         let mut state = 1_u64;
         let mut random = |n: usize| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
             usize::try_from(state >> 33).unwrap() % n
         };
         // Only ID 0 and 1 are below 11.

@@ -11,58 +11,74 @@ use crate::strategy::{ZooKeeperStrategy, lossy};
 use crate::transport::{ReadOp, ReadResult, Reply, Request, Transport, WriteOp};
 
 impl<T: Transport> ZooKeeperStrategy<T> {
-    /// The IDs with a znode under `<root>/leases`, in ID order; `None` when the folder does not
-    /// exist.
-    async fn listed(&self) -> Result<Option<Vec<MachineId>>, ZooKeeperLeaseError> {
-        let ops = vec![ReadOp::Children(self.layout().leases())];
-        let (_, results) = self.read("get children (leases)", ops).await?;
-        Ok(match results.into_iter().next() {
-            Some(ReadResult::Children(children)) => {
+    /// The IDs with a znode under `<root>/leases` (held) and under `<root>/guards` (in their
+    /// release guard), each in ID order; empty where the folder does not exist.
+    async fn listed(&self) -> Result<(Vec<MachineId>, Vec<MachineId>), ZooKeeperLeaseError> {
+        let ops = vec![
+            ReadOp::Children(self.layout().leases()),
+            ReadOp::Children(self.layout().guards()),
+        ];
+        let (_, results) = self.read("multi-read (leases)", ops).await?;
+        let mut lists = results.into_iter().map(|result| match result {
+            ReadResult::Children(children) => {
                 let mut ids: Vec<MachineId> =
                     children.iter().filter_map(|c| paths::child_id(c)).collect();
                 ids.sort();
-                Some(ids)
+                ids
             }
-            _ => None,
-        })
+            _ => Vec::new(),
+        });
+        let held = lists.next().unwrap_or_default();
+        Ok((held, lists.next().unwrap_or_default()))
     }
 
     /// Every held ID, and every ID in its release guard, in ID order. A held ID shows its
     /// token and, as its time left, the longest session timeout: ZooKeeper ends the znode at most
-    /// that long after its holder stops. An ID in its guard shows `guard` and the guard's
-    /// length, which a node that sees it now waits.
+    /// that long after its holder stops. An ID only in its guard shows `guard` and the guard's
+    /// length, at most what is left of it.
     ///
     /// # Errors
     /// When the ensemble cannot be reached or refuses the reads.
     pub async fn holders(&self) -> Result<Vec<Holder>, ZooKeeperLeaseError> {
-        let Some(ids) = self.listed().await? else {
-            return Ok(Vec::new());
-        };
-        let ops = ids
+        let (held, guarded) = self.listed().await?;
+        let mut ops: Vec<ReadOp> = held
             .iter()
             .map(|id| ReadOp::Data(self.layout().lease(*id)))
             .collect();
+        ops.extend(
+            guarded
+                .iter()
+                .map(|id| ReadOp::Data(self.layout().guard(*id))),
+        );
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
         let (_, results) = self.read("multi-read (holders)", ops).await?;
-        Ok(ids
-            .into_iter()
-            .zip(results)
-            .filter_map(|(id, result)| {
-                let ReadResult::Data { data, stat } = result else {
-                    // Released since the listing.
-                    return None;
-                };
-                if stat.ephemeral_owner == 0
-                    && let Some(guard_ms) = paths::parse_length("guard", &data)
-                {
-                    return Some(Holder::new(id, "guard", Duration::from_millis(guard_ms)));
-                }
-                Some(Holder::new(
-                    id,
-                    &lossy(&data),
+        let (leases, guards) = results.split_at(held.len());
+        let mut holders: Vec<Holder> = held
+            .iter()
+            .zip(leases)
+            .filter_map(|(id, result)| match result {
+                ReadResult::Data { data, .. } => Some(Holder::new(
+                    *id,
+                    &lossy(data),
                     self.options().max_session_timeout(),
-                ))
+                )),
+                // Released since the listing.
+                _ => None,
             })
-            .collect())
+            .collect();
+        for (id, result) in guarded.iter().zip(guards) {
+            if holders.iter().any(|h| h.machine_id == *id) {
+                continue;
+            }
+            if let ReadResult::Data { data, .. } = result {
+                let left = paths::parse_length("guard", data).unwrap_or(0);
+                holders.push(Holder::new(*id, "guard", Duration::from_millis(left)));
+            }
+        }
+        holders.sort_by_key(|h| h.machine_id);
+        Ok(holders)
     }
 
     /// How many of the 512 IDs have no znode (neither held nor in a release guard).
@@ -70,8 +86,11 @@ impl<T: Transport> ZooKeeperStrategy<T> {
     /// # Errors
     /// When the ensemble cannot be reached or refuses the read.
     pub async fn free_count(&self) -> Result<u64, ZooKeeperLeaseError> {
-        let held = self.listed().await?.map_or(0, |ids| ids.len());
-        Ok(u64::from(MachineId::COUNT).saturating_sub(u64::try_from(held).unwrap_or(u64::MAX)))
+        let (held, guarded) = self.listed().await?;
+        let taken: std::collections::BTreeSet<MachineId> =
+            held.into_iter().chain(guarded).collect();
+        Ok(u64::from(MachineId::COUNT)
+            .saturating_sub(u64::try_from(taken.len()).unwrap_or(u64::MAX)))
     }
 
     /// Frees `id` at once, whoever holds it: its znode is deleted and its floor znode written
@@ -128,6 +147,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
             let ops = vec![
                 ReadOp::Children(layout.leases()),
                 ReadOp::Children(layout.floors()),
+                ReadOp::Children(layout.guards()),
                 ReadOp::Data(layout.marker()),
                 ReadOp::Data(layout.hold_off()),
             ];
@@ -146,10 +166,13 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 write.push(create(layout.floors(), b""));
             }
             if missing(2) {
+                write.push(create(layout.guards(), b""));
+            }
+            if missing(3) {
                 write.push(create(layout.marker(), paths::MARKER_DATA));
             }
             let mut ended_hold_off = None;
-            if let Some(ReadResult::Data { data, stat }) = results.get(3) {
+            if let Some(ReadResult::Data { data, stat }) = results.get(4) {
                 ended_hold_off = Some(
                     paths::parse_length("hold-off", data)
                         .map_or(self.options().max_session_timeout(), Duration::from_millis),

@@ -71,15 +71,13 @@ pub enum ZooKeeperLeaseError {
     #[error(
         "all {count} machine ids under `{root}` are held{guarded}: wait for one to expire, or free a dead node's id",
         count = lease_core::MachineId::COUNT,
-        guarded = guard_note(*.guarded, *.guard_left)
+        guarded = guard_note(*.guarded)
     )]
     Exhausted {
         /// The root znode.
         root: String,
-        /// How many are in their release guard.
-        guarded: u16,
-        /// When the first of them may be claimed, on this node's clock.
-        guard_left: Option<Duration>,
+        /// How many are only in their release guard (free when it ends).
+        guarded: usize,
     },
     /// Other nodes claimed the chosen free ID first, `attempts` times in a row.
     #[error("lost the race for a free machine id {attempts} times in a row: try again")]
@@ -160,13 +158,10 @@ pub enum ZooKeeperLeaseError {
     },
 }
 
-fn guard_note(guarded: u16, left: Option<Duration>) -> String {
-    match (guarded, left) {
-        (0, _) => String::new(),
-        (n, Some(left)) => {
-            format!(" ({n} only in their release guard, the first claimable in {left:?})")
-        }
-        (n, None) => format!(" ({n} only in their release guard)"),
+fn guard_note(guarded: usize) -> String {
+    match guarded {
+        0 => String::new(),
+        n => format!(" ({n} of them only in their release guard, free within seconds)"),
     }
 }
 
@@ -210,7 +205,9 @@ pub(crate) fn classify(error: &zookeeper_client::Error) -> ErrorKind {
         | E::SessionMoved
         | E::Throttled
         | E::SessionExpired
-        | E::ClientClosed => ErrorKind::Retry,
+        | E::ClientClosed
+        // "no response from connection in N ms": the connection stalled.
+        | E::Custom(_) => ErrorKind::Retry,
         // Credentials refused, a path or ACL the user may not touch, a read-only server.
         E::AuthFailed | E::NoAuth | E::InvalidAcl | E::BadArguments(_) | E::NotReadOnly => {
             ErrorKind::Misconfigured
@@ -239,11 +236,10 @@ mod tests {
         let e = ZooKeeperLeaseError::Exhausted {
             root: "/nononce".into(),
             guarded: 3,
-            guard_left: Some(Duration::from_secs(4)),
         };
         let text = e.to_string();
         assert!(
-            text.contains("3 only in their release guard, the first claimable in 4s"),
+            text.contains("3 of them only in their release guard"),
             "{text}"
         );
         assert_eq!(e.kind(), ErrorKind::Exhausted);

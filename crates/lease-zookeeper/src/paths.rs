@@ -8,8 +8,9 @@ pub(crate) const DEFAULT_ROOT: &str = "/nononce";
 /// The znodes of one root:
 ///
 /// ```text
-/// <root>/leases/<id>     ephemeral while held: the holder's token; persistent while in its
-///                        release guard: "guard <ms>"
+/// <root>/leases/<id>     ephemeral while held: the holder's token
+/// <root>/guards/<id>     ephemeral on a session of the release guard's length, after a
+///                        release: "guard <ms>"
 /// <root>/floors/<id>     persistent: the ID's timestamp floor, decimal ms
 /// <root>/initialized     persistent: the initialization marker
 /// <root>/hold-off        persistent, during a hold-off only: its length, "hold-off <ms>"
@@ -35,6 +36,16 @@ impl Layout {
     /// `<root>/leases`: one child per held or guarded ID.
     pub(crate) fn leases(&self) -> String {
         format!("{}/leases", self.root)
+    }
+
+    /// `<root>/guards`: one child per ID in its release guard.
+    pub(crate) fn guards(&self) -> String {
+        format!("{}/guards", self.root)
+    }
+
+    /// `<root>/guards/<id>`.
+    pub(crate) fn guard(&self, id: MachineId) -> String {
+        format!("{}/guards/{id}", self.root)
     }
 
     /// `<root>/floors`: one child per ID that has a floor.

@@ -1,6 +1,6 @@
 //! [`ZooKeeperStrategy`]: the lease protocol on ephemeral znodes, floors and multi-ops.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -62,13 +62,21 @@ struct Seen {
     rewound: Option<(String, Duration)>,
     /// The hold-off znode (its creating transaction) and when this node first saw it.
     hold_off: Option<(i64, Duration)>,
-    /// Each ID seen in its release guard: the guard znode's creating transaction and when this
-    /// node first saw it.
-    guards: HashMap<MachineId, (i64, Duration)>,
     /// The shortest TTL the lease manager accepts (from `check_terms`).
     min_ttl: Option<Duration>,
     /// Claims whose answer was lost: the ID and token, to delete if they were applied.
-    uncertain: Vec<(MachineId, String)>,
+    uncertain: Vec<LostClaim>,
+}
+
+/// A claim whose answer was lost: what undoing it, if it was applied, needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LostClaim {
+    id: MachineId,
+    token: String,
+    /// The floor before the claim.
+    floor_before: u64,
+    /// The floor znode's version the claim would leave.
+    floor_version: i32,
 }
 
 /// Machine-ID leases on ZooKeeper.
@@ -265,6 +273,8 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         let layout = &self.layout;
         let mut ops = vec![
             ReadOp::Children(layout.leases()),
+            ReadOp::Children(layout.guards()),
+            ReadOp::Children(layout.floors()),
             ReadOp::Data(layout.marker()),
             ReadOp::Data(layout.hold_off()),
         ];
@@ -288,19 +298,20 @@ impl<T: Transport> ZooKeeperStrategy<T> {
             session,
             ..Snapshot::default()
         };
-        match results.next() {
+        let mut folder = |ids: &mut HashSet<MachineId>| match results.next() {
             Some(ReadResult::Children(children)) => {
-                snapshot.leases_dir = true;
-                snapshot.held = children.iter().filter_map(|c| paths::child_id(c)).collect();
+                ids.extend(children.iter().filter_map(|c| paths::child_id(c)));
+                Ok(true)
             }
-            Some(ReadResult::Missing) => {}
-            other => {
-                return Err(ZooKeeperLeaseError::unexpected(
-                    "multi-read (root)",
-                    format!("{other:?}"),
-                ));
-            }
-        }
+            Some(ReadResult::Missing) => Ok(false),
+            other => Err(ZooKeeperLeaseError::unexpected(
+                "multi-read (root)",
+                format!("{other:?}"),
+            )),
+        };
+        snapshot.leases_dir = folder(&mut snapshot.held)?;
+        snapshot.guards_dir = folder(&mut snapshot.guarded)?;
+        snapshot.floors_dir = folder(&mut HashSet::new())?;
         snapshot.marker = matches!(results.next(), Some(ReadResult::Data { .. }));
         if let Some(ReadResult::Data { data, stat }) = results.next() {
             let length = paths::parse_length("hold-off", &data)
@@ -311,12 +322,11 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         for (id, result) in all_ids().zip(results) {
             let floor = match result {
                 ReadResult::Data { data, stat } => {
-                    snapshot.floors_dir = true;
                     highest = highest.max(stat.mzxid);
                     match paths::parse_floor(&data) {
                         Some(floor) => Some((floor, stat.version)),
                         None => {
-                            if !snapshot.held.contains(&id) {
+                            if !snapshot.taken(id) {
                                 snapshot.unreadable.push((id, lossy(&data)));
                             }
                             continue;
@@ -325,15 +335,10 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 }
                 _ => None,
             };
-            if !snapshot.held.contains(&id) {
-                snapshot.free.push((
-                    id,
-                    floor.map_or(0, |(f, _)| f),
-                    Claim {
-                        floor_version: floor.map(|(_, v)| v),
-                        guard_version: None,
-                    },
-                ));
+            if !snapshot.taken(id) {
+                snapshot
+                    .free
+                    .push((id, floor.map_or(0, |(f, _)| f), floor.map(|(_, v)| v)));
             }
         }
         self.observe_floors(highest);
@@ -444,12 +449,15 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         if !snapshot.leases_dir {
             ops.push(persistent(layout.leases(), b""));
         }
+        if !snapshot.guards_dir {
+            ops.push(persistent(layout.guards(), b""));
+        }
         if !snapshot.floors_dir {
-            // Created empty only when no floor znode was read (a folder that exists with no
-            // child fails the create, and the next read sees the marker's absence again).
             ops.push(persistent(layout.floors(), b""));
         }
-        ops.push(persistent(layout.marker(), paths::MARKER_DATA));
+        if !snapshot.marker {
+            ops.push(persistent(layout.marker(), paths::MARKER_DATA));
+        }
         ops.push(persistent(
             layout.hold_off(),
             &paths::encode_hold_off(millis(length)),
@@ -467,79 +475,6 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         }
     }
 
-    /// The free IDs when none is free outright: the IDs whose release guard has passed on this
-    /// node's clock since it first saw the guard znode, with what claiming them needs; or the
-    /// `Exhausted` answer, with how many are guarded and when the first one may be claimed.
-    async fn past_guards(
-        &self,
-        snapshot: &Snapshot,
-    ) -> Result<Vec<(MachineId, u64, Claim)>, ZooKeeperLeaseError> {
-        let ids: Vec<MachineId> = snapshot.held.iter().copied().collect();
-        let mut ops: Vec<ReadOp> = ids
-            .iter()
-            .map(|id| ReadOp::Data(self.layout.lease(*id)))
-            .collect();
-        ops.extend(ids.iter().map(|id| ReadOp::Data(self.layout.floor(*id))));
-        let (_, results) = self.read("multi-read (guards)", ops).await?;
-        let (leases, floors) = results.split_at(ids.len());
-        let now = self.transport.now();
-        let mut claimable = Vec::new();
-        let mut guarded: u16 = 0;
-        let mut first_left: Option<Duration> = None;
-        let mut seen = self.seen();
-        let mut still = HashSet::new();
-        for ((id, lease), floor) in ids.iter().zip(leases).zip(floors) {
-            let ReadResult::Data { data, stat } = lease else {
-                continue;
-            };
-            if stat.ephemeral_owner != 0 {
-                continue;
-            }
-            let Some(guard_ms) = paths::parse_length("guard", data) else {
-                continue;
-            };
-            guarded += 1;
-            still.insert(*id);
-            let first_seen = match seen.guards.get(id) {
-                Some((czxid, at)) if *czxid == stat.czxid => *at,
-                _ => {
-                    seen.guards.insert(*id, (stat.czxid, now));
-                    now
-                }
-            };
-            let left =
-                Duration::from_millis(guard_ms).saturating_sub(now.saturating_sub(first_seen));
-            if !left.is_zero() {
-                first_left = Some(first_left.map_or(left, |l| l.min(left)));
-                continue;
-            }
-            let (floor_ms, floor_version) = match floor {
-                ReadResult::Data { data, stat } => match paths::parse_floor(data) {
-                    Some(floor) => (floor, Some(stat.version)),
-                    None => continue,
-                },
-                _ => (0, None),
-            };
-            claimable.push((
-                *id,
-                floor_ms,
-                Claim {
-                    floor_version,
-                    guard_version: Some(stat.version),
-                },
-            ));
-        }
-        seen.guards.retain(|id, _| still.contains(id));
-        if claimable.is_empty() {
-            return Err(ZooKeeperLeaseError::Exhausted {
-                root: self.layout.root().to_owned(),
-                guarded,
-                guard_left: first_left,
-            });
-        }
-        Ok(claimable)
-    }
-
     /// A random number below `n`.
     fn random_below(&self, n: usize) -> usize {
         let n = u64::try_from(n).unwrap_or(u64::MAX).max(1);
@@ -553,36 +488,45 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         format!("{token:032x}")
     }
 
-    /// Deletes the znodes of earlier claims whose answers were lost, where they were applied
-    /// and are still this session's: nobody was granted them, and they would block their IDs
-    /// for as long as the session lives. Best effort.
-    async fn clean_uncertain(&self) {
-        let uncertain = std::mem::take(&mut self.seen().uncertain);
-        for (id, token) in uncertain {
-            let path = self.layout.lease(id);
-            let Ok((session, results)) = self
-                .read("get (lost claim)", vec![ReadOp::Data(path.clone())])
-                .await
-            else {
-                self.seen().uncertain.push((id, token));
-                continue;
+    /// Undoes earlier claims whose answers were lost, where they were applied and are still
+    /// this session's: nobody was granted them, and they would block their IDs for as long as
+    /// the session lives. The lease znode is deleted and the floor set back to what it was, in
+    /// one multi-op: nothing was issued under the claim. Its requests ride the session the claims
+    /// rode, after them (ZooKeeper answers a session's requests in order), so a claim still on
+    /// its way is seen. Until every such claim is settled, no new one is made: a node would hold
+    /// two IDs.
+    async fn clean_uncertain(&self) -> Result<(), ZooKeeperLeaseError> {
+        loop {
+            let Some(lost) = self.seen().uncertain.last().cloned() else {
+                return Ok(());
             };
+            let path = self.layout.lease(lost.id);
+            let floor = self.layout.floor(lost.id);
+            let ops = vec![ReadOp::Data(path.clone()), ReadOp::Data(floor.clone())];
+            let (session, results) = self.read("multi-read (lost claim)", ops).await?;
             if let Some(ReadResult::Data { data, stat }) = results.first()
                 && stat.ephemeral_owner == session.id
-                && *data == token.as_bytes()
+                && *data == lost.token.as_bytes()
             {
-                let delete = vec![WriteOp::Delete {
+                let mut undo = vec![WriteOp::Delete {
                     path,
                     version: Some(stat.version),
                 }];
-                if self
-                    .write("multi (delete lost claim)", delete)
-                    .await
-                    .is_err()
+                if let Some(ReadResult::Data { stat, .. }) = results.get(1)
+                    && stat.version == lost.floor_version
                 {
-                    self.seen().uncertain.push((id, token));
+                    undo.push(WriteOp::SetData {
+                        path: floor,
+                        data: paths::encode_floor(lost.floor_before),
+                        version: Some(stat.version),
+                    });
                 }
+                // Refused: the znode went with its session meanwhile. Settled either way.
+                let (_, _undone) = self.write("multi (undo lost claim)", undo).await?;
             }
+            // Settled: never applied, undone now, or on a session that ended (and the znode
+            // with it).
+            self.seen().uncertain.retain(|claim| *claim != lost);
         }
     }
 
@@ -619,26 +563,22 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                     None => continue,
                 }
             }
-            if !snapshot.marker || !snapshot.leases_dir {
+            if !snapshot.marker || !snapshot.leases_dir || !snapshot.guards_dir {
                 match self.begin_hold_off(&snapshot).await? {
                     Some(held_off) => return Err(held_off),
                     None => continue,
                 }
             }
-            let free = if snapshot.free.is_empty() && snapshot.unreadable.is_empty() {
-                self.past_guards(&snapshot).await?
-            } else {
-                snapshot.free
-            };
             // A random free ID, not the lowest: nodes starting together spread out.
-            let Some((id, stored, claim)) =
-                pick_free(&free, request.now_ms, &mut |n| self.random_below(n))
+            let Some((id, stored, floor_version)) =
+                pick_free(&snapshot.free, request.now_ms, &mut |n| {
+                    self.random_below(n)
+                })
             else {
                 let (id, value) = snapshot.unreadable.into_iter().next().ok_or_else(|| {
                     ZooKeeperLeaseError::Exhausted {
                         root: self.layout.root().to_owned(),
-                        guarded: 0,
-                        guard_left: None,
+                        guarded: snapshot.guarded.len(),
                     }
                 })?;
                 return Err(ZooKeeperLeaseError::UnreadableFloor {
@@ -672,7 +612,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 },
             ];
             // The floor as read, raised: any claim of the ID since the read wrote it.
-            ops.push(match claim.floor_version {
+            ops.push(match floor_version {
                 Some(version) => WriteOp::SetData {
                     path: self.layout.floor(id),
                     data: paths::encode_floor(floor_ms),
@@ -684,12 +624,18 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                     ephemeral: false,
                 },
             });
-            if let Some(version) = claim.guard_version {
-                ops.push(WriteOp::Delete {
-                    path: lease_path.clone(),
-                    version: Some(version),
-                });
-            }
+            // Not in its release guard: the guard znode, ephemeral on a session of the guard's
+            // length, is absent (created and deleted in the same multi-op).
+            let guard = self.layout.guard(id);
+            ops.push(WriteOp::Create {
+                path: guard.clone(),
+                data: Vec::new(),
+                ephemeral: false,
+            });
+            ops.push(WriteOp::Delete {
+                path: guard,
+                version: None,
+            });
             ops.push(WriteOp::Create {
                 path: lease_path,
                 data: token.clone().into_bytes(),
@@ -700,7 +646,12 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 Ok(answer) => answer,
                 Err(e) => {
                     // It may have been applied: an ephemeral znode nobody was granted.
-                    self.seen().uncertain.push((id, token));
+                    self.seen().uncertain.push(LostClaim {
+                        id,
+                        token,
+                        floor_before: stored,
+                        floor_version: floor_version.map_or(0, |v| v + 1),
+                    });
                     return Err(e);
                 }
             };
@@ -713,7 +664,6 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 Some(WriteResult::Set(stat)) => stat.version,
                 _ => 0,
             };
-            self.seen().guards.remove(&id);
             let lease = ZooKeeperLease {
                 id,
                 session: session.id,
@@ -771,6 +721,29 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         Ok(Err(reason))
     }
 
+    /// Blocks `id` for `guard`: its guard znode on a session of that timeout, left to expire. A
+    /// guard znode that exists already (a retried release) blocks it as well.
+    async fn guard(&self, id: MachineId, guard: Duration) -> Result<(), ZooKeeperLeaseError> {
+        const OPERATION: &str = "create (release guard)";
+        let request = Request::Guard {
+            path: self.layout.guard(id),
+            data: paths::encode_guard(millis(guard)),
+            timeout: guard,
+        };
+        let answer = self.exchange(OPERATION, request).await?;
+        match answer.reply {
+            Reply::Done
+            | Reply::Refused {
+                refusal: Refusal::NodeExists,
+                ..
+            } => Ok(()),
+            other => Err(ZooKeeperLeaseError::unexpected(
+                OPERATION,
+                format!("{other:?}"),
+            )),
+        }
+    }
+
     /// Raises the floor of `id` to at least `floor_ms`, whoever holds it: the floor of a lease
     /// that is no longer this holder's. Best effort, a few tries.
     async fn raise_floor(&self, id: MachineId, floor_ms: u64) -> Result<(), ZooKeeperLeaseError> {
@@ -805,14 +778,6 @@ impl<T: Transport> ZooKeeperStrategy<T> {
     }
 }
 
-/// What claiming a free ID needs: the floor znode's version as read (`None`: no floor znode),
-/// and the release guard znode's version when the ID is past its guard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Claim {
-    floor_version: Option<i32>,
-    guard_version: Option<i32>,
-}
-
 /// What one read of the root showed.
 #[derive(Debug, Default)]
 struct Snapshot {
@@ -825,12 +790,24 @@ struct Snapshot {
     marker: bool,
     /// The hold-off znode's stat and length, when it exists.
     hold_off: Option<(NodeStat, Duration)>,
-    /// The IDs with a znode under `<root>/leases` (held or guarded).
+    /// The IDs with a znode under `<root>/leases` (held).
     held: HashSet<MachineId>,
-    /// Free IDs with their stored floor (0 when none) and what claiming them needs.
-    free: Vec<(MachineId, u64, Claim)>,
+    /// The IDs with a znode under `<root>/guards` (in their release guard).
+    guarded: HashSet<MachineId>,
+    /// Whether `<root>/guards` exists.
+    guards_dir: bool,
+    /// Free IDs with their stored floor (0 when none) and the floor znode's version (`None`:
+    /// no floor znode).
+    free: Vec<(MachineId, u64, Option<i32>)>,
     /// Free IDs whose floor znode holds no readable floor, with what it holds.
     unreadable: Vec<(MachineId, String)>,
+}
+
+impl Snapshot {
+    /// Whether `id` is held or in its release guard.
+    fn taken(&self, id: MachineId) -> bool {
+        self.held.contains(&id) || self.guarded.contains(&id)
+    }
 }
 
 impl Default for Session {
@@ -865,9 +842,7 @@ impl<T: Transport> Strategy for ZooKeeperStrategy<T> {
         &self,
         request: Acquire,
     ) -> Result<Grant<ZooKeeperLease>, ZooKeeperLeaseError> {
-        if !self.seen().uncertain.is_empty() {
-            self.clean_uncertain().await;
-        }
+        self.clean_uncertain().await?;
         self.claim_loop(request).await
     }
 
@@ -955,20 +930,31 @@ impl<T: Transport> Strategy for ZooKeeperStrategy<T> {
         ))
     }
 
-    /// One multi-op: the ephemeral znode exists and the floor is at the version this holder
-    /// last wrote; the floor is set to `floor_ms`, and the ephemeral znode is replaced by a
-    /// persistent guard znode (`guard <ms>`), which keeps the ID from being claimed until a
-    /// node has seen it for the guard. When the lease is no longer ours, only the floor is
-    /// raised.
+    /// One read of the lease and floor znodes; when the lease is still ours, the guard (the
+    /// ephemeral znode `<root>/guards/<id>` on a session of its own whose timeout is the guard,
+    /// left to expire, which keeps the ID from being claimed until then), then one multi-op: the
+    /// lease znode exists and the floor is at the version read; the floor is set to `floor_ms`
+    /// and the lease znode deleted. When the lease is no longer ours, only the floor is raised.
     async fn release(
         &self,
         lease: &ZooKeeperLease,
         request: Release,
     ) -> Result<(), ZooKeeperLeaseError> {
-        let guard_ms = millis(request.guard).max(1);
-        let mut floor_version = Some(lease.floor_version);
+        let mut guarded = request.guard.is_zero();
         for _ in 0..=REREADS {
-            let lease_path = self.layout.lease(lease.id);
+            let floor_version = match self.recheck(lease).await {
+                Ok(Ok((version, _))) => version,
+                Ok(Err(_))
+                | Err(ZooKeeperLeaseError::Request {
+                    source: zookeeper_client::Error::SessionExpired,
+                    ..
+                }) => break,
+                Err(e) => return Err(e),
+            };
+            if !guarded {
+                self.guard(lease.id, request.guard).await?;
+                guarded = true;
+            }
             let floor_op = match floor_version {
                 Some(version) => WriteOp::SetData {
                     path: self.layout.floor(lease.id),
@@ -981,6 +967,7 @@ impl<T: Transport> Strategy for ZooKeeperStrategy<T> {
                     ephemeral: false,
                 },
             };
+            let lease_path = self.layout.lease(lease.id);
             let ops = vec![
                 WriteOp::Check {
                     path: lease_path.clone(),
@@ -988,22 +975,15 @@ impl<T: Transport> Strategy for ZooKeeperStrategy<T> {
                 },
                 floor_op,
                 WriteOp::Delete {
-                    path: lease_path.clone(),
-                    version: None,
-                },
-                WriteOp::Create {
                     path: lease_path,
-                    data: paths::encode_guard(guard_ms),
-                    ephemeral: false,
+                    version: None,
                 },
             ];
             let (session, result) = match self.write("multi (release)", ops).await {
                 Err(ZooKeeperLeaseError::Request {
                     source: zookeeper_client::Error::SessionExpired,
                     ..
-                }) => {
-                    break;
-                }
+                }) => break,
                 other => other?,
             };
             if session.id != lease.session {
@@ -1012,10 +992,8 @@ impl<T: Transport> Strategy for ZooKeeperStrategy<T> {
             match result {
                 Ok(_) => return Ok(()),
                 Err((0, _)) => break,
-                Err(_) => match self.recheck(lease).await? {
-                    Ok((version, _)) => floor_version = version,
-                    Err(_) => break,
-                },
+                // The floor moved since the read: read again.
+                Err(_) => {}
             }
         }
         // Not ours any more (expired, released by an operator, taken over): only raise the

@@ -33,6 +33,18 @@ pub enum Request {
     /// Creates a persistent znode and every missing ancestor (`mkdir -p`); one that exists is
     /// left as it is.
     MakePath(String),
+    /// Opens a session of its own with `timeout`, creates the ephemeral znode `path` on it and
+    /// leaves it, without closing it: the ensemble ends the session, and the znode with it,
+    /// `timeout` after this request (longer if it grants a longer session; shorter only if its
+    /// `maxSessionTimeout` is below `timeout`). Answered `Done`, or `Refused` at index 0.
+    Guard {
+        /// The znode.
+        path: String,
+        /// Its data.
+        data: Vec<u8>,
+        /// The session timeout to ask for.
+        timeout: Duration,
+    },
 }
 
 /// One operation of a [`Request::Read`].
@@ -151,7 +163,7 @@ pub enum Reply {
         /// Why.
         refusal: Refusal,
     },
-    /// A [`Request::Sync`] or [`Request::MakePath`] is done.
+    /// A [`Request::Sync`], [`Request::MakePath`] or [`Request::Guard`] is done.
     Done,
 }
 
@@ -364,6 +376,33 @@ impl Connection {
             Request::Sync(path) => {
                 client.sync(&path).await?;
                 Ok(Reply::Done)
+            }
+            Request::Guard {
+                path,
+                data,
+                timeout,
+            } => {
+                // Detached: dropping the client leaves the session to expire on the ensemble.
+                let guard = Client::connector()
+                    .with_session_timeout(timeout)
+                    .with_connection_timeout(self.options.connect_timeout())
+                    .with_fail_eagerly()
+                    .with_detached()
+                    .connect(self.options.hosts())
+                    .await?;
+                let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+                match guard.create(&path, &data, &ephemeral).await {
+                    Ok(_) => Ok(Reply::Done),
+                    Err(zookeeper_client::Error::NodeExists) => Ok(Reply::Refused {
+                        index: 0,
+                        refusal: Refusal::NodeExists,
+                    }),
+                    Err(zookeeper_client::Error::NoNode) => Ok(Reply::Refused {
+                        index: 0,
+                        refusal: Refusal::NoNode,
+                    }),
+                    Err(e) => Err(e),
+                }
             }
             Request::MakePath(path) => {
                 let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());

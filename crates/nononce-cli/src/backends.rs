@@ -9,7 +9,7 @@ use nononce::lease::Backend;
 pub const DEFAULT_STORE: &str = "sqlite://nononce-leases.db";
 
 /// What `--store` takes.
-pub const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
+pub const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], zk://HOST:PORT[,HOST:PORT...][/ROOT], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
 
 /// Every backend of this build, in the order the message on an unknown store lists them.
 pub fn registered() -> Vec<Box<dyn Backend>> {
@@ -20,6 +20,8 @@ pub fn registered() -> Vec<Box<dyn Backend>> {
         Box::new(nononce::backends::RedisBackend),
         #[cfg(feature = "etcd")]
         Box::new(nononce::backends::EtcdBackend),
+        #[cfg(feature = "zookeeper")]
+        Box::new(nononce::backends::ZooKeeperBackend),
         #[cfg(feature = "static")]
         Box::new(nononce::backends::StatefulSetBackend),
         #[cfg(feature = "static")]

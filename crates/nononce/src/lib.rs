@@ -47,6 +47,11 @@ pub use lease_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use lease_etcd as etcd;
 
+/// ZooKeeper leases: one ephemeral znode per machine ID, claimed in multi-ops.
+#[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
+pub use lease_zookeeper as zookeeper;
+
 /// Machine IDs from a StatefulSet pod ordinal (an environment variable's trailing digits).
 #[cfg(feature = "statefulset")]
 #[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
@@ -85,6 +90,10 @@ pub mod backends {
     #[cfg(feature = "statefulset")]
     #[cfg_attr(docsrs, doc(cfg(feature = "statefulset")))]
     pub use lease_static::StatefulSetBackend;
+    /// `zk://` stores.
+    #[cfg(feature = "zookeeper")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
+    pub use lease_zookeeper::ZooKeeperBackend;
 }
 
 pub use lease_core::{BoxStrategy, Strategy};

@@ -9,8 +9,9 @@
 //! `.services/logs/zookeeper-PORT.log`: nothing of it is written under `/var/log` or `/etc`.
 //!
 //! The shared server is standalone, on loopback port 2397 (another free one when a run beside
-//! this one holds it), with a fresh data folder in the run's scratch folder, `tickTime` 2000
-//! (the server's default, so sessions of 4 to 40 s are granted, as by a user's server), and is
+//! this one holds it), with a fresh data folder in the run's scratch folder, sessions of 1 to 40 s
+//! (40 s is what a user's server grants at most with its default tick; the short 500 ms tick and
+//! 1 s minimum let the release guards of the tests, sessions of 2 s, end on time), and is
 //! stopped when the run ends; it is never shared with another run, whose server would stop with
 //! it. `NONONCE_TEST_ZOOKEEPER` set by the caller is passed through untouched (that server is
 //! the caller's to manage); `NONONCE_TEST_ZOOKEEPER_CLASSPATH` and `NONONCE_TEST_ZOOKEEPER_JAVA`
@@ -139,8 +140,12 @@ fn ensure_installed() -> Result<(PathBuf, String), String> {
 /// The shared server's configuration: standalone on loopback `port`, its data in `data`.
 fn standalone_config(port: u16, data: &Path) -> String {
     format!(
-        "# The shared test server: standalone, the server's default tick.\n\
-         tickTime=2000\n\
+        "# The shared test server: standalone. Sessions up to 40 s, as a user's server with its\n\
+         # default tick grants, and from 1 s on a short tick: a release guard is a session of the\n\
+         # guard's length, and the conformance checks' 2 s guards must end within their slack.\n\
+         tickTime=500\n\
+         minSessionTimeout=1000\n\
+         maxSessionTimeout=40000\n\
          dataDir={data}\n\
          clientPort={port}\n\
          clientPortAddress=127.0.0.1\n\

@@ -117,7 +117,7 @@ pub fn options_at(hosts: &str, root: &Root) -> ZooKeeperOptions {
     ZooKeeperOptions::new(hosts)
         .with_root(root.path.clone())
         .with_session_timeout(Duration::from_secs(20))
-        .with_request_timeout(Duration::from_secs(3))
+        .with_request_timeout(Duration::from_secs(10))
         .with_connect_timeout(Duration::from_secs(3))
 }
 
