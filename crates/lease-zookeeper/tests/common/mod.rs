@@ -2,8 +2,10 @@
 //! strategies on them.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod proxy;
 pub mod servers;
 
+pub use proxy::Proxy;
 pub use servers::{Mode, OwnEnsemble};
 
 use std::time::Duration;

@@ -224,6 +224,14 @@ impl OwnEnsemble {
         self.wait_serving(i);
     }
 
+    /// Kills every member (a crash of the whole ensemble), starts them all again on their data,
+    /// and waits until each serves: an ensemble serves only once a quorum is back.
+    pub fn restart_all(&mut self) {
+        (0..self.members.len()).for_each(|i| self.kill(i));
+        (0..self.members.len()).for_each(|i| self.spawn(i));
+        (0..self.members.len()).for_each(|i| self.wait_serving(i));
+    }
+
     /// Kills member `i`, deletes its data and starts it again on the same ports: a standalone
     /// server that forgot everything, or an ensemble member that must copy everything from the
     /// leader before it serves.
