@@ -279,18 +279,14 @@ impl<T: Transport> ZooKeeperStrategy<T> {
             ReadOp::Data(layout.hold_off()),
         ];
         ops.extend(all_ids().map(|id| ReadOp::Data(layout.floor(id))));
+        // Before the first read, sync at once (the session is new); later, only when the read
+        // came on another session than the last sync's.
+        if self.seen().synced.is_none() {
+            self.sync().await?;
+        }
         let (mut session, mut results) = self.read("multi-read (root)", ops.clone()).await?;
         if self.seen().synced != Some(session.id) {
-            let answer = self
-                .exchange("sync", Request::Sync(layout.root().to_owned()))
-                .await?;
-            if answer.reply != Reply::Done {
-                return Err(ZooKeeperLeaseError::unexpected(
-                    "sync",
-                    format!("{:?}", answer.reply),
-                ));
-            }
-            self.seen().synced = Some(answer.session.id);
+            self.sync().await?;
             (session, results) = self.read("multi-read (root)", ops).await?;
         }
         let mut results = results.into_iter();
@@ -343,6 +339,20 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         }
         self.observe_floors(highest);
         Ok(snapshot)
+    }
+
+    /// A `sync` of the root, recorded as the session's.
+    async fn sync(&self) -> Result<(), ZooKeeperLeaseError> {
+        let request = Request::Sync(self.layout.root().to_owned());
+        let answer = self.exchange("sync", request).await?;
+        if answer.reply != Reply::Done {
+            return Err(ZooKeeperLeaseError::unexpected(
+                "sync",
+                format!("{:?}", answer.reply),
+            ));
+        }
+        self.seen().synced = Some(answer.session.id);
+        Ok(())
     }
 
     /// Compares the highest floor transaction of a read with the highest this strategy saw:

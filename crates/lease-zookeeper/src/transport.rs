@@ -238,7 +238,8 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     /// A connection to the ensemble `options` name; connects on first use.
-    pub(crate) fn new(options: ZooKeeperOptions) -> Self {
+    #[must_use]
+    pub fn new(options: ZooKeeperOptions) -> Self {
         Self {
             options,
             client: tokio::sync::Mutex::new(None),

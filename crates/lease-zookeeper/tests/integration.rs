@@ -6,4 +6,5 @@
 mod common;
 mod conformance;
 mod faults;
+mod round_trips;
 mod servers;
