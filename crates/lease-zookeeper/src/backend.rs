@@ -40,6 +40,7 @@ impl Backend for ZooKeeperBackend {
             {
                 return Err(store.error(describe(&e, store)));
             }
+            reachable(strategy.options().hosts(), store).await?;
             probe(&strategy, store).await?;
             Ok(Opened::with_admin(strategy))
         })
@@ -114,6 +115,39 @@ fn describe(error: &ZooKeeperLeaseError, store: &StoreUrl) -> String {
     ZooKeeperBackend
         .explain(error, store)
         .map_or_else(|| error_chain(error), |explained| explained.message)
+}
+
+/// At least one host must accept a TCP connection within the connect timeout; when none does,
+/// the error names each one's cause (the client would only say that no host was available).
+async fn reachable(hosts: &str, store: &StoreUrl) -> Result<(), OpenError> {
+    let timeout = store.connect_timeout();
+    // All at once: a dead host costs the timeout once, not once per host.
+    let mut attempts = tokio::task::JoinSet::new();
+    for (index, host) in hosts.split(',').map(str::to_owned).enumerate() {
+        attempts.spawn(async move {
+            let result =
+                match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(&host)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(format!("{host}: {e}")),
+                    Err(_) => Err(format!("{host}: no answer within {}", duration(timeout))),
+                };
+            (index, result)
+        });
+    }
+    let mut causes = Vec::new();
+    while let Some(joined) = attempts.join_next().await {
+        match joined {
+            Ok((_, Ok(()))) => return Ok(()),
+            Ok((index, Err(cause))) => causes.push((index, cause)),
+            Err(e) => causes.push((usize::MAX, e.to_string())),
+        }
+    }
+    causes.sort();
+    let causes: Vec<String> = causes.into_iter().map(|(_, cause)| cause).collect();
+    Err(store.error(format!(
+        "cannot connect to {}: check that the hosts are ZooKeeper client ports (2181 by default) and that the servers run",
+        causes.join("; ")
+    )))
 }
 
 /// The store must answer one read of the root within the connect timeout.

@@ -17,3 +17,4 @@ mod serve_docs;
 mod serve_fuzz;
 mod serve_grpc;
 mod stores;
+mod zookeeper;

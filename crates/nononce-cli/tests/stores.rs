@@ -18,6 +18,7 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
         "redis://127.0.0.1:1",
         "etcd://127.0.0.1:1",
         "etcd://me:s3cret@127.0.0.1:1/p/",
+        "zk://127.0.0.1:1/p",
     ] {
         for args in store_commands(store) {
             let started = Instant::now();

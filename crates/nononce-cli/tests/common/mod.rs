@@ -166,6 +166,19 @@ pub fn etcd_store() -> String {
     store
 }
 
+/// The ZooKeeper test server as the `host:port` of a `zk://` URL.
+pub fn zookeeper_hosts() -> String {
+    std::env::var("NONONCE_TEST_ZOOKEEPER").unwrap_or_else(|_| "127.0.0.1:2397".into())
+}
+
+/// A ZooKeeper store URL on a root of its own, initialized (`leases migrate`) as a new store is.
+pub fn zookeeper_store() -> String {
+    let store = format!("zk://{}/nononce-cli/{}", zookeeper_hosts(), unique("t"));
+    let migrated = run_ok(&["leases", "migrate", "--store", &store]);
+    assert!(migrated.starts_with("store initialized"), "{migrated}");
+    store
+}
+
 /// A name no other test run uses: process ID, a counter and the time.
 pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
