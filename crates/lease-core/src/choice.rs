@@ -50,32 +50,37 @@ mod tests {
     }
 
     #[test]
-    fn prefers_a_floor_below_the_clock_and_spreads_out() {
-        let free: Vec<_> = (0..512).map(|n| (id(n), u64::from(n) * 10, ())).collect();
-        let mut state = 1_u64;
-        let mut random = |n: usize| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            usize::try_from(state >> 33).unwrap() % n
+    fn an_id_whose_floor_is_below_now_is_preferred() {
+        let free = [(1, 500), (2, 99), (3, 100), (4, 700)].map(|(n, floor)| (id(n), floor, ()));
+        // A "random" source that walks through every index in turn.
+        let mut next = 0;
+        let mut random = move |n: usize| {
+            next += 1;
+            (next - 1) % n
         };
-        // Only ID 0 and 1 are below 11.
-        for _ in 0..50 {
-            assert!(pick_free(&free, 11, &mut random).unwrap().0.get() < 2);
+        for _ in 0..20 {
+            assert_eq!(pick_free(&free, 100, &mut random).unwrap().0, id(2));
         }
-        let picked: std::collections::BTreeSet<u16> = (0..100)
-            .map(|_| pick_free(&free, 6_000, &mut random).unwrap().0.get())
+        // Every ID below now is a candidate, chosen at random.
+        let mut seen: Vec<u16> = (0..20)
+            .map(|_| pick_free(&free, 600, &mut random).unwrap().0.get())
             .collect();
-        assert!(picked.len() > 50, "{picked:?}");
-        // Every floor ahead: the lower of two random picks.
-        let ahead = [(id(1), 900, ()), (id(2), 200, ())];
-        let mut alternate = {
-            let mut k = 0;
-            move |n: usize| {
-                k += 1;
-                k % n
-            }
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, [1, 2, 3]);
+        assert_eq!(pick_free::<()>(&[], 100, &mut random), None);
+
+        // With every floor ahead, the lower of two random picks wins.
+        let free = [(1, 500), (2, 300), (3, 900)].map(|(n, floor)| (id(n), floor, ()));
+        let mut answers = [0, 1, 2, 0, 1, 2].into_iter();
+        let mut random = |n: usize| {
+            let i = answers.next().unwrap();
+            assert!(i < n);
+            i
         };
-        assert_eq!(pick_free(&ahead, 100, &mut alternate).unwrap().0, id(2));
+        // (500, 300) -> 2; (900, 500) -> 1; (300, 900) -> 2.
+        assert_eq!(pick_free(&free, 100, &mut random).unwrap().0, id(2));
+        assert_eq!(pick_free(&free, 100, &mut random).unwrap().0, id(1));
+        assert_eq!(pick_free(&free, 100, &mut random).unwrap().0, id(2));
     }
 }

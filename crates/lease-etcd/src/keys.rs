@@ -1,4 +1,4 @@
-//! The key layout under the prefix, the floor's text form, and the choice of a free ID.
+//! The key layout under the prefix, and the floor's text form.
 
 use lease_core::MachineId;
 
@@ -94,30 +94,6 @@ fn parse_id(text: &[u8]) -> Option<MachineId> {
     MachineId::new(std::str::from_utf8(text).ok()?.parse().ok()?).ok()
 }
 
-/// The ID an acquire tries: a random one among the free IDs whose floor is below
-/// `now_ms` (the acquirer's clock); when there is none, the lower-floored of two random free
-/// IDs (nodes starting together still spread out, and the factory starts less far ahead).
-/// `random(n)` picks in `0..n`.
-pub(crate) fn pick<T: Copy>(
-    free: &[(MachineId, u64, T)],
-    now_ms: u64,
-    random: &mut impl FnMut(usize) -> usize,
-) -> Option<(MachineId, u64, T)> {
-    let below: Vec<_> = free
-        .iter()
-        .filter(|(_, floor, _)| *floor < now_ms)
-        .collect();
-    if !below.is_empty() {
-        return Some(*below[random(below.len())]);
-    }
-    if free.is_empty() {
-        return None;
-    }
-    let a = free[random(free.len())];
-    let b = free[random(free.len())];
-    Some(if b.1 < a.1 { b } else { a })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,30 +148,5 @@ mod tests {
                 assert_eq!(encode_floor(a).cmp(&encode_floor(b)), a.cmp(&b));
             }
         }
-    }
-
-    #[test]
-    fn an_id_whose_floor_is_below_now_is_preferred() {
-        let free = [(1, 500), (2, 99), (3, 100), (4, 700)].map(|(n, floor)| (id(n), floor, ()));
-        let mut next = 0;
-        let mut random = move |n: usize| {
-            next += 1;
-            (next - 1) % n
-        };
-        for _ in 0..20 {
-            assert_eq!(pick(&free, 100, &mut random).unwrap().0, id(2));
-        }
-        let mut seen: Vec<u16> = (0..20)
-            .map(|_| pick(&free, 600, &mut random).unwrap().0.get())
-            .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen, [1, 2, 3]);
-        assert_eq!(pick::<()>(&[], 100, &mut random), None);
-        // Every floor ahead: the lower of two random picks.
-        let ahead = [(id(1), 500, ()), (id(2), 300, ())];
-        let mut answers = [0, 1].into_iter();
-        let mut random = |_| answers.next().unwrap();
-        assert_eq!(pick(&ahead, 100, &mut random).unwrap().0, id(2));
     }
 }

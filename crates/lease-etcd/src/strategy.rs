@@ -472,7 +472,7 @@ impl<T: Transport> EtcdStrategy<T> {
             }
             // A random free ID, not the lowest: nodes starting together spread out.
             let Some((id, stored, floor_revision)) =
-                keys::pick(&snapshot.free, request.now_ms, &mut |n| {
+                lease_core::pick_free(&snapshot.free, request.now_ms, &mut |n| {
                     self.random_below(n)
                 })
             else {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use lease_core::time::granted_floor;
 use lease_core::{
     Acquire, ErrorKind, Grant, Holder, LeaseError, LeaseTerms, MachineId, Profile, Release, Renew,
-    Renewal, Strategy,
+    Renewal, Strategy, pick_free,
 };
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
@@ -328,31 +328,6 @@ fn unexpected(command: &'static str, reply: &Reply) -> RedisLeaseError {
     }
 }
 
-/// The ID an acquire tries: a random one among the free IDs whose floor is below `now_ms` (the
-/// acquirer's clock); when there is none, the lower-floored of two random free IDs (nodes
-/// starting together still spread out, and the factory starts less far ahead). `random(n)`
-/// picks in `0..n`.
-fn pick(
-    free: &[(MachineId, u64)],
-    now_ms: u64,
-    random: &mut impl FnMut(usize) -> usize,
-) -> Option<MachineId> {
-    let below: Vec<MachineId> = free
-        .iter()
-        .filter(|(_, floor)| *floor < now_ms)
-        .map(|(id, _)| *id)
-        .collect();
-    if !below.is_empty() {
-        return Some(below[random(below.len())]);
-    }
-    if free.is_empty() {
-        return None;
-    }
-    let a = free[random(free.len())];
-    let b = free[random(free.len())];
-    Some(if b.1 < a.1 { b.0 } else { a.0 })
-}
-
 impl<T: Transport> RedisStrategy<T> {
     /// The TTL an acquire asks for: `requested`, at most `max_lease_duration`, at least 1 ms.
     fn acquire_ttl(&self, requested: Duration) -> Result<Duration, RedisLeaseError> {
@@ -402,9 +377,14 @@ impl<T: Transport> Strategy for RedisStrategy<T> {
         for attempt in 0..self.options.acquire_attempts {
             let (free, run_id) = self.read(attempt == 0).await?;
             checked = checked.or(run_id);
-            let Some(id) = pick(&free.readable, request.now_ms, &mut |n| {
-                self.random_below(n)
-            }) else {
+            let candidates: Vec<(MachineId, u64, ())> = free
+                .readable
+                .iter()
+                .map(|&(id, floor)| (id, floor, ()))
+                .collect();
+            let Some((id, _, ())) =
+                pick_free(&candidates, request.now_ms, &mut |n| self.random_below(n))
+            else {
                 return Err(match free.unreadable.into_iter().next() {
                     Some((id, value)) => unreadable(id, value),
                     None => RedisLeaseError::Exhausted {
@@ -559,40 +539,5 @@ mod tests {
             assert!(shown.contains(prefix), "{shown}");
             assert!(!shown.contains(&token[prefix.len()..]), "{shown}");
         }
-    }
-
-    #[test]
-    fn an_id_whose_floor_is_below_now_is_preferred() {
-        let free = [(id(1), 500), (id(2), 99), (id(3), 100), (id(4), 700)];
-        // A "random" source that walks through every index in turn.
-        let mut next = 0;
-        let mut random = move |n: usize| {
-            next += 1;
-            (next - 1) % n
-        };
-        for _ in 0..20 {
-            assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
-        }
-        // Every ID below now is a candidate, chosen at random.
-        let mut seen: Vec<u16> = (0..20)
-            .map(|_| pick(&free, 600, &mut random).unwrap().get())
-            .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen, [1, 2, 3]);
-        assert_eq!(pick(&[], 100, &mut random), None);
-
-        // With every floor ahead, the lower of two random picks wins.
-        let free = [(id(1), 500), (id(2), 300), (id(3), 900)];
-        let mut answers = [0, 1, 2, 0, 1, 2].into_iter();
-        let mut random = |n: usize| {
-            let i = answers.next().unwrap();
-            assert!(i < n);
-            i
-        };
-        // (500, 300) -> 2; (900, 500) -> 1; (300, 900) -> 2.
-        assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
-        assert_eq!(pick(&free, 100, &mut random), Some(id(1)));
-        assert_eq!(pick(&free, 100, &mut random), Some(id(2)));
     }
 }
