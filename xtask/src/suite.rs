@@ -147,7 +147,8 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
         // What users build: each published library and binary alone (no dev-dependencies
         // unified in), in every combination of its features. `default` adds nothing a
         // combination lacks. The unpublished crates (chaos, simulation, xtask, the example
-        // strategy) have no features; the step below checks each alone with its tests.
+        // strategy, the gRPC code check) have no features; the step below checks each alone
+        // with its tests.
         hack_step(
             "features: check, every combination",
             "hack check --workspace --exclude nononce --ignore-private --feature-powerset \

@@ -23,10 +23,11 @@ use super::http::{INLINE_COUNT, MAX_BODY};
 use super::request::{ApiError, MAX_COUNT, MAX_RANGE, MAX_STREAM, check_count, parse_bits};
 use crate::codec::{AnyNonce, Input, Kind};
 
-/// The code generated from the `.proto`.
+/// The code generated from the `.proto`, checked in (the `nononce-grpc-code` crate generates it
+/// again and its test fails when it differs).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod proto {
-    tonic::include_proto!("nononce.v1");
+    include!("nononce.v1.rs");
 }
 
 use proto::nonces_server::{Nonces, NoncesServer};
