@@ -175,7 +175,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
             if let Some(ReadResult::Data { data, stat }) = results.get(4) {
                 ended_hold_off = Some(
                     paths::parse_length("hold-off", data)
-                        .map_or(self.options().max_session_timeout(), Duration::from_millis),
+                        .map_or(self.options().amnesia_hold_off(), Duration::from_millis),
                 );
                 write.push(WriteOp::Delete {
                     path: layout.hold_off(),

@@ -11,13 +11,12 @@ use lease_core::{
 
 use crate::{ZooKeeperLeaseError, ZooKeeperOptions, ZooKeeperStrategy};
 
-/// Opens `zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N]`
+/// Opens `zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N&max_clock_offset_s=N]`
 /// stores for a program that takes stores by URL.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ZooKeeperBackend;
 
-const URL_FORM: &str =
-    "use zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N]";
+const URL_FORM: &str = "use zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N&max_clock_offset_s=N]";
 
 impl Backend for ZooKeeperBackend {
     fn schemes(&self) -> Vec<&'static str> {
@@ -79,7 +78,7 @@ impl Backend for ZooKeeperBackend {
                 return Some(Explained::held_off(
                     *remaining,
                     format!(
-                        "the zookeeper ensemble went back in time ({what}: a snapshot restore, or every server started on an empty data directory), so it may lack leases still in use; max_session_timeout_s=SECONDS in the store url (the longest session timeout any node of this root uses) sets the hold-off"
+                        "the zookeeper ensemble went back in time ({what}: a snapshot restore, or every server started on an empty data directory), so it may lack leases still in use; max_session_timeout_s=SECONDS (the longest session timeout any node of this root uses) and max_clock_offset_s=SECONDS (the largest offset of a node's clock from the others'; 3600 by default) in the store url set the hold-off"
                     ),
                 ));
             }

@@ -95,9 +95,9 @@ pub enum ZooKeeperLeaseError {
     },
     /// This strategy saw the ensemble go back in time (a floor written at a later transaction
     /// than the ensemble now knows of): it may have lost leases still in use, so acquisition holds
-    /// off for the longest session timeout.
+    /// off for the amnesia hold-off ([`ZooKeeperOptions::amnesia_hold_off`](crate::ZooKeeperOptions::amnesia_hold_off)).
     #[error(
-        "the zookeeper ensemble went back in time ({what}): it may have lost leases still in use, so acquisition waits {remaining:?} more, the longest session timeout (max_session_timeout_s in the store url)"
+        "the zookeeper ensemble went back in time ({what}): it may have lost leases still in use, so acquisition waits {remaining:?} more: the longest session timeout and twice the largest clock offset between nodes (max_session_timeout_s and max_clock_offset_s in the store url)"
     )]
     StoreRewound {
         /// What was seen.
@@ -106,11 +106,11 @@ pub enum ZooKeeperLeaseError {
         remaining: Duration,
     },
     /// The root was found without its initialization marker: it is new, or its znodes were
-    /// deleted while nodes ran. Acquisition holds off for the longest session timeout, counted
-    /// on each node's own clock from when it first saw the hold-off znode, unless an operator
+    /// deleted while nodes ran. Acquisition holds off for the amnesia hold-off, counted on each
+    /// node's own clock from when it first saw the hold-off znode, unless an operator
     /// initializes the root ([`StoreAdmin::migrate`](lease_core::StoreAdmin::migrate)).
     #[error(
-        "acquisition is held off for {remaining:?} more: the zookeeper root `{root}` was found without its initialization marker `{root}/initialized`. Either the root is new, or its znodes were deleted while nodes ran (deleteall {root}), and ids that running nodes still use look free. If the root is new, or every node using it is stopped, run `nononce leases migrate --store zk://HOST:PORT{root}` once (StoreAdmin::migrate); otherwise wait: the hold-off (`{root}/hold-off`) lasts the longest session timeout (max_session_timeout_s in the store url) past when this node first saw it"
+        "acquisition is held off for {remaining:?} more: the zookeeper root `{root}` was found without its initialization marker `{root}/initialized`. Either the root is new, or its znodes were deleted while nodes ran (deleteall {root}), and ids that running nodes still use look free. If the root is new, or every node using it is stopped, run `nononce leases migrate --store zk://HOST:PORT{root}` once (StoreAdmin::migrate); otherwise wait: the hold-off (`{root}/hold-off`) lasts the longest session timeout and twice the largest clock offset between nodes (max_session_timeout_s and max_clock_offset_s in the store url) past when this node first saw it"
     )]
     NotInitialized {
         /// The root znode.

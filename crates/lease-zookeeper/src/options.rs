@@ -12,7 +12,8 @@ use crate::paths::{DEFAULT_ROOT, valid_root};
 /// | `hosts` | (given) | the ensemble's `host:port` list, comma-separated |
 /// | `root` | `/nononce` | the znode everything lives under; one root per deployment |
 /// | `session_timeout` | 40 s | the session timeout asked of the ensemble (its `maxSessionTimeout`, 20 ticks = 40 s by default, caps it) |
-/// | `max_session_timeout` | 40 s | the longest session timeout any node of this root uses: the amnesia hold-off |
+/// | `max_session_timeout` | 40 s | the longest session timeout any node of this root uses |
+/// | `max_clock_offset` | 1 h | the largest offset between two nodes' clocks; with the longest session, the amnesia hold-off (`max_session_timeout + 2 × max_clock_offset`) |
 /// | `acquire_attempts` | 3 | claims tried per acquire before `Conflict` |
 /// | `connect_timeout` | 10 s | longest wait for a session |
 /// | `request_timeout` | 5 s | longest wait for one request's answer |
@@ -22,6 +23,7 @@ pub struct ZooKeeperOptions {
     pub(crate) root: String,
     pub(crate) session_timeout: Duration,
     pub(crate) max_session_timeout: Duration,
+    pub(crate) max_clock_offset: Duration,
     pub(crate) acquire_attempts: u32,
     pub(crate) connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
@@ -34,6 +36,7 @@ impl std::fmt::Debug for ZooKeeperOptions {
             .field("root", &self.root)
             .field("session_timeout", &self.session_timeout)
             .field("max_session_timeout", &self.max_session_timeout)
+            .field("max_clock_offset", &self.max_clock_offset)
             .field("acquire_attempts", &self.acquire_attempts)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -44,8 +47,10 @@ impl std::fmt::Debug for ZooKeeperOptions {
 /// ZooKeeper's default `maxSessionTimeout`: 20 ticks of its default 2 s.
 const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(40);
 
-const URL_FORM: &str =
-    "use zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N]";
+/// The largest offset between two nodes' clocks the amnesia hold-off allows for, by default.
+const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
+
+const URL_FORM: &str = "use zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N&max_clock_offset_s=N]";
 
 impl ZooKeeperOptions {
     /// The defaults (see the table above) for the ensemble at `hosts` (`"zk1:2181,zk2:2181"`).
@@ -56,6 +61,7 @@ impl ZooKeeperOptions {
             root: DEFAULT_ROOT.to_owned(),
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             max_session_timeout: DEFAULT_SESSION_TIMEOUT,
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
             acquire_attempts: 3,
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(5),
@@ -63,11 +69,13 @@ impl ZooKeeperOptions {
     }
 
     /// Options from a store URL:
-    /// `zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N]`. A
-    /// path sets the root znode (default `/nononce`); `session_timeout_s` and
-    /// `max_session_timeout_s` set [`with_session_timeout`](Self::with_session_timeout) and
+    /// `zk://host:port[,host:port...][/root][?session_timeout_s=N&max_session_timeout_s=N&max_clock_offset_s=N]`.
+    /// A path sets the root znode (default `/nononce`); `session_timeout_s`,
+    /// `max_session_timeout_s` and `max_clock_offset_s` set
+    /// [`with_session_timeout`](Self::with_session_timeout),
     /// [`with_max_session_timeout`](Self::with_max_session_timeout) (which follows the first
-    /// when only that is given); any other option is refused by name.
+    /// when only that is given) and [`with_max_clock_offset`](Self::with_max_clock_offset); any
+    /// other option is refused by name.
     ///
     /// # Errors
     /// [`ZooKeeperLeaseError::InvalidUrl`] naming what is wrong.
@@ -121,9 +129,10 @@ impl ZooKeeperOptions {
                     options.max_session_timeout = seconds;
                     max_given = true;
                 }
+                "max_clock_offset_s" => options.max_clock_offset = seconds,
                 other => {
                     return invalid(&format!(
-                        "unknown option `{other}` (known: session_timeout_s, max_session_timeout_s)"
+                        "unknown option `{other}` (known: session_timeout_s, max_session_timeout_s, max_clock_offset_s)"
                     ));
                 }
             }
@@ -149,13 +158,35 @@ impl ZooKeeperOptions {
         self
     }
 
-    /// Sets the longest session timeout any node of this root uses (default 40 s): how long
-    /// acquisition holds off after the root was found without its initialization marker or the
-    /// ensemble went back in time. A session granted more is refused.
+    /// Sets the longest session timeout any node of this root uses (default 40 s): the longest
+    /// lease, which the amnesia hold-off outlasts. A session granted more is refused.
     #[must_use]
     pub const fn with_max_session_timeout(mut self, timeout: Duration) -> Self {
         self.max_session_timeout = timeout;
         self
+    }
+
+    /// Sets the largest offset between two nodes' clocks the amnesia hold-off allows for
+    /// (default 1 h): after the root lost its floors, a successor's clock must be past every
+    /// timestamp a forgotten holder issued.
+    #[must_use]
+    pub const fn with_max_clock_offset(mut self, offset: Duration) -> Self {
+        self.max_clock_offset = offset;
+        self
+    }
+
+    /// How long acquisition holds off after the root was found without its initialization
+    /// marker or the ensemble went back in time: `max_session_timeout + 2 × max_clock_offset`
+    /// ([`lease_core::time::amnesia_hold_off`]).
+    #[must_use]
+    pub const fn amnesia_hold_off(&self) -> Duration {
+        lease_core::time::amnesia_hold_off(self.max_session_timeout, self.max_clock_offset)
+    }
+
+    /// The largest clock offset between nodes allowed for.
+    #[must_use]
+    pub const fn max_clock_offset(&self) -> Duration {
+        self.max_clock_offset
     }
 
     /// Sets how many claims an acquire tries before it answers `Conflict` (default 3).
@@ -197,7 +228,7 @@ impl ZooKeeperOptions {
         self.session_timeout
     }
 
-    /// The longest session timeout of any node of this root: the amnesia hold-off.
+    /// The longest session timeout of any node of this root.
     #[must_use]
     pub const fn max_session_timeout(&self) -> Duration {
         self.max_session_timeout
@@ -290,11 +321,15 @@ mod tests {
         let o = ZooKeeperOptions::from_url("zk://a:1/?session_timeout_s=60").unwrap();
         assert_eq!(o.session_timeout(), Duration::from_secs(60));
         assert_eq!(o.max_session_timeout(), Duration::from_secs(60));
-        let o =
-            ZooKeeperOptions::from_url("zk://a:1?session_timeout_s=10&max_session_timeout_s=90")
-                .unwrap();
+        let o = ZooKeeperOptions::from_url(
+            "zk://a:1?session_timeout_s=10&max_session_timeout_s=90&max_clock_offset_s=5",
+        )
+        .unwrap();
         assert_eq!(o.session_timeout(), Duration::from_secs(10));
         assert_eq!(o.max_session_timeout(), Duration::from_secs(90));
+        assert_eq!(o.amnesia_hold_off(), Duration::from_secs(100));
+        let o = ZooKeeperOptions::from_url("zk://a:1").unwrap();
+        assert_eq!(o.amnesia_hold_off(), Duration::from_secs(40 + 2 * 3600));
     }
 
     #[test]

@@ -311,7 +311,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         snapshot.marker = matches!(results.next(), Some(ReadResult::Data { .. }));
         if let Some(ReadResult::Data { data, stat }) = results.next() {
             let length = paths::parse_length("hold-off", &data)
-                .map_or(self.options.max_session_timeout(), Duration::from_millis);
+                .map_or(self.options.amnesia_hold_off(), Duration::from_millis);
             snapshot.hold_off = Some((stat, length));
         }
         let mut highest = 0;
@@ -378,7 +378,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
     /// Fails while acquisition holds off after the ensemble went back in time.
     fn check_rewound(&self) -> Result<(), ZooKeeperLeaseError> {
         let now = self.transport.now();
-        let hold = self.options.max_session_timeout();
+        let hold = self.options.amnesia_hold_off();
         let mut seen = self.seen();
         if let Some((what, at)) = &seen.rewound {
             let elapsed = now.saturating_sub(*at);
@@ -449,7 +449,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 format!("{:?}", answer.reply),
             ));
         }
-        let length = self.options.max_session_timeout();
+        let length = self.options.amnesia_hold_off();
         let persistent = |path, data: &[u8]| WriteOp::Create {
             path,
             data: data.to_vec(),
