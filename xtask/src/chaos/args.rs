@@ -9,16 +9,18 @@ pub enum Backend {
     Valkey,
     Redis8,
     Etcd,
+    ZooKeeper,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 7] = [
         Backend::Sqlite,
         Backend::Valkey,
         Backend::Redis8,
         Backend::Postgres,
         Backend::Mariadb,
         Backend::Etcd,
+        Backend::ZooKeeper,
     ];
 
     pub fn name(self) -> &'static str {
@@ -29,6 +31,7 @@ impl Backend {
             Backend::Valkey => "valkey9",
             Backend::Redis8 => "redis8",
             Backend::Etcd => "etcd",
+            Backend::ZooKeeper => "zookeeper",
         }
     }
 
@@ -110,7 +113,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
                         format!(
-                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb, etcd"
+                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb, etcd, zookeeper"
                         )
                     })?);
                 }
@@ -159,6 +162,10 @@ mod tests {
         assert_eq!(
             parse(&args("--backend etcd")).unwrap().backends,
             [Backend::Etcd]
+        );
+        assert_eq!(
+            parse(&args("--backend zookeeper,etcd")).unwrap().backends,
+            [Backend::ZooKeeper, Backend::Etcd]
         );
         assert!(parse(&args("--backend oracle")).is_err());
         assert_eq!(o.spare_ids, super::super::actions::SPARE_IDS);

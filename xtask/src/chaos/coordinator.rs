@@ -4,8 +4,14 @@
 use std::net::SocketAddr;
 
 use super::schedule::{Features, LEASE_MS};
-use super::servers::{EtcdServer, Mariadb, Postgres, loopback};
+use super::servers::{EtcdServer, Mariadb, Postgres, ZooKeeperEnsemble, loopback};
 use crate::launcher::Server;
+
+/// The session timeout ZooKeeper nodes ask for (`session_timeout_s`), in whole seconds: their
+/// leases last three quarters of it (3.75 s, below the 5 s the nodes ask for), so a partition
+/// or a freeze of more than a lease outlasts the session too and the ensemble hands the ID on;
+/// the amnesia hold-off after the wipe is the same 5 s (`max_session_timeout_s` follows it).
+pub const ZOOKEEPER_SESSION_S: u64 = 5;
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
 /// longest lease (the nodes' lease) and twice the run's clock bound after the database's
@@ -52,13 +58,16 @@ pub enum Coordinator {
     Mariadb(Mariadb),
     /// Our own etcd member, reached through the proxies.
     Etcd(EtcdServer),
+    /// Our own ZooKeeper ensemble, each member reached through a proxy per node.
+    ZooKeeper(ZooKeeperEnsemble),
 }
 
 impl Coordinator {
-    /// The server of the run's own (none: SQLite; PostgreSQL's primary).
+    /// The server of the run's own (none: SQLite and ZooKeeper's ensemble, whose members are
+    /// in [`Self::servers`]; PostgreSQL's primary).
     fn server(&self) -> Option<&Server> {
         match self {
-            Coordinator::Sqlite(_) => None,
+            Coordinator::Sqlite(_) | Coordinator::ZooKeeper(_) => None,
             Coordinator::Redis(s) => Some(s),
             Coordinator::Postgres(s) => Some(&s.primary),
             Coordinator::Mariadb(s) => Some(&s.server),
@@ -68,7 +77,7 @@ impl Coordinator {
 
     fn server_mut(&mut self) -> Option<&mut Server> {
         match self {
-            Coordinator::Sqlite(_) => None,
+            Coordinator::Sqlite(_) | Coordinator::ZooKeeper(_) => None,
             Coordinator::Redis(s) => Some(s),
             Coordinator::Postgres(s) => Some(&mut s.primary),
             Coordinator::Mariadb(s) => Some(&mut s.server),
@@ -76,9 +85,17 @@ impl Coordinator {
         }
     }
 
-    /// Where the proxies forward to (none: SQLite).
-    pub fn upstream(&self) -> Option<SocketAddr> {
-        self.server().map(|s| loopback(s.port()))
+    /// Every server that serves the nodes: the one server, or the ensemble's members.
+    fn servers(&self) -> Vec<&Server> {
+        match self {
+            Coordinator::ZooKeeper(z) => z.members.iter().collect(),
+            _ => self.server().into_iter().collect(),
+        }
+    }
+
+    /// Where the proxies forward to: one group of proxies per address (none: SQLite).
+    pub fn upstreams(&self) -> Vec<SocketAddr> {
+        self.servers().iter().map(|s| loopback(s.port())).collect()
     }
 
     /// The store URL for direct writes (the steal fault).
@@ -89,17 +106,25 @@ impl Coordinator {
             Coordinator::Postgres(s) => s.url(),
             Coordinator::Mariadb(s) => s.url(),
             Coordinator::Etcd(s) => s.url(),
+            Coordinator::ZooKeeper(z) => format!("zk://{}{}", z.hosts(), z.root),
         }
     }
 
-    /// The store URL a node is given, through its proxy on `port`, with the nodes' lease-sql
-    /// URL options `sql_options` (see [`Self::sql_url_options`]).
-    pub fn node_url(&self, port: Option<u16>, sql_options: Option<&str>) -> String {
-        let url = self.direct_url();
-        let url = port.map_or_else(|| url.clone(), |port| with_port(&url, port));
+    /// The store URL a node is given, through its proxies on `ports` (one per upstream), with
+    /// the nodes' lease-sql URL options `sql_options` (see [`Self::sql_url_options`]).
+    pub fn node_url(&self, ports: &[u16], sql_options: Option<&str>) -> String {
+        let url = match (self, ports.first()) {
+            (Coordinator::ZooKeeper(z), Some(_)) => {
+                let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+                format!("zk://{}{}", hosts.join(","), z.root)
+            }
+            (_, Some(&port)) => with_port(&self.direct_url(), port),
+            (_, None) => self.direct_url(),
+        };
         let options = match self {
             // The amnesia hold-off is the longest lease (the nodes').
             Coordinator::Etcd(_) => Some(format!("max_lease_s={}", LEASE_MS.div_ceil(1000))),
+            Coordinator::ZooKeeper(_) => Some(format!("session_timeout_s={ZOOKEEPER_SESSION_S}")),
             _ => sql_options.map(str::to_owned),
         };
         match options {
@@ -127,19 +152,25 @@ impl Coordinator {
 
     pub fn features(&self) -> Features {
         Features {
-            proxy: self.upstream().is_some(),
+            proxy: !self.upstreams().is_empty(),
             server: !matches!(self, Coordinator::Sqlite(_)),
             replica: matches!(self, Coordinator::Postgres(_)),
+            ensemble: matches!(self, Coordinator::ZooKeeper(_)),
         }
     }
 
+    /// Whether a server (an ensemble's member) is down.
     pub fn is_down(&self) -> bool {
-        self.server().is_some_and(Server::is_down)
+        self.servers().into_iter().any(Server::is_down)
     }
 
+    /// Kills every server (every member of an ensemble) with `kill -9`.
     pub fn kill(&mut self) -> &'static str {
         if let Some(server) = self.server_mut() {
             server.kill();
+        }
+        if let Coordinator::ZooKeeper(z) = self {
+            z.members.iter_mut().for_each(Server::kill);
         }
         match self {
             Coordinator::Sqlite(_) => "",
@@ -153,10 +184,17 @@ impl Coordinator {
             Coordinator::Etcd(_) => {
                 "member killed (kill -9; restarts with its data: keys, floors and etcd leases)"
             }
+            Coordinator::ZooKeeper(_) => {
+                "every member killed (kill -9; restarts with its data: znodes, sessions and their ephemeral znodes; the new leader gives every session a fresh timeout)"
+            }
         }
     }
 
+    /// Starts the server again (every member of an ensemble that is down) on its data.
     pub fn restart(&mut self) -> Result<(), String> {
+        if let Coordinator::ZooKeeper(z) = self {
+            return z.restart_down();
+        }
         self.server_mut().map_or(Ok(()), Server::restart)
     }
 }

@@ -58,7 +58,7 @@ pub use bins::Bins;
 use coordinator::Coordinator;
 use rng::Rng;
 use run::{Ctx, run_backend};
-use servers::{EtcdServer, Mariadb, Postgres, start_redis};
+use servers::{EtcdServer, Mariadb, Postgres, ZooKeeperEnsemble, start_redis};
 
 /// Runs the chaos harness; `Err` when a check failed or the harness could not run.
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -162,6 +162,21 @@ fn run_with(opts: &args::Options, env: &[(String, String)], bins: &Bins) -> Resu
             Backend::Etcd => bin("NONONCE_TEST_ETCD_BIN")
                 .and_then(|bin| EtcdServer::start(bin, &dir))
                 .map(Coordinator::Etcd),
+            Backend::ZooKeeper => {
+                let java = bin(crate::services::zookeeper::JAVA_VAR)?;
+                let classpath = bin(crate::services::zookeeper::CLASSPATH_VAR)?;
+                // The run's scratch folder (in memory where the machine has one), as the
+                // tests' own ZooKeeper servers use.
+                let scratch = bin("TMPDIR").unwrap_or_else(|_| std::env::temp_dir());
+                ZooKeeperEnsemble::start(
+                    &java,
+                    &classpath.to_string_lossy(),
+                    &scratch,
+                    &dir,
+                    format!("/{name}"),
+                )
+                .map(Coordinator::ZooKeeper)
+            }
         };
         coordinator.and_then(|c| run_backend(ctx, c))
     };

@@ -39,9 +39,9 @@ pub fn run_backend(
     let (opts, dir) = (ctx.opts, ctx.dir);
     let mut cluster = Cluster::new(ctx.bins.node.clone(), dir.to_path_buf(), ctx.name.into())?;
     let log = dir.join("proxy.log");
-    cluster.proxies = coordinator
-        .upstream()
-        .map(|upstream| Proxies::start(&ctx.bins.proxy, upstream, opts.nodes, &log))
+    let upstreams = coordinator.upstreams();
+    cluster.proxies = (!upstreams.is_empty())
+        .then(|| Proxies::start(&ctx.bins.proxy, &upstreams, opts.nodes, &log))
         .transpose()?;
     let features = coordinator.features();
     let plan = schedule::plan(&mut ctx.rng, opts.nodes, opts.secs, opts.long, features);
@@ -85,8 +85,12 @@ pub fn run_backend(
         !opts.without_amnesia_guard,
     );
     for i in 0..opts.nodes {
-        let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
-        let url = coordinator.node_url(port, cluster.sql_options.as_deref());
+        let ports = cluster
+            .proxies
+            .as_ref()
+            .map(|p| p.node_ports(i))
+            .unwrap_or_default();
+        let url = coordinator.node_url(&ports, cluster.sql_options.as_deref());
         cluster.nodes.push(Node::new(url));
     }
 
