@@ -62,6 +62,10 @@ pub struct Options {
     /// A rebuilt manager resumes its lease without the cache's record of what the old
     /// factories issued (the `rebuild` fault's protection off).
     pub without_issued_record: bool,
+    /// ZooKeeper nodes hold off for their session alone after a loss (lease-zookeeper's
+    /// default `max_session_timeout`), without the clock bound the run adds (see
+    /// `coordinator::zookeeper_hold_off_s`), to see what it prevents.
+    pub zookeeper_session_hold_off: bool,
     /// IDs the nodes share beyond one each (the rest are held by a foreign holder); 0 leaves
     /// every ID to one node, so a node restarted gracefully takes its own ID back at once.
     pub spare_ids: usize,
@@ -88,6 +92,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         without_amnesia_guard: false,
         floors_in_clock_ms: false,
         without_issued_record: false,
+        zookeeper_session_hold_off: false,
         spare_ids: super::actions::SPARE_IDS,
     };
     let mut it = args.iter();
@@ -104,6 +109,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--without-amnesia-guard" => o.without_amnesia_guard = true,
             "--floors-in-clock-ms" => o.floors_in_clock_ms = true,
             "--without-issued-record" => o.without_issued_record = true,
+            "--zookeeper-session-hold-off" => o.zookeeper_session_hold_off = true,
             "--seed" => o.seed = number(arg, &value(arg)?)?,
             "--nodes" => o.nodes = number(arg, &value(arg)?)?,
             "--secs" => o.secs = number(arg, &value(arg)?)?,
@@ -120,7 +126,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --spare-ids N, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --zookeeper-session-hold-off, --spare-ids N, --sql-options K=V[&K=V]"
                 ));
             }
         }
@@ -177,6 +183,12 @@ mod tests {
         assert!(!o.floors_in_clock_ms && !o.without_issued_record);
         let off = parse(&args("--floors-in-clock-ms --without-issued-record")).unwrap();
         assert!(off.floors_in_clock_ms && off.without_issued_record);
+        assert!(!o.zookeeper_session_hold_off);
+        assert!(
+            parse(&args("--zookeeper-session-hold-off"))
+                .unwrap()
+                .zookeeper_session_hold_off
+        );
         assert!(
             parse(&args("--without-amnesia-guard"))
                 .unwrap()

@@ -9,9 +9,23 @@ use crate::launcher::Server;
 
 /// The session timeout ZooKeeper nodes ask for (`session_timeout_s`), in whole seconds: their
 /// leases last three quarters of it (3.75 s, below the 5 s the nodes ask for), so a partition
-/// or a freeze of more than a lease outlasts the session too and the ensemble hands the ID on;
-/// the amnesia hold-off after the wipe is the same 5 s (`max_session_timeout_s` follows it).
+/// or a freeze of more than a lease outlasts the session too and the ensemble hands the ID on.
 pub const ZOOKEEPER_SESSION_S: u64 = 5;
+
+/// The ZooKeeper nodes' `max_session_timeout_s`, lease-zookeeper's amnesia hold-off (after a
+/// root found without its marker, or an ensemble gone back in time): the session and twice the
+/// run's clock bound (`max_clock_offset_ms`), as the other stores' hold-off is the lease and
+/// twice the bound, so that after the wipe a successor's clock has passed what a forgotten
+/// holder issued before it can claim the ID (the floors went with the root). lease-zookeeper
+/// has no clock term of its own. `session_only`: the session alone, lease-zookeeper's default
+/// (`--zookeeper-session-hold-off`, to see what the clock term prevents).
+pub fn zookeeper_hold_off_s(max_clock_offset_ms: u64, session_only: bool) -> u64 {
+    if session_only {
+        ZOOKEEPER_SESSION_S
+    } else {
+        ZOOKEEPER_SESSION_S + 2 * max_clock_offset_ms.div_ceil(1000)
+    }
+}
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
 /// longest lease (the nodes' lease) and twice the run's clock bound after the database's
@@ -111,8 +125,14 @@ impl Coordinator {
     }
 
     /// The store URL a node is given, through its proxies on `ports` (one per upstream), with
-    /// the nodes' lease-sql URL options `sql_options` (see [`Self::sql_url_options`]).
-    pub fn node_url(&self, ports: &[u16], sql_options: Option<&str>) -> String {
+    /// the nodes' lease-sql URL options `sql_options` (see [`Self::sql_url_options`]); on
+    /// ZooKeeper with the hold-off `zookeeper_hold_off_s` (see [`zookeeper_hold_off_s`]).
+    pub fn node_url(
+        &self,
+        ports: &[u16],
+        sql_options: Option<&str>,
+        zookeeper_hold_off_s: u64,
+    ) -> String {
         let url = match (self, ports.first()) {
             (Coordinator::ZooKeeper(z), Some(_)) => {
                 let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
@@ -124,7 +144,9 @@ impl Coordinator {
         let options = match self {
             // The amnesia hold-off is the longest lease (the nodes').
             Coordinator::Etcd(_) => Some(format!("max_lease_s={}", LEASE_MS.div_ceil(1000))),
-            Coordinator::ZooKeeper(_) => Some(format!("session_timeout_s={ZOOKEEPER_SESSION_S}")),
+            Coordinator::ZooKeeper(_) => Some(format!(
+                "session_timeout_s={ZOOKEEPER_SESSION_S}&max_session_timeout_s={zookeeper_hold_off_s}"
+            )),
             _ => sql_options.map(str::to_owned),
         };
         match options {
