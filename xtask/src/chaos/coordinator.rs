@@ -241,7 +241,16 @@ fn with_port(url: &str, port: u16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{sql_options, sqlite_options, with_port};
+    use super::{sql_options, sqlite_options, with_port, zookeeper_hold_off_s};
+
+    #[test]
+    fn the_zookeeper_hold_off_covers_twice_the_clock_bound_unless_told() {
+        // The session, 5 s, and twice the 31 s bound of the short run with every skew.
+        assert_eq!(zookeeper_hold_off_s(31_000, false), 67);
+        // Whole seconds, rounded up.
+        assert_eq!(zookeeper_hold_off_s(1_500, false), 9);
+        assert_eq!(zookeeper_hold_off_s(31_000, true), 5);
+    }
 
     #[test]
     fn the_amnesia_guard_is_on_unless_turned_off() {

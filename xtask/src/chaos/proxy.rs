@@ -185,10 +185,7 @@ impl Proxies {
     fn apply(&mut self) -> Result<(), String> {
         for index in 0..self.current.len() {
             let (group, node) = (index / self.nodes, index % self.nodes);
-            let mode = match self.node_modes[node] {
-                Mode::Pass => self.group_modes[group],
-                mode => mode,
-            };
+            let mode = effective(self.node_modes[node], self.group_modes[group]);
             if self.current[index] != mode {
                 self.command(&format!("mode {index} {}", mode.word()))?;
                 self.current[index] = mode;
@@ -203,9 +200,31 @@ impl Proxies {
     }
 }
 
+/// What a proxy does under its node's fault `node` and its upstream's `group`: the node's
+/// fault outranks the upstream's, which applies where the node has none.
+fn effective(node: Mode, group: Mode) -> Mode {
+    match node {
+        Mode::Pass => group,
+        mode => mode,
+    }
+}
+
 impl Drop for Proxies {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mode, effective};
+
+    #[test]
+    fn a_node_fault_outranks_its_upstreams_and_neither_heal_ends_the_other() {
+        assert_eq!(effective(Mode::Pass, Mode::Pass), Mode::Pass);
+        assert_eq!(effective(Mode::Pass, Mode::Stall), Mode::Stall);
+        assert_eq!(effective(Mode::Reset, Mode::Stall), Mode::Reset);
+        assert_eq!(effective(Mode::Delay(300), Mode::Pass), Mode::Delay(300));
     }
 }

@@ -1535,6 +1535,18 @@ mod tests {
             lease_id("", b"floor.7").or(lease_id("", b"token.7.x")),
             None
         );
+        // ZooKeeper: the root of a run is a znode of its own, the reservation's token one in
+        // lease-zookeeper's form.
+        assert_eq!(
+            zookeeper_root("chaos_zookeeper_1_2"),
+            "/chaos_zookeeper_1_2"
+        );
+        let options = zookeeper_options("zk://127.0.0.1:1,127.0.0.1:2", "chaos_zookeeper_1_2");
+        assert_eq!(
+            options.map(|o| o.root().to_owned()).as_deref(),
+            Ok("/chaos_zookeeper_1_2")
+        );
+        assert_eq!(RESERVED_ZOOKEEPER.len(), 32);
         // The reserved token is a token in lease-etcd's form: 32 hex digits.
         let hex: String = RESERVED_TOKEN.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(RESERVED_ETCD, hex);
