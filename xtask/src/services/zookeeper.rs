@@ -246,3 +246,30 @@ fn four_letter_word(port: u16, word: &str) -> Option<String> {
     stream.take(64 * 1024).read_to_end(&mut reply).ok()?;
     Some(String::from_utf8_lossy(&reply).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{member_config, standalone_config};
+    use std::path::Path;
+
+    #[test]
+    fn an_ensemble_member_is_the_shared_server_with_its_peers_on_loopback() {
+        let data = Path::new("data");
+        let member = member_config(10_001, data, &[(10_002, 10_003), (10_005, 10_006)]);
+        for line in [
+            "clientPort=10001",
+            "clientPortAddress=127.0.0.1",
+            "initLimit=20",
+            "server.1=127.0.0.1:10002:10003",
+            "server.2=127.0.0.1:10005:10006",
+        ] {
+            assert!(member.lines().any(|l| l == line), "{line} in\n{member}");
+        }
+        // Every setting of the shared server's, which has no peers.
+        let standalone = standalone_config(10_001, data);
+        for line in standalone.lines().filter(|l| !l.starts_with('#')) {
+            assert!(member.lines().any(|l| l == line), "{line} in\n{member}");
+        }
+        assert!(!standalone.contains("server.1"));
+    }
+}
