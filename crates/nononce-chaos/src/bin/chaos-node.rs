@@ -1234,9 +1234,11 @@ async fn zookeeper_connect(
         .map_err(|e| format!("zookeeper connect to {}: {e}", options.hosts()))
 }
 
-/// Deletes `paths` (childless znodes), ignoring those already gone: in multi-ops of
+/// Deletes `paths` (childless znodes), ignoring those already gone and folders that gained a
+/// child since they were listed (the caller lists again): in multi-ops of
 /// [`ZOOKEEPER_MULTI_OPS`], one by one where a multi-op was refused (a znode went meanwhile,
-/// with its session or its holder's release). How many this call deleted.
+/// with its session or its holder's release, or a node wrote a floor). How many this call
+/// deleted.
 async fn zookeeper_delete_all(client: &zk::Client, paths: &[String]) -> Result<usize, String> {
     let mut deleted = 0;
     for chunk in paths.chunks(ZOOKEEPER_MULTI_OPS) {
@@ -1251,7 +1253,7 @@ async fn zookeeper_delete_all(client: &zk::Client, paths: &[String]) -> Result<u
         for path in chunk {
             match client.delete(path, None).await {
                 Ok(()) => deleted += 1,
-                Err(zk::Error::NoNode) => {}
+                Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
                 Err(e) => return Err(format!("delete {path}: {e}")),
             }
         }
