@@ -10,6 +10,7 @@ use super::nodes::Cluster;
 use super::proxy::Mode;
 use super::schedule::{Action, LEASE_MS};
 use super::servers::{self, loopback};
+use crate::services::zookeeper;
 
 /// Longest a `chaos-node steal` may take (it bounds its own work to 10 s).
 const STEAL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -21,6 +22,9 @@ const RESERVE_MS: u64 = 3_600_000;
 /// A node just started has not yet installed its SIGUSR1 and SIGUSR2 handlers: wait this long
 /// first.
 const SIGNAL_READY: Duration = Duration::from_millis(1500);
+/// How long the leader's kill waits for the ensemble to have a leader (after an earlier fault it
+/// may still be electing one).
+const LEADER_WAIT: Duration = Duration::from_secs(10);
 /// `nonce_core::DEFAULT_EPOCH_MS`, the epoch the nodes' factories count from unless an `epoch`
 /// fault moved it (xtask depends on no workspace crate).
 const DEFAULT_EPOCH_MS: u64 = 1_735_689_600_000;
@@ -248,6 +252,68 @@ pub fn act(
                 Some(i),
                 "SIGUSR2: the lease manager dropped without release, a new one with new factories resumes the lease from its cache",
             );
+        }
+        Action::MemberDown(m) => {
+            if let Coordinator::ZooKeeper(z) = coordinator {
+                let port = z.members[m].port();
+                let mode = zookeeper::mode(port).unwrap_or_else(|| "not serving".into());
+                z.members[m].kill();
+                cluster.log(
+                    "member",
+                    None,
+                    &format!(
+                        "member {} ({mode}, port {port}) killed (kill -9; restarts with its data)",
+                        m + 1
+                    ),
+                );
+            }
+        }
+        Action::LeaderDown => {
+            if let Coordinator::ZooKeeper(z) = coordinator {
+                let Some(leader) = z.wait_leader(LEADER_WAIT) else {
+                    cluster.note(
+                        "leader_skipped",
+                        None,
+                        &format!("no member was the leader within {LEADER_WAIT:?}"),
+                    );
+                    return Ok(());
+                };
+                let port = z.members[leader].port();
+                z.members[leader].kill();
+                cluster.log(
+                    "leader",
+                    None,
+                    &format!(
+                        "the leader, member {} (port {port}), killed (kill -9; the others elect a new one; restarts with its data)",
+                        leader + 1
+                    ),
+                );
+            }
+        }
+        Action::MemberCut(m, on) => {
+            if let Some(p) = &mut cluster.proxies {
+                p.set_group(m, if on { Mode::Stall } else { Mode::Pass })?;
+            }
+            if on {
+                let detail = format!(
+                    "every node's proxy to member {} stalls all traffic both ways",
+                    m + 1
+                );
+                cluster.log("member_cut", None, &detail);
+            }
+        }
+        Action::MemberLatency(m, ms) => {
+            if let Some(p) = &mut cluster.proxies {
+                let mode = if ms > 0 { Mode::Delay(ms) } else { Mode::Pass };
+                p.set_group(m, mode)?;
+            }
+            if ms > 0 {
+                let detail = format!(
+                    "every node's proxy to member {} delays each chunk by {ms} ms",
+                    m + 1
+                );
+                cluster.log("member_latency", None, &detail);
+            }
         }
         Action::CoordinatorDown => {
             let detail = coordinator.kill();

@@ -9,16 +9,18 @@ pub enum Backend {
     Valkey,
     Redis8,
     Etcd,
+    ZooKeeper,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 7] = [
         Backend::Sqlite,
         Backend::Valkey,
         Backend::Redis8,
         Backend::Postgres,
         Backend::Mariadb,
         Backend::Etcd,
+        Backend::ZooKeeper,
     ];
 
     pub fn name(self) -> &'static str {
@@ -29,6 +31,7 @@ impl Backend {
             Backend::Valkey => "valkey9",
             Backend::Redis8 => "redis8",
             Backend::Etcd => "etcd",
+            Backend::ZooKeeper => "zookeeper",
         }
     }
 
@@ -59,6 +62,10 @@ pub struct Options {
     /// A rebuilt manager resumes its lease without the cache's record of what the old
     /// factories issued (the `rebuild` fault's protection off).
     pub without_issued_record: bool,
+    /// ZooKeeper nodes hold off for their session alone after a loss (lease-zookeeper's
+    /// default `max_session_timeout`), without the clock bound the run adds (see
+    /// `coordinator::zookeeper_hold_off_s`), to see what it prevents.
+    pub zookeeper_session_hold_off: bool,
     /// IDs the nodes share beyond one each (the rest are held by a foreign holder); 0 leaves
     /// every ID to one node, so a node restarted gracefully takes its own ID back at once.
     pub spare_ids: usize,
@@ -85,6 +92,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         without_amnesia_guard: false,
         floors_in_clock_ms: false,
         without_issued_record: false,
+        zookeeper_session_hold_off: false,
         spare_ids: super::actions::SPARE_IDS,
     };
     let mut it = args.iter();
@@ -101,6 +109,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--without-amnesia-guard" => o.without_amnesia_guard = true,
             "--floors-in-clock-ms" => o.floors_in_clock_ms = true,
             "--without-issued-record" => o.without_issued_record = true,
+            "--zookeeper-session-hold-off" => o.zookeeper_session_hold_off = true,
             "--seed" => o.seed = number(arg, &value(arg)?)?,
             "--nodes" => o.nodes = number(arg, &value(arg)?)?,
             "--secs" => o.secs = number(arg, &value(arg)?)?,
@@ -110,14 +119,14 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
                         format!(
-                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb, etcd"
+                            "unknown backend {name}: use sqlite, valkey9, redis8, postgres, mariadb, etcd, zookeeper"
                         )
                     })?);
                 }
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --spare-ids N, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --zookeeper-session-hold-off, --spare-ids N, --sql-options K=V[&K=V]"
                 ));
             }
         }
@@ -160,6 +169,10 @@ mod tests {
             parse(&args("--backend etcd")).unwrap().backends,
             [Backend::Etcd]
         );
+        assert_eq!(
+            parse(&args("--backend zookeeper,etcd")).unwrap().backends,
+            [Backend::ZooKeeper, Backend::Etcd]
+        );
         assert!(parse(&args("--backend oracle")).is_err());
         assert_eq!(o.spare_ids, super::super::actions::SPARE_IDS);
         assert_eq!(parse(&args("--spare-ids 0")).unwrap().spare_ids, 0);
@@ -170,6 +183,12 @@ mod tests {
         assert!(!o.floors_in_clock_ms && !o.without_issued_record);
         let off = parse(&args("--floors-in-clock-ms --without-issued-record")).unwrap();
         assert!(off.floors_in_clock_ms && off.without_issued_record);
+        assert!(!o.zookeeper_session_hold_off);
+        assert!(
+            parse(&args("--zookeeper-session-hold-off"))
+                .unwrap()
+                .zookeeper_session_hold_off
+        );
         assert!(
             parse(&args("--without-amnesia-guard"))
                 .unwrap()

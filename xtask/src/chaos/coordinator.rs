@@ -4,8 +4,28 @@
 use std::net::SocketAddr;
 
 use super::schedule::{Features, LEASE_MS};
-use super::servers::{EtcdServer, Mariadb, Postgres, loopback};
+use super::servers::{EtcdServer, Mariadb, Postgres, ZooKeeperEnsemble, loopback};
 use crate::launcher::Server;
+
+/// The session timeout ZooKeeper nodes ask for (`session_timeout_s`), in whole seconds: their
+/// leases last three quarters of it (3.75 s, below the 5 s the nodes ask for), so a partition
+/// or a freeze of more than a lease outlasts the session too and the ensemble hands the ID on.
+pub const ZOOKEEPER_SESSION_S: u64 = 5;
+
+/// The ZooKeeper nodes' `max_session_timeout_s`, lease-zookeeper's amnesia hold-off (after a
+/// root found without its marker, or an ensemble gone back in time): the session and twice the
+/// run's clock bound (`max_clock_offset_ms`), as the other stores' hold-off is the lease and
+/// twice the bound, so that after the wipe a successor's clock has passed what a forgotten
+/// holder issued before it can claim the ID (the floors went with the root). lease-zookeeper
+/// has no clock term of its own. `session_only`: the session alone, lease-zookeeper's default
+/// (`--zookeeper-session-hold-off`, to see what the clock term prevents).
+pub fn zookeeper_hold_off_s(max_clock_offset_ms: u64, session_only: bool) -> u64 {
+    if session_only {
+        ZOOKEEPER_SESSION_S
+    } else {
+        ZOOKEEPER_SESSION_S + 2 * max_clock_offset_ms.div_ceil(1000)
+    }
+}
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
 /// longest lease (the nodes' lease) and twice the run's clock bound after the database's
@@ -52,13 +72,16 @@ pub enum Coordinator {
     Mariadb(Mariadb),
     /// Our own etcd member, reached through the proxies.
     Etcd(EtcdServer),
+    /// Our own ZooKeeper ensemble, each member reached through a proxy per node.
+    ZooKeeper(ZooKeeperEnsemble),
 }
 
 impl Coordinator {
-    /// The server of the run's own (none: SQLite; PostgreSQL's primary).
+    /// The server of the run's own (none: SQLite and ZooKeeper's ensemble, whose members are
+    /// in [`Self::servers`]; PostgreSQL's primary).
     fn server(&self) -> Option<&Server> {
         match self {
-            Coordinator::Sqlite(_) => None,
+            Coordinator::Sqlite(_) | Coordinator::ZooKeeper(_) => None,
             Coordinator::Redis(s) => Some(s),
             Coordinator::Postgres(s) => Some(&s.primary),
             Coordinator::Mariadb(s) => Some(&s.server),
@@ -68,7 +91,7 @@ impl Coordinator {
 
     fn server_mut(&mut self) -> Option<&mut Server> {
         match self {
-            Coordinator::Sqlite(_) => None,
+            Coordinator::Sqlite(_) | Coordinator::ZooKeeper(_) => None,
             Coordinator::Redis(s) => Some(s),
             Coordinator::Postgres(s) => Some(&mut s.primary),
             Coordinator::Mariadb(s) => Some(&mut s.server),
@@ -76,9 +99,17 @@ impl Coordinator {
         }
     }
 
-    /// Where the proxies forward to (none: SQLite).
-    pub fn upstream(&self) -> Option<SocketAddr> {
-        self.server().map(|s| loopback(s.port()))
+    /// Every server that serves the nodes: the one server, or the ensemble's members.
+    fn servers(&self) -> Vec<&Server> {
+        match self {
+            Coordinator::ZooKeeper(z) => z.members.iter().collect(),
+            _ => self.server().into_iter().collect(),
+        }
+    }
+
+    /// Where the proxies forward to: one group of proxies per address (none: SQLite).
+    pub fn upstreams(&self) -> Vec<SocketAddr> {
+        self.servers().iter().map(|s| loopback(s.port())).collect()
     }
 
     /// The store URL for direct writes (the steal fault).
@@ -89,17 +120,33 @@ impl Coordinator {
             Coordinator::Postgres(s) => s.url(),
             Coordinator::Mariadb(s) => s.url(),
             Coordinator::Etcd(s) => s.url(),
+            Coordinator::ZooKeeper(z) => format!("zk://{}{}", z.hosts(), z.root),
         }
     }
 
-    /// The store URL a node is given, through its proxy on `port`, with the nodes' lease-sql
-    /// URL options `sql_options` (see [`Self::sql_url_options`]).
-    pub fn node_url(&self, port: Option<u16>, sql_options: Option<&str>) -> String {
-        let url = self.direct_url();
-        let url = port.map_or_else(|| url.clone(), |port| with_port(&url, port));
+    /// The store URL a node is given, through its proxies on `ports` (one per upstream), with
+    /// the nodes' lease-sql URL options `sql_options` (see [`Self::sql_url_options`]); on
+    /// ZooKeeper with the hold-off `zookeeper_hold_off_s` (see [`zookeeper_hold_off_s`]).
+    pub fn node_url(
+        &self,
+        ports: &[u16],
+        sql_options: Option<&str>,
+        zookeeper_hold_off_s: u64,
+    ) -> String {
+        let url = match (self, ports.first()) {
+            (Coordinator::ZooKeeper(z), Some(_)) => {
+                let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+                format!("zk://{}{}", hosts.join(","), z.root)
+            }
+            (_, Some(&port)) => with_port(&self.direct_url(), port),
+            (_, None) => self.direct_url(),
+        };
         let options = match self {
             // The amnesia hold-off is the longest lease (the nodes').
             Coordinator::Etcd(_) => Some(format!("max_lease_s={}", LEASE_MS.div_ceil(1000))),
+            Coordinator::ZooKeeper(_) => Some(format!(
+                "session_timeout_s={ZOOKEEPER_SESSION_S}&max_session_timeout_s={zookeeper_hold_off_s}"
+            )),
             _ => sql_options.map(str::to_owned),
         };
         match options {
@@ -127,19 +174,25 @@ impl Coordinator {
 
     pub fn features(&self) -> Features {
         Features {
-            proxy: self.upstream().is_some(),
+            proxy: !self.upstreams().is_empty(),
             server: !matches!(self, Coordinator::Sqlite(_)),
             replica: matches!(self, Coordinator::Postgres(_)),
+            ensemble: matches!(self, Coordinator::ZooKeeper(_)),
         }
     }
 
+    /// Whether a server (an ensemble's member) is down.
     pub fn is_down(&self) -> bool {
-        self.server().is_some_and(Server::is_down)
+        self.servers().into_iter().any(Server::is_down)
     }
 
+    /// Kills every server (every member of an ensemble) with `kill -9`.
     pub fn kill(&mut self) -> &'static str {
         if let Some(server) = self.server_mut() {
             server.kill();
+        }
+        if let Coordinator::ZooKeeper(z) = self {
+            z.members.iter_mut().for_each(Server::kill);
         }
         match self {
             Coordinator::Sqlite(_) => "",
@@ -153,10 +206,17 @@ impl Coordinator {
             Coordinator::Etcd(_) => {
                 "member killed (kill -9; restarts with its data: keys, floors and etcd leases)"
             }
+            Coordinator::ZooKeeper(_) => {
+                "every member killed (kill -9; restarts with its data: znodes, sessions and their ephemeral znodes; the new leader gives every session a fresh timeout)"
+            }
         }
     }
 
+    /// Starts the server again (every member of an ensemble that is down) on its data.
     pub fn restart(&mut self) -> Result<(), String> {
+        if let Coordinator::ZooKeeper(z) = self {
+            return z.restart_down();
+        }
         self.server_mut().map_or(Ok(()), Server::restart)
     }
 }
@@ -181,7 +241,16 @@ fn with_port(url: &str, port: u16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{sql_options, sqlite_options, with_port};
+    use super::{sql_options, sqlite_options, with_port, zookeeper_hold_off_s};
+
+    #[test]
+    fn the_zookeeper_hold_off_covers_twice_the_clock_bound_unless_told() {
+        // The session, 5 s, and twice the 31 s bound of the short run with every skew.
+        assert_eq!(zookeeper_hold_off_s(31_000, false), 67);
+        // Whole seconds, rounded up.
+        assert_eq!(zookeeper_hold_off_s(1_500, false), 9);
+        assert_eq!(zookeeper_hold_off_s(31_000, true), 5);
+    }
 
     #[test]
     fn the_amnesia_guard_is_on_unless_turned_off() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::actions::{act, collect_steals, reserve};
 use super::args::Options;
 use super::bins::Bins;
-use super::coordinator::Coordinator;
+use super::coordinator::{Coordinator, zookeeper_hold_off_s};
 use super::nodes::{Cluster, Node};
 use super::proxy::{Mode, Proxies};
 use super::rng::Rng;
@@ -39,9 +39,9 @@ pub fn run_backend(
     let (opts, dir) = (ctx.opts, ctx.dir);
     let mut cluster = Cluster::new(ctx.bins.node.clone(), dir.to_path_buf(), ctx.name.into())?;
     let log = dir.join("proxy.log");
-    cluster.proxies = coordinator
-        .upstream()
-        .map(|upstream| Proxies::start(&ctx.bins.proxy, upstream, opts.nodes, &log))
+    let upstreams = coordinator.upstreams();
+    cluster.proxies = (!upstreams.is_empty())
+        .then(|| Proxies::start(&ctx.bins.proxy, &upstreams, opts.nodes, &log))
         .transpose()?;
     let features = coordinator.features();
     let plan = schedule::plan(&mut ctx.rng, opts.nodes, opts.secs, opts.long, features);
@@ -84,9 +84,16 @@ pub fn run_backend(
         cluster.max_clock_offset_ms,
         !opts.without_amnesia_guard,
     );
+    let zookeeper_hold_off_s =
+        zookeeper_hold_off_s(cluster.max_clock_offset_ms, opts.zookeeper_session_hold_off);
     for i in 0..opts.nodes {
-        let port = cluster.proxies.as_ref().map(|p| p.ports[i]);
-        let url = coordinator.node_url(port, cluster.sql_options.as_deref());
+        let ports = cluster
+            .proxies
+            .as_ref()
+            .map(|p| p.node_ports(i))
+            .unwrap_or_default();
+        let url =
+            coordinator.node_url(&ports, cluster.sql_options.as_deref(), zookeeper_hold_off_s);
         cluster.nodes.push(Node::new(url));
     }
 
@@ -117,7 +124,12 @@ pub fn run_backend(
     );
     // SQLite's hold-off after deleted rows is its longest lease, hours by default (see
     // `coordinator.rs`): a long run is not extended for it.
-    let hold_off = LEASE_MS + 2 * cluster.max_clock_offset_ms;
+    // ZooKeeper's is the nodes' `max_session_timeout_s`.
+    let hold_off = if matches!(coordinator, Coordinator::ZooKeeper(_)) {
+        zookeeper_hold_off_s * 1000
+    } else {
+        LEASE_MS + 2 * cluster.max_clock_offset_ms
+    };
     let sqlite = matches!(coordinator, Coordinator::Sqlite(_));
     // The wipe, every store's loss, comes last: the short run ends within its hold-off (the
     // nodes are held off to the end); the long run goes on until IDs changed hands after it.

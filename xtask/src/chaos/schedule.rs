@@ -45,8 +45,19 @@ pub enum Action {
     /// The store loses the run's lease data while the server stays up (true: the wider form,
     /// `FLUSHALL` or `TRUNCATE`); nothing initializes it again.
     Wipe(bool),
+    /// Every server of the coordinator is killed (`kill -9`).
     CoordinatorDown,
+    /// Every server of the coordinator that is down starts again.
     CoordinatorUp,
+    /// One ZooKeeper member is killed (`kill -9`); `CoordinatorUp` restarts it.
+    MemberDown(usize),
+    /// The ZooKeeper member that leads at the time is killed (`kill -9`); `CoordinatorUp`
+    /// restarts it.
+    LeaderDown,
+    /// Every node's proxy to one ZooKeeper member stalls (true) or passes again (false).
+    MemberCut(usize, bool),
+    /// Every node's proxy to one ZooKeeper member delays every chunk by this many ms (0: heal).
+    MemberLatency(usize, u64),
     /// The replica stops receiving WAL.
     FailoverLag,
     /// The primary is killed, the lagging replica promoted, the nodes repointed.
@@ -63,6 +74,8 @@ impl Action {
             Action::Partition(_, false)
                 | Action::Reset(_, false)
                 | Action::Latency(_, 0)
+                | Action::MemberCut(_, false)
+                | Action::MemberLatency(_, 0)
                 | Action::Thaw(_)
                 | Action::Restart(_)
                 | Action::CoordinatorUp
@@ -80,6 +93,9 @@ pub struct Features {
     pub server: bool,
     /// A streaming replica to fail over to.
     pub replica: bool,
+    /// An ensemble of members (ZooKeeper), each behind a proxy per node: a member or the
+    /// leader can be killed alone, and every node cut off from one member.
+    pub ensemble: bool,
 }
 
 /// The largest offset any node's clock may take from the machine's (the stores' clock) in a run
@@ -132,6 +148,9 @@ pub struct Plan {
     /// Per node.
     pub clocks: Vec<NodeClocks>,
 }
+
+/// The members of a ZooKeeper ensemble (see `servers::ZooKeeperEnsemble`).
+const MEMBERS: usize = 3;
 
 /// How many process incarnations a node's clock plan covers (later ones repeat the last).
 const INCARNATIONS: usize = 24;
@@ -194,6 +213,9 @@ pub fn classes(features: Features) -> Vec<&'static str> {
     if features.replica {
         classes.push("failover");
     }
+    if features.ensemble {
+        classes.extend(["member", "leader", "member_cut", "member_latency"]);
+    }
     classes
 }
 
@@ -236,8 +258,12 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
     // (a heal would end the other fault early).
     let mut order: Vec<usize> = (0..nodes).collect();
     rng.shuffle(&mut order);
-    // Server faults (restart, failover) never overlap each other.
+    // Server faults (restart, failover, a member's or the leader's kill) never overlap each
+    // other.
     let mut server_free_at = 0;
+    // Nor do the faults of the proxies to one ZooKeeper member (a heal would end the other
+    // early): one at a time, on any member.
+    let mut member_proxies_free_at = 0;
     let mut out = Vec::new();
     for (k, class) in picks.iter().enumerate() {
         let t = first + step * k as u64 + rng.range(0, step / 3);
@@ -298,6 +324,44 @@ pub fn plan(rng: &mut Rng, nodes: usize, secs: u64, long: bool, features: Featur
                 out.push((promote, Action::FailoverPromote));
                 server_free_at = promote + LEASE_MS + 2_000;
             }
+            "member" | "leader" => {
+                let t = t.max(server_free_at);
+                // Sometimes shorter than a lease (sessions move to the other members, or wait
+                // out the election), sometimes longer.
+                let up = t + rng.range(1000, LEASE_MS + 2000);
+                let down = if *class == "leader" {
+                    Action::LeaderDown
+                } else {
+                    Action::MemberDown(rng.index(MEMBERS))
+                };
+                out.push((t, down));
+                out.push((up, Action::CoordinatorUp));
+                server_free_at = up + 2_000;
+            }
+            "member_cut" | "member_latency" => {
+                let t = t.max(member_proxies_free_at);
+                let member = rng.index(MEMBERS);
+                let (on, off, heal) = if *class == "member_cut" {
+                    // Its clients' connections stall: they give up on it and move on.
+                    let d = rng.range(1000, LEASE_MS + 2000);
+                    (
+                        Action::MemberCut(member, true),
+                        d,
+                        Action::MemberCut(member, false),
+                    )
+                } else {
+                    let ms = rng.range(200, 1200);
+                    let d = rng.range(3000, 5000);
+                    (
+                        Action::MemberLatency(member, ms),
+                        d,
+                        Action::MemberLatency(member, 0),
+                    )
+                };
+                out.push((t, on));
+                out.push((t + off, heal));
+                member_proxies_free_at = t + off + 500;
+            }
             "rolling" => out.push((t, Action::Rolling)),
             _ => out.push((t, Action::Herd)),
         }
@@ -357,6 +421,15 @@ mod tests {
         proxy: true,
         server: true,
         replica: true,
+        ensemble: false,
+    };
+
+    /// ZooKeeper: an ensemble behind proxies, without a replica.
+    const ENSEMBLE: Features = Features {
+        proxy: true,
+        server: true,
+        replica: false,
+        ensemble: true,
     };
 
     #[test]
@@ -379,19 +452,22 @@ mod tests {
     }
 
     /// The feature sets of the backends: SQLite (a file), Valkey/Redis, MariaDB and etcd (a
-    /// server behind proxies), PostgreSQL (and its replica).
-    const BACKENDS: [Features; 3] = [
+    /// server behind proxies), PostgreSQL (and its replica), ZooKeeper (an ensemble).
+    const BACKENDS: [Features; 4] = [
         Features {
             proxy: false,
             server: false,
             replica: false,
+            ensemble: false,
         },
         Features {
             proxy: true,
             server: true,
             replica: false,
+            ensemble: false,
         },
         ALL,
+        ENSEMBLE,
     ];
 
     /// Calls `check` with every backend's plans of both lengths over 100 seeds, each checked to
@@ -533,6 +609,67 @@ mod tests {
                 .count();
             assert_eq!(failovers, 1, "seed {seed}");
         }
+    }
+
+    /// ZooKeeper's plans: every class once in a short run (a member's kill, the leader's,
+    /// every member's, a member cut off, a member slowed); the server faults one at a time,
+    /// each ended by one restart; the faults of one member's proxies one at a time, each healed.
+    #[test]
+    fn ensemble_plans_kill_members_and_cut_them_off_one_at_a_time() {
+        for (secs, long) in [(30, false), (150, true)] {
+            for seed in 0..100 {
+                let p = plan(&mut Rng::new(seed), 8, secs, long, ENSEMBLE);
+                let count = |f: fn(&Action) -> bool| p.actions.iter().filter(|(_, x)| f(x)).count();
+                let member = count(|a| matches!(a, Action::MemberDown(m) if *m < 3));
+                let leader = count(|a| *a == Action::LeaderDown);
+                let all = count(|a| *a == Action::CoordinatorDown);
+                let cuts = count(|a| matches!(a, Action::MemberCut(m, true) if *m < 3));
+                let slow =
+                    count(|a| matches!(a, Action::MemberLatency(m, ms) if *m < 3 && *ms > 0));
+                if long {
+                    assert!(member + leader + all + cuts + slow >= 5, "seed {seed}");
+                } else {
+                    assert_eq!(
+                        (member, leader, all, cuts, slow),
+                        (1, 1, 1, 1, 1),
+                        "seed {seed}: {:?}",
+                        p.actions
+                    );
+                }
+                let (mut down, mut cut) = (false, None);
+                for (_, a) in &p.actions {
+                    match a {
+                        Action::MemberDown(_) | Action::LeaderDown | Action::CoordinatorDown => {
+                            assert!(!down, "seed {seed}: {:?}", p.actions);
+                            down = true;
+                        }
+                        Action::CoordinatorUp => {
+                            assert!(down, "seed {seed}: {:?}", p.actions);
+                            down = false;
+                        }
+                        Action::MemberCut(m, true) | Action::MemberLatency(m, 1..) => {
+                            assert_eq!(cut, None, "seed {seed}: {:?}", p.actions);
+                            cut = Some(*m);
+                        }
+                        Action::MemberCut(m, false) | Action::MemberLatency(m, 0) => {
+                            assert_eq!(cut, Some(*m), "seed {seed}: {:?}", p.actions);
+                            cut = None;
+                        }
+                        _ => {}
+                    }
+                }
+                assert!(!down && cut.is_none(), "seed {seed}: {:?}", p.actions);
+            }
+        }
+        // The other backends' plans have none of them.
+        let p = plan(&mut Rng::new(1), 8, 150, true, ALL);
+        assert!(!p.actions.iter().any(|(_, a)| matches!(
+            a,
+            Action::MemberDown(_)
+                | Action::LeaderDown
+                | Action::MemberCut(..)
+                | Action::MemberLatency(..)
+        )));
     }
 
     #[test]

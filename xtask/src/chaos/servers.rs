@@ -1,8 +1,9 @@
 //! Coordinator servers of the run's own, never the shared ones the tests use: Valkey/Redis
 //! without persistence (a restart forgets every lease), a PostgreSQL primary with a streaming
-//! replica, a MariaDB server, and a single etcd member (a restart keeps its data), each on free
-//! loopback ports with its files in a temporary directory (etcd: under the run's directory).
-//! Every server is killed on drop, and its data removed.
+//! replica, a MariaDB server, a single etcd member (a restart keeps its data) and a ZooKeeper
+//! ensemble of three members (restarts keep their data), each on free loopback ports with its
+//! files in a temporary directory (etcd: under the run's directory; ZooKeeper: in the run's
+//! scratch folder). Every server is killed on drop, and its data removed.
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::launcher::Server;
 use crate::ports::server_port;
-use crate::services::{etcd, is_root, redis};
+use crate::services::{etcd, is_root, redis, zookeeper};
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -436,5 +437,145 @@ impl Drop for EtcdServer {
         self.server.kill();
         // The WAL preallocates 64 MB: the run's directory keeps only the log.
         let _ = fs::remove_dir_all(&self.data);
+    }
+}
+
+/// How long a ZooKeeper member may take to serve after its start: a JVM starts in about a
+/// second, but beside the other backends' servers and nodes on a loaded machine in several, and
+/// a member serves only once a quorum has elected a leader and it has synced with it.
+const ZOOKEEPER_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A ZooKeeper ensemble of three members of this run's own on free loopback ports (client,
+/// quorum and election ports each), as `java -cp CLASSPATH QuorumPeerMain zoo.cfg` children of
+/// this process, configured as xtask's shared test server is (`services::zookeeper`): sessions
+/// of 1 to 40 s on a 500 ms tick. Their data is in the run's scratch folder; a `kill -9` and
+/// restart of a member, of the leader or of every member keeps it (every committed write:
+/// znodes, sessions and their ephemeral znodes; a new leader gives every session a fresh
+/// timeout). Each member's log is in the run's directory.
+pub struct ZooKeeperEnsemble {
+    /// Member `i` is `server.<i+1>`; a restart waits until it serves (it is the leader or has
+    /// synced with one).
+    pub members: Vec<Server>,
+    /// The root znode the run's nodes use.
+    pub root: String,
+    /// The members' configurations and data. After the members: fields drop in order, so the
+    /// members are stopped before their files go.
+    _files: TempDir,
+}
+
+impl ZooKeeperEnsemble {
+    /// Starts three members at once (none serves until a quorum is up) and waits until each
+    /// serves. `java` and `classpath` run the server (`NONONCE_TEST_ZOOKEEPER_JAVA`,
+    /// `NONONCE_TEST_ZOOKEEPER_CLASSPATH`); the data goes under `scratch`, the logs into `logs`.
+    pub fn start(
+        java: &Path,
+        classpath: &str,
+        scratch: &Path,
+        logs: &Path,
+        root: String,
+    ) -> Result<Self, String> {
+        const SIZE: usize = 3;
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = scratch.join(format!(
+            "nononce-chaos-zookeeper-{}-{stamp}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let files = TempDir(dir);
+        let mut clients = Vec::with_capacity(SIZE);
+        let mut peers = Vec::with_capacity(SIZE);
+        for _ in 0..SIZE {
+            clients.push(server_port()?);
+            peers.push((server_port()?, server_port()?));
+        }
+        let mut pending = Vec::with_capacity(SIZE);
+        for (i, &port) in clients.iter().enumerate() {
+            let dir = files.0.join(format!("m{}", i + 1));
+            let data = dir.join("data");
+            fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+            // The member's `server.N`.
+            let myid = data.join("myid");
+            fs::write(&myid, format!("{}\n", i + 1))
+                .map_err(|e| format!("{}: {e}", myid.display()))?;
+            let config = dir.join("zoo.cfg");
+            fs::write(&config, zookeeper::member_config(port, &data, &peers))
+                .map_err(|e| format!("{}: {e}", config.display()))?;
+            let log = logs.join(format!("zookeeper-{}.log", i + 1));
+            pending.push(
+                zookeeper::server(java, classpath, &config, &dir, port, log)
+                    .timeout(ZOOKEEPER_START_TIMEOUT),
+            );
+        }
+        // At once: a member serves only once a quorum of them runs.
+        let members = thread::scope(|scope| {
+            let starts: Vec<_> = pending
+                .into_iter()
+                .map(|server| scope.spawn(move || server.start()))
+                .collect();
+            starts
+                .into_iter()
+                .map(|start| {
+                    start
+                        .join()
+                        .unwrap_or_else(|_| Err("a ZooKeeper member's start panicked".into()))
+                })
+                .collect::<Result<Vec<Server>, String>>()
+        })?;
+        Ok(Self {
+            members,
+            root,
+            _files: files,
+        })
+    }
+
+    /// The members' client addresses, `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
+    pub fn hosts(&self) -> String {
+        let hosts: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.port()))
+            .collect();
+        hosts.join(",")
+    }
+
+    /// The member that is the leader now, if one is (none during an election).
+    pub fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|m| {
+            !m.is_down() && zookeeper::mode(m.port()).is_some_and(|mode| mode == "leader")
+        })
+    }
+
+    /// Waits up to `timeout` for a leader; its index.
+    pub fn wait_leader(&self, timeout: Duration) -> Option<usize> {
+        let started = Instant::now();
+        loop {
+            if let Some(leader) = self.leader() {
+                return Some(leader);
+            }
+            if started.elapsed() >= timeout {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts every member that is down again on its data and ports, at once (after the whole
+    /// ensemble's kill none serves before a quorum runs), and waits until each serves.
+    pub fn restart_down(&mut self) -> Result<(), String> {
+        thread::scope(|scope| {
+            let restarts: Vec<_> = self
+                .members
+                .iter_mut()
+                .filter(|m| m.is_down())
+                .map(|m| scope.spawn(move || m.restart()))
+                .collect();
+            restarts.into_iter().try_for_each(|restart| {
+                restart
+                    .join()
+                    .unwrap_or_else(|_| Err("a ZooKeeper member's restart panicked".into()))
+            })
+        })
     }
 }

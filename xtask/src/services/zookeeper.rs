@@ -38,8 +38,8 @@ use crate::launcher::{Server, which};
 use crate::ports::{bindable, server_port};
 
 const CONNECT_VAR: &str = "NONONCE_TEST_ZOOKEEPER";
-const CLASSPATH_VAR: &str = "NONONCE_TEST_ZOOKEEPER_CLASSPATH";
-const JAVA_VAR: &str = "NONONCE_TEST_ZOOKEEPER_JAVA";
+pub(crate) const CLASSPATH_VAR: &str = "NONONCE_TEST_ZOOKEEPER_CLASSPATH";
+pub(crate) const JAVA_VAR: &str = "NONONCE_TEST_ZOOKEEPER_JAVA";
 /// The client port of the shared test server (away from ZooKeeper's default 2181, which a
 /// distribution's own service may hold).
 const CLIENT_PORT: u16 = 2397;
@@ -140,9 +140,36 @@ fn ensure_installed() -> Result<(PathBuf, String), String> {
 /// The shared server's configuration: standalone on loopback `port`, its data in `data`.
 fn standalone_config(port: u16, data: &Path) -> String {
     format!(
-        "# The shared test server: standalone. Sessions up to 40 s, as a user's server with its\n\
-         # default tick grants, and from 1 s on a short tick: a release guard is a session of the\n\
-         # guard's length, and the conformance checks' 2 s guards must end within their slack.\n\
+        "# The shared test server: standalone.\n{}",
+        common_config(port, data)
+    )
+}
+
+/// The configuration of member `myid` (1-based) of an ensemble on loopback: its client `port`
+/// and data in `data`, and every member's quorum and election ports in `peers`, member 1
+/// first. The chaos runs' own ensembles.
+pub(crate) fn member_config(port: u16, data: &Path, peers: &[(u16, u16)]) -> String {
+    let mut config = format!(
+        "# A member of an ensemble on loopback. A follower has 10 s (20 ticks) to connect and\n\
+         # sync and 5 s to answer the leader, so that a JVM stalled on a loaded machine is not\n\
+         # dropped; a killed member's connections close at once, whatever the limits.\n\
+         initLimit=20\n\
+         syncLimit=10\n\
+         {}",
+        common_config(port, data)
+    );
+    for (i, (quorum, election)) in peers.iter().enumerate() {
+        config.push_str(&format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1));
+    }
+    config
+}
+
+/// What every server of this run's own is configured with: loopback `port`, data in `data`.
+fn common_config(port: u16, data: &Path) -> String {
+    format!(
+        "# Sessions up to 40 s, as a user's server with its default tick grants, and from 1 s on\n\
+         # a short tick: a release guard is a session of the guard's length, and the conformance\n\
+         # checks' 2 s guards (chaos: 0.75 s, granted 1 s) must end within their slack.\n\
          tickTime=500\n\
          minSessionTimeout=1000\n\
          maxSessionTimeout=40000\n\
@@ -153,7 +180,7 @@ fn standalone_config(port: u16, data: &Path) -> String {
          # these four-letter words on the client port.\n\
          admin.enableServer=false\n\
          4lw.commands.whitelist=srvr,ruok,mntr\n\
-         # Every test connects from 127.0.0.1: the default limit of 60 connections per address\n\
+         # Every client connects from 127.0.0.1: the default limit of 60 connections per address\n\
          # would refuse a busy run's clients.\n\
          maxClientCnxns=0\n",
         data = data.display()
@@ -197,6 +224,14 @@ pub fn serving(port: u16) -> bool {
     four_letter_word(port, "srvr").is_some_and(|reply| reply.contains("\nMode: "))
 }
 
+/// What the server on loopback `port` serves as (`srvr`'s `Mode:` line: `standalone`, `leader`
+/// or `follower`); `None` when it is down or serves no clients.
+pub(crate) fn mode(port: u16) -> Option<String> {
+    let reply = four_letter_word(port, "srvr")?;
+    let mode = reply.lines().find_map(|line| line.strip_prefix("Mode: "))?;
+    Some(mode.trim().to_owned())
+}
+
 /// One four-letter-word command on loopback `port`; the server's reply.
 fn four_letter_word(port: u16, word: &str) -> Option<String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -210,4 +245,31 @@ fn four_letter_word(port: u16, word: &str) -> Option<String> {
     let mut reply = Vec::new();
     stream.take(64 * 1024).read_to_end(&mut reply).ok()?;
     Some(String::from_utf8_lossy(&reply).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{member_config, standalone_config};
+    use std::path::Path;
+
+    #[test]
+    fn an_ensemble_member_is_the_shared_server_with_its_peers_on_loopback() {
+        let data = Path::new("data");
+        let member = member_config(10_001, data, &[(10_002, 10_003), (10_005, 10_006)]);
+        for line in [
+            "clientPort=10001",
+            "clientPortAddress=127.0.0.1",
+            "initLimit=20",
+            "server.1=127.0.0.1:10002:10003",
+            "server.2=127.0.0.1:10005:10006",
+        ] {
+            assert!(member.lines().any(|l| l == line), "{line} in\n{member}");
+        }
+        // Every setting of the shared server's, which has no peers.
+        let standalone = standalone_config(10_001, data);
+        for line in standalone.lines().filter(|l| !l.starts_with('#')) {
+            assert!(member.lines().any(|l| l == line), "{line} in\n{member}");
+        }
+        assert!(!standalone.contains("server.1"));
+    }
 }

@@ -4,8 +4,9 @@
 //! store (the "stolen lease" fault); `chaos-node wipe ...` deletes the run's lease data while
 //! the server stays up (the "wiped store" fault); `chaos-node reserve ...` gives every ID but a
 //! few to a foreign holder. Started by `cargo xtask chaos`. Stores: SQL (`postgres://`, `mysql://`,
-//! `sqlite:`), `redis://` and `etcd://host:port[,host:port...][?max_lease_s=N]`; `--name` is the
-//! table, the hash key or, on etcd, the key prefix `/<name>/`.
+//! `sqlite:`), `redis://`, `etcd://host:port[,host:port...][?max_lease_s=N]` and
+//! `zk://host:port[,host:port...][/root][?session_timeout_s=N]`; `--name` is the table, the hash
+//! key, on etcd the key prefix `/<name>/` and on ZooKeeper the root znode `/<name>`.
 //!
 //! The node's factories and lease manager share one [`NodeClock`]: the machine's clock plus
 //! `--clock-offset-ms`; each SIGUSR1 steps it back by `--clock-step-ms`. The factories count
@@ -46,6 +47,10 @@ use nononce::lease::{
 use nononce::nonce::{Base, Clock as _, DEFAULT_EPOCH_MS, Factory, FactoryConfig};
 use nononce::redis::{RedisOptions, RedisStrategy};
 use nononce::statefulset::StatefulSetStrategy;
+use nononce::zookeeper::zookeeper_client::{
+    self as zk, Acls, CreateMode, MultiReadResult, MultiWriteResult,
+};
+use nononce::zookeeper::{ZooKeeperOptions, ZooKeeperStrategy};
 use nononce::{LeaseConfig, Strategy};
 use nononce_chaos::{CHAOS_KEY, Kind, NodeClock, Record, Stamp};
 
@@ -71,7 +76,8 @@ struct WipeArgs {
     #[arg(long)]
     name: String,
     /// The wider form: `FLUSHALL` instead of `DEL` of the hash (Valkey/Redis), `TRUNCATE`
-    /// instead of `DELETE` (PostgreSQL, MySQL/MariaDB); SQLite and etcd have one form.
+    /// instead of `DELETE` (PostgreSQL, MySQL/MariaDB); SQLite, etcd and ZooKeeper have one
+    /// form.
     #[arg(long)]
     all: bool,
 }
@@ -108,16 +114,24 @@ const RESERVED_REDIS: &str = "chaos-reserved";
 const RESERVED_ETCD: &str = "6368616f732d72657365727665642121";
 /// Operations per etcd transaction of the reservation (etcd allows 128 by default).
 const ETCD_TXN_OPS: usize = 100;
+/// The ZooKeeper lease znode data of reserved IDs: a token in lease-zookeeper's form (32 hex
+/// digits), the same as etcd's.
+const RESERVED_ZOOKEEPER: &str = RESERVED_ETCD;
+/// Operations per ZooKeeper multi-op of the reservation and the wipe (each a few dozen bytes,
+/// far below the server's 1 MB request limit).
+const ZOOKEEPER_MULTI_OPS: usize = 100;
 
 #[derive(clap::Args)]
 struct RunArgs {
     /// Node index (stable across restarts).
     #[arg(long)]
     node: u32,
-    /// Coordinator: postgres://, mysql://, sqlite:PATH, redis://, etcd://, or `statefulset`.
+    /// Coordinator: postgres://, mysql://, sqlite:PATH, redis://, etcd://, zk://, or
+    /// `statefulset`.
     #[arg(long)]
     store: String,
-    /// Lease table (SQL), hash key (Redis) or key prefix `/<name>/` (etcd).
+    /// Lease table (SQL), hash key (Redis), key prefix `/<name>/` (etcd) or root znode
+    /// `/<name>` (ZooKeeper).
     #[arg(long, default_value = "chaos_leases")]
     name: String,
     /// The node's record file (created; an existing file is appended to).
@@ -401,6 +415,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .with_connect_timeout(ms(args.call_timeout_ms))
             .with_request_timeout(ms(args.call_timeout_ms));
         let strategy = EtcdStrategy::new(options).map_err(text)?;
+        serve(strategy, config, log, usr2, &args).await
+    } else if store.starts_with("zk://") {
+        // The session opens on first use: an ensemble that is down makes acquire retry. Leases
+        // last three quarters of the session timeout the URL asks for (and the ensemble grants).
+        let options = zookeeper_options(&store, &args.name)?
+            .with_connect_timeout(ms(args.call_timeout_ms))
+            .with_request_timeout(ms(args.call_timeout_ms));
+        let strategy = ZooKeeperStrategy::new(options).map_err(text)?;
         serve(strategy, config, log, usr2, &args).await
     } else {
         let strategy = lease_sql::SqlStrategy::connect_lazy(&store)
@@ -1009,6 +1031,9 @@ async fn wipe(args: WipeArgs) -> Result<(), String> {
                 .deleted();
             return Ok(format!("del --prefix {prefix}: {deleted} keys"));
         }
+        if args.store.starts_with("zk://") {
+            return wipe_zookeeper(&args.store, name).await;
+        }
         Table::open(&args.store, name).await?.wipe(args.all).await
     })
     .await?;
@@ -1025,6 +1050,8 @@ async fn steal(args: StealArgs) -> Result<(), String> {
             steal_redis(&args).await
         } else if args.store.starts_with("etcd://") {
             steal_etcd(&args).await
+        } else if args.store.starts_with("zk://") {
+            steal_zookeeper(&args).await
         } else {
             Table::open(&args.store, &args.name).await?.steal(ttl).await
         }
@@ -1174,6 +1201,247 @@ async fn reserve_etcd(args: &ReserveArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The ZooKeeper root znode of a run: `/<name>`.
+fn zookeeper_root(name: &str) -> String {
+    format!("/{name}")
+}
+
+/// lease-zookeeper's options for the ensemble `store` names (`zk://...`), on the run's root.
+fn zookeeper_options(store: &str, name: &str) -> Result<ZooKeeperOptions, String> {
+    Ok(ZooKeeperOptions::from_url(store)
+        .map_err(text)?
+        .with_root(zookeeper_root(name)))
+}
+
+/// A session of its own on the ensemble `store` names, for direct writes, asking for a session
+/// timeout of `timeout`. `detached`: dropping the client leaves the session open, so that its
+/// ephemeral znodes live until the ensemble ends it, `timeout` after its last word.
+async fn zookeeper_connect(
+    store: &str,
+    timeout: Duration,
+    detached: bool,
+) -> Result<zk::Client, String> {
+    let options = ZooKeeperOptions::from_url(store).map_err(text)?;
+    let mut connector = zk::Client::connector()
+        .with_session_timeout(timeout)
+        .with_connection_timeout(Duration::from_secs(3));
+    if detached {
+        connector = connector.with_detached();
+    }
+    connector
+        .connect(options.hosts())
+        .await
+        .map_err(|e| format!("zookeeper connect to {}: {e}", options.hosts()))
+}
+
+/// Deletes `paths` (childless znodes), ignoring those already gone and folders that gained a
+/// child since they were listed (the caller lists again): in multi-ops of
+/// [`ZOOKEEPER_MULTI_OPS`], one by one where a multi-op was refused (a znode went meanwhile,
+/// with its session or its holder's release, or a node wrote a floor). How many this call
+/// deleted.
+async fn zookeeper_delete_all(client: &zk::Client, paths: &[String]) -> Result<usize, String> {
+    let mut deleted = 0;
+    for chunk in paths.chunks(ZOOKEEPER_MULTI_OPS) {
+        let mut writer = client.new_multi_writer();
+        for path in chunk {
+            writer.add_delete(path, None).map_err(text)?;
+        }
+        if writer.commit().await.is_ok() {
+            deleted += chunk.len();
+            continue;
+        }
+        for path in chunk {
+            match client.delete(path, None).await {
+                Ok(()) => deleted += 1,
+                Err(zk::Error::NoNode | zk::Error::NotEmpty) => {}
+                Err(e) => return Err(format!("delete {path}: {e}")),
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+/// `deleteall <root>` while the ensemble stays up, as an operator's would: the initialization
+/// marker first, then every lease (the nodes' ephemeral znodes included), guard and floor
+/// znode, the folders, a hold-off znode, and the root. Nodes keep writing meanwhile (a claim
+/// creates a lease znode, a node that found the marker gone creates it again with a hold-off):
+/// a root that gained children since they were listed is listed and deleted again, a few
+/// times. What went, in words.
+async fn wipe_zookeeper(store: &str, name: &str) -> Result<String, String> {
+    let client = zookeeper_connect(store, Duration::from_secs(5), false).await?;
+    let root = zookeeper_root(name);
+    let mut deleted = 0;
+    for _ in 0..5 {
+        let children = match client.list_children(&root).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => break,
+            Err(e) => return Err(format!("list {root}: {e}")),
+        };
+        // The marker first: from then on no node claims, whatever else is still there.
+        let marker = format!("{root}/initialized");
+        let mut paths = Vec::new();
+        let mut folders = Vec::new();
+        for child in children {
+            let folder = format!("{root}/{child}");
+            if folder == marker {
+                paths.insert(0, folder);
+                continue;
+            }
+            match client.list_children(&folder).await {
+                Ok(grandchildren) => {
+                    paths.extend(grandchildren.iter().map(|g| format!("{folder}/{g}")));
+                }
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(format!("list {folder}: {e}")),
+            }
+            folders.push(folder);
+        }
+        paths.extend(folders);
+        deleted += zookeeper_delete_all(&client, &paths).await?;
+        match client.delete(&root, None).await {
+            Ok(()) => {
+                deleted += 1;
+                return Ok(format!("deleteall {root}: {deleted} znodes"));
+            }
+            Err(zk::Error::NoNode) => break,
+            // Created under it since the listing: list again.
+            Err(zk::Error::NotEmpty) => {}
+            Err(e) => return Err(format!("delete {root}: {e}")),
+        }
+    }
+    Ok(format!(
+        "deleteall {root}: {deleted} znodes; nodes wrote under the root again meanwhile"
+    ))
+}
+
+/// Gives one held ID (never a reserved one) to a foreign holder, as another holder taking it
+/// over would: in one multi-op, the holder's ephemeral lease znode (at the version read) is
+/// deleted, a new one with a new token is created on the thief's session, and the floor znode
+/// is written again at the same value (every claim writes it), so that the holder's next
+/// renewal, which expects the floor at the version it last wrote, finds the ID taken over. The
+/// thief's session is left open to end `ttl_ms` (at least a second) later, its znode with it.
+async fn steal_zookeeper(args: &StealArgs) -> Result<Option<i64>, String> {
+    let ttl = Duration::from_millis(args.ttl_ms.max(1000));
+    let client = zookeeper_connect(&args.store, ttl, true).await?;
+    let root = zookeeper_root(&args.name);
+    let leases = format!("{root}/leases");
+    for _ in 0..3 {
+        let children = match client.list_children(&leases).await {
+            Ok(children) => children,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(format!("list {leases}: {e}")),
+        };
+        let ids: Vec<u16> = children
+            .iter()
+            .filter_map(|c| lease_id("", c.as_bytes()))
+            .collect();
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let mut reader = client.new_multi_reader();
+        for id in &ids {
+            reader
+                .add_get_data(&format!("{leases}/{id}"))
+                .map_err(text)?;
+        }
+        let results = reader.commit().await.map_err(text)?;
+        // Held by a node: ephemeral (the reservation's znodes are persistent), not reserved.
+        let held: Vec<(u16, i32)> = ids
+            .iter()
+            .zip(&results)
+            .filter_map(|(id, result)| match result {
+                MultiReadResult::Data { data, stat }
+                    if stat.ephemeral_owner != 0 && data != RESERVED_ZOOKEEPER.as_bytes() =>
+                {
+                    Some((*id, stat.version))
+                }
+                _ => None,
+            })
+            .collect();
+        if held.is_empty() {
+            return Ok(None);
+        }
+        let (id, version) = held[rand::random_range(0..held.len())];
+        let lease = format!("{leases}/{id}");
+        let floor = format!("{root}/floors/{id}");
+        let floor_now = match client.get_data(&floor).await {
+            Ok((data, stat)) => Some((data, stat.version)),
+            Err(zk::Error::NoNode) => None,
+            Err(e) => return Err(format!("get {floor}: {e}")),
+        };
+        let token = format!("{:032x}", rand::random::<u128>());
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let mut writer = client.new_multi_writer();
+        writer.add_delete(&lease, Some(version)).map_err(text)?;
+        writer
+            .add_create(&lease, token.as_bytes(), &ephemeral)
+            .map_err(text)?;
+        if let Some((data, floor_version)) = &floor_now {
+            writer
+                .add_set_data(&floor, data, Some(*floor_version))
+                .map_err(text)?;
+        }
+        if let Ok(results) = writer.commit().await
+            && results
+                .iter()
+                .any(|r| matches!(r, MultiWriteResult::Create { .. }))
+        {
+            return Ok(Some(i64::from(id)));
+        }
+        // Released, renewed or taken since the read: read again.
+    }
+    Ok(None)
+}
+
+/// Gives IDs `keep..512` to a foreign holder on ZooKeeper: persistent lease znodes
+/// `<root>/leases/<id>` holding a token in lease-zookeeper's form, which the nodes see held
+/// as long as they exist (`ttl_ms` does not apply: a persistent znode has no session to end
+/// with, and a run is over long before the hour the other stores' reservations last). Floors
+/// are left absent (0), as for a never-used ID. Without `--initialize` (after a wipe) only the
+/// root and its leases folder are created, never the initialization marker.
+async fn reserve_zookeeper(args: &ReserveArgs) -> Result<(), String> {
+    if args.initialize {
+        let options = zookeeper_options(&args.store, &args.name)?;
+        let strategy = ZooKeeperStrategy::new(options).map_err(text)?;
+        strategy.migrate().await.map_err(text)?;
+    }
+    let client = zookeeper_connect(&args.store, Duration::from_secs(5), false).await?;
+    let leases = format!("{}/leases", zookeeper_root(&args.name));
+    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    client
+        .mkdir(&leases, &persistent)
+        .await
+        .map_err(|e| format!("mkdir {leases}: {e}"))?;
+    let ids: Vec<u16> = (args.keep.min(MachineId::COUNT)..MachineId::COUNT).collect();
+    for chunk in ids.chunks(ZOOKEEPER_MULTI_OPS) {
+        let mut writer = client.new_multi_writer();
+        for id in chunk {
+            writer
+                .add_create(
+                    &format!("{leases}/{id}"),
+                    RESERVED_ZOOKEEPER.as_bytes(),
+                    &persistent,
+                )
+                .map_err(text)?;
+        }
+        if writer.commit().await.is_ok() {
+            continue;
+        }
+        // Some exist already (held by a node, or reserved before): one by one.
+        for id in chunk {
+            let path = format!("{leases}/{id}");
+            match client
+                .create(&path, RESERVED_ZOOKEEPER.as_bytes(), &persistent)
+                .await
+            {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(format!("create {path}: {e}")),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Gives IDs `keep..512` to a foreign holder on Valkey/Redis: their fields and ownership
 /// markers, expiring after `ttl_ms`.
 async fn reserve_redis(args: &ReserveArgs) -> Result<(), String> {
@@ -1213,6 +1481,9 @@ async fn reserve(args: ReserveArgs) -> Result<(), String> {
         }
         if args.store.starts_with("etcd://") {
             return reserve_etcd(&args).await;
+        }
+        if args.store.starts_with("zk://") {
+            return reserve_zookeeper(&args).await;
         }
         let url = match &args.sql_options {
             Some(options) => format!("{}?{options}", args.store),
@@ -1266,6 +1537,18 @@ mod tests {
             lease_id("", b"floor.7").or(lease_id("", b"token.7.x")),
             None
         );
+        // ZooKeeper: the root of a run is a znode of its own, the reservation's token one in
+        // lease-zookeeper's form.
+        assert_eq!(
+            zookeeper_root("chaos_zookeeper_1_2"),
+            "/chaos_zookeeper_1_2"
+        );
+        let options = zookeeper_options("zk://127.0.0.1:1,127.0.0.1:2", "chaos_zookeeper_1_2");
+        assert_eq!(
+            options.map(|o| o.root().to_owned()).as_deref(),
+            Ok("/chaos_zookeeper_1_2")
+        );
+        assert_eq!(RESERVED_ZOOKEEPER.len(), 32);
         // The reserved token is a token in lease-etcd's form: 32 hex digits.
         let hex: String = RESERVED_TOKEN.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(RESERVED_ETCD, hex);
