@@ -652,19 +652,18 @@ impl<T: Transport> ZooKeeperStrategy<T> {
                 ephemeral: true,
             });
             let floor_at = 3;
-            let (session, result) = match self.write("multi (claim)", ops).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    // It may have been applied: an ephemeral znode nobody was granted.
-                    self.seen().uncertain.push(LostClaim {
-                        id,
-                        token,
-                        floor_before: stored,
-                        floor_version: floor_version.map_or(0, |v| v + 1),
-                    });
-                    return Err(e);
-                }
+            // Recorded before it is sent, and settled only by an answer: a claim whose answer
+            // is lost (or whose acquire is dropped, by the lease manager's call timeout, before
+            // the answer) may have been applied, an ephemeral znode nobody was granted.
+            let lost = LostClaim {
+                id,
+                token: token.clone(),
+                floor_before: stored,
+                floor_version: floor_version.map_or(0, |v| v + 1),
             };
+            self.seen().uncertain.push(lost.clone());
+            let (session, result) = self.write("multi (claim)", ops).await?;
+            self.seen().uncertain.retain(|claim| *claim != lost);
             let Ok(results) = result else {
                 // Another node claimed it (or its floor moved, or the marker went, or a hold-off
                 // began) since the read: read again.

@@ -62,9 +62,9 @@ pub struct Options {
     /// A rebuilt manager resumes its lease without the cache's record of what the old
     /// factories issued (the `rebuild` fault's protection off).
     pub without_issued_record: bool,
-    /// ZooKeeper nodes hold off for their session alone after a loss (lease-zookeeper's
-    /// default `max_session_timeout`), without the clock bound the run adds (see
-    /// `coordinator::zookeeper_hold_off_s`), to see what it prevents.
+    /// ZooKeeper nodes hold off for their session alone after a loss (`max_clock_offset_s=0`),
+    /// without the run's clock bound (see `coordinator::zookeeper_clock_offset_s`), to see what
+    /// it prevents.
     pub zookeeper_session_hold_off: bool,
     /// IDs the nodes share beyond one each (the rest are held by a foreign holder); 0 leaves
     /// every ID to one node, so a node restarted gracefully takes its own ID back at once.

@@ -12,19 +12,24 @@ use crate::launcher::Server;
 /// or a freeze of more than a lease outlasts the session too and the ensemble hands the ID on.
 pub const ZOOKEEPER_SESSION_S: u64 = 5;
 
-/// The ZooKeeper nodes' `max_session_timeout_s`, lease-zookeeper's amnesia hold-off (after a
-/// root found without its marker, or an ensemble gone back in time): the session and twice the
-/// run's clock bound (`max_clock_offset_ms`), as the other stores' hold-off is the lease and
-/// twice the bound, so that after the wipe a successor's clock has passed what a forgotten
-/// holder issued before it can claim the ID (the floors went with the root). lease-zookeeper
-/// has no clock term of its own. `session_only`: the session alone, lease-zookeeper's default
-/// (`--zookeeper-session-hold-off`, to see what the clock term prevents).
-pub fn zookeeper_hold_off_s(max_clock_offset_ms: u64, session_only: bool) -> u64 {
+/// The ZooKeeper nodes' `max_clock_offset_s`: the run's clock bound (`max_clock_offset_ms`), so
+/// that lease-zookeeper's amnesia hold-off (after a root found without its marker, or an
+/// ensemble gone back in time) is the session and twice the bound, as the other stores' is the
+/// lease and twice the bound: after the wipe a successor's clock has passed what a forgotten
+/// holder issued before it can claim the ID (the floors went with the root). `session_only`:
+/// no clock term, the hold-off the session alone (`--zookeeper-session-hold-off`, to see what
+/// the clock term prevents).
+pub fn zookeeper_clock_offset_s(max_clock_offset_ms: u64, session_only: bool) -> u64 {
     if session_only {
-        ZOOKEEPER_SESSION_S
+        0
     } else {
-        ZOOKEEPER_SESSION_S + 2 * max_clock_offset_ms.div_ceil(1000)
+        max_clock_offset_ms.div_ceil(1000)
     }
+}
+
+/// lease-zookeeper's amnesia hold-off for nodes whose `max_clock_offset_s` is `offset_s`.
+pub const fn zookeeper_hold_off_s(offset_s: u64) -> u64 {
+    ZOOKEEPER_SESSION_S + 2 * offset_s
 }
 
 /// lease-sql URL options for the nodes: the amnesia guard holds acquisitions off for the
@@ -126,12 +131,13 @@ impl Coordinator {
 
     /// The store URL a node is given, through its proxies on `ports` (one per upstream), with
     /// the nodes' lease-sql URL options `sql_options` (see [`Self::sql_url_options`]); on
-    /// ZooKeeper with the hold-off `zookeeper_hold_off_s` (see [`zookeeper_hold_off_s`]).
+    /// ZooKeeper with the clock bound `zookeeper_clock_offset_s` (see
+    /// [`zookeeper_clock_offset_s`]).
     pub fn node_url(
         &self,
         ports: &[u16],
         sql_options: Option<&str>,
-        zookeeper_hold_off_s: u64,
+        zookeeper_clock_offset_s: u64,
     ) -> String {
         let url = match (self, ports.first()) {
             (Coordinator::ZooKeeper(z), Some(_)) => {
@@ -145,7 +151,7 @@ impl Coordinator {
             // The amnesia hold-off is the longest lease (the nodes').
             Coordinator::Etcd(_) => Some(format!("max_lease_s={}", LEASE_MS.div_ceil(1000))),
             Coordinator::ZooKeeper(_) => Some(format!(
-                "session_timeout_s={ZOOKEEPER_SESSION_S}&max_session_timeout_s={zookeeper_hold_off_s}"
+                "session_timeout_s={ZOOKEEPER_SESSION_S}&max_session_timeout_s={ZOOKEEPER_SESSION_S}&max_clock_offset_s={zookeeper_clock_offset_s}"
             )),
             _ => sql_options.map(str::to_owned),
         };
@@ -241,15 +247,20 @@ fn with_port(url: &str, port: u16) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{sql_options, sqlite_options, with_port, zookeeper_hold_off_s};
+    use super::{
+        sql_options, sqlite_options, with_port, zookeeper_clock_offset_s, zookeeper_hold_off_s,
+    };
 
     #[test]
     fn the_zookeeper_hold_off_covers_twice_the_clock_bound_unless_told() {
+        let hold_off = |bound_ms, session_only| {
+            zookeeper_hold_off_s(zookeeper_clock_offset_s(bound_ms, session_only))
+        };
         // The session, 5 s, and twice the 31 s bound of the short run with every skew.
-        assert_eq!(zookeeper_hold_off_s(31_000, false), 67);
+        assert_eq!(hold_off(31_000, false), 67);
         // Whole seconds, rounded up.
-        assert_eq!(zookeeper_hold_off_s(1_500, false), 9);
-        assert_eq!(zookeeper_hold_off_s(31_000, true), 5);
+        assert_eq!(hold_off(1_500, false), 9);
+        assert_eq!(hold_off(31_000, true), 5);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::actions::{act, collect_steals, reserve};
 use super::args::Options;
 use super::bins::Bins;
-use super::coordinator::{Coordinator, zookeeper_hold_off_s};
+use super::coordinator::{Coordinator, zookeeper_clock_offset_s, zookeeper_hold_off_s};
 use super::nodes::{Cluster, Node};
 use super::proxy::{Mode, Proxies};
 use super::rng::Rng;
@@ -84,16 +84,19 @@ pub fn run_backend(
         cluster.max_clock_offset_ms,
         !opts.without_amnesia_guard,
     );
-    let zookeeper_hold_off_s =
-        zookeeper_hold_off_s(cluster.max_clock_offset_ms, opts.zookeeper_session_hold_off);
+    let zookeeper_clock_offset_s =
+        zookeeper_clock_offset_s(cluster.max_clock_offset_ms, opts.zookeeper_session_hold_off);
     for i in 0..opts.nodes {
         let ports = cluster
             .proxies
             .as_ref()
             .map(|p| p.node_ports(i))
             .unwrap_or_default();
-        let url =
-            coordinator.node_url(&ports, cluster.sql_options.as_deref(), zookeeper_hold_off_s);
+        let url = coordinator.node_url(
+            &ports,
+            cluster.sql_options.as_deref(),
+            zookeeper_clock_offset_s,
+        );
         cluster.nodes.push(Node::new(url));
     }
 
@@ -124,9 +127,9 @@ pub fn run_backend(
     );
     // SQLite's hold-off after deleted rows is its longest lease, hours by default (see
     // `coordinator.rs`): a long run is not extended for it.
-    // ZooKeeper's is the nodes' `max_session_timeout_s`.
+    // ZooKeeper's is the nodes' session and twice their `max_clock_offset_s`.
     let hold_off = if matches!(coordinator, Coordinator::ZooKeeper(_)) {
-        zookeeper_hold_off_s * 1000
+        zookeeper_hold_off_s(zookeeper_clock_offset_s) * 1000
     } else {
         LEASE_MS + 2 * cluster.max_clock_offset_ms
     };
