@@ -412,7 +412,11 @@ fn without_the_amnesia_guard_zookeeper_losing_its_data_hands_out_ids_in_use() {
     let what = "amnesia guard off, zookeeper";
     failed_within(what, WIPED_SEEDS, &off, "zookeeper-data-lost");
     duplicated(what, WIPED_SEEDS, &off);
-    passes_within(WIPED_SEEDS, &zookeeper_data_lost(true), "zookeeper-data-lost");
+    passes_within(
+        WIPED_SEEDS,
+        &zookeeper_data_lost(true),
+        "zookeeper-data-lost",
+    );
 }
 
 /// Cached manager restarts the only fault, on wide clocks (a granted floor ahead of the clock):

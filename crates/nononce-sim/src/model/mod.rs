@@ -24,7 +24,7 @@ use core::fmt;
 use lease_core::MachineId;
 
 pub use client::{Client, Handles, SimTransport, Simulated};
-pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
+pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore, ZkStore};
 
 use crate::rng::Rng;
 
