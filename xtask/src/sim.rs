@@ -2,7 +2,9 @@
 //! simulation of `crates/nononce-sim`, built with the `sim` profile (its own crates optimised,
 //! its dependencies not: the workspace's Cargo.toml says why), over `N` seeds from `S` (default
 //! 1000 seeds from 1) on every core. `--seed S` alone reruns one seed and prints the events that
-//! led to its first violation. Every other argument goes to the `nononce-sim` binary (`--backend`,
+//! led to its first violation. A sweep also runs a quarter as many seeds on ZooKeeper, which no
+//! seed draws (`--zookeeper-seeds M` sets how many; `--backend` names one backend and runs only
+//! it). Every other argument goes to the `nononce-sim` binary (`--backend`,
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
 //! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
 

@@ -1,13 +1,16 @@
 //! `nononce-sim`: runs many seeds of the fleet simulation and prints what they saw.
 //!
 //! ```text
-//! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static]
+//! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
-//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
+//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore|zookeeper-epoch]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
-//! seeds `S..S+N`. Exits with status 1 if any seed failed.
+//! seeds `S..S+N`, each on the backend it draws, and then, unless `--backend` names one, the
+//! seeds `S..S+M` on ZooKeeper (which no seed draws, so that adding it changed no seed's plan):
+//! `M` is `--zookeeper-seeds`, by default a quarter of `N`. Exits with status 1 if any seed
+//! failed.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -18,9 +21,9 @@ use nononce_sim::{Backend, Clocks, Config, Fault, Summary, run_seed};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static] \
+        "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
+         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore|zookeeper-epoch]"
     );
     ExitCode::from(2)
 }
@@ -28,6 +31,7 @@ fn usage() -> ExitCode {
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut seeds: Option<u64> = None;
+    let mut zookeeper_seeds: Option<u64> = None;
     let mut first: Option<u64> = None;
     let mut jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let mut config = Config::default();
@@ -35,6 +39,10 @@ fn main() -> ExitCode {
         let mut value = || args.next().unwrap_or_default();
         match arg.as_str() {
             "--seeds" => seeds = value().parse().ok(),
+            "--zookeeper-seeds" => match value().parse() {
+                Ok(n) => zookeeper_seeds = Some(n),
+                Err(_) => return usage(),
+            },
             "--seed" => first = value().parse().ok(),
             "--nodes" => config.nodes = value().parse().ok(),
             "--trace" => config.trace_len = value().parse().unwrap_or(config.trace_len),
@@ -45,6 +53,7 @@ fn main() -> ExitCode {
                     "redis" => Some(Backend::Redis),
                     "etcd" => Some(Backend::Etcd),
                     "static" => Some(Backend::Static),
+                    "zookeeper" => Some(Backend::ZooKeeper),
                     _ => return usage(),
                 };
             }
@@ -77,6 +86,7 @@ fn main() -> ExitCode {
                 "sql-lost-commits" => config.gaps.sql_lost_commits = true,
                 "static-clock-behind" => config.gaps.static_clock_behind = true,
                 "etcd-restore" => config.gaps.etcd_restore = true,
+                "zookeeper-epoch" => config.gaps.zookeeper_epoch_after_loss = true,
                 _ => return usage(),
             },
             _ => return usage(),
@@ -99,8 +109,38 @@ fn main() -> ExitCode {
     let count = seeds.unwrap_or(1000);
     let start = first.unwrap_or(1);
     let started = Instant::now();
+    let mut summary = sweep(start, count, jobs, &config);
+    let mut ranges = format!("seeds {start}..{}", start + count);
+    let zookeeper = if config.backend.is_some() {
+        0
+    } else {
+        zookeeper_seeds.unwrap_or(count / 4)
+    };
+    if zookeeper > 0 {
+        let on_zookeeper = Config {
+            backend: Some(Backend::ZooKeeper),
+            ..config.clone()
+        };
+        summary.merge(&sweep(start, zookeeper, jobs, &on_zookeeper));
+        ranges.push_str(&format!(" and {start}..{} on zookeeper", start + zookeeper));
+    }
+    let count = count + zookeeper;
+    let secs = started.elapsed().as_secs_f64();
+    say(format_args!(
+        "{summary}\n{ranges}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s\n",
+        f64::from(u32::try_from(count).unwrap_or(u32::MAX)) / secs.max(1e-9)
+    ));
+    if summary.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs the seeds `start..start + count` under `config` on `jobs` threads.
+fn sweep(start: u64, count: u64, jobs: usize, config: &Config) -> Summary {
     let next = AtomicU64::new(0);
-    let summary = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
                 scope.spawn(|| {
@@ -110,7 +150,7 @@ fn main() -> ExitCode {
                         if i >= count {
                             break summary;
                         }
-                        summary.add(&run_seed(start + i, &config));
+                        summary.add(&run_seed(start + i, config));
                     }
                 })
             })
@@ -122,18 +162,7 @@ fn main() -> ExitCode {
             }
         }
         total
-    });
-    let secs = started.elapsed().as_secs_f64();
-    say(format_args!(
-        "{summary}\nseeds {start}..{}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s\n",
-        start + count,
-        f64::from(u32::try_from(count).unwrap_or(u32::MAX)) / secs.max(1e-9)
-    ));
-    if summary.failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    })
 }
 
 /// Writes to standard output; a reader that went away (`| head`) ends the output quietly, the

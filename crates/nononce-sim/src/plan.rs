@@ -21,6 +21,10 @@ pub enum Backend {
     Etcd,
     /// Fixed IDs (StatefulSet ordinals, host lists): no coordinator, no floor.
     Static,
+    /// The ZooKeeper ensemble model (ZooKeeper 3.6+ semantics). Never drawn from a seed (that
+    /// would change the plans of the seeds the documentation and the tests name): runs name it
+    /// (`--backend zookeeper`), and the sweep adds seeds of its own (`--zookeeper-seeds`).
+    ZooKeeper,
 }
 
 impl Backend {
@@ -32,6 +36,7 @@ impl Backend {
             Self::Redis => "redis",
             Self::Etcd => "etcd",
             Self::Static => "static",
+            Self::ZooKeeper => "zookeeper",
         }
     }
 }
@@ -122,7 +127,8 @@ faults! {
     /// The node's clock rate is off by up to 2 % for a while.
     DriftStorm => "drift-storm",
     /// The coordinator restarts without losing data (Redis: AOF `always`, new run ID; etcd: a
-    /// new leader, which restarts every lease's TTL).
+    /// new leader, which restarts every lease's TTL; ZooKeeper: a new leader, a new epoch,
+    /// every session's timer started again).
     CoordinatorRestart => "coordinator-restart",
     /// Redis restarts without persistence: every lease and floor is forgotten.
     RedisAmnesia => "redis-amnesia",
@@ -155,7 +161,8 @@ faults! {
     /// The store loses its lease data while the server stays up (Redis: the lease hash deleted,
     /// `DEL` or `FLUSHALL`, its marker with it, run ID and uptime unchanged; SQL: the lease
     /// table truncated, or the rows of held IDs deleted, sometimes the table's coordinator row
-    /// too; etcd: `del --prefix` of the lease prefix, its marker and hold-off keys included).
+    /// too; etcd: `del --prefix` of the lease prefix, its marker and hold-off keys included;
+    /// ZooKeeper: the lease, guard and floor znodes, the marker and the hold-off deleted).
     StoreWiped => "store-wiped",
     /// A node is redeployed with another epoch (up to a lease earlier or later than the
     /// default): its next holder of an ID counts timestamps from elsewhere.
@@ -164,6 +171,9 @@ faults! {
     /// the new list out: every node restarts in turn and takes its ID from the new list, while
     /// the nodes not yet restarted run on the old one.
     HostListEdit => "host-list-edit",
+    /// Every ZooKeeper server restarts on an empty data directory: every znode and session
+    /// forgotten, the zxids counting from a new ensemble's.
+    ZooKeeperDataLost => "zookeeper-data-lost",
 }
 
 impl Fault {
@@ -179,6 +189,7 @@ impl Fault {
                 | Self::SqlLostCommits
                 | Self::EtcdRestore
                 | Self::StoreWiped
+                | Self::ZooKeeperDataLost
         )
     }
 }
@@ -205,6 +216,14 @@ pub struct Gaps {
     /// from starting for the longest lease afterwards: the revision check misses a process that
     /// did not see the revisions the restore lost.
     pub etcd_restore: bool,
+    /// ZooKeeper runs with both epoch changes and losses of data (`store-wiped`,
+    /// `zookeeper-data-lost`). lease-zookeeper's hold-off after a loss lasts
+    /// `max_session_timeout` (40 s), which outlasts every lease from before but allows for no
+    /// difference between the nodes' clocks or epochs (lease-etcd's adds twice
+    /// `max_clock_offset`): a node redeployed on an epoch later by more than the hold-off less
+    /// a lease issues, once the floors are gone, timestamps an earlier holder of its new ID
+    /// issued. Without the gap a ZooKeeper seed with `--epoch-changes` draws one of the two.
+    pub zookeeper_epoch_after_loss: bool,
 }
 
 /// What a run simulates. [`Config::default`]: every guard on, the backend, clocks and fleet
@@ -375,6 +394,12 @@ impl Network {
     }
 }
 
+/// The longest ZooKeeper run (ms). Its leases last at most three quarters of the longest
+/// session the ensemble grants (30 s of 40 s), whatever the profile asks, so each node renews
+/// every few seconds: a run as long as the 8 h profile's (one to two days) would cost twenty
+/// times another backend's seed and add nothing an hour of 30 s leases does not show.
+pub const ZOOKEEPER_MAX_RUN_MS: u64 = 3_600_000;
+
 /// Everything a seed decided before the run starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -443,18 +468,38 @@ impl Plan {
                 .unwrap_or(MachineId::COUNT)
                 .min(MachineId::COUNT)
         };
-        let duration = profile.lease * rng.between(profile.leases.0, profile.leases.1);
+        let mut duration = profile.lease * rng.between(profile.leases.0, profile.leases.1);
+        if backend == Backend::ZooKeeper {
+            duration = duration.min(ZOOKEEPER_MAX_RUN_MS);
+        }
         let network = Network {
             drop_ppm: [0, 1_000, 10_000, 50_000][rng.index(4)],
             duplicate_ppm: [0, 5_000, 20_000][rng.index(3)],
             spike_ppm: [10_000, 50_000][rng.index(2)],
             long_ppm: [0, 1_000, 5_000][rng.index(3)],
         };
-        let classes = Self::classes(backend, clocks, config);
+        let mut classes = Self::classes(backend, clocks, config);
+        if backend == Backend::ZooKeeper
+            && config.epoch_changes
+            && !config.gaps.zookeeper_epoch_after_loss
+        {
+            // See `Gaps::zookeeper_epoch_after_loss`. A draw no other backend makes: ZooKeeper
+            // is never drawn, so no seed of theirs changes.
+            let epochs = rng.chance(500_000);
+            classes.retain(|f| {
+                if epochs {
+                    !f.is_amnesia()
+                } else {
+                    *f != Fault::EpochChange
+                }
+            });
+        }
         let mut faults = Vec::new();
         if !classes.is_empty() {
             let count = rng.between(6, 30);
-            let (from, to) = (profile.lease / 4, duration - profile.lease / 4);
+            // Within a run of at least three leases, a quarter lease from either end.
+            let edge = (profile.lease / 4).min(duration / 8);
+            let (from, to) = (edge, duration - edge);
             for _ in 0..count {
                 let at = rng.between(from, to);
                 faults.push((at, classes[rng.index(classes.len())]));
@@ -516,10 +561,13 @@ impl Plan {
                 | Fault::CoordinatorClockForward
                 | Fault::CoordinatorClockBackward
                 | Fault::ForceRelease => dynamic,
-                // etcd reports no time, so its nodes are not held to a clock: after its data is
-                // gone only clocks that agree keep a new holder above an old one's timestamps,
-                // as after a restore (documented).
-                Fault::StoreWiped => dynamic && !(backend == Backend::Etcd && wide),
+                // etcd and ZooKeeper report no time, so their nodes are not held to a clock:
+                // after their data is gone only clocks that agree keep a new holder above an old
+                // one's timestamps, as after a restore (documented).
+                Fault::StoreWiped => {
+                    dynamic && !(matches!(backend, Backend::Etcd | Backend::ZooKeeper) && wide)
+                }
+                Fault::ZooKeeperDataLost => backend == Backend::ZooKeeper && !wide,
                 // With wide clocks too: the amnesia hold-off outlasts a forgotten holder's
                 // timestamps by the clock offset every node keeps to the store's clock.
                 Fault::RedisAmnesia | Fault::RedisSnapshot => backend == Backend::Redis,

@@ -119,7 +119,13 @@ impl SeedReport {
     /// A command that reruns this seed.
     #[must_use]
     pub fn rerun(&self) -> String {
-        format!("cargo xtask sim --seed {}", self.seed)
+        match self.backend {
+            // Never drawn from a seed: named.
+            Backend::ZooKeeper => {
+                format!("cargo xtask sim --seed {} --backend zookeeper", self.seed)
+            }
+            _ => format!("cargo xtask sim --seed {}", self.seed),
+        }
     }
 }
 

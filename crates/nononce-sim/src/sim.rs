@@ -31,6 +31,7 @@ use crate::model::etcd::{self, EtcdResponse, EtcdServer, Key as EtcdKey, Recover
 use crate::model::fixed::{FixedModel, HostList};
 use crate::model::redis::{self, Persistence, RedisServer};
 use crate::model::sql::{self, SqlServer};
+use crate::model::zookeeper::{self, ZkRequest, ZkResponse, ZkServer};
 use crate::model::{
     Client, Guards, Handles, ModelLease, NetError, Reply, Request, Server, Simulated,
 };
@@ -43,6 +44,9 @@ use lease_etcd::transport::{
 };
 use lease_redis::transport::{Claim as RedisClaim, Reply as RedisReply, Request as RedisRequest};
 use lease_sql::transport::{Claim as SqlClaim, Reply as SqlReply, Request as SqlRequest};
+use lease_zookeeper::transport::{
+    ReadResult as ZkReadResult, Reply as ZkReply, Request as ZkOp, WriteOp as ZkWriteOp,
+};
 
 /// Nonces of one kind one factory issues per tick, at most.
 const MAX_PER_KIND: u64 = 4;
@@ -128,6 +132,7 @@ pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
         BackendKind::Redis => Sim::new(Real::new(&plan, redis::strategy), plan, rng).run(),
         BackendKind::Etcd => Sim::new(Real::new(&plan, etcd::strategy), plan, rng).run(),
         BackendKind::Static => Sim::new(Fixed, plan, rng).run(),
+        BackendKind::ZooKeeper => Sim::new(Real::new(&plan, zookeeper::strategy), plan, rng).run(),
     }
 }
 
@@ -831,6 +836,11 @@ enum OnUp {
     Redis(Persistence),
     /// etcd has a leader again.
     Etcd(Recovery),
+    /// ZooKeeper has a leader again, its data kept or not.
+    ZooKeeper {
+        /// Whether it kept its data.
+        keeps_data: bool,
+    },
 }
 
 struct ServerState {
@@ -924,6 +934,11 @@ impl<B: Backend> Sim<B> {
             BackendKind::Etcd => Some(Server::Etcd(EtcdServer::new(
                 plan.capacity,
                 0x6e6f_6e6f_6e63_6500 | plan.seed & 0xff,
+            ))),
+            BackendKind::ZooKeeper => Some(Server::ZooKeeper(ZkServer::new(
+                plan.capacity,
+                zookeeper::MIN_SESSION_MS,
+                zookeeper::MAX_SESSION_MS,
             ))),
             BackendKind::Static => None,
         }
@@ -1336,6 +1351,14 @@ impl<B: Backend> Sim<B> {
                     &[server.term(), num(server.revision()), num(forgotten)],
                 );
             }
+            (Some(OnUp::ZooKeeper { keeps_data }), Server::ZooKeeper(server)) => {
+                let forgotten = server.start(now, keeps_data);
+                self.ctx.trace(
+                    None,
+                    "zookeeper has a leader, epoch {a}, {b} live sessions, {c} sessions forgotten",
+                    &[num(server.epoch()), num(server.sessions()), num(forgotten)],
+                );
+            }
             _ => self.ctx.trace(None, "coordinator up", &[]),
         }
     }
@@ -1648,7 +1671,7 @@ impl<B: Backend> Sim<B> {
                     state.clock.step(now, delta);
                     "coordinator clock jumps {a} ms (back: {b})"
                 } else {
-                    "etcd's wall clock jumps {a} ms (back: {b}); its leases run on its monotonic clock"
+                    "the coordinator's wall clock jumps {a} ms (back: {b}); its leases run on its monotonic clock"
                 };
                 self.ctx.trace(None, what, &[jump, u64::from(delta < 0)]);
                 Some(())
@@ -1676,7 +1699,8 @@ impl<B: Backend> Sim<B> {
             | Fault::SqlLostCommits
             | Fault::RedisFailover
             | Fault::EtcdLeaderChange
-            | Fault::EtcdRestore => self.coordinator_down(fault),
+            | Fault::EtcdRestore
+            | Fault::ZooKeeperDataLost => self.coordinator_down(fault),
             Fault::StoreWiped => self.store_wiped(),
         }
     }
@@ -1724,6 +1748,11 @@ impl<B: Backend> Sim<B> {
             }
             Server::Etcd(server) => (
                 "etcd prefix deleted: {a} leases lost",
+                server.wipe(now_c),
+                false,
+            ),
+            Server::ZooKeeper(server) => (
+                "zookeeper lease data deleted: {a} leases lost",
                 server.wipe(now_c),
                 false,
             ),
@@ -1795,6 +1824,14 @@ impl<B: Backend> Sim<B> {
                 let until = now + down_for + self.plan.profile.lease;
                 self.starts_held_until = self.starts_held_until.max(until);
             }
+            (Server::ZooKeeper(server), Fault::CoordinatorRestart) => {
+                server.stop(now_c);
+                state.on_up = Some(OnUp::ZooKeeper { keeps_data: true });
+            }
+            (Server::ZooKeeper(server), Fault::ZooKeeperDataLost) => {
+                server.stop(now_c);
+                state.on_up = Some(OnUp::ZooKeeper { keeps_data: false });
+            }
             _ => return None,
         }
         state.down = true;
@@ -1825,6 +1862,11 @@ enum Summary {
     EtcdRange,
     EtcdTxn(u64),
     EtcdLease,
+    ZkConnect,
+    /// A multi-op (the ID of its first lease znode, `u64::MAX` when none), or another request.
+    ZkWrite(u64),
+    ZkRead,
+    ZkOther,
     Sleep,
 }
 
@@ -1865,6 +1907,23 @@ fn summarize(request: &Request) -> Summary {
             Summary::EtcdTxn(id.map_or(u64::MAX, u64::from))
         }
         Request::Etcd(_) => Summary::EtcdLease,
+        Request::ZooKeeper(ZkRequest::Connect { .. }) => Summary::ZkConnect,
+        Request::ZooKeeper(ZkRequest::On { request, .. }) => match request {
+            ZkOp::Read(_) => Summary::ZkRead,
+            ZkOp::Write(ops) => {
+                let id = ops.iter().find_map(|op| {
+                    let path = match op {
+                        ZkWriteOp::Check { path, .. }
+                        | ZkWriteOp::Create { path, .. }
+                        | ZkWriteOp::SetData { path, .. }
+                        | ZkWriteOp::Delete { path, .. } => path,
+                    };
+                    path.strip_prefix("/nononce/leases/")?.parse::<u64>().ok()
+                });
+                Summary::ZkWrite(id.unwrap_or(u64::MAX))
+            }
+            _ => Summary::ZkOther,
+        },
     }
 }
 
@@ -1914,8 +1973,43 @@ impl Summary {
                 ("etcd: requested lease not found", 0, 0)
             }
             (_, Reply::Etcd(EtcdResponse::Answer(reply))) => self.etcd(reply),
+            (_, Reply::ZooKeeper(response)) => self.zookeeper(response),
             (Self::EtcdTxn(id), _) => ("etcd txn on id {a}: refused", *id, 0),
             _ => ("etcd: unexpected reply", 0, 0),
+        }
+    }
+
+    /// The outcome of a ZooKeeper request.
+    fn zookeeper(&self, response: &ZkResponse) -> (&'static str, u64, u64) {
+        match (self, response) {
+            (_, ZkResponse::Connected(session)) => (
+                "zookeeper session {a} opened, timeout {b} ms",
+                session.id.cast_unsigned(),
+                num(session.timeout.as_millis()),
+            ),
+            (_, ZkResponse::SessionExpired) => ("zookeeper: session expired", 0, 0),
+            (_, ZkResponse::ConnectionLoss) => ("zookeeper: request after a later one", 0, 0),
+            (Self::ZkWrite(id), ZkResponse::Answer(ZkReply::Written(_))) => {
+                ("zookeeper multi on id {a}: applied", *id, 0)
+            }
+            (Self::ZkWrite(id), ZkResponse::Answer(ZkReply::Refused { index, .. })) => (
+                "zookeeper multi on id {a}: refused at op {b}",
+                *id,
+                num(*index),
+            ),
+            (Self::ZkRead, ZkResponse::Answer(ZkReply::Read(results))) => {
+                let found = results
+                    .iter()
+                    .filter(|r| !matches!(r, ZkReadResult::Missing))
+                    .count();
+                (
+                    "zookeeper read: {a} of {b} found",
+                    num(found),
+                    num(results.len()),
+                )
+            }
+            (_, ZkResponse::Answer(ZkReply::Done)) => ("zookeeper: done", 0, 0),
+            _ => ("zookeeper: unexpected reply", 0, 0),
         }
     }
 

@@ -2,7 +2,8 @@
 //! on tokio's paused clock (leases of an hour, checked in milliseconds): for etcd, lease-etcd's
 //! own strategy against the cluster model, also with the options lease-etcd's own suite runs on
 //! a real etcd (8 s leases, a 2 s guard); for Redis and SQL, lease-redis's and lease-sql's own
-//! strategies against the hash and table models.
+//! strategies against the hash and table models; for ZooKeeper, lease-zookeeper's own strategy
+//! against the ensemble model (30 s leases: its sessions last at most 40 s).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use lease_core::MachineId;
 use lease_etcd::EtcdStrategy;
 use lease_redis::RedisStrategy;
 use lease_testkit::{Capabilities, Check, Harness, Options, Outcome};
+use lease_zookeeper::ZooKeeperStrategy;
 use nononce_sim::Guards;
 use nononce_sim::clock::START_UNIX_MS;
 use nononce_sim::model::SimTransport;
@@ -18,8 +20,9 @@ use nononce_sim::model::etcd::EtcdClient;
 use nononce_sim::model::fixed::FixedModel;
 use nononce_sim::model::redis::RedisClient;
 use nononce_sim::model::sql::SqlClient;
+use nononce_sim::model::zookeeper::{ZkClient, ZkTransport};
 use nononce_sim::model::{
-    ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore,
+    ClockFn, DirectLink, EtcdStore, Link, NetError, RedisStore, Reply, Request, SqlStore, ZkStore,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -69,6 +72,10 @@ harnesses!(
     Etcd(EtcdStore) real_strategy -> EtcdStrategy<SimTransport<DirectLink>>;
     /// The same as the simulation runs it, with its guard switches.
     EtcdSim(EtcdStore) strategy -> EtcdClient<DirectLink>;
+    /// lease-zookeeper's strategy itself against the ensemble model.
+    ZooKeeper(ZkStore) real_strategy -> ZooKeeperStrategy<ZkTransport<DirectLink>>;
+    /// The same as the simulation runs it, with its guard switches.
+    ZooKeeperSim(ZkStore) strategy -> ZkClient<DirectLink>;
 );
 
 /// The suite on each model, with `options`: hour-long leases, or lease-etcd's own conformance
@@ -92,6 +99,13 @@ on_models!(
     redis: Redis(RedisStore), Options::new(HOUR);
     etcd: Etcd(EtcdStore), Options::new(HOUR);
     etcd_seconds: Etcd(EtcdStore), Options::new(Duration::from_secs(8))
+        .with_guard(Duration::from_secs(2))
+        .with_slack(Duration::from_millis(900));
+    // Leases of 30 s, three quarters of the longest session the ensemble grants, as
+    // lease-zookeeper's own suite runs on a real ensemble (with 20 s sessions there); the guard
+    // ends with its session, on the ensemble's next tick.
+    zookeeper_model: ZooKeeper(ZkStore), Options::new(Duration::from_secs(30))
+        .with_min_ttl(Duration::from_secs(20))
         .with_guard(Duration::from_secs(2))
         .with_slack(Duration::from_millis(900));
 );
@@ -182,6 +196,12 @@ async fn the_suite_sees_the_switched_off_guards() {
                     check,
                     EtcdStore::new(clock(), max).with_guards(guards),
                     EtcdSim,
+                )
+                .await,
+                outcome(
+                    check,
+                    ZkStore::new(clock(), max).with_guards(guards),
+                    ZooKeeperSim,
                 )
                 .await,
             ];

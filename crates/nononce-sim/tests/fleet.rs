@@ -209,7 +209,13 @@ fn a_seed_reproduces_exactly() {
 
 #[test]
 fn every_backend_runs() {
-    for backend in [Backend::Sql, Backend::Redis, Backend::Etcd, Backend::Static] {
+    for backend in [
+        Backend::Sql,
+        Backend::Redis,
+        Backend::Etcd,
+        Backend::Static,
+        Backend::ZooKeeper,
+    ] {
         let config = Config {
             backend: Some(backend),
             nodes: Some(16),
@@ -279,6 +285,24 @@ fn gap_redis_failover_to_a_long_running_replica() {
 /// revisions the restore lost, once the restored store has written past it (6 of 1000 seeds,
 /// before lost leases' releases were retried until they got through; those releases now put
 /// most lost floors back). Without the revision check, many more seeds fail.
+/// lease-zookeeper's hold-off after a loss of data allows for no difference of epochs (or
+/// clocks): a node redeployed on a later epoch repeats an earlier holder's timestamps once the
+/// floors are gone (seed 1: a wipe, then a node on an epoch 235 s later takes an ID whose
+/// earlier holder issued up to 42 s past the wipe).
+#[test]
+fn gap_zookeeper_epoch_changes_after_a_loss_of_data() {
+    let config = Config {
+        backend: Some(Backend::ZooKeeper),
+        epoch_changes: true,
+        gaps: Gaps {
+            zookeeper_epoch_after_loss: true,
+            ..Gaps::default()
+        },
+        ..Config::default()
+    };
+    found("zookeeper epoch change after a loss", &config);
+}
+
 #[test]
 fn gap_sql_crash_losing_commits_on_the_same_server() {
     gap("sql lost commits", Backend::Sql, None, |g| {
@@ -364,7 +388,12 @@ const WIPED_SEEDS: u64 = 12;
 /// wait for the hold-off and nothing repeats over the same seeds.
 #[test]
 fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
-    for backend in [Backend::Redis, Backend::Sql, Backend::Etcd] {
+    for backend in [
+        Backend::Redis,
+        Backend::Sql,
+        Backend::Etcd,
+        Backend::ZooKeeper,
+    ] {
         let off = wiped(backend, false);
         let what = format!("marker guard off, {backend}");
         failed_within(&what, WIPED_SEEDS, &off, "store-wiped");
@@ -373,6 +402,39 @@ fn without_the_marker_guard_a_wiped_store_hands_out_ids_in_use() {
         }
         passes_within(WIPED_SEEDS, &wiped(backend, true), "store-wiped");
     }
+}
+
+/// ZooKeeper restarted on empty data directories (`zookeeper-data-lost`) the only fault that
+/// makes it forget, tight clocks, every guard on or the amnesia guard off.
+fn zookeeper_data_lost(amnesia: bool) -> Config {
+    Config {
+        backend: Some(Backend::ZooKeeper),
+        clocks: Some(Clocks::Tight),
+        nodes: Some(16),
+        guards: guards(|g| g.amnesia = amnesia),
+        without: only(Fault::ZooKeeperDataLost)
+            .into_iter()
+            .filter(|f| f.is_amnesia())
+            .collect(),
+        ..Config::default()
+    }
+}
+
+/// Without the amnesia guard (an ensemble whose loss shows neither in the floors' zxids nor in
+/// a missing marker), nodes claim the IDs of holders whose sessions the ensemble forgot while
+/// those still issue, and values repeat; with it (lease-zookeeper's floor-zxid check and the
+/// marker's hold-off), nothing repeats over the same seeds.
+#[test]
+fn without_the_amnesia_guard_zookeeper_losing_its_data_hands_out_ids_in_use() {
+    let off = zookeeper_data_lost(false);
+    let what = "amnesia guard off, zookeeper";
+    failed_within(what, WIPED_SEEDS, &off, "zookeeper-data-lost");
+    duplicated(what, WIPED_SEEDS, &off);
+    passes_within(
+        WIPED_SEEDS,
+        &zookeeper_data_lost(true),
+        "zookeeper-data-lost",
+    );
 }
 
 /// Cached manager restarts the only fault, on wide clocks (a granted floor ahead of the clock):

@@ -6,7 +6,7 @@
 //! *client* (the strategy) runs the real backend's client-side logic (retries, the amnesia
 //! guard's verdicts, which free ID to try) and sends requests over a [`Link`]. The client is the
 //! backend crate's own strategy, over a transport that sends its requests over the link
-//! ([`SimTransport`], and for SQL [`sql::SqlTransport`]), and each server answers its
+//! ([`SimTransport`], for SQL [`sql::SqlTransport`], for ZooKeeper [`zookeeper::ZkTransport`]), and each server answers its
 //! backend's own request type. In the simulation a link is the simulated network; in the
 //! conformance tests it is [`DirectLink`], which applies each request at once on a clock the
 //! test controls.
@@ -17,13 +17,14 @@ pub mod fixed;
 pub mod redis;
 pub mod sql;
 mod store;
+pub mod zookeeper;
 
 use core::fmt;
 
 use lease_core::MachineId;
 
 pub use client::{Client, Handles, SimTransport, Simulated};
-pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore};
+pub use store::{ClockFn, DirectLink, EtcdStore, RedisStore, SqlStore, ZkStore};
 
 use crate::rng::Rng;
 
@@ -39,7 +40,7 @@ pub struct Guards {
     /// the floors it is sent and reports floor 0 with every grant, as a store without floors).
     pub floor: bool,
     /// The store's amnesia guard (SQL: server identity; Redis: uptime and run ID; etcd: store
-    /// revision and cluster ID).
+    /// revision and cluster ID; ZooKeeper: the zxids of the floors).
     pub amnesia: bool,
     /// The store's initialization marker, which catches lease data lost while the server stays
     /// up (Redis: field `open_at` of the hash; SQL: rows missing from the seeded table, put back
@@ -152,6 +153,8 @@ pub enum Request {
     Redis(lease_redis::transport::Request),
     /// To the etcd cluster model: lease-etcd's own request.
     Etcd(lease_etcd::transport::Request),
+    /// To the ZooKeeper ensemble model: a new session, or lease-zookeeper's own request on one.
+    ZooKeeper(zookeeper::ZkRequest),
     /// No message: the node waits this many ms on its own clock (a static strategy's wait of
     /// the margin), answered with [`Reply::Slept`] without the network.
     Sleep(u64),
@@ -166,6 +169,8 @@ pub enum Reply {
     Redis(lease_redis::transport::Reply),
     /// From the etcd cluster model.
     Etcd(etcd::EtcdResponse),
+    /// From the ZooKeeper ensemble model.
+    ZooKeeper(zookeeper::ZkResponse),
     /// The end of a [`Request::Sleep`].
     Slept,
     /// The request was for another kind of server, or of a later protocol than the model's.
@@ -194,6 +199,8 @@ pub enum Server {
     Redis(redis::RedisServer),
     /// An etcd cluster.
     Etcd(etcd::EtcdServer),
+    /// A ZooKeeper ensemble.
+    ZooKeeper(zookeeper::ZkServer),
 }
 
 impl Server {
@@ -204,6 +211,7 @@ impl Server {
             Self::Sql(server) => server.set_guards(guards),
             Self::Redis(server) => server.set_guards(guards),
             Self::Etcd(server) => server.set_guards(guards),
+            Self::ZooKeeper(server) => server.set_guards(guards),
         }
     }
 
@@ -217,6 +225,9 @@ impl Server {
             (Self::Etcd(server), Request::Etcd(r)) => server
                 .handle(now_ms, r)
                 .map_or(Reply::Unanswerable, Reply::Etcd),
+            (Self::ZooKeeper(server), Request::ZooKeeper(r)) => server
+                .handle(now_ms, r)
+                .map_or(Reply::Unanswerable, Reply::ZooKeeper),
             _ => Reply::Unanswerable,
         }
     }
@@ -238,11 +249,11 @@ impl Server {
         }
     }
 
-    /// Whether the server's leases run on its wall clock, which a clock jump moves (etcd's run
-    /// on its monotonic clock).
+    /// Whether the server's leases run on its wall clock, which a clock jump moves (etcd's
+    /// leases and ZooKeeper's sessions run on its monotonic clock).
     #[must_use]
     pub const fn leases_on_wall_clock(&self) -> bool {
-        !matches!(self, Self::Etcd(_))
+        !matches!(self, Self::Etcd(_) | Self::ZooKeeper(_))
     }
 
     /// Ends whatever lease holds `id`, as if its TTL had run out (the conformance harness).
@@ -251,6 +262,7 @@ impl Server {
             Self::Sql(server) => server.expire(now_ms, id),
             Self::Redis(server) => server.expire(id),
             Self::Etcd(server) => server.expire(now_ms, id),
+            Self::ZooKeeper(server) => server.expire(now_ms, id),
         }
     }
 
@@ -260,6 +272,7 @@ impl Server {
             Self::Sql(server) => server.force_release(t, now_ms, id),
             Self::Redis(server) => server.force_release(now_ms, id),
             Self::Etcd(server) => server.force_release(now_ms, id),
+            Self::ZooKeeper(server) => server.force_release(now_ms, id),
         }
     }
 
@@ -270,6 +283,7 @@ impl Server {
             Self::Sql(server) => server.held(now_ms),
             Self::Redis(server) => server.held(now_ms),
             Self::Etcd(server) => server.held(now_ms),
+            Self::ZooKeeper(server) => server.held(now_ms),
         }
     }
 }

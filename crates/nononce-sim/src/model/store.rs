@@ -9,11 +9,13 @@ use lease_core::{MachineId, Strategy};
 use lease_etcd::EtcdStrategy;
 use lease_redis::RedisStrategy;
 use lease_sql::SqlStrategy;
+use lease_zookeeper::ZooKeeperStrategy;
 
 use super::client::{Client, Handles, SimTransport};
 use super::etcd::{self, EtcdServer};
 use super::redis::{self, RedisServer};
 use super::sql::{self, SqlServer};
+use super::zookeeper::{self, ZkServer, ZkTransport};
 use super::{Guards, Link, NetError, Reply, Request, Server};
 
 /// A clock read by a [`DirectLink`]: Unix ms, for example from `tokio::time::Instant` on a
@@ -162,6 +164,14 @@ store!(
     etcd::strategy
 );
 
+store!(
+    /// A ZooKeeper ensemble's root shared by every strategy made from it: lease-zookeeper's
+    /// strategy over the direct link, each on sessions of its own.
+    ZkStore,
+    ZooKeeperStrategy<ZkTransport<DirectLink>>,
+    zookeeper::strategy
+);
+
 impl SqlStore {
     /// A fresh table on `clock`, granting at most `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
@@ -188,6 +198,19 @@ impl EtcdStore {
     /// A new cluster with an empty prefix on `clock`, `max_lease_duration` = `max_lease`.
     pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
         let server = Server::Etcd(EtcdServer::new(MachineId::COUNT, 1));
+        Self(Shared::on(server, clock, max_lease))
+    }
+}
+
+impl ZkStore {
+    /// A new ensemble with a deployed root on `clock`, its nodes asking for sessions as the
+    /// simulation's do for leases up to `max_lease`.
+    pub fn new(clock: ClockFn, max_lease: Duration) -> Self {
+        let server = Server::ZooKeeper(ZkServer::new(
+            MachineId::COUNT,
+            zookeeper::MIN_SESSION_MS,
+            zookeeper::MAX_SESSION_MS,
+        ));
         Self(Shared::on(server, clock, max_lease))
     }
 }
