@@ -3,7 +3,7 @@
 //! ```text
 //! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
-//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore|zookeeper-epoch]
+//!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
@@ -23,7 +23,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore|zookeeper-epoch]"
+         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
     );
     ExitCode::from(2)
 }
@@ -86,7 +86,6 @@ fn main() -> ExitCode {
                 "sql-lost-commits" => config.gaps.sql_lost_commits = true,
                 "static-clock-behind" => config.gaps.static_clock_behind = true,
                 "etcd-restore" => config.gaps.etcd_restore = true,
-                "zookeeper-epoch" => config.gaps.zookeeper_epoch_after_loss = true,
                 _ => return usage(),
             },
             _ => return usage(),

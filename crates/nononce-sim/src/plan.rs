@@ -216,14 +216,6 @@ pub struct Gaps {
     /// from starting for the longest lease afterwards: the revision check misses a process that
     /// did not see the revisions the restore lost.
     pub etcd_restore: bool,
-    /// ZooKeeper runs with both epoch changes and losses of data (`store-wiped`,
-    /// `zookeeper-data-lost`). lease-zookeeper's hold-off after a loss lasts
-    /// `max_session_timeout` (40 s), which outlasts every lease from before but allows for no
-    /// difference between the nodes' clocks or epochs (lease-etcd's adds twice
-    /// `max_clock_offset`): a node redeployed on an epoch later by more than the hold-off less
-    /// a lease issues, once the floors are gone, timestamps an earlier holder of its new ID
-    /// issued. Without the gap a ZooKeeper seed with `--epoch-changes` draws one of the two.
-    pub zookeeper_epoch_after_loss: bool,
 }
 
 /// What a run simulates. [`Config::default`]: every guard on, the backend, clocks and fleet
@@ -478,22 +470,7 @@ impl Plan {
             spike_ppm: [10_000, 50_000][rng.index(2)],
             long_ppm: [0, 1_000, 5_000][rng.index(3)],
         };
-        let mut classes = Self::classes(backend, clocks, config);
-        if backend == Backend::ZooKeeper
-            && config.epoch_changes
-            && !config.gaps.zookeeper_epoch_after_loss
-        {
-            // See `Gaps::zookeeper_epoch_after_loss`. A draw no other backend makes: ZooKeeper
-            // is never drawn, so no seed of theirs changes.
-            let epochs = rng.chance(500_000);
-            classes.retain(|f| {
-                if epochs {
-                    !f.is_amnesia()
-                } else {
-                    *f != Fault::EpochChange
-                }
-            });
-        }
+        let classes = Self::classes(backend, clocks, config);
         let mut faults = Vec::new();
         if !classes.is_empty() {
             let count = rng.between(6, 30);

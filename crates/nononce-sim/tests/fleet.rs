@@ -285,22 +285,20 @@ fn gap_redis_failover_to_a_long_running_replica() {
 /// revisions the restore lost, once the restored store has written past it (6 of 1000 seeds,
 /// before lost leases' releases were retried until they got through; those releases now put
 /// most lost floors back). Without the revision check, many more seeds fail.
-/// lease-zookeeper's hold-off after a loss of data allows for no difference of epochs (or
-/// clocks): a node redeployed on a later epoch repeats an earlier holder's timestamps once the
-/// floors are gone (seed 1: a wipe, then a node on an epoch 235 s later takes an ID whose
-/// earlier holder issued up to 42 s past the wipe).
+/// lease-zookeeper's hold-off after a loss of data allows for the nodes' clocks and epochs
+/// (the longest session and twice `max_clock_offset`, as lease-etcd's): seed 1, where a wipe and
+/// then a node on an epoch 235 s later took an ID whose earlier holder issued past the wipe
+/// while the hold-off was the session alone, and every seed after it, repeat nothing with epoch
+/// changes and losses of data drawn together.
 #[test]
-fn gap_zookeeper_epoch_changes_after_a_loss_of_data() {
+fn zookeeper_epoch_changes_after_a_loss_of_data_repeat_nothing() {
     let config = Config {
         backend: Some(Backend::ZooKeeper),
         epoch_changes: true,
-        gaps: Gaps {
-            zookeeper_epoch_after_loss: true,
-            ..Gaps::default()
-        },
         ..Config::default()
     };
-    found("zookeeper epoch change after a loss", &config);
+    let report = run_seeds(1..=20, &config);
+    assert_eq!(report.failed, 0, "{report}");
 }
 
 #[test]
@@ -429,7 +427,8 @@ fn without_the_amnesia_guard_zookeeper_losing_its_data_hands_out_ids_in_use() {
     let off = zookeeper_data_lost(false);
     let what = "amnesia guard off, zookeeper";
     failed_within(what, WIPED_SEEDS, &off, "zookeeper-data-lost");
-    duplicated(what, WIPED_SEEDS, &off);
+    // An exact repeat (not only overlapping ranges) takes more seeds: seed 35 is the first.
+    duplicated(what, 40, &off);
     passes_within(
         WIPED_SEEDS,
         &zookeeper_data_lost(true),

@@ -795,7 +795,8 @@ pub fn strategy<L: Link>(
     let timeout = session_timeout(max_lease);
     let options = ZooKeeperOptions::new("zk.sim:2181")
         .with_session_timeout(timeout)
-        .with_max_session_timeout(Duration::from_millis(MAX_SESSION_MS));
+        .with_max_session_timeout(Duration::from_millis(MAX_SESSION_MS))
+        .with_max_clock_offset(Duration::from_millis(super::MAX_CLOCK_OFFSET_MS));
     ZooKeeperStrategy::with_transport(ZkTransport::new(link, timeout, seed), options)
         .unwrap_or_else(|e| panic!("the simulation's ZooKeeper options: {e}"))
 }
