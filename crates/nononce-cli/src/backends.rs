@@ -20,7 +20,6 @@ pub fn registered() -> Vec<Box<dyn Backend>> {
         Box::new(nononce::backends::RedisBackend),
         #[cfg(feature = "etcd")]
         Box::new(nononce::backends::EtcdBackend),
-        #[cfg(feature = "zookeeper")]
         Box::new(nononce::backends::ZooKeeperBackend),
         #[cfg(feature = "static")]
         Box::new(nononce::backends::StatefulSetBackend),
