@@ -8,7 +8,7 @@ use lease_core::{Holder, MachineId, Migration, StoreAdmin};
 use crate::error::ZooKeeperLeaseError;
 use crate::paths;
 use crate::strategy::{ZooKeeperStrategy, lossy};
-use crate::transport::{ReadOp, ReadResult, Reply, Request, Transport, WriteOp};
+use crate::transport::{ReadOp, ReadResult, Transport, WriteOp};
 
 impl<T: Transport> ZooKeeperStrategy<T> {
     /// The IDs with a znode under `<root>/leases` (held) and under `<root>/guards` (in their
@@ -134,15 +134,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
     /// [`StoreAdmin::migrate`] runs.
     pub(crate) async fn initialize(&self) -> Result<Migration, ZooKeeperLeaseError> {
         let layout = self.layout();
-        let answer = self
-            .exchange("create (root)", Request::MakePath(layout.root().to_owned()))
-            .await?;
-        if answer.reply != Reply::Done {
-            return Err(ZooKeeperLeaseError::unexpected(
-                "create (root)",
-                format!("{:?}", answer.reply),
-            ));
-        }
+        self.make_root().await?;
         for _ in 0..3 {
             let ops = vec![
                 ReadOp::Children(layout.leases()),

@@ -341,17 +341,33 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         Ok(snapshot)
     }
 
-    /// A `sync` of the root, recorded as the session's.
-    async fn sync(&self) -> Result<(), ZooKeeperLeaseError> {
-        let request = Request::Sync(self.layout.root().to_owned());
-        let answer = self.exchange("sync", request).await?;
+    /// A request answered `Done` (a sync, a path made), with the session it rode.
+    async fn done(
+        &self,
+        operation: &'static str,
+        request: Request,
+    ) -> Result<Session, ZooKeeperLeaseError> {
+        let answer = self.exchange(operation, request).await?;
         if answer.reply != Reply::Done {
             return Err(ZooKeeperLeaseError::unexpected(
-                "sync",
+                operation,
                 format!("{:?}", answer.reply),
             ));
         }
-        self.seen().synced = Some(answer.session.id);
+        Ok(answer.session)
+    }
+
+    /// The root znode and its ancestors, made where missing.
+    pub(crate) async fn make_root(&self) -> Result<(), ZooKeeperLeaseError> {
+        let request = Request::MakePath(self.layout.root().to_owned());
+        self.done("create (root)", request).await.map(drop)
+    }
+
+    /// A `sync` of the root, recorded as the session's.
+    async fn sync(&self) -> Result<(), ZooKeeperLeaseError> {
+        let request = Request::Sync(self.layout.root().to_owned());
+        let session = self.done("sync", request).await?;
+        self.seen().synced = Some(session.id);
         Ok(())
     }
 
@@ -440,15 +456,7 @@ impl<T: Transport> ZooKeeperStrategy<T> {
         snapshot: &Snapshot,
     ) -> Result<Option<ZooKeeperLeaseError>, ZooKeeperLeaseError> {
         let layout = &self.layout;
-        let answer = self
-            .exchange("create (root)", Request::MakePath(layout.root().to_owned()))
-            .await?;
-        if answer.reply != Reply::Done {
-            return Err(ZooKeeperLeaseError::unexpected(
-                "create (root)",
-                format!("{:?}", answer.reply),
-            ));
-        }
+        self.make_root().await?;
         let length = self.options.amnesia_hold_off();
         let persistent = |path, data: &[u8]| WriteOp::Create {
             path,
@@ -816,15 +824,6 @@ impl Snapshot {
     /// Whether `id` is held or in its release guard.
     fn taken(&self, id: MachineId) -> bool {
         self.held.contains(&id) || self.guarded.contains(&id)
-    }
-}
-
-impl Default for Session {
-    fn default() -> Self {
-        Self {
-            id: 0,
-            timeout: Duration::ZERO,
-        }
     }
 }
 

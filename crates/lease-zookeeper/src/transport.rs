@@ -168,7 +168,7 @@ pub enum Reply {
 }
 
 /// The session a request was answered on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Session {
     /// The session ID (the owner of its ephemeral znodes).
     pub id: i64,
