@@ -1,5 +1,5 @@
-//! The lease stores this build opens: one line per backend, each behind the cargo feature that
-//! builds it in. A backend of another crate (an implementation of `nononce::lease::Backend`)
+//! The lease stores this build opens: one line per backend, SQL and etcd behind the cargo features
+//! that build them in (their builds need a C compiler and protoc), the others always. A backend of another crate (an implementation of `nononce::lease::Backend`)
 //! joins with a line of its own; nothing else in the command names a backend.
 
 use nononce::lease::Backend;
@@ -16,14 +16,11 @@ pub fn registered() -> Vec<Box<dyn Backend>> {
     vec![
         #[cfg(feature = "sql")]
         Box::new(nononce::backends::SqlBackend),
-        #[cfg(feature = "redis")]
         Box::new(nononce::backends::RedisBackend),
         #[cfg(feature = "etcd")]
         Box::new(nononce::backends::EtcdBackend),
         Box::new(nononce::backends::ZooKeeperBackend),
-        #[cfg(feature = "static")]
         Box::new(nononce::backends::StatefulSetBackend),
-        #[cfg(feature = "static")]
         Box::new(nononce::backends::HostListBackend),
     ]
 }
