@@ -25,6 +25,9 @@ use crate::services::{self, Running};
 use crate::steps::{Step, Steps};
 use crate::{chaos, core_deps, workspace};
 
+/// nonce-core's features that convert nonces for other libraries (UUIDs, sqlx column types).
+const NONCE_CORE_INTEROP: [&str; 4] = ["uuid", "sqlx-postgres", "sqlx-mysql", "sqlx-sqlite"];
+
 /// Crates with features: besides the workspace run with every feature, each is tested crate by
 /// crate with the combinations that change its behaviour ([`feature_test_steps`]).
 const FEATURED: [&str; 7] = [
@@ -154,8 +157,27 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
         // with its tests.
         hack_step(
             "features: check, every combination",
-            "hack check --workspace --exclude nononce --ignore-private --feature-powerset \
-             --exclude-features default --locked",
+            "hack check --workspace --exclude nononce --exclude nonce-core --ignore-private \
+             --feature-powerset --exclude-features default --locked",
+        ),
+        // nonce-core's interop features add trait impls on the nonce value types and nothing
+        // else: no cipher, clock or generator code changes with them. Every combination of the
+        // generator's features (64), then every combination of the interop features (16; those
+        // of sqlx bring `std`), instead of all 2,048 together.
+        hack_step(
+            "features: check, nonce-core every combination of the generator's",
+            &format!(
+                "hack check -p nonce-core --feature-powerset --exclude-features default,{} \
+                 --locked",
+                NONCE_CORE_INTEROP.join(",")
+            ),
+        ),
+        hack_step(
+            "features: check, nonce-core every combination of its interop",
+            &format!(
+                "hack check -p nonce-core --feature-powerset --include-features {} --locked",
+                NONCE_CORE_INTEROP.join(",")
+            ),
         ),
         // The facade's backend features only re-export a crate checked above: each alone (the
         // library, then with its examples and tests), and every combination of the features
@@ -169,9 +191,9 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
             &format!("{NONONCE_EACH_FEATURE} --all-targets"),
         ),
         hack_step(
-            "features: check, nononce guard x tracing x metrics",
-            "hack check -p nononce --feature-powerset --include-features guard,tracing,metrics \
-             --locked",
+            "features: check, nononce guard x tracing x both metrics",
+            "hack check -p nononce --feature-powerset --include-features \
+             guard,tracing,metrics,generation-metrics --locked",
         ),
         // The tests of the crates without features, each built alone (the workspace run unifies
         // the features of every crate).
@@ -198,8 +220,8 @@ fn feature_check_steps(hack: &Path) -> Result<Vec<Step>, String> {
 /// - `lease-redis`, `lease-etcd`, `lease-guard`: their default (no TLS, no tracing); their one
 ///   feature alone is what the workspace run has. Every integration test of the first two
 ///   needs a server, so only their unit tests are built.
-/// - `nononce`: no features, `tracing` (its default), `guard` and `metrics` alone, and the
-///   repository README's example (built with `postgres`).
+/// - `nononce`: no features, `tracing` (its default), `guard`, `metrics` and
+///   `generation-metrics` alone, and the repository README's example (built with `postgres`).
 fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, String> {
     let path = services::cargo_hack::path_with(hack)?;
     let nextest_args = serverless_test_args();
@@ -236,7 +258,10 @@ fn feature_test_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>
         each(
             "features: tests, nononce each feature that changes it",
             &["nononce"],
-            &["--include-features", "tracing,guard,metrics"],
+            &[
+                "--include-features",
+                "tracing,guard,metrics,generation-metrics",
+            ],
         ),
         Step::cargo_line(
             "features: tests, the README example (nononce with postgres)",
@@ -365,12 +390,17 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     // than the time the step would hold the workspace's folder, which every other check and
     // feature test waits for.
     let path = services::cargo_hack::path_with(hack)?;
+    // nonce-core's sqlx column types are tested on the servers in the workspace run; alone, each
+    // would build sqlx and a driver here for tests that only run there.
     own.push(
         each_feature_tests(
             &path,
             "features: tests, nonce-core and lease-manager each feature",
             &["nonce-core", "lease-manager"],
-            &["--exclude-features", "default"],
+            &[
+                "--exclude-features",
+                "default,sqlx-postgres,sqlx-mysql,sqlx-sqlite",
+            ],
         )
         .env("CARGO_TARGET_DIR", own_folder("features")),
     );
