@@ -138,8 +138,31 @@ pub mod js_safe {
         }
     }
 
-    /// A nonce in the JavaScript-safe form, for the containers `with` does not reach.
-    struct JsSafe(Nonce64);
+    /// A [`Nonce64`] in this form, for where `with` does not reach: the items of a `Vec` or a
+    /// map, or a value serialized on its own.
+    ///
+    /// ```
+    /// use nonce_core::Nonce64;
+    /// use nonce_core::serde::js_safe::JsSafe;
+    ///
+    /// let batch: Vec<JsSafe> = serde_json::from_str(r#"["2017612633061982463", 5]"#).unwrap();
+    /// assert_eq!(batch[0].0, Nonce64::from_u64(0x1c00_0000_0000_00ff));
+    /// assert_eq!(serde_json::to_string(&batch).unwrap(), r#"["2017612633061982463","5"]"#);
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct JsSafe(pub Nonce64);
+
+    impl From<Nonce64> for JsSafe {
+        fn from(nonce: Nonce64) -> Self {
+            Self(nonce)
+        }
+    }
+
+    impl From<JsSafe> for Nonce64 {
+        fn from(nonce: JsSafe) -> Self {
+            nonce.0
+        }
+    }
 
     impl Serialize for JsSafe {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
