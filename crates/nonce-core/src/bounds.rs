@@ -178,7 +178,7 @@ macro_rules! bounds {
                 epoch_ms: u64,
             ) -> Result<RangeInclusive<Self>, BoundsError> {
                 let (from, to) = timestamps(from_unix_ms, to_unix_ms, epoch_ms)?;
-                let largest_id = MachineId::from_low_bits(MachineId::MAX as u64);
+                let largest_id = MachineId::from_low_bits(u64::from(MachineId::MAX));
                 // Both timestamps are checked against the limit `compose` checks, and the
                 // counts are the field's own largest: these compose.
                 let lo = Self::compose(from, MachineId::from_low_bits(0), 0);

@@ -185,9 +185,16 @@ fn bad_input_names_the_option_and_the_fix() {
     assert!(err.contains("--epoch-ms 1800000000000"), "{err}");
 }
 
+/// A nonce stored in a test table: its 64-bit integer, its 64, 96 and 128-bit big-endian
+/// bytes, and whether it was made inside the hour.
+type Row = (u64, [Vec<u8>; 3], bool);
+
+/// The smallest and largest nonce of the hour as big-endian bytes.
+type ByteBounds = (Vec<u8>, Vec<u8>);
+
 /// Sortable nonces made at `times` (Unix ms) by factories on machine IDs 0 and 511, a few
 /// per millisecond, with whether each time lies in the hour.
-fn sortable_nonces(times: &[u64]) -> Vec<(u64, [Vec<u8>; 3], bool)> {
+fn sortable_nonces(times: &[u64]) -> Vec<Row> {
     let mut out = Vec::new();
     for machine_id in [0, 511] {
         let clock = ManualClock::new(times[0]);
@@ -233,7 +240,7 @@ fn times() -> Vec<u64> {
 }
 
 /// The hour's bounds as `--format int` (64 bits) and as big-endian bytes (from hex).
-fn sql_bounds() -> (i64, i64, Vec<(Vec<u8>, Vec<u8>)>) {
+fn sql_bounds() -> (i64, i64, Vec<ByteBounds>) {
     let (lo, hi) = bounds(&["--bits", "64", "--format", "int"]);
     let int = |s: &str| i64::try_from(s.parse::<u64>().unwrap()).unwrap();
     let bytes = |bits: &str| {
@@ -255,7 +262,7 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 }
 
 /// What the test expects a query to select: the rows made inside the hour, by row number.
-fn inside(nonces: &[(u64, [Vec<u8>; 3], bool)]) -> Vec<i64> {
+fn inside(nonces: &[Row]) -> Vec<i64> {
     (0..)
         .zip(nonces)
         .filter(|(_, (_, _, inside))| *inside)
