@@ -17,8 +17,8 @@
 //!
 //! A 64-bit sortable nonce never borrows from later milliseconds for its rate: past 8192 in a
 //! millisecond it waits for the next. So a nonce made just before `to` may carry a timestamp
-//! past it and fall outside the range; none carries a timestamp earlier than the millisecond
-//! it was made in. Counter nonces carry the counter's timestamp, not their creation time, and
+//! past it and fall outside the range, and one made just before `from` may fall inside; none
+//! carries a timestamp earlier than the millisecond it was made in. Counter nonces carry the counter's timestamp, not their creation time, and
 //! encrypted nonces no readable timestamp at all: ranges mean nothing for them.
 
 use core::fmt;
