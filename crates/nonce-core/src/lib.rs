@@ -14,6 +14,7 @@
 #[cfg(any(test, doctest))]
 extern crate std;
 
+pub mod bounds;
 mod calls;
 mod cipher;
 mod clock;
@@ -26,12 +27,15 @@ pub mod layout;
 mod manual_clock;
 mod nonce;
 mod range;
+#[cfg(feature = "serde")]
+pub mod serde;
 mod sync;
 #[cfg(all(feature = "std", not(loom)))]
 mod thread_cache;
 #[cfg(feature = "std")]
 mod ticker;
 
+pub use crate::bounds::{BoundsError, RangeEnd};
 pub use crate::cipher::{
     Cipher64, Cipher96, Cipher128, MIN_BASE_KEY_LEN, UnknownCipher, derive_key,
 };
@@ -42,7 +46,9 @@ pub use crate::error::{Error, FactoryConfigError};
 pub use crate::factory::{Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
 pub use crate::kind::Base;
-pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS};
+pub use crate::layout::{
+    ComposeError, DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNING_MS,
+};
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 pub use crate::range::CounterRange;

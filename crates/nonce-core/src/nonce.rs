@@ -3,7 +3,8 @@ use core::str::FromStr;
 
 use base64ct::{Base64UrlUnpadded, Encoding};
 
-use crate::layout::{self, Decoded};
+use crate::MachineId;
+use crate::layout::{self, ComposeError, Decoded};
 
 /// A nonce of `N` bytes, kept as the big-endian bytes NoNoncense produces.
 ///
@@ -64,9 +65,40 @@ impl Nonce64 {
         u64::from_be_bytes(self.0)
     }
 
-    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms. See
+    /// [`Decoded`].
     pub const fn decode(self, epoch_ms: u64) -> Decoded {
         layout::decode64(self.to_u64(), epoch_ms)
+    }
+
+    /// The nonce of these fields: the inverse of [`decode`](Self::decode).
+    ///
+    /// # Errors
+    /// [`ComposeError`] when `timestamp_ms` (since the epoch) passes
+    /// [`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP) or `count` passes 13 bits (8191).
+    ///
+    /// ```
+    /// use nonce_core::{DEFAULT_EPOCH_MS, MachineId, Nonce64};
+    ///
+    /// let id = MachineId::new(1).unwrap();
+    /// let n = Nonce64::compose(64_310_400_000, id, 0).unwrap();
+    /// assert_eq!(n.to_string(), "03be4cb500002000");
+    /// assert_eq!(n.decode(DEFAULT_EPOCH_MS).unix_ms, 1_800_000_000_000);
+    /// assert!(Nonce64::compose(0, id, 8192).is_err()); // a 13-bit count
+    /// ```
+    pub const fn compose(
+        timestamp_ms: u64,
+        machine_id: MachineId,
+        count: u64,
+    ) -> Result<Self, ComposeError> {
+        match layout::check_fields(64, timestamp_ms, count) {
+            Ok(()) => Ok(Self::from_u64(layout::pack64(
+                timestamp_ms,
+                machine_id.get(),
+                count,
+            ))),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -94,9 +126,32 @@ impl Nonce96 {
         ((u32::from_be_bytes([a, b, c, d]) as u128) << 64) | u64::from_be_bytes(low) as u128
     }
 
-    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms. See
+    /// [`Decoded`].
     pub const fn decode(self, epoch_ms: u64) -> Decoded {
         layout::decode96(self.to_u128(), epoch_ms)
+    }
+
+    /// The nonce of these fields: the inverse of [`decode`](Self::decode).
+    ///
+    /// # Errors
+    /// [`ComposeError`] when `timestamp_ms` (since the epoch) passes
+    /// [`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP) or `count` passes 45 bits.
+    pub const fn compose(
+        timestamp_ms: u64,
+        machine_id: MachineId,
+        count: u64,
+    ) -> Result<Self, ComposeError> {
+        match layout::check_fields(96, timestamp_ms, count) {
+            // Checked, so 96 bits: `from_u128` gives `Some`.
+            Ok(()) => {
+                match Self::from_u128(layout::pack96(timestamp_ms, machine_id.get(), count)) {
+                    Some(n) => Ok(n),
+                    None => Err(ComposeError::TimestampTooLarge { timestamp_ms }),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -111,9 +166,32 @@ impl Nonce128 {
         u128::from_be_bytes(self.0)
     }
 
-    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms.
+    /// Splits the nonce into its fields; `epoch_ms` is the factory's epoch in Unix ms. See
+    /// [`Decoded`] (the 13 bits between the machine ID and the count, zero in every nonce of
+    /// the layout, are no field).
     pub const fn decode(self, epoch_ms: u64) -> Decoded {
         layout::decode128(self.to_u128(), epoch_ms)
+    }
+
+    /// The nonce of these fields: the inverse of [`decode`](Self::decode), with the 13 bits
+    /// between the machine ID and the count zero.
+    ///
+    /// # Errors
+    /// [`ComposeError`] when `timestamp_ms` (since the epoch) passes
+    /// [`MAX_TIMESTAMP`](crate::MAX_TIMESTAMP); every `u64` is a 128-bit count.
+    pub const fn compose(
+        timestamp_ms: u64,
+        machine_id: MachineId,
+        count: u64,
+    ) -> Result<Self, ComposeError> {
+        match layout::check_fields(128, timestamp_ms, count) {
+            Ok(()) => Ok(Self::from_u128(layout::pack128(
+                timestamp_ms,
+                machine_id.get(),
+                count,
+            ))),
+            Err(e) => Err(e),
+        }
     }
 }
 

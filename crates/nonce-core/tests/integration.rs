@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod common;
+mod fields;
 mod floor;
 mod fuzz;
 mod kinds;

@@ -30,6 +30,7 @@ const EXAMPLES: &str = "Examples:
   nononce gen -n 3 | nononce decode -
   nononce gen --kind sortable --bits 128 --machine-id 7 --format base64url
   nononce decode 03be4cb500002000 --format json
+  nononce bounds --from 2026-12-01T10:00:00Z --to 2026-12-01T11:00:00Z --format int
   openssl rand -hex 32 > nonce-key.hex
   nononce encrypt 03be4cb500002000 --base-key-file nonce-key.hex
   nononce leases list";
@@ -74,6 +75,10 @@ enum Command {
     /// Print the fields of nonces: size, timestamp, time, machine ID, count.
     #[command(after_help = DECODE_EXAMPLES)]
     Decode(DecodeArgs),
+    /// Print the smallest and largest nonce of a time range, for `BETWEEN` scans of sortable
+    /// nonces.
+    #[command(after_help = crate::bounds::EXAMPLES)]
+    Bounds(crate::bounds::BoundsArgs),
     /// Encrypt a nonce (hex) with keys derived from a base key, as NoNoncense does.
     #[command(after_help = ENCRYPT_EXAMPLES)]
     Encrypt(CryptArgs),
@@ -284,6 +289,7 @@ pub fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
         Command::Gen(args) => generate(args),
         Command::Decode(args) => decode(&args),
+        Command::Bounds(args) => crate::bounds::run(&args),
         Command::Encrypt(args) => crypt(&args, true),
         Command::Decrypt(args) => crypt(&args, false),
         Command::Leases(command) => leases(command),

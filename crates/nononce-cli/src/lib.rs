@@ -6,6 +6,7 @@
 #![allow(missing_docs)]
 
 mod backends;
+pub mod bounds;
 pub mod cli;
 pub mod codec;
 mod factory_options;

@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod common;
+mod bounds;
 mod cli;
 mod docs;
 mod etcd;

@@ -4,6 +4,12 @@
 use crate::common::serve::Served;
 use crate::common::*;
 
+/// A list of 64-bit nonces in the JavaScript-safe form.
+#[derive(serde::Deserialize)]
+struct Batch {
+    nonces: Vec<nononce::nonce::serde::js_safe::JsSafe>,
+}
+
 /// Three distinct nonces from the embedded default store, each read back by `nononce decode`
 /// with the machine ID the server leased; `/readyz` ready; SIGTERM releases both IDs.
 #[test]
@@ -24,6 +30,20 @@ fn three_nonces_readiness_and_release() {
     let counter_id = ready["leases"][0]["machine_id"].as_u64().unwrap();
     for n in &nonces {
         assert_eq!(json(n)["machine_id"].as_u64().unwrap(), counter_id);
+    }
+    // `format=int` is the JavaScript-safe form: decimal strings, as `js_safe` reads them.
+    let ints = served.json("/v1/nonces?count=3&format=int");
+    let strings = ints["nonces"].as_array().unwrap().iter();
+    assert!(
+        strings.clone().all(|n| n
+            .as_str()
+            .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))),
+        "{ints}"
+    );
+    let ints: Batch = serde_json::from_value(ints).unwrap();
+    for n in ints.nonces {
+        let hex = n.0.to_string();
+        assert_eq!(json(&hex)["machine_id"].as_u64().unwrap(), counter_id);
     }
     let store = format!(
         "sqlite://{}",
