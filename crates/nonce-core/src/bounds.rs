@@ -161,16 +161,16 @@ macro_rules! bounds {
             /// either end past the last millisecond a nonce carries from the epoch.
             ///
             /// ```
-            /// use nonce_core::{DEFAULT_EPOCH_MS, MachineId, Nonce64};
+            #[doc = concat!("use nonce_core::{DEFAULT_EPOCH_MS, MachineId, ", stringify!($nonce), "};")]
             ///
             /// // 2026-12-01T10:00:00Z to 11:00:00Z.
             /// let (from, to) = (1_796_119_200_000, 1_796_122_800_000);
-            /// let hour = Nonce64::bounds(from, to, DEFAULT_EPOCH_MS).unwrap();
+            #[doc = concat!("let hour = ", stringify!($nonce), "::bounds(from, to, DEFAULT_EPOCH_MS).unwrap();")]
             /// let id = MachineId::new(3).unwrap();
-            /// let at = |unix_ms: u64| Nonce64::compose(unix_ms - DEFAULT_EPOCH_MS, id, 5).unwrap();
+            #[doc = concat!("let at = |unix_ms: u64| ", stringify!($nonce), "::compose(unix_ms - DEFAULT_EPOCH_MS, id, 5).unwrap();")]
             /// assert!(hour.contains(&at(from)) && hour.contains(&at(to)));
             /// assert!(!hour.contains(&at(from - 1)) && !hour.contains(&at(to + 1)));
-            /// assert!(Nonce64::bounds(to, from, DEFAULT_EPOCH_MS).is_err());
+            #[doc = concat!("assert!(", stringify!($nonce), "::bounds(to, from, DEFAULT_EPOCH_MS).is_err());")]
             /// ```
             pub fn bounds(
                 from_unix_ms: u64,

@@ -2,7 +2,7 @@
 //! otherwise).
 
 /// 64-bit nonces as JavaScript can hold them: written as a decimal string, read from a decimal
-/// string, a number, or any form a [`Nonce64`] reads (hex, base64url, bytes).
+/// string or an integer.
 ///
 /// A JavaScript number is a double: it holds integers exactly only up to 2^53
 /// (`Number.MAX_SAFE_INTEGER`, 9,007,199,254,740,991). A 64-bit nonce is an integer up to
@@ -13,13 +13,13 @@
 /// number again. This mode writes the integer's decimal digits as a string, the form of
 /// `format=int` in `nononce serve` and of `nononce gen --format int`.
 ///
-/// Reading takes what other writers send: a JSON number (exact from serde_json up to
-/// 2^64 - 1; a number with a fraction or exponent, or a negative one, is refused), a string of
-/// decimal digits, and the forms [`Nonce64`]'s own `Deserialize` reads. A string of decimal
-/// digits is always read as decimal, since that is what this mode writes: a 16-digit hex
-/// nonce written elsewhere whose digits happen all to be 0-9 (about 1 in 1,850 hex nonces)
-/// would read as another value, so give a field one form and this mode on both ends. Formats
-/// that are not human-readable (bincode, postcard) keep the 8 raw bytes either way.
+/// Reading takes what this mode writes, a string of decimal digits, and a JSON number from a
+/// writer that used numbers (exact from serde_json up to 2^64 - 1; a number with a fraction or
+/// exponent, or a negative one, is refused). Any other string is refused, hex and base64url
+/// included: one 16-digit hex nonce in 1,850 is made only of the digits 0-9 and would read as
+/// another value, so a field that held [`Nonce64`]'s own form keeps it, and a field moves to
+/// this mode with its data converted, not read both ways. Formats that are not human-readable
+/// (bincode, postcard) keep the 8 raw bytes either way.
 ///
 /// ```
 /// use nonce_core::Nonce64;
@@ -38,17 +38,14 @@
 /// assert_eq!(json, r#"{"id":"2017612633061982463","parent":null}"#);
 /// // As a JSON number, JavaScript would read 2017612633061982500.
 ///
-/// // Numbers, decimal strings, hex and base64url all read.
-/// for id in [
-///     "2017612633061982463",
-///     r#""2017612633061982463""#,
-///     r#""1c000000000000ff""#,
-///     r#""HAAAAAAAAP8""#,
-/// ] {
+/// // The decimal string and the number read; hex, base64url and fractions do not.
+/// for id in ["2017612633061982463", r#""2017612633061982463""#] {
 ///     let read: Order = serde_json::from_str(&format!(r#"{{"id":{id}}}"#)).unwrap();
 ///     assert_eq!(read.id, order.id, "{id}");
 /// }
-/// assert!(serde_json::from_str::<Order>(r#"{"id":1.5}"#).is_err());
+/// for id in [r#""1c000000000000ff""#, r#""HAAAAAAAAP8""#, "1.5"] {
+///     assert!(serde_json::from_str::<Order>(&format!(r#"{{"id":{id}}}"#)).is_err(), "{id}");
+/// }
 /// ```
 ///
 /// [`Nonce64`]: crate::Nonce64
@@ -73,7 +70,8 @@ pub mod js_safe {
         }
     }
 
-    /// Reads a nonce from a decimal string, a number, hex, base64url or raw bytes.
+    /// Reads a nonce from a decimal string or an integer (raw bytes in formats that are not
+    /// human-readable).
     ///
     /// # Errors
     /// When the value is none of those, or does not fit in 64 bits.
@@ -91,9 +89,7 @@ pub mod js_safe {
         type Value = Nonce64;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(
-                "a 64-bit nonce as a decimal string, an integer, 16 hex digits or 11 base64url characters",
-            )
+            f.write_str("a 64-bit nonce as a string of decimal digits (or an integer)")
         }
 
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<Nonce64, E> {
@@ -128,7 +124,12 @@ pub mod js_safe {
                     ))
                 });
             }
-            v.parse().map_err(E::custom)
+            Err(E::custom(format_args!(
+                "{v:?} is not a 64-bit nonce's decimal string: this field is written with \
+                 `js_safe`, which reads only decimal digits (hex and base64url are refused, as \
+                 a hex nonce of digits alone would read as another value); convert the data \
+                 to decimal, or read the field without `js_safe`"
+            )))
         }
 
         fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Nonce64, E> {
