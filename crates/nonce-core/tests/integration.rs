@@ -10,6 +10,8 @@ mod floor;
 mod fuzz;
 mod kinds;
 mod sortable_handles;
+#[cfg(feature = "uuid")]
+mod uuid_v8;
 
 // Every cipher and the std clock are used throughout these.
 every_cipher! {
