@@ -251,6 +251,7 @@ mod sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::string::ToString;
 
     #[test]
     fn the_signed_bit_cast_round_trips_every_value() {

@@ -6,6 +6,13 @@
 
 #[macro_use]
 mod common;
+// Against PostgreSQL and MariaDB too: built with a `sqlx-*` feature only.
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+mod columns;
 mod floor;
 mod fuzz;
 mod kinds;
