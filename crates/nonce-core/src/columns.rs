@@ -81,12 +81,14 @@ fn from_column_bytes<const N: usize>(bytes: &[u8]) -> Result<Nonce<N>, BoxDynErr
 
 /// The 64-bit value as the signed integer of the same bits, for databases without an unsigned
 /// 64-bit column type.
+#[cfg(any(test, feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 #[allow(clippy::cast_possible_wrap)] // the bit-cast is the point
 const fn to_signed_bits(n: Nonce<8>) -> i64 {
     n.to_u64() as i64
 }
 
 /// The inverse of [`to_signed_bits`].
+#[cfg(any(test, feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
 #[allow(clippy::cast_sign_loss)] // the bit-cast is the point
 const fn from_signed_bits(v: i64) -> Nonce<8> {
     Nonce::<8>::from_u64(v as u64)

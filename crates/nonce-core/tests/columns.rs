@@ -15,7 +15,6 @@ use std::fmt::Debug;
 
 use nonce_core::{
     DEFAULT_EPOCH_MS, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce64,
-    Nonce96, Nonce128,
 };
 
 /// A time well inside the default epoch's range, in Unix ms.
@@ -169,6 +168,7 @@ fn unreachable_server(what: &str, env: &str, e: impl std::fmt::Display) -> ! {
 
 #[cfg(feature = "sqlx-postgres")]
 mod postgres {
+    use nonce_core::{Nonce96, Nonce128};
     use sqlx::PgConnection;
     use sqlx::postgres::Postgres;
 
@@ -255,7 +255,7 @@ mod postgres {
         .await
         .unwrap();
         let row = &rows[0];
-        let bytes: [u8; 16] = core::array::from_fn(|i| i as u8);
+        let bytes: [u8; 16] = core::array::from_fn(|i| u8::try_from(i).unwrap());
         assert_eq!(row.get::<Nonce96, _>(0).as_bytes()[..], bytes[..12]);
         assert_eq!(row.get::<Nonce128, _>(1), Nonce128::from_bytes(bytes));
         assert_eq!(row.get::<Nonce128, _>(2), Nonce128::from_bytes(bytes));
@@ -289,6 +289,7 @@ mod postgres {
 
 #[cfg(feature = "sqlx-mysql")]
 mod mysql {
+    use nonce_core::Nonce96;
     use sqlx::MySqlConnection;
     use sqlx::mysql::MySql;
 
@@ -343,6 +344,7 @@ mod mysql {
 
 #[cfg(feature = "sqlx-sqlite")]
 mod sqlite {
+    use nonce_core::Nonce128;
     use sqlx::SqliteConnection;
     use sqlx::sqlite::Sqlite;
 
