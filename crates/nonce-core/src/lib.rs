@@ -18,6 +18,12 @@ pub mod bounds;
 mod calls;
 mod cipher;
 mod clock;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+mod columns;
 mod error;
 mod factory;
 mod fork;
@@ -34,6 +40,8 @@ mod sync;
 mod thread_cache;
 #[cfg(feature = "std")]
 mod ticker;
+#[cfg(feature = "uuid")]
+mod uuid_form;
 
 pub use crate::bounds::{BoundsError, RangeEnd};
 pub use crate::cipher::{
@@ -42,6 +50,12 @@ pub use crate::cipher::{
 #[cfg(feature = "std")]
 pub use crate::clock::BootClock;
 pub use crate::clock::Clock;
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+pub use crate::columns::ColumnLengthError;
 pub use crate::error::{Error, FactoryConfigError};
 pub use crate::factory::{Factory, FactoryConfig, NO_DEADLINE};
 pub use crate::handle::Handle;
@@ -54,4 +68,6 @@ pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 pub use crate::range::CounterRange;
 #[cfg(feature = "std")]
 pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};
+#[cfg(feature = "uuid")]
+pub use crate::uuid_form::UuidV8Error;
 pub use machine_id::{InvalidMachineId, MachineId};

@@ -7,10 +7,19 @@
 #[macro_use]
 mod common;
 mod fields;
+// Against PostgreSQL and MariaDB too: built with a `sqlx-*` feature only.
+#[cfg(any(
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite"
+))]
+mod columns;
 mod floor;
 mod fuzz;
 mod kinds;
 mod sortable_handles;
+#[cfg(feature = "uuid")]
+mod uuid_v8;
 
 // Every cipher and the std clock are used throughout these.
 every_cipher! {

@@ -46,6 +46,24 @@ pub extern "C" fn nononce_proof_encrypted128(out: &mut [u8; 16]) -> bool {
     }
 }
 
+/// Writes one sortable nonce of machine ID 3 as its version 8 UUID (the `uuid` feature).
+#[cfg(feature = "ciphers")]
+#[unsafe(no_mangle)]
+pub extern "C" fn nononce_proof_sortable_uuid(out: &mut [u8; 16]) -> bool {
+    let Ok(factory) = Factory::new(&CLOCK, FactoryConfig::new()) else { return false };
+    let Ok(id) = MachineId::new(3) else { return false };
+    if factory.enable(id, NO_DEADLINE).is_err() {
+        return false;
+    }
+    match factory.sortable_uuid_v8() {
+        Ok(uuid) => {
+            *out = uuid.into_bytes();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     loop {}
