@@ -26,6 +26,7 @@ pub mod layout;
 mod manual_clock;
 mod nonce;
 mod range;
+mod stats;
 mod sync;
 #[cfg(all(feature = "std", not(loom)))]
 mod thread_cache;
@@ -46,6 +47,7 @@ pub use crate::layout::{DEFAULT_EPOCH_MS, Decoded, MAX_TIMESTAMP, OVERFLOW_WARNI
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 pub use crate::range::CounterRange;
+pub use crate::stats::{GenerationStats, Generator};
 #[cfg(feature = "std")]
 pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};
 pub use machine_id::{InvalidMachineId, MachineId};

@@ -10,6 +10,7 @@ mod floor;
 mod fuzz;
 mod kinds;
 mod sortable_handles;
+mod stats;
 
 // Every cipher and the std clock are used throughout these.
 every_cipher! {
