@@ -238,11 +238,11 @@ impl<S: Strategy + 'static> Builder<S> {
                 "static machine id without a conflict guard: nothing detects a second node with the same id (enable the `guard` feature and `Builder::with_conflict_guard`)"
             );
         }
-        #[cfg(feature = "metrics")]
+        #[cfg(feature = "generation-metrics")]
         let publisher = crate::metrics::start(&factories);
         Ok(Nononce {
             manager,
-            #[cfg(feature = "metrics")]
+            #[cfg(feature = "generation-metrics")]
             publisher,
             factories,
             #[cfg(feature = "guard")]
@@ -259,7 +259,7 @@ impl<S: Strategy + 'static> Builder<S> {
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
     /// The task publishing the factories' generation counts.
-    #[cfg(feature = "metrics")]
+    #[cfg(feature = "generation-metrics")]
     publisher: tokio::task::JoinHandle<()>,
     factories: Vec<(String, Arc<Factory<FactoryClock>>)>,
     #[cfg(feature = "guard")]
@@ -314,11 +314,11 @@ impl<S: Strategy + 'static> Nononce<S> {
     /// same every [`PUBLISH_INTERVAL`](crate::PUBLISH_INTERVAL); call this before rendering a
     /// scrape for the figures of that moment. It reads counts the factories keep at no cost
     /// to their calls ([`Factory::stats`]).
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    #[cfg(feature = "generation-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "generation-metrics")))]
     pub fn record_generation_metrics(&self) {
         for (name, factory) in &self.factories {
-            crate::metrics::record(name, factory);
+            crate::record_factory_metrics(name, factory);
         }
     }
 
@@ -331,7 +331,7 @@ impl<S: Strategy + 'static> Nononce<S> {
 
     /// Stops the conflict guard, disables the factories, then releases the lease.
     pub async fn shutdown(self) {
-        #[cfg(feature = "metrics")]
+        #[cfg(feature = "generation-metrics")]
         {
             self.publisher.abort();
             // The last counts, refusals of the calls that raced the shutdown included.

@@ -6,6 +6,6 @@
 mod builder;
 mod guard;
 mod keys;
-#[cfg(feature = "metrics")]
+#[cfg(feature = "generation-metrics")]
 mod metrics;
 mod threads;
