@@ -127,9 +127,10 @@ impl<C: Clock> Factory<C> {
             let (snap, first, len) = match self.reserve64(want.get(), Kind::COUNTER64)? {
                 Some(run) => run,
                 None => {
-                    // The shared counter, not this thread's block: a block taken here for one value
-                    // would leave the rest of it to this thread's later calls, which a caller of ranges
-                    // may never make, and the counter would run ahead of what is issued.
+                    // The shared counter, not this thread's block: a block taken here for one
+                    // value would leave the rest of it to this thread's later calls, which a
+                    // caller of ranges may never make, and the counter would run ahead of what
+                    // is issued.
                     let nonce = self.shared_counter64(Kind::COUNTER64)?;
                     let d = nonce.decode(0);
                     return Ok(CounterRange {

@@ -10,7 +10,10 @@
 //! the refused call's own error.
 
 use crate::kind::{Base, Kind};
-use crate::sync::{AtomicU64, Relaxed};
+// Core's atomics even under loom: the tallies take no part in what the model checks (which
+// values are issued), and each atomic access in the model multiplies its interleavings.
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::Relaxed;
 
 /// The generators of a factory, each shared by the sizes it issues: counter nonces of 96 and
 /// 128 bits draw on one counter, sortable nonces of every size on one state.
