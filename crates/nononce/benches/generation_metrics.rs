@@ -1,7 +1,7 @@
-//! Generation metrics cost nothing on the nonce path: each call on a factory whose counts a
-//! thread publishes every millisecond (ten thousand times as often as the facade's task,
-//! `nononce::PUBLISH_INTERVAL`), into a real `metrics` recorder, side by side in one run with
-//! the same call on a factory nobody publishes. The factories count by themselves either way
+//! Generation metrics cost nothing on the nonce path: each call on a factory nobody publishes,
+//! then on the same factory while a thread publishes its counts every millisecond (ten
+//! thousand times as often as the facade's task, `nononce::PUBLISH_INTERVAL`) into a real
+//! `metrics` recorder, side by side in one run. The factories count by themselves either way
 //! (`Factory::stats` reads what they keep); what publishing adds is a reader of their
 //! counters, which the two rows of each call compare.
 //!
@@ -11,7 +11,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 #[path = "support/factories.rs"]
 mod factories;
 use factories::{factory, ticker_factory};
@@ -36,6 +37,21 @@ fn publishing<C: Clock + Sync>(published: &Factory<C>, rows: impl FnOnce()) {
     });
 }
 
+/// The row `{name}/quiet`, then `{name}/published`: the same call on the same factory (the
+/// same memory, the same slot of the thread cache), nobody publishing its counts, then a
+/// thread publishing them.
+fn pair<C: Clock + Sync, T>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    f: &Factory<C>,
+    call: impl Fn(&Factory<C>) -> T,
+) {
+    g.bench_function(format!("{name}/quiet"), |b| b.iter(|| call(f)));
+    publishing(f, || {
+        g.bench_function(format!("{name}/published"), |b| b.iter(|| call(f)));
+    });
+}
+
 fn generation_metrics(c: &mut Criterion) {
     metrics::set_global_recorder(metrics_util::debugging::DebuggingRecorder::new())
         .expect("the benchmark's recorder is the first");
@@ -47,47 +63,23 @@ fn generation_metrics(c: &mut Criterion) {
             FactoryOptions::new().with_thread_cache(false),
         ),
     ] {
-        let quiet = factory(options.clone());
-        let published = factory(options);
+        let f = factory(options);
         let mut g = c.benchmark_group(group);
-        // Each call's two rows one after the other, so that a host whose load drifts moves
-        // both alike.
-        let both = [("quiet", &quiet), ("published", &published)];
-        publishing(&published, || {
-            for (name, f) in both {
-                g.bench_function(format!("counter64/{name}"), |b| b.iter(|| f.counter64()));
-            }
-            for (name, f) in both {
-                g.bench_function(format!("counter96/{name}"), |b| b.iter(|| f.counter96()));
-            }
-            for (name, f) in both {
-                g.bench_function(format!("encrypted128_aes/{name}"), |b| {
-                    b.iter(|| f.encrypted128(Base::Counter))
-                });
-            }
-            for (name, f) in both {
-                let h = f.handle();
-                g.bench_function(format!("handle_counter128/{name}"), |b| {
-                    b.iter(|| h.counter128())
-                });
-            }
+        pair(&mut g, "counter64", &f, Factory::counter64);
+        pair(&mut g, "counter96", &f, Factory::counter96);
+        pair(&mut g, "encrypted128_aes", &f, |f| {
+            f.encrypted128(Base::Counter)
         });
+        let h = f.handle();
+        pair(&mut g, "handle_counter128", &f, |_| h.counter128());
         g.finish();
     }
-    // Sortable nonces on the facade's clock; sortable96's state closes a millisecond once per
-    // millisecond, with one add to the factory's tally.
-    let quiet = ticker_factory();
-    let published = ticker_factory();
+    // Sortable nonces on the facade's clock; the sortable state closes a millisecond once per
+    // millisecond, with one add to the factory's tally. sortable96 on a factory of its own:
+    // beside sortable64 it would take one count at a time.
     let mut g = c.benchmark_group("generation_metrics_sortable");
-    let both = [("quiet", &quiet), ("published", &published)];
-    publishing(&published, || {
-        for (name, f) in both {
-            g.bench_function(format!("sortable64/{name}"), |b| b.iter(|| f.sortable64()));
-        }
-        for (name, f) in both {
-            g.bench_function(format!("sortable96/{name}"), |b| b.iter(|| f.sortable96()));
-        }
-    });
+    pair(&mut g, "sortable64", &ticker_factory(), Factory::sortable64);
+    pair(&mut g, "sortable96", &ticker_factory(), Factory::sortable96);
     g.finish();
 }
 
