@@ -14,6 +14,8 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 #[path = "support/factories.rs"]
+// Its `fetch_add` baseline is for the benchmarks that compare against it.
+#[allow(dead_code)]
 mod factories;
 use factories::{factory, ticker_factory};
 use nononce::nonce::{Base, Clock, Factory};
