@@ -23,7 +23,7 @@ macro_rules! call {
         $(#[$doc])*
         #[inline]
         pub fn $name(&self) -> Result<$nonce, Error> {
-            self.$as(Kind::$kind)
+            self.counted(self.$as(Kind::$kind))
         }
 
         #[inline]
@@ -54,7 +54,7 @@ impl<C: Clock> Factory<C> {
 
     /// A 64-bit sortable nonce: the timestamp is the creation time; at most 8192 per ms.
     pub fn sortable64(&self) -> Result<Nonce64, Error> {
-        self.sortable64_as(Kind::SORTABLE64)
+        self.counted(self.sortable64_as(Kind::SORTABLE64))
     }
 
     fn sortable64_as(&self, kind: Kind) -> Result<Nonce64, Error> {
@@ -87,31 +87,35 @@ impl<C: Clock> Factory<C> {
     /// A 64-bit encrypted nonce: a 64-bit base nonce under the 64-bit cipher.
     #[inline]
     pub fn encrypted64(&self, base: Base) -> Result<Nonce64, Error> {
-        let engine = self.engine64()?;
-        Ok(Nonce64::from_bytes(
-            engine.encrypt(self.base64(base, 64)?.to_bytes()),
-        ))
+        self.counted((|| {
+            let engine = self.engine64()?;
+            Ok(Nonce64::from_bytes(
+                engine.encrypt(self.base64(base, 64)?.to_bytes()),
+            ))
+        })())
     }
 
     /// A 96-bit encrypted nonce. With Blowfish or 3DES it is an encrypted 64-bit base nonce
     /// followed by 32 zero bits (as NoNoncense); with Speck all 96 bits are encrypted.
     pub fn encrypted96(&self, base: Base) -> Result<Nonce96, Error> {
-        let engine = self.engine96()?;
-        let plain = if engine.has_64bit_block() {
-            widen(self.base64(base, 96)?)
-        } else {
-            match base {
-                Base::Counter => self.counter96_as(Kind::COUNTER96.encrypted(96))?,
-                Base::Sortable => self.sortable96_as(Kind::SORTABLE96.encrypted(96))?,
-            }
-        };
-        Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+        self.counted((|| {
+            let engine = self.engine96()?;
+            let plain = if engine.has_64bit_block() {
+                widen(self.base64(base, 96)?)
+            } else {
+                match base {
+                    Base::Counter => self.counter96_as(Kind::COUNTER96.encrypted(96))?,
+                    Base::Sortable => self.sortable96_as(Kind::SORTABLE96.encrypted(96))?,
+                }
+            };
+            Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+        })())
     }
 
     /// A 128-bit encrypted nonce.
     #[inline]
     pub fn encrypted128(&self, base: Base) -> Result<Nonce128, Error> {
-        match base {
+        self.counted((|| match base {
             Base::Counter => {
                 #[cfg(all(feature = "std", not(loom)))]
                 if self.cache_id() != 0 {
@@ -124,7 +128,7 @@ impl<C: Clock> Factory<C> {
                 let plain = self.sortable128_as(Kind::SORTABLE128.encrypted(128))?;
                 Ok(Nonce128::from_bytes(engine.encrypt(plain.to_bytes())))
             }
-        }
+        })())
     }
 
     /// Fills `out` with encrypted 128-bit counter nonces, several times faster than one at a
@@ -134,14 +138,16 @@ impl<C: Clock> Factory<C> {
     /// that lands while the fill is writing does not stop it, as for any call that began
     /// before it.
     pub fn fill_encrypted128(&self, out: &mut [Nonce128]) -> Result<(), Error> {
-        let engine = self.engine128()?;
-        if out.is_empty() {
-            return Ok(());
-        }
-        let (snap, first) =
-            self.reserve(Counter::C96, Kind::ENCRYPTED_COUNTER128, out.len() as u64)?;
-        let plain = Self::finish128(&snap, first)?;
-        encrypt_run(engine, plain, out);
-        Ok(())
+        self.counted((|| {
+            let engine = self.engine128()?;
+            if out.is_empty() {
+                return Ok(());
+            }
+            let (snap, first) =
+                self.reserve(Counter::C96, Kind::ENCRYPTED_COUNTER128, out.len() as u64)?;
+            let plain = Self::finish128(&snap, first)?;
+            encrypt_run(engine, plain, out);
+            Ok(())
+        })())
     }
 }

@@ -39,6 +39,7 @@ use crate::layout::{
     SORTABLE_COUNT_BITS, SORTABLE_COUNT_MASK,
 };
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
+use crate::stats::{GenerationStats, Tally};
 use crate::sync::{AtomicU64, Padded, Relaxed, SeqCst};
 
 const ENABLED: u64 = 1;
@@ -362,6 +363,8 @@ pub struct Factory<C: Clock> {
     c64_hint: Padded<AtomicU64>,
     c96: Padded<AtomicU64>,
     sortable: Padded<AtomicU64>,
+    /// Generation counts, written only off the nonce path ([`stats`](Factory::stats)).
+    tally: Tally,
 }
 
 impl<C: Clock> fmt::Debug for Factory<C> {
@@ -421,6 +424,7 @@ impl<C: Clock> Factory<C> {
             c64_hint: Padded(AtomicU64::new(0)),
             c96: Padded(AtomicU64::new(u64::MAX)),
             sortable: Padded(AtomicU64::new(0)),
+            tally: Tally::new(),
         };
         factory.now_ts_checked()?;
         Ok(factory)
@@ -528,15 +532,32 @@ impl<C: Clock> Factory<C> {
             u64::from(machine_id.get()) | u64::from(crate::fork::count()) << FORKS_SHIFT,
             SeqCst,
         );
-        self.init_ts.store(init, SeqCst);
+        let ended_init = self.init_ts.swap(init, SeqCst);
         self.deadline_ts.store(self.ms_to_ts(deadline_ms), SeqCst);
         self.observed_ts.store(now_ts, SeqCst);
         // Swaps, not stores, for the same reason as the reads in `next_free_ts`: counters only
         // ever see read-modify-writes, so every value is taken from the one before it.
-        self.c64
+        let ended64 = self
+            .c64
             .swap((init << COUNT64_BITS).wrapping_sub(1), SeqCst);
-        self.c96.swap(u64::MAX, SeqCst);
-        self.sortable.swap(init << SORTABLE_COUNT_BITS, SeqCst);
+        let ended96 = self.c96.swap(u64::MAX, SeqCst);
+        let ended_sortable = self.sortable.swap(init << SORTABLE_COUNT_BITS, SeqCst);
+        // What the ended generation took, for `stats` (which reads under the writer role's
+        // sequence word, so never half of this).
+        if ended_init != NEVER_ENABLED {
+            let start64 = (ended_init << COUNT64_BITS).wrapping_sub(1);
+            self.tally
+                .counter64_ended
+                .fetch_add(ended64.wrapping_sub(start64), Relaxed);
+        }
+        self.tally
+            .counter96_ended
+            .fetch_add(ended96.wrapping_add(1), Relaxed);
+        // The ended millisecond's counts (its last count plus one), less the count the new
+        // start records as taken and is not.
+        self.tally
+            .sortable_closed
+            .fetch_add(ended_sortable & SORTABLE_COUNT_MASK, Relaxed);
         self.write_end(ws, true);
         Ok(())
     }
@@ -596,6 +617,98 @@ impl<C: Clock> Factory<C> {
             init + (c96 >> COUNT96_BITS) + 1
         };
         next64.max(next_sortable).max(next96)
+    }
+
+    /// What this factory has generated and refused since it was built, for metrics: read off
+    /// its generators and its refusal tallies, which nothing on the nonce path writes (see
+    /// [`GenerationStats`] for what each count holds).
+    ///
+    /// Every count only grows, except that the values taken can step back by what a
+    /// per-thread block gives back unused and, for a moment, by a millisecond's sortable
+    /// counts being closed: publish the largest value seen (a metrics counter's `absolute`).
+    ///
+    /// ```
+    /// use nonce_core::{Factory, FactoryConfig, Generator, MachineId, ManualClock, NO_DEADLINE};
+    ///
+    /// let clock = ManualClock::new(1_800_000_000_000);
+    /// let factory = Factory::new(&clock, FactoryConfig::new().with_thread_cache(false)).unwrap();
+    /// factory.enable(MachineId::new(7).unwrap(), NO_DEADLINE).unwrap();
+    /// for _ in 0..3 {
+    ///     factory.counter96().unwrap();
+    /// }
+    /// let stats = factory.stats();
+    /// assert_eq!(stats.taken(Generator::Counter96And128), 3);
+    /// assert_eq!(stats.sizes(Generator::Counter96And128).collect::<Vec<_>>(), [96]);
+    /// ```
+    pub fn stats(&self) -> GenerationStats {
+        let t = &self.tally;
+        loop {
+            let s = self.state.load(SeqCst);
+            if s & WRITING != 0 {
+                // An enable is moving the counters into the tallies; read after it.
+                core::hint::spin_loop();
+                continue;
+            }
+            let init = self.init_ts.load(SeqCst);
+            let c64 = self.c64.load(SeqCst);
+            let c96 = self.c96.load(SeqCst);
+            let sortable = self.sortable.load(SeqCst);
+            let ended64 = t.counter64_ended.load(Relaxed);
+            let ended96 = t.counter96_ended.load(Relaxed);
+            let closed = t.sortable_closed.load(Relaxed);
+            if self.state.load(SeqCst) != s {
+                continue;
+            }
+            let current64 = if init == NEVER_ENABLED {
+                0
+            } else {
+                c64.wrapping_sub((init << COUNT64_BITS).wrapping_sub(1))
+            };
+            let unused = |i: usize| t.unused[i].load(Relaxed);
+            let taken = |total: u64, i: usize| total.saturating_sub(unused(i));
+            let word = self.kinds.load(SeqCst);
+            return GenerationStats {
+                counter64: taken(ended64.wrapping_add(current64), 0),
+                counter96_128: taken(ended96.wrapping_add(c96.wrapping_add(1)), 1),
+                sortable: taken(
+                    closed
+                        .wrapping_add(sortable & SORTABLE_COUNT_MASK)
+                        .wrapping_add(1),
+                    2,
+                ),
+                throttled: t.throttled.load(Relaxed),
+                kind_conflicts: core::array::from_fn(|i| t.kind_conflicts[i].load(Relaxed)),
+                lease_expired: t.lease_expired.load(Relaxed),
+                kinds: [Kind::COUNTER64, Kind::COUNTER96, Kind::COUNTER128]
+                    .map(|k| k.locked_in(word)),
+            };
+        }
+    }
+
+    /// The refusal tallies and give-backs, for the calls, handles and thread caches.
+    #[inline]
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// Counts a refused call (see [`Tally::refused`]) and returns its result unchanged: the
+    /// one step each public generating call adds, a branch on its error.
+    #[inline(always)]
+    pub(crate) fn counted<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(e) = &result {
+            self.tally.refused(*e);
+        }
+        result
+    }
+
+    /// The sortable state moved from `last` to a new millisecond: adds up the counts taken
+    /// in the one it left. Once per millisecond at most, by the call that moved it.
+    #[cold]
+    #[inline(never)]
+    fn close_millisecond(&self, last: u64) {
+        self.tally
+            .sortable_closed
+            .fetch_add((last & SORTABLE_COUNT_MASK) + 1, Relaxed);
     }
 
     /// Moves the lease deadline (clock ms), for a renewal. It may also move it earlier. Calls
@@ -717,6 +830,7 @@ impl<C: Clock> Factory<C> {
             let mut claimed = word;
             match kind.locked_in(word) {
                 Some(locked) if locked != kind.base => {
+                    self.tally.kind_conflict(kind);
                     return Err(Error::KindConflict {
                         bits: kind.bits,
                         locked,
@@ -837,6 +951,7 @@ impl<C: Clock> Factory<C> {
         if ts <= now {
             return Ok(());
         }
+        self.tally.throttled();
         let until_ms = ts + self.epoch_ms;
         if self.clock.wait_until_ms(until_ms) {
             self.observed_ts.fetch_max(ts, SeqCst);
@@ -1138,6 +1253,7 @@ impl<C: Clock> Factory<C> {
                     }
                 };
                 let admitted = if cap64 && count > COUNT64_MASK {
+                    self.tally.throttled();
                     let until_ms = ts + 1 + self.epoch_ms;
                     if self.clock.wait_until_ms(until_ms) {
                         // Read the clock again.
@@ -1157,7 +1273,12 @@ impl<C: Clock> Factory<C> {
                     .sortable
                     .compare_exchange_weak(last, next, SeqCst, SeqCst)
                 {
-                    Ok(_) => break (ts, count),
+                    Ok(_) => {
+                        if count == 0 {
+                            self.close_millisecond(last);
+                        }
+                        break (ts, count);
+                    }
                     Err(actual) => last = actual,
                 }
             };
@@ -1204,7 +1325,12 @@ impl<C: Clock> Factory<C> {
                     .sortable
                     .compare_exchange_weak(last, end, SeqCst, SeqCst)
                 {
-                    Ok(_) => break (ts, first, n),
+                    Ok(_) => {
+                        if first == 0 {
+                            self.close_millisecond(last);
+                        }
+                        break (ts, first, n);
+                    }
                     Err(actual) => last = actual,
                 }
             };

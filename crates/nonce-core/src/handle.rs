@@ -8,6 +8,7 @@ use crate::factory::{Counter, Factory, Snapshot, encrypt_run, widen};
 use crate::kind::Kind;
 use crate::layout;
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
+use crate::stats::Generator;
 
 /// Values reserved per block. Large enough that the shared `fetch_add` is rare, small enough
 /// that values dropped with a handle or at a generation change are few.
@@ -46,13 +47,23 @@ impl Block {
 
     #[cold]
     fn refill<C: Clock>(&self, factory: &Factory<C>, kind: Kind) -> Result<(Snapshot, u64), Error> {
-        self.snap.set(None);
-        self.left.set(0);
+        self.give_back(factory);
         let (snap, first) = factory.reserve(self.counter, kind, BLOCK)?;
         self.snap.set(Some(snap));
         self.next.set(first);
         self.left.set(BLOCK);
         Ok((snap, first))
+    }
+
+    /// Drops what is left of the block, telling the factory's tally it was never handed out.
+    fn give_back<C: Clock>(&self, factory: &Factory<C>) {
+        let generator = match self.counter {
+            Counter::C64 => Generator::Counter64,
+            Counter::C96 => Generator::Counter96And128,
+        };
+        factory.tally().give_back(generator, self.left.get());
+        self.snap.set(None);
+        self.left.set(0);
     }
 
     /// Consumes the value `peek` returned; only after it passed every check, so a refused
@@ -163,7 +174,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit counter nonce, as [`Factory::counter64`].
     #[inline]
     pub fn counter64(&self) -> Result<Nonce64, Error> {
-        self.counter64_as(Kind::COUNTER64)
+        self.factory.counted(self.counter64_as(Kind::COUNTER64))
     }
 
     /// A 64-bit counter nonce for a call of `kind`: plain, or the base of an encrypted one.
@@ -180,7 +191,7 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 96-bit counter nonce, as [`Factory::counter96`].
     #[inline]
     pub fn counter96(&self) -> Result<Nonce96, Error> {
-        self.counter96_as(Kind::COUNTER96)
+        self.factory.counted(self.counter96_as(Kind::COUNTER96))
     }
 
     #[inline]
@@ -195,29 +206,35 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 128-bit counter nonce, as [`Factory::counter128`].
     #[inline]
     pub fn counter128(&self) -> Result<Nonce128, Error> {
-        let (snap, v) = self.b96.peek(self.factory, Kind::COUNTER128)?;
-        self.verify(Kind::COUNTER128)?;
-        let nonce = Factory::<C>::finish128(&snap, v)?;
-        self.b96.consume();
-        Ok(nonce)
+        self.factory.counted((|| {
+            let (snap, v) = self.b96.peek(self.factory, Kind::COUNTER128)?;
+            self.verify(Kind::COUNTER128)?;
+            let nonce = Factory::<C>::finish128(&snap, v)?;
+            self.b96.consume();
+            Ok(nonce)
+        })())
     }
 
     /// A 96-bit sortable nonce, as [`Factory::sortable96`], from the handle's run of counts.
     #[inline]
     pub fn sortable96(&self) -> Result<Nonce96, Error> {
-        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
-        Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
+        self.factory.counted((|| {
+            let (snap, ts, count) = self.take_sortable(Kind::SORTABLE96)?;
+            Ok(Nonce96::from_u128(layout::pack96(ts, snap.machine_id, count)).expect("96 bits"))
+        })())
     }
 
     /// A 128-bit sortable nonce, as [`Factory::sortable128`], from the handle's run of counts.
     #[inline]
     pub fn sortable128(&self) -> Result<Nonce128, Error> {
-        let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
-        Ok(Nonce128::from_u128(layout::pack128(
-            ts,
-            snap.machine_id,
-            count,
-        )))
+        self.factory.counted((|| {
+            let (snap, ts, count) = self.take_sortable(Kind::SORTABLE128)?;
+            Ok(Nonce128::from_u128(layout::pack128(
+                ts,
+                snap.machine_id,
+                count,
+            )))
+        })())
     }
 
     /// The next sortable `(snapshot, timestamp, count)` for `kind`. The clock is read first;
@@ -241,8 +258,8 @@ impl<'f, C: Clock> Handle<'f, C> {
 
     #[cold]
     fn refill_sortable(&self, kind: Kind, now: u64) -> Result<(Snapshot, u64, u64), Error> {
+        self.give_back_sortable();
         let b = &self.sortable;
-        b.snap.set(None);
         let (snap, ts, first, n) = self.factory.reserve_sortable(kind, now, BLOCK)?;
         self.verified.set(self.verified.get() | kind.value());
         b.snap.set(Some(snap));
@@ -273,22 +290,26 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// A 64-bit encrypted counter nonce, as [`Factory::encrypted64`].
     #[inline]
     pub fn encrypted64(&self) -> Result<Nonce64, Error> {
-        let engine = self.factory.engine64()?;
-        Ok(Nonce64::from_bytes(engine.encrypt(
-            self.counter64_as(Kind::COUNTER64.encrypted(64))?.to_bytes(),
-        )))
+        self.factory.counted((|| {
+            let engine = self.factory.engine64()?;
+            Ok(Nonce64::from_bytes(engine.encrypt(
+                self.counter64_as(Kind::COUNTER64.encrypted(64))?.to_bytes(),
+            )))
+        })())
     }
 
     /// A 96-bit encrypted counter nonce, as [`Factory::encrypted96`].
     #[inline]
     pub fn encrypted96(&self) -> Result<Nonce96, Error> {
-        let engine = self.factory.engine96()?;
-        let plain = if engine.has_64bit_block() {
-            widen(self.counter64_as(Kind::COUNTER64.encrypted(96))?)
-        } else {
-            self.counter96_as(Kind::COUNTER96.encrypted(96))?
-        };
-        Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+        self.factory.counted((|| {
+            let engine = self.factory.engine96()?;
+            let plain = if engine.has_64bit_block() {
+                widen(self.counter64_as(Kind::COUNTER64.encrypted(96))?)
+            } else {
+                self.counter96_as(Kind::COUNTER96.encrypted(96))?
+            };
+            Ok(Nonce96::from_bytes(engine.encrypt(plain.to_bytes())))
+        })())
     }
 
     /// A 128-bit encrypted counter nonce, as [`Factory::encrypted128`].
@@ -297,18 +318,20 @@ impl<'f, C: Clock> Handle<'f, C> {
     /// AES) and hands them out one by one, re-checking the factory's generation each time.
     #[inline]
     pub fn encrypted128(&self) -> Result<Nonce128, Error> {
-        let mut buf = self.enc128.borrow_mut();
-        if buf.next < ENCRYPTED_RUN && self.factory.is_current(buf.state, buf.forks) {
-            let n = buf.items[buf.next];
-            buf.next += 1;
-            return Ok(n);
-        }
-        self.refill_encrypted128(&mut buf)
+        self.factory.counted((|| {
+            let mut buf = self.enc128.borrow_mut();
+            if buf.next < ENCRYPTED_RUN && self.factory.is_current(buf.state, buf.forks) {
+                let n = buf.items[buf.next];
+                buf.next += 1;
+                return Ok(n);
+            }
+            self.refill_encrypted128(&mut buf)
+        })())
     }
 
     #[cold]
     fn refill_encrypted128(&self, buf: &mut Encrypted128) -> Result<Nonce128, Error> {
-        buf.next = ENCRYPTED_RUN;
+        Self::give_back_encrypted128(self.factory, buf);
         let engine = self.factory.engine128()?;
         let (snap, first) = self.factory.reserve(
             Counter::C96,
@@ -321,5 +344,38 @@ impl<'f, C: Clock> Handle<'f, C> {
         buf.forks = snap.forks;
         buf.next = 1;
         Ok(buf.items[0])
+    }
+}
+
+impl<C: Clock> Handle<'_, C> {
+    /// Drops what is left of the sortable run, telling the factory's tally.
+    fn give_back_sortable(&self) {
+        let b = &self.sortable;
+        self.factory.tally().give_back(
+            Generator::Sortable,
+            b.end.get().saturating_sub(b.next.get()),
+        );
+        b.snap.set(None);
+        b.end.set(b.next.get());
+    }
+
+    /// Drops what is left of the encrypted run, telling the factory's tally.
+    fn give_back_encrypted128(factory: &Factory<C>, buf: &mut Encrypted128) {
+        factory.tally().give_back(
+            Generator::Counter96And128,
+            (ENCRYPTED_RUN - buf.next) as u64,
+        );
+        buf.next = ENCRYPTED_RUN;
+    }
+}
+
+/// What the handle reserved and did not hand out is given back to the factory's tally, so
+/// that [`Factory::stats`] counts only what was issued.
+impl<C: Clock> Drop for Handle<'_, C> {
+    fn drop(&mut self) {
+        self.b64.give_back(self.factory);
+        self.b96.give_back(self.factory);
+        self.give_back_sortable();
+        Self::give_back_encrypted128(self.factory, self.enc128.get_mut());
     }
 }

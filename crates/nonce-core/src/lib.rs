@@ -35,6 +35,7 @@ mod nonce;
 mod range;
 #[cfg(feature = "serde")]
 pub mod serde;
+mod stats;
 mod sync;
 #[cfg(all(feature = "std", not(loom)))]
 mod thread_cache;
@@ -66,6 +67,7 @@ pub use crate::layout::{
 pub use crate::manual_clock::ManualClock;
 pub use crate::nonce::{Nonce, Nonce64, Nonce96, Nonce128, ParseNonceError};
 pub use crate::range::CounterRange;
+pub use crate::stats::{GenerationStats, Generator};
 #[cfg(feature = "std")]
 pub use crate::ticker::{DEFAULT_TICK_PERIOD, TickerClock};
 #[cfg(feature = "uuid")]

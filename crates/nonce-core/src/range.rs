@@ -123,30 +123,33 @@ impl<C: Clock> Factory<C> {
     /// # Errors
     /// As [`counter64`](Self::counter64).
     pub fn counter_range64(&self, want: NonZeroU64) -> Result<CounterRange, Error> {
-        let (snap, first, len) = match self.reserve64(want.get(), Kind::COUNTER64)? {
-            Some(run) => run,
-            None => {
-                // The shared counter, not this thread's block: a block taken here for one value
-                // would leave the rest of it to this thread's later calls, which a caller of ranges
-                // may never make, and the counter would run ahead of what is issued.
-                let nonce = self.shared_counter64(Kind::COUNTER64)?;
-                let d = nonce.decode(0);
-                return Ok(CounterRange {
-                    bits: 64,
-                    machine_id: d.machine_id,
-                    timestamp_ms: d.timestamp_ms,
-                    first_count: d.count,
-                    len: 1,
-                });
-            }
-        };
-        Ok(CounterRange {
-            bits: 64,
-            machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
-            timestamp_ms: first >> COUNT64_BITS,
-            first_count: first & ((1 << COUNT64_BITS) - 1),
-            len,
-        })
+        self.counted((|| {
+            let (snap, first, len) = match self.reserve64(want.get(), Kind::COUNTER64)? {
+                Some(run) => run,
+                None => {
+                    // The shared counter, not this thread's block: a block taken here for one
+                    // value would leave the rest of it to this thread's later calls, which a
+                    // caller of ranges may never make, and the counter would run ahead of what
+                    // is issued.
+                    let nonce = self.shared_counter64(Kind::COUNTER64)?;
+                    let d = nonce.decode(0);
+                    return Ok(CounterRange {
+                        bits: 64,
+                        machine_id: d.machine_id,
+                        timestamp_ms: d.timestamp_ms,
+                        first_count: d.count,
+                        len: 1,
+                    });
+                }
+            };
+            Ok(CounterRange {
+                bits: 64,
+                machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
+                timestamp_ms: first >> COUNT64_BITS,
+                first_count: first & ((1 << COUNT64_BITS) - 1),
+                len,
+            })
+        })())
     }
 
     /// Reserves `n` consecutive 96-bit counter nonces in one step, on the counter 96- and
@@ -156,20 +159,22 @@ impl<C: Clock> Factory<C> {
     /// As [`counter96`](Self::counter96); [`Error::LeaseExpired`] also when the range's last
     /// nonce would carry its timestamp to the lease's deadline (the range is then dropped).
     pub fn counter_range96(&self, n: NonZeroU64) -> Result<CounterRange, Error> {
-        let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER96, n.get())?;
-        let last = first
-            .checked_add(n.get() - 1)
-            .ok_or(Error::TimestampOverflow)?;
-        // The last value carries furthest: checking its timestamp checks them all.
-        Self::split96(&snap, last)?;
-        let (timestamp_ms, first_count) = Self::split96(&snap, first)?;
-        Ok(CounterRange {
-            bits: 96,
-            machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
-            timestamp_ms,
-            first_count,
-            len: n.get(),
-        })
+        self.counted((|| {
+            let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER96, n.get())?;
+            let last = first
+                .checked_add(n.get() - 1)
+                .ok_or(Error::TimestampOverflow)?;
+            // The last value carries furthest: checking its timestamp checks them all.
+            Self::split96(&snap, last)?;
+            let (timestamp_ms, first_count) = Self::split96(&snap, first)?;
+            Ok(CounterRange {
+                bits: 96,
+                machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
+                timestamp_ms,
+                first_count,
+                len: n.get(),
+            })
+        })())
     }
 
     /// Reserves `n` consecutive 128-bit counter nonces in one step, on the counter 96- and
@@ -178,20 +183,22 @@ impl<C: Clock> Factory<C> {
     /// # Errors
     /// As [`counter128`](Self::counter128).
     pub fn counter_range128(&self, n: NonZeroU64) -> Result<CounterRange, Error> {
-        let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, n.get())?;
-        Self::check_ts(snap.init_ts, &snap)?;
-        // The count field is 77 bits wide: a 64-bit counter value never carries out of it.
-        first
-            .checked_add(n.get() - 1)
-            .ok_or(Error::TimestampOverflow)?;
-        debug_assert!(snap.init_ts <= MAX_TIMESTAMP);
-        Ok(CounterRange {
-            bits: 128,
-            machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
-            timestamp_ms: snap.init_ts,
-            first_count: first,
-            len: n.get(),
-        })
+        self.counted((|| {
+            let (snap, first) = self.reserve(Counter::C96, Kind::COUNTER128, n.get())?;
+            Self::check_ts(snap.init_ts, &snap)?;
+            // The count field is 77 bits wide: a 64-bit counter value never carries out of it.
+            first
+                .checked_add(n.get() - 1)
+                .ok_or(Error::TimestampOverflow)?;
+            debug_assert!(snap.init_ts <= MAX_TIMESTAMP);
+            Ok(CounterRange {
+                bits: 128,
+                machine_id: MachineId::from_low_bits(u64::from(snap.machine_id)),
+                timestamp_ms: snap.init_ts,
+                first_count: first,
+                len: n.get(),
+            })
+        })())
     }
 }
 

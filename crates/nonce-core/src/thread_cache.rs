@@ -31,6 +31,7 @@ use crate::factory::{Counter, Factory, Snapshot, encrypt_run};
 use crate::kind::Kind;
 use crate::layout::{self, COUNT64_BITS, COUNT64_MASK};
 use crate::nonce::{Nonce64, Nonce96, Nonce128};
+use crate::stats::Generator;
 
 /// Factories one thread keeps blocks for at once; the next one takes the place of another.
 const SLOTS: usize = 4;
@@ -259,6 +260,7 @@ impl Slot {
             let v = b.next.get();
             Factory::<C>::check_ts(v >> COUNT64_BITS, &b.snap.get())?;
         }
+        f.tally().give_back(Generator::Counter64, b.left());
         b.drop_values();
         match f.reserve64(b.size.get(), kind)? {
             Some((snap, first, n)) => {
@@ -283,6 +285,7 @@ impl Slot {
             // generation is current).
             f.claim(kind)?;
         } else {
+            f.tally().give_back(Generator::Counter96And128, b.left());
             b.drop_values();
             let n = b.size.get();
             // Checks the generation, then claims `kind`.
@@ -352,6 +355,12 @@ impl Slot {
     ) -> Result<(Snapshot, u64, u64), Error> {
         let b = &self.sortable;
         b.snap.set(NONE);
+        // What is left of the last run is never handed out.
+        f.tally().give_back(
+            Generator::Sortable,
+            b.end.get().saturating_sub(b.next.get()),
+        );
+        b.end.set(b.next.get());
         let now = f.now_ts();
         // sortable64 draws on the same state, at most 8192 counts a millisecond: runs taken
         // ahead would use them up, and it would refuse or wait for the next millisecond after
@@ -385,10 +394,17 @@ impl Slot {
     }
 
     fn miss_encrypted128<C: Clock>(&self, f: &Factory<C>) -> Result<u128, Error> {
+        // What is left of the last run is never handed out.
+        f.tally().give_back(
+            Generator::Counter96And128,
+            (RUN - self.enc_next.get()) as u64,
+        );
         self.enc_next.set(RUN);
         let engine = f.engine128()?;
         let source = &self.enc_source;
         if !(source.valid(f) && source.left() >= RUN as u64) {
+            f.tally()
+                .give_back(Generator::Counter96And128, source.left());
             source.drop_values();
             let n = source.size.get().max(RUN as u64);
             let (snap, first) = f.reserve(Counter::C96, Kind::ENCRYPTED_COUNTER128, n)?;

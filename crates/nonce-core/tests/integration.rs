@@ -20,6 +20,7 @@ mod kinds;
 mod sortable_handles;
 #[cfg(feature = "uuid")]
 mod uuid_v8;
+mod stats;
 
 // Every cipher and the std clock are used throughout these.
 every_cipher! {

@@ -45,6 +45,22 @@ fn three_nonces_readiness_and_release() {
         let hex = n.0.to_string();
         assert_eq!(json(&hex)["machine_id"].as_u64().unwrap(), counter_id);
     }
+    // The counter factory's generation counts: the six nonces, and whatever the serving
+    // thread's block holds besides (at most 8192); no refusal.
+    let metrics = served.get("/metrics").1;
+    let series = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+    };
+    let issued =
+        series("nononce_factory_nonces_total{factory=\"counter\",kind=\"counter\",bits=\"64\"}");
+    assert!((6..6 + 8192).contains(&issued), "{issued}");
+    assert_eq!(
+        series("nononce_factory_deadline_refusals_total{factory=\"counter\"}"),
+        0
+    );
     let store = format!(
         "sqlite://{}",
         dir.path().join("nononce-leases.db").display()

@@ -238,8 +238,12 @@ impl<S: Strategy + 'static> Builder<S> {
                 "static machine id without a conflict guard: nothing detects a second node with the same id (enable the `guard` feature and `Builder::with_conflict_guard`)"
             );
         }
+        #[cfg(feature = "generation-metrics")]
+        let publisher = crate::metrics::start(&factories);
         Ok(Nononce {
             manager,
+            #[cfg(feature = "generation-metrics")]
+            publisher,
             factories,
             #[cfg(feature = "guard")]
             guard,
@@ -254,6 +258,9 @@ impl<S: Strategy + 'static> Builder<S> {
 /// by themselves the moment the lease can no longer be proven.
 pub struct Nononce<S: Strategy> {
     manager: LeaseManager<S>,
+    /// The task publishing the factories' generation counts.
+    #[cfg(feature = "generation-metrics")]
+    publisher: tokio::task::JoinHandle<()>,
     factories: Vec<(String, Arc<Factory<FactoryClock>>)>,
     #[cfg(feature = "guard")]
     guard: Option<lease_guard::ConflictGuard>,
@@ -301,6 +308,20 @@ impl<S: Strategy + 'static> Nononce<S> {
         self.manager.lease_lost(reason);
     }
 
+    /// Publishes every factory's generation counts now, as `metrics` counters labelled with
+    /// the factory's name (docs/operations.md lists them): nonces issued by kind and size,
+    /// calls the throttle held back, kind conflicts and deadline refusals. A task does the
+    /// same every [`PUBLISH_INTERVAL`](crate::PUBLISH_INTERVAL); call this before rendering a
+    /// scrape for the figures of that moment. It reads counts the factories keep at no cost
+    /// to their calls ([`Factory::stats`]).
+    #[cfg(feature = "generation-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "generation-metrics")))]
+    pub fn record_generation_metrics(&self) {
+        for (name, factory) in &self.factories {
+            crate::record_factory_metrics(name, factory);
+        }
+    }
+
     /// The conflict guard, when one was configured.
     #[cfg(feature = "guard")]
     #[cfg_attr(docsrs, doc(cfg(feature = "guard")))]
@@ -310,6 +331,12 @@ impl<S: Strategy + 'static> Nononce<S> {
 
     /// Stops the conflict guard, disables the factories, then releases the lease.
     pub async fn shutdown(self) {
+        #[cfg(feature = "generation-metrics")]
+        {
+            self.publisher.abort();
+            // The last counts, refusals of the calls that raced the shutdown included.
+            self.record_generation_metrics();
+        }
         #[cfg(feature = "guard")]
         if let Some(guard) = self.guard {
             guard.shutdown().await;

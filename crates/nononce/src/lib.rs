@@ -9,11 +9,16 @@ struct ReadmeDoctests;
 
 mod builder;
 mod error;
+#[cfg(feature = "generation-metrics")]
+mod metrics;
 
 pub use builder::{
     Builder, FactoryOptions, FactoryOptionsExt, KeyHexError, Nononce, decode_key_hex,
 };
 pub use error::Error;
+#[cfg(feature = "generation-metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "generation-metrics")))]
+pub use metrics::{PUBLISH_INTERVAL, record_factory_metrics};
 
 /// The lease layer: the `Strategy` trait and lease configuration (`lease-core`), and the lease
 /// manager, its state and its state machine (`lease-manager`), under one path.

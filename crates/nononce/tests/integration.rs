@@ -6,4 +6,6 @@
 mod builder;
 mod guard;
 mod keys;
+#[cfg(feature = "generation-metrics")]
+mod metrics;
 mod threads;

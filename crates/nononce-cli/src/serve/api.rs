@@ -147,6 +147,14 @@ impl Api {
     }
 
     /// The time each kind's lease still covers, for `/readyz` and the metrics.
+    /// Publishes each kind's generation counts now (the facade publishes them every
+    /// [`nononce::PUBLISH_INTERVAL`] too), so that a scrape shows them as of its own moment.
+    pub fn record_generation_metrics(&self) {
+        for worker in self.workers.all() {
+            nononce::record_factory_metrics(worker.kind.name(), &worker.factory);
+        }
+    }
+
     pub fn lease_left(&self) -> Vec<(Kind, Option<f64>)> {
         self.workers
             .all()

@@ -441,6 +441,7 @@ async fn readyz(State(api): State<Shared>) -> Response {
 }
 
 async fn metrics(State(api): State<Shared>) -> Response {
+    api.record_generation_metrics();
     let text = api.metrics().render(&api.lease_left());
     (
         [(

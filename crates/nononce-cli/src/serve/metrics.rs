@@ -10,6 +10,11 @@
 //! | `nononce_generation_seconds` | `kind`, `bits` | time a request spent generating, waits for the clock included (summary) |
 //! | `nononce_lease_waits_total` | `kind` | requests refused because the kind held no lease (503) |
 //! | `nononce_rate_limited_total` | | requests refused by a token's rate limit |
+//!
+//! Beside them, each kind's factory's generation counts, published by the facade under the
+//! label `factory` (the kind's name): `nononce_factory_nonces_total`,
+//! `nononce_factory_throttled_total`, `nononce_factory_kind_conflicts_total` and
+//! `nononce_factory_deadline_refusals_total` (docs/operations.md).
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
