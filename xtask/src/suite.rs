@@ -438,8 +438,8 @@ fn readme_gen() -> Result<Step, String> {
     Ok(Step::program("README: nononce gen", binary, &["gen", "-n", "3"]).dir(scratch))
 }
 
-/// The no_std proof (`xtask/no-std-proof`), without and with the ciphers, in a target folder of
-/// its own.
+/// The no_std proof (`xtask/no-std-proof`), without features and with every one that promises
+/// `no_std` without `alloc` (the ciphers, serde, uuid), in a target folder of its own.
 pub fn nostd_steps() -> Vec<Step> {
     let root = workspace::root();
     let dir = root.join("xtask/no-std-proof");
@@ -449,7 +449,7 @@ pub fn nostd_steps() -> Vec<Step> {
             .dir(dir.clone())
             .env("CARGO_TARGET_DIR", target.clone()),
         Step::cargo_line(
-            "no_std proof, every cipher",
+            "no_std proof, every cipher, serde and uuid",
             "build --locked --features ciphers",
         )
         .dir(dir)

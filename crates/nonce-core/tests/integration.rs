@@ -7,20 +7,13 @@
 #[macro_use]
 mod common;
 mod fields;
-// Against PostgreSQL and MariaDB too: built with a `sqlx-*` feature only.
-#[cfg(any(
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite"
-))]
-mod columns;
 mod floor;
 mod fuzz;
 mod kinds;
 mod sortable_handles;
+mod stats;
 #[cfg(feature = "uuid")]
 mod uuid_v8;
-mod stats;
 
 // Every cipher and the std clock are used throughout these.
 every_cipher! {

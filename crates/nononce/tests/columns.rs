@@ -13,7 +13,7 @@
 
 use std::fmt::Debug;
 
-use nonce_core::{
+use nononce::nonce::{
     DEFAULT_EPOCH_MS, Factory, FactoryConfig, MachineId, ManualClock, NO_DEADLINE, Nonce64,
 };
 
@@ -29,7 +29,7 @@ const MACHINES: [u16; 2] = [3, 300];
 fn sortable<T>(
     start_ms: u64,
     millis: u64,
-    make: impl Fn(&Factory<&ManualClock>) -> Result<T, nonce_core::Error>,
+    make: impl Fn(&Factory<&ManualClock>) -> Result<T, nononce::nonce::Error>,
 ) -> Vec<(u16, T)> {
     let clock = ManualClock::new(start_ms);
     let factories: Vec<_> = MACHINES
@@ -168,7 +168,7 @@ fn unreachable_server(what: &str, env: &str, e: impl std::fmt::Display) -> ! {
 
 #[cfg(feature = "sqlx-postgres")]
 mod postgres {
-    use nonce_core::{Nonce96, Nonce128};
+    use nononce::nonce::{Nonce96, Nonce128};
     use sqlx::PgConnection;
     use sqlx::postgres::Postgres;
 
@@ -289,7 +289,7 @@ mod postgres {
 
 #[cfg(feature = "sqlx-mysql")]
 mod mysql {
-    use nonce_core::Nonce96;
+    use nononce::nonce::Nonce96;
     use sqlx::MySqlConnection;
     use sqlx::mysql::MySql;
 
@@ -344,7 +344,7 @@ mod mysql {
 
 #[cfg(feature = "sqlx-sqlite")]
 mod sqlite {
-    use nonce_core::Nonce128;
+    use nononce::nonce::Nonce128;
     use sqlx::SqliteConnection;
     use sqlx::sqlite::Sqlite;
 
