@@ -259,7 +259,7 @@ const FAULT_COLOURS: [(u8, u8, u8); 12] = [
 ];
 
 const FINDING: RGBColor = RGBColor(214, 39, 40);
-const BAND_ALPHA: f64 = 0.18;
+const BAND_ALPHA: f64 = 0.13;
 
 fn node_colour(node: u32) -> RGBColor {
     let (r, g, b) = NODE_COLOURS[node as usize % NODE_COLOURS.len()];
