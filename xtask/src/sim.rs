@@ -6,7 +6,9 @@
 //! seed draws (`--zookeeper-seeds M` sets how many; `--backend` names one backend and runs only
 //! it). Every other argument goes to the `nononce-sim` binary (`--backend`,
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
-//! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
+//! `--keep-going`, `--trace`, `--jobs`, `--report DIR`: a timeline per backend,
+//! `DIR/sim-<backend>.svg`, of the seed given or each backend's first failing seed, else its
+//! first). Fails when any seed fails.
 
 /// `cargo` arguments that build and run the simulation; its own arguments follow.
 pub const COMMAND: [&str; 8] = [

@@ -193,7 +193,9 @@ fn drawn_seeds<'a>(
     for (backend, seed, config) in &mut drawn {
         let failed = sweeps.iter().find_map(|&(ref seeds, c)| {
             let f = summary.failures.iter().find(|f| {
-                f.backend == *backend && seeds.contains(&f.seed) && backend_of(f.seed, c) == *backend
+                f.backend == *backend
+                    && seeds.contains(&f.seed)
+                    && backend_of(f.seed, c) == *backend
             })?;
             Some((f.seed, c))
         });

@@ -132,7 +132,11 @@ mod tests {
         r.found(&dup, 2, Some(7), 1_700);
         r.found(&dup, 0, Some(1), 1_800);
         let t = r.finish("t".into(), 10_000);
-        let spans: Vec<_> = t.windows.iter().map(|w| (w.node, w.start_ms, w.end_ms)).collect();
+        let spans: Vec<_> = t
+            .windows
+            .iter()
+            .map(|w| (w.node, w.start_ms, w.end_ms))
+            .collect();
         assert_eq!(spans, [(2, 100, 1_500), (2, 1_600, 3_000), (0, 50, 500)]);
         assert_eq!(t.faults.len(), 1);
         assert_eq!((t.faults[0].node, t.faults[0].end_ms), (Some(0), Some(800)));

@@ -46,7 +46,10 @@ fn without_the_floor_the_picture_marks_the_first_duplicate_on_its_lane() {
     // Its lane is drawn, and the marker and its line are red.
     assert!(texts.contains(&format!("id {id}")), "{texts:?}");
     assert!(svg.contains(RED), "no red marker");
-    assert!(svg.contains("<polygon") || svg.contains("<path"), "no marker shape");
+    assert!(
+        svg.contains("<polygon") || svg.contains("<path"),
+        "no marker shape"
+    );
 }
 
 #[test]

@@ -486,8 +486,11 @@ impl Timeline {
                 root.draw_text("faults", &label, (left - 6, top_y + ROW / 2))
                     .map_err(draw_error)?;
                 let line = BLACK.mix(0.25);
-                root.draw(&PathElement::new([(left, lanes_top), (xs.end, lanes_top)], line))
-                    .map_err(draw_error)?;
+                root.draw(&PathElement::new(
+                    [(left, lanes_top), (xs.end, lanes_top)],
+                    line,
+                ))
+                .map_err(draw_error)?;
             }
 
             // Faults: a band across every lane, its label in its row above them.
@@ -550,7 +553,10 @@ impl Timeline {
                 };
                 let ground = WHITE.mix(0.85).filled();
                 root.draw(&Rectangle::new(
-                    [(ground_x, y - ROW / 2 + 2), (ground_x + width + 4, y + ROW / 2 - 2)],
+                    [
+                        (ground_x, y - ROW / 2 + 2),
+                        (ground_x + width + 4, y + ROW / 2 - 2),
+                    ],
                     ground,
                 ))
                 .map_err(draw_error)?;
@@ -564,8 +570,10 @@ impl Timeline {
                 let mut x = 12;
                 for (label, swatch) in row {
                     match swatch {
-                        Swatch::Bar(colour) => bottom
-                            .draw(&Rectangle::new([(x, y - 5), (x + 18, y + 5)], colour.filled())),
+                        Swatch::Bar(colour) => bottom.draw(&Rectangle::new(
+                            [(x, y - 5), (x + 18, y + 5)],
+                            colour.filled(),
+                        )),
                         Swatch::Band(colour) => bottom.draw(&Rectangle::new(
                             [(x, y - 8), (x + 18, y + 8)],
                             colour.mix(BAND_ALPHA * 2.0).filled(),
