@@ -14,7 +14,7 @@
 //!   lease per node, windows whose floor was ahead of the node's clock, clock steps, and
 //!   faults injected (from the orchestrator's `faults.jsonl`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
@@ -165,8 +165,9 @@ pub struct Report {
     pub out_of_window: u64,
     /// Examples of out-of-window nonces.
     pub out_of_window_examples: Vec<OutOfWindow>,
-    /// The earliest repeat of a value (the later of its two sightings, in the order the
-    /// files are read), on the machine's clock.
+    /// The first value issued a second time, when it was (the second-earliest of its
+    /// sightings, on the machine's clock): found by [`check_with_timeline`] alone, which reads
+    /// the files again for the repeated values' times; `None` from [`check`].
     pub first_duplicate: Option<Sighting>,
     /// The earliest nonce outside every window, on the machine's clock.
     pub first_out_of_window: Option<Sighting>,
@@ -380,30 +381,41 @@ fn decode(
 /// none).
 type Occurrence = (u32, u32);
 
+/// A value of a series (kind and size).
+type SeriesValue = ((Kind, u16), u128);
+
+/// How many repeated values [`Values`] remembers for the first duplicate's time.
+const REPEATED: usize = 1 << 16;
+
 /// Every value of each series, and its repeats.
 #[derive(Default)]
 struct Values {
     seen: Seen<(Kind, u16), Occurrence>,
     /// Repeats per pair of sightings (the one before, the repeat).
     pairs: BTreeMap<(Occurrence, Occurrence), u64>,
+    /// The values seen twice (up to [`REPEATED`]), with their machine ID: the files are read
+    /// in name order, not in time, so when each was issued a second time takes a second read.
+    repeated: HashMap<SeriesValue, u16>,
 }
 
 impl Values {
-    /// Records `value` of `series` (kind and size), seen at `here` (`sighting`: where and when,
-    /// made only for a repeat); a repeat goes into the report.
+    /// Records `value` of `series` (kind and size), with machine ID `id`, seen at `here`; a
+    /// repeat goes into the report.
     fn insert(
         &mut self,
         report: &mut Report,
         series: (Kind, u16),
         value: u128,
+        id: u16,
         here: Occurrence,
-        sighting: impl FnOnce() -> Sighting,
     ) {
         let Err(before) = self.seen.insert(series, value, here) else {
             return;
         };
         report.duplicates += 1;
-        sighting().keep_earliest(&mut report.first_duplicate);
+        if self.repeated.len() < REPEATED {
+            self.repeated.insert((series, value), id);
+        }
         *self.pairs.entry((before, here)).or_default() += 1;
         let (series, value) = (
             format!("{}{}", series.0.name(), series.1),
@@ -548,13 +560,8 @@ fn scan_file(
                 let window = found.and_then(|i| u32::try_from(i).ok());
                 let file = u32::try_from(file_index).unwrap_or(u32::MAX);
                 let here = (file, window.unwrap_or(u32::MAX));
-                let sighting = || Sighting {
-                    file: name.clone(),
-                    node: scan.node,
-                    machine_id: decoded.as_ref().map_or(u16::MAX, |n| n.id),
-                    machine_ms: machine,
-                };
-                values.insert(report, (kind, bits), value, here, sighting);
+                let id = decoded.as_ref().map_or(u16::MAX, |n| n.id);
+                values.insert(report, (kind, bits), value, id, here);
                 let late = found.is_some_and(|i| at.at_ms >= scan.windows[i].deadline_ms);
                 if late && kind != Kind::Sortable {
                     report.late_counter_nonces += 1;
@@ -599,7 +606,7 @@ fn scan_file(
 }
 
 /// The report on the node files in `dir`, and what each contained.
-fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
+fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>, Repeated), CheckError> {
     let files = node_files(dir)?;
     let config = FactoryConfig::new().with_base_key(&crate::CHAOS_KEY);
     let decrypter =
@@ -684,7 +691,7 @@ fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
             }
         }
     }
-    Ok((report, scans))
+    Ok((report, scans, values.repeated))
 }
 
 /// Checks every node file in `dir` (and counts the faults in `dir/faults.jsonl`).
@@ -692,7 +699,7 @@ fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
 /// # Errors
 /// A file that cannot be read or is not a node file.
 pub fn check(dir: &Path) -> Result<Report, CheckError> {
-    let (mut report, _) = scan_all(dir)?;
+    let (mut report, ..) = scan_all(dir)?;
     report.faults = read_faults(dir);
     Ok(report)
 }
@@ -705,11 +712,56 @@ pub fn check(dir: &Path) -> Result<Report, CheckError> {
 /// # Errors
 /// As [`check`].
 pub fn check_with_timeline(dir: &Path, title: String) -> Result<(Report, Timeline), CheckError> {
-    let (mut report, scans) = scan_all(dir)?;
+    let (mut report, scans, repeated) = scan_all(dir)?;
     report.faults = read_faults(dir);
+    report.first_duplicate = first_duplicate(&report.files, &repeated)?;
     let faults = fs::read_to_string(dir.join("faults.jsonl")).unwrap_or_default();
     let timeline = timeline(&report, &scans, &faults, title);
     Ok((report, timeline))
+}
+
+/// The values seen twice, with their machine ID.
+type Repeated = HashMap<SeriesValue, u16>;
+
+/// When a value was first issued a second time: every sighting of the `repeated` values in
+/// `files`, the earliest second sighting of one.
+fn first_duplicate(files: &[String], repeated: &Repeated) -> Result<Option<Sighting>, CheckError> {
+    if repeated.is_empty() {
+        return Ok(None);
+    }
+    let mut sightings: HashMap<SeriesValue, Vec<(u64, usize, u32)>> = HashMap::new();
+    for (i, name) in files.iter().enumerate() {
+        let path = Path::new(name);
+        let file = fs::File::open(path).map_err(CheckError::io(path))?;
+        let mut node = u32::MAX;
+        read_all(BufReader::with_capacity(1 << 16, file), |record| {
+            match record {
+                Record::Start { node: n, .. } => node = n,
+                Record::Nonce {
+                    at,
+                    kind,
+                    bits,
+                    value,
+                } if repeated.contains_key(&((kind, bits), value)) => {
+                    let times = sightings.entry(((kind, bits), value)).or_default();
+                    times.push((at.machine_ms(), i, node));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+        .map_err(CheckError::io(path))?;
+    }
+    let second = sightings.into_iter().filter_map(|(key, mut times)| {
+        times.sort_unstable();
+        times.get(1).map(|&(ms, file, node)| (ms, file, node, key))
+    });
+    Ok(second.min().map(|(machine_ms, file, node, key)| Sighting {
+        file: files[file].clone(),
+        node,
+        machine_id: repeated.get(&key).copied().unwrap_or(u16::MAX),
+        machine_ms,
+    }))
 }
 
 /// The picture of a run from its scanned files and the lines of its `faults.jsonl`.
@@ -834,7 +886,7 @@ impl GuardReport {
 /// # Errors
 /// As [`check`]; also when the two nodes' files are not there.
 pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError> {
-    let (report, scans) = scan_all(dir)?;
+    let (report, scans, _) = scan_all(dir)?;
     let find = |node: u32| scans.iter().find(|s| s.node == node);
     let (Some(earlier), Some(later)) = (find(0), find(1)) else {
         let missing = io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected");
