@@ -24,9 +24,18 @@ pub const COMMAND: [&str; 8] = [
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let started = std::time::Instant::now();
+    // The simulation runs in the workspace's root: `--report DIR` is taken from where the
+    // command was run.
+    let mut args = args.to_vec();
+    if let Some(i) = args.iter().position(|a| a == "--report")
+        && let Some(dir) = args.get_mut(i + 1)
+    {
+        let absolute = std::path::absolute(&*dir).map_err(|e| format!("--report {dir}: {e}"))?;
+        *dir = absolute.display().to_string();
+    }
     let status = crate::workspace::cargo()
         .args(COMMAND)
-        .args(args)
+        .args(&args)
         .current_dir(crate::workspace::root())
         .status()
         .map_err(|e| format!("sim: could not run cargo: {e}"))?;
