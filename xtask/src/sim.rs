@@ -6,7 +6,9 @@
 //! seed draws (`--zookeeper-seeds M` sets how many; `--backend` names one backend and runs only
 //! it). Every other argument goes to the `nononce-sim` binary (`--backend`,
 //! `--clocks`, `--without-floor`, `--without-release-guard`, `--without-amnesia-guard`, `--gap`,
-//! `--keep-going`, `--trace`, `--jobs`). Fails when any seed fails.
+//! `--keep-going`, `--trace`, `--jobs`, `--report DIR`: a timeline per backend,
+//! `DIR/sim-<backend>.svg`, of the seed given or each backend's first failing seed, else its
+//! first). Fails when any seed fails.
 
 /// `cargo` arguments that build and run the simulation; its own arguments follow.
 pub const COMMAND: [&str; 8] = [
@@ -22,9 +24,18 @@ pub const COMMAND: [&str; 8] = [
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let started = std::time::Instant::now();
+    // The simulation runs in the workspace's root: `--report DIR` is taken from where the
+    // command was run.
+    let mut args = args.to_vec();
+    if let Some(i) = args.iter().position(|a| a == "--report")
+        && let Some(dir) = args.get_mut(i + 1)
+    {
+        let absolute = std::path::absolute(&*dir).map_err(|e| format!("--report {dir}: {e}"))?;
+        *dir = absolute.display().to_string();
+    }
     let status = crate::workspace::cargo()
         .args(COMMAND)
-        .args(args)
+        .args(&args)
         .current_dir(crate::workspace::root())
         .status()
         .map_err(|e| format!("sim: could not run cargo: {e}"))?;

@@ -14,7 +14,7 @@
 //!   lease per node, windows whose floor was ahead of the node's clock, clock steps, and
 //!   faults injected (from the orchestrator's `faults.jsonl`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use never_twice::{Issued, Seen};
 use nononce::lease::floor_terms;
 use nononce::nonce::{BootClock, Factory, FactoryConfig, Nonce64, Nonce96, Nonce128};
+use nononce_timeline::{self as timeline, Timeline};
 use serde::Serialize;
 
 use crate::record::{Kind, Record, Stamp, read_all};
@@ -101,6 +102,31 @@ pub struct DuplicateSource {
     pub second: Window,
 }
 
+/// Where and when a nonce was seen, on the machine's clock.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Sighting {
+    /// Node file.
+    pub file: String,
+    /// Node index.
+    pub node: u32,
+    /// The machine ID inside the nonce (`u16::MAX` if it could not be decoded).
+    pub machine_id: u16,
+    /// The machine's clock when the node recorded it (Unix ms).
+    pub machine_ms: u64,
+}
+
+impl Sighting {
+    /// Keeps `self` in `first` if it is earlier than what `first` holds.
+    fn keep_earliest(self, first: &mut Option<Self>) {
+        if first
+            .as_ref()
+            .is_none_or(|f| self.machine_ms < f.machine_ms)
+        {
+            *first = Some(self);
+        }
+    }
+}
+
 /// Per node figures.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NodeFigures {
@@ -139,6 +165,12 @@ pub struct Report {
     pub out_of_window: u64,
     /// Examples of out-of-window nonces.
     pub out_of_window_examples: Vec<OutOfWindow>,
+    /// The first value issued a second time, when it was (the second-earliest of its
+    /// sightings, on the machine's clock): found by [`check_with_timeline`] alone, which reads
+    /// the files again for the repeated values' times; `None` from [`check`].
+    pub first_duplicate: Option<Sighting>,
+    /// The earliest nonce outside every window, on the machine's clock.
+    pub first_out_of_window: Option<Sighting>,
     /// Counter nonces produced (local time) after their window's deadline with a timestamp
     /// before it: allowed (a frozen process resumes with counters still below the deadline),
     /// reported for information.
@@ -349,22 +381,41 @@ fn decode(
 /// none).
 type Occurrence = (u32, u32);
 
+/// A value of a series (kind and size).
+type SeriesValue = ((Kind, u16), u128);
+
+/// How many repeated values [`Values`] remembers for the first duplicate's time.
+const REPEATED: usize = 1 << 16;
+
 /// Every value of each series, and its repeats.
 #[derive(Default)]
 struct Values {
     seen: Seen<(Kind, u16), Occurrence>,
     /// Repeats per pair of sightings (the one before, the repeat).
     pairs: BTreeMap<(Occurrence, Occurrence), u64>,
+    /// The values seen twice (up to [`REPEATED`]), with their machine ID: the files are read
+    /// in name order, not in time, so when each was issued a second time takes a second read.
+    repeated: HashMap<SeriesValue, u16>,
 }
 
 impl Values {
-    /// Records `value` of `series` (kind and size), seen at `here`; a repeat goes into the
-    /// report.
-    fn insert(&mut self, report: &mut Report, series: (Kind, u16), value: u128, here: Occurrence) {
+    /// Records `value` of `series` (kind and size), with machine ID `id`, seen at `here`; a
+    /// repeat goes into the report.
+    fn insert(
+        &mut self,
+        report: &mut Report,
+        series: (Kind, u16),
+        value: u128,
+        id: u16,
+        here: Occurrence,
+    ) {
         let Err(before) = self.seen.insert(series, value, here) else {
             return;
         };
         report.duplicates += 1;
+        if self.repeated.len() < REPEATED {
+            self.repeated.insert((series, value), id);
+        }
         *self.pairs.entry((before, here)).or_default() += 1;
         let (series, value) = (
             format!("{}{}", series.0.name(), series.1),
@@ -509,13 +560,21 @@ fn scan_file(
                 let window = found.and_then(|i| u32::try_from(i).ok());
                 let file = u32::try_from(file_index).unwrap_or(u32::MAX);
                 let here = (file, window.unwrap_or(u32::MAX));
-                values.insert(report, (kind, bits), value, here);
+                let id = decoded.as_ref().map_or(u16::MAX, |n| n.id);
+                values.insert(report, (kind, bits), value, id, here);
                 let late = found.is_some_and(|i| at.at_ms >= scan.windows[i].deadline_ms);
                 if late && kind != Kind::Sortable {
                     report.late_counter_nonces += 1;
                 }
                 if found.is_none() {
                     report.out_of_window += 1;
+                    let sighting = Sighting {
+                        file: name.clone(),
+                        node: scan.node,
+                        machine_id: decoded.as_ref().map_or(u16::MAX, |n| n.id),
+                        machine_ms: machine,
+                    };
+                    sighting.keep_earliest(&mut report.first_out_of_window);
                     if report.out_of_window_examples.len() < EXAMPLES {
                         let (machine_id, timestamp_ms) =
                             decoded.map_or((u16::MAX, 0), |n| (n.id, n.unix_ms));
@@ -547,7 +606,7 @@ fn scan_file(
 }
 
 /// The report on the node files in `dir`, and what each contained.
-fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
+fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>, Repeated), CheckError> {
     let files = node_files(dir)?;
     let config = FactoryConfig::new().with_base_key(&crate::CHAOS_KEY);
     let decrypter =
@@ -632,7 +691,7 @@ fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
             }
         }
     }
-    Ok((report, scans))
+    Ok((report, scans, values.repeated))
 }
 
 /// Checks every node file in `dir` (and counts the faults in `dir/faults.jsonl`).
@@ -640,9 +699,139 @@ fn scan_all(dir: &Path) -> Result<(Report, Vec<FileScan>), CheckError> {
 /// # Errors
 /// A file that cannot be read or is not a node file.
 pub fn check(dir: &Path) -> Result<Report, CheckError> {
-    let (mut report, _) = scan_all(dir)?;
+    let (mut report, ..) = scan_all(dir)?;
     report.faults = read_faults(dir);
     Ok(report)
+}
+
+/// Checks `dir` as [`check`] does, and draws the run: the picture of its lease windows, its
+/// faults (from `faults.jsonl`, each from its line to the line that healed it) and its first
+/// duplicate and out-of-window nonce, on the machine's clock from the first record of any
+/// node, under `title`.
+///
+/// # Errors
+/// As [`check`].
+pub fn check_with_timeline(dir: &Path, title: String) -> Result<(Report, Timeline), CheckError> {
+    let (mut report, scans, repeated) = scan_all(dir)?;
+    report.faults = read_faults(dir);
+    report.first_duplicate = first_duplicate(&report.files, &repeated)?;
+    let faults = fs::read_to_string(dir.join("faults.jsonl")).unwrap_or_default();
+    let timeline = timeline(&report, &scans, &faults, title);
+    Ok((report, timeline))
+}
+
+/// The values seen twice, with their machine ID.
+type Repeated = HashMap<SeriesValue, u16>;
+
+/// When a value was first issued a second time: every sighting of the `repeated` values in
+/// `files`, the earliest second sighting of one.
+fn first_duplicate(files: &[String], repeated: &Repeated) -> Result<Option<Sighting>, CheckError> {
+    if repeated.is_empty() {
+        return Ok(None);
+    }
+    let mut sightings: HashMap<SeriesValue, Vec<(u64, usize, u32)>> = HashMap::new();
+    for (i, name) in files.iter().enumerate() {
+        let path = Path::new(name);
+        let file = fs::File::open(path).map_err(CheckError::io(path))?;
+        let mut node = u32::MAX;
+        read_all(BufReader::with_capacity(1 << 16, file), |record| {
+            match record {
+                Record::Start { node: n, .. } => node = n,
+                Record::Nonce {
+                    at,
+                    kind,
+                    bits,
+                    value,
+                } if repeated.contains_key(&((kind, bits), value)) => {
+                    let times = sightings.entry(((kind, bits), value)).or_default();
+                    times.push((at.machine_ms(), i, node));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+        .map_err(CheckError::io(path))?;
+    }
+    let second = sightings.into_iter().filter_map(|(key, mut times)| {
+        times.sort_unstable();
+        times.get(1).map(|&(ms, file, node)| (ms, file, node, key))
+    });
+    Ok(second.min().map(|(machine_ms, file, node, key)| Sighting {
+        file: files[file].clone(),
+        node,
+        machine_id: repeated.get(&key).copied().unwrap_or(u16::MAX),
+        machine_ms,
+    }))
+}
+
+/// The picture of a run from its scanned files and the lines of its `faults.jsonl`.
+fn timeline(report: &Report, scans: &[FileScan], faults: &str, title: String) -> Timeline {
+    let start = scans.iter().map(|s| s.first_ms).min().unwrap_or(0);
+    let end = scans.iter().map(|s| s.last_ms).max().unwrap_or(start);
+    let at = |machine_ms: u64| machine_ms.saturating_sub(start);
+    let windows = scans
+        .iter()
+        .flat_map(|s| &s.windows)
+        .map(|w| timeline::Window {
+            machine_id: w.machine_id,
+            node: w.node,
+            start_ms: at(w.start_machine_ms),
+            end_ms: at(w.end_machine_ms.max(w.start_machine_ms)),
+        })
+        .collect();
+    let mut drawn: Vec<timeline::Fault> = Vec::new();
+    for line in faults.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(unix_ms), node) = (
+            value.get("unix_ms").and_then(serde_json::Value::as_u64),
+            value
+                .get("node")
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok()),
+        ) else {
+            continue;
+        };
+        let name = |key: &str| value.get(key).and_then(|f| f.as_str()).map(str::to_owned);
+        if let Some(kind) = name("fault") {
+            drawn.push(timeline::Fault {
+                kind,
+                node,
+                start_ms: at(unix_ms),
+                end_ms: None,
+            });
+        } else if let Some(kind) = name("heal") {
+            // The latest fault of that kind on that node still open; a heal of nothing open
+            // (a coordinator restart names every kind it may end) is left out.
+            if let Some(open) = drawn
+                .iter_mut()
+                .rev()
+                .find(|f| f.kind == kind && f.node == node && f.end_ms.is_none())
+            {
+                open.end_ms = Some(at(unix_ms));
+            }
+        }
+    }
+    let mark = |finding, first: &Option<Sighting>| {
+        first.as_ref().map(|s| timeline::Mark {
+            finding,
+            machine_id: (s.machine_id != u16::MAX).then_some(s.machine_id),
+            node: Some(s.node),
+            at_ms: at(s.machine_ms),
+        })
+    };
+    let marks = [
+        mark(timeline::Finding::Duplicate, &report.first_duplicate),
+        mark(timeline::Finding::OutOfWindow, &report.first_out_of_window),
+    ];
+    Timeline {
+        title,
+        length_ms: at(end),
+        windows,
+        faults: drawn,
+        marks: marks.into_iter().flatten().collect(),
+    }
 }
 
 /// Counts the faults the orchestrator logged, one JSON object per line with a `fault` name.
@@ -697,7 +886,7 @@ impl GuardReport {
 /// # Errors
 /// As [`check`]; also when the two nodes' files are not there.
 pub fn check_guard(dir: &Path, bound_ms: u64) -> Result<GuardReport, CheckError> {
-    let (report, scans) = scan_all(dir)?;
+    let (report, scans, _) = scan_all(dir)?;
     let find = |node: u32| scans.iter().find(|s| s.node == node);
     let (Some(earlier), Some(later)) = (find(0), find(1)) else {
         let missing = io::Error::new(io::ErrorKind::NotFound, "node 0 and node 1 files expected");
@@ -742,6 +931,100 @@ mod tests {
         let report = check(&dir).unwrap();
         fs::remove_dir_all(dir).unwrap();
         report
+    }
+
+    /// [`check_with_timeline`] on a run of `nodes` (as [`check_nodes`] writes them) whose
+    /// orchestrator logged `faults` (the lines of `faults.jsonl`).
+    fn draw_nodes(
+        name: &str,
+        nodes: &[&[Record]],
+        faults: &[serde_json::Value],
+    ) -> (Report, Timeline) {
+        let dir = std::env::temp_dir().join(format!("nononce-chaos-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for (i, records) in nodes.iter().enumerate() {
+            let bytes: Vec<u8> = records.iter().flat_map(Record::encode).collect();
+            fs::write(dir.join(format!("node-{}.bin", i + 1)), bytes).unwrap();
+        }
+        let lines: Vec<String> = faults.iter().map(ToString::to_string).collect();
+        fs::write(dir.join("faults.jsonl"), lines.join("\n")).unwrap();
+        let drawn = check_with_timeline(&dir, name.to_owned()).unwrap();
+        fs::remove_dir_all(dir).unwrap();
+        drawn
+    }
+
+    /// The texts of an SVG's `<text>` elements.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let body = t.split_once('>')?.1;
+                Some(body.split_once("</text>")?.0.trim().to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_timeline_draws_windows_healed_faults_and_the_first_duplicate() {
+        // As in `a_duplicate_names_the_two_windows_it_came_from`: two nodes believe they hold
+        // ID 5; node 1 also holds ID 6 for a while; node 2 repeats one of node 1's values.
+        let mut b = Node::new(2, -1_000);
+        b.enable(5, 0, 60_000);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let mut a = Node::new(1, 0);
+        a.enable(5, 0, 60_000).generate(3);
+        let copied = a.records[4];
+        let Record::Nonce { at, .. } = copied else {
+            panic!("{copied:?}");
+        };
+        b.records.push(copied);
+        let mut c = Node::new(3, 0);
+        c.enable(6, 0, 60_000).generate(1).disable();
+        let now = at.machine_ms();
+        let faults = [
+            serde_json::json!({"t_ms": 0, "unix_ms": now, "fault": "partition", "node": 1}),
+            serde_json::json!({"t_ms": 1, "unix_ms": now + 1, "fault": "kill9", "node": 2}),
+            serde_json::json!({"t_ms": 2, "unix_ms": now + 2, "event": "clock_bound", "node": null}),
+            serde_json::json!({"t_ms": 5, "unix_ms": now + 5, "heal": "partition", "node": 1}),
+            // A heal of nothing open is left out.
+            serde_json::json!({"t_ms": 6, "unix_ms": now + 6, "heal": "coordinator", "node": null}),
+        ];
+        let (report, timeline) =
+            draw_nodes("timeline", &[&a.records, &b.records, &c.records], &faults);
+        assert_eq!(report.duplicates, 1, "{}", report.summary());
+        let first = report.first_duplicate.as_ref().unwrap();
+        assert_eq!((first.node, first.machine_id), (2, 5));
+        assert_eq!(timeline.lanes(), [5, 6]);
+        assert_eq!(timeline.windows.len(), 3);
+        let spans: Vec<_> = timeline
+            .faults
+            .iter()
+            .map(|f| (f.kind.as_str(), f.node, f.end_ms.map(|e| e - f.start_ms)))
+            .collect();
+        assert_eq!(
+            spans,
+            [("partition", Some(1), Some(5)), ("kill9", Some(2), None)]
+        );
+        let svg = timeline.svg().unwrap();
+        let drawn = texts(&svg);
+        let label = drawn
+            .iter()
+            .find(|t| t.starts_with("first duplicate: id 5, node 2 at "));
+        assert!(label.is_some(), "{drawn:?}");
+        for text in ["id 5", "id 6", "partition n1", "kill9 n2", "node 3"] {
+            assert!(drawn.iter().any(|t| t == text), "{text}: {drawn:?}");
+        }
+        assert!(svg.contains("fill=\"#D62728\""), "no red marker");
+
+        // The same run without the repeat: lanes, no marker.
+        b.records.pop();
+        let (report, timeline) = draw_nodes("timeline-pass", &[&a.records, &b.records], &faults);
+        assert!(report.passed(), "{}", report.summary());
+        assert!(report.first_duplicate.is_none() && timeline.marks.is_empty());
+        let texts = texts(&timeline.svg().unwrap());
+        assert!(texts.iter().any(|t| t == "id 5"), "{texts:?}");
+        assert!(!texts.iter().any(|t| t.starts_with("first ")), "{texts:?}");
     }
 
     fn stamp(clock: &NodeClock) -> Stamp {

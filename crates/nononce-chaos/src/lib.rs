@@ -19,7 +19,7 @@ pub mod clock;
 pub mod proxy;
 pub mod record;
 
-pub use check::{GuardReport, Report, check, check_guard};
+pub use check::{GuardReport, Report, check, check_guard, check_with_timeline};
 pub use clock::NodeClock;
 pub use record::{Kind, Record, Stamp};
 

@@ -4,6 +4,7 @@
 //! nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M]
 //!             [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard]
 //!             [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]
+//!             [--report DIR]
 //! ```
 //!
 //! `--seed S` alone runs that one seed and prints its trace if it fails; with `--seeds N`, the
@@ -11,19 +12,29 @@
 //! seeds `S..S+M` on ZooKeeper (which no seed draws, so that adding it changed no seed's plan):
 //! `M` is `--zookeeper-seeds`, by default a quarter of `N`. Exits with status 1 if any seed
 //! failed.
+//!
+//! `--report DIR` also draws one run per backend as a timeline, `DIR/sim-<backend>.svg`
+//! (`nononce-timeline`): with `--seed S` alone that seed, else each backend's first failing
+//! seed, or its first seed when none failed. The drawn seed runs once more, to its end (as
+//! with `--keep-going`), recording its lease windows and faults; the sweep itself records
+//! nothing for it.
 
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use nononce_sim::{Backend, Clocks, Config, Fault, Summary, run_seed};
+use nononce_sim::{
+    Backend, Clocks, Config, Fault, Summary, backend_of, run_seed, run_seed_with_timeline,
+};
 
 fn usage() -> ExitCode {
     eprintln!(
         "usage: nononce-sim [--seeds N] [--seed S] [--nodes N] [--backend sql|redis|etcd|static|zookeeper] [--zookeeper-seeds M] \
          [--clocks tight|wide] [--jobs J] [--trace EVENTS] [--keep-going] [--without FAULT] [--without-floor] [--without-release-guard] \
-         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore]"
+         [--without-amnesia-guard] [--without-marker-guard] [--without-issued-record] [--without-epoch-floor] [--without-explicit-ids] [--epoch-changes] [--host-list-edits] [--gap redis-failover|sql-lost-commits|static-clock-behind|etcd-restore] \
+         [--report DIR]"
     );
     ExitCode::from(2)
 }
@@ -35,6 +46,7 @@ fn main() -> ExitCode {
     let mut first: Option<u64> = None;
     let mut jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let mut config = Config::default();
+    let mut report_dir: Option<PathBuf> = None;
     while let Some(arg) = args.next() {
         let mut value = || args.next().unwrap_or_default();
         match arg.as_str() {
@@ -72,6 +84,10 @@ fn main() -> ExitCode {
                 }
             }
             "--keep-going" => config.stop_at_first = false,
+            "--report" => match value() {
+                dir if dir.is_empty() => return usage(),
+                dir => report_dir = Some(PathBuf::from(dir)),
+            },
             "--without-floor" => config.guards.floor = false,
             "--without-release-guard" => config.guards.release_guard = false,
             "--without-amnesia-guard" => config.guards.amnesia = false,
@@ -99,6 +115,12 @@ fn main() -> ExitCode {
             "{report}events {}, fingerprint {:016x}\n",
             report.events, report.fingerprint
         ));
+        if let Some(dir) = &report_dir
+            && let Err(e) = draw(seed, &config, dir)
+        {
+            eprintln!("nononce-sim: {e}");
+            return ExitCode::FAILURE;
+        }
         return if report.failed() {
             ExitCode::FAILURE
         } else {
@@ -129,11 +151,84 @@ fn main() -> ExitCode {
         "{summary}\n{ranges}, {jobs} jobs, {secs:.1} s wall, {:.1} seeds/s\n",
         f64::from(u32::try_from(count).unwrap_or(u32::MAX)) / secs.max(1e-9)
     ));
+    if let Some(dir) = &report_dir {
+        let on_zookeeper = Config {
+            backend: Some(Backend::ZooKeeper),
+            ..config.clone()
+        };
+        let sweeps = [
+            (start..start + count - zookeeper, &config),
+            (start..start + zookeeper, &on_zookeeper),
+        ];
+        for (seed, config) in drawn_seeds(&summary, &sweeps) {
+            if let Err(e) = draw(seed, config, dir) {
+                eprintln!("nononce-sim: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if summary.failed > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The seed to draw for each backend the sweeps ran (each a range of seeds and its config):
+/// its first failing seed, else its first seed, with the config it ran under.
+fn drawn_seeds<'a>(
+    summary: &Summary,
+    sweeps: &[(std::ops::Range<u64>, &'a Config)],
+) -> Vec<(u64, &'a Config)> {
+    let mut drawn: Vec<(Backend, u64, &Config)> = Vec::new();
+    for &(ref seeds, config) in sweeps {
+        for seed in seeds.clone() {
+            let backend = backend_of(seed, config);
+            if drawn.iter().all(|(b, ..)| *b != backend) {
+                drawn.push((backend, seed, config));
+            }
+        }
+    }
+    // The failures are in the order of their seeds.
+    for (backend, seed, config) in &mut drawn {
+        let failed = sweeps.iter().find_map(|&(ref seeds, c)| {
+            let f = summary.failures.iter().find(|f| {
+                f.backend == *backend
+                    && seeds.contains(&f.seed)
+                    && backend_of(f.seed, c) == *backend
+            })?;
+            Some((f.seed, c))
+        });
+        if let Some((s, c)) = failed {
+            (*seed, *config) = (s, c);
+        }
+    }
+    drawn.into_iter().map(|(_, seed, c)| (seed, c)).collect()
+}
+
+/// Runs `seed` under `config` to its end, recording its picture, and writes it into `dir` as
+/// `sim-<backend>.svg`.
+fn draw(seed: u64, config: &Config, dir: &Path) -> Result<(), String> {
+    let to_the_end = Config {
+        stop_at_first: false,
+        ..config.clone()
+    };
+    let (report, timeline) = run_seed_with_timeline(seed, &to_the_end);
+    let path = nononce_timeline_path(dir, report.backend);
+    timeline
+        .write_svg(&path)
+        .map_err(|e| format!("seed {seed}: {e}"))?;
+    say(format_args!(
+        "timeline of seed {seed} ({} backend): {}\n",
+        report.backend,
+        path.display()
+    ));
+    Ok(())
+}
+
+/// `DIR/sim-<backend>.svg`.
+fn nononce_timeline_path(dir: &Path, backend: Backend) -> PathBuf {
+    nononce_sim::report_path(dir, "sim", backend.name())
 }
 
 /// Runs the seeds `start..start + count` under `config` on `jobs` threads.

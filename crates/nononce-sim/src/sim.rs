@@ -38,6 +38,7 @@ use crate::model::{
 use crate::plan::{Backend as BackendKind, Clocks, Fault, Network, Plan, Profile};
 use crate::report::{SeedReport, Stats};
 use crate::rng::Rng;
+use crate::timeline::Recorder;
 use crate::trace::{Entry as TraceEntry, Trace};
 use lease_etcd::transport::{
     Header as EtcdHeader, Reply as EtcdReply, Request as EtcdRequest, TxnOp as EtcdTxnOp,
@@ -125,14 +126,22 @@ fn factory(clock: &SimClock, set: KindSet, declare: bool, epoch_ms: u64) -> Fact
     Factory::new(clock.clone(), config).unwrap_or_else(|e| panic!("a factory: {e:?}"))
 }
 
-/// Runs one seed's plan.
-pub(crate) fn run(plan: Plan, rng: Rng) -> SeedReport {
+/// Runs one seed's plan, recording its picture into `timeline` if one is given.
+pub(crate) fn run(
+    plan: Plan,
+    rng: Rng,
+    timeline: Option<Box<Recorder>>,
+) -> (SeedReport, Option<Box<Recorder>>) {
     match plan.backend {
-        BackendKind::Sql => Sim::new(Real::new(&plan, sql::strategy), plan, rng).run(),
-        BackendKind::Redis => Sim::new(Real::new(&plan, redis::strategy), plan, rng).run(),
-        BackendKind::Etcd => Sim::new(Real::new(&plan, etcd::strategy), plan, rng).run(),
-        BackendKind::Static => Sim::new(Fixed, plan, rng).run(),
-        BackendKind::ZooKeeper => Sim::new(Real::new(&plan, zookeeper::strategy), plan, rng).run(),
+        BackendKind::Sql => Sim::new(Real::new(&plan, sql::strategy), plan, rng, timeline).run(),
+        BackendKind::Redis => {
+            Sim::new(Real::new(&plan, redis::strategy), plan, rng, timeline).run()
+        }
+        BackendKind::Etcd => Sim::new(Real::new(&plan, etcd::strategy), plan, rng, timeline).run(),
+        BackendKind::Static => Sim::new(Fixed, plan, rng, timeline).run(),
+        BackendKind::ZooKeeper => {
+            Sim::new(Real::new(&plan, zookeeper::strategy), plan, rng, timeline).run()
+        }
     }
 }
 
@@ -210,11 +219,20 @@ struct Ctx {
     violation: Option<String>,
     next_holder: u32,
     mean_tick_gap: u64,
+    /// The run's picture, recorded only when one is asked for.
+    timeline: Option<Box<Recorder>>,
     /// The guards: the driver's own are the issued record and the epoch floor.
     guards: Guards,
 }
 
 impl Ctx {
+    /// The fault being applied hit `node` and lasts until `until`, for the picture.
+    fn struck(&mut self, node: Option<u16>, until: Option<u64>) {
+        if let Some(t) = self.timeline.as_mut() {
+            t.struck(node, until);
+        }
+    }
+
     fn at(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
         let tie = self.rng.next_u64();
@@ -235,7 +253,11 @@ impl Ctx {
         });
     }
 
-    fn fail(&mut self, violation: &Violation) {
+    /// A check failed on a nonce of `node` (machine ID `id`, if it has one).
+    fn fail(&mut self, violation: &Violation, node: u16, id: Option<u16>) {
+        if let Some(t) = self.timeline.as_mut() {
+            t.found(violation, node, id, self.now);
+        }
         if self.violation.is_none() {
             self.trace(None, "VIOLATION", &[]);
             self.violation = Some(format!(
@@ -655,6 +677,10 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     });
                     self.enable_pending = true;
                     self.started = true;
+                    if let Some(t) = ctx.timeline.as_mut() {
+                        let deadline = shell.kernel.when(ctx.now, self.offset, deadline_ms);
+                        t.enable(shell.idx, id, ctx.now, deadline);
+                    }
                     ctx.stats.node("enables");
                     self.trace(
                         ctx,
@@ -675,6 +701,10 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     if let Some(w) = self.window.as_mut() {
                         w.deadline = deadline_ms;
                     }
+                    if let Some(t) = ctx.timeline.as_mut() {
+                        let deadline = shell.kernel.when(ctx.now, self.offset, deadline_ms);
+                        t.extend(shell.idx, deadline);
+                    }
                     self.trace(ctx, shell, "deadline {a}", &[deadline_ms]);
                     self.near_deadline_tick(ctx, shell, deadline_ms, 200_000);
                 }
@@ -684,6 +714,9 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                     }
                     if self.window.take().is_some() {
                         self.trace(ctx, shell, "disable", &[]);
+                    }
+                    if let Some(t) = ctx.timeline.as_mut() {
+                        t.disable(shell.idx, ctx.now);
                     }
                 }
                 Effect::LeaseLost { reason, .. } => {
@@ -784,7 +817,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                         Ok(issued) => {
                             let Issued { ts, id, .. } = issued;
                             if let Err(v) = ctx.checker.nonce(shell.idx, window, kind, issued) {
-                                ctx.fail(&v);
+                                ctx.fail(&v, shell.idx, Some(id));
                                 return;
                             }
                             lo = lo.min(ts);
@@ -799,7 +832,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                                 NonceError::Disabled => "refused: disabled",
                                 _ => {
                                     let v = ctx.checker.unexpected(shell.idx, kind, &e);
-                                    ctx.fail(&v);
+                                    ctx.fail(&v, shell.idx, None);
                                     return;
                                 }
                             };
@@ -815,7 +848,7 @@ impl<S: Strategy<Lease = ModelLease, Error = Failure> + 'static> Proc<S> {
                 .checker
                 .range(&mut self.range_slot, holder, shell.idx, id, lo, hi)
             {
-                ctx.fail(&v);
+                ctx.fail(&v, shell.idx, Some(id));
                 return;
             }
             ctx.trace(
@@ -875,7 +908,7 @@ fn host_name(slot: u64) -> String {
 }
 
 impl<B: Backend> Sim<B> {
-    fn new(backend: B, plan: Plan, mut rng: Rng) -> Self {
+    fn new(backend: B, plan: Plan, mut rng: Rng, timeline: Option<Box<Recorder>>) -> Self {
         let profile = plan.profile;
         let spread = match plan.clocks {
             Clocks::Tight => profile.margin / 4,
@@ -963,6 +996,7 @@ impl<B: Backend> Sim<B> {
             trace: Trace::new(plan.trace_len),
             violation: None,
             next_holder: 0,
+            timeline,
             mean_tick_gap: (plan.duration / TICKS_PER_RUN).max(profile.grid),
             guards: plan.guards,
             queue: BTreeMap::new(),
@@ -981,7 +1015,7 @@ impl<B: Backend> Sim<B> {
         }
     }
 
-    fn run(mut self) -> SeedReport {
+    fn run(mut self) -> (SeedReport, Option<Box<Recorder>>) {
         let stagger = (self.plan.profile.lease / 2).min(120_000);
         for i in 0..self.nodes.len() {
             let at = if self.plan.herd {
@@ -1009,9 +1043,10 @@ impl<B: Backend> Sim<B> {
         self.report()
     }
 
-    fn report(self) -> SeedReport {
+    fn report(mut self) -> (SeedReport, Option<Box<Recorder>>) {
+        let timeline = self.ctx.timeline.take();
         let c = &self.ctx.checker;
-        SeedReport {
+        let report = SeedReport {
             seed: self.plan.seed,
             backend: self.plan.backend,
             profile: self.plan.profile.name,
@@ -1028,7 +1063,8 @@ impl<B: Backend> Sim<B> {
             fingerprint: self.ctx.trace.fingerprint(),
             stats: self.ctx.stats,
             violation: self.ctx.violation,
-        }
+        };
+        (report, timeline)
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -1189,6 +1225,9 @@ impl<B: Backend> Sim<B> {
             quick = p.quick_restart;
             if p.started {
                 shell.failed_starts = 0;
+            }
+            if let Some(t) = self.ctx.timeline.as_mut() {
+                t.disable(shell.idx, self.ctx.now);
             }
             self.ctx
                 .trace(Some(shell.idx), "process {a} exits", &[u64::from(p.inc)]);
@@ -1472,8 +1511,12 @@ impl<B: Backend> Sim<B> {
     }
 
     fn fault(&mut self, fault: Fault) {
-        if self.apply_fault(fault).is_some() {
+        let applied = self.apply_fault(fault).is_some();
+        if applied {
             self.ctx.stats.fault(fault.name());
+        }
+        if let Some(t) = self.ctx.timeline.as_mut() {
+            t.fault(applied.then_some(fault.name()), self.ctx.now);
         }
     }
 
@@ -1488,6 +1531,7 @@ impl<B: Backend> Sim<B> {
                 let hold = self.ctx.rng.chance(500_000);
                 self.nodes[n].shell.partition = Some(Partition { until, hold });
                 let node = self.nodes[n].shell.idx;
+                self.ctx.struck(Some(node), Some(until));
                 self.ctx.trace(
                     Some(node),
                     "partitioned until {a} (held: {b})",
@@ -1498,7 +1542,9 @@ impl<B: Backend> Sim<B> {
             Fault::Crash => {
                 let n = self.pick_running(false)?;
                 self.busy(n);
-                self.ctx.trace(Some(self.nodes[n].shell.idx), "crash", &[]);
+                let node = self.nodes[n].shell.idx;
+                self.ctx.trace(Some(node), "crash", &[]);
+                self.ctx.struck(Some(node), None);
                 self.exit(n);
                 Some(())
             }
@@ -1520,6 +1566,7 @@ impl<B: Backend> Sim<B> {
                     tick_missed: false,
                 });
                 ctx.trace(Some(shell.idx), "frozen for {a} ms", &[duration]);
+                ctx.struck(Some(shell.idx), Some(now + duration));
                 let (node, inc) = (shell.idx, p.inc);
                 ctx.at(now + duration, Ev::Resume { node, inc });
                 Some(())
@@ -1560,6 +1607,7 @@ impl<B: Backend> Sim<B> {
                 .after_startup();
                 p.state = "starting";
                 let cached = u64::from(fault == Fault::ManagerRestartCached);
+                ctx.struck(Some(shell.idx), None);
                 ctx.trace(
                     Some(shell.idx),
                     "lease manager restarts (cache: {a}, new factories: {b})",
@@ -1570,6 +1618,7 @@ impl<B: Backend> Sim<B> {
             }
             Fault::Rolling => {
                 let n = self.pick_running(false)?;
+                self.ctx.struck(Some(self.nodes[n].shell.idx), None);
                 self.shutdown(n, false);
                 Some(())
             }
@@ -1586,6 +1635,7 @@ impl<B: Backend> Sim<B> {
                     "redeployed with epoch {a} ({b} ms from the default)",
                     &[shell.epoch_ms, delta.unsigned_abs()],
                 );
+                self.ctx.struck(Some(shell.idx), None);
                 self.shutdown(n, false);
                 Some(())
             }
@@ -1607,6 +1657,7 @@ impl<B: Backend> Sim<B> {
                     p.drop_call();
                 }
                 ctx.trace(Some(shell.idx), "external loss signal", &[]);
+                ctx.struck(Some(shell.idx), None);
                 self.drive(n);
                 Some(())
             }
@@ -1629,6 +1680,7 @@ impl<B: Backend> Sim<B> {
                 let what = "wall clock steps {a} ms (back: {b})";
                 let args = [step.unsigned_abs(), u64::from(delta < 0)];
                 self.ctx.trace(Some(node), what, &args);
+                self.ctx.struck(Some(node), None);
                 if self.plan.backend == BackendKind::Static
                     && delta < 0
                     && self.runs(n, |p| p.frozen.is_none())
@@ -1650,6 +1702,7 @@ impl<B: Backend> Sim<B> {
                 shell.storm_seq += 1;
                 let (node, seq) = (shell.idx, shell.storm_seq);
                 self.ctx.at(until, Ev::StormEnd { node, seq });
+                self.ctx.struck(Some(node), Some(until));
                 self.ctx.trace(
                     Some(node),
                     "clock rate off by {a} ppm",
@@ -1843,6 +1896,7 @@ impl<B: Backend> Sim<B> {
             &[down_for, lag, num(lost)],
         );
         self.ctx.at(now + down_for, Ev::ServerUp { seq });
+        self.ctx.struck(None, Some(now + down_for));
         Some(())
     }
 }

@@ -5,3 +5,4 @@
 
 mod conformance;
 mod fleet;
+mod timeline;

@@ -153,6 +153,8 @@ fn set_proxy(
     }
     if on {
         cluster.log(fault, Some(i), detail);
+    } else {
+        cluster.heal(fault, Some(i));
     }
     Ok(())
 }
@@ -186,7 +188,10 @@ pub fn act(
             cluster.signal(i, "-STOP");
             cluster.log("freeze", Some(i), "SIGSTOP longer than the lease");
         }
-        Action::Thaw(i) => cluster.signal(i, "-CONT"),
+        Action::Thaw(i) => {
+            cluster.signal(i, "-CONT");
+            cluster.heal("freeze", Some(i));
+        }
         Action::Kill(i) => {
             cluster.kill(i);
             cluster.log("kill9", Some(i), "SIGKILL");
@@ -194,6 +199,7 @@ pub fn act(
         Action::Restart(i) => {
             if cluster.nodes[i].child.is_none() {
                 cluster.spawn(i)?;
+                cluster.heal("kill9", Some(i));
             }
         }
         Action::ClockStep(i) => {
@@ -300,6 +306,8 @@ pub fn act(
                     m + 1
                 );
                 cluster.log("member_cut", None, &detail);
+            } else {
+                cluster.heal("member_cut", None);
             }
         }
         Action::MemberLatency(m, ms) => {
@@ -313,6 +321,8 @@ pub fn act(
                     m + 1
                 );
                 cluster.log("member_latency", None, &detail);
+            } else {
+                cluster.heal("member_latency", None);
             }
         }
         Action::CoordinatorDown => {
@@ -322,6 +332,10 @@ pub fn act(
         Action::CoordinatorUp => {
             coordinator.restart()?;
             cluster.note("coordinator_up", None, "server answers again");
+            // Whichever was down: the whole coordinator, one member or the leader.
+            for fault in ["coordinator", "member", "leader"] {
+                cluster.heal(fault, None);
+            }
             if matches!(coordinator, Coordinator::Redis(_)) {
                 // It came back empty: the foreign holder's IDs too. Not initialized again: the
                 // nodes' guard must find the loss.
@@ -345,6 +359,7 @@ pub fn act(
                 if let Some(p) = &mut cluster.proxies {
                     p.repoint(upstream)?;
                 }
+                cluster.heal("failover", None);
                 cluster.note(
                     "failover_promoted",
                     None,

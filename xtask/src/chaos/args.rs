@@ -69,6 +69,8 @@ pub struct Options {
     /// IDs the nodes share beyond one each (the rest are held by a foreign holder); 0 leaves
     /// every ID to one node, so a node restarted gracefully takes its own ID back at once.
     pub spare_ids: usize,
+    /// Draw each backend's run as a timeline into this folder (`chaos-<backend>.svg`).
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// `text`, the value of `flag`, as a number.
@@ -94,6 +96,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         without_issued_record: false,
         zookeeper_session_hold_off: false,
         spare_ids: super::actions::SPARE_IDS,
+        report: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -115,6 +118,13 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             "--secs" => o.secs = number(arg, &value(arg)?)?,
             "--sql-options" => o.sql_options = Some(value("--sql-options")?),
             "--spare-ids" => o.spare_ids = number(arg, &value(arg)?)?,
+            "--report" => {
+                let dir = std::path::PathBuf::from(value(arg)?);
+                // Against the folder the command was run from, not the node processes'.
+                let dir = std::path::absolute(&dir)
+                    .map_err(|e| format!("--report {}: {e}", dir.display()))?;
+                o.report = Some(dir);
+            }
             "--backend" => {
                 for name in value("--backend")?.split(',') {
                     o.backends.push(Backend::parse(name).ok_or_else(|| {
@@ -126,7 +136,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --zookeeper-session-hold-off, --spare-ids N, --sql-options K=V[&K=V]"
+                    "unknown chaos argument {other}: use --long, --seed N, --backend NAME[,NAME], --nodes N, --secs S, --no-guard, --within-margin, --without-amnesia-guard, --floors-in-clock-ms, --without-issued-record, --zookeeper-session-hold-off, --spare-ids N, --sql-options K=V[&K=V], --report DIR"
                 ));
             }
         }
@@ -177,6 +187,10 @@ mod tests {
         assert_eq!(o.spare_ids, super::super::actions::SPARE_IDS);
         assert_eq!(parse(&args("--spare-ids 0")).unwrap().spare_ids, 0);
         assert!(parse(&args("--spare-ids many")).is_err());
+        assert!(o.report.is_none());
+        let drawn = parse(&args("--report pictures")).unwrap().report.unwrap();
+        assert!(drawn.is_absolute() && drawn.ends_with("pictures"));
+        assert!(parse(&args("--report")).is_err());
         assert!(parse(&args("--nodes 1")).is_err());
         assert!(parse(&args("--seed")).is_err());
         assert!(!o.without_amnesia_guard);

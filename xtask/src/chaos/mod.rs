@@ -1,6 +1,9 @@
-//! `cargo xtask chaos [--long] [--seed N] [--backend NAME]... [--nodes N] [--secs S]`: runs
-//! chaos nodes (`crates/nononce-chaos`) against each coordinator while injecting a seeded
-//! schedule of faults, then checks every nonce they recorded.
+//! `cargo xtask chaos [--long] [--seed N] [--backend NAME]... [--nodes N] [--secs S]
+//! [--report DIR]`: runs chaos nodes (`crates/nononce-chaos`) against each coordinator while
+//! injecting a seeded schedule of faults, then checks every nonce they recorded. `--report
+//! DIR` has the checker draw each backend's run as a timeline, `DIR/chaos-<backend>.svg`
+//! (faults.jsonl's lines carry the machine's clock, and each fault that lasts a line when it
+//! is healed, for it).
 //!
 //! Faults (see docs/reliability.md, "Chaos runs"):
 //! - `herd`: all nodes start at once (every run; the long run also kills and restarts all).

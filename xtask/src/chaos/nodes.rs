@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::proxy::Proxies;
 use super::schedule::{NODE_TIMING, NodeClocks};
@@ -89,13 +89,26 @@ impl Cluster {
             "    chaos {t:>6} ms  {name} {}{detail}",
             node.map_or(String::new(), |n| format!("node {n} "))
         );
-        let line = serde_json::json!({ "t_ms": t, key: name, "node": node, "detail": detail });
+        // The machine's clock, which the nodes' records carry too: the checker's timeline
+        // places the faults among the nodes' lease windows with it.
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let line = serde_json::json!({
+            "t_ms": t, "unix_ms": unix_ms, key: name, "node": node, "detail": detail
+        });
         let _ = writeln!(self.faults, "{line}");
     }
 
     /// Logs an injected fault (the checker counts these by name).
     pub fn log(&mut self, fault: &str, node: Option<usize>, detail: &str) {
         self.write_log("fault", fault, node, detail);
+    }
+
+    /// Logs the end of the fault `fault` on `node` (`None`: the fault on no node), begun by an
+    /// earlier [`Cluster::log`]: the timeline draws the fault from one to the other.
+    pub fn heal(&mut self, fault: &str, node: Option<usize>) {
+        self.write_log("heal", fault, node, "healed");
     }
 
     /// Logs a step of a fault already counted.

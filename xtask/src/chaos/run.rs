@@ -186,6 +186,11 @@ pub fn run_backend(
     let json = dir.join("report.json");
     let mut check = Command::new(&ctx.bins.check);
     check.arg(dir).arg("--json").arg(&json);
+    if let Some(out) = &opts.report {
+        let backend = dir.file_name().unwrap_or_default();
+        check.arg("--report").arg(out).arg("--backend").arg(backend);
+        check.args(["--caption", &format!("(seed {})", opts.seed)]);
+    }
     let out = servers::output_within(check, "chaos-check", CHECK_TIMEOUT)?;
     print!("{}", String::from_utf8_lossy(&out.stdout));
     eprint!("{}", String::from_utf8_lossy(&out.stderr));

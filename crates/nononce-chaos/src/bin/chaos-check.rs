@@ -1,4 +1,5 @@
-//! Checks a chaos run directory: `chaos-check DIR [--json FILE]`, or the duplicated-ordinal
+//! Checks a chaos run directory: `chaos-check DIR [--json FILE] [--report OUT --backend NAME]`
+//! (`--report`: also draws the run's timeline into `OUT/chaos-NAME.svg`), or the duplicated-ordinal
 //! scenario with `chaos-check DIR --guard --bound-ms N`. Exits 1 on a failed check.
 //! `chaos-check --dump FILE` prints one node file's lease records (nonces as counts).
 #![forbid(unsafe_code)]
@@ -26,6 +27,16 @@ struct Cli {
     /// Print the records of the node file DIR instead of checking.
     #[arg(long)]
     dump: bool,
+    /// Also draw the run's timeline (lease windows, faults, the first duplicate or
+    /// out-of-window nonce) into this folder, as `chaos-<backend>.svg`.
+    #[arg(long, requires = "backend")]
+    report: Option<PathBuf>,
+    /// The backend the run was on: names the picture and its caption.
+    #[arg(long)]
+    backend: Option<String>,
+    /// More words for the caption (the seed, say).
+    #[arg(long, default_value = "")]
+    caption: String,
 }
 
 /// One line per record, runs of nonces folded into one line; times as node clock and machine
@@ -97,6 +108,25 @@ fn main() -> ExitCode {
                 ),
             )
         })
+    } else if let (Some(out), Some(backend)) = (&cli.report, &cli.backend) {
+        let title = format!("chaos run on {backend} {}", cli.caption);
+        nononce_chaos::check_with_timeline(&cli.dir, title.trim_end().to_owned()).and_then(
+            |(r, timeline)| {
+                let path = nononce_timeline::report_path(out, "chaos", backend);
+                let verdict = if r.passed() { "passed" } else { "FAILED" };
+                let mut timeline = timeline;
+                timeline.title.push_str(&format!(" ({verdict})"));
+                timeline.write_svg(&path).map_err(|e| {
+                    let e = std::io::Error::other(e.to_string());
+                    nononce_chaos::check::CheckError::Io {
+                        path: path.clone(),
+                        source: e,
+                    }
+                })?;
+                println!("timeline: {}", path.display());
+                Ok((r.passed(), serde_json::to_string_pretty(&r), r.summary()))
+            },
+        )
     } else {
         nononce_chaos::check(&cli.dir)
             .map(|r| (r.passed(), serde_json::to_string_pretty(&r), r.summary()))
