@@ -30,7 +30,7 @@ pub struct BoundsArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     to: Time,
     /// Nonce size in bits: 64, 96 or 128.
-    #[arg(long, default_value_t = 64, value_parser = crate::cli::parse_bits)]
+    #[arg(long, default_value_t = 64, value_parser = crate::codec::parse_bits)]
     bits: u16,
     /// The epoch the nonces' timestamps count from, in Unix ms (that of the factory that made
     /// them).

@@ -146,7 +146,7 @@ struct GenArgs {
     #[arg(long, value_enum, default_value_t = Kind::Counter)]
     kind: Kind,
     /// Nonce size in bits: 64, 96 or 128.
-    #[arg(long, default_value_t = 64, value_parser = parse_bits)]
+    #[arg(long, default_value_t = 64, value_parser = crate::codec::parse_bits)]
     bits: u16,
     /// How many nonces.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
@@ -181,7 +181,7 @@ struct DecodeArgs {
     input: Input,
     /// The size the nonces have: needed for integers whose value does not tell, checked for
     /// the rest.
-    #[arg(long, value_parser = parse_bits)]
+    #[arg(long, value_parser = crate::codec::parse_bits)]
     bits: Option<u16>,
     /// The epoch the nonce's timestamp counts from, in Unix ms.
     #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
@@ -199,15 +199,6 @@ struct CryptArgs {
     key: KeyArgs,
     #[command(flatten)]
     ciphers: CipherArgs,
-}
-
-pub(crate) fn parse_bits(s: &str) -> Result<u16, String> {
-    match s {
-        "64" => Ok(64),
-        "96" => Ok(96),
-        "128" => Ok(128),
-        _ => Err(format!("`{s}` is not a nonce size: use 64, 96 or 128")),
-    }
 }
 
 fn parse_machine_id(s: &str) -> Result<MachineId, String> {

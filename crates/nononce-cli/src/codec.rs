@@ -273,6 +273,16 @@ impl AnyNonce {
     }
 }
 
+/// `--bits`: a nonce size.
+pub fn parse_bits(s: &str) -> Result<u16, String> {
+    match s {
+        "64" => Ok(64),
+        "96" => Ok(96),
+        "128" => Ok(128),
+        _ => Err(format!("`{s}` is not a nonce size: use 64, 96 or 128")),
+    }
+}
+
 /// A nonce's fields as JSON: as `nononce decode --format json` prints them and `serve` answers.
 pub fn decoded_json(d: &Decoded) -> serde_json::Value {
     serde_json::json!({
