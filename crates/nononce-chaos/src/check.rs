@@ -917,6 +917,7 @@ mod tests {
     use nononce::lease::LeaseTarget;
     use nononce::nonce::DEFAULT_EPOCH_MS;
     use nononce::nonce::{Base, MachineId};
+    use nononce_timeline::texts;
 
     /// The report on a run of `nodes`, each written as `node-<n>.bin` (from 1) in a folder of
     /// its own named after `name`.
@@ -952,17 +953,6 @@ mod tests {
         let drawn = check_with_timeline(&dir, name.to_owned()).unwrap();
         fs::remove_dir_all(dir).unwrap();
         drawn
-    }
-
-    /// The texts of an SVG's `<text>` elements.
-    fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| {
-                let body = t.split_once('>')?.1;
-                Some(body.split_once("</text>")?.0.trim().to_owned())
-            })
-            .collect()
     }
 
     #[test]

@@ -2,17 +2,7 @@
 //! through; a passing run draws its lanes and no finding.
 
 use nononce_sim::{Clocks, Config, Guards, first_duplicate, run_seed_with_timeline};
-
-/// The texts of the SVG's `<text>` elements.
-fn texts(svg: &str) -> Vec<String> {
-    svg.split("<text")
-        .skip(1)
-        .filter_map(|t| {
-            let body = t.split_once('>')?.1;
-            Some(body.split_once("</text>")?.0.trim().to_owned())
-        })
-        .collect()
-}
+use nononce_timeline::texts;
 
 /// The findings' red, as the SVG writes it.
 const RED: &str = "fill=\"#D62728\"";

@@ -629,6 +629,18 @@ enum Swatch {
     None,
 }
 
+/// The labels of a drawn timeline (the texts of its SVG's `<text>` elements), for checks that
+/// read the picture as a person would: a lane's ID, a fault's kind, the first finding.
+pub fn texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split_once("</text>")?.0.trim().to_owned())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,17 +652,6 @@ mod tests {
             start_ms,
             end_ms,
         }
-    }
-
-    /// The texts of the SVG's `<text>` elements.
-    fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| {
-                let body = t.split_once('>')?.1;
-                Some(body.split_once("</text>")?.0.trim().to_owned())
-            })
-            .collect()
     }
 
     #[test]
