@@ -106,10 +106,20 @@ fn quick_steps(steps: &Steps) -> Result<(), String> {
         "tests without servers",
         &["--profile", "serverless"],
     ))?;
+    steps.run(&sim_tests())?;
     steps.run(&Step::cargo(
         "sim (a few hundred seeds)",
         &["xtask", "sim", "--seeds", QUICK_SIM_SEEDS],
     ))
+}
+
+/// The fleet simulation's own tests (nextest's `sim` profile), in the `sim` build its sweep
+/// runs in: hundreds of seeds each, five to twenty times faster there than in the test build.
+fn sim_tests() -> Step {
+    Step::cargo_line(
+        "sim: tests",
+        "nextest run -p nononce-sim --cargo-profile sim --profile sim --locked",
+    )
 }
 
 fn full(steps: &Steps) -> Result<(), String> {
@@ -294,12 +304,14 @@ fn each_feature_tests(path: &str, name: &str, packages: &[&str], features: &[&st
 }
 
 /// The command line of the workspace's tests: every library, binary and integration test, with
-/// every feature.
+/// every feature, but the simulation's ([`sim_tests`]).
 fn workspace_tests(name: &str, extra: &[&str]) -> Step {
     let args = [
         "nextest",
         "run",
         "--workspace",
+        "--exclude",
+        "nononce-sim",
         "--all-features",
         "--locked",
     ];
@@ -374,8 +386,8 @@ fn test_build_steps(hack: &Path, env: &[(String, String)]) -> Result<Vec<Step>, 
 }
 
 /// Builds in a target folder of their own: loom (`--cfg loom` on every crate), the no_std proof,
-/// nonce-core and lease-manager with each feature ([`each_feature_tests`]), and the simulation
-/// at 2,000 seeds (the `sim` profile).
+/// nonce-core and lease-manager with each feature ([`each_feature_tests`]), and the simulation's
+/// tests and its sweep at 2,000 seeds (the `sim` profile).
 fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     let own_folder = |name: &str| workspace::target_dir().join(name).display().to_string();
     let mut own = vec![
@@ -404,6 +416,7 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
         )
         .env("CARGO_TARGET_DIR", own_folder("features")),
     );
+    own.push(sim_tests().env("CARGO_TARGET_DIR", own_folder("sim")));
     // What `cargo xtask sim --seeds 2000 --zookeeper-seeds 250 --epoch-changes
     // --host-list-edits` runs, without building xtask a second time.
     own.push(

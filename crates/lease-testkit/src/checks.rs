@@ -25,6 +25,16 @@ pub(crate) fn failed<E: LeaseError>(what: &str) -> impl FnOnce(E) -> String + '_
     move |e| format!("{what}: {}", describe(&e))
 }
 
+/// What the message of a check that outlasted its own leases begins with: such a check proves
+/// nothing either way, and [`run_check`](crate::run_check) runs it again with longer leases
+/// ([`is_too_slow`]).
+const TOO_SLOW: &str = "the check was too slow to conclude";
+
+/// Whether `message` (perhaps wrapped in context) says the check was too slow to conclude.
+pub(crate) fn is_too_slow(message: &str) -> bool {
+    message.contains(TOO_SLOW)
+}
+
 fn skip(why: &str) -> CheckResult {
     Ok(Outcome::Skipped(why.to_owned()))
 }
@@ -134,10 +144,9 @@ async fn fill<S: Strategy>(
                     }
                     let requested = until.checked_sub(validity).unwrap_or(until);
                     return Err(format!(
-                        "the check was too slow to conclude: machine id {id} was handed out \
-                         again {:?} after its lease was requested, longer than leases of at \
-                         least {:?} last (the fill had made {} grants in {:?}), so it may have \
-                         expired; give the harness a longer ttl (`Options::new`)",
+                        "{TOO_SLOW}: machine id {id} was handed out again {:?} after its lease \
+                         was requested, longer than leases of at least {:?} last (the fill had \
+                         made {} grants in {:?}), so it may have expired",
                         replied.duration_since(requested),
                         options.min_ttl,
                         grants.len(),
@@ -176,9 +185,8 @@ fn still_valid(
         return Ok(());
     }
     Err(format!(
-        "the check was too slow to conclude: {elapsed:?} after {since_whose} of at least {:?} \
-         may have run out, so {what} proves nothing; give the harness a longer ttl \
-         (`Options::new`)",
+        "{TOO_SLOW}: {elapsed:?} after {since_whose} of at least {:?} may have run out, so \
+         {what} proves nothing",
         options.min_ttl
     ))
 }
@@ -461,8 +469,8 @@ pub(crate) async fn release_guard<H: Harness>(harness: &H, options: &Options) ->
             ));
         }
         return Err(format!(
-            "the check itself was too slow: {elapsed:?} passed between release and acquire, \
-             more than the guard of {:?}; raise `guard`",
+            "{TOO_SLOW}: {elapsed:?} passed between release and acquire, more than the guard \
+             of {:?}",
             options.guard
         ));
     }

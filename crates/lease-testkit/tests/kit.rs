@@ -369,3 +369,83 @@ fn a_check_that_does_not_apply_never_passes_unlisted() {
     assert!(run_flawed(Check::RenewIsIdempotent).is_err());
     assert!(run_flawed(Check::Exhausted).is_ok());
 }
+
+/// The reference strategy with every acquire answered `delay` late: a store on a loaded machine.
+struct Slow {
+    inner: lease_testkit::memory::MemoryStrategy,
+    delay: Duration,
+}
+
+impl Strategy for Slow {
+    type Lease = lease_testkit::memory::MemoryLease;
+    type Error = lease_testkit::memory::MemoryLeaseError;
+
+    async fn acquire(&self, request: Acquire) -> Result<Grant<Self::Lease>, Self::Error> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.acquire(request).await
+    }
+    async fn renew(
+        &self,
+        lease: &Self::Lease,
+        request: Renew,
+    ) -> Result<Renewal<Self::Lease>, Self::Error> {
+        self.inner.renew(lease, request).await
+    }
+    async fn release(&self, lease: &Self::Lease, request: Release) -> Result<(), Self::Error> {
+        self.inner.release(lease, request).await
+    }
+    fn check_terms(&self, terms: &LeaseTerms) -> Result<(), Self::Error> {
+        self.inner.check_terms(terms)
+    }
+    fn profile(&self) -> Profile {
+        self.inner.profile()
+    }
+}
+
+/// Runs `check` on fresh memory stores whose acquires each take `delay`, with leases of 10 s;
+/// the outcome and how many harnesses the runs took.
+async fn run_slowly(check: Check, delay: Duration) -> (Outcome, u32) {
+    let harnesses = std::sync::atomic::AtomicU32::new(0);
+    let outcome = lease_testkit::run_check(
+        check,
+        || {
+            harnesses.fetch_add(1, Ordering::Relaxed);
+            let store = MemoryStore::new();
+            async move {
+                move || {
+                    let inner = store.strategy();
+                    async move { Slow { inner, delay } }
+                }
+            }
+        },
+        &Options::new(Duration::from_secs(10)),
+    )
+    .await;
+    (outcome, harnesses.into_inner())
+}
+
+/// 512 acquires of 25 ms each outlast leases of 10 s: the first ID comes free during the fill,
+/// which proves nothing, so the check runs again with leases of 20 s, on a fresh store, and
+/// passes.
+#[tokio::test(start_paused = true)]
+async fn a_check_too_slow_for_its_leases_runs_again_with_longer_ones() {
+    let (outcome, harnesses) = run_slowly(Check::Exhausted, Duration::from_millis(25)).await;
+    assert_eq!(outcome, Outcome::Passed);
+    assert_eq!(harnesses, 2);
+}
+
+/// At 100 ms an acquire, the fill outlasts leases of 10 s, 20 s and 40 s: after
+/// `RUNS_WHEN_TOO_SLOW` runs the check fails, saying it could not conclude, not that the
+/// strategy handed out a held ID.
+#[tokio::test(start_paused = true)]
+async fn a_check_too_slow_every_time_fails_saying_so() {
+    let (outcome, harnesses) = run_slowly(Check::Exhausted, Duration::from_millis(100)).await;
+    let Outcome::Failed(why) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(
+        why.starts_with("the check was too slow to conclude"),
+        "{why}"
+    );
+    assert_eq!(harnesses, lease_testkit::RUNS_WHEN_TOO_SLOW);
+}
