@@ -442,13 +442,18 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
 
 /// The README's first command as a newcomer runs it, in an empty folder, with the binary the
 /// test build made (`cargo run -p nononce-cli -- gen -n 3`; tests/docs.rs checks the README
-/// says so).
+/// says so). Its default store goes in that folder too (`XDG_STATE_HOME`), not in the home of
+/// whoever runs the suite.
 fn readme_gen() -> Result<Step, String> {
     let scratch = workspace::target_dir().join("readme-gen");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let binary: PathBuf = workspace::target_dir().join("debug/nononce");
-    Ok(Step::program("README: nononce gen", binary, &["gen", "-n", "3"]).dir(scratch))
+    Ok(
+        Step::program("README: nononce gen", binary, &["gen", "-n", "3"])
+            .env("XDG_STATE_HOME", scratch.display().to_string())
+            .dir(scratch),
+    )
 }
 
 /// The no_std proof (`xtask/no-std-proof`), without features and with every one that promises

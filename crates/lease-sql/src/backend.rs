@@ -61,9 +61,8 @@ impl Backend for SqlBackend {
                 )));
             }
             if strategy.dialect() == Dialect::Sqlite {
-                if let Some(path) = sqlite_path(store.url()) {
-                    check_sqlite(&path, store)?;
-                }
+                let path = sqlite_path(store.url()).ok_or_else(|| store.error(IN_MEMORY))?;
+                check_sqlite(&path, store)?;
                 if store.access() == Access::Lease {
                     // Embedded: its table is created on first use; servers are migrated by an
                     // operator (`nononce leases migrate`).
@@ -164,6 +163,10 @@ fn directory(path: &Path) -> &Path {
         _ => Path::new("."),
     }
 }
+
+/// Why a SQLite store without a file (`sqlite::memory:`, `mode=memory`, an empty path) is
+/// refused: each process would lease from a database of its own.
+const IN_MEMORY: &str = "a SQLite database in memory lives and dies with one process, so every process would lease machine id 0 from a store of its own: name a file, sqlite://PATH, that every process of this host opens";
 
 /// The database file a SQLite URL names, as sqlx reads it; `None` in memory, for another
 /// dialect, or without the `sqlite` feature.
@@ -302,6 +305,31 @@ mod tests {
                 dir.display()
             )
         );
+    }
+
+    /// Two processes on `sqlite::memory:` each had a store of their own, and both got machine
+    /// id 0: refused, whatever the access.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_sqlite_store_in_memory_is_refused() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://",
+            "sqlite://?mode=memory",
+            "sqlite://leases.db?mode=memory",
+        ] {
+            for access in [Access::Lease, Access::Migrate, Access::Read] {
+                let Err(refused) = SqlBackend.open(&store(url, access)).await else {
+                    panic!("{url} opened for {access:?}");
+                };
+                assert_eq!(
+                    refused.message,
+                    format!("store {url}: {IN_MEMORY}"),
+                    "{url} for {access:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -4,13 +4,6 @@
 
 use nononce::lease::Backend;
 
-/// The store `gen` and the `leases` commands use without `--store`: a SQLite file in the
-/// working directory, so two `gen` processes on one host never share a machine ID.
-pub const DEFAULT_STORE: &str = "sqlite://nononce-leases.db";
-
-/// What `--store` takes.
-pub const STORE_HELP: &str = "The lease store: sqlite://PATH (default: ./nononce-leases.db, created on first use), postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], zk://HOST:PORT[,HOST:PORT...][/ROOT], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,...";
-
 /// Every backend of this build, in the order the message on an unknown store lists them.
 pub fn registered() -> Vec<Box<dyn Backend>> {
     vec![

@@ -10,12 +10,12 @@ use nononce::lease::{Access, LeaseTerms};
 use nononce::nonce::{DEFAULT_EPOCH_MS, MachineId, NO_DEADLINE};
 use nononce::{Base, BootClock, Factory, FactoryClock};
 
-use crate::backends::{DEFAULT_STORE, STORE_HELP};
 use crate::codec::{AnyNonce, Format, Input, Kind};
 use crate::factory_options::CipherArgs;
 use crate::keys::KeyArgs;
 use crate::output::{Exit, write_error};
 use crate::store::Store;
+use crate::store_arg::StoreArgs;
 
 /// Unique 64/96/128-bit nonces, and the machine-ID leases that keep them unique.
 #[derive(Debug, Parser)]
@@ -49,12 +49,14 @@ it (a progress line on stderr says why, unless --quiet). SIGINT, SIGTERM and SIG
 it releases the machine id (free again after a 10 s guard) and exits with status 130, 143 or
 129. A closed stdout (`nononce gen -n 1000000 | head -1`) ends it quietly with status 0.";
 
-const DECODE_EXAMPLES: &str = "How the nonce is read (--input auto):
-  16, 24 or 32 characters        hex (64, 96 or 128 bits); anything else is an error
-  11 or 22 characters            unpadded base64url (64 or 128 bits)
-  other numbers of digits        a decimal integer: 64 bits if it fits, else 96, else 128
-A 96-bit base64url nonce is 16 characters, like 64-bit hex: read it with --input base64url.
-An integer of 11, 16, 22, 24 or 32 digits needs --input int; --bits sets an integer's size.
+const DECODE_EXAMPLES: &str = "How the nonce is read (--input auto), in every form it is valid in:
+  hex          16, 24 or 32 hex digits (64, 96 or 128 bits), 0x before them allowed
+  base64url    11, 16 or 22 unpadded base64url characters (64, 96 or 128 bits)
+  int          decimal digits: 64 bits if the value fits, else 96, else 128
+16 hex digits are also 16 base64url characters, and digits alone also an integer. Of two
+readings, one whose time is over a year after now is dropped; if both could be the nonce,
+decode refuses, naming each, and --input picks one. --bits sets an integer's size. An
+encrypted nonce's fields are noise, its time too: give --input for those.
 
 Examples:
   nononce decode 03be4cb500002000    # prints bits=64 timestamp_ms=64310400000 unix_ms=1800000000000 time=2027-01-15T08:00:00.000Z machine_id=1 count=0
@@ -101,11 +103,11 @@ enum Command {
 enum LeasesCommand {
     /// Who holds which machine ID, and how many of the 512 are free.
     #[command(
-        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --store sqlite://nononce-leases.db --format json\n  nononce leases list --store etcd://etcd:2379"
+        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --format json\n  nononce leases list --store etcd://etcd:2379"
     )]
     List {
-        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
-        store: String,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Output format.
         #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
         format: TextOrJson,
@@ -114,16 +116,16 @@ enum LeasesCommand {
     /// answer).
     #[command(after_help = "Example:\n  nononce leases migrate --store postgres://app@db/app")]
     Migrate {
-        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
-        store: String,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Free the machine ID of a node known to be dead.
     #[command(
         after_help = "Example:\n  nononce leases migrate --store redis://cache:6379\n  nononce leases release --store redis://cache:6379 --id 17 --yes"
     )]
     Release {
-        #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
-        store: String,
+        #[command(flatten)]
+        store: StoreArgs,
         /// The machine ID to free.
         #[arg(long, value_parser = parse_machine_id)]
         id: MachineId,
@@ -155,10 +157,10 @@ struct GenArgs {
     #[arg(long, value_enum, default_value_t = Format::Hex)]
     format: Format,
     /// Use this machine ID (0..=511) without a lease; you guarantee no other node uses it.
-    #[arg(long, conflicts_with = "store", value_name = "ID", value_parser = parse_machine_id)]
+    #[arg(long, conflicts_with_all = ["store", "store_env"], value_name = "ID", value_parser = parse_machine_id)]
     machine_id: Option<MachineId>,
-    #[arg(long, help = STORE_HELP)]
-    store: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// No progress line while waiting for a lease (errors are still reported).
     #[arg(short, long)]
     quiet: bool,
@@ -189,12 +191,26 @@ struct DecodeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     format: TextOrJson,
+    /// Report a nonce that cannot be read and go on with the next; the status is still 1.
+    #[arg(long)]
+    keep_going: bool,
 }
 
 #[derive(Debug, clap::Args)]
 struct CryptArgs {
-    /// The nonce: 16, 24 or 32 hex digits.
-    nonce_hex: String,
+    /// Nonces, or `-` to read one a line from stdin.
+    #[arg(required = true)]
+    nonces: Vec<String>,
+    /// How the nonces are written [default: hex]. An encrypted nonce's fields are noise, so
+    /// decrypt cannot tell its form by them: auto applies to encrypt only.
+    #[arg(long, value_enum)]
+    input: Option<Input>,
+    /// Output format [default: the input's form; hex after auto].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// The epoch the nonces count from, in Unix ms (for --input auto).
+    #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
+    epoch_ms: u64,
     #[command(flatten)]
     key: KeyArgs,
     #[command(flatten)]
@@ -293,7 +309,8 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
     runtime()?.block_on(async {
         match command {
             LeasesCommand::List { store, format } => {
-                let holders = Store::open(&store, Access::Read, terms()).await?.holders().await?;
+                let url = store.url(Access::Read)?;
+                let holders = Store::open(&url, Access::Read, terms()).await?.holders().await?;
                 let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
                 let text = match format {
                     TextOrJson::Text => {
@@ -336,7 +353,8 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                 crate::output::print(&text)
             }
             LeasesCommand::Migrate { store } => {
-                let message = Store::open(&store, Access::Migrate, terms()).await?.migrate().await?;
+                let url = store.url(Access::Migrate)?;
+                let message = Store::open(&url, Access::Migrate, terms()).await?.migrate().await?;
                 crate::output::print(&message)
             }
             LeasesCommand::Release { store, id, yes } => {
@@ -346,7 +364,8 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                         id.get()
                     )));
                 }
-                let freed = Store::open(&store, Access::Read, terms())
+                let url = store.url(Access::Read)?;
+                let freed = Store::open(&url, Access::Read, terms())
                     .await?
                     .force_release(id)
                     .await?;
@@ -386,9 +405,9 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
             let generated = generate_until_signal(Arc::new(factory), &args, &mut signals).await;
             return generated.result;
         }
-        let url = args.store.as_deref().unwrap_or(DEFAULT_STORE);
+        let url = args.store.url(Access::Lease)?;
         let nonces = tokio::select! {
-            started = crate::lease::start_lease(url, "gen", options, args.quiet) => started?.0,
+            started = crate::lease::start_lease(&url, "gen", options, args.quiet) => started?.0,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
@@ -471,18 +490,61 @@ fn generation_error(e: &nononce::nonce::Error) -> String {
     }
 }
 
+/// Calls `one` on each of `texts`, and on each line of stdin for `-`, with its line number
+/// there. A failure stops at once, or with `keep_going` is said (`nononce: line N: ...`) and
+/// the next one read; the status is 1 if any failed.
+fn each_nonce(
+    texts: &[String],
+    keep_going: bool,
+    mut one: impl FnMut(&str) -> Result<(), Exit>,
+) -> Result<(), Exit> {
+    let mut failed = false;
+    let mut on = |text: &str, line: Option<usize>| -> Result<(), Exit> {
+        match one(text) {
+            Err(Exit::Fail(e)) => {
+                let e = match line {
+                    Some(n) => format!("line {n}: {e}"),
+                    None => e,
+                };
+                if !keep_going {
+                    return Err(Exit::Fail(e));
+                }
+                crate::output::say(&e);
+                failed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    };
+    for text in texts {
+        if text == "-" {
+            for (n, line) in std::io::stdin().lock().lines().enumerate() {
+                let line = line.map_err(|e| format!("cannot read stdin: {e}"))?;
+                if !line.trim().is_empty() {
+                    on(&line, Some(n + 1))?;
+                }
+            }
+        } else {
+            on(text, None)?;
+        }
+    }
+    if failed {
+        Err(Exit::FailedSaid)
+    } else {
+        Ok(())
+    }
+}
+
 fn decode(args: &DecodeArgs) -> Result<(), Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut one = |text: &str, line: Option<usize>| -> Result<(), Exit> {
-        let nonce = match AnyNonce::parse(text, args.input, args.bits) {
+    let result = each_nonce(&args.nonces, args.keep_going, |text| {
+        let nonce = match AnyNonce::parse(text, args.input, args.bits, args.epoch_ms) {
             Ok(n) => n,
             Err(e) => {
+                // What was read before the failure reaches stdout before it is said.
                 out.flush().map_err(|e| write_error(&e))?;
-                return Err(Exit::Fail(match line {
-                    Some(n) => format!("line {n}: {e}"),
-                    None => e,
-                }));
+                return Err(Exit::Fail(e));
             }
         };
         let d = nonce.decode(args.epoch_ms);
@@ -501,24 +563,23 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
             TextOrJson::Json => writeln!(out, "{}", crate::codec::decoded_json(&d)),
         };
         written.map_err(|e| write_error(&e))
-    };
-    for text in &args.nonces {
-        if text == "-" {
-            for (n, line) in std::io::stdin().lock().lines().enumerate() {
-                let line = line.map_err(|e| format!("cannot read stdin: {e}"))?;
-                if !line.trim().is_empty() {
-                    one(&line, Some(n + 1))?;
-                }
-            }
-        } else {
-            one(text, None)?;
-        }
-    }
-    out.flush().map_err(|e| write_error(&e))
+    });
+    out.flush().map_err(|e| write_error(&e))?;
+    result
 }
 
 fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
-    let nonce = AnyNonce::parse_hex(&args.nonce_hex)?;
+    let input = args.input.unwrap_or(Input::Hex);
+    if input == Input::Auto && !encrypt {
+        return Err(Exit::Usage(
+            "--input auto: an encrypted nonce's fields are noise, so decrypt cannot tell its form by them: give --input hex, base64url or int".to_owned(),
+        ));
+    }
+    let format = args.format.unwrap_or(match input {
+        Input::Base64url => Format::Base64url,
+        Input::Int => Format::Int,
+        Input::Auto | Input::Hex => Format::Hex,
+    });
     let key = args.key.key()?.ok_or_else(|| {
         format!(
             "{} needs the base key: {}",
@@ -529,14 +590,21 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
     let f = crate::factory_options::options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
         .build(BootClock::new())
         .map_err(|e| e.to_string())?;
-    let out = match (nonce, encrypt) {
-        (AnyNonce::N64(n), true) => f.encrypt64(n).map(AnyNonce::N64),
-        (AnyNonce::N64(n), false) => f.decrypt64(n).map(AnyNonce::N64),
-        (AnyNonce::N96(n), true) => f.encrypt96(n).map(AnyNonce::N96),
-        (AnyNonce::N96(n), false) => f.decrypt96(n).map(AnyNonce::N96),
-        (AnyNonce::N128(n), true) => f.encrypt128(n).map(AnyNonce::N128),
-        (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
-    }
-    .map_err(|e| e.to_string())?;
-    crate::output::print(&out.hex())
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = each_nonce(&args.nonces, false, |text| {
+        let nonce = AnyNonce::parse(text, input, None, args.epoch_ms)?;
+        let crypted = match (nonce, encrypt) {
+            (AnyNonce::N64(n), true) => f.encrypt64(n).map(AnyNonce::N64),
+            (AnyNonce::N64(n), false) => f.decrypt64(n).map(AnyNonce::N64),
+            (AnyNonce::N96(n), true) => f.encrypt96(n).map(AnyNonce::N96),
+            (AnyNonce::N96(n), false) => f.decrypt96(n).map(AnyNonce::N96),
+            (AnyNonce::N128(n), true) => f.encrypt128(n).map(AnyNonce::N128),
+            (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
+        }
+        .map_err(|e| e.to_string())?;
+        writeln!(out, "{}", crypted.format(format)).map_err(|e| write_error(&e))
+    });
+    out.flush().map_err(|e| write_error(&e))?;
+    result
 }

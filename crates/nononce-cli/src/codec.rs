@@ -1,16 +1,20 @@
 //! Nonces of any size on the command line, and their times.
 //!
-//! How `decode` reads a nonce when `--input` is `auto` (the default):
+//! How `decode` reads a nonce when `--input` is `auto` (the default): in every form the text is
+//! valid in, of the size `--bits` names when given,
 //!
-//! | text | read as |
+//! | form | text |
 //! |---|---|
-//! | 16, 24 or 32 characters | hex: 64, 96 or 128 bits; any other character is an error |
-//! | 11 or 22 characters | unpadded base64url: 64 or 128 bits |
-//! | any other number of decimal digits | an integer: 64 bits if it fits, else 96, else 128 |
+//! | hex | 16, 24 or 32 hex digits (64, 96 or 128 bits), `0x` before them allowed |
+//! | base64url | 11, 16 or 22 unpadded base64url characters (64, 96 or 128 bits) |
+//! | int | decimal digits: 64 bits if the value fits, else 96, else 128 |
 //!
-//! So a hex typo is refused, never read as something else. A 96-bit base64url nonce is 16
-//! characters, like 64-bit hex: read it with `--input base64url`. An integer of 11, 16, 22,
-//! 24 or 32 digits needs `--input int`; `--bits` sets an integer's size.
+//! One reading is the nonce. Several (16 hex digits are also 16 base64url characters, digits
+//! alone also an integer): a reading whose time lies more than a year after now is of no nonce
+//! made yet, and is dropped; if one remains it is the nonce, otherwise the text is refused,
+//! naming each reading and the `--input` that picks it. Never a guess: a 96-bit base64url nonce
+//! made only of hex characters was read as 64-bit hex, and a 16-digit integer as hex, both
+//! silently wrong.
 
 use clap::ValueEnum;
 use nononce::nonce::ParseNonceError;
@@ -89,14 +93,30 @@ pub fn escaped(text: &str, n: usize) -> String {
 /// How a nonce is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Input {
-    /// By its length and characters (the rule under "How the nonce is read").
+    /// Every form the text is valid in; refused when two readings could both be the nonce
+    /// (the rule under "How the nonce is read").
     Auto,
-    /// 16, 24 or 32 hex digits.
+    /// 16, 24 or 32 hex digits, `0x` before them allowed.
     Hex,
     /// 11, 16 or 22 unpadded base64url characters.
     Base64url,
     /// A decimal integer (as `gen --format int` prints).
     Int,
+}
+
+impl Input {
+    /// The forms auto mode tries, in the order messages list them.
+    const FORMS: [Self; 3] = [Self::Hex, Self::Base64url, Self::Int];
+
+    /// The name `--input` takes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Hex => "hex",
+            Self::Base64url => "base64url",
+            Self::Int => "int",
+        }
+    }
 }
 
 /// A nonce whose size is known only from its text.
@@ -110,17 +130,42 @@ pub enum AnyNonce {
     N128(Nonce128),
 }
 
-const FORMS: &str = "a nonce is 16, 24 or 32 hex digits, 11 or 22 base64url characters (16 with --input base64url), or a decimal integer";
+const FORMS: &str = "a nonce is 16, 24 or 32 hex digits (0x before them allowed), 11, 16 or 22 base64url characters, or a decimal integer";
+
+/// How far after now a nonce's time may lie and still be that of a nonce made by now: a node's
+/// clock may run a little ahead, not a year. Readings of one text in two forms lie decades
+/// apart as a rule (a 96-bit base64url nonce read as 64-bit hex: year 2114).
+const MADE_BY_NOW_MS: u64 = 365 * 24 * 60 * 60 * 1000;
 
 impl AnyNonce {
-    /// Reads `text` as `input` says; `bits`, when given, is the size it must have.
-    pub fn parse(text: &str, input: Input, bits: Option<u16>) -> Result<Self, String> {
+    /// Reads `text` as `input` says; `bits`, when given, is the size it must have. Auto mode
+    /// tells readings apart by their time on `epoch_ms` (see the module's docs).
+    pub fn parse(
+        text: &str,
+        input: Input,
+        bits: Option<u16>,
+        epoch_ms: u64,
+    ) -> Result<Self, String> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        Self::parse_at(text, input, bits, epoch_ms, now_ms)
+    }
+
+    /// [`Self::parse`] at the Unix time `now_ms`.
+    fn parse_at(
+        text: &str,
+        input: Input,
+        bits: Option<u16>,
+        epoch_ms: u64,
+        now_ms: u64,
+    ) -> Result<Self, String> {
         let text = text.trim();
         let parsed = match input {
-            Input::Auto => Self::auto(text, bits),
-            Input::Hex => Self::hex_text(text),
-            Input::Base64url => Self::base64url_text(text),
-            Input::Int => Self::int_text(text, bits),
+            Input::Auto => Self::auto(text, bits, epoch_ms, now_ms),
+            form => Self::read(text, form, bits),
         };
         let nonce = parsed.map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))?;
         match bits {
@@ -133,41 +178,63 @@ impl AnyNonce {
         }
     }
 
-    fn auto(text: &str, bits: Option<u16>) -> Result<Self, String> {
-        let len = text.chars().count();
-        let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-        match len {
-            16 | 24 | 32 => {
-                if let Some((i, c)) = text
-                    .chars()
-                    .enumerate()
-                    .find(|(_, c)| !c.is_ascii_hexdigit())
-                {
-                    let hint = if len == 16 {
-                        "; a 96-bit base64url nonce needs --input base64url"
-                    } else {
-                        ""
-                    };
-                    return Err(format!(
-                        "{len} characters are read as {}-bit hex, and {:?} (character {}) is not a hex digit{hint}",
-                        len * 4,
-                        c,
-                        i + 1
-                    ));
-                }
-                Self::hex_text(text)
-            }
-            11 | 22 => Self::base64url_text(text),
-            _ if digits => Self::int_text(text, bits),
-            _ => Err(format!("\"{}\" is {len} characters: {FORMS}", shown(text))),
+    /// `text` read as `form` (hex for `Auto`).
+    fn read(text: &str, form: Input, bits: Option<u16>) -> Result<Self, String> {
+        match form {
+            Input::Auto | Input::Hex => Self::hex_text(text),
+            Input::Base64url => Self::base64url_text(text),
+            Input::Int => Self::int_text(text, bits),
+        }
+    }
+
+    fn auto(text: &str, bits: Option<u16>, epoch_ms: u64, now_ms: u64) -> Result<Self, String> {
+        let readings: Vec<(Input, Self)> = Input::FORMS
+            .into_iter()
+            .filter_map(|form| Some((form, Self::read(text, form, bits).ok()?)))
+            .collect();
+        let sized: Vec<(Input, Self)> = readings
+            .iter()
+            .copied()
+            .filter(|(_, nonce)| bits.is_none_or(|bits| bits == nonce.bits()))
+            .collect();
+        let latest = now_ms.saturating_add(MADE_BY_NOW_MS);
+        let made: Vec<(Input, Self)> = sized
+            .iter()
+            .copied()
+            .filter(|(_, nonce)| nonce.decode(epoch_ms).unix_ms <= latest)
+            .collect();
+        match (&readings[..], &sized[..], &made[..]) {
+            ([], _, _) => Err(unreadable(text, bits)),
+            // Of another size than --bits: the caller says so.
+            (&[(_, nonce), ..], [], _) => Ok(nonce),
+            (_, _, &[(_, nonce)]) => Ok(nonce),
+            (_, _, []) => Err(format!(
+                "it reads {}, and no nonce of {} is made yet (a typo, or another --epoch-ms?): {} reads it all the same",
+                listed(&sized, epoch_ms),
+                if sized.len() == 1 {
+                    "that time"
+                } else {
+                    "those times"
+                },
+                choices(&sized)
+            )),
+            _ => Err(format!(
+                "it reads {}: choose with {}",
+                listed(&made, epoch_ms),
+                choices(&made)
+            )),
         }
     }
 
     fn hex_text(text: &str) -> Result<Self, String> {
-        let parsed = match text.len() {
-            16 => text.parse().map(Self::N64),
-            24 => text.parse().map(Self::N96),
-            32 => text.parse().map(Self::N128),
+        let digits = text
+            .strip_prefix("0x")
+            .or_else(|| text.strip_prefix("0X"))
+            .unwrap_or(text);
+        let parsed = match digits.len() {
+            16 => digits.parse().map(Self::N64),
+            24 => digits.parse().map(Self::N96),
+            32 => digits.parse().map(Self::N128),
             _ => Err(ParseNonceError::InvalidHex),
         };
         parsed.map_err(|_| "expected 16, 24 or 32 hex digits".to_owned())
@@ -210,12 +277,6 @@ impl AnyNonce {
             96 => Self::N96(Nonce96::from_u128(value).ok_or_else(too_large)?),
             _ => Self::N128(Nonce128::from_u128(value)),
         })
-    }
-
-    /// Parses hex only (16, 24 or 32 digits).
-    pub fn parse_hex(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        Self::hex_text(text).map_err(|e| format!("malformed nonce \"{}\": {e}", shown(text)))
     }
 
     /// The size in bits.
@@ -273,6 +334,67 @@ impl AnyNonce {
     }
 }
 
+/// A character of the base64url alphabet.
+fn is_base64url(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// Why `text` is no nonce in any form (`bits`: the size `--bits` names).
+fn unreadable(text: &str, bits: Option<u16>) -> String {
+    let len = text.chars().count();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        // Only an integer too large: its own message.
+        return AnyNonce::int_text(text, bits).err().unwrap_or_default();
+    }
+    if matches!(len, 11 | 16 | 22) && text.chars().all(is_base64url) {
+        // The alphabet's, with bits set past the nonce's end: its own message.
+        return AnyNonce::base64url_text(text).err().unwrap_or_default();
+    }
+    let allowed: fn(char) -> bool = match len {
+        16 | 11 | 22 => is_base64url,
+        24 | 32 => |c| c.is_ascii_hexdigit(),
+        _ => |_| true,
+    };
+    match text.chars().enumerate().find(|&(_, c)| !allowed(c)) {
+        Some((i, c)) => format!(
+            "{c:?} (character {}) is in no form of {len} characters: {FORMS}",
+            i + 1
+        ),
+        None => format!("\"{}\" is {len} characters: {FORMS}", shown(text)),
+    }
+}
+
+/// `readings` named for a message: "only as a 64-bit hex nonce (machine id 1, TIME)", or "as
+/// A and as B".
+fn listed(readings: &[(Input, AnyNonce)], epoch_ms: u64) -> String {
+    let each: Vec<String> = readings
+        .iter()
+        .map(|&(form, nonce)| {
+            let d = nonce.decode(epoch_ms);
+            format!(
+                "a {}-bit {} nonce (machine id {}, {})",
+                nonce.bits(),
+                form.name(),
+                d.machine_id,
+                rfc3339(d.unix_ms).as_deref().unwrap_or("past year 9999")
+            )
+        })
+        .collect();
+    match each.as_slice() {
+        [one] => format!("only as {one}"),
+        _ => format!("as {}", each.join(" and as ")),
+    }
+}
+
+/// The `--input` of each of `readings`: "--input hex or --input int".
+fn choices(readings: &[(Input, AnyNonce)]) -> String {
+    let each: Vec<String> = readings
+        .iter()
+        .map(|(form, _)| format!("--input {}", form.name()))
+        .collect();
+    each.join(" or ")
+}
+
 /// `--bits`: a nonce size.
 pub fn parse_bits(s: &str) -> Result<u16, String> {
     match s {
@@ -325,6 +447,8 @@ pub fn rfc3339(unix_ms: u64) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use nononce::nonce::DEFAULT_EPOCH_MS;
+
     use super::*;
 
     #[test]
@@ -350,24 +474,109 @@ mod tests {
         assert_eq!(rfc3339(u64::MAX), None);
     }
 
+    /// 2026-12-05T00:00:00Z.
+    const NOW_MS: u64 = 1_796_428_800_000;
+
+    fn auto(text: &str, bits: Option<u16>) -> Result<(u16, u16, String), String> {
+        let nonce = AnyNonce::parse_at(text, Input::Auto, bits, DEFAULT_EPOCH_MS, NOW_MS)?;
+        let d = nonce.decode(DEFAULT_EPOCH_MS);
+        Ok((
+            nonce.bits(),
+            d.machine_id.get(),
+            rfc3339(d.unix_ms).unwrap(),
+        ))
+    }
+
     #[test]
     fn the_auto_rule() {
-        let p = |t: &str| AnyNonce::parse(t, Input::Auto, None).map(AnyNonce::bits);
-        assert_eq!(p("0123456789abcdef"), Ok(64));
-        assert_eq!(p("0123456789012345"), Ok(64)); // all digits, 16 long: hex
-        assert_eq!(p(&"0".repeat(24)), Ok(96));
-        assert_eq!(p(&"A".repeat(32)), Ok(128));
-        assert_eq!(p("A75MtQAAIAA"), Ok(64));
-        assert!(
-            p("03be4cb50000200g")
-                .unwrap_err()
-                .contains("not a hex digit")
+        let p = |t: &str| auto(t, None).map(|(bits, _, _)| bits);
+        // 64-bit hex from next month; read as 96-bit base64url it would be from the 2130s.
+        assert_eq!(
+            auto("03be4cb500002000", None),
+            Ok((64, 1, "2027-01-15T08:00:00.000Z".to_owned()))
         );
+        assert_eq!(p("0x03be4cb500002000"), Ok(64));
+        assert_eq!(p("0X03BE4CB500002000"), Ok(64));
+        // A 96-bit base64url nonce made only of hex characters: read as hex, year 2114.
+        assert_eq!(p("A4c6978c4AAAAAAA"), Ok(96));
+        // A 16-digit integer: as hex, 2060; as an integer, January 2025.
+        assert_eq!(
+            auto("4000000000000000", None),
+            Ok((64, 208, "2025-01-12T00:54:34.316Z".to_owned()))
+        );
+        assert_eq!(p("0123456789abcdef01234567"), Ok(96));
+        assert_eq!(p(&format!("{}a", "0".repeat(31))), Ok(128));
+        assert_eq!(p("A75MtQAAIAA"), Ok(64));
         assert_eq!(p("12345"), Ok(64));
-        assert_eq!(p(&u64::MAX.to_string()), Ok(64));
-        assert_eq!(p(&(u128::from(u64::MAX) + 1).to_string()), Ok(96));
-        assert_eq!(p(&u128::MAX.to_string()), Ok(128));
         assert!(p("340282366920938463463374607431768211456").is_err());
         assert!(p("xyz").unwrap_err().contains("3 characters"));
+        assert!(
+            p("03be4cb50000200+")
+                .unwrap_err()
+                .contains("'+' (character 16) is in no form of 16 characters")
+        );
+    }
+
+    /// An integer is 64 bits if its value fits, else 96, else 128; --bits says otherwise.
+    #[test]
+    fn integer_sizes() {
+        let int = |t: &str, bits| {
+            AnyNonce::parse_at(t, Input::Int, bits, DEFAULT_EPOCH_MS, NOW_MS).map(AnyNonce::bits)
+        };
+        assert_eq!(int(&u64::MAX.to_string(), None), Ok(64));
+        assert_eq!(int(&(u128::from(u64::MAX) + 1).to_string(), None), Ok(96));
+        assert_eq!(int(&u128::MAX.to_string(), None), Ok(128));
+        assert_eq!(int("12345", Some(128)), Ok(128));
+    }
+
+    /// Two readings that could both be the nonce: refused, naming each and how to choose.
+    #[test]
+    fn auto_never_guesses() {
+        // As hex, August 2025; as an integer, the first hours of 2025: both could be.
+        let refused = auto("0123456789012345", None).unwrap_err();
+        assert_eq!(
+            refused,
+            "malformed nonce \"0123456789012345\": it reads as a 64-bit hex nonce (machine id 9, 2025-08-15T05:41:13.380Z) and as a 64-bit int nonce (machine id 110, 2025-01-01T08:10:34.392Z): choose with --input hex or --input int"
+        );
+        assert_eq!(auto("0123456789012345", Some(64)).unwrap_err(), refused);
+        let read =
+            |input| AnyNonce::parse_at("0123456789012345", input, None, DEFAULT_EPOCH_MS, NOW_MS);
+        assert_eq!(read(Input::Hex).unwrap().hex(), "0123456789012345");
+        assert_eq!(read(Input::Int).unwrap().int(), "123456789012345");
+        // --bits keeps the readings of its size: here the integer, as 96 bits.
+        assert_eq!(auto("0123456789012345", Some(96)).map(|r| r.0), Ok(96));
+        assert!(
+            auto("03be4cb500002000", Some(96))
+                .unwrap_err()
+                .contains("only as a 96-bit base64url nonce")
+        );
+        assert!(
+            auto("03be4cb500002000", Some(128))
+                .unwrap_err()
+                .contains("it is a 64-bit nonce, not 128 bits (--bits)")
+        );
+    }
+
+    /// A reading of no nonce made yet (a hex typo that is valid base64url, a value from the
+    /// 2160s) is refused, saying how to read it all the same.
+    #[test]
+    fn auto_refuses_nonces_not_made_yet() {
+        assert_eq!(
+            auto("03be4cb50000200g", None).unwrap_err(),
+            "malformed nonce \"03be4cb50000200g\": it reads only as a 96-bit base64url nonce (machine id 462, 2140-02-15T19:07:50.939Z), and no nonce of that time is made yet (a typo, or another --epoch-ms?): --input base64url reads it all the same"
+        );
+        let max = auto("ffffffffffffffff", None).unwrap_err();
+        assert!(
+            max.contains("--input hex or --input base64url reads it all the same"),
+            "{max}"
+        );
+        let read = AnyNonce::parse_at(
+            "ffffffffffffffff",
+            Input::Hex,
+            None,
+            DEFAULT_EPOCH_MS,
+            NOW_MS,
+        );
+        assert_eq!(read.map(AnyNonce::bits), Ok(64));
     }
 }

@@ -17,6 +17,7 @@ pub mod output;
 pub mod serve;
 mod signals;
 mod store;
+mod store_arg;
 
 /// Runs the command on the process's arguments and returns its exit status.
 pub fn main() -> std::process::ExitCode {
@@ -36,6 +37,7 @@ pub fn main() -> std::process::ExitCode {
             output::say(&message);
             ExitCode::FAILURE
         }
+        Err(Exit::FailedSaid) => ExitCode::FAILURE,
         Err(Exit::Usage(message)) => {
             output::say(&message);
             ExitCode::from(2)

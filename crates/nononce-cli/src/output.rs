@@ -8,6 +8,8 @@ use std::io::Write;
 pub enum Exit {
     /// A failure: the message for the `nononce: ` line, status 1.
     Fail(String),
+    /// A failure said already (each bad input of `decode --keep-going`): status 1.
+    FailedSaid,
     /// A usage error (clap's): the message for the `nononce: ` line, status 2.
     Usage(String),
     /// Stopped by a signal: status 128 + the signal number.

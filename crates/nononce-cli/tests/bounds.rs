@@ -28,6 +28,8 @@ fn decoded(nonce: &str, bits: &str, epoch_ms: &str) -> serde_json::Value {
     let out = run_ok(&[
         "decode",
         nonce,
+        "--input",
+        "hex",
         "--bits",
         bits,
         "--epoch-ms",
@@ -67,7 +69,7 @@ fn the_nonces_are_the_ends_of_the_range() {
                     let again = run_ok(&["decode", o, "--input", input, "--bits", bits]);
                     assert_eq!(
                         again,
-                        run_ok(&["decode", h, "--bits", bits]),
+                        run_ok(&["decode", h, "--input", "hex", "--bits", bits]),
                         "{bits} {format}"
                     );
                 }

@@ -8,40 +8,148 @@ use std::process::Stdio;
 
 use common::*;
 
-/// Runs `a` (a long gen) and, once it holds its lease, `b`; returns both machine IDs and
-/// whether `a` was still running when `b` finished.
-fn two_gens_at_once(dir: &Path, store: Option<&str>) -> (u64, u64, bool) {
+/// Runs `a` (a long gen) in `dirs.0` and, once it holds its lease, `b` (1,000 nonces) in
+/// `dirs.1`; returns both machine IDs and whether `a` was still running when `b` finished.
+/// Fails if `a` printed one of `b`'s nonces.
+fn two_gens_at_once(dirs: (&Path, &Path), store: Option<&str>) -> (u64, u64, bool) {
     let mut args = vec!["gen", "-n", "4000000"];
     args.extend(store.iter().flat_map(|store| ["--store", store]));
     let mut a = std_nononce()
         .args(&args)
-        .current_dir(dir)
+        .current_dir(dirs.0)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut a_out = BufReader::new(a.stdout.take().unwrap());
     let mut first = String::new();
     a_out.read_line(&mut first).unwrap();
-    args[2] = "1";
-    let b = nononce().args(&args).current_dir(dir).assert().success();
+    args[2] = "1000";
+    let b = nononce().args(&args).current_dir(dirs.1).assert().success();
     let b = String::from_utf8_lossy(&b.get_output().stdout).into_owned();
     let still_running = a.try_wait().unwrap().is_none();
-    std::io::copy(&mut a_out, &mut std::io::sink()).unwrap();
+    let b_values: std::collections::HashSet<&str> = b.lines().collect();
+    assert_eq!(b_values.len(), 1000, "{b}");
+    for line in std::iter::once(Ok(first.trim_end().to_owned())).chain(a_out.lines()) {
+        let line = line.unwrap();
+        assert!(!b_values.contains(line.as_str()), "both printed {line}");
+    }
     assert!(a.wait().unwrap().success());
-    (machine_ids(&first)[0], machine_ids(&b)[0], still_running)
+    let b_first = b.lines().next().unwrap();
+    (
+        machine_ids(&first)[0],
+        machine_ids(b_first)[0],
+        still_running,
+    )
 }
 
 #[test]
 fn gen_defaults_to_an_embedded_sqlite_store_shared_by_processes() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, concurrent) = two_gens_at_once(dir.path(), None);
+    let (a, b, concurrent) = two_gens_at_once((dir.path(), dir.path()), None);
     assert!(concurrent, "a was generating while b ran");
     assert_ne!(a, b);
-    let db = dir.path().join("nononce-leases.db");
-    assert!(db.exists());
-    let store = format!("sqlite://{}", db.display());
-    let list = run_ok(&["leases", "list", "--store", &store]);
+    assert!(default_store_file().exists());
+    let list = run_ok(&["leases", "list", "--store", &default_store()]);
     assert!(list.contains("of 512 free"), "{list}");
+}
+
+/// The default store was `./nononce-leases.db`: two gens from two folders both leased machine
+/// ID 0 and printed the same nonces. It is the user's, in `XDG_STATE_HOME`, from every folder.
+#[test]
+fn two_gens_from_two_folders_share_the_default_store() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b, concurrent) = two_gens_at_once((one.path(), two.path()), None);
+    assert!(concurrent, "a was generating while b ran");
+    assert_ne!(a, b);
+    for dir in [&one, &two] {
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "a file in the folder"
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let folder = default_store_file().parent().unwrap().metadata().unwrap();
+        assert_eq!(folder.permissions().mode() & 0o777, 0o700);
+    }
+}
+
+/// A store in memory lives and dies with its process: every process would get machine ID 0.
+#[test]
+fn a_sqlite_store_in_memory_is_refused() {
+    for store in [
+        "sqlite::memory:",
+        "sqlite://:memory:",
+        "sqlite://",
+        "sqlite://x.db?mode=memory",
+    ] {
+        let err = assert_one_line_failure(&run(&["gen", "--store", store]), store);
+        assert!(
+            err.contains("in memory lives and dies with one process"),
+            "{err}"
+        );
+    }
+}
+
+/// `--store-env VAR` and `NONONCE_STORE`: the URL (and its password) out of `ps`; an unset or
+/// empty variable is refused, never replaced by the default store.
+#[test]
+fn the_store_url_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("env.db");
+    let url = format!("sqlite://{}", file.display());
+    let out = nononce()
+        .args(["gen", "--store-env", "LEASES_URL"])
+        .env("LEASES_URL", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(file.exists());
+    assert!(!default_store_file().exists());
+    let out = nononce()
+        .args(["leases", "list", "--format", "json"])
+        .env("NONONCE_STORE", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // --store wins over NONONCE_STORE.
+    let other = format!("sqlite://{}", dir.path().join("other.db").display());
+    let out = nononce()
+        .args(["gen", "--store", &other])
+        .env("NONONCE_STORE", &url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("other.db").exists());
+    let err = assert_one_line_failure(
+        &nononce()
+            .args(["gen", "--store-env", "NO_SUCH_VAR_X"])
+            .env_remove("NO_SUCH_VAR_X")
+            .output()
+            .unwrap(),
+        "unset",
+    );
+    assert_eq!(
+        err.trim_end(),
+        "nononce: --store-env NO_SUCH_VAR_X: the environment variable NO_SUCH_VAR_X is not set: export NO_SUCH_VAR_X=URL, or give --store URL"
+    );
+    let err = assert_one_line_failure(
+        &nononce()
+            .args(["gen"])
+            .env("NONONCE_STORE", "")
+            .output()
+            .unwrap(),
+        "empty",
+    );
+    assert_eq!(
+        err.trim_end(),
+        "nononce: NONONCE_STORE: the environment variable NONONCE_STORE is empty: set it to the store URL, or unset it to use the default store"
+    );
+    assert!(!default_store_file().exists());
+    let out = run(&["gen", "--store", &url, "--store-env", "LEASES_URL"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[test]
@@ -51,7 +159,7 @@ fn leases_on_postgres_and_mariadb() {
         let store = format!("{base}?table={}", unique("nononce_cli"));
         assert!(run_ok(&["leases", "migrate", "--store", &store]).contains("512 rows added"));
         assert!(run_ok(&["leases", "migrate", "--store", &store]).contains("0 rows added"));
-        let (a, b, _) = two_gens_at_once(dir.path(), Some(&store));
+        let (a, b, _) = two_gens_at_once((dir.path(), dir.path()), Some(&store));
         assert_ne!(a, b);
         // `a` ended last: its ID is in its release guard (10 s) from just now, whatever the
         // load made `a` take after `b` ended.
@@ -198,7 +306,7 @@ fn gen_leases_through_static_stores() {
 fn leases_on_redis_two_concurrent_gens_list_and_release() {
     let store = format!("{}&max_lease_s=120", redis_store(&redis8_url()));
     let dir = tempfile::tempdir().unwrap();
-    let (id_a, id_b, still_running) = two_gens_at_once(dir.path(), Some(&store));
+    let (id_a, id_b, still_running) = two_gens_at_once((dir.path(), dir.path()), Some(&store));
     assert!(still_running, "a was generating while b ran");
     assert_ne!(id_a, id_b);
     let list = run_ok(&["leases", "list", "--store", &store]);
@@ -213,7 +321,7 @@ fn leases_on_redis_two_concurrent_gens_list_and_release() {
     run_ok(&["leases", "migrate", "--store", &store]);
 }
 
-/// Sixteen characters are hex: a typo is refused, never read as 96-bit base64url.
+/// A hex typo that is valid base64url reads as a nonce of the 2140s: refused, never decoded.
 #[test]
 fn a_hex_typo_is_refused_not_decoded_as_base64url() {
     let err = assert_one_line_failure(&run(&["decode", "03be4cb50000200g"]), "typo");
@@ -221,7 +329,7 @@ fn a_hex_typo_is_refused_not_decoded_as_base64url() {
         err.starts_with("nononce: malformed nonce \"03be4cb50000200g\""),
         "{err}"
     );
-    assert!(err.contains("hex"), "{err}");
+    assert!(err.contains("no nonce of that time is made yet"), "{err}");
     assert!(err.contains("--input base64url"), "{err}");
     // A 96-bit base64url nonce is read when asked for.
     let b64 = ok("gen --bits 96 --machine-id 3 --format base64url");
@@ -266,7 +374,7 @@ fn decode_reads_stdin_and_integers() {
     // A bad line is named by its number.
     let out = nononce()
         .args(["decode", "-"])
-        .write_stdin("0000000000402001\nnope\n")
+        .write_stdin("03be4cb500002000\nnope\n")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -281,7 +389,7 @@ fn decode_reads_stdin_and_integers() {
 #[test]
 fn decode_shows_an_rfc3339_time() {
     nononce()
-        .args(["decode", "0000000000402001"])
+        .args(["decode", "0000000000402001", "--input", "hex"])
         .assert()
         .success()
         .stdout("bits=64 timestamp_ms=1 unix_ms=1735689600001 time=2025-01-01T00:00:00.001Z machine_id=1 count=1\n");

@@ -354,6 +354,8 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Output {
         .arg(command)
         .current_dir(dir)
         .env("PATH", path)
+        .env("XDG_STATE_HOME", state_home())
+        .env_remove("NONONCE_STORE")
         .env("REDIS", redis8_url().trim_end_matches('/'))
         .env("REDIS7", redis7_url().trim_end_matches('/'))
         .env("PG", pg_url())

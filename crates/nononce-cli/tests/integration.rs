@@ -7,6 +7,7 @@
 mod common;
 mod bounds;
 mod cli;
+mod decode;
 mod docs;
 mod etcd;
 mod fuzz;

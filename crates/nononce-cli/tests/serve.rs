@@ -61,10 +61,7 @@ fn three_nonces_readiness_and_release() {
         series("nononce_factory_deadline_refusals_total{factory=\"counter\"}"),
         0
     );
-    let store = format!(
-        "sqlite://{}",
-        dir.path().join("nononce-leases.db").display()
-    );
+    let store = default_store();
     assert_eq!(held(&store).len(), 2);
     let (status, _) = served.signal("TERM");
     assert_eq!(status.code(), Some(143));

@@ -221,7 +221,7 @@ fn bad_tokens_files_fail_at_start() {
         assert!(line.contains(&path.display().to_string()), "{line}");
     }
     // Refused before any lease was taken: the store was never created.
-    assert!(!dir.path().join("nononce-leases.db").exists());
+    assert!(!default_store_file().exists());
 }
 
 /// A self-signed certificate for 127.0.0.1 and localhost: (certificate PEM, key PEM).

@@ -156,6 +156,8 @@ impl Session {
             .args(args)
             .current_dir(self.dir.path())
             .env("PATH", path)
+            .env("XDG_STATE_HOME", state_home())
+            .env_remove("NONONCE_STORE")
             .envs(&self.vars);
         match std::env::var("NONONCE_TEST_PYTHONPATH") {
             Ok(packages) => {
@@ -483,7 +485,7 @@ fn port_in_use_fails_at_once_holding_nothing() {
             "nononce: cannot listen on {addr}: the port is in use (another nononce serve?): pick another with --listen"
         )
     );
-    assert!(!dir.path().join("nononce-leases.db").exists());
+    assert!(!default_store_file().exists());
 }
 
 /// A `--listen` that is not an address says what it takes, before anything starts.
@@ -500,7 +502,7 @@ fn listen_without_an_address_says_what_it_takes() {
         message.trim_end(),
         "nononce: invalid value ':7300' for '--listen <ADDR>': give an IP address and a port: 127.0.0.1:7300 (this host only), 0.0.0.0:7300 (every interface) or [::]:7300 (see `nononce serve --help`)"
     );
-    assert!(!dir.path().join("nononce-leases.db").exists());
+    assert!(!default_store_file().exists());
 }
 
 /// SIGTERM: status 143, and one line naming each machine ID given back and its kind.
@@ -631,11 +633,7 @@ fn quiet_serves_and_stops_without_a_word() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(said, "");
     // Released all the same.
-    let store = format!(
-        "sqlite://{}",
-        Path::new(dir.path()).join("nononce-leases.db").display()
-    );
-    let held = held(&store);
+    let held = held(&default_store());
     assert_eq!(held.len(), 2, "{held:?}");
     for (_, left) in held {
         assert!(left <= RELEASE_GUARD_S, "{left}");

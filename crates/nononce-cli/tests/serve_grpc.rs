@@ -280,7 +280,7 @@ fn bad_input_from_python() {
         (
             json!({"method": "Decode", "request": {"nonce": "zz"}}),
             "INVALID_ARGUMENT",
-            "malformed nonce \"zz\": \"zz\" is 2 characters: a nonce is 16, 24 or 32 hex digits, 11 or 22 base64url characters (16 with input INPUT_BASE64URL), or a decimal integer".into(),
+            "malformed nonce \"zz\": \"zz\" is 2 characters: a nonce is 16, 24 or 32 hex digits (0x before them allowed), 11, 16 or 22 base64url characters, or a decimal integer".into(),
         ),
         (
             json!({"method": "Decode", "request": {"nonce": EXAMPLE, "bits": 128}}),

@@ -312,11 +312,14 @@ impl TestTable {
 
     pub async fn unmigrated(dialect: Dialect) -> Self {
         let name = format!("lease_test_{}", suffix());
+        // Four connections, as a node's own pool has: PostgreSQL serves 100 by default, to
+        // every test process of a run at once (the command's among them), and eight each
+        // once left a `nononce leases list` of another test waiting for one in vain.
         let (pool, dir) = match dialect {
             #[cfg(feature = "postgres")]
-            Dialect::Postgres => (Pool::postgres(8).await, None),
+            Dialect::Postgres => (Pool::postgres(4).await, None),
             #[cfg(feature = "mysql")]
-            Dialect::MySql => (Pool::mysql(8).await, None),
+            Dialect::MySql => (Pool::mysql(4).await, None),
             #[cfg(feature = "sqlite")]
             Dialect::Sqlite => {
                 let dir = TempDir::new();

@@ -131,7 +131,7 @@ impl Api {
         input: Input,
         bits: Option<u16>,
     ) -> Result<(AnyNonce, Decoded), ApiError> {
-        let nonce = AnyNonce::parse(text, input, bits)
+        let nonce = AnyNonce::parse(text, input, bits, self.epoch_ms)
             .map_err(|e| ApiError::bad_request(in_api_terms(&e)))?;
         Ok((nonce, nonce.decode(self.epoch_ms)))
     }
@@ -167,6 +167,6 @@ impl Api {
 /// A decode message of the command (`--input`, `--bits`) in the API's parameter names.
 fn in_api_terms(message: &str) -> String {
     message
-        .replace("--input base64url", "input=base64url")
+        .replace("--input ", "input=")
         .replace("(--bits)", "(bits)")
 }

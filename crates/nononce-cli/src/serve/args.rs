@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::listener::Limits;
-use crate::backends::{DEFAULT_STORE, STORE_HELP};
 use crate::codec::Kind;
 use crate::factory_options::CipherArgs;
 use crate::keys::KeyArgs;
+use crate::store_arg::StoreArgs;
 
 /// The address `serve` listens on without `--listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7300";
@@ -30,8 +30,9 @@ pub const EXAMPLES: &str = "Examples:
   curl -H \"Authorization: Bearer $TOKEN\" 'localhost:7300/v1/nonces?count=3'
 
 Run each nononce serve in a terminal of its own, the other lines in another. Without --store,
-the leases are in ./nononce-leases.db: it serves one folder of one host. Servers of a fleet,
-or several on one host, need a shared store (--store postgres://...) for distinct machine ids.
+the leases are in this user's SQLite file on this host (~/.local/state/nononce/leases.db),
+which every nononce of the user on this host shares. Servers of a fleet need a shared store
+(--store postgres://...) for distinct machine ids.
 
 Each kind served (--kinds) leases a machine id of its own from the store, as gen does: a
 2-minute lease renewed every 30 s. /readyz answers 200 only while every kind holds its lease.
@@ -43,8 +44,8 @@ pub struct ServeArgs {
     /// The address to listen on (HTTP/1.1 and HTTP/2, gRPC on the same port).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, value_parser = listen_addr)]
     pub(super) listen: SocketAddr,
-    #[arg(long, default_value = DEFAULT_STORE, help = STORE_HELP)]
-    pub(super) store: String,
+    #[command(flatten)]
+    pub(super) store: StoreArgs,
     /// The kinds to serve, each on a machine ID of its own [default: counter,sortable, and
     /// encrypted when a base key is given].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KIND,...")]

@@ -252,10 +252,12 @@ impl Service {
         };
         self.api.tokens().check(authorization(request), None, 0)?;
         let (nonce, d) = self.api.decode(&r.nonce, input, bits).map_err(|mut e| {
-            // The API's words for HTTP's `input=base64url`, in this API's.
+            // HTTP's `input=hex`, `input=base64url` and `input=int`, in this API's words.
             e.message = e
                 .message
-                .replace("input=base64url", "input INPUT_BASE64URL");
+                .replace("input=hex", "input INPUT_HEX")
+                .replace("input=base64url", "input INPUT_BASE64URL")
+                .replace("input=int", "input INPUT_INT");
             e
         })?;
         Ok(Decoded {

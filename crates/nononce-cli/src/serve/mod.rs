@@ -70,13 +70,14 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async move {
         let mut signals = crate::signals::Signals::new()?;
+        let store = args.store.url(nononce::lease::Access::Lease)?;
         // Bound before any lease is taken: a port in use fails at once, holding nothing.
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(|e| bind_error(args.listen, &e))?;
         let metrics = metrics::Metrics::install()?;
         let workers = tokio::select! {
-            started = workers::Workers::start(&args.store, &kinds, &args, key, args.quiet) => started?,
+            started = workers::Workers::start(&store, &kinds, &args, key, args.quiet) => started?,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let api = Arc::new(Api::new(workers, args.epoch_ms, tokens, metrics));

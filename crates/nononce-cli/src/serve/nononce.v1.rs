@@ -141,8 +141,8 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum Input {
-    /// By its length and characters: 16, 24 or 32 characters are hex, 11 or 22 base64url, other
-    /// runs of digits a decimal integer.
+    /// In every form it is valid in; of two readings, one whose time is over a year after now is
+    /// dropped, and the text is refused when both could be the nonce, or neither.
     Auto = 0,
     /// 16, 24 or 32 hex digits.
     Hex = 1,

@@ -27,11 +27,41 @@ pub fn bin() -> PathBuf {
 }
 
 pub fn nononce() -> Command {
-    Command::cargo_bin("nononce").unwrap()
+    let mut command = Command::cargo_bin("nononce").unwrap();
+    command
+        .env("XDG_STATE_HOME", state_home())
+        .env_remove("NONONCE_STORE");
+    command
 }
 
 pub fn std_nononce() -> StdCommand {
-    StdCommand::new(bin())
+    let mut command = StdCommand::new(bin());
+    command
+        .env("XDG_STATE_HOME", state_home())
+        .env_remove("NONONCE_STORE");
+    command
+}
+
+/// The `XDG_STATE_HOME` of every `nononce` a test runs: a folder of the test's process
+/// (nextest runs each test in a process of its own), so that its default store is the test's,
+/// never the user's.
+pub fn state_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        let home = std::env::temp_dir().join(format!("nononce-cli-state-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        home
+    })
+}
+
+/// The store `nononce` uses without `--store` in this test (see [`state_home`]).
+pub fn default_store() -> String {
+    format!("sqlite://{}", default_store_file().display())
+}
+
+/// The file of [`default_store`].
+pub fn default_store_file() -> PathBuf {
+    state_home().join("nononce/leases.db")
 }
 
 /// Runs `args`, asserts success and returns stdout.
