@@ -418,25 +418,22 @@ fn own_folder_steps(hack: &Path) -> Result<Vec<Step>, String> {
     );
     own.push(sim_tests().env("CARGO_TARGET_DIR", own_folder("sim")));
     // What `cargo xtask sim --seeds 2000 --zookeeper-seeds 250 --epoch-changes
-    // --host-list-edits` runs, without building xtask a second time.
-    own.push(
-        Step::cargo(
-            "sim",
-            &[
-                &crate::sim::COMMAND[..],
-                &[
-                    "--seeds",
-                    SIM_SEEDS,
-                    "--zookeeper-seeds",
-                    ZOOKEEPER_SIM_SEEDS,
-                    "--epoch-changes",
-                    "--host-list-edits",
-                ],
-            ]
-            .concat(),
-        )
-        .env("CARGO_TARGET_DIR", own_folder("sim")),
-    );
+    // --host-list-edits` runs, with the binary the tests' build made beside them: `cargo run`
+    // would build it again without the tests' dev-dependencies, whose features change tokio's
+    // and so everything above it (about 250 CPU seconds).
+    let sim_binary = workspace::target_dir().join("sim/sim/nononce-sim");
+    own.push(Step::program(
+        "sim",
+        sim_binary,
+        &[
+            "--seeds",
+            SIM_SEEDS,
+            "--zookeeper-seeds",
+            ZOOKEEPER_SIM_SEEDS,
+            "--epoch-changes",
+            "--host-list-edits",
+        ],
+    ));
     Ok(own.into_iter().map(Step::background).collect())
 }
 

@@ -76,11 +76,12 @@ impl Backend for RedisBackend {
                 remaining,
             } => Explained::held_off(
                 *remaining,
-                guard_off(format!(
-                    "the server has been up for only {}, less than the amnesia hold-off ({}: the longest lease and twice the largest clock offset), so it may have forgotten leases still in use",
+                format!(
+                    "the server has been up for only {}, less than the amnesia hold-off ({}), so it may have forgotten leases still in use. If it is new, or no node used it before it started, run `nononce leases migrate --store '{}'` once; otherwise wait, or shorten the hold-off (the longest lease and twice the largest clock offset) with max_lease_s and max_clock_offset_s",
                     duration(*uptime),
-                    duration(*hold_off)
-                )),
+                    duration(*hold_off),
+                    store.redacted()
+                ),
             ),
             RedisLeaseError::ServerChanged { remaining, .. } => Explained::held_off(
                 *remaining,
@@ -275,7 +276,11 @@ mod tests {
             "{}",
             said.message
         );
-        says(&said, "nononce gen holds 120 s");
+        // A new server is initialized by migrate, on its own process: no wait.
+        says(
+            &said,
+            "If it is new, or no node used it before it started, run `nononce leases migrate --store 'redis://h?key=k'` once",
+        );
         let said = explained(&RedisLeaseError::Exhausted { key: "k".into() });
         says(&said, "of store redis://h?key=k are leased");
         assert_eq!(said.hold_off, None);

@@ -135,10 +135,13 @@ end
 return released
 ";
 
-/// Initialization (what `migrate` runs): the marker is set to now, unless it already holds a
-/// time that has come. Reply: `{marker before (empty: none), now}`, as Unix ms.
+/// Initialization (what `migrate` runs, `ARGV[1]` = the server's run ID as `INFO` gave it):
+/// the marker is set to now, unless it already holds a time that has come, and `open_run` to
+/// the run ID: the hash was initialized on this server process, so its uptime need not speak
+/// for leases of an earlier one. Reply: `{marker before (empty: none), now}`, as Unix ms.
 const INITIALIZE: &str = r"
 local now = redis.call('TIME')
+redis.call('HSET', key, 'open_run', ARGV[1])
 local at = redis.call('HGET', key, 'open_at')
 if at and readable(at) and not above(at, ms(now, 0)) then
   return {'', ms(now, 0)}

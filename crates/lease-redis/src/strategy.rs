@@ -232,14 +232,18 @@ impl<T: Transport> RedisStrategy<T> {
         let info = guard && self.options.amnesia_guard != AmnesiaGuard::Off;
         let request = Request::Read { info };
         let command = request.command();
-        let (info, free) = match self.exchange(request).await? {
-            Reply::Read { info, free } => (info, free),
+        let (info, free, initialized_on) = match self.exchange(request).await? {
+            Reply::Read {
+                info,
+                free,
+                initialized_on,
+            } => (info, free, initialized_on),
             other => return Err(unexpected(command, &other)),
         };
         let Some(info) = info else {
             return Ok((free, None));
         };
-        match self.check_amnesia(info) {
+        match self.check_amnesia(info, initialized_on.as_deref()) {
             Ok(run_id) => Ok((free, Some(run_id))),
             Err(refused) => {
                 if let (ErrorKind::Retry, Some(hold_off)) = (refused.kind(), self.hold_off()) {
@@ -270,8 +274,15 @@ impl<T: Transport> RedisStrategy<T> {
 
     /// The amnesia guard on the server's `INFO`: fails with a `Misconfigured` error when the
     /// server may evict the lease hash, with a `Retry` error while the server may have
-    /// forgotten leases; otherwise returns the server's run ID.
-    fn check_amnesia(&self, info: ServerInfo) -> Result<String, RedisLeaseError> {
+    /// forgotten leases; otherwise returns the server's run ID. `initialized_on` is the run ID
+    /// `migrate` initialized the hash on: on that same server process a short uptime forgets
+    /// nothing (no lease of an earlier process can be in the hash, as an operator said when
+    /// they migrated).
+    fn check_amnesia(
+        &self,
+        info: ServerInfo,
+        initialized_on: Option<&str>,
+    ) -> Result<String, RedisLeaseError> {
         let policy = info.maxmemory_policy;
         // `noeviction` evicts nothing; the `volatile-*` policies evict only keys with a TTL of
         // their own, which the lease hash never has (its fields' TTLs are not a key TTL).
@@ -303,7 +314,7 @@ impl<T: Transport> RedisStrategy<T> {
         // `uptime_in_seconds` is a difference of whole wall-clock seconds, so it may exceed
         // the real uptime by up to a second: count one second less.
         let uptime = info.uptime.saturating_sub(Duration::from_secs(1));
-        if uptime < hold_off {
+        if uptime < hold_off && initialized_on != Some(run_id.as_str()) {
             return Err(RedisLeaseError::AmnesiaWindow {
                 uptime,
                 hold_off,

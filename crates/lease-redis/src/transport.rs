@@ -119,7 +119,7 @@ pub struct ServerInfo {
 
 impl ServerInfo {
     /// The fields of an `INFO` reply, or what it lacks.
-    fn parse(info: &str) -> Result<Self, TransportError> {
+    pub(crate) fn parse(info: &str) -> Result<Self, TransportError> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
@@ -175,6 +175,9 @@ pub enum Reply {
         info: Option<ServerInfo>,
         /// The free IDs, with their floors.
         free: FreeIds,
+        /// The run ID of the server process `migrate` initialized the hash on (field
+        /// `open_run`), if any.
+        initialized_on: Option<String>,
     },
     /// The acquire script's answer.
     Claim(Claim),
@@ -286,6 +289,7 @@ where
                 Ok(Reply::Read {
                     info: info.as_deref().map(ServerInfo::parse).transpose()?,
                     free: wire::free_ids_with_floors(&pairs),
+                    initialized_on: wire::initialized_on(&pairs),
                 })
             }
             Request::Claim {

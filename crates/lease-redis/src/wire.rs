@@ -81,6 +81,18 @@ pub(crate) fn free_ids_with_floors<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(F, 
 
 /// The machine ID a hash field names, if it is an ID field: canonical decimal `0..=511`
 /// (no sign, no leading zero). Markers (`token.…`) and foreign fields give `None`.
+/// The run ID `migrate` initialized the hash on (field `open_run`), among `HGETALL` pairs: 40
+/// hex digits, as `INFO` writes one; anything else is no run.
+pub(crate) fn initialized_on<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(F, V)]) -> Option<String> {
+    pairs.iter().find_map(|(field, value)| {
+        let value = value.as_ref();
+        (field.as_ref() == b"open_run"
+            && value.len() == 40
+            && value.iter().all(u8::is_ascii_hexdigit))
+        .then(|| String::from_utf8_lossy(value).into_owned())
+    })
+}
+
 pub(crate) fn parse_id_field(field: &[u8]) -> Option<MachineId> {
     MachineId::new(u16::try_from(parse_canonical(field, 3)?).ok()?).ok()
 }

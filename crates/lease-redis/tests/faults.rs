@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Binary, Key, OwnServer, acquire, connect, fails, hkeys, occupy, options, raw, renew};
+use common::{
+    Binary, Key, OwnServer, acquire, connect, fails, hkeys, occupy, options, raw, renew, run,
+};
 use lease_core::{ErrorKind, LeaseError, MachineId, StoreAdmin, Strategy};
 use lease_manager::{LeaseConfig, LeaseManager, LeaseTarget, LossReason};
 use lease_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -44,8 +46,12 @@ async fn restart_without_persistence_loses_leases_and_holds_acquirers_off() {
 
     // A server up for less than the hold-off may have forgotten some: hold off.
     let node_a = connect(&server, guarded(&key, max_lease, max_offset)).await;
-    // A new store: initialized once (tested in forgets.rs).
+    // A store initialized once (tested in forgets.rs), on an earlier server process: this one
+    // kept the data of a restart. (Initialized on this process, it would answer at once.)
     node_a.migrate().await.unwrap();
+    let mut connection = raw(&server).await;
+    let earlier = "0123456789abcdef0123456789abcdef01234567";
+    run::<()>(&mut connection, &["HSET", &key.name, "open_run", earlier]).await;
     let error = fails(node_a.acquire(acquire(max_lease)).await, ErrorKind::Retry);
     let is = matches!(error, RedisLeaseError::AmnesiaWindow { .. });
     assert!(is, "{error}");

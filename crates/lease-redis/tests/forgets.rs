@@ -159,3 +159,54 @@ async fn a_server_that_may_evict_the_lease_hash_is_refused() {
         }
     }
 }
+
+/// A brand-new server, up for less than the hold-off, and a new hash: held off (a new hash and
+/// a lost one look the same, and so do a new server and one restarted without its data) until
+/// `migrate` initializes the hash, on this server process: then acquisition works at once, as
+/// a server that started after the hash's initialization cannot have forgotten a lease of an
+/// earlier one. A hash whose initialization names another process (a restart that kept the
+/// data) is held off for the uptime, and a flushed one for its marker, as before.
+#[tokio::test]
+async fn a_new_server_leases_at_once_after_migrate() {
+    // A hold-off of 80 s: the server stays younger than it for the whole test.
+    let max_lease = Duration::from_secs(60);
+    let long = |key: &Key| {
+        guarded(key)
+            .with_max_lease_duration(max_lease)
+            .with_max_clock_offset(Duration::from_secs(10))
+    };
+    let acquire = || Acquire::new(max_lease, now_ms(), 0);
+    for binary in [Binary::Valkey, Binary::Redis8] {
+        let own = OwnServer::start(binary, &[]);
+        let server = own.server();
+        let context = format!("{binary:?}");
+        let key = Key::new(&server);
+        let node = connect(&server, long(&key)).await;
+        let before = node.acquire(acquire()).await;
+        fails(before, ErrorKind::Retry);
+        node.migrate().await.unwrap();
+        let held = node.acquire(acquire()).await;
+        let held = held.unwrap_or_else(|e| panic!("{context}: held off after migrate: {e}"));
+
+        // The same data on another process (a restart that kept it): the uptime guard.
+        let mut connection = raw(&server).await;
+        let earlier = "0123456789abcdef0123456789abcdef01234567";
+        run::<()>(&mut connection, &["HSET", &key.name, "open_run", earlier]).await;
+        let other = connect(&server, long(&key)).await;
+        let error = fails(other.acquire(acquire()).await, ErrorKind::Retry);
+        let uptime = matches!(error, RedisLeaseError::AmnesiaWindow { .. });
+        assert!(uptime, "{context}: {error}");
+
+        // Flushed: the marker and the run go with the hash, and the young server is held off.
+        node.migrate().await.unwrap();
+        other.acquire(acquire()).await.unwrap();
+        run::<()>(&mut connection, &["FLUSHALL"]).await;
+        let error = fails(other.acquire(acquire()).await, ErrorKind::Retry);
+        let uptime = matches!(error, RedisLeaseError::AmnesiaWindow { .. });
+        assert!(uptime, "{context}: {error}");
+        let renewed = node
+            .renew(&held.lease, Renew::new(max_lease, now_ms()))
+            .await;
+        fails(renewed, ErrorKind::Lost);
+    }
+}

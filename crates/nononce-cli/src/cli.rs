@@ -395,6 +395,10 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     // leased path below uses.
     let clock = FactoryClock::shared().map_err(|e| format!("cannot start the clock: {e}"))?;
     let factory = options.build(clock).map_err(|e| e.to_string())?;
+    if args.count == 0 {
+        // Nothing to make: no machine ID is leased (nor held for its release guard after).
+        return Ok(());
+    }
     let args = Arc::new(args);
     runtime()?.block_on(async {
         let mut signals = crate::signals::Signals::new()?;
@@ -484,7 +488,7 @@ fn print_nonces(
 fn generation_error(e: &nononce::nonce::Error) -> String {
     match e {
         nononce::nonce::Error::Disabled | nononce::nonce::Error::LeaseExpired => {
-            format!("generation stopped: {e}: the machine-id lease could not be renewed")
+            "generation stopped: the machine-id lease was lost or not renewed in time (the line above says why): run gen again to lease a machine id".to_owned()
         }
         _ => e.to_string(),
     }

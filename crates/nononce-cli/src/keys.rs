@@ -56,11 +56,25 @@ impl KeyArgs {
 
 /// The library's one key encoding ([`nononce::decode_key_hex`]), with where the key came from
 /// in the message: `place` is ` in environment variable X`, ` in PATH`, or empty.
+/// Whether `text` reads as a base64 key: the base64 alphabet (standard or URL-safe, padded or
+/// not), with a character hex lacks, and at least 32 bytes' worth.
+fn looks_like_base64(text: &str) -> bool {
+    let text = text.trim().trim_end_matches('=');
+    text.len() >= 43
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_'))
+        && !text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 fn parse_key(hex: &str, place: &str) -> Result<Vec<u8>, String> {
     match nononce::decode_key_hex(hex) {
         Ok(key) => Ok(key.to_vec()),
         Err(nononce::KeyHexError::TooShort { bytes }) => Err(format!(
             "base key{place} is {bytes} bytes: use at least 32 random bytes (64 hex digits)"
+        )),
+        Err(_) if looks_like_base64(hex) => Err(format!(
+            "base key{place} is not hex, and looks like base64: give it in hex, as `openssl rand -hex 32` writes one (base64 to hex: `base64 -d | od -An -tx1 | tr -d ' \\n'`)"
         )),
         Err(_) => Err(format!(
             "base key{place} is not hex: give an even number of hex digits"

@@ -9,6 +9,7 @@ use nononce::lease::{
     Access, Acquire, AcquireError, AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError,
     LeaseTerms, Profile, Release, Renew, Renewal, StartError, error_chain,
 };
+use nononce::nonce::MachineId;
 use nononce::{BoxStrategy, FactoryOptions, LeaseConfig, Strategy};
 
 use crate::output::Exit;
@@ -47,26 +48,79 @@ impl Log {
     }
 }
 
+/// The lease a [`Watched`] strategy holds, for what it says while the lease is renewed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    id: Option<MachineId>,
+    /// When the lease runs out at the latest: the request that got or renewed it, plus the
+    /// time granted.
+    until: Option<Instant>,
+}
+
 /// A strategy that reports every failed acquisition (a progress line on stderr unless quiet),
-/// turns failures waiting cannot cure within [`ACQUIRE_WAIT`] into immediate ones, and keeps
-/// the original errors for the final message.
+/// turns failures waiting cannot cure within [`ACQUIRE_WAIT`] into immediate ones, keeps the
+/// original errors for the final message, and says at once, on stderr, each renewal that
+/// failed: the store silent or refusing (with the time the lease has left), or the lease gone.
 pub struct Watched {
     inner: BoxStrategy,
     store: StoreInfo,
+    /// The factory the lease is for: `gen`, or the kind `serve` serves on it.
+    name: String,
     log: Arc<Mutex<Log>>,
+    held: Mutex<Held>,
     quiet: bool,
     began: Instant,
 }
 
 impl Watched {
-    pub fn new(inner: BoxStrategy, store: StoreInfo, quiet: bool) -> Self {
+    pub fn new(inner: BoxStrategy, store: StoreInfo, name: &str, quiet: bool) -> Self {
         Self {
             inner,
             store,
+            name: name.to_owned(),
             log: Arc::default(),
+            held: Mutex::default(),
             quiet,
             began: Instant::now(),
         }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The machine ID held, as the messages name it: with the kind it serves under `serve`.
+    fn subject(&self) -> String {
+        let id = self
+            .held()
+            .id
+            .map_or_else(|| "?".to_owned(), |id| id.get().to_string());
+        if self.name == "gen" {
+            format!("machine id {id}")
+        } else {
+            format!("machine id {id} ({})", self.name)
+        }
+    }
+
+    /// Says, at once, that a renewal failed: the lease gone, or this renewal lost with the time
+    /// the lease has left. Not hidden by `--quiet`: generation is about to stop.
+    fn renewal_failed(&self, error: &DynError) {
+        let subject = self.subject();
+        let cause = self.store.describe(error).text;
+        let line = if error.kind() == ErrorKind::Lost {
+            format!(
+                "{subject} is no longer this process's: it was freed (`nononce leases release`) or taken over after its lease ran out ({cause}); generation stops"
+            )
+        } else {
+            let left = self.held().until.map_or(Duration::ZERO, |until| {
+                until.saturating_duration_since(Instant::now())
+            });
+            format!(
+                "warning: renewing the lease of {subject} failed: {cause}; it runs out in {} s, and generation stops before then unless a renewal gets through",
+                left.as_secs()
+            )
+        };
+        crate::output::say(&line);
     }
 
     /// The log, to read once `start` has failed.
@@ -141,10 +195,17 @@ impl Strategy for Watched {
     type Error = WatchedError;
 
     async fn acquire(&self, request: Acquire) -> Result<Grant<AnyLease>, WatchedError> {
-        self.inner
+        let sent = Instant::now();
+        let grant = self
+            .inner
             .acquire(request)
             .await
-            .map_err(|e| self.failed(e))
+            .map_err(|e| self.failed(e))?;
+        *self.held() = Held {
+            id: Some(grant.machine_id),
+            until: Some(sent + grant.ttl),
+        };
+        Ok(grant)
     }
 
     async fn renew(
@@ -152,7 +213,17 @@ impl Strategy for Watched {
         lease: &AnyLease,
         request: Renew,
     ) -> Result<Renewal<AnyLease>, WatchedError> {
-        Ok(self.inner.renew(lease, request).await?)
+        let sent = Instant::now();
+        match self.inner.renew(lease, request).await {
+            Ok(renewal) => {
+                self.held().until = Some(sent + renewal.ttl);
+                Ok(renewal)
+            }
+            Err(error) => {
+                self.renewal_failed(&error);
+                Err(error.into())
+            }
+        }
     }
 
     // The manager's request as it is: its floor bounds what the factories issued.
@@ -238,7 +309,7 @@ pub async fn start_lease(
         let longer = config.acquire_timeout().map(|t| t + config.margin());
         config = config.with_acquire_timeout(longer);
     }
-    let watched = crate::lease::Watched::new(strategy, info.clone(), quiet);
+    let watched = crate::lease::Watched::new(strategy, info.clone(), name, quiet);
     let log = watched.log();
     nononce::Nononce::builder(watched)
         .with_factory(name, options)

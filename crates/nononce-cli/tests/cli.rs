@@ -433,3 +433,15 @@ fn keys_from_the_environment_and_files() {
     let out = run(&["encrypt", "03be4cb500002000", "--base-key-file", &missing]);
     assert!(stderr(&out).contains(&missing));
 }
+
+/// `gen -n 0` makes nothing and leases nothing: no machine ID is held, nor blocked for its
+/// release guard after.
+#[test]
+fn gen_of_no_nonces_leases_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path());
+    assert_eq!(run_ok(&["gen", "-n", "0", "--store", &store]), "");
+    assert!(!dir.path().join("leases.db").exists());
+    assert_eq!(run_ok(&["gen", "-n", "0"]), "");
+    assert!(!default_store_file().exists());
+}

@@ -89,3 +89,76 @@ fn a_signal_ends_the_wait_for_a_lease() {
     assert!(rest.is_empty(), "{rest}");
     assert!(out.stdout.is_empty());
 }
+
+/// An operator frees a running gen's machine ID (`leases release`): at its next renewal (every
+/// 30 s) gen says at once, in the command's words, that the ID is no longer its own, and stops
+/// with status 1, the last line saying why.
+#[test]
+fn a_freed_id_stops_gen_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path());
+    let running = RunningGen::start(&["--store", &store], dir.path());
+    let id = running.machine_id();
+    assert!(release(&store, id).contains("freed"));
+    let (status, err) = running.wait();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "nononce: machine id {id} is no longer this process's: it was freed (`nononce leases release`) or taken over after its lease ran out ("
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        lines[1],
+        "nononce: generation stopped: the machine-id lease was lost or not renewed in time (the line above says why): run gen again to lease a machine id"
+    );
+}
+
+/// The store stops answering renewals (another process holds SQLite's write lock): each
+/// failed renewal is said at once, with the store, the ID, the cause and the time the lease
+/// has left; generation goes on, and ends normally on a signal.
+#[test]
+fn each_failed_renewal_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path());
+    let running = RunningGen::start(&["--store", &store], dir.path());
+    let id = running.machine_id();
+    let mut lock = std::process::Command::new("sqlite3")
+        .arg(dir.path().join("leases.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("sqlite3 (Debian's sqlite3)");
+    {
+        use std::io::Write;
+        let stdin = lock.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "BEGIN EXCLUSIVE; UPDATE no_noncense_leases SET id = id WHERE id = -1;"
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+    }
+    // The first renewal comes 30 s after the lease: it and the retries after it fail while the
+    // lock is held.
+    std::thread::sleep(std::time::Duration::from_secs(40));
+    drop(lock.stdin.take());
+    let _ = lock.kill();
+    let _ = lock.wait();
+    let (status, err) = running.signal("TERM");
+    assert_eq!(status.code(), Some(143), "{err}");
+    let warnings: Vec<&str> = err.lines().collect();
+    assert!(!warnings.is_empty(), "no warning: {err}");
+    for line in warnings {
+        assert!(
+            line.starts_with(&format!(
+                "nononce: warning: renewing the lease of machine id {id} failed: "
+            )) && line.contains(&store)
+                && line
+                    .contains("s, and generation stops before then unless a renewal gets through"),
+            "{err}"
+        );
+    }
+}

@@ -28,6 +28,16 @@ pub fn ensure(running: &mut Running) -> Result<(), String> {
         Err(_) => {
             postgres()?;
             running.set_env(PG_VAR, PG_URL);
+            // The machine's server offers TLS, and sqlx's default `sslmode=prefer` takes it:
+            // with the server's one curve (PostgreSQL's `ssl_ecdh_curve`, P-256) against
+            // rustls's first key share (X25519) each handshake takes a second round trip, and
+            // under a loaded run a few handshakes a run stalled until the test's 5 or 10 s
+            // timeout (the server logs `could not accept SSL connection: EOF detected` then).
+            // No test is about TLS to PostgreSQL: the tests' connections go without it, unless
+            // PGSSLMODE or a URL's `sslmode` says otherwise.
+            if std::env::var_os("PGSSLMODE").is_none() {
+                running.set_env("PGSSLMODE", "disable");
+            }
         }
     }
     match std::env::var(MYSQL_VAR) {

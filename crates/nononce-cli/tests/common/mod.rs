@@ -354,6 +354,13 @@ impl RunningGen {
         json(&self.first)["machine_id"].as_u64().unwrap()
     }
 
+    /// Waits for it to end by itself: the exit status and stderr.
+    pub fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().unwrap();
+        self.drain.join().unwrap();
+        (status, stderr_of(&mut self.child))
+    }
+
     /// Sends `signal` (a name for `kill -s`) and waits: the exit status and stderr.
     pub fn signal(mut self, signal: &str) -> (std::process::ExitStatus, String) {
         let status = StdCommand::new("kill")

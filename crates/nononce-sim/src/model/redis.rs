@@ -296,6 +296,9 @@ impl RedisServer {
                         readable,
                         unreadable: Vec::new(),
                     },
+                    // The model's hash was initialized before the server's run began (or was
+                    // wiped since): its uptime always speaks for it.
+                    initialized_on: None,
                 }
             }
             RedisRequest::Claim {
