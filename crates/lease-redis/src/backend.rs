@@ -77,7 +77,7 @@ impl Backend for RedisBackend {
             } => Explained::held_off(
                 *remaining,
                 format!(
-                    "the server has been up for only {}, less than the amnesia hold-off ({}), so it may have forgotten leases still in use. If it is new, or no node used it before it started, run `nononce leases migrate --store '{}'` once; otherwise wait, or shorten the hold-off (the longest lease and twice the largest clock offset) with max_lease_s and max_clock_offset_s",
+                    "the server has been up for only {}, less than the amnesia hold-off ({}), so it may have forgotten leases still in use. If it is new, or no node used it before it started, run `nononce leases migrate --store '{}'` once; otherwise wait, shorten the hold-off (the longest lease and twice the largest clock offset) with max_lease_s and max_clock_offset_s, or, if the server keeps every acknowledged write (appendonly yes, appendfsync always), add amnesia_guard=off",
                     duration(*uptime),
                     duration(*hold_off),
                     store.redacted()

@@ -619,12 +619,15 @@ pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckRes
     .await;
     let finished = Instant::now();
     let mut winner: HashMap<MachineId, usize> = HashMap::new();
+    // The floor each winner's grant reported: what the ID held when it was claimed.
+    let mut found: HashMap<MachineId, u64> = HashMap::new();
     let mut held = Vec::with_capacity(count);
     let mut retried = 0;
     for (node, grant) in grants.into_iter().enumerate() {
         let (grant, retries) = grant?;
         retried += retries;
         let id = grant.machine_id;
+        found.insert(id, grant.floor_ms);
         if let Some(first) = winner.insert(id, node) {
             still_valid(started, options, FILLERS)?;
             return Err(format!(
@@ -647,7 +650,11 @@ pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckRes
     }
     // Every lease ends without a release. The next holder of each ID must see the floor of the
     // node that won it, and only that: a claim that lost its race and still wrote its floor to
-    // the ID leaves a floor that names another node.
+    // the ID leaves a floor that names another node. Unless the winner's grant reported a
+    // higher one already: a claim that took the ID before it, and whose answer did not come
+    // back in time, was given up by its node (lease-etcd revokes its key), and the floor it
+    // raised stays raised (a floor only rises: that costs the ID's next holder time, never
+    // uniqueness).
     let mut expired = true;
     for grant in &held {
         // Stops at the first ID the harness cannot expire.
@@ -664,8 +671,9 @@ pub(crate) async fn herd<H: Harness>(harness: &H, options: &Options) -> CheckRes
     for grant in &grants {
         let id = grant.machine_id;
         let node = winner[&id];
+        let expected = herd_floor(node).max(found[&id]);
         match grant.floor_ms {
-            f if f == herd_floor(node) => {}
+            f if f == expected => {}
             0 => {
                 return Err(format!(
                     "machine id {id}, won by herd node {node} with a floor of {}, reports no \

@@ -296,8 +296,9 @@ checks! {
     /// 512 nodes acquiring at once (each made before the first claim, `Conflict` and `Retry`
     /// retried) get 512 distinct IDs. With a profile that records floors, each node claims with
     /// a floor of its own, and once every lease has ended the next holder of each ID sees the
-    /// floor of the node that won it: a claim that lost its race wrote nothing. Needs
-    /// `holds_all_ids`.
+    /// floor of the node that won it (or the higher one its grant reported, left by a claim
+    /// before it that was given up when its answer was late): a claim that lost its race wrote
+    /// nothing. Needs `holds_all_ids`.
     Herd herd,
     /// A renewal that reaches the store after the release (sent before it and delayed, or
     /// resent after a reconnect) is `Lost`, within the guard, after a retried release and
