@@ -219,13 +219,15 @@ fn waiting_for_a_lease_shows_progress_unless_quiet() {
         if quiet {
             assert!(err.is_empty(), "{err}");
         } else {
-            // One progress line per reason: the IDs all leased, and on a loaded machine perhaps
-            // a transient one (a connection that timed out) on the way.
+            // One progress line per reason: the IDs all leased and, on a loaded machine, a
+            // transient one on the way (a connection that timed out; a claim race when the
+            // first attempt came after ID 77 had come free, seen once: then no "leased" line).
+            assert!(!err.is_empty(), "no progress line");
             assert!(
-                err.lines().all(|line| line.starts_with("nononce: waiting")),
+                err.lines()
+                    .all(|line| line.starts_with("nononce: waiting up to 10 s for a machine id: ")),
                 "{err}"
             );
-            assert!(err.contains("leased"), "{err}");
         }
     }
     drop_table(&store);
