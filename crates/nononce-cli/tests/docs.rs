@@ -354,7 +354,9 @@ fn shell(command: &str, dir: &Path, env: &[(String, String)]) -> Output {
         .arg(command)
         .current_dir(dir)
         .env("PATH", path)
-        .env("XDG_STATE_HOME", state_home())
+        // Each example a store of its own, in its own folder: examples run at once, and two
+        // first uses of one new SQLite file at once can find it locked.
+        .env("XDG_STATE_HOME", dir)
         .env_remove("NONONCE_STORE")
         .env("REDIS", redis8_url().trim_end_matches('/'))
         .env("REDIS7", redis7_url().trim_end_matches('/'))
