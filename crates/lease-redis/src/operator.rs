@@ -9,7 +9,7 @@ use redis::aio::ConnectionLike;
 use crate::error::RedisLeaseError;
 use crate::scripts::INITIALIZE_SCRIPT;
 use crate::strategy::RedisStrategy;
-use crate::transport::{Connection, ServerInfo, TransportError};
+use crate::transport::Connection;
 use crate::wire;
 
 impl<C> StoreAdmin for RedisStrategy<Connection<C>>
@@ -47,22 +47,7 @@ where
     async fn migrate(&self) -> Result<Migration, RedisLeaseError> {
         RedisStrategy::holders(self).await?;
         let key = self.options().key();
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .arg("memory")
-            .query_async(&mut self.connection())
-            .await
-            .map_err(|e| RedisLeaseError::command("INFO", key, e))?;
-        let run_id = match ServerInfo::parse(&info) {
-            Ok(info) => info.run_id,
-            Err(TransportError::Failed(e)) => return Err(RedisLeaseError::command("INFO", key, e)),
-            Err(TransportError::Unexpected(reply)) => {
-                return Err(RedisLeaseError::UnexpectedReply {
-                    command: "INFO",
-                    reply,
-                });
-            }
-        };
+        let run_id = self.server_info().await?.run_id;
         let (before, now): (Vec<u8>, Vec<u8>) = INITIALIZE_SCRIPT
             .key(key)
             .arg(run_id)

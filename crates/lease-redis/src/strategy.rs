@@ -201,6 +201,18 @@ impl<T: Transport> RedisStrategy<T> {
             })
     }
 
+    /// The server's `INFO`, as the amnesia guard reads it (with the hash, in one round trip).
+    pub(crate) async fn server_info(&self) -> Result<ServerInfo, RedisLeaseError> {
+        let request = Request::Read { info: true };
+        let command = request.command();
+        match self.exchange(request).await? {
+            Reply::Read {
+                info: Some(info), ..
+            } => Ok(info),
+            other => Err(unexpected(command, &other)),
+        }
+    }
+
     /// `WAIT` for the configured replicas, if any.
     async fn wait_for_replicas(&self) -> Result<(), RedisLeaseError> {
         let Some((required, timeout)) = self.options.replicas else {

@@ -119,7 +119,7 @@ pub struct ServerInfo {
 
 impl ServerInfo {
     /// The fields of an `INFO` reply, or what it lacks.
-    pub(crate) fn parse(info: &str) -> Result<Self, TransportError> {
+    fn parse(info: &str) -> Result<Self, TransportError> {
         let field = |name: &str| {
             info.lines()
                 .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))

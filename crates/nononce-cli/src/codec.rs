@@ -17,8 +17,9 @@
 //! silently wrong.
 
 use clap::ValueEnum;
+use nononce::nonce::Clock;
 use nononce::nonce::ParseNonceError;
-use nononce::{Base, Decoded, Factory, FactoryClock, Nonce64, Nonce96, Nonce128};
+use nononce::{Base, BootClock, Decoded, Factory, FactoryClock, Nonce64, Nonce96, Nonce128};
 
 /// Which kind of nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
@@ -146,11 +147,7 @@ impl AnyNonce {
         bits: Option<u16>,
         epoch_ms: u64,
     ) -> Result<Self, String> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
+        let now_ms = BootClock::new().now_ms();
         Self::parse_at(text, input, bits, epoch_ms, now_ms)
     }
 
