@@ -13,6 +13,7 @@ use nononce::{Base, BootClock, Factory, FactoryClock};
 use crate::codec::{AnyNonce, Format, Input, Kind};
 use crate::factory_options::CipherArgs;
 use crate::keys::KeyArgs;
+use crate::lease_dir::Borrowed;
 use crate::output::{Exit, write_error};
 use crate::store::Store;
 use crate::store_arg::StoreArgs;
@@ -93,6 +94,9 @@ enum Command {
     /// Decrypt a nonce (hex) encrypted with keys derived from a base key.
     #[command(after_help = DECRYPT_EXAMPLES)]
     Decrypt(CryptArgs),
+    /// Run a command holding one machine ID: every `nononce gen` it runs uses that ID.
+    #[command(after_help = crate::lease_command::EXAMPLES)]
+    Lease(crate::lease_command::LeaseArgs),
     /// Serve nonces over HTTP/JSON and gRPC, each kind on a leased machine ID.
     #[cfg(feature = "serve")]
     #[command(after_help = crate::serve::EXAMPLES)]
@@ -279,7 +283,7 @@ pub fn clap_exit(e: &clap::Error) -> Result<(), Exit> {
     Err(Exit::Usage(format!("{message} (see `{usage} --help`)")))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -300,6 +304,7 @@ pub fn run(cli: Cli) -> Result<(), Exit> {
         Command::Encrypt(args) => crypt(&args, true),
         Command::Decrypt(args) => crypt(&args, false),
         Command::Leases(command) => leases(command),
+        Command::Lease(args) => crate::lease_command::run(args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::run(args),
     }
@@ -399,6 +404,12 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         // Nothing to make: no machine ID is leased (nor held for its release guard after).
         return Ok(());
     }
+    // Inside `nononce lease`: its ID, unless told otherwise.
+    let borrowed = if args.machine_id.is_none() && !args.store.given() {
+        Borrowed::from_env()?
+    } else {
+        None
+    };
     let args = Arc::new(args);
     runtime()?.block_on(async {
         let mut signals = crate::signals::Signals::new()?;
@@ -406,8 +417,12 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
             factory
                 .enable(machine_id, NO_DEADLINE)
                 .map_err(|e| e.to_string())?;
-            let generated = generate_until_signal(Arc::new(factory), &args, &mut signals).await;
+            let generated =
+                generate_until_signal(Arc::new(factory), &args, &mut signals, LOST).await;
             return generated.result;
+        }
+        if let Some(borrowed) = borrowed {
+            return generate_borrowed(borrowed, &options, &args, &mut signals).await;
         }
         let url = args.store.url(Access::Lease)?;
         let nonces = tokio::select! {
@@ -415,7 +430,7 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
-        let generated = generate_until_signal(factory, &args, &mut signals).await;
+        let generated = generate_until_signal(factory, &args, &mut signals, LOST).await;
         // Factories off, then the ID released (blocked only for the release guard).
         nonces.shutdown().await;
         if let Some(finish) = generated.finish {
@@ -426,6 +441,89 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         generated.result
     })
 }
+
+/// `gen` inside `nononce lease`: under the lease's ID, one issuer at a time, each above what
+/// the ID's earlier issuers issued and before the lease's deadline, as the lease folder's rule
+/// says ([`crate::lease_dir`]).
+async fn generate_borrowed(
+    borrowed: Borrowed,
+    options: &nononce::FactoryOptions,
+    args: &Arc<GenArgs>,
+    signals: &mut crate::signals::Signals,
+) -> Result<(), Exit> {
+    use nononce::lease::LeaseTarget;
+    use nononce::nonce::Clock;
+    let factory = Arc::new(
+        options
+            .build(borrowed.clock()?)
+            .map_err(|e| e.to_string())?,
+    );
+    let id = borrowed.machine_id();
+    let borrowed = Arc::new(borrowed);
+    let lock = {
+        let (borrowed, quiet) = (Arc::clone(&borrowed), args.quiet);
+        let locking = tokio::task::spawn_blocking(move || {
+            borrowed.lock(|| {
+                if !quiet {
+                    crate::output::say(&format!(
+                        "waiting for the other gen under this `nononce lease` (machine id {}) to finish",
+                        id.get()
+                    ));
+                }
+            })
+        });
+        tokio::select! {
+            locked = locking => locked.map_err(|e| format!("cannot lock the lease folder: {e}"))??,
+            signal = signals.recv() => return Err(Exit::Signal(signal)),
+        }
+    };
+    let now = factory.floor_of(factory.clock().exact_now_ms());
+    let floor = borrowed.floor_ms()?.max(now);
+    let deadline = borrowed.deadline_ms()?;
+    if deadline <= factory.clock().exact_now_ms() {
+        return Err(Exit::Fail(format!(
+            "the lease `nononce lease` held on machine id {} has ended (it said why): nothing more can be issued under it",
+            id.get()
+        )));
+    }
+    // The bound of the first millisecond, before anything is issued: true even if this
+    // process is killed.
+    borrowed.set_floor(floor.saturating_add(1))?;
+    LeaseTarget::enable(&*factory, id, floor, deadline);
+    // Follows the deadline until told to stop (or the sender is dropped).
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let follower = {
+        let (factory, borrowed) = (Arc::clone(&factory), Arc::clone(&borrowed));
+        std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(crate::lease_dir::DEADLINE_POLL)
+            {
+                match borrowed.deadline_ms() {
+                    Ok(deadline) if deadline > 0 => factory.set_deadline(deadline),
+                    // Lost, given back, or its holder gone: stop now.
+                    _ => factory.disable(),
+                }
+            }
+        })
+    };
+    let generated =
+        generate_until_signal(Arc::clone(&factory), args, signals, LOST_UNDER_LEASE).await;
+    if let Some(finish) = generated.finish {
+        let _ = tokio::time::timeout(Duration::from_secs(1), finish).await;
+    }
+    factory.disable();
+    drop(stop);
+    let _ = follower.join();
+    let issued = LeaseTarget::issued_up_to_ms(&*factory).max(floor.saturating_add(1));
+    let recorded = borrowed.set_floor(issued);
+    drop(lock);
+    generated.result.and(recorded.map_err(Exit::Fail))
+}
+
+/// What `gen` says when its lease was lost or not renewed in time, on its own lease and under
+/// `nononce lease`.
+const LOST: &str = "generation stopped: the machine-id lease was lost or not renewed in time (the line above says why): run gen again to lease a machine id";
+const LOST_UNDER_LEASE: &str = "generation stopped: the lease of `nononce lease` was lost or not renewed in time (it says why)";
 
 struct Generated {
     result: Result<(), Exit>,
@@ -439,13 +537,14 @@ async fn generate_until_signal(
     factory: Arc<Factory<FactoryClock>>,
     args: &Arc<GenArgs>,
     signals: &mut crate::signals::Signals,
+    lost: &'static str,
 ) -> Generated {
     let stop = Arc::new(AtomicBool::new(false));
     let (done, mut finish) = tokio::sync::oneshot::channel();
     {
         let (stop, args) = (Arc::clone(&stop), Arc::clone(args));
         std::thread::spawn(move || {
-            let _ = done.send(print_nonces(&factory, &args, &stop));
+            let _ = done.send(print_nonces(&factory, &args, &stop, lost));
         });
     }
     tokio::select! {
@@ -464,6 +563,7 @@ fn print_nonces(
     factory: &Factory<FactoryClock>,
     args: &GenArgs,
     stop: &AtomicBool,
+    lost: &str,
 ) -> Result<(), Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -477,7 +577,7 @@ fn print_nonces(
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(e) => {
                 let _ = out.flush();
-                return Err(Exit::Fail(generation_error(&e)));
+                return Err(Exit::Fail(generation_error(&e, lost)));
             }
         };
         writeln!(out, "{}", n.format(args.format)).map_err(|e| write_error(&e))?;
@@ -485,11 +585,9 @@ fn print_nonces(
     out.flush().map_err(|e| write_error(&e))
 }
 
-fn generation_error(e: &nononce::nonce::Error) -> String {
+fn generation_error(e: &nononce::nonce::Error, lost: &str) -> String {
     match e {
-        nononce::nonce::Error::Disabled | nononce::nonce::Error::LeaseExpired => {
-            "generation stopped: the machine-id lease was lost or not renewed in time (the line above says why): run gen again to lease a machine id".to_owned()
-        }
+        nononce::nonce::Error::Disabled | nononce::nonce::Error::LeaseExpired => lost.to_owned(),
         _ => e.to_string(),
     }
 }

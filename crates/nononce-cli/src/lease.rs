@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use nononce::lease::{
     Access, Acquire, AcquireError, AnyLease, DynError, ErrorKind, Failure, Grant, LeaseError,
-    LeaseTerms, Profile, Release, Renew, Renewal, StartError, error_chain,
+    LeaseManager, LeaseTarget, LeaseTerms, Profile, Release, Renew, Renewal, StartError,
+    error_chain,
 };
 use nononce::nonce::MachineId;
-use nononce::{BoxStrategy, FactoryOptions, LeaseConfig, Strategy};
+use nononce::{BoxStrategy, FactoryClock, FactoryOptions, LeaseConfig, Strategy};
 
 use crate::output::Exit;
 use crate::store::{Store, StoreInfo};
@@ -64,7 +65,7 @@ struct Held {
 pub struct Watched {
     inner: BoxStrategy,
     store: StoreInfo,
-    /// The factory the lease is for: `gen`, or the kind `serve` serves on it.
+    /// What the lease is for: `gen`, `lease` (a command), or the kind `serve` serves on it.
     name: String,
     log: Arc<Mutex<Log>>,
     held: Mutex<Held>,
@@ -95,7 +96,7 @@ impl Watched {
             .held()
             .id
             .map_or_else(|| "?".to_owned(), |id| id.get().to_string());
-        if self.name == "gen" {
+        if self.name == "gen" || self.name == LEASE {
             format!("machine id {id}")
         } else {
             format!("machine id {id} ({})", self.name)
@@ -106,17 +107,22 @@ impl Watched {
     /// the lease has left. Not hidden by `--quiet`: generation is about to stop.
     fn renewal_failed(&self, error: &DynError) {
         let subject = self.subject();
+        let stops = if self.name == LEASE {
+            "the command is stopped"
+        } else {
+            "generation stops"
+        };
         let cause = self.store.describe(error).text;
         let line = if error.kind() == ErrorKind::Lost {
             format!(
-                "{subject} is no longer this process's: it was freed (`nononce leases release`) or taken over after its lease ran out ({cause}); generation stops"
+                "{subject} is no longer this process's: it was freed (`nononce leases release`) or taken over after its lease ran out ({cause}); {stops}"
             )
         } else {
             let left = self.held().until.map_or(Duration::ZERO, |until| {
                 until.saturating_duration_since(Instant::now())
             });
             format!(
-                "warning: renewing the lease of {subject} failed: {cause}; it runs out in {} s, and generation stops before then unless a renewal gets through",
+                "warning: renewing the lease of {subject} failed: {cause}; it runs out in {} s, and {stops} before then unless a renewal gets through",
                 left.as_secs()
             )
         };
@@ -286,20 +292,17 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
     }
 }
 
-/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
-/// with the log of what the lease went through.
-pub async fn start_lease(
+/// What `nononce lease` names its lease for [`Watched`]: the messages then speak of the
+/// command it runs, not of generation.
+pub const LEASE: &str = "lease";
+
+/// The store at `url` opened for leasing, watched for what the CLI says about it, with the
+/// lease timing of `gen`.
+async fn open_watched(
     url: &str,
     name: &str,
-    options: FactoryOptions,
     quiet: bool,
-) -> Result<
-    (
-        nononce::Nononce<crate::lease::Watched>,
-        Arc<std::sync::Mutex<crate::lease::Log>>,
-    ),
-    Exit,
-> {
+) -> Result<(Watched, StoreInfo, LeaseConfig), Exit> {
     let mut config = crate::lease::config();
     let store = Store::open(url, Access::Lease, config.terms()).await?;
     let (strategy, info) = store.into_strategy();
@@ -309,7 +312,19 @@ pub async fn start_lease(
         let longer = config.acquire_timeout().map(|t| t + config.margin());
         config = config.with_acquire_timeout(longer);
     }
-    let watched = crate::lease::Watched::new(strategy, info.clone(), name, quiet);
+    let watched = Watched::new(strategy, info.clone(), name, quiet);
+    Ok((watched, info, config))
+}
+
+/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
+/// with the log of what the lease went through.
+pub async fn start_lease(
+    url: &str,
+    name: &str,
+    options: FactoryOptions,
+    quiet: bool,
+) -> Result<(nononce::Nononce<Watched>, Arc<Mutex<Log>>), Exit> {
+    let (watched, info, config) = open_watched(url, name, quiet).await?;
     let log = watched.log();
     nononce::Nononce::builder(watched)
         .with_factory(name, options)
@@ -318,4 +333,23 @@ pub async fn start_lease(
         .await
         .map(|nononce| (nononce, Arc::clone(&log)))
         .map_err(|e| Exit::Fail(start_error(&e, &log, &info)))
+}
+
+/// Leases a machine ID on the store at `url` for `target`, on `clock`, waiting as `gen` does:
+/// `nononce lease`'s lease.
+pub async fn start_manager(
+    url: &str,
+    target: Arc<dyn LeaseTarget>,
+    clock: FactoryClock,
+    quiet: bool,
+) -> Result<LeaseManager<Watched>, Exit> {
+    let (watched, info, config) = open_watched(url, LEASE, quiet).await?;
+    let log = watched.log();
+    LeaseManager::builder(watched)
+        .with_config(config)
+        .with_clock(clock)
+        .with_target(target)
+        .start()
+        .await
+        .map_err(|e| Exit::Fail(start_error(&nononce::Error::Lease(e), &log, &info)))
 }

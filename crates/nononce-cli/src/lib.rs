@@ -12,6 +12,8 @@ pub mod codec;
 mod factory_options;
 mod keys;
 mod lease;
+mod lease_command;
+mod lease_dir;
 pub mod output;
 #[cfg(feature = "serve")]
 pub mod serve;
@@ -38,6 +40,7 @@ pub fn main() -> std::process::ExitCode {
             ExitCode::FAILURE
         }
         Err(Exit::FailedSaid) => ExitCode::FAILURE,
+        Err(Exit::Status(status)) => ExitCode::from(status),
         Err(Exit::Usage(message)) => {
             output::say(&message);
             ExitCode::from(2)

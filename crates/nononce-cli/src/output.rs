@@ -12,6 +12,8 @@ pub enum Exit {
     FailedSaid,
     /// A usage error (clap's): the message for the `nononce: ` line, status 2.
     Usage(String),
+    /// The status of a command `nononce lease` ran (said already, if there was anything to say).
+    Status(u8),
     /// Stopped by a signal: status 128 + the signal number.
     Signal(u8),
     /// The reader of stdout went away: nothing more to say, status 0.

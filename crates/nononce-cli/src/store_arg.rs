@@ -29,6 +29,11 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Whether `--store` or `--store-env` was given.
+    pub fn given(&self) -> bool {
+        self.store.is_some() || self.store_env.is_some()
+    }
+
     /// The store URL the command uses, for `access`: the default store's folder is made (for
     /// its owner only) when the command may create the store in it.
     ///

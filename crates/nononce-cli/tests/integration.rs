@@ -11,6 +11,7 @@ mod decode;
 mod docs;
 mod etcd;
 mod fuzz;
+mod lease_command;
 mod leases;
 mod output;
 mod serve;
