@@ -153,13 +153,7 @@ fn url_options(store: &StoreUrl) -> Result<(String, RedisOptions), String> {
 /// One direct connection to the server, without the connection manager's retries: it must
 /// answer, and know `HSETEX`.
 async fn probe(base: &str, store: &StoreUrl) -> Result<(), OpenError> {
-    let fail = |e: &redis::RedisError| {
-        if e.is_io_error() || e.is_connection_refusal() {
-            store.error(format!("cannot connect: {}", error_chain(e)))
-        } else {
-            store.error(error_chain(e))
-        }
-    };
+    let fail = |e: &redis::RedisError| store.error(probe_failure(e, store));
     let client = redis::Client::open(base).map_err(|e| fail(&e))?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(store.connect_timeout()))
@@ -199,6 +193,31 @@ async fn probe(base: &str, store: &StoreUrl) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// Why the first connection failed, with what to do: the server's words where it has some,
+/// never a client parser's report.
+fn probe_failure(e: &redis::RedisError, store: &StoreUrl) -> String {
+    use redis::ErrorKind as K;
+    let timeout = duration(store.connect_timeout());
+    match (e.kind(), e.code()) {
+        (_, Some("NOAUTH")) => "the server needs a password: give it in the store URL, redis://:PASSWORD@HOST:PORT (redis://USER:PASSWORD@... for an ACL user), from a variable with --store-env VAR to keep it out of ps".to_owned(),
+        (_, Some("WRONGPASS")) | (K::AuthenticationFailed, _) => format!(
+            "the server refused the user name or password ({}): check them in the store URL (a server without a password set takes none)",
+            error_chain(e)
+        ),
+        (K::Parse, _) => "the server does not speak the Redis protocol (its answer did not parse): check the host and port (Redis and Valkey listen on 6379 by default)".to_owned(),
+        _ if e.is_timeout() && store.scheme() == Some("rediss") => format!(
+            "no TLS handshake within {timeout}: if the server does not use TLS, use redis:// instead of rediss://; otherwise check the host and port, or give it longer with --connect-timeout"
+        ),
+        _ if e.is_timeout() => format!(
+            "no answer within {timeout}: check the host and port, or give it longer with --connect-timeout"
+        ),
+        _ if e.is_io_error() || e.is_connection_refusal() => {
+            format!("cannot connect: {}", error_chain(e))
+        }
+        _ => error_chain(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use lease_core::{Access, LeaseTerms};
@@ -209,6 +228,28 @@ mod tests {
         let [lease, min_ttl, margin] = [120, 30, 10].map(Duration::from_secs);
         let terms = LeaseTerms::new(lease, min_ttl, margin);
         StoreUrl::new(url, url, Access::Lease, terms)
+    }
+
+    /// The failures no test server here produces (none needs a password) or that a client
+    /// reports in its own terms, said as `nononce` says them.
+    #[test]
+    fn first_connection_failures_say_what_to_do() {
+        let s = store("redis://h:1");
+        let noauth =
+            redis::make_extension_error("NOAUTH".into(), Some("Authentication required.".into()));
+        assert_eq!(
+            probe_failure(&noauth, &s),
+            "the server needs a password: give it in the store URL, redis://:PASSWORD@HOST:PORT (redis://USER:PASSWORD@... for an ACL user), from a variable with --store-env VAR to keep it out of ps"
+        );
+        let parse = redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "Incompatible type",
+            "Parse error at 1\nUnexpected `0`".to_owned(),
+        ));
+        assert_eq!(
+            probe_failure(&parse, &s),
+            "the server does not speak the Redis protocol (its answer did not parse): check the host and port (Redis and Valkey listen on 6379 by default)"
+        );
     }
 
     #[test]

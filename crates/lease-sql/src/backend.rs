@@ -219,7 +219,7 @@ async fn probe(store: &StoreUrl, strategy: &SqlStrategy) -> Result<(), OpenError
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(connect_error(&e, store)),
         Err(_) => Err(store.error(format!(
-            "no answer within {}: check the host and port",
+            "no answer within {}: check the host and port, or give it longer with --connect-timeout",
             duration(store.connect_timeout())
         ))),
     }
@@ -238,6 +238,18 @@ fn connect_error(e: &sqlx::Error, store: &StoreUrl) -> OpenError {
             chain(&**tls)
         ),
         sqlx::Error::Configuration(c) => format!("{shown}: invalid URL: {c}"),
+        // Another kind of server on the port: what it sent is not the dialect's handshake.
+        sqlx::Error::Protocol(detail) => {
+            let (server, port) = match store.scheme() {
+                Some("postgres" | "postgresql") => ("PostgreSQL", 5432),
+                _ => ("MySQL or MariaDB", 3306),
+            };
+            // The detail ends with the client's source location: not the user's concern.
+            let detail = detail.split(" (sqlx").next().unwrap_or(detail);
+            format!(
+                "{shown}: the server does not speak the {server} protocol ({detail}): check the host and port ({server} listens on {port} by default)"
+            )
+        }
         other => format!("{shown}: cannot connect: {}", chain(other)),
     })
 }

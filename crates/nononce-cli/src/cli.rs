@@ -314,8 +314,8 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
     runtime()?.block_on(async {
         match command {
             LeasesCommand::List { store, format } => {
-                let url = store.url(Access::Read)?;
-                let holders = Store::open(&url, Access::Read, terms()).await?.holders().await?;
+                let store = store.choose(Access::Read)?;
+                let holders = Store::open(&store, Access::Read, terms()).await?.holders().await?;
                 let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
                 let text = match format {
                     TextOrJson::Text => {
@@ -358,19 +358,19 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
                 crate::output::print(&text)
             }
             LeasesCommand::Migrate { store } => {
-                let url = store.url(Access::Migrate)?;
-                let message = Store::open(&url, Access::Migrate, terms()).await?.migrate().await?;
+                let store = store.choose(Access::Migrate)?;
+                let message = Store::open(&store, Access::Migrate, terms()).await?.migrate().await?;
                 crate::output::print(&message)
             }
             LeasesCommand::Release { store, id, yes } => {
                 if !yes {
-                    return Err(Exit::Fail(format!(
+                    return Err(Exit::Usage(format!(
                         "freeing machine id {} lets another node take it while its holder may still run: add --yes if that node is dead",
                         id.get()
                     )));
                 }
-                let url = store.url(Access::Read)?;
-                let freed = Store::open(&url, Access::Read, terms())
+                let store = store.choose(Access::Read)?;
+                let freed = Store::open(&store, Access::Read, terms())
                     .await?
                     .force_release(id)
                     .await?;
@@ -384,7 +384,10 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
 fn generate(args: GenArgs) -> Result<(), Exit> {
     let key = args.key.key()?;
     if args.kind == Kind::Encrypted && key.is_none() {
-        return Err(format!("encrypted nonces need a key: {}", crate::keys::HOW).into());
+        return Err(Exit::Usage(format!(
+            "encrypted nonces need a key: {}",
+            crate::keys::HOW
+        )));
     }
     // One kind per run: declared, so the factory refuses the other kind from the start.
     let base = if args.kind == Kind::Sortable {
@@ -399,7 +402,10 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
     // A misconfigured factory fails before any store is touched. The facade's clock, as the
     // leased path below uses.
     let clock = FactoryClock::shared().map_err(|e| format!("cannot start the clock: {e}"))?;
-    let factory = options.build(clock).map_err(|e| e.to_string())?;
+    // A setting that cannot work (a future epoch, a short key) is a usage error.
+    let factory = options
+        .build(clock)
+        .map_err(|e| Exit::Usage(e.to_string()))?;
     if args.count == 0 {
         // Nothing to make: no machine ID is leased (nor held for its release guard after).
         return Ok(());
@@ -424,9 +430,9 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
         if let Some(borrowed) = borrowed {
             return generate_borrowed(borrowed, &options, &args, &mut signals).await;
         }
-        let url = args.store.url(Access::Lease)?;
+        let store = args.store.choose(Access::Lease)?;
         let nonces = tokio::select! {
-            started = crate::lease::start_lease(&url, "gen", options, args.quiet) => started?.0,
+            started = crate::lease::start_lease(&store, "gen", options, args.quiet) => started?.0,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
@@ -683,15 +689,15 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
         Input::Auto | Input::Hex => Format::Hex,
     });
     let key = args.key.key()?.ok_or_else(|| {
-        format!(
+        Exit::Usage(format!(
             "{} needs the base key: {}",
             if encrypt { "encrypt" } else { "decrypt" },
             crate::keys::HOW
-        )
+        ))
     })?;
     let f = crate::factory_options::options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
         .build(BootClock::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Exit::Usage(e.to_string()))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = each_nonce(&args.nonces, false, |text| {

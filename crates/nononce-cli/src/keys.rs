@@ -1,6 +1,7 @@
 //! The base key: hex everywhere (on the command line, in an environment variable, in a file),
 //! the encoding the library examples use too.
 
+use crate::output::Exit;
 use std::path::PathBuf;
 
 /// Where the base key comes from; at most one of the three.
@@ -23,10 +24,11 @@ pub struct KeyArgs {
 pub const HOW: &str = "pass --base-key-env VAR, --base-key-file PATH or --base-key-hex HEX (at least 32 bytes: `openssl rand -hex 32` makes one)";
 
 impl KeyArgs {
-    /// The key, if one was given.
-    pub fn key(&self) -> Result<Option<Vec<u8>>, String> {
+    /// The key, if one was given. A key that is not one is a usage error (status 2); a key
+    /// file that cannot be read, a failure (status 1).
+    pub fn key(&self) -> Result<Option<Vec<u8>>, Exit> {
         if let Some(hex) = &self.base_key_hex {
-            return parse_key(hex, "").map(Some);
+            return Ok(Some(parse_key(hex, "").map_err(Exit::Usage)?));
         }
         if let Some(var) = &self.base_key_env {
             let hex = std::env::var(var).map_err(|e| match e {
@@ -36,19 +38,24 @@ impl KeyArgs {
                 std::env::VarError::NotUnicode(_) => format!(
                     "environment variable {var} is not text: it must hold the base key in hex"
                 ),
-            })?;
-            return parse_key(&hex, &format!(" in environment variable {var}")).map(Some);
+            })
+            .map_err(Exit::Usage)?;
+            return Ok(Some(
+                parse_key(&hex, &format!(" in environment variable {var}")).map_err(Exit::Usage)?,
+            ));
         }
         if let Some(file) = &self.base_key_file {
             let path = file.display();
             let text = std::fs::read(file)
                 .map_err(|e| format!("cannot read the base key file {path}: {e}"))?;
             let hex = String::from_utf8(text).map_err(|_| {
-                format!(
+                Exit::Usage(format!(
                     "base key in {path} is not hex: the file must hold hex digits (`openssl rand -hex 32 > {path}`), not raw bytes"
-                )
+                ))
             })?;
-            return parse_key(&hex, &format!(" in {path}")).map(Some);
+            return Ok(Some(
+                parse_key(&hex, &format!(" in {path}")).map_err(Exit::Usage)?,
+            ));
         }
         Ok(None)
     }

@@ -15,6 +15,7 @@ use nononce::{BoxStrategy, FactoryClock, FactoryOptions, LeaseConfig, Strategy};
 
 use crate::output::Exit;
 use crate::store::{Store, StoreInfo};
+use crate::store_arg::ChosenStore;
 
 /// How long `gen` waits for its first lease.
 pub const ACQUIRE_WAIT: Duration = Duration::from_secs(10);
@@ -34,6 +35,8 @@ pub struct Log {
     attempts: u32,
     /// The last failure: its text as the lease manager saw it, and as the CLI says it.
     last: Option<(String, String)>,
+    /// Whether the last failure was every ID held.
+    exhausted: bool,
     /// The last progress line shown.
     shown: Option<String>,
     /// How the release at shutdown went: `Err` with the reason in the CLI's words.
@@ -151,6 +154,7 @@ impl Watched {
         log.attempts += 1;
         // The reason as the lease manager will quote it, to recognise it at the end.
         log.last = Some((Failure::from_error(&error).reason, text.clone()));
+        log.exhausted = kind == ErrorKind::Exhausted;
         if kind.is_retryable() && !self.quiet && log.shown.as_deref() != Some(&text) {
             crate::output::say(&format!(
                 "waiting up to {} s for a machine id: {text}",
@@ -280,8 +284,18 @@ pub fn start_error(error: &nononce::Error, log: &Mutex<Log>, store: &StoreInfo) 
                 |f| described(&f.reason),
             );
             let s = if *attempts == 1 { "" } else { "s" };
+            // Every ID held may mean gens that just ended: each blocks its ID for the release
+            // guard after it, which a loop of one-shot gens runs into.
+            let guard = if log.exhausted {
+                format!(
+                    "; an ID a gen gave back stays blocked for {} s after it: run a loop of gens under one `nononce lease -- ...`, which leases one ID for all of them",
+                    config().release_guard().as_secs()
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "no machine id within {} s ({attempts} attempt{s}): {why}",
+                "no machine id within {} s ({attempts} attempt{s}): {why}{guard}",
                 ACQUIRE_WAIT.as_secs()
             )
         }
@@ -299,12 +313,12 @@ pub const LEASE: &str = "lease";
 /// The store at `url` opened for leasing, watched for what the CLI says about it, with the
 /// lease timing of `gen`.
 async fn open_watched(
-    url: &str,
+    store: &ChosenStore,
     name: &str,
     quiet: bool,
 ) -> Result<(Watched, StoreInfo, LeaseConfig), Exit> {
     let mut config = crate::lease::config();
-    let store = Store::open(url, Access::Lease, config.terms()).await?;
+    let store = Store::open(store, Access::Lease, config.terms()).await?;
     let (strategy, info) = store.into_strategy();
     if nononce::Strategy::profile(&strategy).deterministic {
         // A static store's first grant comes a margin after it is asked for (no predecessor's
@@ -316,15 +330,15 @@ async fn open_watched(
     Ok((watched, info, config))
 }
 
-/// Leases a machine ID on the store at `url` for one factory, `name`, waiting as `gen` does;
+/// Leases a machine ID on `store` for one factory, `name`, waiting as `gen` does;
 /// with the log of what the lease went through.
 pub async fn start_lease(
-    url: &str,
+    store: &ChosenStore,
     name: &str,
     options: FactoryOptions,
     quiet: bool,
 ) -> Result<(nononce::Nononce<Watched>, Arc<Mutex<Log>>), Exit> {
-    let (watched, info, config) = open_watched(url, name, quiet).await?;
+    let (watched, info, config) = open_watched(store, name, quiet).await?;
     let log = watched.log();
     nononce::Nononce::builder(watched)
         .with_factory(name, options)
@@ -335,15 +349,15 @@ pub async fn start_lease(
         .map_err(|e| Exit::Fail(start_error(&e, &log, &info)))
 }
 
-/// Leases a machine ID on the store at `url` for `target`, on `clock`, waiting as `gen` does:
+/// Leases a machine ID on `store` for `target`, on `clock`, waiting as `gen` does:
 /// `nononce lease`'s lease.
 pub async fn start_manager(
-    url: &str,
+    store: &ChosenStore,
     target: Arc<dyn LeaseTarget>,
     clock: FactoryClock,
     quiet: bool,
 ) -> Result<LeaseManager<Watched>, Exit> {
-    let (watched, info, config) = open_watched(url, LEASE, quiet).await?;
+    let (watched, info, config) = open_watched(store, LEASE, quiet).await?;
     let log = watched.log();
     LeaseManager::builder(watched)
         .with_config(config)

@@ -28,14 +28,16 @@ pub const KILL_AFTER: Duration = Duration::from_secs(2);
 
 pub const EXAMPLES: &str = "Examples:
   nononce lease -- env
-  nononce lease -- sh -c 'for f in *.csv; do nononce gen -n 1000 > \"$f.ids\"; done'
-  nononce lease --store postgres://app@db/app -- ./batch-job
+  nononce lease -- sh -c 'for i in 1 2 3; do nononce gen -n 2; done'
+  nononce lease --store postgres://app@db/app -- sh -c 'echo \"machine id $NONONCE_MACHINE_ID\"'
 
 The command gets NONONCE_MACHINE_ID (0..=511) and NONONCE_LEASE_DIR; every `nononce gen` it
 runs (without --store or --machine-id) issues under that ID, one at a time, each above the
-last, none leasing an ID of its own. The lease is renewed while the command runs and given back
-when it exits; nononce then exits with the command's status. If the lease cannot be kept, gen
-under it stops at once, the command gets SIGTERM (SIGKILL 2 s later), and nononce exits 1.
+last, none leasing an ID of its own: one-shot gens in a loop need no ID each. The lease is
+gen's (2 minutes, renewed every 30 s) and given back when the command exits; nononce then exits
+with the command's status. If the lease cannot be kept, gen under it stops at once, the command
+gets SIGTERM (SIGKILL 2 s later), and nononce exits 1. A program that uses NONONCE_MACHINE_ID
+by itself must keep to the lease folder's deadline_ms (docs/operations.md).
 SIGINT, SIGTERM and SIGHUP are passed on to the command.";
 
 /// `nononce lease`'s arguments.
@@ -155,7 +157,7 @@ pub fn run(args: LeaseArgs) -> Result<(), Exit> {
 
 async fn lease(args: LeaseArgs) -> Result<(), Exit> {
     let mut signals = crate::signals::Signals::new()?;
-    let url = args.store.url(Access::Lease)?;
+    let store = args.store.choose(Access::Lease)?;
     let clock = FactoryClock::shared().map_err(|e| format!("cannot start the clock: {e}"))?;
     let (phase, mut phases) = watch::channel(Phase::Waiting);
     let target = Arc::new(CommandTarget {
@@ -168,7 +170,7 @@ async fn lease(args: LeaseArgs) -> Result<(), Exit> {
         failed: std::sync::Mutex::default(),
     });
     let started = crate::lease::start_manager(
-        &url,
+        &store,
         Arc::clone(&target) as Arc<dyn LeaseTarget>,
         clock,
         args.quiet,

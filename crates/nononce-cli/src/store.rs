@@ -3,7 +3,9 @@
 //!
 //! Opening a store checks what can be checked at once, so a command fails fast with the real
 //! cause (a server that refuses the connection, a wrong password, a missing SQLite file): each
-//! backend does it its own way, within [`PROBE_TIMEOUT`]. Passwords are hidden from every
+//! backend does it its own way, within the command's `--connect-timeout` (10 s unless given:
+//! generous, as it only bounds a server that accepts a TCP connection and then says nothing,
+//! or a TLS handshake with a server that speaks none). Passwords are hidden from every
 //! message here, whatever the scheme.
 
 use std::sync::LazyLock;
@@ -17,10 +19,8 @@ use nononce::lease::{
 };
 
 use crate::codec::{escaped, shown};
-
-/// The longest wait for the first answer of a server store. Generous: it only bounds a server
-/// that accepts TCP connections and then says nothing.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::output::Exit;
+use crate::store_arg::ChosenStore;
 
 /// The backends of this build, looked up by scheme.
 static BACKENDS: LazyLock<Vec<Box<dyn Backend>>> = LazyLock::new(crate::backends::registered);
@@ -30,6 +30,8 @@ static BACKENDS: LazyLock<Vec<Box<dyn Backend>>> = LazyLock::new(crate::backends
 pub struct StoreInfo {
     backend: &'static dyn Backend,
     url: StoreUrl,
+    /// See [`ChosenStore::instead_of_url`].
+    instead_of_url: Option<String>,
 }
 
 /// An error of a store, said.
@@ -46,16 +48,30 @@ impl StoreInfo {
         self.url.shown()
     }
 
+    /// `text` with each command to paste naming the store as the user did: a URL that came from
+    /// a variable is not written out (its password would show as `***`, which cannot work).
+    fn pasteable(&self, text: String) -> String {
+        pasteable(text, self.url.redacted(), self.instead_of_url.as_deref())
+    }
+
     /// `error` (a strategy's or an admin's) in one line naming the store: the backend's own
     /// words when it has them, the error and its sources otherwise.
     pub fn describe(&self, error: &(dyn std::error::Error + 'static)) -> Said {
+        let said = self.describe_raw(error);
+        Said {
+            text: self.pasteable(said.text),
+            hold_off: said.hold_off,
+        }
+    }
+
+    fn describe_raw(&self, error: &(dyn std::error::Error + 'static)) -> Said {
         let mut error = error;
         while let Some(erased) = error.downcast_ref::<DynError>() {
             error = erased.inner();
         }
         let Some(explained) = self.backend.explain(error, &self.url) else {
             return Said {
-                text: self.url.naming(error_chain(error)),
+                text: self.url.naming(one_line(&error_chain(error))),
                 hold_off: None,
             };
         };
@@ -84,25 +100,38 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens the store a `--store` URL names, for `access`, to lease on `terms`.
-    pub async fn open(url: &str, access: Access, terms: LeaseTerms) -> Result<Self, String> {
+    /// Opens the store a command chose, for `access`, to lease on `terms`.
+    pub async fn open(
+        chosen: &ChosenStore,
+        access: Access,
+        terms: LeaseTerms,
+    ) -> Result<Self, Exit> {
+        let url = chosen.url.as_str();
         let all: &'static [Box<dyn Backend>] = &BACKENDS;
         let scheme = url.split_once(':').map(|(scheme, _)| scheme);
         let Some(backend) = all
             .iter()
             .find(|b| scheme.is_some_and(|s| b.schemes().contains(&s)))
         else {
-            return Err(unknown_store(url, all));
+            // A URL no backend takes cannot work: a usage error.
+            return Err(Exit::Usage(unknown_store(url, all)));
         };
         let store = StoreUrl::new(url, escaped(&redact(url), 300), access, terms)
-            .with_connect_timeout(PROBE_TIMEOUT);
-        let opened = backend.open(&store).await.map_err(|e| e.message)?;
+            .with_connect_timeout(chosen.connect_timeout);
+        let opened = backend.open(&store).await.map_err(|e| {
+            pasteable(
+                one_line(&e.message),
+                store.redacted(),
+                chosen.instead_of_url.as_deref(),
+            )
+        })?;
         Ok(Self {
             strategy: opened.strategy,
             admin: opened.admin,
             info: StoreInfo {
                 backend: &**backend,
                 url: store,
+                instead_of_url: chosen.instead_of_url.clone(),
             },
         })
     }
@@ -153,6 +182,30 @@ impl Store {
             .map_err(|e| self.fail(&e))?;
         Ok(migration.to_string())
     }
+}
+
+/// `text` with ` --store 'REDACTED'` replaced by what the user gave instead (see
+/// [`ChosenStore::instead_of_url`]).
+fn pasteable(text: String, redacted: &str, instead_of_url: Option<&str>) -> String {
+    let Some(instead) = instead_of_url else {
+        return text;
+    };
+    let named = format!(" --store '{redacted}'");
+    let instead = if instead.is_empty() {
+        String::new()
+    } else {
+        format!(" {instead}")
+    };
+    text.replace(&named, &instead)
+}
+
+/// A message on one line: a client's multi-line text (a parser's report) joined with `; `.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A URL of no registered scheme: what the build takes instead.

@@ -7,8 +7,11 @@
 //! nonces.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use nononce::lease::Access;
+
+use crate::output::Exit;
 
 /// The variable a command reads its store URL from when given neither `--store` nor
 /// `--store-env` (as sqlx-cli reads `DATABASE_URL`).
@@ -26,6 +29,21 @@ pub struct StoreArgs {
     /// and the shell's history.
     #[arg(long, value_name = "VAR", conflicts_with = "store")]
     store_env: Option<String>,
+    /// How long to wait for a server store's first answer, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    connect_timeout: u64,
+}
+
+/// The store a command uses: its URL, how a command to paste names it, and how long to wait
+/// for its first answer.
+#[derive(Debug, Clone)]
+pub struct ChosenStore {
+    pub url: String,
+    /// What a command to paste gives instead of `--store 'URL'` (whose password is hidden):
+    /// `--store-env VAR`, or nothing when the URL came from `NONONCE_STORE` or is the default
+    /// store, which the pasted command finds the same way. `None` for `--store URL`.
+    pub instead_of_url: Option<String>,
+    pub connect_timeout: Duration,
 }
 
 impl StoreArgs {
@@ -34,24 +52,32 @@ impl StoreArgs {
         self.store.is_some() || self.store_env.is_some()
     }
 
-    /// The store URL the command uses, for `access`: the default store's folder is made (for
+    /// The store the command uses, for `access`: the default store's folder is made (for
     /// its owner only) when the command may create the store in it.
     ///
     /// # Errors
-    /// A variable named by `--store-env` or `NONONCE_STORE` that is empty or unset, or no
-    /// default store (no `HOME`), in one line saying what to give instead.
-    pub fn url(&self, access: Access) -> Result<String, String> {
-        if let Some(url) = &self.store {
-            return Ok(url.clone());
-        }
-        if let Some(var) = &self.store_env {
-            return from_var(var, &format!("--store-env {var}"))?
-                .ok_or_else(|| format!("--store-env {var}: the environment variable {var} is not set: export {var}=URL, or give --store URL"));
-        }
-        match from_var(STORE_VAR, STORE_VAR)? {
-            Some(url) => Ok(url),
-            None => default_store(access),
-        }
+    /// A variable named by `--store-env` or `NONONCE_STORE` that is empty or unset (a usage
+    /// error), or no default store (no `HOME`), in one line saying what to give instead.
+    pub fn choose(&self, access: Access) -> Result<ChosenStore, Exit> {
+        let (url, instead_of_url) = if let Some(url) = &self.store {
+            (url.clone(), None)
+        } else if let Some(var) = &self.store_env {
+            let url = from_var(var, &format!("--store-env {var}"))
+                .and_then(|url| url.ok_or_else(|| format!("--store-env {var}: the environment variable {var} is not set: export {var}=URL, or give --store URL")))
+                .map_err(Exit::Usage)?;
+            (url, Some(format!("--store-env {var}")))
+        } else {
+            let url = match from_var(STORE_VAR, STORE_VAR).map_err(Exit::Usage)? {
+                Some(url) => url,
+                None => default_store(access)?,
+            };
+            (url, Some(String::new()))
+        };
+        Ok(ChosenStore {
+            url,
+            instead_of_url,
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+        })
     }
 }
 

@@ -123,25 +123,27 @@ fn the_store_url_from_the_environment() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(dir.path().join("other.db").exists());
-    let err = assert_one_line_failure(
+    let err = assert_one_line_exit(
         &nononce()
             .args(["gen", "--store-env", "NO_SUCH_VAR_X"])
             .env_remove("NO_SUCH_VAR_X")
             .output()
             .unwrap(),
         "unset",
+        2,
     );
     assert_eq!(
         err.trim_end(),
         "nononce: --store-env NO_SUCH_VAR_X: the environment variable NO_SUCH_VAR_X is not set: export NO_SUCH_VAR_X=URL, or give --store URL"
     );
-    let err = assert_one_line_failure(
+    let err = assert_one_line_exit(
         &nononce()
             .args(["gen"])
             .env("NONONCE_STORE", "")
             .output()
             .unwrap(),
         "empty",
+        2,
     );
     assert_eq!(
         err.trim_end(),
@@ -244,16 +246,16 @@ fn bad_input_gets_one_clear_line_and_a_failure() {
         ("encrypt 0011 --base-key-hex KEY", 1, "malformed nonce"),
         (
             "encrypt 0123456789abcdef --base-key-hex 0011",
-            1,
+            2,
             "at least 32",
         ),
-        ("encrypt 0123456789abcdef --base-key-hex xyz", 1, "not hex"),
+        ("encrypt 0123456789abcdef --base-key-hex xyz", 2, "not hex"),
         (
             "encrypt 0123456789abcdef00000001 --base-key-hex KEY",
             1,
             "32 zero bits",
         ),
-        ("gen --kind encrypted --machine-id 1", 1, "need a key"),
+        ("gen --kind encrypted --machine-id 1", 2, "need a key"),
         ("gen --machine-id 512", 2, "out of range"),
         ("gen --bits 32", 2, "use"),
         ("encrypt 00 --base-key-hex KEY --cipher128 rot13", 2, "use"),
@@ -293,11 +295,11 @@ fn gen_leases_through_static_stores() {
         .stdout
         .clone();
     assert_eq!(machine_ids(&String::from_utf8(out).unwrap()), [12; 3]);
-    for (store, needle) in [
-        ("hosts:no-such-host.invalid", "node list"),
-        ("ftp://example", "unknown store"),
+    for (store, needle, code) in [
+        ("hosts:no-such-host.invalid", "node list", 1),
+        ("ftp://example", "unknown store", 2),
     ] {
-        let err = assert_one_line_failure(&run(&["gen", "--store", store]), store);
+        let err = assert_one_line_exit(&run(&["gen", "--store", store]), store, code);
         assert!(err.contains(needle), "{err}");
     }
 }
@@ -427,7 +429,7 @@ fn keys_from_the_environment_and_files() {
         .env_remove("NONONCE_NO_SUCH_VAR")
         .output()
         .unwrap();
-    let err = assert_one_line_failure(&out, "no such variable");
+    let err = assert_one_line_exit(&out, "no such variable", 2);
     assert!(err.contains("NONONCE_NO_SUCH_VAR"), "{err}");
     let missing = dir.path().join("missing").display().to_string();
     let out = run(&["encrypt", "03be4cb500002000", "--base-key-file", &missing]);

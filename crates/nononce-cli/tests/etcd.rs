@@ -56,7 +56,7 @@ fn leases_on_etcd_list_release_and_migrate() {
 
     let id = a.to_string();
     let refused = run(&["leases", "release", "--store", &store, "--id", &id]);
-    let err = assert_one_line_failure(&refused, "release without --yes");
+    let err = assert_one_line_exit(&refused, "release without --yes", 2);
     assert!(err.contains("--yes"), "{err}");
     assert!(held(&store).iter().any(|(id, _)| *id == a));
 

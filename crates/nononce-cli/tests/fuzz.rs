@@ -9,7 +9,7 @@
 //! one line on stderr starting `nononce: ` (never a panic, never a usage dump); valid input
 //! succeeds; stderr stays proportional to the input.
 
-use crate::common::{KEY, assert_one_line_exit, assert_one_line_failure, run, stderr};
+use crate::common::{KEY, assert_one_line_exit, run, stderr};
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::Output;
@@ -53,10 +53,11 @@ fn valid_nonce(text: &str) -> bool {
     digits || hex || b64
 }
 
-/// A failure the user can act on (exit code 1, one `nononce: ` line) that says `needle`.
-/// Messages quote at most 40 characters of the input, escaped onto one line.
-fn assert_clean_failure(out: &Output, input: &str, needle: &str) {
-    let err = assert_one_line_failure(out, &format!("{input:?}"));
+/// A failure the user can act on (exit code `code`: 1 for a nonce that cannot be read, 2 for
+/// an option value that cannot work; one `nononce: ` line) that says `needle`. Messages quote
+/// at most 40 characters of the input, escaped onto one line.
+fn assert_clean_failure(out: &Output, code: i32, input: &str, needle: &str) {
+    let err = assert_one_line_exit(out, &format!("{input:?}"), code);
     assert!(err.contains(needle), "{input:?}: {err}");
     assert!(err.len() <= 700, "{} bytes", err.len());
 }
@@ -173,9 +174,9 @@ fn decode_random_text() {
             assert_success(&out, &text, "bits=");
         } else if valid_nonce(&text) {
             // Two readings that could both be the nonce, or none of a nonce made yet.
-            assert_clean_failure(&out, &text, "--input");
+            assert_clean_failure(&out, 1, &text, "--input");
         } else {
-            assert_clean_failure(&out, &text, "malformed nonce");
+            assert_clean_failure(&out, 1, &text, "malformed nonce");
         }
     });
 }
@@ -222,7 +223,7 @@ fn encrypt_random_nonce() {
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(stdout.trim().len(), t.len(), "{text:?}: {stdout}");
         } else {
-            assert_clean_failure(&out, &text, "");
+            assert_clean_failure(&out, 1, &text, "");
         }
     });
 }
@@ -252,7 +253,7 @@ fn encrypt_random_key() {
         if t.len() % 2 == 0 && t.len() >= 64 && is_hex(t) {
             assert_success(&out, &key, "");
         } else {
-            assert_clean_failure(&out, &key, "base key");
+            assert_clean_failure(&out, 2, &key, "base key");
         }
     });
 }
@@ -300,7 +301,7 @@ fn unknown_ciphers_and_stores_are_refused() {
             .any(|p| name.starts_with(p))
         {
             let out = run(&["gen", &format!("--store={name}")]);
-            assert_clean_failure(&out, &name, "unknown store");
+            assert_clean_failure(&out, 2, &name, "unknown store");
         }
     });
 }

@@ -70,7 +70,7 @@ pub fn run(args: ServeArgs) -> Result<(), Exit> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async move {
         let mut signals = crate::signals::Signals::new()?;
-        let store = args.store.url(nononce::lease::Access::Lease)?;
+        let store = args.store.choose(nononce::lease::Access::Lease)?;
         // Bound before any lease is taken: a port in use fails at once, holding nothing.
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -45,7 +45,7 @@ impl Workers {
     /// Leases a machine ID for each kind in turn (waiting for each as `gen` does); on a
     /// failure, releases those already held.
     pub async fn start(
-        store: &str,
+        store: &crate::store_arg::ChosenStore,
         kinds: &[Kind],
         args: &ServeArgs,
         key: Option<Vec<u8>>,
