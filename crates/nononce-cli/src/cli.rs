@@ -62,7 +62,8 @@ encrypted nonce's fields are noise, its time too: give --input for those.
 Examples:
   nononce decode 03be4cb500002000    # prints bits=64 timestamp_ms=64310400000 unix_ms=1800000000000 time=2027-01-15T08:00:00.000Z machine_id=1 count=0
   nononce decode A75MtQAAIAA --format json
-  nononce gen -n 3 --machine-id 7 --format int | nononce decode -";
+  nononce gen -n 3 --machine-id 7 --format int | nononce decode -
+  nononce decode 55728bcb7d191444 --input hex --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints bits=64 timestamp_ms=64310400000 unix_ms=1800000000000 time=2027-01-15T08:00:00.000Z machine_id=1 count=0";
 
 const ENCRYPT_EXAMPLES: &str = "Example:
   nononce encrypt 03be4cb500002000 --base-key-hex 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f    # prints 55728bcb7d191444";
@@ -198,6 +199,12 @@ struct DecodeArgs {
     /// Report a nonce that cannot be read and go on with the next; the status is still 1.
     #[arg(long)]
     keep_going: bool,
+    /// Encrypted nonces: decrypt each with keys derived from this base key first (needs
+    /// --input: an encrypted nonce's form cannot be told by its fields).
+    #[command(flatten)]
+    key: KeyArgs,
+    #[command(flatten)]
+    ciphers: CipherArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -644,10 +651,25 @@ fn each_nonce(
 }
 
 fn decode(args: &DecodeArgs) -> Result<(), Exit> {
+    let decrypter = match args.key.key()? {
+        Some(_) if args.input == Input::Auto => {
+            return Err(Exit::Usage(
+                "--input auto: an encrypted nonce's fields are noise, so decode cannot tell its form by them: give --input hex, base64url or int with a base key".to_owned(),
+            ));
+        }
+        Some(key) => Some(crypter(&args.ciphers, key)?),
+        None => None,
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = each_nonce(&args.nonces, args.keep_going, |text| {
-        let nonce = match AnyNonce::parse(text, args.input, args.bits, args.epoch_ms) {
+        let parsed = AnyNonce::parse(text, args.input, args.bits, args.epoch_ms).and_then(|n| {
+            match &decrypter {
+                Some(f) => crypted(f, n, false),
+                None => Ok(n),
+            }
+        });
+        let nonce = match parsed {
             Ok(n) => n,
             Err(e) => {
                 // What was read before the failure reaches stdout before it is said.
@@ -695,24 +717,35 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
             crate::keys::HOW
         ))
     })?;
-    let f = crate::factory_options::options(&args.ciphers, Some(key), DEFAULT_EPOCH_MS)
-        .build(BootClock::new())
-        .map_err(|e| Exit::Usage(e.to_string()))?;
+    let f = crypter(&args.ciphers, key)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = each_nonce(&args.nonces, false, |text| {
         let nonce = AnyNonce::parse(text, input, None, args.epoch_ms)?;
-        let crypted = match (nonce, encrypt) {
-            (AnyNonce::N64(n), true) => f.encrypt64(n).map(AnyNonce::N64),
-            (AnyNonce::N64(n), false) => f.decrypt64(n).map(AnyNonce::N64),
-            (AnyNonce::N96(n), true) => f.encrypt96(n).map(AnyNonce::N96),
-            (AnyNonce::N96(n), false) => f.decrypt96(n).map(AnyNonce::N96),
-            (AnyNonce::N128(n), true) => f.encrypt128(n).map(AnyNonce::N128),
-            (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
-        }
-        .map_err(|e| e.to_string())?;
+        let crypted = crypted(&f, nonce, encrypt)?;
         writeln!(out, "{}", crypted.format(format)).map_err(|e| write_error(&e))
     });
     out.flush().map_err(|e| write_error(&e))?;
     result
+}
+
+/// A factory that only encrypts and decrypts, with `ciphers` and keys derived from `key`. A
+/// key or cipher setting that cannot work is a usage error.
+fn crypter(ciphers: &CipherArgs, key: Vec<u8>) -> Result<Factory<BootClock>, Exit> {
+    crate::factory_options::options(ciphers, Some(key), DEFAULT_EPOCH_MS)
+        .build(BootClock::new())
+        .map_err(|e| Exit::Usage(e.to_string()))
+}
+
+/// `nonce` encrypted (or decrypted) by `f`.
+fn crypted(f: &Factory<BootClock>, nonce: AnyNonce, encrypt: bool) -> Result<AnyNonce, String> {
+    match (nonce, encrypt) {
+        (AnyNonce::N64(n), true) => f.encrypt64(n).map(AnyNonce::N64),
+        (AnyNonce::N64(n), false) => f.decrypt64(n).map(AnyNonce::N64),
+        (AnyNonce::N96(n), true) => f.encrypt96(n).map(AnyNonce::N96),
+        (AnyNonce::N96(n), false) => f.decrypt96(n).map(AnyNonce::N96),
+        (AnyNonce::N128(n), true) => f.encrypt128(n).map(AnyNonce::N128),
+        (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
+    }
+    .map_err(|e| e.to_string())
 }

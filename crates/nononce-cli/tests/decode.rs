@@ -209,3 +209,52 @@ fn encrypt_and_decrypt_read_every_form() {
     let err = assert_one_line_exit(&out, "decrypt auto", 2);
     assert!(err.contains("give --input hex, base64url or int"), "{err}");
 }
+
+/// Encrypted nonces, decrypted first with the base key: every size and form gives back the
+/// machine ID they were made under; without `--input` the form cannot be told and decode says
+/// so (status 2).
+#[test]
+fn encrypted_nonces_decode_with_the_base_key() {
+    for bits in ["64", "96", "128"] {
+        for format in ["hex", "base64url", "int"] {
+            let made = run_ok(&[
+                "gen",
+                "--kind",
+                "encrypted",
+                "--bits",
+                bits,
+                "--format",
+                format,
+                "--machine-id",
+                "9",
+                "-n",
+                "5",
+                "--base-key-hex",
+                KEY,
+            ]);
+            let (lines, refused, ok) = decode(
+                &made,
+                &[
+                    "--input",
+                    format,
+                    "--bits",
+                    bits,
+                    "--base-key-hex",
+                    KEY,
+                    "--format",
+                    "json",
+                ],
+            );
+            assert!(ok && refused.is_empty(), "{bits} {format}: {refused:?}");
+            assert_eq!(lines.len(), 5);
+            for line in lines {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(v["machine_id"], 9, "{bits} {format}: {line}");
+                assert_eq!(v["bits"].to_string(), bits, "{line}");
+            }
+        }
+    }
+    let out = run(&["decode", "55728bcb7d191444", "--base-key-hex", KEY]);
+    let err = assert_one_line_exit(&out, "a key without --input", 2);
+    assert!(err.contains("give --input hex, base64url or int"), "{err}");
+}
