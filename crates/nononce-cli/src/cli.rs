@@ -95,6 +95,14 @@ enum Command {
     /// Decrypt a nonce (hex) encrypted with keys derived from a base key.
     #[command(after_help = DECRYPT_EXAMPLES)]
     Decrypt(CryptArgs),
+    /// Print a shell completion script, for example `nononce completions bash >
+    /// ~/.local/share/bash-completion/completions/nononce`.
+    Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), for example `nononce man | man -l -`.
+    Man,
     /// Run a command holding one machine ID: every `nononce gen` it runs uses that ID.
     #[command(after_help = crate::lease_command::EXAMPLES)]
     Lease(crate::lease_command::LeaseArgs),
@@ -312,6 +320,23 @@ pub fn run(cli: Cli) -> Result<(), Exit> {
         Command::Decrypt(args) => crypt(&args, false),
         Command::Leases(command) => leases(command),
         Command::Lease(args) => crate::lease_command::run(args),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "nononce",
+                &mut script,
+            );
+            crate::output::print_raw(&String::from_utf8_lossy(&script))
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut page)
+                .map_err(|e| format!("cannot render the manual page: {e}"))?;
+            crate::output::print_raw(&String::from_utf8_lossy(&page))
+        }
         #[cfg(feature = "serve")]
         Command::Serve(args) => crate::serve::run(args),
     }

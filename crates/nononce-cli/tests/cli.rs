@@ -447,3 +447,32 @@ fn gen_of_no_nonces_leases_nothing() {
     assert_eq!(run_ok(&["gen", "-n", "0"]), "");
     assert!(!default_store_file().exists());
 }
+
+/// Completion scripts that the shell reads without an error, naming every command, and a
+/// manual page that `man` renders.
+#[test]
+fn completions_and_the_manual_page() {
+    let script = run_ok(&["completions", "bash"]);
+    for command in [
+        "gen", "decode", "bounds", "encrypt", "decrypt", "leases", "lease",
+    ] {
+        assert!(script.contains(command), "{command}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nononce.bash");
+    std::fs::write(&file, &script).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        assert!(!run_ok(&["completions", shell]).is_empty(), "{shell}");
+    }
+    let page = run_ok(&["man"]);
+    assert!(page.contains(".TH nononce 1"), "{page}");
+    assert!(page.contains("lease"), "{page}");
+    let err = assert_one_line_exit(&run(&["completions", "tcsh"]), "an unknown shell", 2);
+    assert!(err.contains("possible values: bash"), "{err}");
+}
