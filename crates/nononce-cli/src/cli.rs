@@ -97,11 +97,15 @@ enum Command {
     Decrypt(CryptArgs),
     /// Print a shell completion script, for example `nononce completions bash >
     /// ~/.local/share/bash-completion/completions/nononce`.
+    #[command(
+        after_help = "Examples:\n  nononce completions bash > nononce.bash\n  nononce completions zsh > _nononce"
+    )]
     Completions {
         /// The shell: bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff), for example `nononce man | man -l -`.
+    #[command(after_help = "Example:\n  nononce man > nononce.1")]
     Man,
     /// Run a command holding one machine ID: every `nononce gen` it runs uses that ID.
     #[command(after_help = crate::lease_command::EXAMPLES)]
@@ -456,19 +460,24 @@ fn generate(args: GenArgs) -> Result<(), Exit> {
                 .enable(machine_id, NO_DEADLINE)
                 .map_err(|e| e.to_string())?;
             let generated =
-                generate_until_signal(Arc::new(factory), &args, &mut signals, LOST).await;
+                generate_until_signal(Arc::new(factory), &args, &mut signals, LOST, Arc::default())
+                    .await;
             return generated.result;
         }
         if let Some(borrowed) = borrowed {
             return generate_borrowed(borrowed, &options, &args, &mut signals).await;
         }
         let store = args.store.choose(Access::Lease)?;
+        // Set when the lease is lost: gen stops there (the manager would go on under a new ID).
+        let lost = Arc::new(AtomicBool::new(false));
+        let started =
+            crate::lease::start_lease(&store, "gen", options, args.quiet, Some(Arc::clone(&lost)));
         let nonces = tokio::select! {
-            started = crate::lease::start_lease(&store, "gen", options, args.quiet) => started?.0,
+            started = started => started?.0,
             signal = signals.recv() => return Err(Exit::Signal(signal)),
         };
         let factory = Arc::clone(nonces.factory("gen").expect("configured above"));
-        let generated = generate_until_signal(factory, &args, &mut signals, LOST).await;
+        let generated = generate_until_signal(factory, &args, &mut signals, LOST, lost).await;
         // Factories off, then the ID released (blocked only for the release guard).
         nonces.shutdown().await;
         if let Some(finish) = generated.finish {
@@ -544,8 +553,14 @@ async fn generate_borrowed(
             }
         })
     };
-    let generated =
-        generate_until_signal(Arc::clone(&factory), args, signals, LOST_UNDER_LEASE).await;
+    let generated = generate_until_signal(
+        Arc::clone(&factory),
+        args,
+        signals,
+        LOST_UNDER_LEASE,
+        Arc::default(),
+    )
+    .await;
     if let Some(finish) = generated.finish {
         let _ = tokio::time::timeout(Duration::from_secs(1), finish).await;
     }
@@ -575,14 +590,15 @@ async fn generate_until_signal(
     factory: Arc<Factory<FactoryClock>>,
     args: &Arc<GenArgs>,
     signals: &mut crate::signals::Signals,
-    lost: &'static str,
+    lost_message: &'static str,
+    lost: Arc<AtomicBool>,
 ) -> Generated {
     let stop = Arc::new(AtomicBool::new(false));
     let (done, mut finish) = tokio::sync::oneshot::channel();
     {
         let (stop, args) = (Arc::clone(&stop), Arc::clone(args));
         std::thread::spawn(move || {
-            let _ = done.send(print_nonces(&factory, &args, &stop, lost));
+            let _ = done.send(print_nonces(&factory, &args, &stop, &lost, lost_message));
         });
     }
     tokio::select! {
@@ -601,7 +617,8 @@ fn print_nonces(
     factory: &Factory<FactoryClock>,
     args: &GenArgs,
     stop: &AtomicBool,
-    lost: &str,
+    lost: &AtomicBool,
+    lost_message: &str,
 ) -> Result<(), Exit> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -609,13 +626,18 @@ fn print_nonces(
         if i % 256 == 0 && stop.load(Ordering::Relaxed) {
             break;
         }
+        // Checked at every nonce: after a loss the factory may be on again under another ID.
+        if lost.load(Ordering::SeqCst) {
+            let _ = out.flush();
+            return Err(Exit::Fail(lost_message.to_owned()));
+        }
         let n = match crate::codec::next(factory, args.kind, args.bits) {
             Ok(n) => n,
             // Stopped by a signal: the factory is off, as it should be.
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(e) => {
                 let _ = out.flush();
-                return Err(Exit::Fail(generation_error(&e, lost)));
+                return Err(Exit::Fail(generation_error(&e, lost_message)));
             }
         };
         writeln!(out, "{}", n.format(args.format)).map_err(|e| write_error(&e))?;

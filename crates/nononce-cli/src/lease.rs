@@ -332,17 +332,27 @@ async fn open_watched(
 
 /// Leases a machine ID on `store` for one factory, `name`, waiting as `gen` does;
 /// with the log of what the lease went through.
+///
+/// `lost`, when given, is set the moment the lease is lost (the factory is off by then): `gen`
+/// stops there, where the manager would lease another ID and `serve` goes on with it.
 pub async fn start_lease(
     store: &ChosenStore,
     name: &str,
     options: FactoryOptions,
     quiet: bool,
+    lost: Option<Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<(nononce::Nononce<Watched>, Arc<Mutex<Log>>), Exit> {
     let (watched, info, config) = open_watched(store, name, quiet).await?;
     let log = watched.log();
-    nononce::Nononce::builder(watched)
+    let mut builder = nononce::Nononce::builder(watched)
         .with_factory(name, options)
-        .with_lease_config(config)
+        .with_lease_config(config);
+    if let Some(lost) = lost {
+        builder = builder.with_on_lease_lost(move |_| {
+            lost.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    builder
         .start()
         .await
         .map(|nononce| (nononce, Arc::clone(&log)))

@@ -69,8 +69,16 @@ fn gens_under_one_lease_use_its_id_and_never_repeat() {
                 "$NONONCE" gen -n 3 --bits $bits --kind $kind
             done
         done
+        "$NONONCE" leases list --store "$STORE" --format json > "$LISTED"
     "#;
-    let out = lease_sh(&store, script);
+    let listed = dir.path().join("listed.json");
+    let out = std_nononce()
+        .args(["lease", "--store", &store, "--", "sh", "-c", script])
+        .env("NONONCE", bin())
+        .env("STORE", &store)
+        .env("LISTED", &listed)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let nonces = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = nonces.lines().collect();
@@ -101,8 +109,16 @@ fn gens_under_one_lease_use_its_id_and_never_repeat() {
         })
         .collect();
     assert_eq!(ids, HashSet::from([0]));
-    // One ID leased in all, and given back.
-    assert_eq!(held(&store).len(), 1, "{:?}", held(&store));
+    // One ID leased in all, while the gens ran; given back after.
+    let listed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&listed).unwrap()).unwrap();
+    let ids: Vec<u64> = listed["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["machine_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [0], "{listed}");
     assert_eq!(still_leased(&store), Vec::<u64>::new());
 }
 

@@ -68,7 +68,7 @@ impl Workers {
                 .with_kind64(base)
                 .with_kind96(base)
                 .with_kind128(base);
-            match crate::lease::start_lease(store, kind.name(), options, quiet).await {
+            match crate::lease::start_lease(store, kind.name(), options, quiet, None).await {
                 Ok((nononce, log)) => {
                     let factory = Arc::clone(nononce.factory(kind.name()).expect("added above"));
                     workers.push(Worker { kind, factory });
