@@ -212,7 +212,8 @@ struct DecodeArgs {
     #[arg(long)]
     keep_going: bool,
     /// Encrypted nonces: decrypt each with keys derived from this base key first (needs
-    /// --input: an encrypted nonce's form cannot be told by its fields).
+    /// --input: an encrypted nonce's form cannot be told by its fields). A 96-bit nonce of
+    /// Blowfish or 3DES holds a 64-bit nonce and 32 zero bits: decoded as that 64-bit nonce.
     #[command(flatten)]
     key: KeyArgs,
     #[command(flatten)]
@@ -712,7 +713,7 @@ fn decode(args: &DecodeArgs) -> Result<(), Exit> {
     let result = each_nonce(&args.nonces, args.keep_going, |text| {
         let parsed = AnyNonce::parse(text, args.input, args.bits, args.epoch_ms).and_then(|n| {
             match &decrypter {
-                Some(f) => crypted(f, n, false),
+                Some(f) => crypted(f, n, false).map(|n| inner_nonce(n, &args.ciphers)),
                 None => Ok(n),
             }
         });
@@ -795,4 +796,16 @@ fn crypted(f: &Factory<BootClock>, nonce: AnyNonce, encrypt: bool) -> Result<Any
         (AnyNonce::N128(n), false) => f.decrypt128(n).map(AnyNonce::N128),
     }
     .map_err(|e| e.to_string())
+}
+
+/// The nonce a decrypted one carries: a 96-bit nonce of a 64-bit-block cipher (Blowfish, 3DES)
+/// is an encrypted 64-bit nonce and 32 zero bits, as in NoNoncense, so its fields are those of
+/// its first 64 bits.
+fn inner_nonce(decrypted: AnyNonce, ciphers: &CipherArgs) -> AnyNonce {
+    match decrypted {
+        AnyNonce::N96(n) if ciphers.cipher96.has_64bit_block() => AnyNonce::N64(
+            nononce::nonce::Nonce64::from_u64(u64::try_from(n.to_u128() >> 32).unwrap_or(u64::MAX)),
+        ),
+        other => other,
+    }
 }

@@ -210,12 +210,21 @@ fn encrypt_and_decrypt_read_every_form() {
     assert!(err.contains("give --input hex, base64url or int"), "{err}");
 }
 
-/// Encrypted nonces, decrypted first with the base key: every size and form gives back the
-/// machine ID they were made under; without `--input` the form cannot be told and decode says
-/// so (status 2).
+/// Encrypted nonces, decrypted first with the base key: every size, cipher and form gives back
+/// the machine ID and the counts they were made with (a 96-bit nonce of a 64-bit-block cipher
+/// is the 64-bit nonce it carries); without `--input` the form cannot be told and decode says so
+/// (status 2).
 #[test]
 fn encrypted_nonces_decode_with_the_base_key() {
-    for bits in ["64", "96", "128"] {
+    let sizes = [
+        ("64", "--cipher64", "blowfish", 64),
+        ("64", "--cipher64", "speck", 64),
+        ("96", "--cipher96", "blowfish", 64),
+        ("96", "--cipher96", "des3", 64),
+        ("96", "--cipher96", "speck", 96),
+        ("128", "--cipher128", "aes", 128),
+    ];
+    for (bits, cipher, name, decoded_bits) in sizes {
         for format in ["hex", "base64url", "int"] {
             let made = run_ok(&[
                 "gen",
@@ -231,27 +240,35 @@ fn encrypted_nonces_decode_with_the_base_key() {
                 "5",
                 "--base-key-hex",
                 KEY,
+                cipher,
+                name,
             ]);
-            let (lines, refused, ok) = decode(
-                &made,
-                &[
-                    "--input",
-                    format,
-                    "--bits",
-                    bits,
-                    "--base-key-hex",
-                    KEY,
-                    "--format",
-                    "json",
-                ],
-            );
-            assert!(ok && refused.is_empty(), "{bits} {format}: {refused:?}");
+            let args = [
+                "--input",
+                format,
+                "--bits",
+                bits,
+                "--base-key-hex",
+                KEY,
+                cipher,
+                name,
+                "--format",
+                "json",
+            ];
+            let (lines, refused, ok) = decode(&made, &args);
+            let what = format!("{bits} {name} {format}");
+            assert!(ok && refused.is_empty(), "{what}: {refused:?}");
             assert_eq!(lines.len(), 5);
+            let mut counts = Vec::new();
             for line in lines {
                 let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                assert_eq!(v["machine_id"], 9, "{bits} {format}: {line}");
-                assert_eq!(v["bits"].to_string(), bits, "{line}");
+                assert_eq!(v["machine_id"], 9, "{what}: {line}");
+                assert_eq!(v["bits"], decoded_bits, "{what}: {line}");
+                counts.push(v["count"].as_u64().unwrap());
             }
+            // One after another: never a count shifted into the high bits.
+            assert!(counts.windows(2).all(|w| w[0] < w[1]), "{what}: {counts:?}");
+            assert!(counts[4] - counts[0] < 1 << 16, "{what}: {counts:?}");
         }
     }
     let out = run(&["decode", "55728bcb7d191444", "--base-key-hex", KEY]);
