@@ -120,7 +120,7 @@ enum Command {
 enum LeasesCommand {
     /// Who holds which machine ID, and how many of the 512 are free.
     #[command(
-        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --format json\n  nononce leases list --store etcd://etcd:2379"
+        after_help = "Examples:\n  nononce gen\n  nononce leases list\n  nononce leases list --format json\n  nononce leases list --free | head -3\n  nononce leases list --store etcd://etcd:2379\n\nexpires_in is on the store's clock; expires_at adds it to this host's clock. An ID a node gave\nback stays listed, blocked, for its release guard (10 s for gen)."
     )]
     List {
         #[command(flatten)]
@@ -128,6 +128,9 @@ enum LeasesCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
         format: TextOrJson,
+        /// List the free IDs instead, one a line (JSON: `free_ids`).
+        #[arg(long)]
+        free: bool,
     },
     /// Create or repair the lease table (Redis and etcd stores need none: it checks that they
     /// answer).
@@ -350,49 +353,14 @@ pub fn run(cli: Cli) -> Result<(), Exit> {
 fn leases(command: LeasesCommand) -> Result<(), Exit> {
     runtime()?.block_on(async {
         match command {
-            LeasesCommand::List { store, format } => {
+            LeasesCommand::List {
+                store,
+                format,
+                free,
+            } => {
                 let store = store.choose(Access::Read)?;
                 let holders = Store::open(&store, Access::Read, terms()).await?.holders().await?;
-                let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
-                let text = match format {
-                    TextOrJson::Text => {
-                        let mut text = format!("{:>4}  {:<10} {:>12}\n", "id", "token", "expires_in");
-                        for h in &holders {
-                            let left = if h.expires_in == Duration::MAX {
-                                "never".to_owned()
-                            } else {
-                                format!("{:.1}s", h.expires_in.as_secs_f64())
-                            };
-                            text.push_str(&format!(
-                                "{:>4}  {:<10} {left:>12}\n",
-                                h.machine_id.get(),
-                                crate::codec::shown(&h.token_prefix),
-                            ));
-                        }
-                        text.push_str(&format!(
-                            "{} held, {free} of {} free",
-                            holders.len(),
-                            MachineId::COUNT
-                        ));
-                        text
-                    }
-                    TextOrJson::Json => {
-                        let held: Vec<serde_json::Value> = holders
-                            .iter()
-                            .map(|h| {
-                                serde_json::json!({
-                                    "machine_id": h.machine_id.get(),
-                                    "token": h.token_prefix,
-                                    // No expiry (a field written without a TTL): null.
-                                    "expires_in_s": (h.expires_in != Duration::MAX)
-                                        .then_some(h.expires_in.as_secs_f64()),
-                                })
-                            })
-                            .collect();
-                        serde_json::json!({ "held": held, "free": free }).to_string()
-                    }
-                };
-                crate::output::print(&text)
+                crate::output::print(&listed(&holders, format, free))
             }
             LeasesCommand::Migrate { store } => {
                 let store = store.choose(Access::Migrate)?;
@@ -416,6 +384,82 @@ fn leases(command: LeasesCommand) -> Result<(), Exit> {
             }
         }
     })
+}
+
+/// What `leases list` prints of `holders`: a table (or JSON) of the held IDs with the time
+/// each has left and when that is, and the count of free ones; or the free IDs.
+fn listed(holders: &[nononce::lease::Holder], format: TextOrJson, free: bool) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // No expiry (a field written without a TTL): none; past the calendar: none either.
+    let at = |left: Duration| {
+        (left != Duration::MAX)
+            .then(|| now.checked_add(left))
+            .flatten()
+            .and_then(|t| u64::try_from(t.as_millis()).ok())
+            .and_then(crate::codec::rfc3339)
+    };
+    if free {
+        let held: std::collections::HashSet<u16> =
+            holders.iter().map(|h| h.machine_id.get()).collect();
+        let ids: Vec<u16> = (0..MachineId::COUNT)
+            .filter(|id| !held.contains(id))
+            .collect();
+        return match format {
+            TextOrJson::Text => ids
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            TextOrJson::Json => serde_json::json!({ "free_ids": ids }).to_string(),
+        };
+    }
+    let free = usize::from(MachineId::COUNT).saturating_sub(holders.len());
+    match format {
+        TextOrJson::Text => {
+            let mut text = format!(
+                "{:>4}  {:<10} {:>14}  {}\n",
+                "id", "token", "expires_in", "expires_at"
+            );
+            for h in holders {
+                let left = if h.expires_in == Duration::MAX {
+                    "never".to_owned()
+                } else if h.expires_in < Duration::from_secs(1000) {
+                    format!("{:.1}s", h.expires_in.as_secs_f64())
+                } else {
+                    nononce::lease::backend::duration(h.expires_in)
+                };
+                text.push_str(&format!(
+                    "{:>4}  {:<10} {left:>14}  {}\n",
+                    h.machine_id.get(),
+                    crate::codec::shown(&h.token_prefix),
+                    at(h.expires_in).as_deref().unwrap_or("-"),
+                ));
+            }
+            text.push_str(&format!(
+                "{} held, {free} of {} free",
+                holders.len(),
+                MachineId::COUNT
+            ));
+            text
+        }
+        TextOrJson::Json => {
+            let held: Vec<serde_json::Value> = holders
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "machine_id": h.machine_id.get(),
+                        "token": h.token_prefix,
+                        "expires_in_s": (h.expires_in != Duration::MAX)
+                            .then_some(h.expires_in.as_secs_f64()),
+                        "expires_at": at(h.expires_in),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "held": held, "free": free }).to_string()
+        }
+    }
 }
 
 fn generate(args: GenArgs) -> Result<(), Exit> {

@@ -162,3 +162,34 @@ fn each_failed_renewal_is_a_warning() {
         );
     }
 }
+
+/// `leases list` says when each lease ends, on this host's clock, and `--free` lists the free
+/// IDs, one a line.
+#[test]
+fn leases_list_gives_times_and_the_free_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path());
+    let running = RunningGen::start(&["--store", &store], dir.path());
+    let id = running.machine_id();
+    let list = run_ok(&["leases", "list", "--store", &store, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let at = v["held"][0]["expires_at"].as_str().unwrap();
+    assert!(at.starts_with("20") && at.ends_with('Z'), "{list}");
+    let text = run_ok(&["leases", "list", "--store", &store]);
+    assert!(
+        text.starts_with("  id  token          expires_in  expires_at\n"),
+        "{text}"
+    );
+    assert!(text.contains(at.get(..16).unwrap()), "{text}");
+    let free = run_ok(&["leases", "list", "--store", &store, "--free"]);
+    let free: Vec<u64> = free.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(free.len(), 511);
+    assert!(!free.contains(&id));
+    let json = run_ok(&[
+        "leases", "list", "--store", &store, "--free", "--format", "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["free_ids"].as_array().unwrap().len(), 511);
+    let (status, err) = running.signal("TERM");
+    assert_eq!(status.code(), Some(143), "{err}");
+}
