@@ -18,7 +18,7 @@ use crate::output::Exit;
 pub const STORE_VAR: &str = "NONONCE_STORE";
 
 /// What `--store` takes.
-pub const STORE_HELP: &str = "The lease store: sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], zk://HOST:PORT[,HOST:PORT...][/ROOT], env:VAR (StatefulSet ordinal), hosts:NAME=ID,NAME=ID,... Without --store or --store-env: the URL in NONONCE_STORE, else this user's SQLite file on this host, $XDG_STATE_HOME/nononce/leases.db (~/.local/state/nononce/leases.db), the same from every folder; it serves one host: nodes on several hosts need a shared store";
+pub const STORE_HELP: &str = "The lease store: sqlite://PATH, postgres://..., mysql://..., redis://HOST:PORT, etcd://HOST:PORT[,HOST:PORT...][/PREFIX/], zk://HOST:PORT[,HOST:PORT...][/ROOT], env:VAR (StatefulSet ordinal) and hosts:NAME=ID,NAME=ID,... (static IDs, no leases kept: for gen, lease and serve, not leases). Without --store or --store-env: the URL in NONONCE_STORE, else this user's SQLite file on this host, $XDG_STATE_HOME/nononce/leases.db (~/.local/state/nononce/leases.db), the same from every folder; it serves one host: nodes on several hosts need a shared store";
 
 /// `--store` and `--store-env`, for every command that opens a store.
 #[derive(Debug, Clone, clap::Args)]
