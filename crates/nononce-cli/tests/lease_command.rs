@@ -17,6 +17,29 @@ fn lease_sh(store: &str, script: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// `nononce lease --store STORE -- sh -c SCRIPT` running, once SCRIPT printed its first line,
+/// `ready`; with the rest of its stdout.
+fn started(
+    store: &str,
+    script: &str,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let mut child = std_nononce()
+        .args(["lease", "--store", store, "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ready = String::new();
+    out.read_line(&mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
+    (child, out)
+}
+
 /// The IDs the store holds for more than their release guard: leases not given back.
 fn still_leased(store: &str) -> Vec<u64> {
     held(store)
@@ -148,24 +171,12 @@ fn the_command_s_status_is_nononce_s_and_the_id_is_given_back() {
 /// SIGTERM to nononce reaches the command; the ID is given back once it has ended.
 #[test]
 fn a_signal_is_passed_on_to_the_command() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_store(dir.path());
-    let mut child = std_nononce()
-        .args(["lease", "--store", &store, "--"])
-        .args([
-            "sh",
-            "-c",
-            "echo ready; trap 'echo stopped; exit 5' TERM; while :; do sleep 0.1; done",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut ready = String::new();
-    out.read_line(&mut ready).unwrap();
-    assert_eq!(ready, "ready\n");
+    let (mut child, out) = started(
+        &store,
+        "echo ready; trap 'echo stopped; exit 5' TERM; while :; do sleep 0.1; done",
+    );
     assert_eq!(still_leased(&store), vec![0]);
     let killed = std::process::Command::new("kill")
         .args(["-s", "TERM", &child.id().to_string()])
@@ -183,26 +194,9 @@ fn a_signal_is_passed_on_to_the_command() {
 /// so, stops the command and exits 1.
 #[test]
 fn a_freed_id_stops_the_command_saying_so() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_store(dir.path());
-    let mut child = std_nononce()
-        .args([
-            "lease",
-            "--store",
-            &store,
-            "--",
-            "sh",
-            "-c",
-            "echo ready; exec sleep 600",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut ready = String::new();
-    out.read_line(&mut ready).unwrap();
+    let (mut child, _out) = started(&store, "echo ready; exec sleep 600");
     assert!(release(&store, 0).contains("freed"));
     let status = child.wait().unwrap();
     let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
