@@ -45,9 +45,13 @@ fn leases_on_etcd_list_release_and_migrate() {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(a.to_string().as_str()))
         .unwrap_or_else(|| panic!("{a} is not listed: {list}"));
-    // id, a token prefix, the time left on the running gen's etcd lease.
+    // id, a token prefix, the time left on the running gen's etcd lease, and when that is.
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells.len(), 3, "{row}");
+    assert_eq!(cells.len(), 4, "{row}");
+    assert!(
+        cells[3].starts_with("20") && cells[3].ends_with('Z'),
+        "{row}"
+    );
     let left: f64 = cells[2].trim_end_matches('s').parse().unwrap();
     assert!(left > RELEASE_GUARD_S && left <= CLI_LEASE_S, "{row}");
     assert!(list.contains(" held, "), "{list}");
