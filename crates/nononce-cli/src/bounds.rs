@@ -69,7 +69,6 @@ pub fn run(args: &BoundsArgs) -> Result<(), Exit> {
     let from_ms = args.from.unix_ns.div_euclid(NS_PER_MS)
         + i128::from(args.from.unix_ns.rem_euclid(NS_PER_MS) != 0);
     let to_ms = args.to.unix_ns.div_euclid(NS_PER_MS);
-    crate::codec::format_fits(args.format, args.bits).map_err(usage)?;
     if args.from.unix_ns > args.to.unix_ns {
         return Err(usage(format!(
             "--from {} is after --to {}: give the earlier time as --from",

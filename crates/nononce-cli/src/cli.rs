@@ -54,7 +54,6 @@ const DECODE_EXAMPLES: &str = "How the nonce is read (--input auto), in every fo
   hex          16, 24 or 32 hex digits (64, 96 or 128 bits), 0x before them allowed
   base64url    11, 16 or 22 unpadded base64url characters (64, 96 or 128 bits)
   int          decimal digits: 64 bits if the value fits, else 96, else 128
-  uuid-style   32 hex digits in 8-4-4-4-12 groups (128 bits)
 16 hex digits are also 16 base64url characters, and digits alone also an integer. Of two
 readings, one whose time is over a year after now is dropped; if both could be the nonce,
 decode refuses, naming each, and --input picks one. --bits sets an integer's size. An
@@ -177,9 +176,6 @@ struct GenArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Hex)]
     format: Format,
-    /// Hex digits in uppercase (hex and uuid-style).
-    #[arg(long)]
-    uppercase: bool,
     /// Use this machine ID (0..=511) without a lease; you guarantee no other node uses it.
     #[arg(long, conflicts_with_all = ["store", "store_env"], value_name = "ID", value_parser = parse_machine_id)]
     machine_id: Option<MachineId>,
@@ -467,12 +463,6 @@ fn listed(holders: &[nononce::lease::Holder], format: TextOrJson, free: bool) ->
 }
 
 fn generate(args: GenArgs) -> Result<(), Exit> {
-    crate::codec::format_fits(args.format, args.bits).map_err(Exit::Usage)?;
-    if args.uppercase && !matches!(args.format, Format::Hex | Format::UuidStyle) {
-        return Err(Exit::Usage(
-            "--uppercase applies to hex digits: use it with --format hex or uuid-style".to_owned(),
-        ));
-    }
     let key = args.key.key()?;
     if args.kind == Kind::Encrypted && key.is_none() {
         return Err(Exit::Usage(format!(
@@ -695,13 +685,7 @@ fn print_nonces(
                 return Err(Exit::Fail(generation_error(&e, lost_message)));
             }
         };
-        let text = n.format(args.format);
-        let text = if args.uppercase {
-            text.to_ascii_uppercase()
-        } else {
-            text
-        };
-        writeln!(out, "{text}").map_err(|e| write_error(&e))?;
+        writeln!(out, "{}", n.format(args.format)).map_err(|e| write_error(&e))?;
     }
     out.flush().map_err(|e| write_error(&e))
 }
@@ -816,7 +800,6 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
     let format = args.format.unwrap_or(match input {
         Input::Base64url => Format::Base64url,
         Input::Int => Format::Int,
-        Input::UuidStyle => Format::UuidStyle,
         Input::Auto | Input::Hex => Format::Hex,
     });
     let key = args.key.key()?.ok_or_else(|| {
@@ -832,7 +815,6 @@ fn crypt(args: &CryptArgs, encrypt: bool) -> Result<(), Exit> {
     let result = each_nonce(&args.nonces, false, |text| {
         let nonce = AnyNonce::parse(text, input, None, args.epoch_ms)?;
         let crypted = crypted(&f, nonce, encrypt)?;
-        crate::codec::format_fits(format, crypted.bits())?;
         writeln!(out, "{}", crypted.format(format)).map_err(|e| write_error(&e))
     });
     out.flush().map_err(|e| write_error(&e))?;

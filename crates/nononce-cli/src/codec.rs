@@ -55,19 +55,6 @@ pub enum Format {
     Base64url,
     /// The big-endian integer in decimal.
     Int,
-    /// 128-bit nonces only: the 32 hex digits in a UUID's 8-4-4-4-12 groups, for UUID
-    /// columns. Not a UUID of any version: its version and variant bits are the nonce's.
-    UuidStyle,
-}
-
-/// Whether `format` can write a `bits`-bit nonce: `uuid-style` writes 128-bit ones only.
-pub fn format_fits(format: Format, bits: u16) -> Result<(), String> {
-    if format == Format::UuidStyle && bits != 128 {
-        return Err(format!(
-            "--format uuid-style writes 128-bit nonces, not {bits}-bit ones: use --bits 128 or another --format"
-        ));
-    }
-    Ok(())
 }
 
 /// The next nonce of `kind` and `bits` (64, 96 or 128) from `factory`. Counter calls take
@@ -116,13 +103,11 @@ pub enum Input {
     Base64url,
     /// A decimal integer (as `gen --format int` prints).
     Int,
-    /// 36 characters: 32 hex digits in a UUID's 8-4-4-4-12 groups (128 bits).
-    UuidStyle,
 }
 
 impl Input {
     /// The forms auto mode tries, in the order messages list them.
-    const FORMS: [Self; 4] = [Self::Hex, Self::Base64url, Self::Int, Self::UuidStyle];
+    const FORMS: [Self; 3] = [Self::Hex, Self::Base64url, Self::Int];
 
     /// The name `--input` takes.
     pub const fn name(self) -> &'static str {
@@ -131,7 +116,6 @@ impl Input {
             Self::Hex => "hex",
             Self::Base64url => "base64url",
             Self::Int => "int",
-            Self::UuidStyle => "uuid-style",
         }
     }
 }
@@ -147,7 +131,7 @@ pub enum AnyNonce {
     N128(Nonce128),
 }
 
-const FORMS: &str = "a nonce is 16, 24 or 32 hex digits (0x before them allowed), 11, 16 or 22 base64url characters, a decimal integer, or 32 hex digits in 8-4-4-4-12 groups";
+const FORMS: &str = "a nonce is 16, 24 or 32 hex digits (0x before them allowed), 11, 16 or 22 base64url characters, or a decimal integer";
 
 /// How far after now a nonce's time may lie and still be that of a nonce made by now: a node's
 /// clock may run a little ahead, not a year. Readings of one text in two forms lie decades
@@ -197,7 +181,6 @@ impl AnyNonce {
             Input::Auto | Input::Hex => Self::hex_text(text),
             Input::Base64url => Self::base64url_text(text),
             Input::Int => Self::int_text(text, bits),
-            Input::UuidStyle => Self::uuid_style_text(text),
         }
     }
 
@@ -252,20 +235,6 @@ impl AnyNonce {
             _ => Err(ParseNonceError::InvalidHex),
         };
         parsed.map_err(|_| "expected 16, 24 or 32 hex digits".to_owned())
-    }
-
-    /// 32 hex digits in 8-4-4-4-12 groups: a 128-bit nonce.
-    fn uuid_style_text(text: &str) -> Result<Self, String> {
-        let groups: Vec<&str> = text.split('-').collect();
-        let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
-        if lengths != [8, 4, 4, 4, 12] {
-            return Err("expected 32 hex digits in 8-4-4-4-12 groups".to_owned());
-        }
-        groups
-            .concat()
-            .parse()
-            .map(Self::N128)
-            .map_err(|_| "expected 32 hex digits in 8-4-4-4-12 groups".to_owned())
     }
 
     // The nonce types read 11, 16 and 22 characters as base64url (and no other alphabet).
@@ -349,24 +318,7 @@ impl AnyNonce {
             Format::Hex => self.hex(),
             Format::Base64url => self.base64url(),
             Format::Int => self.int(),
-            Format::UuidStyle => self.uuid_style(),
         }
-    }
-
-    /// 128 bits in a UUID's 8-4-4-4-12 groups; other sizes as hex (callers refuse them first).
-    pub fn uuid_style(self) -> String {
-        let hex = self.hex();
-        if hex.len() != 32 {
-            return hex;
-        }
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
     }
 
     /// The big-endian integer in decimal.
