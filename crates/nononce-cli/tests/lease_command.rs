@@ -178,12 +178,7 @@ fn a_signal_is_passed_on_to_the_command() {
         "echo ready; trap 'echo stopped; exit 5' TERM; while :; do sleep 0.1; done",
     );
     assert_eq!(still_leased(&store), vec![0]);
-    let killed = std::process::Command::new("kill")
-        .args(["-s", "TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = child.wait().unwrap();
+    let status = common::serve::stop(&mut child, "TERM");
     let rest = std::io::read_to_string(out).unwrap();
     assert_eq!(rest, "stopped\n");
     assert_eq!(status.code(), Some(5));
